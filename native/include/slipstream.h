@@ -1,0 +1,387 @@
+/*
+ * slipstream.h - the C ABI of libslipstream.
+ *
+ * libslipstream holds the pixel kernels of slipstream: JPEG header parsing,
+ * region-of-interest and DCT-scaled JPEG decoding, a fused decode+crop+resize,
+ * resampling, normalization/packing into tensor layouts, JPEG encoding for the
+ * dataset writer, and positional file reads.
+ *
+ * Conventions shared by every function below:
+ *
+ *  - The caller owns all memory.  Functions never return memory to free.  The
+ *    only allocations are per-thread scratch buffers (and libjpeg's own
+ *    per-image working memory); scratch grows to the largest request seen on
+ *    a thread and is reused, so a steady workload allocates nothing.  Scratch
+ *    is freed when the thread exits.
+ *  - Images are 8-bit, interleaved (HWC).  Row strides are given explicitly,
+ *    in bytes, and may exceed width * channels (padded rows, sub-images).
+ *  - Every fallible function returns an int32_t status: SLIP_OK (0) on
+ *    success, a negative slip_status code on failure.  slip_strerror() names a
+ *    code; slip_last_error() gives the detail of the calling thread's most
+ *    recent failure (for example libjpeg's own message).
+ *  - Every function is thread-safe and re-entrant: concurrent calls from any
+ *    number of threads are allowed.  Nothing here touches Python, so callers
+ *    may run it without the GIL.  Nothing ever calls exit() or abort().
+ *  - Parameters documented as taking an enum are declared int32_t so that the
+ *    ABI does not depend on the compiler's choice of enum size.
+ *
+ * slipstream/_native.py (ctypes prototypes, Numba intrinsics, Python enums) is
+ * generated from this file by codegen/; keep its declarations in the simple
+ * form used here (one declaration per statement, no macros in signatures).
+ */
+#ifndef SLIPSTREAM_H
+#define SLIPSTREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define SLIP_API __declspec(dllexport)
+#else
+#define SLIP_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Version of this ABI; bumped whenever a declaration in this file changes. */
+#define SLIP_ABI_VERSION 1
+
+/** Largest image side, in pixels, that any function accepts (libjpeg's own limit). */
+#define SLIP_MAX_DIMENSION 65500
+
+/** Most memory, in bytes, that one JPEG decode may use for libjpeg's
+ *  whole-image buffers (progressive and multi-scan images) or for the fused
+ *  kernel's region scratch; a larger request fails with SLIP_ETOOBIG. */
+#define SLIP_MAX_DECODE_MEMORY 1073741824
+
+/** Status codes returned by every fallible function. */
+typedef enum slip_status {
+  SLIP_OK = 0,            /**< success */
+  SLIP_EINVAL = -1,       /**< invalid argument: null pointer, bad size, region outside the image, unknown enum value */
+  SLIP_ENOMEM = -2,       /**< scratch memory could not be allocated */
+  SLIP_EBUFFER = -3,      /**< the output buffer is too small for the result */
+  SLIP_ENOTJPEG = -4,     /**< the data does not start with a JPEG SOI marker */
+  SLIP_ECORRUPT = -5,     /**< the JPEG data is corrupt (libjpeg error or a data-corrupting warning) */
+  SLIP_ETRUNCATED = -6,   /**< the JPEG data ends before the image does */
+  SLIP_EUNSUPPORTED = -7, /**< valid but unsupported JPEG: 12-bit, lossless, unknown colour space */
+  SLIP_ETOOBIG = -8,      /**< the image or the memory it needs exceeds SLIP_MAX_DIMENSION or SLIP_MAX_DECODE_MEMORY */
+  SLIP_EIO = -9,          /**< an operating-system I/O error; the detail holds strerror(errno) */
+  SLIP_EEOF = -10         /**< the file ended before all requested bytes were read */
+} slip_status;
+
+/** Colour space of the compressed JPEG data. */
+typedef enum slip_colorspace {
+  SLIP_COLORSPACE_UNKNOWN = 0, /**< not one of the below */
+  SLIP_COLORSPACE_GRAY = 1,    /**< one luminance component */
+  SLIP_COLORSPACE_RGB = 2,     /**< three components stored as RGB */
+  SLIP_COLORSPACE_YCBCR = 3,   /**< three components stored as YCbCr (the usual case) */
+  SLIP_COLORSPACE_CMYK = 4,    /**< four components stored as CMYK */
+  SLIP_COLORSPACE_YCCK = 5     /**< four components stored as YCCK */
+} slip_colorspace;
+
+/** Chroma subsampling, named by the J:a:b convention. */
+typedef enum slip_subsampling {
+  SLIP_SUBSAMPLING_444 = 0,   /**< no subsampling */
+  SLIP_SUBSAMPLING_422 = 1,   /**< chroma halved horizontally */
+  SLIP_SUBSAMPLING_420 = 2,   /**< chroma halved in both directions */
+  SLIP_SUBSAMPLING_440 = 3,   /**< chroma halved vertically */
+  SLIP_SUBSAMPLING_411 = 4,   /**< chroma quartered horizontally */
+  SLIP_SUBSAMPLING_441 = 5,   /**< chroma quartered vertically */
+  SLIP_SUBSAMPLING_GRAY = 6,  /**< a single component: nothing to subsample */
+  SLIP_SUBSAMPLING_OTHER = 7  /**< any other combination of sampling factors */
+} slip_subsampling;
+
+/** Options of the decoding functions; combine with bitwise OR. */
+typedef enum slip_decode_flags {
+  SLIP_DECODE_DEFAULT = 0,       /**< accurate integer IDCT, smooth ("fancy") chroma upsampling, no flip */
+  SLIP_DECODE_FLIP_X = 1,        /**< mirror the output horizontally */
+  SLIP_DECODE_FAST_IDCT = 2,     /**< libjpeg's fast integer IDCT: quicker, slightly less accurate */
+  SLIP_DECODE_FAST_UPSAMPLE = 4  /**< libjpeg's merged (non-smoothing) chroma upsampling: quicker, blockier chroma */
+} slip_decode_flags;
+
+/** Options of slip_jpeg_encode; combine with bitwise OR. */
+typedef enum slip_encode_flags {
+  SLIP_ENCODE_DEFAULT = 0,      /**< baseline JPEG with the standard Huffman tables */
+  SLIP_ENCODE_PROGRESSIVE = 1,  /**< progressive JPEG (libjpeg's simple progression) */
+  SLIP_ENCODE_OPTIMIZE = 2      /**< compute optimal Huffman tables: smaller files, slower encoding */
+} slip_encode_flags;
+
+/** Resampling filters. */
+typedef enum slip_interp {
+  /** Box filter weighted by exact area overlap: each output pixel is the mean
+   *  of the source area it covers (antialiased when shrinking). */
+  SLIP_INTERP_AREA = 0,
+  /** Triangle filter with half-pixel centres; when shrinking, its support
+   *  widens by the scale factor (antialiased, as torchvision's and Pillow's
+   *  bilinear resize); when enlarging it is plain bilinear interpolation. */
+  SLIP_INTERP_BILINEAR = 1
+} slip_interp;
+
+/** Element types of slip_pack's output. */
+typedef enum slip_dtype {
+  SLIP_DTYPE_UINT8 = 0,   /**< unsigned 8-bit integer (no normalization) */
+  SLIP_DTYPE_FLOAT16 = 1, /**< IEEE 754 binary16 */
+  SLIP_DTYPE_FLOAT32 = 2  /**< IEEE 754 binary32 */
+} slip_dtype;
+
+/** What slip_jpeg_info reports about a JPEG, read from its header alone. */
+typedef struct slip_jpeg_info_t {
+  int32_t height;      /**< image height in pixels */
+  int32_t width;       /**< image width in pixels */
+  int32_t components;  /**< number of colour components in the file: 1, 3 or 4 */
+  int32_t colorspace;  /**< slip_colorspace of the stored data */
+  int32_t subsampling; /**< slip_subsampling of the stored data */
+  int32_t progressive; /**< 1 for a progressive JPEG, 0 for sequential */
+  int32_t mcu_height;  /**< height in pixels of one MCU row at scale 1 (8, 16 or 32): the granularity of row decoding */
+  int32_t mcu_width;   /**< width in pixels of one MCU column at scale 1: the granularity of column cropping */
+} slip_jpeg_info_t;
+
+/**
+ * Version of the library as "MAJOR.MINOR.PATCH".
+ *
+ * @return a static, NUL-terminated string.
+ */
+SLIP_API const char *slip_version(void);
+
+/**
+ * ABI version the library was built with (SLIP_ABI_VERSION).  Bindings
+ * compare it with the value of the header they were generated from.
+ *
+ * @return SLIP_ABI_VERSION of the compiled library.
+ */
+SLIP_API int32_t slip_abi_version(void);
+
+/**
+ * Name and one-line meaning of a status code.
+ *
+ * @param status  a slip_status value (any integer is accepted).
+ * @return a static, NUL-terminated string; "unknown status" for values
+ *         outside slip_status.
+ */
+SLIP_API const char *slip_strerror(int32_t status);
+
+/**
+ * Detail of the most recent failure of a slipstream function on the calling
+ * thread: which argument was wrong, libjpeg's message, the errno text.
+ *
+ * @return a NUL-terminated string owned by the calling thread, valid until
+ *         its next slipstream call; empty when that thread has not failed.
+ */
+SLIP_API const char *slip_last_error(void);
+
+/**
+ * Read the header of a JPEG image, without decoding any pixels.
+ *
+ * @param data  the compressed JPEG bytes.
+ * @param size  number of bytes at data.
+ * @param info  receives the image description.
+ * @return SLIP_OK; SLIP_EINVAL for null pointers; SLIP_ENOTJPEG when data
+ *         does not start with an SOI marker; SLIP_ETRUNCATED when the data
+ *         ends inside the header; SLIP_ECORRUPT for a malformed header;
+ *         SLIP_EUNSUPPORTED for 12-bit, lossless or arithmetic-coding-less
+ *         builds.  On failure *info is left unchanged.
+ */
+SLIP_API int32_t slip_jpeg_info(const uint8_t *data, size_t size, slip_jpeg_info_t *info);
+
+/**
+ * Largest DCT scaling denominator (8, 4, 2 or 1) at which a crop of
+ * crop_h x crop_w source pixels still has at least out_h x out_w pixels,
+ * i.e. the largest d with crop_h >= out_h * d and crop_w >= out_w * d.
+ * Decoding at scale 1/d and then resizing needs at most 1/d^2 of the work of
+ * decoding at full size, with no loss of output detail.
+ *
+ * @param crop_h  crop height in source pixels (> 0).
+ * @param crop_w  crop width in source pixels (> 0).
+ * @param out_h   output height in pixels (> 0).
+ * @param out_w   output width in pixels (> 0).
+ * @return 8, 4, 2 or 1; SLIP_EINVAL when any argument is not positive.
+ */
+SLIP_API int32_t slip_jpeg_scale_for(int32_t crop_h, int32_t crop_w, int32_t out_h, int32_t out_w);
+
+/**
+ * Decode a region of a JPEG image at a DCT scale into RGB pixels.
+ *
+ * The region (y, x, h, w) is given in source pixels.  At scale 1/d the image
+ * is ceil(height/d) x ceil(width/d) pixels and the region maps to the scaled
+ * rows floor(y/d) .. ceil((y+h)/d)-1 and columns floor(x/d) .. ceil((x+w)/d)-1;
+ * that block (out_h x out_w, with out_h = ceil((y+h)/d) - floor(y/d) and
+ * likewise out_w) is written to out.  The result is identical to the same
+ * block of a full decode at the same scale and flags.  Only what the region
+ * needs is decoded: rows above it are skipped without inverse DCT, rows below
+ * it are not read, and only the MCU columns it touches are transformed.
+ * Grayscale sources are replicated into R, G and B; CMYK and YCCK sources are
+ * converted with Adobe's inverted-CMYK convention, R = (255-C)(255-K)/255.
+ *
+ * @param data         the compressed JPEG bytes.
+ * @param size         number of bytes at data.
+ * @param y            first source row of the region (>= 0).
+ * @param x            first source column of the region (>= 0).
+ * @param h            region height in source pixels (> 0, y + h <= image height).
+ * @param w            region width in source pixels (> 0, x + w <= image width).
+ * @param scale_denom  DCT scale denominator d: 1, 2, 4 or 8.
+ * @param flags        slip_decode_flags.
+ * @param out          receives out_h rows of out_w RGB pixels (3 bytes each).
+ * @param out_size     bytes available at out; at least (out_h - 1) * out_stride + out_w * 3.
+ * @param out_stride   bytes from one output row to the next (>= out_w * 3).
+ * @return SLIP_OK; SLIP_EINVAL for bad arguments or a region outside the
+ *         image; SLIP_EBUFFER when out_size is too small; the codes of
+ *         slip_jpeg_info; SLIP_ECORRUPT or SLIP_ETRUNCATED for bad entropy
+ *         data; SLIP_ETOOBIG when libjpeg would need more than
+ *         SLIP_MAX_DECODE_MEMORY.  On failure out may be partly written.
+ */
+SLIP_API int32_t slip_jpeg_decode(const uint8_t *data, size_t size, int32_t y, int32_t x, int32_t h, int32_t w,
+                                  int32_t scale_denom, int32_t flags, uint8_t *out, size_t out_size,
+                                  int64_t out_stride);
+
+/**
+ * Decode a crop of a JPEG image and resize it to out_h x out_w RGB pixels: the
+ * fused per-sample kernel of the loader.
+ *
+ * Picks d = slip_jpeg_scale_for(h, w, out_h, out_w), decodes only the scaled
+ * block covering the crop (as slip_jpeg_decode would) into per-thread
+ * scratch, and resamples the exact crop rectangle (y/d, x/d, h/d, w/d in
+ * scaled pixels, fractional edges included) straight into out, mirrored when
+ * SLIP_DECODE_FLIP_X is set.  After the first calls on a thread it allocates
+ * nothing of its own.
+ *
+ * @param data        the compressed JPEG bytes.
+ * @param size        number of bytes at data.
+ * @param y           first source row of the crop (>= 0).
+ * @param x           first source column of the crop (>= 0).
+ * @param h           crop height in source pixels (> 0, y + h <= image height).
+ * @param w           crop width in source pixels (> 0, x + w <= image width).
+ * @param out_h       output height in pixels (> 0).
+ * @param out_w       output width in pixels (> 0).
+ * @param flags       slip_decode_flags.
+ * @param interp      slip_interp filter.
+ * @param out         receives out_h rows of out_w RGB pixels.
+ * @param out_size    bytes available at out; at least (out_h - 1) * out_stride + out_w * 3.
+ * @param out_stride  bytes from one output row to the next (>= out_w * 3).
+ * @return as slip_jpeg_decode; SLIP_ENOMEM when scratch cannot grow;
+ *         SLIP_ETOOBIG when the scaled block would exceed
+ *         SLIP_MAX_DECODE_MEMORY.
+ */
+SLIP_API int32_t slip_jpeg_decode_crop_resize(const uint8_t *data, size_t size, int32_t y, int32_t x, int32_t h,
+                                              int32_t w, int32_t out_h, int32_t out_w, int32_t flags,
+                                              int32_t interp, uint8_t *out, size_t out_size, int64_t out_stride);
+
+/**
+ * Crop and resize an interleaved 8-bit image (the reference semantics are
+ * those of slip_interp; weights are computed in double precision and
+ * applied in single precision, vertical pass first).
+ *
+ * Filter taps are clipped to the crop: pixels outside (y, x, h, w) never
+ * contribute, exactly as if the crop had been copied out first.
+ *
+ * @param src         the source image, src_h rows of src_w pixels of `channels` bytes.
+ * @param src_h       source height in pixels (> 0).
+ * @param src_w       source width in pixels (> 0).
+ * @param channels    bytes per pixel: 1, 3 or 4.
+ * @param src_stride  bytes from one source row to the next (>= src_w * channels).
+ * @param y           first row of the crop (>= 0).
+ * @param x           first column of the crop (>= 0).
+ * @param h           crop height (> 0, y + h <= src_h).
+ * @param w           crop width (> 0, x + w <= src_w).
+ * @param dst         receives dst_h rows of dst_w pixels of `channels` bytes.
+ * @param dst_h       output height in pixels (> 0).
+ * @param dst_w       output width in pixels (> 0).
+ * @param dst_stride  bytes from one output row to the next (>= dst_w * channels).
+ * @param interp      slip_interp filter.
+ * @param flip_x      non-zero to mirror the output horizontally.
+ * @return SLIP_OK; SLIP_EINVAL for bad arguments; SLIP_ENOMEM when scratch
+ *         cannot grow.
+ */
+SLIP_API int32_t slip_resize(const uint8_t *src, int32_t src_h, int32_t src_w, int32_t channels, int64_t src_stride,
+                             int32_t y, int32_t x, int32_t h, int32_t w, uint8_t *dst, int32_t dst_h, int32_t dst_w,
+                             int64_t dst_stride, int32_t interp, int32_t flip_x);
+
+/**
+ * Convert an interleaved 8-bit image into a tensor element type and layout,
+ * normalizing per channel in the same pass.
+ *
+ * Element (c, i, j) of the output, at byte offset c * dst_stride_c +
+ * i * dst_stride_y + j * dst_stride_x from dst, receives
+ * (src[i][j][c] - mean[c]) / std[c], computed in double precision and
+ * rounded once to the output type (round to nearest, ties to even).
+ * dst_stride_c = height * width * size, dst_stride_y = width * size,
+ * dst_stride_x = size gives CHW; dst_stride_c = size,
+ * dst_stride_y = width * channels * size, dst_stride_x = channels * size
+ * gives HWC.
+ *
+ * @param src           the source image, height rows of width pixels of `channels` bytes.
+ * @param height        image height in pixels (> 0).
+ * @param width         image width in pixels (> 0).
+ * @param channels      bytes per source pixel, 1 to 4.
+ * @param src_stride    bytes from one source row to the next (>= width * channels).
+ * @param dst           the output tensor memory, aligned to the element size.
+ * @param dtype         slip_dtype of the output elements.
+ * @param dst_stride_c  bytes between channels (a multiple of the element size, may be 0 only when channels == 1).
+ * @param dst_stride_y  bytes between rows (a multiple of the element size).
+ * @param dst_stride_x  bytes between columns (a multiple of the element size).
+ * @param mean          `channels` values subtracted per channel, in pixel units (0..255),
+ *                      or NULL for 0; must be NULL for SLIP_DTYPE_UINT8.
+ * @param std           `channels` divisors per channel, in pixel units, non-zero,
+ *                      or NULL for 1; must be NULL for SLIP_DTYPE_UINT8.
+ * @return SLIP_OK; SLIP_EINVAL for bad arguments (misaligned strides, zero
+ *         std, normalization requested for uint8 output).
+ */
+SLIP_API int32_t slip_pack(const uint8_t *src, int32_t height, int32_t width, int32_t channels, int64_t src_stride,
+                           void *dst, int32_t dtype, int64_t dst_stride_c, int64_t dst_stride_y,
+                           int64_t dst_stride_x, const double *mean, const double *std);
+
+/**
+ * Upper bound of the size of slip_jpeg_encode's output for an image of the
+ * given size, whatever its content, quality, subsampling and flags.
+ *
+ * @param height    image height in pixels (>= 0).
+ * @param width     image width in pixels (>= 0).
+ * @param channels  1 or 3 (any other value is treated as 3).
+ * @return a size in bytes.
+ */
+SLIP_API size_t slip_jpeg_encode_bound(int32_t height, int32_t width, int32_t channels);
+
+/**
+ * Compress an 8-bit grayscale or RGB image into a baseline or progressive
+ * JPEG with JFIF header.
+ *
+ * @param src           the source image, height rows of width pixels of `channels` bytes.
+ * @param height        image height in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param width         image width in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param channels      1 (grayscale JPEG) or 3 (RGB input, YCbCr JPEG).
+ * @param src_stride    bytes from one source row to the next (>= width * channels).
+ * @param quality       libjpeg quality, 1 (smallest) .. 100 (best).
+ * @param subsampling   slip_subsampling: 444, 422, 420 or 440 for channels == 3;
+ *                      SLIP_SUBSAMPLING_GRAY (or any of those) for channels == 1.
+ * @param flags         slip_encode_flags.
+ * @param out           receives the JPEG bytes.
+ * @param out_capacity  bytes available at out; slip_jpeg_encode_bound() always suffices.
+ * @param out_size      receives the number of bytes written to out.
+ * @return SLIP_OK; SLIP_EINVAL for bad arguments; SLIP_EBUFFER when the
+ *         JPEG does not fit in out_capacity bytes (out then holds a prefix).
+ */
+SLIP_API int32_t slip_jpeg_encode(const uint8_t *src, int32_t height, int32_t width, int32_t channels,
+                                  int64_t src_stride, int32_t quality, int32_t subsampling, int32_t flags,
+                                  uint8_t *out, size_t out_capacity, size_t *out_size);
+
+/**
+ * Read exactly `count` bytes of a file at a byte offset, without moving the
+ * file position (POSIX pread), retrying short reads and EINTR.
+ *
+ * @param fd      an open file descriptor.
+ * @param buf     receives the bytes.
+ * @param count   number of bytes to read.
+ * @param offset  byte offset in the file (>= 0).
+ * @return SLIP_OK when all `count` bytes were read; SLIP_EEOF when the file
+ *         ends first (the detail says how many bytes were read); SLIP_EIO for
+ *         an operating-system error; SLIP_EINVAL for a null buf or a negative
+ *         offset.
+ */
+SLIP_API int32_t slip_pread(int32_t fd, void *buf, size_t count, int64_t offset);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SLIPSTREAM_H */

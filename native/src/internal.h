@@ -1,0 +1,82 @@
+/*
+ * internal.h - declarations shared by the translation units of libslipstream.
+ * Nothing here is part of the ABI.
+ */
+#ifndef SLIPSTREAM_INTERNAL_H
+#define SLIPSTREAM_INTERNAL_H
+
+#include <setjmp.h>
+#include <stdio.h> /* jpeglib.h needs FILE */
+
+#include <jpeglib.h>
+
+#include "slipstream.h"
+
+/* A growable buffer owned by one thread. */
+typedef struct slip_scratch {
+  void *data;
+  size_t capacity;
+} slip_scratch;
+
+/* libjpeg error manager that turns errors (and data-corrupting warnings) into
+ * a longjmp back to the calling slipstream function, carrying a status. */
+typedef struct slip_jpeg_error {
+  struct jpeg_error_mgr pub;
+  jmp_buf jump;
+  int32_t status;
+} slip_jpeg_error;
+
+/* Destination manager writing into a caller-owned buffer. */
+typedef struct slip_jpeg_dest {
+  struct jpeg_destination_mgr pub;
+  uint8_t *buffer;
+  size_t capacity;
+} slip_jpeg_dest;
+
+/* Everything a thread reuses from call to call. */
+typedef struct slip_thread_state {
+  struct jpeg_decompress_struct dec;
+  slip_jpeg_error dec_err;
+  int dec_ready;
+  struct jpeg_compress_struct enc;
+  slip_jpeg_error enc_err;
+  slip_jpeg_dest enc_dest;
+  int enc_ready;
+  slip_scratch block;   /* decoded block of the fused kernel */
+  slip_scratch rows;    /* scanlines as libjpeg returns them */
+  slip_scratch weights; /* resampling taps */
+  slip_scratch accum;   /* one row of vertically filtered samples */
+} slip_thread_state;
+
+/* The calling thread's state, created on first use; NULL when out of memory
+ * (the last error is then set). */
+slip_thread_state *slip__thread_state(void);
+
+/* Ensure s holds at least n bytes; returns s->data or NULL (last error set). */
+void *slip__scratch_reserve(slip_scratch *s, size_t n);
+
+/* Record the detail of a failure on the calling thread and return status. */
+int32_t slip__fail(int32_t status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Attach the slipstream error manager to a libjpeg object's error field. */
+struct jpeg_error_mgr *slip__jpeg_error_init(slip_jpeg_error *err);
+
+/* Abort the current libjpeg operation from inside a libjpeg callback:
+ * records the detail and longjmps to the active setjmp with `status`. */
+void slip__jpeg_fail(j_common_ptr cinfo, int32_t status, const char *what);
+
+/*
+ * Resample the rectangle (cy, cx, ch, cw) of src - given in pixels of src,
+ * possibly fractional - into dst_h x dst_w pixels.  Filter taps are limited to
+ * the whole pixels the rectangle touches.  The rectangle must lie inside
+ * [0, src_h] x [0, src_w] and have positive size; callers check this.
+ */
+int32_t slip__resample(slip_thread_state *ts, const uint8_t *src, int32_t src_h, int32_t src_w, int32_t channels,
+                       int64_t src_stride, double cy, double cx, double ch, double cw, uint8_t *dst, int32_t dst_h,
+                       int32_t dst_w, int64_t dst_stride, int32_t interp, int flip_x);
+
+#endif

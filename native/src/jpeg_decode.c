@@ -1,0 +1,306 @@
+/*
+ * jpeg_decode.c - JPEG header parsing, region-of-interest decoding at DCT
+ * scales, and the fused decode+crop+resize kernel.
+ *
+ * Each thread owns one libjpeg decompressor, created on first use and reused
+ * for every image (jpeg_abort_decompress resets it between images).
+ */
+#include <string.h>
+
+#include "internal.h"
+
+/* ---------------------------------------------------------------- helpers */
+
+static int valid_scale(int32_t d) { return d == 1 || d == 2 || d == 4 || d == 8; }
+
+/* Scaled extent of the source interval [start, start + length) at scale 1/d:
+ * the scaled pixels floor(start/d) .. ceil((start+length)/d) - 1. */
+static void scaled_extent(int32_t start, int32_t length, int32_t d, int32_t *s_start, int32_t *s_length) {
+  int32_t first = start / d;
+  int32_t end = (int32_t)(((int64_t)start + length + d - 1) / d);
+  *s_start = first;
+  *s_length = end - first;
+}
+
+static int32_t check_output(size_t out_size, int64_t out_stride, int32_t out_h, int32_t out_w, int32_t channels) {
+  int64_t row = (int64_t)out_w * channels;
+  if (out_stride < row)
+    return slip__fail(SLIP_EINVAL, "out_stride %lld is smaller than a row of %d pixels (%lld bytes)",
+                      (long long)out_stride, out_w, (long long)row);
+  uint64_t need = (uint64_t)(out_h - 1) * (uint64_t)out_stride + (uint64_t)row;
+  if (out_size < need)
+    return slip__fail(SLIP_EBUFFER, "output of %d x %d pixels with stride %lld needs %llu bytes, buffer has %zu",
+                      out_h, out_w, (long long)out_stride, (unsigned long long)need, out_size);
+  return SLIP_OK;
+}
+
+static int32_t check_region(const struct jpeg_decompress_struct *dec, int32_t y, int32_t x, int32_t h, int32_t w) {
+  int32_t H = (int32_t)dec->image_height, W = (int32_t)dec->image_width;
+  if (y < 0 || x < 0 || h <= 0 || w <= 0 || (int64_t)y + h > H || (int64_t)x + w > W)
+    return slip__fail(SLIP_EINVAL, "region (y=%d, x=%d, h=%d, w=%d) does not lie inside the %d x %d image", y, x, h,
+                      w, H, W);
+  return SLIP_OK;
+}
+
+static slip_thread_state *decoder_state(void) {
+  slip_thread_state *ts = slip__thread_state();
+  if (!ts || ts->dec_ready) return ts;
+  ts->dec.err = slip__jpeg_error_init(&ts->dec_err);
+  if (setjmp(ts->dec_err.jump)) return NULL; /* jpeg_create_decompress ran out of memory */
+  jpeg_create_decompress(&ts->dec);
+  ts->dec_ready = 1;
+  return ts;
+}
+
+/*
+ * Read the header of data into the thread's decompressor and set it up to
+ * decode at scale 1/d with the given flags.  On success the decompressor is
+ * left with its header read and output dimensions computed; the caller must
+ * finish with read_block() or jpeg_abort_decompress().
+ */
+static int32_t open_jpeg(slip_thread_state *ts, const uint8_t *data, size_t size, int32_t d, int32_t flags) {
+  struct jpeg_decompress_struct *dec = &ts->dec;
+  if (size < 2 || data[0] != 0xFF || data[1] != 0xD8) {
+    if (size < 2) return slip__fail(SLIP_ENOTJPEG, "%zu bytes are too few for a JPEG image", size);
+    return slip__fail(SLIP_ENOTJPEG, "data starts with 0x%02X 0x%02X, not with a JPEG SOI marker (0xFF 0xD8)",
+                      data[0], data[1]);
+  }
+  if (setjmp(ts->dec_err.jump)) {
+    jpeg_abort_decompress(dec);
+    return ts->dec_err.status;
+  }
+  /* Caps the whole-image coefficient buffers of progressive and multi-scan
+   * images; a forged header cannot make libjpeg allocate gigabytes. */
+  dec->mem->max_memory_to_use = SLIP_MAX_DECODE_MEMORY;
+  /* jpeg_mem_src takes a non-const pointer but only reads. */
+  jpeg_mem_src(dec, (unsigned char *)(uintptr_t)data, (unsigned long)size);
+  jpeg_read_header(dec, TRUE);
+  switch (dec->jpeg_color_space) {
+  case JCS_GRAYSCALE:
+  case JCS_RGB:
+  case JCS_YCbCr: dec->out_color_space = JCS_RGB; break;
+  case JCS_CMYK:
+  case JCS_YCCK: dec->out_color_space = JCS_CMYK; break;
+  default:
+    slip__jpeg_fail((j_common_ptr)dec, SLIP_EUNSUPPORTED, "JPEG colour space is neither gray, RGB, YCbCr, CMYK nor YCCK");
+  }
+  dec->scale_num = 1;
+  dec->scale_denom = (unsigned int)d;
+  dec->dct_method = (flags & SLIP_DECODE_FAST_IDCT) ? JDCT_IFAST : JDCT_ISLOW;
+  dec->do_fancy_upsampling = (flags & SLIP_DECODE_FAST_UPSAMPLE) ? FALSE : TRUE;
+  jpeg_calc_output_dimensions(dec);
+  return SLIP_OK;
+}
+
+/* out = RGB of n pixels in `src` (3 or 4 components), mirrored if flip. */
+static void convert_row(const uint8_t *src, int components, int32_t n, int flip, uint8_t *out) {
+  int32_t step = flip ? -3 : 3;
+  uint8_t *o = flip ? out + (size_t)(n - 1) * 3 : out;
+  if (components == 3) {
+    if (!flip) {
+      memcpy(out, src, (size_t)n * 3);
+      return;
+    }
+    for (int32_t i = 0; i < n; i++, src += 3, o += step) {
+      o[0] = src[0];
+      o[1] = src[1];
+      o[2] = src[2];
+    }
+    return;
+  }
+  /* Adobe inverted CMYK, as written by Photoshop and assumed by Pillow:
+   * the stored values are 255 - C and so on, and with nk = 255 - K,
+   * R = nk - C * nk / 255 rounded, the same for G and B. */
+  for (int32_t i = 0; i < n; i++, src += 4, o += step) {
+    int nk = src[3];
+    for (int c = 0; c < 3; c++) {
+      int t = (255 - src[c]) * nk + 128;
+      o[c] = (uint8_t)(nk - ((t + (t >> 8)) >> 8));
+    }
+  }
+}
+
+/*
+ * Decode the scaled block of rows [sy, sy + sh) and columns [sx, sx + sw) of
+ * the image opened by open_jpeg() into out (RGB, out_stride bytes per row),
+ * and reset the decompressor.
+ */
+static int32_t read_block(slip_thread_state *ts, int32_t sy, int32_t sx, int32_t sh, int32_t sw, int flip,
+                          uint8_t *out, int64_t out_stride) {
+  struct jpeg_decompress_struct *dec = &ts->dec;
+  if (setjmp(ts->dec_err.jump)) {
+    jpeg_abort_decompress(dec);
+    return ts->dec_err.status;
+  }
+  jpeg_start_decompress(dec);
+
+  /* Crop MCU columns.  One extra pixel on each side keeps the block's edge
+   * pixels away from the crop boundary, where libjpeg's smooth chroma
+   * upsampling would replicate the edge instead of using the true neighbour,
+   * and a minimum width keeps libjpeg from switching to plain upsampling for
+   * very narrow crops; the block then matches a full decode exactly. */
+  const JDIMENSION min_crop = 32;
+  JDIMENSION full_w = dec->output_width;
+  JDIMENSION xoff = sx > 0 ? (JDIMENSION)sx - 1 : 0;
+  JDIMENSION xend = (JDIMENSION)sx + (JDIMENSION)sw + 1 < full_w ? (JDIMENSION)sx + (JDIMENSION)sw + 1 : full_w;
+  if (xend - xoff < min_crop) {
+    xend = xoff + min_crop < full_w ? xoff + min_crop : full_w;
+    xoff = xend > min_crop ? xend - min_crop : 0;
+  }
+  JDIMENSION cw = xend - xoff;
+  if (xoff > 0 || cw < full_w) jpeg_crop_scanline(dec, &xoff, &cw);
+  int32_t col0 = sx - (int32_t)xoff;
+
+  int components = dec->out_color_components;
+  int group = dec->rec_outbuf_height > 0 ? dec->rec_outbuf_height : 1;
+  size_t row_bytes = (size_t)dec->output_width * (size_t)components;
+  uint8_t *rows = slip__scratch_reserve(&ts->rows, row_bytes * (size_t)group);
+  if (!rows) slip__jpeg_fail((j_common_ptr)dec, SLIP_ENOMEM, slip_last_error());
+  JSAMPROW pointers[16];
+  if (group > 16) group = 16;
+  for (int i = 0; i < group; i++) pointers[i] = rows + (size_t)i * row_bytes;
+
+  if (sy > 0) {
+    JDIMENSION skipped = jpeg_skip_scanlines(dec, (JDIMENSION)sy);
+    if (skipped != (JDIMENSION)sy) slip__jpeg_fail((j_common_ptr)dec, SLIP_ECORRUPT, "could not skip to the region");
+  }
+  int32_t done = 0;
+  while (done < sh) {
+    JDIMENSION want = (JDIMENSION)(sh - done < group ? sh - done : group);
+    JDIMENSION got = jpeg_read_scanlines(dec, pointers, want);
+    if (got == 0) slip__jpeg_fail((j_common_ptr)dec, SLIP_ETRUNCATED, "no more scanlines in the JPEG data");
+    for (JDIMENSION i = 0; i < got; i++)
+      convert_row(pointers[i] + (size_t)col0 * (size_t)components, components, sw, flip,
+                  out + (int64_t)(done + (int32_t)i) * out_stride);
+    done += (int32_t)got;
+  }
+  jpeg_abort_decompress(dec);
+  return SLIP_OK;
+}
+
+/* ------------------------------------------------------------------ ABI */
+
+SLIP_API int32_t slip_jpeg_info(const uint8_t *data, size_t size, slip_jpeg_info_t *info) {
+  if (!data || !info) return slip__fail(SLIP_EINVAL, "data and info must not be NULL");
+  slip_thread_state *ts = decoder_state();
+  if (!ts) return SLIP_ENOMEM;
+  int32_t status = open_jpeg(ts, data, size, 1, 0);
+  if (status != SLIP_OK) return status;
+  struct jpeg_decompress_struct *dec = &ts->dec;
+  slip_jpeg_info_t r;
+  r.height = (int32_t)dec->image_height;
+  r.width = (int32_t)dec->image_width;
+  r.components = dec->num_components;
+  switch (dec->jpeg_color_space) {
+  case JCS_GRAYSCALE: r.colorspace = SLIP_COLORSPACE_GRAY; break;
+  case JCS_RGB: r.colorspace = SLIP_COLORSPACE_RGB; break;
+  case JCS_YCbCr: r.colorspace = SLIP_COLORSPACE_YCBCR; break;
+  case JCS_CMYK: r.colorspace = SLIP_COLORSPACE_CMYK; break;
+  case JCS_YCCK: r.colorspace = SLIP_COLORSPACE_YCCK; break;
+  default: r.colorspace = SLIP_COLORSPACE_UNKNOWN;
+  }
+  r.subsampling = SLIP_SUBSAMPLING_OTHER;
+  if (dec->num_components == 1) {
+    r.subsampling = SLIP_SUBSAMPLING_GRAY;
+  } else {
+    int h = dec->comp_info[0].h_samp_factor, v = dec->comp_info[0].v_samp_factor;
+    int same = 1;
+    for (int c = 1; c < dec->num_components; c++) {
+      if (dec->comp_info[c].h_samp_factor != 1 || dec->comp_info[c].v_samp_factor != 1) same = 0;
+    }
+    if (same) {
+      if (h == 1 && v == 1) r.subsampling = SLIP_SUBSAMPLING_444;
+      else if (h == 2 && v == 1) r.subsampling = SLIP_SUBSAMPLING_422;
+      else if (h == 2 && v == 2) r.subsampling = SLIP_SUBSAMPLING_420;
+      else if (h == 1 && v == 2) r.subsampling = SLIP_SUBSAMPLING_440;
+      else if (h == 4 && v == 1) r.subsampling = SLIP_SUBSAMPLING_411;
+      else if (h == 1 && v == 4) r.subsampling = SLIP_SUBSAMPLING_441;
+    }
+  }
+  r.progressive = dec->progressive_mode ? 1 : 0;
+  r.mcu_height = dec->max_v_samp_factor * DCTSIZE;
+  r.mcu_width = dec->max_h_samp_factor * DCTSIZE;
+  jpeg_abort_decompress(dec);
+  *info = r;
+  return SLIP_OK;
+}
+
+SLIP_API int32_t slip_jpeg_scale_for(int32_t crop_h, int32_t crop_w, int32_t out_h, int32_t out_w) {
+  if (crop_h <= 0 || crop_w <= 0 || out_h <= 0 || out_w <= 0)
+    return slip__fail(SLIP_EINVAL, "crop (%d x %d) and output (%d x %d) sizes must be positive", crop_h, crop_w,
+                      out_h, out_w);
+  for (int32_t d = 8; d > 1; d /= 2) {
+    if ((int64_t)crop_h >= (int64_t)out_h * d && (int64_t)crop_w >= (int64_t)out_w * d) return d;
+  }
+  return 1;
+}
+
+static int32_t check_flags(int32_t flags) {
+  const int32_t known = SLIP_DECODE_FLIP_X | SLIP_DECODE_FAST_IDCT | SLIP_DECODE_FAST_UPSAMPLE;
+  if (flags & ~known) return slip__fail(SLIP_EINVAL, "unknown decode flags 0x%x", (unsigned)(flags & ~known));
+  return SLIP_OK;
+}
+
+SLIP_API int32_t slip_jpeg_decode(const uint8_t *data, size_t size, int32_t y, int32_t x, int32_t h, int32_t w,
+                                  int32_t scale_denom, int32_t flags, uint8_t *out, size_t out_size,
+                                  int64_t out_stride) {
+  if (!data || !out) return slip__fail(SLIP_EINVAL, "data and out must not be NULL");
+  if (!valid_scale(scale_denom)) return slip__fail(SLIP_EINVAL, "scale_denom %d is not 1, 2, 4 or 8", scale_denom);
+  int32_t status = check_flags(flags);
+  if (status != SLIP_OK) return status;
+  slip_thread_state *ts = decoder_state();
+  if (!ts) return SLIP_ENOMEM;
+  status = open_jpeg(ts, data, size, scale_denom, flags);
+  if (status != SLIP_OK) return status;
+  int32_t sy, sx, sh, sw;
+  status = check_region(&ts->dec, y, x, h, w);
+  if (status == SLIP_OK) {
+    scaled_extent(y, h, scale_denom, &sy, &sh);
+    scaled_extent(x, w, scale_denom, &sx, &sw);
+    status = check_output(out_size, out_stride, sh, sw, 3);
+  }
+  if (status != SLIP_OK) {
+    jpeg_abort_decompress(&ts->dec);
+    return status;
+  }
+  return read_block(ts, sy, sx, sh, sw, flags & SLIP_DECODE_FLIP_X, out, out_stride);
+}
+
+SLIP_API int32_t slip_jpeg_decode_crop_resize(const uint8_t *data, size_t size, int32_t y, int32_t x, int32_t h,
+                                              int32_t w, int32_t out_h, int32_t out_w, int32_t flags,
+                                              int32_t interp, uint8_t *out, size_t out_size, int64_t out_stride) {
+  if (!data || !out) return slip__fail(SLIP_EINVAL, "data and out must not be NULL");
+  if (interp != SLIP_INTERP_AREA && interp != SLIP_INTERP_BILINEAR)
+    return slip__fail(SLIP_EINVAL, "unknown interpolation %d", interp);
+  int32_t d = slip_jpeg_scale_for(h, w, out_h, out_w);
+  if (d < 0) return d;
+  int32_t status = check_flags(flags);
+  if (status == SLIP_OK) status = check_output(out_size, out_stride, out_h, out_w, 3);
+  if (status != SLIP_OK) return status;
+  slip_thread_state *ts = decoder_state();
+  if (!ts) return SLIP_ENOMEM;
+  status = open_jpeg(ts, data, size, d, flags);
+  if (status != SLIP_OK) return status;
+  int32_t sy, sx, sh, sw;
+  uint8_t *block = NULL;
+  status = check_region(&ts->dec, y, x, h, w);
+  if (status == SLIP_OK) {
+    scaled_extent(y, h, d, &sy, &sh);
+    scaled_extent(x, w, d, &sx, &sw);
+    size_t bytes = (size_t)sh * (size_t)sw * 3;
+    if (bytes > SLIP_MAX_DECODE_MEMORY)
+      status = slip__fail(SLIP_ETOOBIG, "a %d x %d block exceeds SLIP_MAX_DECODE_MEMORY", sh, sw);
+    else if (!(block = slip__scratch_reserve(&ts->block, bytes)))
+      status = SLIP_ENOMEM;
+  }
+  if (status != SLIP_OK) {
+    jpeg_abort_decompress(&ts->dec);
+    return status;
+  }
+  status = read_block(ts, sy, sx, sh, sw, 0, block, (int64_t)sw * 3);
+  if (status != SLIP_OK) return status;
+  /* The crop in block coordinates, with the fractional edges the scale leaves. */
+  double inv = 1.0 / d;
+  return slip__resample(ts, block, sh, sw, 3, (int64_t)sw * 3, y * inv - sy, x * inv - sx, h * inv, w * inv, out,
+                        out_h, out_w, out_stride, interp, flags & SLIP_DECODE_FLIP_X);
+}

@@ -1,0 +1,170 @@
+/*
+ * resample.c - separable crop+resize of interleaved 8-bit images.
+ *
+ * For each output row the source rows under the vertical filter are summed
+ * into one float row (only the columns the horizontal filter will read);
+ * that row is then filtered horizontally straight into the destination,
+ * mirrored on request.  Weights are computed in double, normalized to sum to
+ * one, and applied in float; the single rounding happens at the end.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Taps of one output pixel along one axis: `count` weights starting at
+ * source index `first`. */
+typedef struct axis_taps {
+  int32_t first;
+  int32_t count;
+} axis_taps;
+
+/* Weight of source pixel i for the output pixel whose footprint is [a, b)
+ * (area) or whose centre is c with the given support (bilinear). */
+static double tap_weight(int32_t interp, int32_t i, double a, double b, double c, double support) {
+  double t;
+  if (interp == SLIP_INTERP_AREA) t = fmin(b, i + 1.0) - fmax(a, (double)i);
+  else t = 1.0 - fabs(i + 0.5 - c) / support;
+  return t > 0 ? t : 0;
+}
+
+/* Filter taps of n output pixels along one axis, for the source interval
+ * [start, start + length) with taps limited to pixels lo .. hi - 1: into
+ * taps[n] and weights[n * max_taps]. */
+static void compute_taps(double start, double length, int32_t n, int32_t lo, int32_t hi, int32_t interp,
+                         int32_t max_taps, axis_taps *taps, float *weights) {
+  double scale = length / n;
+  double support = scale > 1.0 ? scale : 1.0;
+  for (int32_t j = 0; j < n; j++) {
+    double a = start + j * scale, b = a + scale, c = start + (j + 0.5) * scale;
+    int32_t first, last;
+    if (interp == SLIP_INTERP_AREA) {
+      first = (int32_t)floor(a);
+      last = (int32_t)ceil(b) - 1;
+    } else {
+      first = (int32_t)floor(c - support - 0.5);
+      last = (int32_t)ceil(c + support - 0.5);
+    }
+    if (first < lo) first = lo;
+    if (last > hi - 1) last = hi - 1;
+    /* Keep only the taps with weight, so that the loops touch real data. */
+    while (first < last && tap_weight(interp, first, a, b, c, support) == 0) first++;
+    while (last > first && tap_weight(interp, last, a, b, c, support) == 0) last--;
+    if (last - first + 1 > max_taps) last = first + max_taps - 1;
+    double sum = 0;
+    for (int32_t i = first; i <= last; i++) sum += tap_weight(interp, i, a, b, c, support);
+    float *w = weights + (size_t)j * (size_t)max_taps;
+    if (sum > 0) {
+      for (int32_t i = first; i <= last; i++) w[i - first] = (float)(tap_weight(interp, i, a, b, c, support) / sum);
+    } else { /* unreachable for valid crops; fall back to the nearest pixel */
+      first = last = (int32_t)floor(c) < lo ? lo : ((int32_t)floor(c) > hi - 1 ? hi - 1 : (int32_t)floor(c));
+      w[0] = 1.0f;
+    }
+    taps[j].first = first;
+    taps[j].count = last - first + 1;
+  }
+}
+
+static int32_t max_taps_for(double length, int32_t n, int32_t interp) {
+  double scale = length / n;
+  double support = scale > 1.0 ? scale : 1.0;
+  double span = interp == SLIP_INTERP_AREA ? scale : 2.0 * support;
+  return (int32_t)ceil(span) + 2;
+}
+
+static inline uint8_t to_u8(float v) {
+  v += 0.5f;
+  if (v >= 255.0f) return 255;
+  if (v <= 0.0f) return 0;
+  return (uint8_t)(int32_t)v;
+}
+
+int32_t slip__resample(slip_thread_state *ts, const uint8_t *src, int32_t src_h, int32_t src_w, int32_t channels,
+                       int64_t src_stride, double cy, double cx, double ch, double cw, uint8_t *dst, int32_t dst_h,
+                       int32_t dst_w, int64_t dst_stride, int32_t interp, int flip_x) {
+  /* Taps are limited to the whole pixels that the crop touches. */
+  int32_t y_lo = (int32_t)floor(cy), y_hi = (int32_t)ceil(cy + ch);
+  int32_t x_lo = (int32_t)floor(cx), x_hi = (int32_t)ceil(cx + cw);
+  if (y_lo < 0) y_lo = 0;
+  if (x_lo < 0) x_lo = 0;
+  if (y_hi > src_h) y_hi = src_h;
+  if (x_hi > src_w) x_hi = src_w;
+
+  int32_t ky = max_taps_for(ch, dst_h, interp), kx = max_taps_for(cw, dst_w, interp);
+  size_t taps_bytes = ((size_t)dst_h + (size_t)dst_w) * sizeof(axis_taps);
+  size_t weight_bytes = ((size_t)dst_h * (size_t)ky + (size_t)dst_w * (size_t)kx) * sizeof(float);
+  uint8_t *mem = slip__scratch_reserve(&ts->weights, taps_bytes + weight_bytes);
+  if (!mem) return SLIP_ENOMEM;
+  axis_taps *ty = (axis_taps *)mem, *tx = ty + dst_h;
+  float *wy = (float *)(mem + taps_bytes), *wx = wy + (size_t)dst_h * (size_t)ky;
+  compute_taps(cy, ch, dst_h, y_lo, y_hi, interp, ky, ty, wy);
+  compute_taps(cx, cw, dst_w, x_lo, x_hi, interp, kx, tx, wx);
+
+  /* Columns any horizontal tap reads. */
+  int32_t col_lo = tx[0].first, col_hi = tx[0].first + tx[0].count;
+  for (int32_t j = 1; j < dst_w; j++) {
+    if (tx[j].first < col_lo) col_lo = tx[j].first;
+    if (tx[j].first + tx[j].count > col_hi) col_hi = tx[j].first + tx[j].count;
+  }
+  size_t row_len = (size_t)(col_hi - col_lo) * (size_t)channels;
+  float *acc = slip__scratch_reserve(&ts->accum, row_len * sizeof(float));
+  if (!acc) return SLIP_ENOMEM;
+
+  for (int32_t r = 0; r < dst_h; r++) {
+    const float *w = wy + (size_t)r * (size_t)ky;
+    const uint8_t *row = src + (int64_t)ty[r].first * src_stride + (size_t)col_lo * (size_t)channels;
+    for (size_t i = 0; i < row_len; i++) acc[i] = w[0] * row[i];
+    for (int32_t k = 1; k < ty[r].count; k++) {
+      row += src_stride;
+      float wk = w[k];
+      for (size_t i = 0; i < row_len; i++) acc[i] += wk * row[i];
+    }
+    uint8_t *out = dst + (int64_t)r * dst_stride;
+    for (int32_t j = 0; j < dst_w; j++) {
+      const float *wj = wx + (size_t)j * (size_t)kx;
+      const float *a = acc + (size_t)(tx[j].first - col_lo) * (size_t)channels;
+      uint8_t *o = out + (size_t)(flip_x ? dst_w - 1 - j : j) * (size_t)channels;
+      if (channels == 3) {
+        float s0 = 0, s1 = 0, s2 = 0;
+        for (int32_t k = 0; k < tx[j].count; k++, a += 3) {
+          s0 += wj[k] * a[0];
+          s1 += wj[k] * a[1];
+          s2 += wj[k] * a[2];
+        }
+        o[0] = to_u8(s0);
+        o[1] = to_u8(s1);
+        o[2] = to_u8(s2);
+      } else {
+        for (int32_t c = 0; c < channels; c++) {
+          float s = 0;
+          for (int32_t k = 0; k < tx[j].count; k++) s += wj[k] * a[(size_t)k * (size_t)channels + (size_t)c];
+          o[c] = to_u8(s);
+        }
+      }
+    }
+  }
+  return SLIP_OK;
+}
+
+SLIP_API int32_t slip_resize(const uint8_t *src, int32_t src_h, int32_t src_w, int32_t channels, int64_t src_stride,
+                             int32_t y, int32_t x, int32_t h, int32_t w, uint8_t *dst, int32_t dst_h, int32_t dst_w,
+                             int64_t dst_stride, int32_t interp, int32_t flip_x) {
+  if (!src || !dst) return slip__fail(SLIP_EINVAL, "src and dst must not be NULL");
+  if (channels != 1 && channels != 3 && channels != 4)
+    return slip__fail(SLIP_EINVAL, "channels is %d; it must be 1, 3 or 4", channels);
+  if (src_h <= 0 || src_w <= 0 || dst_h <= 0 || dst_w <= 0)
+    return slip__fail(SLIP_EINVAL, "image sizes must be positive (source %d x %d, output %d x %d)", src_h, src_w,
+                      dst_h, dst_w);
+  if (src_stride < (int64_t)src_w * channels || dst_stride < (int64_t)dst_w * channels)
+    return slip__fail(SLIP_EINVAL, "strides (source %lld, output %lld) are smaller than a row",
+                      (long long)src_stride, (long long)dst_stride);
+  if (y < 0 || x < 0 || h <= 0 || w <= 0 || (int64_t)y + h > src_h || (int64_t)x + w > src_w)
+    return slip__fail(SLIP_EINVAL, "crop (y=%d, x=%d, h=%d, w=%d) does not lie inside the %d x %d image", y, x, h, w,
+                      src_h, src_w);
+  if (interp != SLIP_INTERP_AREA && interp != SLIP_INTERP_BILINEAR)
+    return slip__fail(SLIP_EINVAL, "unknown interpolation %d", interp);
+  slip_thread_state *ts = slip__thread_state();
+  if (!ts) return SLIP_ENOMEM;
+  return slip__resample(ts, src, src_h, src_w, channels, src_stride, y, x, h, w, dst, dst_h, dst_w, dst_stride,
+                        interp, flip_x != 0);
+}

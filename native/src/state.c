@@ -1,0 +1,95 @@
+/*
+ * state.c - library identity, status names, per-thread error detail and
+ * per-thread scratch state.
+ */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define SLIP_VERSION_STRING "0.1.0"
+
+static _Thread_local char last_error[512];
+static _Thread_local slip_thread_state *thread_state;
+static pthread_key_t state_key;
+static pthread_once_t state_key_once = PTHREAD_ONCE_INIT;
+
+SLIP_API const char *slip_version(void) { return SLIP_VERSION_STRING; }
+
+SLIP_API int32_t slip_abi_version(void) { return SLIP_ABI_VERSION; }
+
+SLIP_API const char *slip_strerror(int32_t status) {
+  switch (status) {
+  case SLIP_OK: return "SLIP_OK: success";
+  case SLIP_EINVAL: return "SLIP_EINVAL: invalid argument";
+  case SLIP_ENOMEM: return "SLIP_ENOMEM: out of memory";
+  case SLIP_EBUFFER: return "SLIP_EBUFFER: output buffer too small";
+  case SLIP_ENOTJPEG: return "SLIP_ENOTJPEG: not a JPEG image";
+  case SLIP_ECORRUPT: return "SLIP_ECORRUPT: corrupt JPEG data";
+  case SLIP_ETRUNCATED: return "SLIP_ETRUNCATED: truncated JPEG data";
+  case SLIP_EUNSUPPORTED: return "SLIP_EUNSUPPORTED: unsupported JPEG";
+  case SLIP_ETOOBIG: return "SLIP_ETOOBIG: image exceeds size limits";
+  case SLIP_EIO: return "SLIP_EIO: I/O error";
+  case SLIP_EEOF: return "SLIP_EEOF: unexpected end of file";
+  default: return "unknown status";
+  }
+}
+
+SLIP_API const char *slip_last_error(void) { return last_error; }
+
+int32_t slip__fail(int32_t status, const char *fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  vsnprintf(last_error, sizeof last_error, fmt, args);
+  va_end(args);
+  return status;
+}
+
+static void destroy_state(void *p) {
+  slip_thread_state *ts = p;
+  if (ts->dec_ready) jpeg_destroy_decompress(&ts->dec);
+  if (ts->enc_ready) jpeg_destroy_compress(&ts->enc);
+  free(ts->block.data);
+  free(ts->rows.data);
+  free(ts->weights.data);
+  free(ts->accum.data);
+  free(ts);
+  thread_state = NULL;
+}
+
+static void make_state_key(void) {
+  /* If this fails the states are still created and used, only not freed at
+   * thread exit; there is nothing better to do from a pthread_once routine. */
+  (void)pthread_key_create(&state_key, destroy_state);
+}
+
+slip_thread_state *slip__thread_state(void) {
+  if (thread_state) return thread_state;
+  pthread_once(&state_key_once, make_state_key);
+  slip_thread_state *ts = calloc(1, sizeof *ts);
+  if (!ts) {
+    slip__fail(SLIP_ENOMEM, "cannot allocate %zu bytes of per-thread state", sizeof *ts);
+    return NULL;
+  }
+  pthread_setspecific(state_key, ts);
+  thread_state = ts;
+  return ts;
+}
+
+void *slip__scratch_reserve(slip_scratch *s, size_t n) {
+  if (n <= s->capacity) return s->data;
+  /* Grow geometrically so that a slowly increasing workload settles quickly. */
+  size_t grown = s->capacity + s->capacity / 2;
+  size_t capacity = n > grown ? n : grown;
+  void *data = malloc(capacity);
+  if (!data) {
+    slip__fail(SLIP_ENOMEM, "cannot allocate %zu bytes of scratch memory", capacity);
+    return NULL;
+  }
+  free(s->data);
+  s->data = data;
+  s->capacity = capacity;
+  return data;
+}
