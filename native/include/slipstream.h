@@ -180,8 +180,8 @@ SLIP_API const char *slip_last_error(void);
  * @return SLIP_OK; SLIP_EINVAL for null pointers; SLIP_ENOTJPEG when data
  *         does not start with an SOI marker; SLIP_ETRUNCATED when the data
  *         ends inside the header; SLIP_ECORRUPT for a malformed header;
- *         SLIP_EUNSUPPORTED for 12-bit, lossless or arithmetic-coding-less
- *         builds.  On failure *info is left unchanged.
+ *         SLIP_EUNSUPPORTED for 12-bit and lossless JPEGs.  On failure
+ *         *info is left unchanged.
  */
 SLIP_API int32_t slip_jpeg_info(const uint8_t *data, size_t size, slip_jpeg_info_t *info);
 

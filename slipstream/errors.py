@@ -1,0 +1,58 @@
+"""Exceptions raised by slipstream.
+
+Every error slipstream raises on purpose is a :class:`SlipstreamError`.  The
+subclasses also derive from the matching built-in exception, so code that
+already catches ``ValueError``, ``OSError`` or ``MemoryError`` keeps working.
+"""
+
+from __future__ import annotations
+
+
+class SlipstreamError(Exception):
+    """Base class of every slipstream error.
+
+    Attributes:
+        status: the C status code (a :class:`slipstream.native.Status`) when the
+            error comes from the native library, else ``None``.
+        detail: the native library's explanation (``slip_last_error``), or ``""``.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, detail: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.detail = detail
+
+
+class LibraryError(SlipstreamError, ImportError):
+    """The native library is missing, cannot be loaded, or does not match the bindings."""
+
+
+class ArgumentError(SlipstreamError, ValueError):
+    """An argument has the wrong type, dtype, shape, size or value."""
+
+
+class DecodeError(SlipstreamError, ValueError):
+    """Compressed image data is not a JPEG, is corrupt, truncated, too large or unsupported."""
+
+
+class EncodeError(SlipstreamError, ValueError):
+    """An image could not be compressed."""
+
+
+class NativeMemoryError(SlipstreamError, MemoryError):
+    """The native library could not allocate its scratch memory."""
+
+
+class NativeIOError(SlipstreamError, OSError):
+    """A native file read failed or hit the end of the file early."""
+
+
+__all__ = [
+    "SlipstreamError",
+    "LibraryError",
+    "ArgumentError",
+    "DecodeError",
+    "EncodeError",
+    "NativeMemoryError",
+    "NativeIOError",
+]

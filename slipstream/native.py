@@ -1,0 +1,523 @@
+"""The native kernels, callable from Python and from Numba.
+
+This module mirrors ``native/include/slipstream.h`` one to one, in the manner
+of pylibcudf:
+
+* every C function ``slip_<name>`` has a Python function ``<name>`` with the
+  same argument order, minus the arguments Python derives from the arrays
+  themselves (buffer sizes, image sizes, strides).  It accepts NumPy arrays and
+  anything exposing the buffer protocol or ``__array_interface__`` (bytes,
+  memoryviews, CPU torch tensors) without copying, checks dtype, shape,
+  layout and bounds, calls the C function with the GIL released, and raises a
+  :class:`~slipstream.errors.SlipstreamError` subclass carrying the C message;
+* every C enum is an :class:`enum.IntEnum` (``IntFlag`` for flags) with the C
+  values: :class:`Status`, :class:`Colorspace`, :class:`Subsampling`,
+  :class:`DecodeFlags`, :class:`EncodeFlags`, :class:`Interp`, :class:`Dtype`;
+* every C function is also a Numba intrinsic under its C name
+  (``slip_jpeg_decode`` ...), taking exactly the C arguments, for use inside
+  ``@numba.njit(nogil=True, parallel=True)`` code.  Pointer arguments take
+  NumPy arrays of the pointed-to type.  Intrinsics do no bounds checking
+  beyond what the C function itself does.
+
+Images are NumPy arrays of shape ``(height, width, channels)`` (or
+``(height, width)`` for one channel) and dtype ``uint8``, with packed pixels;
+rows may be padded (any positive row stride).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from slipstream._native import *  # noqa: F401,F403  (enums, constants, intrinsics)
+from slipstream._native import (
+    ABI_VERSION,
+    JPEG_INFO_DTYPE,
+    Colorspace,
+    DecodeFlags,
+    Dtype,
+    EncodeFlags,
+    Interp,
+    JpegInfoStruct,
+    Status,
+    Subsampling,
+    lib,
+)
+from slipstream.errors import (
+    ArgumentError,
+    DecodeError,
+    EncodeError,
+    NativeIOError,
+    NativeMemoryError,
+    SlipstreamError,
+)
+
+DEFAULT_MAX_PIXELS = 1 << 28
+"""Largest output, in pixels, that :func:`jpeg_decode` allocates by itself
+(16384 x 16384); larger images need ``max_pixels=`` or a caller-provided ``out``."""
+
+_NUMPY_DTYPES = {Dtype.UINT8: np.dtype(np.uint8), Dtype.FLOAT16: np.dtype(np.float16), Dtype.FLOAT32: np.dtype(np.float32)}
+
+_ERROR_CLASSES = {
+    Status.EINVAL: ArgumentError,
+    Status.EBUFFER: ArgumentError,
+    Status.ENOMEM: NativeMemoryError,
+    Status.EIO: NativeIOError,
+    Status.EEOF: NativeIOError,
+}
+
+
+def _check(status: int, function: str, default: type[SlipstreamError] = DecodeError) -> None:
+    """Raise the exception for a non-zero C status, with the C detail."""
+    if status == Status.OK:
+        return
+    detail = lib.slip_last_error().decode("utf-8", "replace")
+    try:
+        code: int = Status(status)
+    except ValueError:
+        code = status
+    cls = _ERROR_CLASSES.get(code, default)
+    name = code.name if isinstance(code, Status) else str(code)
+    raise cls(f"{function}: {detail} ({name})", status=code, detail=detail)
+
+
+# ---------------------------------------------------------------- array adapters
+
+
+def _as_array(obj: Any, name: str) -> np.ndarray:
+    """View obj as a NumPy array without copying."""
+    if isinstance(obj, np.ndarray):
+        return obj
+    try:
+        if hasattr(obj, "__array_interface__") or hasattr(obj, "__array__"):
+            return np.asarray(obj)
+        return np.asarray(memoryview(obj))
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise ArgumentError(f"{name} must be a NumPy array, a buffer or a CPU tensor, got {type(obj).__name__}: {exc}") from exc
+
+
+def _bytes_arg(obj: Any, name: str) -> np.ndarray:
+    """obj as a 1-D contiguous uint8 array (compressed data, raw buffers)."""
+    arr = _as_array(obj, name)
+    if not arr.flags.c_contiguous:
+        raise ArgumentError(f"{name} must be contiguous")
+    return arr.reshape(-1).view(np.uint8)
+
+
+def _writable(arr: np.ndarray, name: str) -> np.ndarray:
+    if not arr.flags.writeable:
+        raise ArgumentError(f"{name} is read-only")
+    return arr
+
+
+def _image_arg(obj: Any, name: str, channels: tuple[int, ...]) -> np.ndarray:
+    """obj as an (H, W, C) uint8 image with packed pixels (rows may be padded)."""
+    arr = _as_array(obj, name)
+    if arr.ndim == 2:
+        arr = arr[:, :, None]
+    if arr.ndim != 3:
+        raise ArgumentError(f"{name} must have shape (height, width[, channels]), got {arr.shape}")
+    if arr.dtype != np.uint8:
+        raise ArgumentError(f"{name} must have dtype uint8, got {arr.dtype}")
+    h, w, c = arr.shape
+    if c not in channels:
+        raise ArgumentError(f"{name} has {c} channels; expected {' or '.join(map(str, channels))}")
+    if h == 0 or w == 0:
+        raise ArgumentError(f"{name} is empty: shape {arr.shape}")
+    if arr.strides[2] != 1 or arr.strides[1] != c or arr.strides[0] < w * c:
+        raise ArgumentError(
+            f"{name} must have packed pixels and non-negative row strides (strides {arr.strides}); "
+            "use np.ascontiguousarray first"
+        )
+    return arr
+
+
+def _output_image(out: Any, shape: tuple[int, int, int], name: str = "out") -> np.ndarray:
+    """A caller's output image, checked against the shape the call produces."""
+    if out is None:
+        return np.empty(shape, np.uint8)
+    arr = _writable(_image_arg(out, name, (shape[2],)), name)
+    if arr.shape != shape:
+        raise ArgumentError(f"{name} has shape {arr.shape}; this call writes {shape}")
+    return arr
+
+
+def _extent(arr: np.ndarray) -> int:
+    """Bytes from arr's first element to the end of its last row."""
+    return (arr.shape[0] - 1) * arr.strides[0] + arr.shape[1] * arr.strides[1]
+
+
+# ---------------------------------------------------------------- library identity
+
+
+def version() -> str:
+    """Version of the native library, ``"MAJOR.MINOR.PATCH"`` (``slip_version``)."""
+    return lib.slip_version().decode()
+
+
+def abi_version() -> int:
+    """ABI version of the loaded native library (``slip_abi_version``)."""
+    return int(lib.slip_abi_version())
+
+
+def strerror(status: int) -> str:
+    """Name and meaning of a status code (``slip_strerror``)."""
+    return lib.slip_strerror(int(status)).decode()
+
+
+def last_error() -> str:
+    """Detail of this thread's most recent native failure (``slip_last_error``)."""
+    return lib.slip_last_error().decode("utf-8", "replace")
+
+
+# ---------------------------------------------------------------- JPEG
+
+
+class JpegInfo(NamedTuple):
+    """What :func:`jpeg_info` reports about a JPEG (C ``slip_jpeg_info_t``)."""
+
+    height: int
+    width: int
+    components: int
+    colorspace: Colorspace
+    subsampling: Subsampling
+    progressive: bool
+    mcu_height: int
+    mcu_width: int
+
+
+def jpeg_info(data: Any) -> JpegInfo:
+    """Read a JPEG's header without decoding pixels (``slip_jpeg_info``).
+
+    Args:
+        data: the compressed bytes (bytes, bytearray, memoryview, uint8 array).
+
+    Raises:
+        DecodeError: not a JPEG, truncated or malformed header, unsupported JPEG.
+    """
+    return _jpeg_info(_bytes_arg(data, "data"), "jpeg_info")
+
+
+def _jpeg_info(buf: np.ndarray, caller: str) -> JpegInfo:
+    info = JpegInfoStruct()
+    _check(lib.slip_jpeg_info(buf.ctypes.data, buf.size, ctypes.addressof(info)), caller)
+    return JpegInfo(
+        height=info.height,
+        width=info.width,
+        components=info.components,
+        colorspace=Colorspace(info.colorspace),
+        subsampling=Subsampling(info.subsampling),
+        progressive=bool(info.progressive),
+        mcu_height=info.mcu_height,
+        mcu_width=info.mcu_width,
+    )
+
+
+def jpeg_scale_for(crop_h: int, crop_w: int, out_h: int, out_w: int) -> int:
+    """Largest DCT scale denominator (8, 4, 2 or 1) whose scaled crop still
+    covers the output (``slip_jpeg_scale_for``)."""
+    result = lib.slip_jpeg_scale_for(crop_h, crop_w, out_h, out_w)
+    if result < 0:
+        _check(result, "jpeg_scale_for", ArgumentError)
+    return int(result)
+
+
+def scaled_region(y: int, x: int, h: int, w: int, scale_denom: int) -> tuple[int, int, int, int]:
+    """The block of the 1/scale_denom-scaled image that :func:`jpeg_decode`
+    returns for the source region (y, x, h, w): ``(y0, x0, height, width)``
+    with y0 = floor(y/d) and height = ceil((y+h)/d) - y0, likewise for x."""
+    d = scale_denom
+    y0, x0 = y // d, x // d
+    return y0, x0, -(-(y + h) // d) - y0, -(-(x + w) // d) - x0
+
+
+def jpeg_decode(
+    data: Any,
+    y: int = 0,
+    x: int = 0,
+    h: int | None = None,
+    w: int | None = None,
+    scale_denom: int = 1,
+    flags: DecodeFlags | int = DecodeFlags.DEFAULT,
+    out: Any = None,
+    *,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+) -> np.ndarray:
+    """Decode a region of a JPEG at a DCT scale into RGB (``slip_jpeg_decode``).
+
+    Args:
+        data: the compressed bytes.
+        y, x: first source row and column of the region.
+        h, w: region size in source pixels; ``None`` extends it to the image edge.
+        scale_denom: DCT scale denominator, 1, 2, 4 or 8.
+        flags: :class:`DecodeFlags` (``FLIP_X``, ``FAST_IDCT``, ``FAST_UPSAMPLE``).
+        out: optional (height, width, 3) uint8 array to decode into, with the
+            shape :func:`scaled_region` gives.
+        max_pixels: refuse to allocate an output larger than this.
+
+    Returns:
+        The (height, width, 3) uint8 RGB block (``out`` when given).
+
+    Raises:
+        DecodeError: bad, truncated, unsupported or oversized JPEG.
+        ArgumentError: region outside the image, bad scale or flags, bad ``out``.
+    """
+    buf = _bytes_arg(data, "data")
+    if h is None or w is None:
+        info = _jpeg_info(buf, "jpeg_decode")
+        h = info.height - y if h is None else h
+        w = info.width - x if w is None else w
+    if min(y, x) < 0 or min(h, w) <= 0:
+        raise ArgumentError(f"jpeg_decode: region (y={y}, x={x}, h={h}, w={w}) is empty or negative")
+    if scale_denom not in (1, 2, 4, 8):
+        raise ArgumentError(f"jpeg_decode: scale_denom {scale_denom} is not 1, 2, 4 or 8")
+    _, _, oh, ow = scaled_region(y, x, h, w, scale_denom)
+    if out is None and oh * ow > max_pixels:
+        raise DecodeError(
+            f"jpeg_decode: a {oh} x {ow} output exceeds max_pixels={max_pixels}; pass a larger max_pixels or out",
+            status=Status.ETOOBIG,
+        )
+    arr = _output_image(out, (oh, ow, 3))
+    status = lib.slip_jpeg_decode(
+        buf.ctypes.data, buf.size, y, x, h, w, scale_denom, int(flags), arr.ctypes.data, _extent(arr), arr.strides[0]
+    )
+    _check(status, "jpeg_decode")
+    return arr
+
+
+def jpeg_decode_crop_resize(
+    data: Any,
+    y: int,
+    x: int,
+    h: int,
+    w: int,
+    out_h: int,
+    out_w: int,
+    flags: DecodeFlags | int = DecodeFlags.DEFAULT,
+    interp: Interp | int = Interp.AREA,
+    out: Any = None,
+) -> np.ndarray:
+    """Decode the crop (y, x, h, w) of a JPEG and resize it to out_h x out_w
+    RGB pixels in one call, at the best DCT scale
+    (``slip_jpeg_decode_crop_resize``).
+
+    Args:
+        data: the compressed bytes.
+        y, x, h, w: the crop, in source pixels.
+        out_h, out_w: output size.
+        flags: :class:`DecodeFlags`; ``FLIP_X`` mirrors the output.
+        interp: :class:`Interp` filter.
+        out: optional (out_h, out_w, 3) uint8 array to write into.
+
+    Returns:
+        The (out_h, out_w, 3) uint8 image (``out`` when given).
+    """
+    buf = _bytes_arg(data, "data")
+    arr = _output_image(out, (out_h, out_w, 3))
+    status = lib.slip_jpeg_decode_crop_resize(
+        buf.ctypes.data, buf.size, y, x, h, w, out_h, out_w, int(flags), int(interp), arr.ctypes.data, _extent(arr),
+        arr.strides[0],
+    )
+    _check(status, "jpeg_decode_crop_resize")
+    return arr
+
+
+# ---------------------------------------------------------------- pixels
+
+
+def resize(
+    src: Any,
+    y: int,
+    x: int,
+    h: int,
+    w: int,
+    dst_h: int,
+    dst_w: int,
+    interp: Interp | int = Interp.AREA,
+    flip_x: bool = False,
+    out: Any = None,
+) -> np.ndarray:
+    """Crop (y, x, h, w) out of an 8-bit image and resize it to dst_h x dst_w
+    (``slip_resize``).  Pixels outside the crop never contribute.
+
+    Args:
+        src: (H, W[, C]) uint8 image with 1, 3 or 4 channels.
+        y, x, h, w: the crop.
+        dst_h, dst_w: output size.
+        interp: :class:`Interp` filter.
+        flip_x: mirror the output horizontally.
+        out: optional output array of shape (dst_h, dst_w, C).
+
+    Returns:
+        The (dst_h, dst_w, C) image (``out`` when given); 2-D input gives a
+        (dst_h, dst_w, 1) result.
+    """
+    img = _image_arg(src, "src", (1, 3, 4))
+    src_h, src_w, c = img.shape
+    arr = _output_image(out, (dst_h, dst_w, c))
+    status = lib.slip_resize(
+        img.ctypes.data, src_h, src_w, c, img.strides[0], y, x, h, w, arr.ctypes.data, dst_h, dst_w, arr.strides[0],
+        int(interp), int(bool(flip_x)),
+    )
+    _check(status, "resize", ArgumentError)
+    return arr
+
+
+def _channel_values(values: Any, channels: int, name: str) -> np.ndarray | None:
+    """One float64 per channel from a scalar or a sequence, or None."""
+    if values is None:
+        return None
+    try:
+        return np.ascontiguousarray(np.broadcast_to(np.asarray(values, dtype=np.float64), (channels,)))
+    except (TypeError, ValueError) as exc:
+        raise ArgumentError(f"pack: {name} must be one number or {channels} numbers, got {values!r}") from exc
+
+
+def pack(
+    src: Any,
+    dtype: Dtype | int | np.dtype | type | None = None,
+    mean: Any = None,
+    std: Any = None,
+    *,
+    layout: str = "CHW",
+    out: Any = None,
+) -> np.ndarray:
+    """Convert an 8-bit (H, W, C) image to a tensor layout and element type,
+    computing (pixel - mean[c]) / std[c] in the same pass (``slip_pack``).
+
+    Args:
+        src: (H, W[, C]) uint8 image, 1 to 4 channels.
+        dtype: output element type: :class:`Dtype` or the NumPy types uint8,
+            float16, float32.  Defaults to ``out``'s dtype, else float32.
+        mean, std: per-channel values (or one value for all) in pixel units
+            0..255, e.g. ``(123.675, 116.28, 103.53)``; ``None`` means 0 and 1.
+            Not allowed with uint8 output.
+        layout: ``"CHW"`` or ``"HWC"``: the shape of the output.
+        out: optional output array (any strides, e.g. one sample of a batch).
+
+    Returns:
+        The (C, H, W) or (H, W, C) array (``out`` when given).
+    """
+    img = _image_arg(src, "src", (1, 2, 3, 4))
+    h, w, c = img.shape
+    if layout not in ("CHW", "HWC"):
+        raise ArgumentError(f"pack: layout must be 'CHW' or 'HWC', got {layout!r}")
+    shape = (c, h, w) if layout == "CHW" else (h, w, c)
+    if dtype is None:
+        np_dtype = _as_array(out, "out").dtype if out is not None else np.dtype(np.float32)
+    elif isinstance(dtype, Dtype):
+        np_dtype = _NUMPY_DTYPES[dtype]
+    else:
+        np_dtype = np.dtype(dtype)
+    code = next((k for k, v in _NUMPY_DTYPES.items() if v == np_dtype), None)
+    if code is None:
+        raise ArgumentError(f"pack: dtype must be uint8, float16 or float32, got {np_dtype}")
+    if out is None:
+        arr = np.empty(shape, np_dtype)
+    else:
+        arr = _writable(_as_array(out, "out"), "out")
+        if arr.shape != shape or arr.dtype != np_dtype:
+            raise ArgumentError(f"pack: out is {arr.dtype}{list(arr.shape)}; this call writes {np_dtype}{list(shape)}")
+    strides = arr.strides
+    sc, sy, sx = strides if layout == "CHW" else (strides[2], strides[0], strides[1])
+    mean_arr = _channel_values(mean, c, "mean")
+    std_arr = _channel_values(std, c, "std")
+    status = lib.slip_pack(
+        img.ctypes.data, h, w, c, img.strides[0], arr.ctypes.data, int(code), sc, sy, sx,
+        None if mean_arr is None else mean_arr.ctypes.data, None if std_arr is None else std_arr.ctypes.data,
+    )
+    _check(status, "pack", ArgumentError)
+    return arr
+
+
+# ---------------------------------------------------------------- encoding, I/O
+
+
+def jpeg_encode_bound(height: int, width: int, channels: int) -> int:
+    """Upper bound of :func:`jpeg_encode`'s output size (``slip_jpeg_encode_bound``)."""
+    return int(lib.slip_jpeg_encode_bound(height, width, channels))
+
+
+def jpeg_encode(
+    src: Any,
+    quality: int = 90,
+    subsampling: Subsampling | int = Subsampling.S420,
+    flags: EncodeFlags | int = EncodeFlags.DEFAULT,
+    out: Any = None,
+) -> bytes | memoryview:
+    """Compress an (H, W) grayscale or (H, W, 3) RGB uint8 image to JPEG
+    (``slip_jpeg_encode``).
+
+    Args:
+        src: the image.
+        quality: 1 .. 100.
+        subsampling: :class:`Subsampling` (444, 422, 420, 440) for RGB; ignored
+            for grayscale.
+        flags: :class:`EncodeFlags` (``PROGRESSIVE``, ``OPTIMIZE``).
+        out: optional writable buffer; :func:`jpeg_encode_bound` bytes always suffice.
+
+    Returns:
+        The JPEG as ``bytes``, or, when ``out`` is given, a memoryview of the
+        part of ``out`` that holds it.
+    """
+    img = _image_arg(src, "src", (1, 3))
+    h, w, c = img.shape
+    if c == 1:
+        subsampling = Subsampling.GRAY
+    buf = (
+        np.empty(jpeg_encode_bound(h, w, c), np.uint8)
+        if out is None
+        else _writable(_bytes_arg(out, "out"), "out")
+    )
+    size = ctypes.c_size_t(0)
+    status = lib.slip_jpeg_encode(
+        img.ctypes.data, h, w, c, img.strides[0], quality, int(subsampling), int(flags), buf.ctypes.data, buf.size,
+        ctypes.addressof(size),
+    )
+    _check(status, "jpeg_encode", EncodeError)
+    if out is None:
+        return buf[: size.value].tobytes()
+    return memoryview(buf)[: size.value]
+
+
+def pread(fd: int, buf: Any, offset: int) -> None:
+    """Fill ``buf`` with the bytes of file descriptor ``fd`` starting at
+    ``offset`` (``slip_pread``).
+
+    Raises:
+        NativeIOError: an OS error, or the file ends before ``buf`` is full.
+    """
+    arr = _writable(_bytes_arg(buf, "buf"), "buf")
+    _check(lib.slip_pread(int(fd), arr.ctypes.data, arr.size, int(offset)), "pread", NativeIOError)
+
+
+__all__ = [
+    "ABI_VERSION",
+    "DEFAULT_MAX_PIXELS",
+    "JPEG_INFO_DTYPE",
+    "Colorspace",
+    "DecodeFlags",
+    "Dtype",
+    "EncodeFlags",
+    "Interp",
+    "JpegInfo",
+    "Status",
+    "Subsampling",
+    "abi_version",
+    "jpeg_decode",
+    "jpeg_decode_crop_resize",
+    "jpeg_encode",
+    "jpeg_encode_bound",
+    "jpeg_info",
+    "jpeg_scale_for",
+    "last_error",
+    "lib",
+    "pack",
+    "pread",
+    "resize",
+    "scaled_region",
+    "strerror",
+    "version",
+]
