@@ -139,6 +139,8 @@ def member_prefix(names: list[str]) -> str:
 def clean_doc(raw: str) -> str:
     """Text of a ``/** ... */`` comment without the leading asterisks."""
     lines = [re.sub(r"^\s*\*? ?", "", line) for line in raw.strip().splitlines()]
+    if not lines:
+        return ""
     first, rest = lines[0].strip(), textwrap.dedent("\n".join(lines[1:]))
     return f"{first}\n{rest}".strip()
 
@@ -178,7 +180,7 @@ def parse_header(text: str) -> Header:
             EnumMember(e["name"], int(e["value"]), clean_doc(e["post"] or e["pre"] or ""))
             for e in _ENUM_MEMBER_RE.finditer(m["body"])
         )
-        declared = re.findall(r"\bSLIP_\w+\s*=", m["body"])
+        declared = re.findall(r"\bSLIP_\w+", re.sub(r"/\*.*?\*/", "", m["body"], flags=re.S))
         if len(declared) != len(members) or not members:
             raise HeaderError(f"enum {m['name']}: every member needs an explicit value")
         enums.append(Enum(m["name"], clean_doc(m["doc"]), members))

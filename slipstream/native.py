@@ -126,7 +126,7 @@ def _image_arg(obj: Any, name: str, channels: tuple[int, ...]) -> np.ndarray:
         raise ArgumentError(f"{name} has {c} channels; expected {' or '.join(map(str, channels))}")
     if h == 0 or w == 0:
         raise ArgumentError(f"{name} is empty: shape {arr.shape}")
-    if arr.strides[2] != 1 or arr.strides[1] != c or arr.strides[0] < w * c:
+    if (c > 1 and arr.strides[2] != 1) or arr.strides[1] != c or arr.strides[0] < w * c:
         raise ArgumentError(
             f"{name} must have packed pixels and non-negative row strides (strides {arr.strides}); "
             "use np.ascontiguousarray first"

@@ -1,0 +1,402 @@
+"""Single-thread throughput of slipstream's JPEG kernels against Pillow.
+
+Usage::
+
+    python benchmarks/kernels.py [IMAGE_DIR] [--seconds S] [--json PATH] [--threads 1] [--check]
+
+What is measured, in images per second on the calling thread:
+
+``pillow_full_decode``
+    ``PIL.Image.open`` + decode to an RGB NumPy array: the baseline a
+    torchvision ``ImageFolder`` pipeline pays for every sample.
+``slipstream_full_decode``
+    ``slipstream.native.jpeg_decode``: the full image as RGB, accurate IDCT.
+``slipstream_fused_rrc224`` / ``slipstream_fused_rrc224_area``
+    ``slipstream.native.jpeg_decode_crop_resize`` with a RandomResizedCrop
+    crop, resized to 224 x 224 (bilinear, resp. area): the loader's fused
+    per-sample kernel, which decodes only the crop at the coarsest DCT scale
+    that still covers the output.
+``pillow_rrc224``
+    Pillow full decode, then ``Image.resize`` of the crop box to 224 x 224
+    (bilinear): what torchvision's RandomResizedCrop does on PIL images.
+
+Why it is measured this way:
+
+* every system gets the same compressed bytes, read into memory before any
+  timing, so disk and page-cache effects are excluded and only decoding
+  (plus cropping/resizing where the row says so) is measured;
+* the RandomResizedCrop parameters are drawn once per image from a seeded
+  generator before any timing, so the random sampling costs nothing and
+  every crop row works on the same crops;
+* everything runs on one thread, the calling one: the ratios compare the
+  per-core cost of the kernels, independent of how a loader parallelises.
+
+Two ratios are the headline: ``slipstream_full_decode / pillow_full_decode``
+should be within 5% of 1.0 (both decode with libjpeg-turbo) and
+``slipstream_fused_rrc224 / slipstream_full_decode`` should be at least 1.3
+(the fused kernel decodes less).  ``--check`` exits with status 1 when either
+fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import PIL
+from PIL import Image, features
+
+import slipstream.native as native
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_IMAGE_DIR = REPO_ROOT.parent / "shared" / "data" / "imagenet-sample"
+JPEG_SUFFIXES = {".jpg", ".jpeg"}
+OUTPUT_SIZE = 224
+SEED = 0
+RRC_SCALE = (0.08, 1.0)
+RRC_RATIO = (3 / 4, 4 / 3)
+RRC_TRIES = 10
+SYNTHETIC_COUNT = 64
+SYNTHETIC_SHAPE = (375, 500)  # height, width
+FULL_DECODE_TOLERANCE = 0.05
+FUSED_MIN_SPEEDUP = 1.3
+
+
+class Crop(NamedTuple):
+    """A crop rectangle in source pixels."""
+
+    top: int
+    left: int
+    height: int
+    width: int
+
+
+class Row(NamedTuple):
+    """One measured row of the table."""
+
+    name: str
+    images: int
+    seconds: float
+
+    @property
+    def images_per_s(self) -> float:
+        return self.images / self.seconds
+
+
+# ---------------------------------------------------------------- inputs
+
+
+def write_synthetic_jpegs(folder: Path, count: int, seed: int) -> None:
+    """Write `count` smooth random RGB JPEGs of SYNTHETIC_SHAPE into folder."""
+    rng = np.random.default_rng(seed)
+    height, width = SYNTHETIC_SHAPE
+    for i in range(count):
+        coarse = rng.integers(0, 256, size=(12, 16, 3), dtype=np.uint8)
+        smooth = native.resize(coarse, 0, 0, 12, 16, height, width, native.Interp.BILINEAR)
+        (folder / f"synthetic-{i:03d}.jpg").write_bytes(bytes(native.jpeg_encode(smooth, quality=90)))
+
+
+def load_jpegs(folder: Path) -> list[bytes]:
+    """The bytes of every JPEG file under folder, in path order."""
+    paths = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in JPEG_SUFFIXES)
+    return [p.read_bytes() for p in paths]
+
+
+# ---------------------------------------------------------------- crops
+
+
+def random_resized_crop(rng: np.random.Generator, height: int, width: int) -> Crop:
+    """Sample a RandomResizedCrop rectangle of a height x width image.
+
+    Up to RRC_TRIES times, draw an area fraction uniformly from RRC_SCALE and
+    an aspect ratio (width / height) log-uniformly from RRC_RATIO, and accept
+    the rounded rectangle when it fits, at a uniformly drawn position.  If no
+    draw fits, take the largest centred crop whose ratio lies in RRC_RATIO.
+    """
+    log_low, log_high = math.log(RRC_RATIO[0]), math.log(RRC_RATIO[1])
+    for _ in range(RRC_TRIES):
+        area = rng.uniform(*RRC_SCALE) * height * width
+        ratio = math.exp(rng.uniform(log_low, log_high))
+        w = round(math.sqrt(area * ratio))
+        h = round(math.sqrt(area / ratio))
+        if 0 < w <= width and 0 < h <= height:
+            top = int(rng.integers(0, height - h + 1))
+            left = int(rng.integers(0, width - w + 1))
+            return Crop(top, left, h, w)
+    return central_crop(height, width)
+
+
+def central_crop(height: int, width: int) -> Crop:
+    """The whole image, narrowed to the nearest ratio in RRC_RATIO, centred."""
+    h, w = height, width
+    if width / height < RRC_RATIO[0]:
+        h = round(width / RRC_RATIO[0])
+    elif width / height > RRC_RATIO[1]:
+        w = round(height * RRC_RATIO[1])
+    return Crop((height - h) // 2, (width - w) // 2, h, w)
+
+
+def sample_crops(jpegs: Sequence[bytes], seed: int) -> list[Crop]:
+    """One crop per image, from the header sizes, with a seeded generator."""
+    rng = np.random.default_rng(seed)
+    crops = []
+    for data in jpegs:
+        info = native.jpeg_info(data)
+        crops.append(random_resized_crop(rng, info.height, info.width))
+    return crops
+
+
+# ---------------------------------------------------------------- per-image work
+
+
+def pillow_rgb(data: bytes) -> Image.Image:
+    """Decode data with Pillow into a loaded RGB image."""
+    img = Image.open(io.BytesIO(data))
+    if img.mode != "RGB":
+        return img.convert("RGB")
+    img.load()
+    return img
+
+
+def pillow_full_decode(data: bytes, crop: Crop) -> np.ndarray:
+    return np.asarray(pillow_rgb(data))
+
+
+def pillow_rrc(data: bytes, crop: Crop) -> np.ndarray:
+    box = (crop.left, crop.top, crop.left + crop.width, crop.top + crop.height)
+    resized = pillow_rgb(data).resize((OUTPUT_SIZE, OUTPUT_SIZE), Image.Resampling.BILINEAR, box=box)
+    return np.asarray(resized)
+
+
+def slipstream_full_decode(data: bytes, crop: Crop) -> np.ndarray:
+    return native.jpeg_decode(data)
+
+
+def slipstream_fused(interp: native.Interp) -> Callable[[bytes, Crop], np.ndarray]:
+    """The fused decode+crop+resize of one image with the given filter."""
+
+    def decode(data: bytes, crop: Crop) -> np.ndarray:
+        return native.jpeg_decode_crop_resize(
+            data, crop.top, crop.left, crop.height, crop.width, OUTPUT_SIZE, OUTPUT_SIZE, interp=interp
+        )
+
+    return decode
+
+
+BENCHMARKS: dict[str, Callable[[bytes, Crop], np.ndarray]] = {
+    "pillow_full_decode": pillow_full_decode,
+    "slipstream_full_decode": slipstream_full_decode,
+    "slipstream_fused_rrc224": slipstream_fused(native.Interp.BILINEAR),
+    "slipstream_fused_rrc224_area": slipstream_fused(native.Interp.AREA),
+    "pillow_rrc224": pillow_rrc,
+}
+
+
+# ---------------------------------------------------------------- timing
+
+
+def one_pass(work: Callable[[bytes, Crop], np.ndarray], jpegs: Sequence[bytes], crops: Sequence[Crop]) -> None:
+    for data, crop in zip(jpegs, crops):
+        work(data, crop)
+
+
+def measure(
+    name: str, work: Callable[[bytes, Crop], np.ndarray], jpegs: Sequence[bytes], crops: Sequence[Crop], seconds: float
+) -> Row:
+    """Images/s of work: one warm-up pass, then whole passes for >= seconds."""
+    one_pass(work, jpegs, crops)
+    passes = 0
+    start = time.perf_counter()
+    while True:
+        one_pass(work, jpegs, crops)
+        passes += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds:
+            return Row(name, passes * len(jpegs), elapsed)
+
+
+# ---------------------------------------------------------------- report
+
+
+def headline_ratios(rows: dict[str, Row]) -> dict[str, float]:
+    def ratio(a: str, b: str) -> float:
+        return rows[a].images_per_s / rows[b].images_per_s
+
+    return {
+        "slipstream_full_decode/pillow_full_decode": ratio("slipstream_full_decode", "pillow_full_decode"),
+        "slipstream_fused_rrc224/slipstream_full_decode": ratio("slipstream_fused_rrc224", "slipstream_full_decode"),
+    }
+
+
+def check_failures(ratios: dict[str, float]) -> list[str]:
+    """The headline expectations that the ratios miss, as sentences."""
+    failures = []
+    full = ratios["slipstream_full_decode/pillow_full_decode"]
+    if abs(full - 1.0) > FULL_DECODE_TOLERANCE:
+        failures.append(f"slipstream_full_decode/pillow_full_decode = {full:.3f} is not within "
+                        f"{FULL_DECODE_TOLERANCE:.0%} of 1.0")
+    fused = ratios["slipstream_fused_rrc224/slipstream_full_decode"]
+    if fused < FUSED_MIN_SPEEDUP:
+        failures.append(f"slipstream_fused_rrc224/slipstream_full_decode = {fused:.3f} is below {FUSED_MIN_SPEEDUP}")
+    return failures
+
+
+def format_table(rows: dict[str, Row]) -> str:
+    pillow = rows["pillow_full_decode"].images_per_s
+    ours = rows["slipstream_full_decode"].images_per_s
+    name_width = max(len(name) for name in rows)
+    header = f"{'row':<{name_width}}  {'images/s':>10}  {'/pillow_full':>12}  {'/slipstream_full':>16}"
+    lines = [header, "-" * len(header)]
+    for name, row in rows.items():
+        ips = row.images_per_s
+        lines.append(f"{name:<{name_width}}  {ips:>10.1f}  {ips / pillow:>12.3f}  {ips / ours:>16.3f}")
+    return "\n".join(lines)
+
+
+def processor_name() -> str | None:
+    """The CPU model from /proc/cpuinfo, where there is one."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "model name":
+            return value.strip()
+    return None
+
+
+def system_libjpeg_version() -> str | None:
+    """`pkg-config --modversion libjpeg`, or None when that fails."""
+    try:
+        result = subprocess.run(
+            ["pkg-config", "--modversion", "libjpeg"], capture_output=True, text=True, check=True
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return result.stdout.strip()
+
+
+def versions() -> dict[str, str | None]:
+    return {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "pillow": PIL.__version__,
+        "pillow_jpg": features.version("jpg"),
+        "pillow_libjpeg_turbo": features.version("libjpeg_turbo"),
+        "slipstream_native": native.version(),
+        "system_libjpeg": system_libjpeg_version(),
+    }
+
+
+def machine() -> dict[str, Any]:
+    return {"platform": platform.platform(), "processor": processor_name(), "cpu_count": os.cpu_count()}
+
+
+def write_json(path: Path, report: dict[str, Any]) -> None:
+    """Write report to path through a temporary file, creating the folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(report, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------- main
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Single-thread images/s of slipstream's JPEG kernels against Pillow, on in-memory JPEG bytes."
+    )
+    parser.add_argument(
+        "image_dir", nargs="?", type=Path, default=None,
+        help=f"folder searched recursively for .jpg/.jpeg files (default: {DEFAULT_IMAGE_DIR} when it exists, "
+        f"else {SYNTHETIC_COUNT} synthetic {SYNTHETIC_SHAPE[1]}x{SYNTHETIC_SHAPE[0]} JPEGs in a temporary folder)",
+    )
+    parser.add_argument(
+        "--seconds", type=float, default=3.0,
+        help="minimum timed duration of each row, in whole passes over the images, after one warm-up pass (default: 3)",
+    )
+    parser.add_argument(
+        "--json", type=Path, default=None,
+        help="where to write the results (default: benchmarks/results/kernels-<YYYY-MM-DD>.json in the repository)",
+    )
+    parser.add_argument(
+        "--threads", type=int, choices=(1,), default=1,
+        help="threads running the kernels; only 1 (the calling thread) is measured (default: 1)",
+    )
+    parser.add_argument(
+        "--check", action="store_true",
+        help="exit with status 1 unless slipstream_full_decode is within 5%% of pillow_full_decode "
+        "and slipstream_fused_rrc224 is at least 1.3x slipstream_full_decode",
+    )
+    return parser.parse_args(argv)
+
+
+def run(image_dir: Path, jpegs: Sequence[bytes], synthetic: bool, args: argparse.Namespace) -> int:
+    """Measure every row on jpegs, print and save the report; the exit status."""
+    if not jpegs:
+        print(f"no JPEG files found under {image_dir}", file=sys.stderr)
+        return 2
+    now = datetime.now().astimezone()
+    crops = sample_crops(jpegs, SEED)
+    print(f"{len(jpegs)} JPEGs from {image_dir}, {args.seconds:g} s per row, 1 thread")
+    rows = {name: measure(name, work, jpegs, crops, args.seconds) for name, work in BENCHMARKS.items()}
+    ratios = headline_ratios(rows)
+    print(format_table(rows))
+    print()
+    for name, value in ratios.items():
+        print(f"{name}: {value:.3f}")
+    failures = check_failures(ratios)
+    for failure in failures:
+        print(f"EXPECTATION FAILED: {failure}")
+
+    path = args.json or REPO_ROOT / "benchmarks" / "results" / f"kernels-{now.date().isoformat()}.json"
+    write_json(path, {
+        "rows": {name: {"images_per_s": row.images_per_s, "images": row.images, "seconds": row.seconds}
+                 for name, row in rows.items()},
+        "ratios": ratios,
+        "expectations_met": not failures,
+        "image_dir": str(image_dir),
+        "synthetic_images": synthetic,
+        "num_images": len(jpegs),
+        "seconds_per_row": args.seconds,
+        "threads": args.threads,
+        "seed": SEED,
+        "machine": machine(),
+        "versions": versions(),
+        "command": shlex.join([sys.executable, *sys.argv]),
+        "timestamp": now.isoformat(timespec="seconds"),
+    })
+    print(f"\nwrote {path}")
+    return 1 if args.check and failures else 0
+
+
+def main(argv: Sequence[str]) -> int:
+    args = parse_args(argv)
+    if args.image_dir is not None:
+        return run(args.image_dir, load_jpegs(args.image_dir), False, args)
+    if DEFAULT_IMAGE_DIR.is_dir():
+        return run(DEFAULT_IMAGE_DIR, load_jpegs(DEFAULT_IMAGE_DIR), False, args)
+    with tempfile.TemporaryDirectory(prefix="slipstream-kernels-") as tmp:
+        folder = Path(tmp)
+        write_synthetic_jpegs(folder, SYNTHETIC_COUNT, SEED)
+        return run(folder, load_jpegs(folder), True, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

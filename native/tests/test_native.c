@@ -1,0 +1,1557 @@
+/*
+ * test_native.c - self-contained tests of libslipstream's C ABI
+ * (native/include/slipstream.h), with no test framework and no input files.
+ *
+ * The program encodes its own JPEGs from synthetic images, then checks the
+ * decoders (region decoding against full decodes, flips, strides, guard
+ * bytes), the fused decode+crop+resize and slip_resize against a double
+ * precision reference resampler, slip_pack against exact conversions,
+ * hostile and truncated input, invalid arguments, the encoder's bounds,
+ * slip_pread, concurrent decoding, and the status strings.
+ *
+ * It is meant to be compiled together with the library sources under
+ * AddressSanitizer and UndefinedBehaviorSanitizer, so that any out-of-bounds
+ * access or undefined behaviour aborts the run.  `make asan` builds and runs
+ * it, from the repository root, as
+ *
+ *   cc -std=c11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+ *      -fno-omit-frame-pointer -Inative/include native/src/[a-z]*.c native/tests/test_native.c \
+ *      $(pkg-config --cflags --libs libjpeg) -lpthread -lm -o /tmp/test_native
+ *   /tmp/test_native [seed]
+ *
+ * It prints one line per failing test case and finally "N passed, M failed";
+ * the exit status is 0 only when nothing failed.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "slipstream.h"
+
+#if defined(__GNUC__)
+#define PRINTF_LIKE(f, a) __attribute__((format(printf, f, a)))
+#else
+#define PRINTF_LIKE(f, a)
+#endif
+
+/* ------------------------------------------------------------ test cases */
+
+/* A test case groups related checks; it fails when any of them fails, and
+ * reports the first failing check's reason on one line. */
+static int n_passed, n_failed;
+static char case_name[200];
+static char case_reason[512];
+static int case_errors;
+
+static void PRINTF_LIKE(1, 2) case_begin(const char *fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  vsnprintf(case_name, sizeof case_name, fmt, args);
+  va_end(args);
+  case_errors = 0;
+  case_reason[0] = '\0';
+}
+
+/* Records the outcome of one check of the current case; returns ok. */
+static int verbose; /* SLIP_TEST_VERBOSE set: print every failed check */
+
+static int PRINTF_LIKE(2, 3) expect(int ok, const char *fmt, ...) {
+  if (ok) return 1;
+  if (case_errors++ == 0 || verbose) {
+    char reason[sizeof case_reason];
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(reason, sizeof reason, fmt, args);
+    va_end(args);
+    if (case_errors == 1) memcpy(case_reason, reason, sizeof reason);
+    if (verbose) printf("  check failed in %s: %s\n", case_name, reason);
+  }
+  return 0;
+}
+
+static void case_end(void) {
+  if (case_errors == 0) {
+    n_passed++;
+    return;
+  }
+  n_failed++;
+  if (case_errors > 1) printf("FAIL %s: %s (and %d more failed checks)\n", case_name, case_reason, case_errors - 1);
+  else printf("FAIL %s: %s\n", case_name, case_reason);
+  fflush(stdout);
+}
+
+/* A failure must come with a status code and a detail message. */
+static int expect_failure(int32_t status, const char *what) {
+  int ok = expect(status < 0, "%s returned %d, expected a negative status", what, status);
+  if (ok) ok = expect(slip_last_error()[0] != '\0', "%s failed (%d) with an empty slip_last_error()", what, status);
+  return ok;
+}
+
+static int expect_status(int32_t status, int32_t want, const char *what) {
+  if (!expect(status == want, "%s returned %d (%s), expected %d; detail: %s", what, status, slip_strerror(status),
+              want, slip_last_error()))
+    return 0;
+  return want == SLIP_OK || expect(slip_last_error()[0] != '\0', "%s failed with an empty slip_last_error()", what);
+}
+
+/* ------------------------------------------------------------- utilities */
+
+/* xorshift64: a fixed, platform-independent pseudo-random sequence. */
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static uint64_t rng_next(void) {
+  uint64_t x = rng_state;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  return rng_state = x;
+}
+
+/* Uniform in 0 .. n-1 (n > 0). */
+static int32_t rng_below(int32_t n) { return (int32_t)(rng_next() % (uint64_t)n); }
+
+/* Uniform in lo .. hi inclusive. */
+static int32_t rng_range(int32_t lo, int32_t hi) { return lo + rng_below(hi - lo + 1); }
+
+static void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) {
+    fprintf(stderr, "test_native: out of memory (%zu bytes)\n", n);
+    exit(2);
+  }
+  return p;
+}
+
+static int32_t ceil_div(int32_t a, int32_t d) { return (int32_t)(((int64_t)a + d - 1) / d); }
+static int32_t min_i32(int32_t a, int32_t b) { return a < b ? a : b; }
+static int32_t max_i32(int32_t a, int32_t b) { return a > b ? a : b; }
+
+static double now_seconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* A compact interleaved image: h rows of w pixels of c bytes, stride w * c. */
+typedef struct image {
+  int32_t h, w, c;
+  uint8_t *px;
+} image;
+
+static void image_alloc(image *im, int32_t h, int32_t w, int32_t c) {
+  im->h = h, im->w = w, im->c = c;
+  im->px = xmalloc((size_t)h * (size_t)w * (size_t)c);
+}
+
+static void image_free(image *im) {
+  free(im->px);
+  im->px = NULL;
+}
+
+static size_t row_bytes(const image *im) { return (size_t)im->w * (size_t)im->c; }
+
+/* Copies rows x bytes of a strided block into a new compact image. */
+static void image_from(image *im, const uint8_t *src, int64_t stride, int32_t h, int32_t w, int32_t c) {
+  image_alloc(im, h, w, c);
+  for (int32_t i = 0; i < h; i++) memcpy(im->px + (size_t)i * row_bytes(im), src + i * stride, row_bytes(im));
+}
+
+/* Copies the block (y, x, h, w) of src into a new compact image. */
+static void image_crop(image *im, const image *src, int32_t y, int32_t x, int32_t h, int32_t w) {
+  image_from(im, src->px + (size_t)y * row_bytes(src) + (size_t)x * (size_t)src->c, (int64_t)row_bytes(src), h, w,
+             src->c);
+}
+
+/* Index of the first differing byte, or -1 when equal (sizes must match). */
+static int64_t image_mismatch(const image *a, const image *b) {
+  if (a->h != b->h || a->w != b->w || a->c != b->c) return 0;
+  size_t n = (size_t)a->h * row_bytes(a);
+  for (size_t i = 0; i < n; i++)
+    if (a->px[i] != b->px[i]) return (int64_t)i;
+  return -1;
+}
+
+/* Largest absolute difference of two images of the same size. */
+static int max_abs_diff(const image *a, const image *b) {
+  int m = 0;
+  size_t n = (size_t)a->h * row_bytes(a);
+  for (size_t i = 0; i < n; i++) {
+    int d = abs((int)a->px[i] - (int)b->px[i]);
+    if (d > m) m = d;
+  }
+  return m;
+}
+
+/* 1 when b is a horizontally mirrored a. */
+static int is_mirror(const image *a, const image *b) {
+  if (a->h != b->h || a->w != b->w || a->c != b->c) return 0;
+  for (int32_t i = 0; i < a->h; i++)
+    for (int32_t j = 0; j < a->w; j++)
+      if (memcmp(a->px + (size_t)i * row_bytes(a) + (size_t)j * (size_t)a->c,
+                 b->px + (size_t)i * row_bytes(b) + (size_t)(a->w - 1 - j) * (size_t)a->c, (size_t)a->c))
+        return 0;
+  return 1;
+}
+
+/* ----------------------------------------------------- guarded buffers */
+
+/* Output buffers are surrounded by guard bytes, and every byte (guards, row
+ * padding, pixels) starts with a position-dependent pattern, so that a write
+ * outside the pixels a function owns shows even when it stays inside the
+ * allocation where AddressSanitizer cannot see it. */
+enum { GUARD = 48 };
+
+typedef struct guarded {
+  uint8_t *mem;
+  uint8_t *p; /* the usable bytes: mem + GUARD */
+  size_t size;
+} guarded;
+
+static uint8_t fill_byte(size_t i) { return (uint8_t)(0x5Au + i * 151u); }
+
+static void guarded_alloc(guarded *g, size_t size) {
+  g->size = size;
+  g->mem = xmalloc(size + 2 * GUARD);
+  for (size_t i = 0; i < size + 2 * GUARD; i++) g->mem[i] = fill_byte(i);
+  g->p = g->mem + GUARD;
+}
+
+/* 1 when the guards and the padding after each of `rows` rows of row_len
+ * bytes (stride apart) still hold the pattern. */
+static int guarded_intact(const guarded *g, int32_t rows, int64_t stride, size_t row_len) {
+  for (size_t i = 0; i < GUARD; i++)
+    if (g->mem[i] != fill_byte(i) || g->mem[GUARD + g->size + i] != fill_byte(GUARD + g->size + i)) return 0;
+  for (int32_t r = 0; r + 1 < rows; r++)
+    for (size_t k = row_len; k < (size_t)stride; k++) {
+      size_t at = (size_t)r * (size_t)stride + k;
+      if (g->p[at] != fill_byte(GUARD + at)) return 0;
+    }
+  return 1;
+}
+
+/* Bytes an output of rows x row_len with the given stride needs: the
+ * documented minimum, so that the guard sits right after the last pixel. */
+static size_t output_size(int32_t rows, int64_t stride, size_t row_len) {
+  return (size_t)(rows - 1) * (size_t)stride + row_len;
+}
+
+/* ------------------------------------------------------- test pictures */
+
+/* Smooth gradients plus noise: enough structure that a wrong pixel, row or
+ * channel shows, and enough noise to exercise the entropy coder. */
+static uint8_t *make_picture(int32_t h, int32_t w, int32_t channels, int32_t noise) {
+  uint8_t *px = xmalloc((size_t)h * (size_t)w * (size_t)channels);
+  for (int32_t i = 0; i < h; i++)
+    for (int32_t j = 0; j < w; j++)
+      for (int32_t c = 0; c < channels; c++) {
+        int v;
+        if (c == 0) v = 255 * j / max_i32(w - 1, 1);
+        else if (c == 1) v = 255 * i / max_i32(h - 1, 1);
+        else v = 64 + 128 * ((i / 8 + j / 8) % 2) + (i + j) % 32;
+        if (channels == 1) v = (255 * j / max_i32(w - 1, 1) + 255 * i / max_i32(h - 1, 1)) / 2;
+        v += noise ? rng_below(2 * noise + 1) - noise : 0;
+        px[((size_t)i * (size_t)w + (size_t)j) * (size_t)channels + (size_t)c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+      }
+  return px;
+}
+
+static uint8_t *make_noise(size_t n) {
+  uint8_t *px = xmalloc(n);
+  for (size_t i = 0; i < n; i++) px[i] = (uint8_t)(rng_next() >> 56);
+  return px;
+}
+
+/* One test JPEG and what it was made from. */
+typedef struct jpeg_case {
+  char name[48];
+  int32_t h, w, channels, subsampling, progressive;
+  uint8_t *src;  /* h x w x channels source pixels */
+  uint8_t *data; /* the JPEG, in an allocation of exactly `size` bytes */
+  size_t size;
+  image full[4]; /* full decodes at scales 1, 1/2, 1/4, 1/8 (px NULL if failed) */
+} jpeg_case;
+
+static const char *const subsampling_names[] = {"444", "422", "420", "440", "411", "441", "gray", "other"};
+
+/* Copy of data[0 .. n) in an allocation of exactly n bytes, so that
+ * AddressSanitizer catches any read past the end. */
+static uint8_t *exact_copy(const uint8_t *data, size_t n) {
+  uint8_t *p = xmalloc(n);
+  if (n) memcpy(p, data, n);
+  return p;
+}
+
+/* The arguments and results of one slip_jpeg_encode call. */
+typedef struct encode_call {
+  const uint8_t *src;
+  int32_t h, w, channels;
+  int64_t stride; /* 0 for w * channels */
+  int32_t quality, subsampling, flags;
+  uint8_t *out;
+  size_t capacity, size;
+  int32_t status;
+} encode_call;
+
+/* A sequence of encode calls, run in order on one thread. */
+typedef struct encode_batch {
+  encode_call *calls;
+  int n;
+} encode_batch;
+
+static void *encode_thread(void *p) {
+  encode_batch *b = p;
+  for (int k = 0; k < b->n; k++) {
+    encode_call *e = &b->calls[k];
+    int64_t stride = e->stride ? e->stride : (int64_t)e->w * e->channels;
+    e->status = slip_jpeg_encode(e->src, e->h, e->w, e->channels, stride, e->quality, e->subsampling, e->flags,
+                                 e->out, e->capacity, &e->size);
+  }
+  return NULL;
+}
+
+/* Runs n slip_jpeg_encode calls on a new thread, whose libjpeg compressor
+ * has never been used, so that the test JPEGs do not depend on what the
+ * calling thread encoded before (test_encode_reuse checks that separately).
+ * Returns the status of the last call. */
+static int32_t encode_on_fresh_thread(encode_call *calls, int n) {
+  encode_batch batch = {calls, n};
+  pthread_t thread;
+  if (pthread_create(&thread, NULL, encode_thread, &batch) != 0) {
+    fprintf(stderr, "test_native: pthread_create failed\n");
+    exit(2);
+  }
+  pthread_join(thread, NULL);
+  return calls[n - 1].status;
+}
+
+/* Encodes a picture; returns the status of slip_jpeg_encode. */
+static int32_t make_jpeg(jpeg_case *jc, int32_t h, int32_t w, int32_t subsampling, int32_t flags) {
+  memset(jc, 0, sizeof *jc);
+  jc->h = h, jc->w = w, jc->subsampling = subsampling;
+  jc->channels = subsampling == SLIP_SUBSAMPLING_GRAY ? 1 : 3;
+  jc->progressive = (flags & SLIP_ENCODE_PROGRESSIVE) != 0;
+  snprintf(jc->name, sizeof jc->name, "%dx%d/%s/%s", w, h, subsampling_names[subsampling],
+           jc->progressive ? "prog" : "base");
+  jc->src = make_picture(h, w, jc->channels, 10);
+  size_t capacity = slip_jpeg_encode_bound(h, w, jc->channels);
+  encode_call e = {jc->src, h, w, jc->channels, 0, 90, subsampling, flags, xmalloc(capacity), capacity, 0, 0};
+  if (encode_on_fresh_thread(&e, 1) == SLIP_OK) {
+    jc->data = exact_copy(e.out, e.size);
+    jc->size = e.size;
+  }
+  free(e.out);
+  return e.status;
+}
+
+static void free_jpeg(jpeg_case *jc) {
+  free(jc->src);
+  free(jc->data);
+  for (int k = 0; k < 4; k++) image_free(&jc->full[k]);
+}
+
+static int scale_index(int32_t d) { return d == 1 ? 0 : d == 2 ? 1 : d == 4 ? 2 : 3; }
+
+/* Walks the marker segments before the first SOS; returns the offset of the
+ * first marker `m` (its 0xFF byte), or 0 when there is none. */
+static size_t find_marker(const uint8_t *data, size_t size, uint8_t m) {
+  size_t pos = 2;
+  while (pos + 4 <= size && data[pos] == 0xFF) {
+    if (data[pos + 1] == m) return pos;
+    if (data[pos + 1] == 0xDA) return 0;
+    pos += 2 + ((size_t)data[pos + 2] << 8 | data[pos + 3]);
+  }
+  return 0;
+}
+
+/* Offset just past the first SOS segment: all that slip_jpeg_info reads. */
+static size_t header_end(const uint8_t *data, size_t size) {
+  size_t sos = find_marker(data, size, 0xDA);
+  return sos ? sos + 2 + ((size_t)data[sos + 2] << 8 | data[sos + 3]) : 0;
+}
+
+/* Offset of the SOF0 or SOF2 marker, or 0. */
+static size_t find_sof(const uint8_t *data, size_t size) {
+  size_t sof = find_marker(data, size, 0xC0);
+  return sof ? sof : find_marker(data, size, 0xC2);
+}
+
+/* ------------------------------------------------ calls under guard */
+
+typedef struct region {
+  int32_t y, x, h, w;
+} region;
+
+/* slip_jpeg_decode into a padded, guarded buffer; on success *out receives
+ * the pixels.  A write outside the output fails the current case. */
+static int32_t guarded_decode(const uint8_t *data, size_t size, region r, int32_t d, int32_t flags, image *out) {
+  int32_t sy = r.y / d, sx = r.x / d;
+  int32_t oh = ceil_div(r.y + r.h, d) - sy, ow = ceil_div(r.x + r.w, d) - sx;
+  int64_t stride = (int64_t)ow * 3 + rng_range(1, 13);
+  guarded g;
+  guarded_alloc(&g, output_size(oh, stride, (size_t)ow * 3));
+  int32_t status = slip_jpeg_decode(data, size, r.y, r.x, r.h, r.w, d, flags, g.p, g.size, stride);
+  expect(guarded_intact(&g, oh, stride, (size_t)ow * 3),
+         "slip_jpeg_decode(y=%d, x=%d, h=%d, w=%d, 1/%d, flags %d) wrote outside its output (status %d)", r.y, r.x,
+         r.h, r.w, d, flags, status);
+  out->px = NULL;
+  if (status == SLIP_OK) image_from(out, g.p, stride, oh, ow, 3);
+  free(g.mem);
+  return status;
+}
+
+/* slip_jpeg_decode_crop_resize into a padded, guarded buffer. */
+static int32_t guarded_crop_resize(const uint8_t *data, size_t size, region r, int32_t oh, int32_t ow, int32_t flags,
+                                   int32_t interp, image *out) {
+  int64_t stride = (int64_t)ow * 3 + rng_range(0, 9);
+  guarded g;
+  guarded_alloc(&g, output_size(oh, stride, (size_t)ow * 3));
+  int32_t status =
+      slip_jpeg_decode_crop_resize(data, size, r.y, r.x, r.h, r.w, oh, ow, flags, interp, g.p, g.size, stride);
+  expect(guarded_intact(&g, oh, stride, (size_t)ow * 3),
+         "slip_jpeg_decode_crop_resize(y=%d, x=%d, h=%d, w=%d -> %dx%d, flags %d, interp %d) wrote outside its "
+         "output (status %d)",
+         r.y, r.x, r.h, r.w, oh, ow, flags, interp, status);
+  out->px = NULL;
+  if (status == SLIP_OK) image_from(out, g.p, stride, oh, ow, 3);
+  free(g.mem);
+  return status;
+}
+
+/* ------------------------------------------------ reference resampler */
+
+/* Normalized weights of n outputs over the source interval [start, start +
+ * len), taps limited to pixels lo .. hi-1: w[j * (hi - lo) + (i - lo)].  This
+ * is slip_interp's definition written out directly, in double precision. */
+static double *ref_weights(double start, double len, int32_t n, int32_t interp, int32_t lo, int32_t hi) {
+  int32_t span = hi - lo;
+  double scale = len / n, support = scale > 1.0 ? scale : 1.0;
+  double *w = xmalloc(sizeof(double) * (size_t)n * (size_t)span);
+  for (int32_t j = 0; j < n; j++) {
+    double a = start + j * scale, b = a + scale, c = start + (j + 0.5) * scale, sum = 0;
+    double *row = w + (size_t)j * (size_t)span;
+    for (int32_t i = lo; i < hi; i++) {
+      double t = interp == SLIP_INTERP_AREA ? fmin(b, i + 1.0) - fmax(a, (double)i) : 1.0 - fabs(i + 0.5 - c) / support;
+      row[i - lo] = t > 0 ? t : 0;
+      sum += row[i - lo];
+    }
+    for (int32_t i = 0; i < span; i++) row[i] /= sum;
+  }
+  return w;
+}
+
+/* Resamples the (possibly fractional) rectangle (cy, cx, ch, cw) of src into
+ * an oh x ow image, taps limited to the whole pixels the rectangle touches. */
+static void ref_resample(const image *src, double cy, double cx, double ch, double cw, int32_t oh, int32_t ow,
+                         int32_t interp, int flip, image *out) {
+  int32_t ylo = max_i32((int32_t)floor(cy), 0), yhi = min_i32((int32_t)ceil(cy + ch), src->h);
+  int32_t xlo = max_i32((int32_t)floor(cx), 0), xhi = min_i32((int32_t)ceil(cx + cw), src->w);
+  double *wy = ref_weights(cy, ch, oh, interp, ylo, yhi), *wx = ref_weights(cx, cw, ow, interp, xlo, xhi);
+  int32_t sy = yhi - ylo, sx = xhi - xlo, c = src->c;
+  image_alloc(out, oh, ow, c);
+  double *acc = xmalloc(sizeof(double) * (size_t)sx * (size_t)c);
+  for (int32_t r = 0; r < oh; r++) {
+    const double *wr = wy + (size_t)r * (size_t)sy;
+    for (int32_t k = 0; k < sx * c; k++) acc[k] = 0;
+    for (int32_t i = 0; i < sy; i++) {
+      if (wr[i] == 0) continue;
+      const uint8_t *row = src->px + (size_t)(ylo + i) * row_bytes(src) + (size_t)xlo * (size_t)c;
+      for (int32_t k = 0; k < sx * c; k++) acc[k] += wr[i] * row[k];
+    }
+    for (int32_t j = 0; j < ow; j++) {
+      const double *wj = wx + (size_t)j * (size_t)sx;
+      uint8_t *o = out->px + (size_t)r * row_bytes(out) + (size_t)(flip ? ow - 1 - j : j) * (size_t)c;
+      for (int32_t cc = 0; cc < c; cc++) {
+        double s = 0;
+        for (int32_t k = 0; k < sx; k++) s += wj[k] * acc[(size_t)k * (size_t)c + (size_t)cc];
+        s = floor(s + 0.5);
+        o[cc] = (uint8_t)(s < 0 ? 0 : s > 255 ? 255 : s);
+      }
+    }
+  }
+  free(acc);
+  free(wy);
+  free(wx);
+}
+
+static int32_t ref_scale_for(int32_t ch, int32_t cw, int32_t oh, int32_t ow) {
+  for (int32_t d = 8; d > 1; d /= 2)
+    if ((int64_t)ch >= (int64_t)oh * d && (int64_t)cw >= (int64_t)ow * d) return d;
+  return 1;
+}
+
+/* ------------------------------------------------------ 1: encode, info */
+
+static void test_encode_info(jpeg_case *jc, int32_t status) {
+  case_begin("encode+info %s", jc->name);
+  if (expect_status(status, SLIP_OK, "slip_jpeg_encode")) {
+    slip_jpeg_info_t info;
+    memset(&info, 0, sizeof info);
+    if (expect_status(slip_jpeg_info(jc->data, jc->size, &info), SLIP_OK, "slip_jpeg_info")) {
+      int gray = jc->channels == 1;
+      int32_t hs = jc->subsampling == SLIP_SUBSAMPLING_422 || jc->subsampling == SLIP_SUBSAMPLING_420 ? 2 : 1;
+      int32_t vs = jc->subsampling == SLIP_SUBSAMPLING_440 || jc->subsampling == SLIP_SUBSAMPLING_420 ? 2 : 1;
+      expect(info.height == jc->h && info.width == jc->w, "size %dx%d, expected %dx%d", info.width, info.height,
+             jc->w, jc->h);
+      expect(info.components == (gray ? 1 : 3), "components %d", info.components);
+      expect(info.colorspace == (gray ? SLIP_COLORSPACE_GRAY : SLIP_COLORSPACE_YCBCR), "colorspace %d",
+             info.colorspace);
+      expect(info.subsampling == jc->subsampling, "subsampling %d, expected %d", info.subsampling, jc->subsampling);
+      expect(info.progressive == jc->progressive, "progressive %d", info.progressive);
+      expect(info.mcu_height == 8 * vs && info.mcu_width == 8 * hs, "MCU %dx%d, expected %dx%d", info.mcu_width,
+             info.mcu_height, 8 * hs, 8 * vs);
+    }
+  }
+  case_end();
+}
+
+/* ------------------------------------------------ 2: region decoding */
+
+/* Decodes the whole image at each scale; checks flips, gray replication and
+ * fidelity to the source, and keeps the results as references. */
+static void test_full_decode(jpeg_case *jc, int32_t d) {
+  case_begin("decode full %s 1/%d", jc->name, d);
+  region all = {0, 0, jc->h, jc->w};
+  image *full = &jc->full[scale_index(d)], flipped = {0};
+  if (expect_status(guarded_decode(jc->data, jc->size, all, d, 0, full), SLIP_OK, "slip_jpeg_decode")) {
+    expect(full->h == ceil_div(jc->h, d) && full->w == ceil_div(jc->w, d), "unexpected size");
+    if (expect_status(guarded_decode(jc->data, jc->size, all, d, SLIP_DECODE_FLIP_X, &flipped), SLIP_OK,
+                      "slip_jpeg_decode with SLIP_DECODE_FLIP_X"))
+      expect(is_mirror(full, &flipped), "the FLIP_X decode is not the mirror of the plain decode");
+    image_free(&flipped);
+    if (jc->channels == 1) {
+      int same = 1;
+      for (size_t i = 0; i < (size_t)full->h * (size_t)full->w; i++)
+        same &= full->px[3 * i] == full->px[3 * i + 1] && full->px[3 * i] == full->px[3 * i + 2];
+      expect(same, "grayscale is not replicated into R, G and B");
+    }
+    if (d == 1) {
+      /* A quality-90 JPEG of a mildly noisy picture stays close to it. */
+      double err = 0;
+      size_t n = (size_t)jc->h * (size_t)jc->w;
+      for (size_t i = 0; i < n; i++)
+        for (int32_t c = 0; c < 3; c++)
+          err += fabs((double)full->px[3 * i + (size_t)c] - jc->src[i * (size_t)jc->channels + (size_t)(jc->channels == 1 ? 0 : c)]);
+      err /= 3.0 * (double)n;
+      expect(err < 12.0, "mean absolute error %.2f against the source is too large", err);
+    }
+  } else {
+    full->px = NULL;
+  }
+  case_end();
+}
+
+/* A random interval of 0 .. n-1, often a short one. */
+static void random_interval(int32_t n, int32_t *start, int32_t *len) {
+  if (rng_below(2)) {
+    int32_t a = rng_below(n), b = rng_below(n);
+    *start = min_i32(a, b);
+    *len = max_i32(a, b) - *start + 1;
+  } else {
+    *start = rng_below(n);
+    *len = rng_range(1, min_i32(16, n - *start));
+  }
+}
+
+/* Regions touching every edge and corner, 1-pixel strips, and at least 20
+ * random ones; returns how many were written to r (room for 40). */
+static int make_regions(int32_t H, int32_t W, region *r) {
+  int n = 0;
+  int32_t ry, rh, rx, rw;
+  random_interval(H, &ry, &rh);
+  random_interval(W, &rx, &rw);
+  r[n++] = (region){0, 0, H, W};
+  r[n++] = (region){0, 0, 1, 1};
+  r[n++] = (region){H - 1, W - 1, 1, 1};
+  r[n++] = (region){0, W - 1, 1, 1};
+  r[n++] = (region){H - 1, 0, 1, 1};
+  r[n++] = (region){0, rx, 1, rw};     /* top row */
+  r[n++] = (region){H - 1, rx, 1, rw}; /* bottom row */
+  r[n++] = (region){ry, 0, rh, 1};     /* left column */
+  r[n++] = (region){ry, W - 1, rh, 1}; /* right column */
+  r[n++] = (region){ry, 0, rh, W};     /* full-width band */
+  r[n++] = (region){0, rx, H, rw};     /* full-height band */
+  r[n++] = (region){ry, rx, H - ry, W - rx};
+  r[n++] = (region){0, 0, ry + 1, rx + 1};
+  for (int k = 0; k < 22; k++) {
+    random_interval(H, &r[n].y, &r[n].h);
+    random_interval(W, &r[n].x, &r[n].w);
+    if (k % 5 == 0) r[n].h = 1;
+    if (k % 5 == 1) r[n].w = 1;
+    n++;
+  }
+  return n;
+}
+
+/* Region decodes must equal the matching block of the full decode, and the
+ * flipped decode must be its mirror. */
+static void check_regions(const jpeg_case *jc, int32_t d, int32_t flags, const image *full, const region *regions,
+                          int n) {
+  for (int k = 0; k < n; k++) {
+    region r = regions[k];
+    image roi = {0}, flipped = {0}, want = {0};
+    int32_t status = guarded_decode(jc->data, jc->size, r, d, flags, &roi);
+    if (!expect_status(status, SLIP_OK, "slip_jpeg_decode")) continue;
+    int32_t sy = r.y / d, sx = r.x / d;
+    image_crop(&want, full, sy, sx, ceil_div(r.y + r.h, d) - sy, ceil_div(r.x + r.w, d) - sx);
+    int64_t at = image_mismatch(&roi, &want);
+    expect(at < 0,
+           "region (y=%d, x=%d, h=%d, w=%d) at 1/%d flags %d differs from the full decode at byte %lld "
+           "(row %lld, col %lld)",
+           r.y, r.x, r.h, r.w, d, flags, (long long)at, (long long)(at / (int64_t)row_bytes(&want)),
+           (long long)(at % (int64_t)row_bytes(&want) / 3));
+    if (expect_status(guarded_decode(jc->data, jc->size, r, d, flags | SLIP_DECODE_FLIP_X, &flipped), SLIP_OK,
+                      "slip_jpeg_decode with FLIP_X"))
+      expect(is_mirror(&roi, &flipped), "region (y=%d, x=%d, h=%d, w=%d) at 1/%d: flipped is not the mirror", r.y,
+             r.x, r.h, r.w, d);
+    image_free(&roi);
+    image_free(&flipped);
+    image_free(&want);
+  }
+}
+
+static void test_regions(jpeg_case *jc, int32_t d) {
+  const image *full = &jc->full[scale_index(d)];
+  if (!full->px) return; /* the full decode's case already failed */
+  case_begin("decode regions %s 1/%d", jc->name, d);
+  region regions[40];
+  int n = make_regions(jc->h, jc->w, regions);
+  check_regions(jc, d, 0, full, regions, n);
+  case_end();
+}
+
+/* The same identity with the fast IDCT and merged upsampling. */
+static void test_regions_fast(jpeg_case *jc) {
+  case_begin("decode regions fast flags %s", jc->name);
+  const int32_t flags = SLIP_DECODE_FAST_IDCT | SLIP_DECODE_FAST_UPSAMPLE;
+  for (int32_t d = 1; d <= 8; d *= 2) {
+    image full = {0};
+    region all = {0, 0, jc->h, jc->w}, regions[40];
+    if (!expect_status(guarded_decode(jc->data, jc->size, all, d, flags, &full), SLIP_OK, "full fast decode"))
+      continue;
+    int n = make_regions(jc->h, jc->w, regions);
+    check_regions(jc, d, flags, &full, regions, n < 20 ? n : 20);
+    image_free(&full);
+  }
+  case_end();
+}
+
+/* ------------------------------------------ 3: fused crop and resize */
+
+static void test_scale_for(void) {
+  case_begin("slip_jpeg_scale_for");
+  for (int k = 0; k < 2000; k++) {
+    int32_t oh = rng_range(1, 300), ow = rng_range(1, 300);
+    int32_t ch = rng_range(1, 3000), cw = rng_range(1, 3000);
+    if (k % 4 == 0) ch = oh * (1 << rng_below(4)) - rng_below(2), cw = ow * 8; /* at the thresholds */
+    if (ch < 1) ch = 1;
+    int32_t got = slip_jpeg_scale_for(ch, cw, oh, ow);
+    expect(got == ref_scale_for(ch, cw, oh, ow), "scale_for(%d, %d, %d, %d) = %d, expected %d", ch, cw, oh, ow, got,
+           ref_scale_for(ch, cw, oh, ow));
+  }
+  expect(slip_jpeg_scale_for(65500, 65500, 1, 1) == 8, "scale_for of a huge crop");
+  expect(slip_jpeg_scale_for(1, 1, 65500, 65500) == 1, "scale_for of a huge output");
+  expect(slip_jpeg_scale_for(INT32_MAX, INT32_MAX, INT32_MAX / 4, INT32_MAX / 4) == 4, "scale_for near INT32_MAX");
+  expect(slip_jpeg_scale_for(INT32_MAX, INT32_MAX, INT32_MAX / 4 + 1, 1) == 2, "scale_for just past INT32_MAX");
+  expect_status(slip_jpeg_scale_for(0, 10, 1, 1), SLIP_EINVAL, "scale_for(crop_h=0)");
+  expect_status(slip_jpeg_scale_for(10, -1, 1, 1), SLIP_EINVAL, "scale_for(crop_w=-1)");
+  expect_status(slip_jpeg_scale_for(10, 10, 0, 1), SLIP_EINVAL, "scale_for(out_h=0)");
+  expect_status(slip_jpeg_scale_for(10, 10, 1, INT32_MIN), SLIP_EINVAL, "scale_for(out_w=INT32_MIN)");
+  case_end();
+}
+
+/* An output size for a crop of n pixels: 1, larger than the crop, any, or
+ * small enough for 1/8 scaling. */
+static int32_t random_out_size(int32_t n, int mode) {
+  switch (mode) {
+  case 0: return 1;
+  case 1: return min_i32(n + rng_range(1, 40), 120);
+  case 2: return rng_range(1, min_i32(n, 120));
+  default: return max_i32(1, min_i32(n / rng_range(8, 12), 120));
+  }
+}
+
+/* Checks crop_resize against the reference resampler applied to the full
+ * decode at the scale it picks, and its flip against the mirror. */
+static void test_crop_resize(jpeg_case *jc, int32_t interp) {
+  case_begin("crop_resize %s %s", jc->name, interp == SLIP_INTERP_AREA ? "area" : "bilinear");
+  for (int k = 0; k < 14; k++) {
+    region r;
+    if (k == 0) r = (region){0, 0, jc->h, jc->w};
+    else {
+      random_interval(jc->h, &r.y, &r.h);
+      random_interval(jc->w, &r.x, &r.w);
+    }
+    int mode = k % 4;
+    int32_t oh = random_out_size(r.h, mode), ow = random_out_size(r.w, mode);
+    if (mode == 1 && k % 8 == 1) oh = rng_range(1, 4); /* enlarge one axis only */
+    int32_t d = slip_jpeg_scale_for(r.h, r.w, oh, ow);
+    const image *full = &jc->full[scale_index(d)];
+    if (!full->px) continue;
+    image got = {0}, flipped = {0}, want = {0};
+    if (!expect_status(guarded_crop_resize(jc->data, jc->size, r, oh, ow, 0, interp, &got), SLIP_OK,
+                       "slip_jpeg_decode_crop_resize"))
+      continue;
+    ref_resample(full, (double)r.y / d, (double)r.x / d, (double)r.h / d, (double)r.w / d, oh, ow, interp, 0, &want);
+    int diff = max_abs_diff(&got, &want);
+    expect(diff <= 1, "crop (y=%d, x=%d, h=%d, w=%d) -> %dx%d at 1/%d differs from the reference by %d", r.y, r.x,
+           r.h, r.w, ow, oh, d, diff);
+    if (expect_status(guarded_crop_resize(jc->data, jc->size, r, oh, ow, SLIP_DECODE_FLIP_X, interp, &flipped),
+                      SLIP_OK, "slip_jpeg_decode_crop_resize with FLIP_X"))
+      expect(is_mirror(&got, &flipped), "crop (y=%d, x=%d, h=%d, w=%d) -> %dx%d: flipped is not the mirror", r.y,
+             r.x, r.h, r.w, ow, oh);
+    image_free(&got);
+    image_free(&flipped);
+    image_free(&want);
+  }
+  case_end();
+}
+
+/* ---------------------------------------------------------- 4: resize */
+
+/* Runs slip_resize from a padded copy of src into a padded, guarded output. */
+static int32_t guarded_resize(const image *src, region r, int32_t oh, int32_t ow, int32_t interp, int flip,
+                              image *out) {
+  int64_t sstride = (int64_t)row_bytes(src) + rng_range(0, 7);
+  uint8_t *s = xmalloc(output_size(src->h, sstride, row_bytes(src)));
+  for (int32_t i = 0; i < src->h; i++) memcpy(s + i * sstride, src->px + (size_t)i * row_bytes(src), row_bytes(src));
+  int64_t dstride = (int64_t)ow * src->c + rng_range(1, 7);
+  guarded g;
+  guarded_alloc(&g, output_size(oh, dstride, (size_t)ow * (size_t)src->c));
+  int32_t status = slip_resize(s, src->h, src->w, src->c, sstride, r.y, r.x, r.h, r.w, g.p, oh, ow, dstride, interp,
+                               flip);
+  expect(guarded_intact(&g, oh, dstride, (size_t)ow * (size_t)src->c),
+         "slip_resize(%dx%dx%d crop y=%d x=%d h=%d w=%d -> %dx%d) wrote outside its output", src->w, src->h, src->c,
+         r.y, r.x, r.h, r.w, ow, oh);
+  out->px = NULL;
+  if (status == SLIP_OK) image_from(out, g.p, dstride, oh, ow, src->c);
+  free(g.mem);
+  free(s);
+  return status;
+}
+
+static void test_resize(int32_t channels, int32_t interp) {
+  case_begin("resize %d channels %s", channels, interp == SLIP_INTERP_AREA ? "area" : "bilinear");
+  for (int k = 0; k < 60; k++) {
+    image src;
+    image_alloc(&src, rng_range(1, 70), rng_range(1, 70), channels);
+    if (k == 0) src.h = 1, src.w = 1;
+    if (k == 1) src.h = 1, src.w = 70; /* huge ratio onto 1 pixel below */
+    free(src.px);
+    src.px = make_noise((size_t)src.h * row_bytes(&src));
+    region r;
+    random_interval(src.h, &r.y, &r.h);
+    random_interval(src.w, &r.x, &r.w);
+    int32_t oh = random_out_size(r.h, k % 4), ow = random_out_size(r.w, (k / 4) % 4);
+    if (k == 0) oh = 50, ow = 37;
+    image got = {0}, flipped = {0}, want = {0};
+    if (expect_status(guarded_resize(&src, r, oh, ow, interp, 0, &got), SLIP_OK, "slip_resize")) {
+      ref_resample(&src, r.y, r.x, r.h, r.w, oh, ow, interp, 0, &want);
+      int diff = max_abs_diff(&got, &want);
+      expect(diff <= 1, "%dx%d crop (y=%d, x=%d, h=%d, w=%d) -> %dx%d differs from the reference by %d", src.w,
+             src.h, r.y, r.x, r.h, r.w, ow, oh, diff);
+      if (expect_status(guarded_resize(&src, r, oh, ow, interp, 1, &flipped), SLIP_OK, "slip_resize flipped"))
+        expect(is_mirror(&got, &flipped), "flipped resize is not the mirror");
+    }
+    image_free(&got);
+    image_free(&flipped);
+    image_free(&want);
+
+    /* The identity on an integer crop gives the crop back exactly. */
+    if (expect_status(guarded_resize(&src, r, r.h, r.w, interp, 0, &got), SLIP_OK, "identity slip_resize")) {
+      image_crop(&want, &src, r.y, r.x, r.h, r.w);
+      expect(image_mismatch(&got, &want) < 0, "identity resize of crop (y=%d, x=%d, h=%d, w=%d) changed pixels",
+             r.y, r.x, r.h, r.w);
+      image_free(&want);
+    }
+    image_free(&got);
+
+    /* A constant image stays constant, whatever the filter does. */
+    uint8_t value[4];
+    for (int32_t c = 0; c < channels; c++) value[c] = (uint8_t)rng_below(256);
+    for (size_t i = 0; i < (size_t)src.h * (size_t)src.w; i++) memcpy(src.px + i * (size_t)channels, value, (size_t)channels);
+    if (expect_status(guarded_resize(&src, r, oh, ow, interp, k & 1, &got), SLIP_OK, "constant slip_resize")) {
+      int same = 1;
+      for (size_t i = 0; i < (size_t)oh * (size_t)ow; i++) same &= !memcmp(got.px + i * (size_t)channels, value, (size_t)channels);
+      expect(same, "resizing a constant %dx%d image to %dx%d did not give the constant", src.w, src.h, ow, oh);
+    }
+    image_free(&got);
+    image_free(&src);
+  }
+  case_end();
+}
+
+/* ------------------------------------------------------------ 5: pack */
+
+static double half_to_double(uint16_t h) {
+  int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
+  return (h & 0x8000) ? -v : v;
+}
+
+/* 1 when h is v rounded to the nearest binary16, ties to even: no
+ * neighbouring half (same sign, magnitude one unit either way) is closer. */
+static int is_nearest_half(uint16_t h, double v) {
+  if ((v > 0 && (h & 0x8000)) || (v < 0 && !(h & 0x8000))) return 0;
+  uint16_t mag = h & 0x7fff, sign = h & 0x8000;
+  double e = fabs(half_to_double(h) - v);
+  for (int step = -1; step <= 1; step += 2) {
+    int n = (int)mag + step;
+    if (n < 0 || n > 0x7bff) continue;
+    double en = fabs(half_to_double((uint16_t)(sign | n)) - v);
+    if (en < e || (en == e && (mag & 1))) return 0;
+  }
+  return 1;
+}
+
+static void test_pack(int32_t dtype, int hwc, int normalize) {
+  static const char *const names[] = {"uint8", "float16", "float32"};
+  case_begin("pack %s %s%s", names[dtype], hwc ? "HWC" : "CHW", normalize ? " normalized" : "");
+  size_t size = dtype == SLIP_DTYPE_UINT8 ? 1 : dtype == SLIP_DTYPE_FLOAT16 ? 2 : 4;
+  for (int k = 0; k < 40; k++) {
+    int32_t h = rng_range(1, 24), w = rng_range(1, 24), c = rng_range(1, 4);
+    int64_t sstride = (int64_t)w * c + rng_range(0, 5);
+    uint8_t *src = make_noise(output_size(h, sstride, (size_t)w * (size_t)c));
+    double mean[4], std[4];
+    for (int32_t i = 0; i < c; i++) {
+      mean[i] = rng_below(256000) / 1000.0;
+      std[i] = (rng_below(2) ? 1 : -1) * (0.5 + rng_below(100000) / 1000.0);
+    }
+    /* Padded layouts: extra elements between rows (and channels) that must stay untouched. */
+    int64_t pad = k % 2 ? rng_range(1, 3) : 0;
+    int64_t sx = hwc ? c : 1, sy = hwc ? (w * c + pad * c) : w + pad, sc = hwc ? 1 : (h * sy + pad);
+    size_t elements = hwc ? (size_t)(h * sy) : (size_t)(c * sc);
+    guarded g;
+    guarded_alloc(&g, elements * size);
+    int32_t status = slip_pack(src, h, w, c, sstride, g.p, dtype, sc * (int64_t)size, sy * (int64_t)size,
+                               sx * (int64_t)size, normalize ? mean : NULL, normalize ? std : NULL);
+    if (expect_status(status, SLIP_OK, "slip_pack")) {
+      /* Every element the layout does not address keeps its pattern. */
+      uint8_t *written = calloc(elements, 1);
+      for (int32_t ci = 0; ci < c; ci++)
+        for (int32_t i = 0; i < h; i++)
+          for (int32_t j = 0; j < w; j++) {
+            size_t e = (size_t)(ci * sc + i * sy + j * sx);
+            written[e] = 1;
+            uint8_t v = src[i * sstride + j * c + ci];
+            double want = normalize ? (v - mean[ci]) / std[ci] : v;
+            const uint8_t *o = g.p + e * size;
+            if (dtype == SLIP_DTYPE_UINT8) {
+              expect(*o == v, "uint8 element (%d, %d, %d) is %d, expected %d", ci, i, j, *o, v);
+            } else if (dtype == SLIP_DTYPE_FLOAT32) {
+              float f;
+              memcpy(&f, o, 4);
+              expect(f == (float)want, "float32 element (%d, %d, %d) is %.9g, expected %.9g", ci, i, j, f,
+                     (float)want);
+            } else {
+              uint16_t bits;
+              memcpy(&bits, o, 2);
+              expect(is_nearest_half(bits, want), "float16 element (%d, %d, %d) is 0x%04x (%g), expected %g rounded",
+                     ci, i, j, bits, half_to_double(bits), want);
+            }
+          }
+      int intact = 1;
+      for (size_t e = 0; e < elements; e++)
+        for (size_t b = 0; b < size && !written[e]; b++) intact &= g.p[e * size + b] == fill_byte(GUARD + e * size + b);
+      expect(intact && guarded_intact(&g, 1, 0, 0), "slip_pack wrote outside the elements of its layout");
+      free(written);
+    }
+    free(g.mem);
+    free(src);
+  }
+  case_end();
+}
+
+static void test_pack_rejects(void) {
+  case_begin("pack rejects bad arguments");
+  uint8_t src[4 * 4 * 3] = {0};
+  _Alignas(8) uint8_t dst[4 * 4 * 3 * 4 + 8];
+  double mean[3] = {1, 2, 3}, std[3] = {1, 2, 3}, zero[3] = {1, 0, 1}, nan3[3] = {NAN, 0, 0};
+  expect_status(slip_pack(src, 4, 4, 3, 12, dst, SLIP_DTYPE_FLOAT32, 64, 16, 4, NULL, NULL), SLIP_OK, "valid pack");
+  expect_status(slip_pack(src, 4, 4, 3, 12, dst + 2, SLIP_DTYPE_FLOAT32, 64, 16, 4, NULL, NULL), SLIP_EINVAL,
+                "misaligned float32 dst");
+  expect_status(slip_pack(src, 4, 4, 3, 12, dst, SLIP_DTYPE_FLOAT32, 64, 16, 6, NULL, NULL), SLIP_EINVAL,
+                "float32 stride_x 6");
+  expect_status(slip_pack(src, 4, 4, 3, 12, dst, SLIP_DTYPE_FLOAT32, 64, 18, 4, NULL, NULL), SLIP_EINVAL,
+                "float32 stride_y 18");
+  expect_status(slip_pack(src, 4, 4, 3, 12, dst, SLIP_DTYPE_FLOAT32, 66, 16, 4, NULL, NULL), SLIP_EINVAL,
+                "float32 stride_c 66");
+  expect_status(slip_pack(src, 4, 4, 3, 12, dst + 1, SLIP_DTYPE_FLOAT16, 32, 8, 2, NULL, NULL), SLIP_EINVAL,
+                "misaligned float16 dst");
+  expect_status(slip_pack(src, 4, 4, 3, 12, dst, SLIP_DTYPE_FLOAT16, 32, 8, 3, NULL, NULL), SLIP_EINVAL,
+                "float16 stride_x 3");
+  expect_status(slip_pack(src, 4, 4, 3, 12, dst, SLIP_DTYPE_UINT8, 16, 4, 1, mean, NULL), SLIP_EINVAL,
+                "uint8 with mean");
+  expect_status(slip_pack(src, 4, 4, 3, 12, dst, SLIP_DTYPE_UINT8, 16, 4, 1, NULL, std), SLIP_EINVAL,
+                "uint8 with std");
+  expect_status(slip_pack(src, 4, 4, 3, 12, dst, SLIP_DTYPE_FLOAT32, 64, 16, 4, mean, zero), SLIP_EINVAL,
+                "zero std");
+  expect_status(slip_pack(src, 4, 4, 3, 12, dst, SLIP_DTYPE_FLOAT32, 64, 16, 4, nan3, NULL), SLIP_EINVAL,
+                "NaN mean");
+  expect_status(slip_pack(src, 4, 4, 3, 12, dst, 3, 64, 16, 4, NULL, NULL), SLIP_EINVAL, "dtype 3");
+  expect_status(slip_pack(src, 4, 4, 3, 12, dst, -1, 64, 16, 4, NULL, NULL), SLIP_EINVAL, "dtype -1");
+  expect_status(slip_pack(NULL, 4, 4, 3, 12, dst, SLIP_DTYPE_FLOAT32, 64, 16, 4, NULL, NULL), SLIP_EINVAL,
+                "NULL src");
+  expect_status(slip_pack(src, 4, 4, 3, 12, NULL, SLIP_DTYPE_FLOAT32, 64, 16, 4, NULL, NULL), SLIP_EINVAL,
+                "NULL dst");
+  expect_status(slip_pack(src, 0, 4, 3, 12, dst, SLIP_DTYPE_FLOAT32, 64, 16, 4, NULL, NULL), SLIP_EINVAL,
+                "height 0");
+  expect_status(slip_pack(src, 4, -4, 3, 12, dst, SLIP_DTYPE_FLOAT32, 64, 16, 4, NULL, NULL), SLIP_EINVAL,
+                "width -4");
+  expect_status(slip_pack(src, 4, 4, 0, 12, dst, SLIP_DTYPE_FLOAT32, 64, 16, 4, NULL, NULL), SLIP_EINVAL,
+                "channels 0");
+  expect_status(slip_pack(src, 4, 4, 5, 20, dst, SLIP_DTYPE_FLOAT32, 64, 16, 4, NULL, NULL), SLIP_EINVAL,
+                "channels 5");
+  expect_status(slip_pack(src, 4, 4, 3, 11, dst, SLIP_DTYPE_FLOAT32, 64, 16, 4, NULL, NULL), SLIP_EINVAL,
+                "src_stride 11");
+  case_end();
+}
+
+/* ----------------------------------------------------- 6: hostile input */
+
+/* Every call on data that cannot hold the image must fail with a detail,
+ * and never write outside its output. */
+static void run_all_decoders(const uint8_t *data, size_t size, region r, int32_t *info_status,
+                             int32_t *decode_status, int32_t *crop_status, image *decoded) {
+  slip_jpeg_info_t info, before;
+  memset(&info, 0x77, sizeof info);
+  before = info;
+  *info_status = slip_jpeg_info(data, size, &info);
+  if (*info_status != SLIP_OK)
+    expect(!memcmp(&info, &before, sizeof info), "slip_jpeg_info changed *info on failure (status %d)", *info_status);
+  image tmp = {0};
+  *decode_status = guarded_decode(data, size, r, 1, 0, decoded ? decoded : &tmp);
+  image_free(&tmp);
+  *crop_status = guarded_crop_resize(data, size, r, 5, 7, 0, SLIP_INTERP_BILINEAR, &tmp);
+  image_free(&tmp);
+}
+
+static void test_prefixes(const jpeg_case *jc) {
+  case_begin("truncated prefixes of %s", jc->name);
+  size_t hdr = header_end(jc->data, jc->size);
+  expect(hdr > 0 && hdr < jc->size, "no SOS marker found");
+  region all = {0, 0, jc->h, jc->w};
+  for (size_t n = 0; n + 2 <= jc->size; n++) {
+    uint8_t *prefix = exact_copy(jc->data, n);
+    int32_t si, sd, sc;
+    image decoded = {0};
+    run_all_decoders(prefix, n, all, &si, &sd, &sc, &decoded);
+    char what[96];
+    snprintf(what, sizeof what, "slip_jpeg_info of a %zu-byte prefix", n);
+    if (n < 2) expect_status(si, SLIP_ENOTJPEG, what);
+    else if (n < hdr) expect_status(si, SLIP_ETRUNCATED, what);
+    else expect_status(si, SLIP_OK, what);
+    /* Without its EOI marker the data may still hold the whole image: then
+     * the pixels must be right.  Anything shorter cuts the entropy data. */
+    snprintf(what, sizeof what, "slip_jpeg_decode of a %zu-byte prefix", n);
+    if (n + 2 == jc->size && sd == SLIP_OK) expect(image_mismatch(&decoded, &jc->full[0]) < 0, "%s: wrong pixels", what);
+    else if (expect_failure(sd, what) && n >= hdr)
+      expect(sd == SLIP_ETRUNCATED || sd == SLIP_ECORRUPT, "%s returned %d", what, sd);
+    snprintf(what, sizeof what, "slip_jpeg_decode_crop_resize of a %zu-byte prefix", n);
+    if (!(n + 2 == jc->size && sc == SLIP_OK)) expect_failure(sc, what);
+    image_free(&decoded);
+    free(prefix);
+  }
+  case_end();
+}
+
+static void test_garbage(void) {
+  case_begin("random bytes, PNG, empty input");
+  region one = {0, 0, 1, 1};
+  int32_t si, sd, sc;
+  for (int k = 0; k < 300; k++) {
+    size_t n = (size_t)rng_below(1500);
+    uint8_t *data = make_noise(n);
+    if (k % 2 && n >= 2) data[0] = 0xFF, data[1] = 0xD8; /* random bytes after a valid SOI */
+    if (k % 4 == 3) /* a sprinkling of 0xFF bytes makes more of it look like markers */
+      for (size_t i = 2; i < n; i++)
+        if (rng_below(8) == 0) data[i] = 0xFF;
+    run_all_decoders(data, n, one, &si, &sd, &sc, NULL);
+    expect_failure(si, "slip_jpeg_info of random bytes");
+    expect_failure(sd, "slip_jpeg_decode of random bytes");
+    expect_failure(sc, "slip_jpeg_decode_crop_resize of random bytes");
+    free(data);
+  }
+  static const uint8_t png[] = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13, 'I', 'H', 'D', 'R',
+                                0,    0,   0,   16,  0,    0,    0,    16,   8, 2, 0, 0,  0,   0x90, 0x91, 0x68};
+  uint8_t *data = exact_copy(png, sizeof png);
+  run_all_decoders(data, sizeof png, one, &si, &sd, &sc, NULL);
+  expect_status(si, SLIP_ENOTJPEG, "slip_jpeg_info of a PNG");
+  expect_status(sd, SLIP_ENOTJPEG, "slip_jpeg_decode of a PNG");
+  expect_status(sc, SLIP_ENOTJPEG, "slip_jpeg_decode_crop_resize of a PNG");
+  run_all_decoders(data, 0, one, &si, &sd, &sc, NULL);
+  expect_status(si, SLIP_ENOTJPEG, "slip_jpeg_info of 0 bytes");
+  expect_status(sd, SLIP_ENOTJPEG, "slip_jpeg_decode of 0 bytes");
+  expect_status(sc, SLIP_ENOTJPEG, "slip_jpeg_decode_crop_resize of 0 bytes");
+  free(data);
+  static const uint8_t soi_eoi[] = {0xFF, 0xD8, 0xFF, 0xD9};
+  data = exact_copy(soi_eoi, sizeof soi_eoi);
+  run_all_decoders(data, sizeof soi_eoi, one, &si, &sd, &sc, NULL);
+  expect_failure(si, "slip_jpeg_info of SOI EOI");
+  expect_failure(sd, "slip_jpeg_decode of SOI EOI");
+  expect_failure(sc, "slip_jpeg_decode_crop_resize of SOI EOI");
+  free(data);
+  case_end();
+}
+
+/* Bit flips and byte overwrites in [lo, hi): any status will do, as long as
+ * nothing crashes, trips a sanitizer or writes outside its output. */
+static void test_mutations(const jpeg_case *jc, size_t lo, size_t hi, int count, const char *where) {
+  case_begin("%d mutations of %s in its %s", count, jc->name, where);
+  uint8_t *data = xmalloc(jc->size);
+  for (int k = 0; k < count; k++) {
+    memcpy(data, jc->data, jc->size);
+    int edits = rng_range(1, 3);
+    for (int e = 0; e < edits; e++) {
+      size_t at = lo + (size_t)rng_below((int32_t)(hi - lo));
+      switch (rng_below(4)) {
+      case 0: data[at] = (uint8_t)rng_next(); break;
+      case 1: data[at] = rng_below(2) ? 0xFF : 0x00; break;
+      default: data[at] ^= (uint8_t)(1u << rng_below(8));
+      }
+    }
+    region r;
+    random_interval(jc->h, &r.y, &r.h);
+    random_interval(jc->w, &r.x, &r.w);
+    image out = {0};
+    int32_t d = 1 << rng_below(4);
+    int32_t status = guarded_decode(data, jc->size, (region){0, 0, jc->h, jc->w}, 1, 0, &out);
+    if (status != SLIP_OK) expect_failure(status, "slip_jpeg_decode of mutated data");
+    image_free(&out);
+    status = guarded_decode(data, jc->size, r, d, k & 1, &out);
+    if (status != SLIP_OK) expect_failure(status, "slip_jpeg_decode of a region of mutated data");
+    image_free(&out);
+    status = guarded_crop_resize(data, jc->size, r, rng_range(1, 40), rng_range(1, 40), k & 1, k & 2 ? 1 : 0, &out);
+    if (status != SLIP_OK) expect_failure(status, "slip_jpeg_decode_crop_resize of mutated data");
+    image_free(&out);
+  }
+  free(data);
+  case_end();
+}
+
+/* A small JPEG whose header claims 60000 x 60000 pixels must fail quickly,
+ * without decoding (or allocating for) the pretended image. */
+static void test_huge_header(const jpeg_case *jc) {
+  case_begin("%s patched to 60000x60000", jc->name);
+  size_t sof = find_sof(jc->data, jc->size);
+  if (expect(sof > 0, "no SOF0/SOF2 marker found")) {
+    uint8_t *data = exact_copy(jc->data, jc->size);
+    data[sof + 5] = 60000 >> 8, data[sof + 6] = 60000 & 0xFF; /* height */
+    data[sof + 7] = 60000 >> 8, data[sof + 8] = 60000 & 0xFF; /* width */
+    slip_jpeg_info_t info;
+    if (expect_status(slip_jpeg_info(data, jc->size, &info), SLIP_OK, "slip_jpeg_info of the patched header"))
+      expect(info.height == 60000 && info.width == 60000, "info reports %dx%d", info.width, info.height);
+    static const region regions[] = {{0, 0, 16, 16}, {30000, 30000, 8, 8}, {59990, 59990, 10, 10}};
+    for (int k = 0; k < 3; k++)
+      for (int32_t d = 1; d <= 8; d *= 8) {
+        image out = {0};
+        double t0 = now_seconds();
+        int32_t status = guarded_decode(data, jc->size, regions[k], d, 0, &out);
+        double t = now_seconds() - t0;
+        expect_failure(status, "slip_jpeg_decode of a region of the forged image");
+        expect(t < 3.0, "slip_jpeg_decode of region %d at 1/%d took %.1f s", k, d, t);
+        image_free(&out);
+      }
+    static const region crops[] = {{0, 0, 60000, 60000}, {100, 100, 50, 50}, {0, 0, 60000, 1}};
+    for (int k = 0; k < 3; k++) {
+      image out = {0};
+      double t0 = now_seconds();
+      int32_t status = guarded_crop_resize(data, jc->size, crops[k], 224 >> k, 224 >> k, 0, SLIP_INTERP_AREA, &out);
+      double t = now_seconds() - t0;
+      expect_failure(status, "slip_jpeg_decode_crop_resize of the forged image");
+      expect(t < 3.0, "slip_jpeg_decode_crop_resize of crop %d took %.1f s", k, t);
+      image_free(&out);
+    }
+    free(data);
+  }
+  case_end();
+}
+
+static void test_invalid_arguments(const jpeg_case *jc) {
+  case_begin("invalid arguments");
+  const uint8_t *d = jc->data;
+  size_t n = jc->size;
+  int32_t H = jc->h, W = jc->w;
+  int64_t stride = (int64_t)W * 3;
+  size_t size = (size_t)H * (size_t)stride;
+  uint8_t *out = xmalloc(size);
+  slip_jpeg_info_t info;
+  expect_status(slip_jpeg_info(NULL, n, &info), SLIP_EINVAL, "info(NULL data)");
+  expect_status(slip_jpeg_info(d, n, NULL), SLIP_EINVAL, "info(NULL info)");
+
+  expect_status(slip_jpeg_decode(d, n, 0, 0, H, W, 1, 0, out, size, stride), SLIP_OK, "valid decode");
+  expect_status(slip_jpeg_decode(NULL, n, 0, 0, H, W, 1, 0, out, size, stride), SLIP_EINVAL, "decode(NULL data)");
+  expect_status(slip_jpeg_decode(d, n, 0, 0, H, W, 1, 0, NULL, size, stride), SLIP_EINVAL, "decode(NULL out)");
+  static const int32_t bad_scales[] = {0, 3, 5, 6, 16, -1, -8, INT32_MIN};
+  for (int k = 0; k < 8; k++)
+    expect_status(slip_jpeg_decode(d, n, 0, 0, H, W, bad_scales[k], 0, out, size, stride), SLIP_EINVAL,
+                  "decode with a bad scale");
+  const region bad[] = {{-1, 0, 1, 1}, {0, -1, 1, 1}, {0, 0, 0, 1},       {0, 0, 1, 0},          {0, 0, -5, 1},
+                        {0, 0, 1, -5}, {H, 0, 1, 1},  {0, W, 1, 1},       {H - 1, 0, 2, 1},      {0, W - 1, 1, 2},
+                        {0, 0, H + 1, W}, {0, 0, H, W + 1}, {INT32_MAX, 0, 1, 1}, {1, 1, INT32_MAX, 1},
+                        {0, 1, 1, INT32_MAX}, {INT32_MIN, 0, 1, 1}};
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+    char what[96];
+    snprintf(what, sizeof what, "decode of region (%d, %d, %d, %d)", bad[k].y, bad[k].x, bad[k].h, bad[k].w);
+    expect_status(slip_jpeg_decode(d, n, bad[k].y, bad[k].x, bad[k].h, bad[k].w, 1, 0, out, size, stride),
+                  SLIP_EINVAL, what);
+    snprintf(what, sizeof what, "crop_resize of crop (%d, %d, %d, %d)", bad[k].y, bad[k].x, bad[k].h, bad[k].w);
+    expect_status(slip_jpeg_decode_crop_resize(d, n, bad[k].y, bad[k].x, bad[k].h, bad[k].w, 4, 4, 0, 0, out, size,
+                                               stride),
+                  SLIP_EINVAL, what);
+  }
+  expect_status(slip_jpeg_decode(d, n, 0, 0, H, W, 1, 0, out, size - 1, stride), SLIP_EBUFFER,
+                "decode with out_size one byte short");
+  expect_status(slip_jpeg_decode(d, n, 0, 0, H, W, 1, 0, out, 0, stride), SLIP_EBUFFER, "decode with out_size 0");
+  expect_status(slip_jpeg_decode(d, n, 0, 0, H, W, 2, 0, out, output_size(ceil_div(H, 2), stride, (size_t)ceil_div(W, 2) * 3) - 1, stride),
+                SLIP_EBUFFER, "decode at 1/2 with out_size one byte short");
+  expect_status(slip_jpeg_decode(d, n, 0, 0, H, W, 1, 0, out, size, stride - 1), SLIP_EINVAL,
+                "decode with a short stride");
+  expect_status(slip_jpeg_decode(d, n, 0, 0, H, W, 1, 0, out, size, -stride), SLIP_EINVAL,
+                "decode with a negative stride");
+  static const int32_t bad_flags[] = {8, 16, 0x100, -1, INT32_MIN};
+  for (int k = 0; k < 5; k++) {
+    expect_status(slip_jpeg_decode(d, n, 0, 0, H, W, 1, bad_flags[k], out, size, stride), SLIP_EINVAL,
+                  "decode with unknown flags");
+    expect_status(slip_jpeg_decode_crop_resize(d, n, 0, 0, H, W, 4, 4, bad_flags[k], 0, out, size, stride),
+                  SLIP_EINVAL, "crop_resize with unknown flags");
+  }
+
+  expect_status(slip_jpeg_decode_crop_resize(d, n, 0, 0, H, W, 4, 4, 0, 0, out, size, 12), SLIP_OK,
+                "valid crop_resize");
+  expect_status(slip_jpeg_decode_crop_resize(NULL, n, 0, 0, H, W, 4, 4, 0, 0, out, size, 12), SLIP_EINVAL,
+                "crop_resize(NULL data)");
+  expect_status(slip_jpeg_decode_crop_resize(d, n, 0, 0, H, W, 4, 4, 0, 0, NULL, size, 12), SLIP_EINVAL,
+                "crop_resize(NULL out)");
+  expect_status(slip_jpeg_decode_crop_resize(d, n, 0, 0, H, W, 0, 4, 0, 0, out, size, 12), SLIP_EINVAL,
+                "crop_resize(out_h 0)");
+  expect_status(slip_jpeg_decode_crop_resize(d, n, 0, 0, H, W, 4, -4, 0, 0, out, size, 12), SLIP_EINVAL,
+                "crop_resize(out_w -4)");
+  expect_status(slip_jpeg_decode_crop_resize(d, n, 0, 0, H, W, 4, 4, 0, 2, out, size, 12), SLIP_EINVAL,
+                "crop_resize(interp 2)");
+  expect_status(slip_jpeg_decode_crop_resize(d, n, 0, 0, H, W, 4, 4, 0, -1, out, size, 12), SLIP_EINVAL,
+                "crop_resize(interp -1)");
+  expect_status(slip_jpeg_decode_crop_resize(d, n, 0, 0, H, W, 4, 4, 0, 0, out, 47, 12), SLIP_EBUFFER,
+                "crop_resize with out_size one byte short");
+  expect_status(slip_jpeg_decode_crop_resize(d, n, 0, 0, H, W, 4, 4, 0, 0, out, size, 11), SLIP_EINVAL,
+                "crop_resize with a short stride");
+
+  uint8_t src[8 * 8 * 4] = {0};
+  expect_status(slip_resize(src, 8, 8, 3, 24, 0, 0, 8, 8, out, 4, 4, 12, 0, 0), SLIP_OK, "valid resize");
+  expect_status(slip_resize(NULL, 8, 8, 3, 24, 0, 0, 8, 8, out, 4, 4, 12, 0, 0), SLIP_EINVAL, "resize(NULL src)");
+  expect_status(slip_resize(src, 8, 8, 3, 24, 0, 0, 8, 8, NULL, 4, 4, 12, 0, 0), SLIP_EINVAL, "resize(NULL dst)");
+  static const int32_t bad_channels[] = {0, 2, 5, -3};
+  for (int k = 0; k < 4; k++)
+    expect_status(slip_resize(src, 8, 8, bad_channels[k], 32, 0, 0, 8, 8, out, 4, 4, 16, 0, 0), SLIP_EINVAL,
+                  "resize with bad channels");
+  expect_status(slip_resize(src, 0, 8, 3, 24, 0, 0, 8, 8, out, 4, 4, 12, 0, 0), SLIP_EINVAL, "resize(src_h 0)");
+  expect_status(slip_resize(src, 8, 8, 3, 24, 0, 0, 8, 8, out, 4, 0, 12, 0, 0), SLIP_EINVAL, "resize(dst_w 0)");
+  expect_status(slip_resize(src, 8, 8, 3, 23, 0, 0, 8, 8, out, 4, 4, 12, 0, 0), SLIP_EINVAL, "resize(src_stride 23)");
+  expect_status(slip_resize(src, 8, 8, 3, 24, 0, 0, 8, 8, out, 4, 4, 11, 0, 0), SLIP_EINVAL, "resize(dst_stride 11)");
+  expect_status(slip_resize(src, 8, 8, 3, 24, 1, 0, 8, 8, out, 4, 4, 12, 0, 0), SLIP_EINVAL, "resize(crop outside)");
+  expect_status(slip_resize(src, 8, 8, 3, 24, 0, -1, 1, 1, out, 4, 4, 12, 0, 0), SLIP_EINVAL, "resize(x -1)");
+  expect_status(slip_resize(src, 8, 8, 3, 24, 0, 0, 0, 8, out, 4, 4, 12, 0, 0), SLIP_EINVAL, "resize(h 0)");
+  expect_status(slip_resize(src, 8, 8, 3, 24, 0, 0, 8, 8, out, 4, 4, 12, 7, 0), SLIP_EINVAL, "resize(interp 7)");
+
+  size_t written = 0;
+  size_t cap = slip_jpeg_encode_bound(8, 8, 3);
+  uint8_t *enc = xmalloc(cap);
+  expect_status(slip_jpeg_encode(src, 8, 8, 3, 24, 90, 0, 0, enc, cap, &written), SLIP_OK, "valid encode");
+  expect_status(slip_jpeg_encode(NULL, 8, 8, 3, 24, 90, 0, 0, enc, cap, &written), SLIP_EINVAL, "encode(NULL src)");
+  expect_status(slip_jpeg_encode(src, 8, 8, 3, 24, 90, 0, 0, NULL, cap, &written), SLIP_EINVAL, "encode(NULL out)");
+  expect_status(slip_jpeg_encode(src, 8, 8, 3, 24, 90, 0, 0, enc, cap, NULL), SLIP_EINVAL, "encode(NULL out_size)");
+  expect_status(slip_jpeg_encode(src, 0, 8, 3, 24, 90, 0, 0, enc, cap, &written), SLIP_EINVAL, "encode(height 0)");
+  expect_status(slip_jpeg_encode(src, 8, -8, 3, 24, 90, 0, 0, enc, cap, &written), SLIP_EINVAL, "encode(width -8)");
+  expect_status(slip_jpeg_encode(src, 65501, 8, 3, 24, 90, 0, 0, enc, cap, &written), SLIP_EINVAL,
+                "encode(height 65501)");
+  expect_status(slip_jpeg_encode(src, 8, 8, 2, 24, 90, 0, 0, enc, cap, &written), SLIP_EINVAL, "encode(channels 2)");
+  expect_status(slip_jpeg_encode(src, 8, 8, 4, 32, 90, 0, 0, enc, cap, &written), SLIP_EINVAL, "encode(channels 4)");
+  expect_status(slip_jpeg_encode(src, 8, 8, 3, 23, 90, 0, 0, enc, cap, &written), SLIP_EINVAL, "encode(stride 23)");
+  expect_status(slip_jpeg_encode(src, 8, 8, 3, 24, 0, 0, 0, enc, cap, &written), SLIP_EINVAL, "encode(quality 0)");
+  expect_status(slip_jpeg_encode(src, 8, 8, 3, 24, 101, 0, 0, enc, cap, &written), SLIP_EINVAL,
+                "encode(quality 101)");
+  expect_status(slip_jpeg_encode(src, 8, 8, 3, 24, 90, 0, 4, enc, cap, &written), SLIP_EINVAL, "encode(flags 4)");
+  static const int32_t bad_sub[] = {SLIP_SUBSAMPLING_411, SLIP_SUBSAMPLING_441, SLIP_SUBSAMPLING_GRAY,
+                                    SLIP_SUBSAMPLING_OTHER, -1, 99};
+  for (int k = 0; k < 6; k++)
+    expect_status(slip_jpeg_encode(src, 8, 8, 3, 24, 90, bad_sub[k], 0, enc, cap, &written), SLIP_EINVAL,
+                  "encode of RGB with unsupported subsampling");
+  /* One component takes any of the supported subsamplings, and stays gray. */
+  if (expect_status(slip_jpeg_encode(src, 8, 8, 1, 8, 90, SLIP_SUBSAMPLING_420, 0, enc, cap, &written), SLIP_OK,
+                    "encode of gray with 420")) {
+    expect_status(slip_jpeg_info(enc, written, &info), SLIP_OK, "info of gray encoded with 420");
+    expect(info.components == 1 && info.subsampling == SLIP_SUBSAMPLING_GRAY, "gray with 420 is not a gray JPEG");
+  }
+  free(enc);
+
+  uint8_t byte;
+  expect_status(slip_pread(0, NULL, 1, 0), SLIP_EINVAL, "pread(NULL buf)");
+  expect_status(slip_pread(0, &byte, 1, -1), SLIP_EINVAL, "pread(offset -1)");
+  free(out);
+  case_end();
+}
+
+/* ---------------------------------------------------------- 7: encode */
+
+/* An encode must give the same bytes whatever the same thread encoded
+ * before: each thread reuses one libjpeg compressor, which keeps state (such
+ * as Huffman tables) from call to call. */
+static void test_encode_reuse(void) {
+  case_begin("encode independent of earlier encodes on the thread");
+  static const int32_t all_flags[] = {SLIP_ENCODE_DEFAULT, SLIP_ENCODE_OPTIMIZE, SLIP_ENCODE_PROGRESSIVE,
+                                      SLIP_ENCODE_PROGRESSIVE | SLIP_ENCODE_OPTIMIZE};
+  int32_t h = 48, w = 64;
+  uint8_t *a = make_picture(h, w, 3, 10), *b = make_noise((size_t)h * (size_t)w * 3);
+  size_t bound = slip_jpeg_encode_bound(h, w, 3);
+  uint8_t *want = xmalloc(bound), *got = xmalloc(bound), *other = xmalloc(bound);
+  for (int fa = 0; fa < 4; fa++)
+    for (int fb = 0; fb < 4; fb++)
+      for (int32_t cb = 1; cb <= 3; cb += 2) {
+        encode_call ref = {a, h, w, 3, 0, 90, SLIP_SUBSAMPLING_420, all_flags[fa], want, bound, 0, 0};
+        encode_call seq[2] = {{b, h, w, cb, 0, 75, SLIP_SUBSAMPLING_444, all_flags[fb], other, bound, 0, 0},
+                              {a, h, w, 3, 0, 90, SLIP_SUBSAMPLING_420, all_flags[fa], got, bound, 0, 0}};
+        if (!expect_status(encode_on_fresh_thread(&ref, 1), SLIP_OK, "encode on a fresh thread")) continue;
+        encode_on_fresh_thread(seq, 2);
+        if (!expect_status(seq[0].status, SLIP_OK, "first encode") ||
+            !expect_status(seq[1].status, SLIP_OK, "second encode"))
+          continue;
+        expect(seq[1].size == ref.size && !memcmp(got, want, ref.size),
+               "encode with flags %d after an encode of %d-channel noise with flags %d gives %zu bytes, %zu bytes on a "
+               "fresh thread",
+               all_flags[fa], cb, all_flags[fb], seq[1].size, ref.size);
+      }
+  free(a);
+  free(b);
+  free(want);
+  free(got);
+  free(other);
+  case_end();
+}
+
+static void test_encode_buffers(void) {
+  case_begin("encode into small buffers");
+  int32_t h = 48, w = 64;
+  uint8_t *src = make_picture(h, w, 3, 10);
+  size_t bound = slip_jpeg_encode_bound(h, w, 3);
+  uint8_t *full = xmalloc(bound);
+  encode_call e = {src, h, w, 3, 0, 90, SLIP_SUBSAMPLING_420, 0, full, bound, 0, 0};
+  if (expect_status(encode_on_fresh_thread(&e, 1), SLIP_OK, "slip_jpeg_encode")) {
+    size_t full_size = e.size;
+    size_t caps[] = {0, 1, 2, 100, full_size / 2, full_size - 1, full_size, full_size + 1};
+    for (int k = 0; k < 8; k++) {
+      /* The output sits at the start of a buffer big enough for the whole
+       * JPEG, so that a write past out_capacity lands in bytes this test
+       * checks rather than in the heap: libjpeg, which does the writing, is
+       * not instrumented by AddressSanitizer. */
+      guarded g;
+      guarded_alloc(&g, bound);
+      e.out = g.p, e.capacity = caps[k], e.size = 12345;
+      int32_t status = encode_on_fresh_thread(&e, 1);
+      char what[80];
+      snprintf(what, sizeof what, "encode of a %zu-byte JPEG into %zu bytes", full_size, caps[k]);
+      size_t kept = caps[k] < full_size ? caps[k] : full_size;
+      if (caps[k] < full_size) expect_status(status, SLIP_EBUFFER, what);
+      else if (expect_status(status, SLIP_OK, what)) expect(e.size == full_size, "%s: reported size %zu", what, e.size);
+      expect(!memcmp(g.p, full, kept), "%s: the buffer does not hold (a prefix of) the JPEG", what);
+      int intact = 1;
+      for (size_t i = kept; i < bound; i++) intact &= g.p[i] == fill_byte(GUARD + i);
+      expect(intact && guarded_intact(&g, 1, 0, 0), "%s: wrote past out_capacity (status %d)", what, status);
+      free(g.mem);
+    }
+    /* A padded source stride gives the same JPEG. */
+    int64_t stride = w * 3 + 5;
+    uint8_t *padded = xmalloc(output_size(h, stride, (size_t)w * 3)), *again = xmalloc(bound);
+    for (int32_t i = 0; i < h; i++) memcpy(padded + i * stride, src + (size_t)i * (size_t)w * 3, (size_t)w * 3);
+    e = (encode_call){padded, h, w, 3, stride, 90, SLIP_SUBSAMPLING_420, 0, again, bound, 0, 0};
+    if (expect_status(encode_on_fresh_thread(&e, 1), SLIP_OK, "encode from a padded stride"))
+      expect(e.size == full_size && !memcmp(again, full, full_size), "a padded source stride changed the JPEG");
+    free(padded);
+    free(again);
+  }
+  free(full);
+  free(src);
+  case_end();
+}
+
+static void test_encode_bound(void) {
+  case_begin("slip_jpeg_encode_bound suffices for noise at quality 100");
+  static const int32_t sizes[][2] = {{1, 1}, {13, 17}, {16, 16}, {48, 64}, {33, 250}, {251, 333}};
+  for (int k = 0; k < 6; k++)
+    for (int32_t channels = 1; channels <= 3; channels += 2)
+      for (int32_t flags = 0; flags <= 3; flags++) {
+        int32_t h = sizes[k][0], w = sizes[k][1];
+        uint8_t *src = make_noise((size_t)h * (size_t)w * (size_t)channels);
+        size_t cap = slip_jpeg_encode_bound(h, w, channels), got = 0;
+        uint8_t *out = xmalloc(cap);
+        int32_t sub = channels == 1 ? SLIP_SUBSAMPLING_GRAY : SLIP_SUBSAMPLING_444;
+        char what[96];
+        snprintf(what, sizeof what, "encode of %dx%dx%d noise, flags %d, into its bound %zu", w, h, channels, flags,
+                 cap);
+        if (expect_status(slip_jpeg_encode(src, h, w, channels, (int64_t)w * channels, 100, sub, flags, out, cap,
+                                           &got),
+                          SLIP_OK, what))
+          expect(got > 0 && got <= cap, "%s: reported size %zu", what, got);
+        free(out);
+        free(src);
+      }
+  expect(slip_jpeg_encode_bound(0, 0, 3) > 0, "bound of an empty image");
+  expect(slip_jpeg_encode_bound(-5, 10, 3) == slip_jpeg_encode_bound(0, 10, 3), "bound of a negative height");
+  expect(slip_jpeg_encode_bound(100, 100, 7) == slip_jpeg_encode_bound(100, 100, 3), "bound of channels 7");
+  case_end();
+}
+
+/* ------------------------------------------------------------ 8: pread */
+
+static void test_pread(void) {
+  case_begin("slip_pread");
+  char path[] = "/tmp/slip_test_native_XXXXXX";
+  int fd = mkstemp(path);
+  if (!expect(fd >= 0, "mkstemp failed")) {
+    case_end();
+    return;
+  }
+  const size_t n = 100000;
+  uint8_t *data = make_noise(n), *buf = xmalloc(n);
+  size_t done = 0;
+  while (done < n) {
+    ssize_t w = write(fd, data + done, n - done);
+    if (w <= 0) break;
+    done += (size_t)w;
+  }
+  if (expect(done == n, "could not write the temporary file")) {
+    for (int k = 0; k < 200; k++) {
+      int64_t off = rng_below((int32_t)n);
+      size_t count = (size_t)rng_below((int32_t)(n - (size_t)off) + 1);
+      if (k % 10 == 0) count = n - (size_t)off; /* up to the very end */
+      memset(buf, 0, n);
+      if (expect_status(slip_pread(fd, buf, count, off), SLIP_OK, "pread inside the file"))
+        expect(!memcmp(buf, data + off, count), "pread of %zu bytes at %lld read wrong bytes", count, (long long)off);
+    }
+    expect_status(slip_pread(fd, buf, 0, (int64_t)n), SLIP_OK, "pread of 0 bytes at the end");
+    expect_status(slip_pread(fd, NULL, 0, 0), SLIP_OK, "pread of 0 bytes into NULL");
+    expect_status(slip_pread(fd, buf, 20, (int64_t)n - 10), SLIP_EEOF, "pread across the end");
+    expect_status(slip_pread(fd, buf, 1, (int64_t)n), SLIP_EEOF, "pread at the end");
+    expect_status(slip_pread(fd, buf, 1, (int64_t)n + 1000), SLIP_EEOF, "pread past the end");
+    expect_status(slip_pread(fd, buf, 1, -1), SLIP_EINVAL, "pread at a negative offset");
+    expect_status(slip_pread(fd, buf, 1, INT64_MIN), SLIP_EINVAL, "pread at INT64_MIN");
+    expect_status(slip_pread(-1, buf, 1, 0), SLIP_EIO, "pread from fd -1");
+    int closed = dup(fd);
+    close(closed);
+    expect_status(slip_pread(closed, buf, 1, 0), SLIP_EIO, "pread from a closed fd");
+    int pipes[2];
+    if (pipe(pipes) == 0) {
+      expect_status(slip_pread(pipes[0], buf, 1, 0), SLIP_EIO, "pread from a pipe");
+      close(pipes[0]);
+      close(pipes[1]);
+    }
+    int dir = open("/tmp", O_RDONLY);
+    if (dir >= 0) {
+      expect_status(slip_pread(dir, buf, 1, 0), SLIP_EIO, "pread from a directory");
+      close(dir);
+    }
+  }
+  close(fd);
+  unlink(path);
+  free(data);
+  free(buf);
+  case_end();
+}
+
+/* ---------------------------------------------------------- 9: threads */
+
+typedef struct thread_job {
+  const jpeg_case *jc;
+  region r;
+  int32_t d, flags, oh, ow, interp, fused; /* fused: crop_resize, else slip_jpeg_decode */
+  image want;
+} thread_job;
+
+typedef struct thread_arg {
+  const thread_job *jobs;
+  int n_jobs, first, iterations;
+  int mismatches, failures;
+} thread_arg;
+
+static int32_t run_job(const thread_job *j, image *out) {
+  int32_t oh = j->oh, ow = j->ow;
+  if (!j->fused) {
+    int32_t sy = j->r.y / j->d, sx = j->r.x / j->d;
+    oh = ceil_div(j->r.y + j->r.h, j->d) - sy, ow = ceil_div(j->r.x + j->r.w, j->d) - sx;
+  }
+  image_alloc(out, oh, ow, 3);
+  size_t size = (size_t)oh * row_bytes(out);
+  if (j->fused)
+    return slip_jpeg_decode_crop_resize(j->jc->data, j->jc->size, j->r.y, j->r.x, j->r.h, j->r.w, oh, ow, j->flags,
+                                        j->interp, out->px, size, (int64_t)row_bytes(out));
+  return slip_jpeg_decode(j->jc->data, j->jc->size, j->r.y, j->r.x, j->r.h, j->r.w, j->d, j->flags, out->px, size,
+                          (int64_t)row_bytes(out));
+}
+
+static void *thread_main(void *p) {
+  thread_arg *a = p;
+  for (int it = 0; it < a->iterations; it++)
+    for (int k = 0; k < a->n_jobs; k++) {
+      const thread_job *j = &a->jobs[(a->first + k) % a->n_jobs];
+      image out;
+      if (run_job(j, &out) != SLIP_OK) a->failures++;
+      else if (image_mismatch(&out, &j->want) >= 0) a->mismatches++;
+      image_free(&out);
+    }
+  return NULL;
+}
+
+static void test_threads(jpeg_case *const *cases, int n_cases) {
+  case_begin("4 threads decoding concurrently");
+  enum { MAX_JOBS = 32, THREADS = 4, ITERATIONS = 50 };
+  thread_job jobs[MAX_JOBS];
+  int n = 0;
+  for (int c = 0; c < n_cases; c++)
+    for (int fused = 0; fused <= 1; fused++) {
+      thread_job *j = &jobs[n];
+      memset(j, 0, sizeof *j);
+      j->jc = cases[c];
+      random_interval(j->jc->h, &j->r.y, &j->r.h);
+      random_interval(j->jc->w, &j->r.x, &j->r.w);
+      j->fused = fused;
+      j->d = 1 << rng_below(4);
+      j->flags = rng_below(8);
+      j->oh = random_out_size(j->r.h, rng_below(4)), j->ow = random_out_size(j->r.w, rng_below(4));
+      j->interp = rng_below(2);
+      if (expect_status(run_job(j, &j->want), SLIP_OK, "single-threaded reference decode")) n++;
+      else image_free(&j->want);
+    }
+  pthread_t threads[THREADS];
+  thread_arg args[THREADS];
+  int started = 0;
+  for (int t = 0; t < THREADS; t++) {
+    args[t] = (thread_arg){jobs, n, t * n / THREADS, ITERATIONS, 0, 0};
+    if (expect(pthread_create(&threads[t], NULL, thread_main, &args[t]) == 0, "pthread_create failed")) started++;
+  }
+  for (int t = 0; t < started; t++) {
+    pthread_join(threads[t], NULL);
+    expect(args[t].failures == 0, "thread %d: %d calls failed", t, args[t].failures);
+    expect(args[t].mismatches == 0, "thread %d: %d results differ from the single-threaded ones", t,
+           args[t].mismatches);
+  }
+  for (int k = 0; k < n; k++) image_free(&jobs[k].want);
+  case_end();
+}
+
+/* -------------------------------------------------- 10: identity, status */
+
+static void test_status_strings(void) {
+  case_begin("slip_strerror, slip_version, slip_abi_version");
+  const char *names[11];
+  for (int32_t s = 0; s >= -10; s--) {
+    names[-s] = slip_strerror(s);
+    expect(names[-s] && names[-s][0] && strcmp(names[-s], "unknown status") != 0, "slip_strerror(%d) is not a name",
+           s);
+    for (int32_t t = 0; t > s; t--)
+      expect(!names[-t] || !names[-s] || strcmp(names[-t], names[-s]) != 0, "slip_strerror(%d) == slip_strerror(%d)",
+             s, t);
+  }
+  static const int32_t unknown[] = {1, 2, -11, -100, 1000, INT32_MIN, INT32_MAX};
+  for (int k = 0; k < 7; k++)
+    expect(!strcmp(slip_strerror(unknown[k]), "unknown status"), "slip_strerror(%d) = \"%s\"", unknown[k],
+           slip_strerror(unknown[k]));
+  expect(slip_abi_version() == SLIP_ABI_VERSION, "slip_abi_version() = %d, header says %d", slip_abi_version(),
+         SLIP_ABI_VERSION);
+  const char *v = slip_version();
+  unsigned a, b, c;
+  char tail;
+  expect(v && sscanf(v, "%u.%u.%u%c", &a, &b, &c, &tail) == 3, "slip_version() = \"%s\" is not MAJOR.MINOR.PATCH",
+         v ? v : "(null)");
+  case_end();
+}
+
+/* ------------------------------------------------------------------ main */
+
+int main(int argc, char **argv) {
+  if (argc > 1) rng_state = strtoull(argv[1], NULL, 0) | 1;
+  verbose = getenv("SLIP_TEST_VERBOSE") != NULL;
+  double t0 = now_seconds();
+  setvbuf(stdout, NULL, _IOLBF, 0);
+
+  test_status_strings();
+
+  /* Sizes are width x height. */
+  static const int32_t sizes[][2] = {{1, 1}, {1, 7}, {7, 1}, {17, 13}, {64, 48}, {333, 251}, {500, 375}};
+  static const int32_t subsamplings[] = {SLIP_SUBSAMPLING_444, SLIP_SUBSAMPLING_422, SLIP_SUBSAMPLING_420,
+                                         SLIP_SUBSAMPLING_440, SLIP_SUBSAMPLING_GRAY};
+  enum { N_SIZES = 7, N_SUBS = 5, N_CASES = N_SIZES * N_SUBS * 2 };
+  static jpeg_case cases[N_CASES];
+  int n = 0;
+  for (int s = 0; s < N_SIZES; s++)
+    for (int k = 0; k < N_SUBS; k++)
+      for (int prog = 0; prog <= 1; prog++) {
+        /* Some baseline files get optimized Huffman tables, for variety. */
+        int32_t flags = prog ? SLIP_ENCODE_PROGRESSIVE : (s + k) % 2 ? SLIP_ENCODE_OPTIMIZE : 0;
+        jpeg_case *jc = &cases[n++];
+        int32_t status = make_jpeg(jc, sizes[s][1], sizes[s][0], subsamplings[k], flags);
+        test_encode_info(jc, status);
+        if (!jc->data) continue;
+        for (int32_t d = 1; d <= 8; d *= 2) test_full_decode(jc, d);
+        for (int32_t d = 1; d <= 8; d *= 2) test_regions(jc, d);
+        test_regions_fast(jc);
+        test_crop_resize(jc, SLIP_INTERP_AREA);
+        test_crop_resize(jc, SLIP_INTERP_BILINEAR);
+      }
+  test_scale_for();
+
+  for (int32_t c = 1; c <= 4; c++)
+    if (c != 2) {
+      test_resize(c, SLIP_INTERP_AREA);
+      test_resize(c, SLIP_INTERP_BILINEAR);
+    }
+
+  for (int32_t dtype = SLIP_DTYPE_UINT8; dtype <= SLIP_DTYPE_FLOAT32; dtype++)
+    for (int hwc = 0; hwc <= 1; hwc++)
+      for (int normalize = 0; normalize <= (dtype != SLIP_DTYPE_UINT8); normalize++) test_pack(dtype, hwc, normalize);
+  test_pack_rejects();
+
+  /* Hostile input, from small files (index = size * 10 + subsampling * 2 + progressive). */
+  jpeg_case *small_420 = &cases[3 * 10 + 2 * 2], *small_444p = &cases[3 * 10 + 0 + 1],
+            *small_gray = &cases[3 * 10 + 4 * 2], *mid_420 = &cases[4 * 10 + 2 * 2],
+            *mid_422p = &cases[4 * 10 + 1 * 2 + 1], *mid_grayp = &cases[4 * 10 + 4 * 2 + 1];
+  jpeg_case *hostile[] = {small_420, small_444p, small_gray};
+  for (int k = 0; k < 3; k++)
+    if (hostile[k]->data && hostile[k]->full[0].px) test_prefixes(hostile[k]);
+  test_garbage();
+  jpeg_case *mutated[] = {mid_420, mid_422p, mid_grayp, small_444p};
+  for (int k = 0; k < 4; k++) {
+    jpeg_case *jc = mutated[k];
+    if (!jc->data) continue;
+    size_t hdr = header_end(jc->data, jc->size);
+    if (hdr == 0) continue;
+    test_mutations(jc, hdr, jc->size - 2, 700, "entropy-coded data");
+    test_mutations(jc, 2, hdr, 200, "header");
+  }
+  jpeg_case *forged[] = {small_420, small_444p, small_gray, mid_422p};
+  for (int k = 0; k < 4; k++)
+    if (forged[k]->data) test_huge_header(forged[k]);
+  if (mid_420->data) test_invalid_arguments(mid_420);
+
+  test_encode_reuse();
+  test_encode_buffers();
+  test_encode_bound();
+  test_pread();
+
+  jpeg_case *threaded[] = {&cases[4 * 10 + 2 * 2], &cases[5 * 10 + 1 * 2 + 1], &cases[5 * 10 + 0 * 2],
+                           &cases[5 * 10 + 4 * 2 + 1], &cases[3 * 10 + 3 * 2], &cases[6 * 10 + 2 * 2]};
+  int ok = 1;
+  for (int k = 0; k < 6; k++) ok &= threaded[k]->data != NULL;
+  if (ok) test_threads(threaded, 6);
+
+  for (int k = 0; k < n; k++) free_jpeg(&cases[k]);
+  fprintf(stderr, "test_native: %.1f s\n", now_seconds() - t0);
+  printf("%d passed, %d failed\n", n_passed, n_failed);
+  return n_failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,1 @@
+"""Operations users write their training pipelines with."""

@@ -1,0 +1,115 @@
+"""Resampling and packing kernels against float64 NumPy references."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import jpeg_corpus
+from slipstream import ArgumentError, native
+from slipstream.native import Dtype, Interp
+
+
+@pytest.mark.parametrize("interp", [Interp.AREA, Interp.BILINEAR])
+@pytest.mark.parametrize("channels", [1, 3, 4])
+def test_resize_within_one_of_float64_reference(interp, channels):
+    rng = np.random.default_rng(channels)
+    name = "area" if interp == Interp.AREA else "bilinear"
+    for _ in range(60):
+        h, w = int(rng.integers(1, 120)), int(rng.integers(1, 120))
+        img = rng.integers(0, 256, (h, w, channels), dtype=np.uint8)
+        y, x = int(rng.integers(0, h)), int(rng.integers(0, w))
+        ch, cw = int(rng.integers(1, h - y + 1)), int(rng.integers(1, w - x + 1))
+        oh, ow = int(rng.integers(1, 150)), int(rng.integers(1, 150))
+        got = native.resize(img, y, x, ch, cw, oh, ow, interp)
+        ref = jpeg_corpus.resize_reference(img, y, x, ch, cw, oh, ow, name)
+        assert got.shape == (oh, ow, channels)
+        assert np.abs(got.astype(int) - ref).max() <= 1, (h, w, (y, x, ch, cw), (oh, ow))
+        np.testing.assert_array_equal(native.resize(img, y, x, ch, cw, oh, ow, interp, flip_x=True), got[:, ::-1])
+
+
+def test_resize_identity_and_constant():
+    rng = np.random.default_rng(5)
+    img = rng.integers(0, 256, (50, 70, 3), dtype=np.uint8)
+    for interp in Interp:
+        np.testing.assert_array_equal(native.resize(img, 5, 6, 30, 40, 30, 40, interp), img[5:35, 6:46])
+        flat = np.full((33, 47, 3), 173, np.uint8)
+        assert (native.resize(flat, 1, 2, 30, 41, 224, 17, interp) == 173).all()
+
+
+def test_resize_ignores_pixels_outside_the_crop():
+    img = np.zeros((40, 40, 3), np.uint8)
+    img[10:30, 10:30] = 200
+    for interp in Interp:
+        for size in ((7, 7), (20, 20), (64, 64)):
+            assert (native.resize(img, 10, 10, 20, 20, *size, interp) == 200).all()
+
+
+def test_resize_strided_source_and_output():
+    rng = np.random.default_rng(6)
+    canvas = rng.integers(0, 256, (80, 90, 3), dtype=np.uint8)
+    src = canvas[5:65, 7:77]
+    expected = native.resize(np.ascontiguousarray(src), 3, 4, 50, 60, 31, 29, Interp.BILINEAR)
+    out_canvas = np.zeros((40, 50, 3), np.uint8)
+    out = native.resize(src, 3, 4, 50, 60, 31, 29, Interp.BILINEAR, out=out_canvas[2:33, 3:32])
+    np.testing.assert_array_equal(out, expected)
+    assert out_canvas[:2].sum() == 0 and out_canvas[33:].sum() == 0 and out_canvas[:, :3].sum() == 0
+
+
+def pack_reference(img, mean, std, dtype):
+    x = img.astype(np.float64)
+    if mean is not None:
+        x = (x - np.asarray(mean, np.float64)) / np.asarray(std, np.float64)
+    with np.errstate(over="ignore"):  # values beyond float16's range become inf, as in the kernel
+        return x.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float16, np.float32])
+@pytest.mark.parametrize("layout", ["CHW", "HWC"])
+def test_pack_exact_against_numpy(dtype, layout):
+    rng = np.random.default_rng(7)
+    mean, std = (123.675, 116.28, 103.53), (58.395, 57.12, 57.375)
+    for h, w in ((1, 1), (17, 31), (224, 224)):
+        img = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+        img[0, 0] = (0, 128, 255)
+        norm = (None, None) if dtype == np.uint8 else (mean, std)
+        got = native.pack(img, dtype, *norm, layout=layout)
+        ref = pack_reference(img, *norm, dtype)
+        if layout == "CHW":
+            ref = ref.transpose(2, 0, 1)
+        assert got.dtype == dtype and got.shape == ref.shape
+        np.testing.assert_array_equal(got.view(np.uint8), np.ascontiguousarray(ref).view(np.uint8))
+
+
+def test_pack_float16_rounding_covers_subnormals_and_ties():
+    img = np.arange(256, dtype=np.uint8).reshape(16, 16, 1)
+    for mean, std in ((0.0, 1.0), (127.5, 1e-3), (0.0, 65519.0), (100.0, 3e5), (1.0, 2 ** 20)):
+        got = native.pack(img, np.float16, mean, std)
+        np.testing.assert_array_equal(got.view(np.uint16), pack_reference(img, mean, std, np.float16)
+                                      .transpose(2, 0, 1).view(np.uint16))
+
+
+def test_pack_into_a_batch_slot_of_a_torch_tensor():
+    import torch
+
+    rng = np.random.default_rng(8)
+    batch = torch.zeros((4, 3, 20, 30), dtype=torch.float32)
+    img = rng.integers(0, 256, (20, 30, 3), dtype=np.uint8)
+    native.pack(img, mean=(1, 2, 3), std=(4, 5, 6), out=batch[2])
+    ref = pack_reference(img, (1, 2, 3), (4, 5, 6), np.float32).transpose(2, 0, 1)
+    np.testing.assert_array_equal(batch[2].numpy(), ref)
+    assert batch[[0, 1, 3]].abs().sum() == 0
+
+
+def test_pack_rejects_bad_arguments():
+    img = np.zeros((4, 4, 3), np.uint8)
+    with pytest.raises(ArgumentError, match="uint8"):
+        native.pack(img, Dtype.UINT8, mean=1, std=1)
+    with pytest.raises(ArgumentError, match="non-zero"):
+        native.pack(img, np.float32, mean=0, std=0)
+    with pytest.raises(ArgumentError, match="3 numbers"):
+        native.pack(img, np.float32, mean=(1, 2), std=1)
+    with pytest.raises(ArgumentError, match="float64"):
+        native.pack(img, np.float64)
+    with pytest.raises(ArgumentError, match="writes"):
+        native.pack(img, np.float32, out=np.zeros((4, 4, 3), np.float32))
