@@ -17,7 +17,7 @@ from numba.extending import intrinsic
 
 from slipstream import _abi
 
-HEADER_SHA256 = "b6f0b0ca6a0e6c21bab91a3a7b609c765ab2d3160cdb309430c7b0718747bbb0"
+HEADER_SHA256 = "5459ff10947a1e31a114ab2a4db7ecadbfaad458a90ce3422b4128acda5405cf"
 """SHA-256 of the header this module was generated from."""
 
 ABI_VERSION = 1
@@ -114,13 +114,11 @@ class DecodeFlags(enum.IntFlag):
     """
 
     DEFAULT = 0
-    """accurate integer IDCT, smooth ("fancy") chroma upsampling, no flip"""
+    """accurate integer IDCT, no flip; chroma is always upsampled smoothly ("fancy")"""
     FLIP_X = 1
     """mirror the output horizontally"""
     FAST_IDCT = 2
     """libjpeg's fast integer IDCT: quicker, slightly less accurate"""
-    FAST_UPSAMPLE = 4
-    """libjpeg's merged (non-smoothing) chroma upsampling: quicker, blockier chroma"""
 
 
 class EncodeFlags(enum.IntFlag):
@@ -471,10 +469,11 @@ def slip_jpeg_encode(typingctx, src, height, width, channels, src_stride, qualit
                          SLIP_SUBSAMPLING_GRAY (or any of those) for channels == 1.
     @param flags         slip_encode_flags.
     @param out           receives the JPEG bytes.
-    @param out_capacity  bytes available at out; slip_jpeg_encode_bound() always suffices.
-    @param out_size      receives the number of bytes written to out.
+    @param out_capacity  bytes available at out (may be 0); slip_jpeg_encode_bound() always suffices.
+    @param out_size      receives the size of the JPEG in bytes, also when it does not fit.
     @return SLIP_OK; SLIP_EINVAL for bad arguments; SLIP_EBUFFER when the
-            JPEG does not fit in out_capacity bytes (out then holds a prefix).
+            JPEG is larger than out_capacity (out then holds its first
+            out_capacity bytes and *out_size its full size).
     """
     return _abi.lower_call(FUNCTIONS["slip_jpeg_encode"], (src, height, width, channels, src_stride, quality, subsampling, flags, out, out_capacity, out_size))
 

@@ -252,7 +252,7 @@ def jpeg_decode(
         y, x: first source row and column of the region.
         h, w: region size in source pixels; ``None`` extends it to the image edge.
         scale_denom: DCT scale denominator, 1, 2, 4 or 8.
-        flags: :class:`DecodeFlags` (``FLIP_X``, ``FAST_IDCT``, ``FAST_UPSAMPLE``).
+        flags: :class:`DecodeFlags` (``FLIP_X``, ``FAST_IDCT``).
         out: optional (height, width, 3) uint8 array to decode into, with the
             shape :func:`scaled_region` gives.
         max_pixels: refuse to allocate an output larger than this.

@@ -47,7 +47,7 @@ def test_encode_into_caller_buffer_and_bound():
     view = native.jpeg_encode(noise, quality=100, subsampling=Subsampling.S444, out=buf)
     assert 0 < len(view) <= bound
     assert bytes(view) == native.jpeg_encode(noise, quality=100, subsampling=Subsampling.S444)
-    with pytest.raises(ArgumentError, match="does not fit"):
+    with pytest.raises(ArgumentError, match="the JPEG needs [0-9]+ bytes; the output buffer has 100"):
         native.jpeg_encode(noise, quality=100, out=bytearray(100))
     with pytest.raises(ArgumentError, match="quality"):
         native.jpeg_encode(noise, quality=0)

@@ -95,10 +95,9 @@ typedef enum slip_subsampling {
 
 /** Options of the decoding functions; combine with bitwise OR. */
 typedef enum slip_decode_flags {
-  SLIP_DECODE_DEFAULT = 0,       /**< accurate integer IDCT, smooth ("fancy") chroma upsampling, no flip */
-  SLIP_DECODE_FLIP_X = 1,        /**< mirror the output horizontally */
-  SLIP_DECODE_FAST_IDCT = 2,     /**< libjpeg's fast integer IDCT: quicker, slightly less accurate */
-  SLIP_DECODE_FAST_UPSAMPLE = 4  /**< libjpeg's merged (non-smoothing) chroma upsampling: quicker, blockier chroma */
+  SLIP_DECODE_DEFAULT = 0,  /**< accurate integer IDCT, no flip; chroma is always upsampled smoothly ("fancy") */
+  SLIP_DECODE_FLIP_X = 1,   /**< mirror the output horizontally */
+  SLIP_DECODE_FAST_IDCT = 2 /**< libjpeg's fast integer IDCT: quicker, slightly less accurate */
 } slip_decode_flags;
 
 /** Options of slip_jpeg_encode; combine with bitwise OR. */
@@ -356,10 +355,11 @@ SLIP_API size_t slip_jpeg_encode_bound(int32_t height, int32_t width, int32_t ch
  *                      SLIP_SUBSAMPLING_GRAY (or any of those) for channels == 1.
  * @param flags         slip_encode_flags.
  * @param out           receives the JPEG bytes.
- * @param out_capacity  bytes available at out; slip_jpeg_encode_bound() always suffices.
- * @param out_size      receives the number of bytes written to out.
+ * @param out_capacity  bytes available at out (may be 0); slip_jpeg_encode_bound() always suffices.
+ * @param out_size      receives the size of the JPEG in bytes, also when it does not fit.
  * @return SLIP_OK; SLIP_EINVAL for bad arguments; SLIP_EBUFFER when the
- *         JPEG does not fit in out_capacity bytes (out then holds a prefix).
+ *         JPEG is larger than out_capacity (out then holds its first
+ *         out_capacity bytes and *out_size its full size).
  */
 SLIP_API int32_t slip_jpeg_encode(const uint8_t *src, int32_t height, int32_t width, int32_t channels,
                                   int64_t src_stride, int32_t quality, int32_t subsampling, int32_t flags,

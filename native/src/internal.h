@@ -26,22 +26,11 @@ typedef struct slip_jpeg_error {
   int32_t status;
 } slip_jpeg_error;
 
-/* Destination manager writing into a caller-owned buffer. */
-typedef struct slip_jpeg_dest {
-  struct jpeg_destination_mgr pub;
-  uint8_t *buffer;
-  size_t capacity;
-} slip_jpeg_dest;
-
 /* Everything a thread reuses from call to call. */
 typedef struct slip_thread_state {
   struct jpeg_decompress_struct dec;
   slip_jpeg_error dec_err;
   int dec_ready;
-  struct jpeg_compress_struct enc;
-  slip_jpeg_error enc_err;
-  slip_jpeg_dest enc_dest;
-  int enc_ready;
   slip_scratch block;   /* decoded block of the fused kernel */
   slip_scratch rows;    /* scanlines as libjpeg returns them */
   slip_scratch weights; /* resampling taps */

@@ -27,10 +27,11 @@ static int32_t check_output(size_t out_size, int64_t out_stride, int32_t out_h, 
   if (out_stride < row)
     return slip__fail(SLIP_EINVAL, "out_stride %lld is smaller than a row of %d pixels (%lld bytes)",
                       (long long)out_stride, out_w, (long long)row);
-  uint64_t need = (uint64_t)(out_h - 1) * (uint64_t)out_stride + (uint64_t)row;
-  if (out_size < need)
-    return slip__fail(SLIP_EBUFFER, "output of %d x %d pixels with stride %lld needs %llu bytes, buffer has %zu",
-                      out_h, out_w, (long long)out_stride, (unsigned long long)need, out_size);
+  uint64_t need;
+  if (__builtin_mul_overflow((uint64_t)(out_h - 1), (uint64_t)out_stride, &need) ||
+      __builtin_add_overflow(need, (uint64_t)row, &need) || out_size < need)
+    return slip__fail(SLIP_EBUFFER, "output of %d x %d pixels with stride %lld does not fit in %zu bytes", out_h,
+                      out_w, (long long)out_stride, out_size);
   return SLIP_OK;
 }
 
@@ -87,7 +88,10 @@ static int32_t open_jpeg(slip_thread_state *ts, const uint8_t *data, size_t size
   dec->scale_num = 1;
   dec->scale_denom = (unsigned int)d;
   dec->dct_method = (flags & SLIP_DECODE_FAST_IDCT) ? JDCT_IFAST : JDCT_ISLOW;
-  dec->do_fancy_upsampling = (flags & SLIP_DECODE_FAST_UPSAMPLE) ? FALSE : TRUE;
+  /* Smooth upsampling always: libjpeg-turbo's merged upsampler (its "fast"
+   * alternative) is unsafe with jpeg_skip_scanlines on a reused decompressor
+   * (libjpeg-turbo 2.1 reads memory freed with the previous image). */
+  dec->do_fancy_upsampling = TRUE;
   jpeg_calc_output_dimensions(dec);
   return SLIP_OK;
 }
@@ -236,7 +240,7 @@ SLIP_API int32_t slip_jpeg_scale_for(int32_t crop_h, int32_t crop_w, int32_t out
 }
 
 static int32_t check_flags(int32_t flags) {
-  const int32_t known = SLIP_DECODE_FLIP_X | SLIP_DECODE_FAST_IDCT | SLIP_DECODE_FAST_UPSAMPLE;
+  const int32_t known = SLIP_DECODE_FLIP_X | SLIP_DECODE_FAST_IDCT;
   if (flags & ~known) return slip__fail(SLIP_EINVAL, "unknown decode flags 0x%x", (unsigned)(flags & ~known));
   return SLIP_OK;
 }

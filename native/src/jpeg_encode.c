@@ -1,21 +1,52 @@
 /*
  * jpeg_encode.c - JPEG compression into a caller-owned buffer, for the
- * dataset writer.  Each thread owns one libjpeg compressor, reused.
+ * dataset writer.
+ *
+ * Each call uses a fresh libjpeg compressor: a reused one keeps the Huffman
+ * tables of the previous image after an optimized or progressive encode, and
+ * compression is not on the loader's hot path.
  */
+#include <string.h>
+
 #include "internal.h"
 
+/* Destination writing into the caller's buffer; what does not fit goes to a
+ * small spill area that is overwritten again and again, only to be counted,
+ * so that the caller learns the size the JPEG needs. */
+typedef struct buffer_dest {
+  struct jpeg_destination_mgr pub;
+  uint8_t *buffer;
+  size_t capacity;
+  size_t spilled;  /* bytes written to the spill area before its current fill */
+  int in_spill;
+  uint8_t spill[512];
+} buffer_dest;
+
 static void dest_init(j_compress_ptr cinfo) {
-  slip_jpeg_dest *dest = (slip_jpeg_dest *)cinfo->dest;
-  dest->pub.next_output_byte = dest->buffer;
-  dest->pub.free_in_buffer = dest->capacity;
+  buffer_dest *dest = (buffer_dest *)cinfo->dest;
+  /* libjpeg stores a byte before it checks for room, so an empty buffer
+   * must start in the spill area. */
+  dest->in_spill = dest->capacity == 0;
+  dest->pub.next_output_byte = dest->in_spill ? dest->spill : dest->buffer;
+  dest->pub.free_in_buffer = dest->in_spill ? sizeof dest->spill : dest->capacity;
 }
 
 static boolean dest_full(j_compress_ptr cinfo) {
-  slip__jpeg_fail((j_common_ptr)cinfo, SLIP_EBUFFER, "the JPEG does not fit in the output buffer");
-  return FALSE; /* not reached */
+  buffer_dest *dest = (buffer_dest *)cinfo->dest;
+  if (dest->in_spill) dest->spilled += sizeof dest->spill;
+  dest->in_spill = 1;
+  dest->pub.next_output_byte = dest->spill;
+  dest->pub.free_in_buffer = sizeof dest->spill;
+  return TRUE;
 }
 
 static void dest_term(j_compress_ptr cinfo) { (void)cinfo; }
+
+/* Total bytes of JPEG produced, including those that did not fit. */
+static size_t dest_total(const buffer_dest *dest) {
+  if (!dest->in_spill) return dest->capacity - dest->pub.free_in_buffer;
+  return dest->capacity + dest->spilled + (sizeof dest->spill - dest->pub.free_in_buffer);
+}
 
 /* What slip_jpeg_encode was asked, validated. */
 typedef struct encode_job {
@@ -23,47 +54,45 @@ typedef struct encode_job {
   int32_t height, width, channels;
   int64_t src_stride;
   int32_t quality, h_samp, v_samp, flags;
-  uint8_t *out;
-  size_t out_capacity;
 } encode_job;
 
-static int32_t compress(slip_thread_state *ts, const encode_job *job, size_t *out_size) {
-  struct jpeg_compress_struct *enc = &ts->enc;
-  if (!ts->enc_ready) {
-    enc->err = slip__jpeg_error_init(&ts->enc_err);
-    if (setjmp(ts->enc_err.jump)) return ts->enc_err.status;
-    jpeg_create_compress(enc);
-    ts->enc_dest.pub.init_destination = dest_init;
-    ts->enc_dest.pub.empty_output_buffer = dest_full;
-    ts->enc_dest.pub.term_destination = dest_term;
-    ts->enc_ready = 1;
+typedef struct encoder {
+  struct jpeg_compress_struct cinfo;
+  slip_jpeg_error err;
+  buffer_dest dest;
+} encoder;
+
+static int32_t compress(encoder *e, const encode_job *job) {
+  struct jpeg_compress_struct *cinfo = &e->cinfo;
+  cinfo->err = slip__jpeg_error_init(&e->err);
+  if (setjmp(e->err.jump)) {
+    jpeg_destroy_compress(cinfo);
+    return e->err.status;
   }
-  if (setjmp(ts->enc_err.jump)) {
-    jpeg_abort_compress(enc);
-    return ts->enc_err.status;
-  }
-  ts->enc_dest.buffer = job->out;
-  ts->enc_dest.capacity = job->out_capacity;
-  enc->dest = &ts->enc_dest.pub;
-  enc->image_width = (JDIMENSION)job->width;
-  enc->image_height = (JDIMENSION)job->height;
-  enc->input_components = job->channels;
-  enc->in_color_space = job->channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
-  jpeg_set_defaults(enc);
-  jpeg_set_quality(enc, job->quality, TRUE);
-  enc->comp_info[0].h_samp_factor = job->h_samp;
-  enc->comp_info[0].v_samp_factor = job->v_samp;
-  enc->dct_method = JDCT_ISLOW;
-  enc->optimize_coding = (job->flags & SLIP_ENCODE_OPTIMIZE) ? TRUE : FALSE;
-  if (job->flags & SLIP_ENCODE_PROGRESSIVE) jpeg_simple_progression(enc);
-  jpeg_start_compress(enc, TRUE);
-  while (enc->next_scanline < enc->image_height) {
+  jpeg_create_compress(cinfo);
+  e->dest.pub.init_destination = dest_init;
+  e->dest.pub.empty_output_buffer = dest_full;
+  e->dest.pub.term_destination = dest_term;
+  cinfo->dest = &e->dest.pub;
+  cinfo->image_width = (JDIMENSION)job->width;
+  cinfo->image_height = (JDIMENSION)job->height;
+  cinfo->input_components = job->channels;
+  cinfo->in_color_space = job->channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg_set_defaults(cinfo);
+  jpeg_set_quality(cinfo, job->quality, TRUE);
+  cinfo->comp_info[0].h_samp_factor = job->h_samp;
+  cinfo->comp_info[0].v_samp_factor = job->v_samp;
+  cinfo->dct_method = JDCT_ISLOW;
+  cinfo->optimize_coding = (job->flags & SLIP_ENCODE_OPTIMIZE) ? TRUE : FALSE;
+  if (job->flags & SLIP_ENCODE_PROGRESSIVE) jpeg_simple_progression(cinfo);
+  jpeg_start_compress(cinfo, TRUE);
+  while (cinfo->next_scanline < cinfo->image_height) {
     /* libjpeg takes non-const rows but only reads them. */
-    JSAMPROW row = (JSAMPROW)(uintptr_t)(job->src + (int64_t)enc->next_scanline * job->src_stride);
-    jpeg_write_scanlines(enc, &row, 1);
+    JSAMPROW row = (JSAMPROW)(uintptr_t)(job->src + (int64_t)cinfo->next_scanline * job->src_stride);
+    jpeg_write_scanlines(cinfo, &row, 1);
   }
-  jpeg_finish_compress(enc);
-  *out_size = job->out_capacity - ts->enc_dest.pub.free_in_buffer;
+  jpeg_finish_compress(cinfo);
+  jpeg_destroy_compress(cinfo);
   return SLIP_OK;
 }
 
@@ -79,7 +108,8 @@ SLIP_API size_t slip_jpeg_encode_bound(int32_t height, int32_t width, int32_t ch
 SLIP_API int32_t slip_jpeg_encode(const uint8_t *src, int32_t height, int32_t width, int32_t channels,
                                   int64_t src_stride, int32_t quality, int32_t subsampling, int32_t flags,
                                   uint8_t *out, size_t out_capacity, size_t *out_size) {
-  if (!src || !out || !out_size) return slip__fail(SLIP_EINVAL, "src, out and out_size must not be NULL");
+  if (!src || !out_size || (!out && out_capacity))
+    return slip__fail(SLIP_EINVAL, "src, out_size and a non-empty out must not be NULL");
   if (height <= 0 || width <= 0 || height > SLIP_MAX_DIMENSION || width > SLIP_MAX_DIMENSION)
     return slip__fail(SLIP_EINVAL, "image size %d x %d is outside 1 .. %d", height, width, SLIP_MAX_DIMENSION);
   if (channels != 1 && channels != 3) return slip__fail(SLIP_EINVAL, "channels is %d; it must be 1 or 3", channels);
@@ -88,24 +118,27 @@ SLIP_API int32_t slip_jpeg_encode(const uint8_t *src, int32_t height, int32_t wi
   if (quality < 1 || quality > 100) return slip__fail(SLIP_EINVAL, "quality %d is outside 1 .. 100", quality);
   if (flags & ~(SLIP_ENCODE_PROGRESSIVE | SLIP_ENCODE_OPTIMIZE))
     return slip__fail(SLIP_EINVAL, "unknown encode flags 0x%x", (unsigned)flags);
-  int h_samp, v_samp;
+  encode_job job = {src, height, width, channels, src_stride, quality, 1, 1, flags};
   switch (subsampling) {
-  case SLIP_SUBSAMPLING_444: h_samp = 1, v_samp = 1; break;
-  case SLIP_SUBSAMPLING_422: h_samp = 2, v_samp = 1; break;
-  case SLIP_SUBSAMPLING_420: h_samp = 2, v_samp = 2; break;
-  case SLIP_SUBSAMPLING_440: h_samp = 1, v_samp = 2; break;
+  case SLIP_SUBSAMPLING_444: break;
+  case SLIP_SUBSAMPLING_422: job.h_samp = 2; break;
+  case SLIP_SUBSAMPLING_420: job.h_samp = 2, job.v_samp = 2; break;
+  case SLIP_SUBSAMPLING_440: job.v_samp = 2; break;
   case SLIP_SUBSAMPLING_GRAY:
-    if (channels == 1) {
-      h_samp = 1, v_samp = 1;
-      break;
-    }
+    if (channels == 1) break;
     /* fall through */
   default: return slip__fail(SLIP_EINVAL, "subsampling %d is not supported for %d channels", subsampling, channels);
   }
-  if (channels == 1) h_samp = 1, v_samp = 1; /* one component needs no subsampling */
+  if (channels == 1) job.h_samp = job.v_samp = 1; /* one component needs no subsampling */
 
-  slip_thread_state *ts = slip__thread_state();
-  if (!ts) return SLIP_ENOMEM;
-  const encode_job job = {src, height, width, channels, src_stride, quality, h_samp, v_samp, flags, out, out_capacity};
-  return compress(ts, &job, out_size);
+  encoder e;
+  memset(&e, 0, sizeof e);
+  e.dest.buffer = out;
+  e.dest.capacity = out_capacity;
+  int32_t status = compress(&e, &job);
+  if (status != SLIP_OK) return status;
+  *out_size = dest_total(&e.dest);
+  if (*out_size > out_capacity)
+    return slip__fail(SLIP_EBUFFER, "the JPEG needs %zu bytes; the output buffer has %zu", *out_size, out_capacity);
+  return SLIP_OK;
 }

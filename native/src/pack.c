@@ -57,6 +57,8 @@ SLIP_API int32_t slip_pack(const uint8_t *src, int32_t height, int32_t width, in
   if (!size) return slip__fail(SLIP_EINVAL, "unknown dtype %d", dtype);
   if (((uintptr_t)dst | (uint64_t)dst_stride_c | (uint64_t)dst_stride_y | (uint64_t)dst_stride_x) % size)
     return slip__fail(SLIP_EINVAL, "dst and its strides must be multiples of the %zu-byte element size", size);
+  if (channels > 1 && dst_stride_c == 0)
+    return slip__fail(SLIP_EINVAL, "dst_stride_c is 0 for %d channels: they would overwrite each other", channels);
   if (dtype == SLIP_DTYPE_UINT8 && (mean || std))
     return slip__fail(SLIP_EINVAL, "mean and std must be NULL for uint8 output");
 

@@ -12,6 +12,9 @@
 
 #include "internal.h"
 
+/* Four floats, for the three channels of a pixel (GCC/Clang vector extension). */
+typedef float v4f __attribute__((vector_size(16)));
+
 /* Taps of one output pixel along one axis: `count` weights starting at
  * source index `first`. */
 typedef struct axis_taps {
@@ -65,6 +68,29 @@ static void compute_taps(double start, double length, int32_t n, int32_t lo, int
   }
 }
 
+/*
+ * Horizontal filter of one row of 3-channel float pixels: hrow[j] = sum over
+ * k < taps of wx[j][k] * acc[tx[j].first - col_lo + k].  Each pixel is one
+ * 4-lane vector (R, G, B and the next pixel's R, whose lane is ignored); the
+ * store's fourth lane is overwritten by the next pixel, and both rows have
+ * padding for the last one.  Inlined with a constant `taps` the loop unrolls.
+ */
+static inline __attribute__((always_inline)) void horizontal3(const float *acc, int32_t col_lo,
+                                                              const axis_taps *tx, const float *wx, int32_t kx,
+                                                              int32_t dst_w, int32_t taps, float *hrow) {
+  for (int32_t j = 0; j < dst_w; j++) {
+    const float *wj = wx + (size_t)j * (size_t)kx;
+    const float *a = acc + (size_t)(tx[j].first - col_lo) * 3;
+    v4f sum = {0, 0, 0, 0};
+    for (int32_t k = 0; k < taps; k++) {
+      v4f v;
+      memcpy(&v, a + 3 * k, sizeof v);
+      sum += wj[k] * v;
+    }
+    memcpy(hrow + (size_t)j * 3, &sum, sizeof sum);
+  }
+}
+
 static int32_t max_taps_for(double length, int32_t n, int32_t interp) {
   double scale = length / n;
   double support = scale > 1.0 ? scale : 1.0;
@@ -72,10 +98,12 @@ static int32_t max_taps_for(double length, int32_t n, int32_t interp) {
   return (int32_t)ceil(span) + 2;
 }
 
+/* Round a non-negative sum to the nearest integer in 0..255; written as
+ * selects so that the compiler vectorizes the conversion loop. */
 static inline uint8_t to_u8(float v) {
   v += 0.5f;
-  if (v >= 255.0f) return 255;
-  if (v <= 0.0f) return 0;
+  v = v < 255.0f ? v : 255.0f;
+  v = v > 0.0f ? v : 0.0f;
   return (uint8_t)(int32_t)v;
 }
 
@@ -100,6 +128,14 @@ int32_t slip__resample(slip_thread_state *ts, const uint8_t *src, int32_t src_h,
   compute_taps(cy, ch, dst_h, y_lo, y_hi, interp, ky, ty, wy);
   compute_taps(cx, cw, dst_w, x_lo, x_hi, interp, kx, tx, wx);
 
+  /* Pad every output pixel's horizontal taps to the same count (zero
+   * weights) so that the inner loop has a fixed trip count. */
+  int32_t kmax = 1;
+  for (int32_t j = 0; j < dst_w; j++) kmax = tx[j].count > kmax ? tx[j].count : kmax;
+  for (int32_t j = 0; j < dst_w; j++) {
+    for (int32_t k = tx[j].count; k < kmax; k++) wx[(size_t)j * (size_t)kx + (size_t)k] = 0.0f;
+  }
+
   /* Columns any horizontal tap reads. */
   int32_t col_lo = tx[0].first, col_hi = tx[0].first + tx[0].count;
   for (int32_t j = 1; j < dst_w; j++) {
@@ -107,8 +143,14 @@ int32_t slip__resample(slip_thread_state *ts, const uint8_t *src, int32_t src_h,
     if (tx[j].first + tx[j].count > col_hi) col_hi = tx[j].first + tx[j].count;
   }
   size_t row_len = (size_t)(col_hi - col_lo) * (size_t)channels;
-  float *acc = slip__scratch_reserve(&ts->accum, row_len * sizeof(float));
+  /* Padded taps may read up to kmax pixels (plus one float) past the last
+   * column; that padding is zero and always multiplied by zero weights. */
+  size_t pad = (size_t)kmax * (size_t)channels + 1;
+  size_t hrow_len = (size_t)dst_w * (size_t)channels;
+  float *acc = slip__scratch_reserve(&ts->accum, (row_len + pad + hrow_len + 1) * sizeof(float));
   if (!acc) return SLIP_ENOMEM;
+  memset(acc + row_len, 0, pad * sizeof(float));
+  float *hrow = acc + row_len + pad;
 
   for (int32_t r = 0; r < dst_h; r++) {
     const float *w = wy + (size_t)r * (size_t)ky;
@@ -119,27 +161,36 @@ int32_t slip__resample(slip_thread_state *ts, const uint8_t *src, int32_t src_h,
       float wk = w[k];
       for (size_t i = 0; i < row_len; i++) acc[i] += wk * row[i];
     }
-    uint8_t *out = dst + (int64_t)r * dst_stride;
-    for (int32_t j = 0; j < dst_w; j++) {
-      const float *wj = wx + (size_t)j * (size_t)kx;
-      const float *a = acc + (size_t)(tx[j].first - col_lo) * (size_t)channels;
-      uint8_t *o = out + (size_t)(flip_x ? dst_w - 1 - j : j) * (size_t)channels;
-      if (channels == 3) {
-        float s0 = 0, s1 = 0, s2 = 0;
-        for (int32_t k = 0; k < tx[j].count; k++, a += 3) {
-          s0 += wj[k] * a[0];
-          s1 += wj[k] * a[1];
-          s2 += wj[k] * a[2];
-        }
-        o[0] = to_u8(s0);
-        o[1] = to_u8(s1);
-        o[2] = to_u8(s2);
-      } else {
+    /* Horizontal pass into a float row, then one conversion pass to bytes. */
+    if (channels == 3) {
+      switch (kmax) {
+      case 1: horizontal3(acc, col_lo, tx, wx, kx, dst_w, 1, hrow); break;
+      case 2: horizontal3(acc, col_lo, tx, wx, kx, dst_w, 2, hrow); break;
+      case 3: horizontal3(acc, col_lo, tx, wx, kx, dst_w, 3, hrow); break;
+      case 4: horizontal3(acc, col_lo, tx, wx, kx, dst_w, 4, hrow); break;
+      case 5: horizontal3(acc, col_lo, tx, wx, kx, dst_w, 5, hrow); break;
+      case 6: horizontal3(acc, col_lo, tx, wx, kx, dst_w, 6, hrow); break;
+      default: horizontal3(acc, col_lo, tx, wx, kx, dst_w, kmax, hrow);
+      }
+    } else {
+      for (int32_t j = 0; j < dst_w; j++) {
+        const float *wj = wx + (size_t)j * (size_t)kx;
+        const float *a = acc + (size_t)(tx[j].first - col_lo) * (size_t)channels;
         for (int32_t c = 0; c < channels; c++) {
-          float s = 0;
-          for (int32_t k = 0; k < tx[j].count; k++) s += wj[k] * a[(size_t)k * (size_t)channels + (size_t)c];
-          o[c] = to_u8(s);
+          float sum = 0;
+          for (int32_t k = 0; k < tx[j].count; k++) sum += wj[k] * a[(size_t)k * (size_t)channels + (size_t)c];
+          hrow[(size_t)j * (size_t)channels + (size_t)c] = sum;
         }
+      }
+    }
+    uint8_t *out = dst + (int64_t)r * dst_stride;
+    size_t out_len = (size_t)dst_w * (size_t)channels;
+    if (!flip_x) {
+      for (size_t i = 0; i < out_len; i++) out[i] = to_u8(hrow[i]);
+    } else {
+      for (int32_t j = 0; j < dst_w; j++) {
+        uint8_t *o = out + (size_t)(dst_w - 1 - j) * (size_t)channels;
+        for (int32_t c = 0; c < channels; c++) o[c] = to_u8(hrow[(size_t)j * (size_t)channels + (size_t)c]);
       }
     }
   }

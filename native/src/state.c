@@ -50,7 +50,6 @@ int32_t slip__fail(int32_t status, const char *fmt, ...) {
 static void destroy_state(void *p) {
   slip_thread_state *ts = p;
   if (ts->dec_ready) jpeg_destroy_decompress(&ts->dec);
-  if (ts->enc_ready) jpeg_destroy_compress(&ts->enc);
   free(ts->block.data);
   free(ts->rows.data);
   free(ts->weights.data);
