@@ -1,0 +1,86 @@
+# slipstream: set-up, tests, demo and benchmarks.
+#
+#   make demo    set everything up, then stream a folder of JPEGs (DATA=folder, default: generated)
+#   make test    set everything up, then run the test suite
+#
+# Both install what is missing: system packages with apt (Debian/Ubuntu), a
+# virtual environment in .venv, PyTorch (CPU wheel, pinned) and the package.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+TORCH ?= torch==2.13.0
+DATA ?=
+PYTEST_ARGS ?=
+
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.slipstream-installed
+SOURCES := pyproject.toml CMakeLists.txt $(shell find native/src native/include slipstream -type f \( -name '*.c' -o -name '*.h' -o -name '*.py' \) -not -path '*/__pycache__/*' 2>/dev/null)
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+JPEG_CFLAGS = $$(pkg-config --cflags --libs libjpeg)
+SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+ASAN_DIR := build/asan
+
+.PHONY: help demo test bindings asan bench system-deps clean
+
+help:
+	@echo "make demo     set up, then stream JPEGs through the fused kernel (DATA=folder to use your own)"
+	@echo "make test     set up, then run the tests"
+	@echo "make bindings regenerate slipstream/_native.py from native/include/slipstream.h"
+	@echo "make asan     run the native tests under AddressSanitizer and UndefinedBehaviorSanitizer"
+	@echo "make bench    single-thread kernel benchmark against Pillow (IMAGES=folder)"
+	@echo "make clean    remove .venv and build/"
+
+# System packages: a C compiler, pkg-config, libjpeg-turbo headers, venv support.
+system-deps:
+	@missing=""; \
+	command -v cc >/dev/null 2>&1 || missing="$$missing gcc libc6-dev"; \
+	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
+	pkg-config --exists 'libjpeg >= 2.0' 2>/dev/null || missing="$$missing libjpeg-dev"; \
+	$(PYTHON) -c 'import venv, ensurepip' >/dev/null 2>&1 || missing="$$missing python3-venv"; \
+	if [ -n "$$missing" ]; then \
+	  if command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing system packages:$$missing"; \
+	    $(SUDO) apt-get update -qq && \
+	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	  else \
+	    echo "missing:$$missing -- install them with your package manager (see README.md)"; exit 1; \
+	  fi; \
+	fi
+
+$(BIN)/python: | system-deps
+	$(PYTHON) -m venv $(VENV)
+
+# torch goes in first and explicitly: a bare `torch` requirement with none
+# installed would download the multi-GB CUDA build.
+$(STAMP): $(SOURCES) | $(BIN)/python system-deps
+	@$(BIN)/python -c 'import torch' >/dev/null 2>&1 || $(BIN)/python -m pip install $(TORCH)
+	$(BIN)/python -m pip install '.[test]'
+	@touch $@
+
+demo: $(STAMP)
+	$(BIN)/slipstream demo $(if $(DATA),--data "$(DATA)")
+
+test: $(STAMP)
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+bindings: | $(BIN)/python
+	$(BIN)/python codegen/generate_bindings.py
+
+# The C test program and the Python native tests against a sanitized build of the library.
+asan: $(STAMP)
+	@mkdir -p $(ASAN_DIR)
+	cc -std=c11 -O1 -g $(SANITIZE) -Inative/include native/src/*.c native/tests/test_native.c $(JPEG_CFLAGS) -lpthread -lm -o $(ASAN_DIR)/test_native
+	$(ASAN_DIR)/test_native
+	cc -std=c11 -O1 -g -fPIC -shared $(SANITIZE) -Inative/include native/src/*.c $(JPEG_CFLAGS) -lpthread -lm -o $(ASAN_DIR)/libslipstream.so
+	SLIPSTREAM_LIBRARY=$(CURDIR)/$(ASAN_DIR)/libslipstream.so \
+	LD_PRELOAD="$$(cc -print-file-name=libasan.so) $$(cc -print-file-name=libubsan.so)" \
+	ASAN_OPTIONS=detect_leaks=0 \
+	$(BIN)/pytest -p no:cacheprovider tests/test_native_decode.py tests/test_native_errors.py \
+	  tests/test_native_pixels.py tests/test_native_encode_io.py tests/test_numba_intrinsics.py
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/kernels.py $(IMAGES)
+
+clean:
+	rm -rf $(VENV) build dist
