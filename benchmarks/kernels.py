@@ -2,13 +2,16 @@
 
 Usage::
 
-    python benchmarks/kernels.py [IMAGE_DIR] [--seconds S] [--json PATH] [--threads 1] [--check]
+    python benchmarks/kernels.py [IMAGE_DIR] [--seconds S] [--json PATH] [--check]
 
 What is measured, in images per second on the calling thread:
 
 ``pillow_full_decode``
     ``PIL.Image.open`` + decode to an RGB NumPy array: the baseline a
     torchvision ``ImageFolder`` pipeline pays for every sample.
+``pillow_decode_internal``
+    The same decode without the array: Pillow keeps RGB images as 4 bytes
+    per pixel, so this row shows how much of the first is conversion.
 ``slipstream_full_decode``
     ``slipstream.native.jpeg_decode``: the full image as RGB, accurate IDCT.
 ``slipstream_fused_rrc224`` / ``slipstream_fused_rrc224_area``
@@ -32,7 +35,8 @@ Why it is measured this way:
   per-core cost of the kernels, independent of how a loader parallelises.
 
 Two ratios are the headline: ``slipstream_full_decode / pillow_full_decode``
-should be within 5% of 1.0 (both decode with libjpeg-turbo) and
+should be at least 0.95 (both decode with libjpeg-turbo; Pillow also pays for
+turning its 4-byte RGBX rows into the RGB array a training step needs) and
 ``slipstream_fused_rrc224 / slipstream_full_decode`` should be at least 1.3
 (the fused kernel decodes less).  ``--check`` exits with status 1 when either
 fails.
@@ -61,18 +65,16 @@ import PIL
 from PIL import Image, features
 
 import slipstream.native as native
+from slipstream.ops.sampling import random_resized_crop_params
+from slipstream.sources import find_jpegs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_IMAGE_DIR = REPO_ROOT.parent / "shared" / "data" / "imagenet-sample"
-JPEG_SUFFIXES = {".jpg", ".jpeg"}
 OUTPUT_SIZE = 224
 SEED = 0
-RRC_SCALE = (0.08, 1.0)
-RRC_RATIO = (3 / 4, 4 / 3)
-RRC_TRIES = 10
 SYNTHETIC_COUNT = 64
 SYNTHETIC_SHAPE = (375, 500)  # height, width
-FULL_DECODE_TOLERANCE = 0.05
+FULL_DECODE_MIN_RATIO = 0.95
 FUSED_MIN_SPEEDUP = 1.3
 
 
@@ -112,51 +114,20 @@ def write_synthetic_jpegs(folder: Path, count: int, seed: int) -> None:
 
 def load_jpegs(folder: Path) -> list[bytes]:
     """The bytes of every JPEG file under folder, in path order."""
-    paths = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in JPEG_SUFFIXES)
-    return [p.read_bytes() for p in paths]
+    return [p.read_bytes() for p in find_jpegs(folder)]
 
 
 # ---------------------------------------------------------------- crops
 
 
-def random_resized_crop(rng: np.random.Generator, height: int, width: int) -> Crop:
-    """Sample a RandomResizedCrop rectangle of a height x width image.
-
-    Up to RRC_TRIES times, draw an area fraction uniformly from RRC_SCALE and
-    an aspect ratio (width / height) log-uniformly from RRC_RATIO, and accept
-    the rounded rectangle when it fits, at a uniformly drawn position.  If no
-    draw fits, take the largest centred crop whose ratio lies in RRC_RATIO.
-    """
-    log_low, log_high = math.log(RRC_RATIO[0]), math.log(RRC_RATIO[1])
-    for _ in range(RRC_TRIES):
-        area = rng.uniform(*RRC_SCALE) * height * width
-        ratio = math.exp(rng.uniform(log_low, log_high))
-        w = round(math.sqrt(area * ratio))
-        h = round(math.sqrt(area / ratio))
-        if 0 < w <= width and 0 < h <= height:
-            top = int(rng.integers(0, height - h + 1))
-            left = int(rng.integers(0, width - w + 1))
-            return Crop(top, left, h, w)
-    return central_crop(height, width)
-
-
-def central_crop(height: int, width: int) -> Crop:
-    """The whole image, narrowed to the nearest ratio in RRC_RATIO, centred."""
-    h, w = height, width
-    if width / height < RRC_RATIO[0]:
-        h = round(width / RRC_RATIO[0])
-    elif width / height > RRC_RATIO[1]:
-        w = round(height * RRC_RATIO[1])
-    return Crop((height - h) // 2, (width - w) // 2, h, w)
-
-
 def sample_crops(jpegs: Sequence[bytes], seed: int) -> list[Crop]:
-    """One crop per image, from the header sizes, with a seeded generator."""
+    """One RandomResizedCrop rectangle per image (torchvision's default scale
+    and ratio ranges), from the header sizes, with a seeded generator."""
     rng = np.random.default_rng(seed)
     crops = []
     for data in jpegs:
         info = native.jpeg_info(data)
-        crops.append(random_resized_crop(rng, info.height, info.width))
+        crops.append(Crop(*random_resized_crop_params(rng, info.height, info.width)))
     return crops
 
 
@@ -174,6 +145,12 @@ def pillow_rgb(data: bytes) -> Image.Image:
 
 def pillow_full_decode(data: bytes, crop: Crop) -> np.ndarray:
     return np.asarray(pillow_rgb(data))
+
+
+def pillow_decode_internal(data: bytes, crop: Crop) -> Image.Image:
+    """Pillow's decode alone, into its own 4-bytes-per-pixel buffer: not what a
+    training step can use, shown to separate decoding from array conversion."""
+    return pillow_rgb(data)
 
 
 def pillow_rrc(data: bytes, crop: Crop) -> np.ndarray:
@@ -197,8 +174,9 @@ def slipstream_fused(interp: native.Interp) -> Callable[[bytes, Crop], np.ndarra
     return decode
 
 
-BENCHMARKS: dict[str, Callable[[bytes, Crop], np.ndarray]] = {
+BENCHMARKS: dict[str, Callable[[bytes, Crop], object]] = {
     "pillow_full_decode": pillow_full_decode,
+    "pillow_decode_internal": pillow_decode_internal,
     "slipstream_full_decode": slipstream_full_decode,
     "slipstream_fused_rrc224": slipstream_fused(native.Interp.BILINEAR),
     "slipstream_fused_rrc224_area": slipstream_fused(native.Interp.AREA),
@@ -209,13 +187,13 @@ BENCHMARKS: dict[str, Callable[[bytes, Crop], np.ndarray]] = {
 # ---------------------------------------------------------------- timing
 
 
-def one_pass(work: Callable[[bytes, Crop], np.ndarray], jpegs: Sequence[bytes], crops: Sequence[Crop]) -> None:
+def one_pass(work: Callable[[bytes, Crop], object], jpegs: Sequence[bytes], crops: Sequence[Crop]) -> None:
     for data, crop in zip(jpegs, crops):
         work(data, crop)
 
 
 def measure(
-    name: str, work: Callable[[bytes, Crop], np.ndarray], jpegs: Sequence[bytes], crops: Sequence[Crop], seconds: float
+    name: str, work: Callable[[bytes, Crop], object], jpegs: Sequence[bytes], crops: Sequence[Crop], seconds: float
 ) -> Row:
     """Images/s of work: one warm-up pass, then whole passes for >= seconds."""
     one_pass(work, jpegs, crops)
@@ -246,9 +224,9 @@ def check_failures(ratios: dict[str, float]) -> list[str]:
     """The headline expectations that the ratios miss, as sentences."""
     failures = []
     full = ratios["slipstream_full_decode/pillow_full_decode"]
-    if abs(full - 1.0) > FULL_DECODE_TOLERANCE:
-        failures.append(f"slipstream_full_decode/pillow_full_decode = {full:.3f} is not within "
-                        f"{FULL_DECODE_TOLERANCE:.0%} of 1.0")
+    if full < FULL_DECODE_MIN_RATIO:
+        failures.append(f"slipstream_full_decode/pillow_full_decode = {full:.3f}: more than "
+                        f"{1 - FULL_DECODE_MIN_RATIO:.0%} slower than Pillow")
     fused = ratios["slipstream_fused_rrc224/slipstream_full_decode"]
     if fused < FUSED_MIN_SPEEDUP:
         failures.append(f"slipstream_fused_rrc224/slipstream_full_decode = {fused:.3f} is below {FUSED_MIN_SPEEDUP}")
@@ -336,13 +314,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         help="where to write the results (default: benchmarks/results/kernels-<YYYY-MM-DD>.json in the repository)",
     )
     parser.add_argument(
-        "--threads", type=int, choices=(1,), default=1,
-        help="threads running the kernels; only 1 (the calling thread) is measured (default: 1)",
-    )
-    parser.add_argument(
         "--check", action="store_true",
-        help="exit with status 1 unless slipstream_full_decode is within 5%% of pillow_full_decode "
-        "and slipstream_fused_rrc224 is at least 1.3x slipstream_full_decode",
+        help="exit with status 1 if slipstream_full_decode is more than 5%% slower than pillow_full_decode "
+        "or slipstream_fused_rrc224 is below 1.3x slipstream_full_decode",
     )
     return parser.parse_args(argv)
 
@@ -375,7 +349,7 @@ def run(image_dir: Path, jpegs: Sequence[bytes], synthetic: bool, args: argparse
         "synthetic_images": synthetic,
         "num_images": len(jpegs),
         "seconds_per_row": args.seconds,
-        "threads": args.threads,
+        "threads": 1,
         "seed": SEED,
         "machine": machine(),
         "versions": versions(),

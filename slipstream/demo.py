@@ -22,13 +22,7 @@ from tqdm import tqdm
 from slipstream import native
 from slipstream.errors import DecodeError
 from slipstream.ops.sampling import random_resized_crop_params
-
-JPEG_SUFFIXES = {".jpg", ".jpeg", ".jpe"}
-
-
-def find_jpegs(folder: Path) -> list[Path]:
-    """Every JPEG file below folder, in a stable order."""
-    return sorted(p for p in folder.rglob("*") if p.suffix.lower() in JPEG_SUFFIXES and p.is_file())
+from slipstream.sources import find_jpegs
 
 
 def generate_images(folder: Path, count: int, height: int = 375, width: int = 500, seed: int = 0) -> list[Path]:
@@ -98,7 +92,7 @@ def main(data: str | None = None, epochs: int = 3, count: int = 256) -> int:
     """Entry point of ``slipstream demo``."""
     with tempfile.TemporaryDirectory(prefix="slipstream-demo-") as tmp:
         if data:
-            paths = find_jpegs(Path(data))
+            paths = find_jpegs(data)
             if not paths:
                 print(f"no JPEG files under {data}")
                 return 1

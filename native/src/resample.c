@@ -98,13 +98,12 @@ static int32_t max_taps_for(double length, int32_t n, int32_t interp) {
   return (int32_t)ceil(span) + 2;
 }
 
-/* Round a non-negative sum to the nearest integer in 0..255; written as
- * selects so that the compiler vectorizes the conversion loop. */
+/* Round a sum to the nearest integer in 0..255.  Sums are never negative
+ * (non-negative weights times pixels) and exceed 255 only by rounding error;
+ * integer clamping lets the compiler vectorize the conversion loop. */
 static inline uint8_t to_u8(float v) {
-  v += 0.5f;
-  v = v < 255.0f ? v : 255.0f;
-  v = v > 0.0f ? v : 0.0f;
-  return (uint8_t)(int32_t)v;
+  int32_t q = (int32_t)(v + 0.5f);
+  return (uint8_t)(q < 255 ? q : 255);
 }
 
 int32_t slip__resample(slip_thread_state *ts, const uint8_t *src, int32_t src_h, int32_t src_w, int32_t channels,
