@@ -245,29 +245,50 @@ static int32_t check_flags(int32_t flags) {
   return SLIP_OK;
 }
 
+/* A region's block of the scaled image: rows [y, y + h), columns [x, x + w). */
+typedef struct block_rect {
+  int32_t y, x, h, w;
+} block_rect;
+
+/*
+ * Open data at scale 1/d with the given flags and map the source region
+ * (y, x, h, w) to its scaled block.  On success the thread's decompressor is
+ * ready for read_block(); on failure it has been reset.
+ */
+static int32_t open_region(const uint8_t *data, size_t size, int32_t d, int32_t flags, int32_t y, int32_t x,
+                           int32_t h, int32_t w, slip_thread_state **ts_out, block_rect *block) {
+  int32_t status = check_flags(flags);
+  if (status != SLIP_OK) return status;
+  slip_thread_state *ts = decoder_state();
+  if (!ts) return SLIP_ENOMEM;
+  status = open_jpeg(ts, data, size, d, flags);
+  if (status != SLIP_OK) return status;
+  status = check_region(&ts->dec, y, x, h, w);
+  if (status != SLIP_OK) {
+    jpeg_abort_decompress(&ts->dec);
+    return status;
+  }
+  scaled_extent(y, h, d, &block->y, &block->h);
+  scaled_extent(x, w, d, &block->x, &block->w);
+  *ts_out = ts;
+  return SLIP_OK;
+}
+
 SLIP_API int32_t slip_jpeg_decode(const uint8_t *data, size_t size, int32_t y, int32_t x, int32_t h, int32_t w,
                                   int32_t scale_denom, int32_t flags, uint8_t *out, size_t out_size,
                                   int64_t out_stride) {
   if (!data || !out) return slip__fail(SLIP_EINVAL, "data and out must not be NULL");
   if (!valid_scale(scale_denom)) return slip__fail(SLIP_EINVAL, "scale_denom %d is not 1, 2, 4 or 8", scale_denom);
-  int32_t status = check_flags(flags);
+  slip_thread_state *ts;
+  block_rect b;
+  int32_t status = open_region(data, size, scale_denom, flags, y, x, h, w, &ts, &b);
   if (status != SLIP_OK) return status;
-  slip_thread_state *ts = decoder_state();
-  if (!ts) return SLIP_ENOMEM;
-  status = open_jpeg(ts, data, size, scale_denom, flags);
-  if (status != SLIP_OK) return status;
-  int32_t sy, sx, sh, sw;
-  status = check_region(&ts->dec, y, x, h, w);
-  if (status == SLIP_OK) {
-    scaled_extent(y, h, scale_denom, &sy, &sh);
-    scaled_extent(x, w, scale_denom, &sx, &sw);
-    status = check_output(out_size, out_stride, sh, sw, 3);
-  }
+  status = check_output(out_size, out_stride, b.h, b.w, 3);
   if (status != SLIP_OK) {
     jpeg_abort_decompress(&ts->dec);
     return status;
   }
-  return read_block(ts, sy, sx, sh, sw, flags & SLIP_DECODE_FLIP_X, out, out_stride);
+  return read_block(ts, b.y, b.x, b.h, b.w, flags & SLIP_DECODE_FLIP_X, out, out_stride);
 }
 
 SLIP_API int32_t slip_jpeg_decode_crop_resize(const uint8_t *data, size_t size, int32_t y, int32_t x, int32_t h,
@@ -278,33 +299,26 @@ SLIP_API int32_t slip_jpeg_decode_crop_resize(const uint8_t *data, size_t size, 
     return slip__fail(SLIP_EINVAL, "unknown interpolation %d", interp);
   int32_t d = slip_jpeg_scale_for(h, w, out_h, out_w);
   if (d < 0) return d;
-  int32_t status = check_flags(flags);
-  if (status == SLIP_OK) status = check_output(out_size, out_stride, out_h, out_w, 3);
+  int32_t status = check_output(out_size, out_stride, out_h, out_w, 3);
   if (status != SLIP_OK) return status;
-  slip_thread_state *ts = decoder_state();
-  if (!ts) return SLIP_ENOMEM;
-  status = open_jpeg(ts, data, size, d, flags);
+  slip_thread_state *ts;
+  block_rect b;
+  status = open_region(data, size, d, flags, y, x, h, w, &ts, &b);
   if (status != SLIP_OK) return status;
-  int32_t sy, sx, sh, sw;
-  uint8_t *block = NULL;
-  status = check_region(&ts->dec, y, x, h, w);
-  if (status == SLIP_OK) {
-    scaled_extent(y, h, d, &sy, &sh);
-    scaled_extent(x, w, d, &sx, &sw);
-    size_t bytes = (size_t)sh * (size_t)sw * 3;
-    if (bytes > SLIP_MAX_DECODE_MEMORY)
-      status = slip__fail(SLIP_ETOOBIG, "a %d x %d block exceeds SLIP_MAX_DECODE_MEMORY", sh, sw);
-    else if (!(block = slip__scratch_reserve(&ts->block, bytes)))
-      status = SLIP_ENOMEM;
-  }
+  size_t bytes = (size_t)b.h * (size_t)b.w * 3;
+  uint8_t *pixels = NULL;
+  if (bytes > SLIP_MAX_DECODE_MEMORY)
+    status = slip__fail(SLIP_ETOOBIG, "a %d x %d block exceeds SLIP_MAX_DECODE_MEMORY", b.h, b.w);
+  else if (!(pixels = slip__scratch_reserve(&ts->block, bytes)))
+    status = SLIP_ENOMEM;
   if (status != SLIP_OK) {
     jpeg_abort_decompress(&ts->dec);
     return status;
   }
-  status = read_block(ts, sy, sx, sh, sw, 0, block, (int64_t)sw * 3);
+  status = read_block(ts, b.y, b.x, b.h, b.w, 0, pixels, (int64_t)b.w * 3);
   if (status != SLIP_OK) return status;
   /* The crop in block coordinates, with the fractional edges the scale leaves. */
   double inv = 1.0 / d;
-  return slip__resample(ts, block, sh, sw, 3, (int64_t)sw * 3, y * inv - sy, x * inv - sx, h * inv, w * inv, out,
-                        out_h, out_w, out_stride, interp, flags & SLIP_DECODE_FLIP_X);
+  return slip__resample(ts, pixels, b.h, b.w, 3, (int64_t)b.w * 3, y * inv - b.y, x * inv - b.x, h * inv, w * inv,
+                        out, out_h, out_w, out_stride, interp, flags & SLIP_DECODE_FLIP_X);
 }
