@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/kernels.py [IMAGE_DIR] [--seconds S] [--json PATH] [--check]
+    python benchmarks/kernels.py [IMAGE_DIR] [--rounds N] [--json PATH] [--check]
 
 What is measured, in images per second on the calling thread:
 
@@ -51,6 +51,7 @@ import math
 import os
 import platform
 import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -88,15 +89,16 @@ class Crop(NamedTuple):
 
 
 class Row(NamedTuple):
-    """One measured row of the table."""
+    """One measured row of the table: the duration of every timed pass."""
 
     name: str
-    images: int
-    seconds: float
+    images: int  # per pass
+    pass_seconds: tuple[float, ...]
 
     @property
     def images_per_s(self) -> float:
-        return self.images / self.seconds
+        """Throughput of the median pass."""
+        return self.images / statistics.median(self.pass_seconds)
 
 
 # ---------------------------------------------------------------- inputs
@@ -192,19 +194,20 @@ def one_pass(work: Callable[[bytes, Crop], object], jpegs: Sequence[bytes], crop
         work(data, crop)
 
 
-def measure(
-    name: str, work: Callable[[bytes, Crop], object], jpegs: Sequence[bytes], crops: Sequence[Crop], seconds: float
-) -> Row:
-    """Images/s of work: one warm-up pass, then whole passes for >= seconds."""
-    one_pass(work, jpegs, crops)
-    passes = 0
-    start = time.perf_counter()
-    while True:
+def measure(jpegs: Sequence[bytes], crops: Sequence[Crop], rounds: int) -> dict[str, Row]:
+    """Time every benchmark over the whole image list, interleaved: one
+    warm-up pass each, then `rounds` rounds in which each benchmark makes one
+    pass.  Interleaving exposes every row to the same machine conditions, so
+    that drift in clock speed or background load does not bias the ratios."""
+    for work in BENCHMARKS.values():
         one_pass(work, jpegs, crops)
-        passes += 1
-        elapsed = time.perf_counter() - start
-        if elapsed >= seconds:
-            return Row(name, passes * len(jpegs), elapsed)
+    times: dict[str, list[float]] = {name: [] for name in BENCHMARKS}
+    for _ in range(rounds):
+        for name, work in BENCHMARKS.items():
+            start = time.perf_counter()
+            one_pass(work, jpegs, crops)
+            times[name].append(time.perf_counter() - start)
+    return {name: Row(name, len(jpegs), tuple(seconds)) for name, seconds in times.items()}
 
 
 # ---------------------------------------------------------------- report
@@ -306,8 +309,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         f"else {SYNTHETIC_COUNT} synthetic {SYNTHETIC_SHAPE[1]}x{SYNTHETIC_SHAPE[0]} JPEGs in a temporary folder)",
     )
     parser.add_argument(
-        "--seconds", type=float, default=3.0,
-        help="minimum timed duration of each row, in whole passes over the images, after one warm-up pass (default: 3)",
+        "--rounds", type=int, default=5,
+        help="timed passes over the images per row, interleaved across rows; the median counts (default: 5)",
     )
     parser.add_argument(
         "--json", type=Path, default=None,
@@ -328,8 +331,8 @@ def run(image_dir: Path, jpegs: Sequence[bytes], synthetic: bool, args: argparse
         return 2
     now = datetime.now().astimezone()
     crops = sample_crops(jpegs, SEED)
-    print(f"{len(jpegs)} JPEGs from {image_dir}, {args.seconds:g} s per row, 1 thread")
-    rows = {name: measure(name, work, jpegs, crops, args.seconds) for name, work in BENCHMARKS.items()}
+    print(f"{len(jpegs)} JPEGs from {image_dir}, median of {args.rounds} interleaved passes per row, 1 thread")
+    rows = measure(jpegs, crops, args.rounds)
     ratios = headline_ratios(rows)
     print(format_table(rows))
     print()
@@ -341,14 +344,15 @@ def run(image_dir: Path, jpegs: Sequence[bytes], synthetic: bool, args: argparse
 
     path = args.json or REPO_ROOT / "benchmarks" / "results" / f"kernels-{now.date().isoformat()}.json"
     write_json(path, {
-        "rows": {name: {"images_per_s": row.images_per_s, "images": row.images, "seconds": row.seconds}
+        "rows": {name: {"images_per_s": row.images_per_s, "images_per_pass": row.images,
+                        "pass_seconds": list(row.pass_seconds)}
                  for name, row in rows.items()},
         "ratios": ratios,
         "expectations_met": not failures,
         "image_dir": str(image_dir),
         "synthetic_images": synthetic,
         "num_images": len(jpegs),
-        "seconds_per_row": args.seconds,
+        "rounds": args.rounds,
         "threads": 1,
         "seed": SEED,
         "machine": machine(),

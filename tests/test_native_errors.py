@@ -125,3 +125,16 @@ def test_max_pixels_guards_allocation(photo):
     with pytest.raises(DecodeError, match="max_pixels"):
         native.jpeg_decode(photo.data, max_pixels=1000)
     assert native.jpeg_decode(photo.data, scale_denom=8, max_pixels=3000).shape == (47, 63, 3)
+
+
+def test_unsupported_processes_say_so(photo):
+    """A 12-bit or a lossless (SOF3) JPEG is valid but not decodable here."""
+    sof = photo.data.find(b"\xff\xc0")
+    twelve_bit = bytearray(photo.data)
+    twelve_bit[sof + 4] = 12  # sample precision
+    lossless = bytearray(photo.data)
+    lossless[sof + 1] = 0xC3
+    for data, words in ((twelve_bit, "precision"), (lossless, "SOF type 0xc3")):
+        with pytest.raises(DecodeError, match=words) as err:
+            native.jpeg_decode(bytes(data))
+        assert err.value.status == Status.EUNSUPPORTED

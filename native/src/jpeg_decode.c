@@ -168,12 +168,18 @@ static int32_t read_block(slip_thread_state *ts, int32_t sy, int32_t sx, int32_t
     JDIMENSION skipped = jpeg_skip_scanlines(dec, (JDIMENSION)sy);
     if (skipped != (JDIMENSION)sy) slip__jpeg_fail((j_common_ptr)dec, SLIP_ECORRUPT, "could not skip to the region");
   }
+  /* Whole RGB rows, unmirrored, go straight into out; anything else through
+   * the row buffer. */
+  int direct = components == 3 && !flip && col0 == 0 && (JDIMENSION)sw == dec->output_width;
   int32_t done = 0;
   while (done < sh) {
     JDIMENSION want = (JDIMENSION)(sh - done < group ? sh - done : group);
+    if (direct) {
+      for (JDIMENSION i = 0; i < want; i++) pointers[i] = out + (int64_t)(done + (int32_t)i) * out_stride;
+    }
     JDIMENSION got = jpeg_read_scanlines(dec, pointers, want);
     if (got == 0) slip__jpeg_fail((j_common_ptr)dec, SLIP_ETRUNCATED, "no more scanlines in the JPEG data");
-    for (JDIMENSION i = 0; i < got; i++)
+    for (JDIMENSION i = 0; i < got && !direct; i++)
       convert_row(pointers[i] + (size_t)col0 * (size_t)components, components, sw, flip,
                   out + (int64_t)(done + (int32_t)i) * out_stride);
     done += (int32_t)got;
