@@ -12,8 +12,10 @@ extension then finds it by name.
 from __future__ import annotations
 
 import ctypes
+import importlib
 import importlib.metadata
 import os
+import warnings
 
 
 def _preload_pip_tbb() -> bool:
@@ -31,13 +33,31 @@ def _preload_pip_tbb() -> bool:
     return False
 
 
+def _loads(layer: str) -> bool:
+    """Whether Numba's extension for a threading layer ("tbb", "omp") loads."""
+    try:
+        importlib.import_module(f"numba.np.ufunc.{layer}pool")
+    except ImportError:
+        return False
+    return True
+
+
 def configure() -> None:
     """Make Numba pick a thread-safe threading layer, unless the user chose one
-    with ``NUMBA_THREADING_LAYER`` or Numba has already started its threads."""
+    with ``NUMBA_THREADING_LAYER`` or Numba has already started its threads.
+    Warns when no thread-safe layer can be loaded."""
     import numba
     from numba.np.ufunc import parallel
 
     _preload_pip_tbb()
     if "NUMBA_THREADING_LAYER" in os.environ or parallel._is_initialized:
         return
-    numba.config.THREADING_LAYER = "threadsafe"
+    if _loads("tbb") or _loads("omp"):
+        numba.config.THREADING_LAYER = "threadsafe"
+        return
+    warnings.warn(
+        "slipstream: neither TBB nor OpenMP is available to Numba, so parallel code from two threads at once "
+        "(a loader thread and a training thread) can abort the process; install the `tbb` package",
+        RuntimeWarning,
+        stacklevel=3,
+    )

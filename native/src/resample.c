@@ -3,9 +3,10 @@
  *
  * For each output row the source rows under the vertical filter are summed
  * into one float row (only the columns the horizontal filter will read);
- * that row is then filtered horizontally straight into the destination,
- * mirrored on request.  Weights are computed in double, normalized to sum to
- * one, and applied in float; the single rounding happens at the end.
+ * that row is filtered horizontally into a second float row, which one
+ * vectorized pass rounds into the destination, mirrored on request.  Weights
+ * are computed in double, normalized to sum to one, and applied in float;
+ * the single rounding happens at the end.
  */
 #include <math.h>
 #include <string.h>
