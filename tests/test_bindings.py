@@ -111,3 +111,15 @@ def test_library_identity():
     assert native.version() == slipstream.__version__
     assert native.strerror(native.Status.ETRUNCATED).startswith("SLIP_ETRUNCATED")
     assert native.strerror(12345) == "unknown status"
+
+
+def test_native_calls_release_the_gil():
+    """ctypes releases the GIL around calls through a CDLL (not a PyDLL), and
+    every prototype is set on that library."""
+    import ctypes
+
+    assert type(native.lib) is ctypes.CDLL
+    for name in _native.FUNCTIONS:
+        fn = getattr(native.lib, name)
+        assert not fn._flags_ & ctypes._FUNCFLAG_PYTHONAPI, name
+        assert fn.argtypes is not None, name

@@ -83,7 +83,8 @@ static int32_t open_jpeg(slip_thread_state *ts, const uint8_t *data, size_t size
   case JCS_CMYK:
   case JCS_YCCK: dec->out_color_space = JCS_CMYK; break;
   default:
-    slip__jpeg_fail((j_common_ptr)dec, SLIP_EUNSUPPORTED, "JPEG colour space is neither gray, RGB, YCbCr, CMYK nor YCCK");
+    slip__jpeg_fail((j_common_ptr)dec, SLIP_EUNSUPPORTED,
+                    "JPEG colour space is neither gray, RGB, YCbCr, CMYK nor YCCK");
   }
   dec->scale_num = 1;
   dec->scale_denom = (unsigned int)d;

@@ -39,6 +39,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jpeglib.h>
+
 #include "slipstream.h"
 
 #if defined(__GNUC__)
@@ -1563,7 +1565,106 @@ static jpeg_case *corpus_case(jpeg_case *cases, int n, int32_t w, int32_t h, int
   return NULL;
 }
 
-/* ------------------------------------------------------------------ main */
+/* ------------------------------------------------- four-component JPEGs */
+
+/* slip_jpeg_encode writes only gray and YCbCr, so CMYK and YCCK files are
+ * made with libjpeg itself, which also writes the Adobe marker they carry. */
+static unsigned char *encode_four_components(const uint8_t *cmyk, int32_t h, int32_t w, J_COLOR_SPACE stored,
+                                             unsigned long *size) {
+  struct jpeg_compress_struct c;
+  struct jpeg_error_mgr err;
+  unsigned char *buf = NULL;
+  c.err = jpeg_std_error(&err);
+  jpeg_create_compress(&c);
+  *size = 0;
+  jpeg_mem_dest(&c, &buf, size);
+  c.image_width = (JDIMENSION)w;
+  c.image_height = (JDIMENSION)h;
+  c.input_components = 4;
+  c.in_color_space = JCS_CMYK;
+  jpeg_set_defaults(&c);
+  jpeg_set_colorspace(&c, stored);
+  jpeg_set_quality(&c, 90, TRUE);
+  jpeg_start_compress(&c, TRUE);
+  while (c.next_scanline < c.image_height) {
+    JSAMPROW row = (JSAMPROW)(uintptr_t)(cmyk + (size_t)c.next_scanline * (size_t)w * 4);
+    jpeg_write_scanlines(&c, &row, 1);
+  }
+  jpeg_finish_compress(&c);
+  jpeg_destroy_compress(&c);
+  return buf;
+}
+
+/* libjpeg's own decode of a four-component JPEG to its stored CMYK values. */
+static void decode_four_components(const unsigned char *data, unsigned long size, uint8_t *cmyk, int32_t w) {
+  struct jpeg_decompress_struct d;
+  struct jpeg_error_mgr err;
+  d.err = jpeg_std_error(&err);
+  jpeg_create_decompress(&d);
+  jpeg_mem_src(&d, data, size);
+  jpeg_read_header(&d, TRUE);
+  d.out_color_space = JCS_CMYK;
+  jpeg_start_decompress(&d);
+  while (d.output_scanline < d.output_height) {
+    JSAMPROW row = cmyk + (size_t)d.output_scanline * (size_t)w * 4;
+    jpeg_read_scanlines(&d, &row, 1);
+  }
+  jpeg_finish_decompress(&d);
+  jpeg_destroy_decompress(&d);
+}
+
+/* RGB of Adobe (inverted) CMYK, the documented conversion: with nk = K' (the
+ * stored, inverted K) and C = 255 - C', R = nk - round(C * nk / 255). */
+static uint8_t rgb_of_inverted_cmyk(uint8_t stored_c, uint8_t stored_k) {
+  int nk = stored_k, t = (255 - stored_c) * nk + 128;
+  return (uint8_t)(nk - ((t + (t >> 8)) >> 8));
+}
+
+static void test_four_components(J_COLOR_SPACE stored, const char *name) {
+  case_begin("decode %s", name);
+  const int32_t h = 37, w = 53;
+  uint8_t *src = malloc((size_t)h * w * 4), *cmyk = malloc((size_t)h * w * 4);
+  uint8_t *rgb = malloc((size_t)h * w * 3), *block = malloc((size_t)h * w * 3);
+  for (int32_t i = 0; i < h; i++)
+    for (int32_t j = 0; j < w; j++)
+      for (int c = 0; c < 4; c++)
+        src[((size_t)i * w + j) * 4 + c] = (uint8_t)((i * (c + 3) + j * (5 - c)) * 2 + rng_below(9));
+  unsigned long size;
+  unsigned char *data = encode_four_components(src, h, w, stored, &size);
+  slip_jpeg_info_t info;
+  if (expect_status(slip_jpeg_info(data, size, &info), SLIP_OK, "info")) {
+    int32_t want = stored == JCS_YCCK ? SLIP_COLORSPACE_YCCK : SLIP_COLORSPACE_CMYK;
+    expect(info.colorspace == want && info.components == 4, "colorspace %d components %d, expected %d and 4",
+           info.colorspace, info.components, want);
+  }
+  decode_four_components(data, size, cmyk, w);
+  if (expect_status(slip_jpeg_decode(data, size, 0, 0, h, w, 1, 0, rgb, (size_t)h * w * 3, w * 3), SLIP_OK,
+                    "full decode")) {
+    int wrong = 0;
+    for (size_t p = 0; p < (size_t)h * w; p++)
+      for (int c = 0; c < 3; c++) wrong += rgb[p * 3 + c] != rgb_of_inverted_cmyk(cmyk[p * 4 + c], cmyk[p * 4 + 3]);
+    expect(wrong == 0, "%d samples differ from libjpeg's CMYK converted to RGB", wrong);
+    /* A flipped region is the mirrored block of the full decode. */
+    const int32_t y = 5, x = 7, bh = 20, bw = 30;
+    if (expect_status(slip_jpeg_decode(data, size, y, x, bh, bw, 1, SLIP_DECODE_FLIP_X, block, (size_t)bh * bw * 3,
+                                       bw * 3), SLIP_OK, "flipped region")) {
+      int differ = 0;
+      for (int32_t i = 0; i < bh; i++)
+        for (int32_t j = 0; j < bw; j++)
+          differ +=
+              memcmp(block + ((size_t)i * bw + j) * 3, rgb + ((size_t)(y + i) * w + (x + bw - 1 - j)) * 3, 3) != 0;
+      expect(differ == 0, "%d pixels of the flipped region differ from the full decode", differ);
+    }
+  }
+  free(data);
+  free(src);
+  free(cmyk);
+  free(rgb);
+  free(block);
+  case_end();
+}
+
+/* ---------------------------------------------------------------- main */
 
 int main(int argc, char **argv) {
   if (argc > 1) rng_state = strtoull(argv[1], NULL, 0) | 1;
@@ -1597,6 +1698,8 @@ int main(int argc, char **argv) {
         test_crop_resize(jc, SLIP_INTERP_BILINEAR);
       }
   test_scale_for();
+  test_four_components(JCS_CMYK, "CMYK");
+  test_four_components(JCS_YCCK, "YCCK");
 
   for (int32_t c = 1; c <= 4; c++)
     if (c != 2) {
