@@ -122,3 +122,27 @@ def test_intrinsic_rejects_wrong_array_types():
 
     with pytest.raises(numba.core.errors.TypingError, match="info"):
         bad(np.zeros(4, np.uint8))
+
+
+def test_functions_calling_intrinsics_are_cached_on_disk(tmp_path):
+    """Intrinsics name their C symbol instead of embedding its address, so a
+    compiled caller is saved by Numba's cache and loaded by a new process."""
+    import os
+    import subprocess
+    import sys
+
+    module = tmp_path / "uses_kernel.py"
+    module.write_text(
+        "import numpy as np\n"
+        "from numba import njit\n"
+        "from slipstream import native\n"
+        "@njit(cache=True, nogil=True)\n"
+        "def scale(h, w):\n"
+        "    return native.slip_jpeg_scale_for(h, w, 224, 224)\n"
+        "print(scale(1000, 900), sum(scale.stats.cache_hits.values()))\n"
+    )
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    runs = [subprocess.run([sys.executable, str(module)], capture_output=True, text=True, env=env, cwd=tmp_path,
+                           check=True).stdout.split() for _ in range(2)]
+    assert runs[0] == ["4", "0"]  # compiled and saved
+    assert runs[1] == ["4", "1"]  # loaded from the cache, symbol resolved in the new process
