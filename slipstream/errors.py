@@ -47,6 +47,16 @@ class NativeIOError(SlipstreamError, OSError):
     """A native file read failed or hit the end of the file early."""
 
 
+class PipelineError(SlipstreamError, ValueError):
+    """A pipeline is malformed: operations whose shapes do not chain, a
+    reference to a missing pipeline, an operation in the wrong place."""
+
+
+class CompileError(SlipstreamError):
+    """Numba could not compile a generated stage; the message names the
+    operation and the generated line that called it."""
+
+
 __all__ = [
     "SlipstreamError",
     "LibraryError",
@@ -55,4 +65,6 @@ __all__ = [
     "EncodeError",
     "NativeMemoryError",
     "NativeIOError",
+    "PipelineError",
+    "CompileError",
 ]

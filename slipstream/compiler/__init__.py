@@ -1,0 +1,34 @@
+"""The pipeline compiler: operations, nodes, graph, fused stage code generation.
+
+Usable on its own, on in-memory arrays::
+
+    from slipstream.compiler import ArraySource, Pipeline
+    compiled = Pipeline([ArraySource(images), *operations]).compile(batch_size=64)
+    batch = compiled(np.arange(64))
+    print(compiled.explain())   # generated stage source and memory plan
+"""
+
+from slipstream.compiler.graph import Buffer, Graph
+from slipstream.compiler.nodes import DecoderNode, EmitContext, Node, RandomApply, RefNode, TransformNode
+from slipstream.compiler.operation import Decoder, Operation, TorchOperation
+from slipstream.compiler.pipeline import ArraySource, CompiledPipeline, Pipeline
+from slipstream.compiler.state import Allocation, State
+
+__all__ = [
+    "Allocation",
+    "ArraySource",
+    "Buffer",
+    "CompiledPipeline",
+    "Decoder",
+    "DecoderNode",
+    "EmitContext",
+    "Graph",
+    "Node",
+    "Operation",
+    "Pipeline",
+    "RandomApply",
+    "RefNode",
+    "State",
+    "TorchOperation",
+    "TransformNode",
+]

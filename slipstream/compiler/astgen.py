@@ -1,0 +1,76 @@
+"""Small constructors of Python AST nodes, so that generating code reads
+like the code it generates."""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+
+def name(identifier: str) -> ast.Name:
+    return ast.Name(id=identifier, ctx=ast.Load())
+
+
+def store(identifier: str) -> ast.Name:
+    return ast.Name(id=identifier, ctx=ast.Store())
+
+
+def const(value: Any) -> ast.Constant:
+    return ast.Constant(value=value)
+
+
+def call(func: ast.expr | str, *args: ast.expr) -> ast.Call:
+    return ast.Call(func=name(func) if isinstance(func, str) else func, args=list(args), keywords=[])
+
+
+def index(value: ast.expr, item: ast.expr) -> ast.Subscript:
+    return ast.Subscript(value=value, slice=item, ctx=ast.Load())
+
+
+def span(value: ast.expr, lower: ast.expr | None, upper: ast.expr | None) -> ast.Subscript:
+    """``value[lower:upper]``."""
+    return ast.Subscript(value=value, slice=ast.Slice(lower=lower, upper=upper), ctx=ast.Load())
+
+
+def assign(target: str, value: ast.expr) -> ast.Assign:
+    return ast.Assign(targets=[store(target)], value=value, lineno=0)
+
+
+def assign_item(container: ast.expr, item: ast.expr, value: ast.expr) -> ast.Assign:
+    """``container[item] = value``."""
+    return ast.Assign(targets=[ast.Subscript(value=container, slice=item, ctx=ast.Store())], value=value, lineno=0)
+
+
+def add(left: ast.expr, right: ast.expr) -> ast.BinOp:
+    return ast.BinOp(left=left, op=ast.Add(), right=right)
+
+
+def less(left: ast.expr, right: ast.expr) -> ast.Compare:
+    return ast.Compare(left=left, ops=[ast.Lt()], comparators=[right])
+
+
+def if_else(test: ast.expr, body: list[ast.stmt], orelse: list[ast.stmt]) -> ast.If:
+    return ast.If(test=test, body=body, orelse=orelse)
+
+
+def for_range(target: str, iterator: ast.expr, body: list[ast.stmt]) -> ast.For:
+    return ast.For(target=store(target), iter=iterator, body=body, orelse=[], lineno=0)
+
+
+def function(fn_name: str, params: list[str], body: list[ast.stmt]) -> ast.FunctionDef:
+    arguments = ast.arguments(
+        posonlyargs=[], args=[ast.arg(arg=p) for p in params], vararg=None, kwonlyargs=[], kw_defaults=[],
+        kwarg=None, defaults=[],
+    )
+    return ast.FunctionDef(name=fn_name, args=arguments, body=body or [ast.Pass()], decorator_list=[],
+                           returns=None, lineno=0)
+
+
+def ret(values: list[ast.expr]) -> ast.Return:
+    return ast.Return(value=ast.Tuple(elts=values, ctx=ast.Load()))
+
+
+def module(body: list[ast.stmt]) -> str:
+    """Source text of a module made of ``body``."""
+    tree = ast.Module(body=body, type_ignores=[])
+    return ast.unparse(ast.fix_missing_locations(tree)) + "\n"

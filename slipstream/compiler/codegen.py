@@ -1,0 +1,267 @@
+"""Generation of one Python function per stage, with the ``ast`` module, and
+its compilation.
+
+A jit stage becomes one function compiled with
+``numba.njit(nogil=True, parallel=True, cache=True)``: a single ``prange``
+loop over the batch's samples runs every per-sample node of the stage in
+order, then the stage's batch operations run.  A torch stage becomes a plain
+Python function over tensors.  The source of each stage is written to the
+cache directory under a hash of everything that shapes the compiled code, so
+that Numba's on-disk cache serves the next process.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import hashlib
+import importlib.util
+import os
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numba
+import numpy as np
+
+from slipstream.compiler import astgen as A
+from slipstream.compiler import random as rnd
+from slipstream.compiler.graph import Graph
+from slipstream.compiler.nodes import EmitContext, Node, RefNode
+from slipstream.errors import CompileError
+
+
+@numba.njit(cache=True, nogil=True)
+def copy_sample(dst, src):
+    """Copy a C-contiguous sample into another of the same size; returns dst."""
+    d = dst.reshape(-1)
+    s = src.reshape(-1)
+    for j in range(d.size):
+        d[j] = s[j]
+    return dst
+
+
+def as_tensor(value: Any) -> Any:
+    """A jit stage's NumPy output as a torch tensor, sharing memory."""
+    import torch
+
+    return torch.from_numpy(value) if isinstance(value, np.ndarray) else value
+
+
+HELPERS: dict[str, Any] = {
+    "uniform": rnd.uniform,
+    "sample_key": rnd.sample_key,
+    "copy_sample": copy_sample,
+    "as_tensor": as_tensor,
+    "prange": numba.prange,
+}
+
+
+def cache_dir() -> Path:
+    """Where generated stage sources (and Numba's cache of them) live:
+    ``$SLIPSTREAM_CACHE_DIR``, else ``~/.cache/slipstream``."""
+    configured = os.environ.get("SLIPSTREAM_CACHE_DIR")
+    base = Path(configured) if configured else Path.home() / ".cache" / "slipstream"
+    return base / "stages"
+
+
+@dataclasses.dataclass
+class StageSource:
+    """One generated stage: its source, parameters and what it returns."""
+
+    index: int
+    jit: bool
+    name: str
+    params: list[str]
+    returns: list[Node]
+    source: str
+    globals: dict[str, Any]
+    lines: dict[int, Node]  # line number of the source -> node emitted there
+
+
+class _Context(EmitContext):
+    def __init__(self, graph: Graph, stage: int) -> None:
+        self.graph = graph
+        self.stage = stage
+        self.globals: dict[str, Any] = {}
+        self.external: dict[int, Node] = {}  # earlier-stage nodes read here, by id
+
+    def _is_here(self, node: Node) -> bool:
+        return node.stage == self.stage
+
+    def target(self, node: Node) -> str:
+        return f"v{node.id}"
+
+    def _external(self, node: Node) -> ast.expr:
+        self.external[node.id] = node
+        return A.name(f"v{node.id}")
+
+    def _sample_view(self, batch: ast.expr, scalar: bool) -> ast.expr:
+        i = A.name("i")
+        return A.span(batch, i, A.add(i, A.const(1))) if scalar else A.index(batch, i)
+
+    def value(self, node: Node) -> ast.expr:
+        if self._is_here(node):
+            return A.name(self.target(node))
+        return self._sample_view(self._external(node), node.state.shape == ())
+
+    def batch_value(self, node: Node) -> ast.expr:
+        if not self._is_here(node):
+            expr = self._external(node)
+            return A.call("as_tensor", expr) if (node.jit and not self.graph.is_jit_stage(self.stage)) else expr
+        if node.batch or not node.jit:
+            return A.name(self.target(node))
+        # A per-sample value lives in the first allocation of the nearest node
+        # up its in-place chain; past the stage's start, in an earlier value.
+        owner = node
+        while not owner.allocations:
+            source = owner.target if isinstance(owner, RefNode) else owner.parent
+            if source.stage != self.stage:
+                return self._external(source)
+            owner = source
+        return A.span(A.name(f"b{owner.id}_0"), None, A.name("n"))
+
+    def outs(self, node: Node) -> list[ast.expr]:
+        return [self._sample_view(A.name(f"b{node.id}_{k}"), a.shape == ()) for k, a in enumerate(node.allocations)]
+
+    def batch_outs(self, node: Node) -> list[ast.expr]:
+        return [A.span(A.name(f"b{node.id}_{k}"), None, A.name("n")) for k in range(len(node.allocations))]
+
+    def inputs(self, node: Node) -> list[ast.expr]:
+        return [A.name(f"in{node.id}_{k}") for k in range(len(node.op.inputs()))]
+
+    def key(self, node: Node, stream: int = 0) -> ast.expr:
+        return A.call("sample_key", A.name("seed"), A.name("epoch"), A.name("index"), A.const(2 * node.id + stream))
+
+    def keys(self, node: Node) -> ast.expr:
+        return A.name(f"k{node.id}")
+
+    def code(self, node: Node) -> ast.expr:
+        fn_name = f"op{node.id}"
+        if fn_name not in self.globals:
+            code = node.op.generate_code()
+            if node.jit and not isinstance(code, numba.core.registry.CPUDispatcher):
+                code = numba.njit(nogil=True)(code)
+            self.globals[fn_name] = code
+        return A.name(fn_name)
+
+    def helper(self, helper_name: str) -> ast.expr:
+        return A.name(helper_name)
+
+    @property
+    def index(self) -> ast.expr:
+        return A.name("index")
+
+
+def generate_stage(graph: Graph, stage: int) -> StageSource:
+    """The source of one stage of the graph."""
+    ctx = _Context(graph, stage)
+    nodes = graph.nodes_in(stage)
+    jit = graph.is_jit_stage(stage)
+    later = [n for n in graph.nodes if n.stage > stage]
+    needed_later = {d.id for n in later for d in n.dependencies() if d.stage == stage}
+    outputs = {n.id for n in graph.outputs.values() if n.stage == stage}
+    returns = [n for n in nodes if n.id in needed_later | outputs]
+
+    emitted: list[tuple[Node, list[ast.stmt]]] = []
+    if jit:
+        loop: list[ast.stmt] = [A.assign("index", A.index(A.name("indices"), A.name("i")))]
+        for node in nodes:
+            statements = node.emit(ctx)
+            emitted.append((node, statements))
+            loop += statements
+        body: list[ast.stmt] = [A.for_range("i", A.call("prange", A.name("n")), loop)]
+        for node in nodes:
+            statements = node.emit_batch(ctx)
+            emitted.append((node, statements))
+            body += statements
+        body.append(A.ret([ctx.batch_value(n) for n in returns]))
+    else:
+        body = []
+        for node in nodes:
+            statements = node.emit_torch(ctx)
+            emitted.append((node, statements))
+            body += statements
+        body.append(A.ret([ctx.batch_value(n) for n in returns]))
+
+    params = ["indices", "n", "seed", "epoch"]
+    for node in nodes:
+        if node.parent is None and node.op is not None:
+            params += [f"in{node.id}_{k}" for k in range(len(node.op.inputs()))]
+        params += [f"b{node.id}_{k}" for k in range(len(node.allocations))]
+        if node.batch and node.jit and node.op is not None:
+            params.append(f"k{node.id}")
+    params += [f"v{i}" for i in sorted(ctx.external)]
+    fn_name = f"stage_{stage}"
+    function = A.function(fn_name, params, body)
+    kind = "numba.njit(nogil=True, parallel=True, cache=True)" if jit else "plain Python over torch tensors"
+    header = ast.Expr(A.const(f"Stage {stage} ({kind}), generated by slipstream from: "
+                              + "; ".join(f"v{n.id} = {n.describe()}" for n in nodes)))
+    source = A.module([header, function])
+    return StageSource(stage, jit, fn_name, params, returns, source, {**HELPERS, **ctx.globals},
+                       _line_map(source, emitted))
+
+
+def _line_map(source: str, emitted: list[tuple[Node, list[ast.stmt]]]) -> dict[int, Node]:
+    """Source line -> node, found by the names each node assigns."""
+    owners = {f"v{node.id}": node for node, statements in emitted if statements}
+    lines = {}
+    for number, line in enumerate(source.splitlines(), start=1):
+        for var in re.findall(r"\bv(\d+) =", line) + re.findall(r"\bk(\d+)\[i\] =", line):
+            node = owners.get(f"v{var}")
+            if node is not None:
+                lines[number] = node
+    return lines
+
+
+def fingerprint(graph: Graph, stage: StageSource) -> str:
+    """Hash of everything that shapes a stage's compiled code."""
+    h = hashlib.sha256()
+    h.update(stage.source.encode())
+    for node in graph.nodes_in(stage.index):
+        if node.op is not None:
+            h.update(node.op.fingerprint().encode())
+        h.update(repr((node.state, node.allocations)).encode())
+    h.update(f"{numba.__version__} {np.__version__} {sys.version}".encode())
+    return h.hexdigest()[:24]
+
+
+def load_stage(graph: Graph, stage: StageSource) -> Callable[..., Any]:
+    """Write the stage's source to the cache directory (once per content
+    hash) and return its function, compiled for jit stages."""
+    folder = cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    digest = fingerprint(graph, stage)
+    path = folder / f"stage_{digest}.py"
+    if not path.exists():
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(stage.source)
+        os.replace(tmp, path)  # atomic: concurrent processes write identical text
+    spec = importlib.util.spec_from_file_location(f"slipstream_stage_{digest}", path)
+    module = importlib.util.module_from_spec(spec)
+    module.__dict__.update(stage.globals)
+    spec.loader.exec_module(module)
+    fn = getattr(module, stage.name)
+    if not stage.jit:
+        return fn
+    return numba.njit(nogil=True, parallel=True, cache=True)(fn)
+
+
+def typing_error(stage: StageSource, exc: Exception, path_hint: str = "") -> CompileError:
+    """A CompileError naming the operation whose generated line failed."""
+    message = str(exc)
+    node = None
+    line_text = ""
+    for match in re.finditer(r"stage_[0-9a-f]+\.py\", line (\d+)", message):
+        number = int(match.group(1))
+        if number in stage.lines:
+            node = stage.lines[number]
+            line_text = stage.source.splitlines()[number - 1].strip()
+    if node is None:
+        return CompileError(f"stage {stage.index} could not be compiled: {message}")
+    return CompileError(
+        f"stage {stage.index}: Numba cannot compile {node.describe()} (pipeline {node.pipeline!r}), "
+        f"called by the generated line `{line_text}`:\n{message}"
+    )

@@ -1,0 +1,167 @@
+"""The pipeline graph: nodes built from ``{output_name: [operations]}``,
+references resolved, states propagated, memory collected and nodes grouped
+into stages."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from slipstream.compiler.nodes import DecoderNode, Node, RefNode, TransformNode
+from slipstream.compiler.operation import Decoder, Operation, as_operation
+from slipstream.compiler.state import Allocation
+from slipstream.errors import PipelineError
+
+
+@dataclasses.dataclass(frozen=True)
+class Buffer:
+    """One allocation of one node: ``(slots, batch_size, *allocation.shape)``."""
+
+    node: Node
+    index: int
+    allocation: Allocation
+
+    @property
+    def name(self) -> str:
+        return f"b{self.node.id}_{self.index}"
+
+
+class Graph:
+    """Nodes of every pipeline, in an order where each node follows the
+    nodes it reads, with states, allocations and stages assigned.
+
+    Stage numbers grow along a pipeline whenever the code changes between
+    jit and torch, and when a per-sample operation follows a batch
+    operation; nodes of all pipelines with the same stage number are compiled
+    into one function.
+    """
+
+    def __init__(self, pipelines: Mapping[str, Sequence[Any]]) -> None:
+        if not pipelines:
+            raise PipelineError("a pipeline needs at least one output")
+        self.outputs: dict[str, Node] = {}
+        self.pipelines: dict[str, list[Node]] = {}
+        next_id = 0
+        for name, items in pipelines.items():
+            if not items:
+                raise PipelineError(f"pipeline {name!r} is empty")
+            nodes: list[Node] = []
+            for position, item in enumerate(items):
+                node = _node_for(item, name, position).placed(nodes[-1] if nodes else None, next_id, name)
+                next_id += 1
+                nodes.append(node)
+            self.pipelines[name] = nodes
+            self.outputs[name] = nodes[-1]
+        self._resolve_references()
+        self.nodes = self._ordered()
+        for node in self.nodes:
+            self._declare(node)
+            node.stage = self._stage_of(node)
+        self.stages = sorted({node.stage for node in self.nodes})
+
+    def _resolve_references(self) -> None:
+        for name, nodes in self.pipelines.items():
+            for node in nodes:
+                if not isinstance(node, RefNode):
+                    continue
+                source = self.pipelines.get(node.source_pipeline)
+                if source is None:
+                    raise PipelineError(f"pipeline {name!r} refers to pipeline {node.source_pipeline!r}, which "
+                                        f"does not exist (pipelines: {', '.join(self.pipelines)})")
+                if node.source_op is None:
+                    node.target = source[-1]
+                else:
+                    found = [n for n in source if n.op is node.source_op]
+                    if len(found) != 1:
+                        raise PipelineError(f"pipeline {name!r} refers to {node.source_op!r} in pipeline "
+                                            f"{node.source_pipeline!r}, which holds it {len(found)} times")
+                    node.target = found[0]
+
+    def _ordered(self) -> list[Node]:
+        """Every node after the nodes it reads (depth-first, stable)."""
+        order: list[Node] = []
+        state: dict[int, str] = {}
+
+        def visit(node: Node) -> None:
+            if state.get(node.id) == "done":
+                return
+            if state.get(node.id) == "visiting":
+                raise PipelineError(f"pipelines refer to each other in a cycle through {node.describe()}")
+            state[node.id] = "visiting"
+            for dependency in node.dependencies():
+                visit(dependency)
+            state[node.id] = "done"
+            order.append(node)
+
+        for nodes in self.pipelines.values():
+            for node in nodes:
+                visit(node)
+        return order
+
+    def _declare(self, node: Node) -> None:
+        try:
+            node.state, node.allocations = node.declare()
+        except (ValueError, TypeError) as exc:
+            if node.parent is None:
+                raise PipelineError(f"pipeline {node.pipeline!r}: {node.describe()} failed to declare its "
+                                    f"output: {exc}") from exc
+            raise PipelineError(
+                f"pipeline {node.pipeline!r}: {node.parent.describe()} produces {_state_text(node.parent)}, "
+                f"which {node.describe()} cannot take: {exc}"
+            ) from exc
+        if node.parent is not None and node.jit and not node.parent.jit and node.parent.state.device != "cpu":
+            raise PipelineError(f"pipeline {node.pipeline!r}: {node.describe()} is compiled code but "
+                                f"{node.parent.describe()} leaves its output on {node.parent.state.device}")
+
+    @staticmethod
+    def _stage_of(node: Node) -> int:
+        if isinstance(node, RefNode):
+            return node.target.stage
+        parent = node.parent
+        if parent is None:
+            return 0
+        changes = parent.jit != node.jit or (parent.batch and not node.batch)
+        return parent.stage + (1 if changes else 0)
+
+    def nodes_in(self, stage: int) -> list[Node]:
+        return [node for node in self.nodes if node.stage == stage]
+
+    def is_jit_stage(self, stage: int) -> bool:
+        return all(node.jit for node in self.nodes_in(stage))
+
+    def buffers(self) -> list[Buffer]:
+        """Every allocation of every node, in node order."""
+        return [Buffer(node, k, a) for node in self.nodes for k, a in enumerate(node.allocations)]
+
+    def decoders(self) -> list[DecoderNode]:
+        return [node for node in self.nodes if isinstance(node, DecoderNode)]
+
+
+def _node_for(item: Any, pipeline: str, position: int) -> Node:
+    """The node for one entry of a pipeline list."""
+    if isinstance(item, Node):
+        if position == 0 and not isinstance(item, (DecoderNode, RefNode)):
+            raise PipelineError(f"pipeline {pipeline!r} must start with a decoder or a reference, not {item.describe()}")
+        return item
+    try:
+        op = as_operation(item)
+    except TypeError as exc:
+        raise PipelineError(f"pipeline {pipeline!r}, entry {position}: {exc}") from exc
+    if isinstance(op, Decoder):
+        if position != 0:
+            raise PipelineError(f"pipeline {pipeline!r}: decoder {op!r} can only be the first entry")
+        return DecoderNode(op)
+    if position == 0:
+        raise PipelineError(f"pipeline {pipeline!r} must start with a decoder, not {op!r}")
+    return TransformNode(op)
+
+
+def _state_text(node: Node) -> str:
+    s = node.state
+    where = "" if s.device == "cpu" else f" on {s.device}"
+    kind = "array" if s.jit else "tensor"
+    return f"a {kind} of shape {s.shape} and dtype {s.dtype}{where}"
+
+
+__all__ = ["Buffer", "Graph", "Operation"]

@@ -1,0 +1,263 @@
+"""Nodes of a pipeline graph.  Each node emits its own Python AST statements
+into the generated stage function, so a new kind of node (control flow, a
+second input, ...) needs no change to :class:`~slipstream.compiler.Graph`.
+
+The :class:`EmitContext` a node receives names everything it may refer to:
+the values of other nodes, its own output memory, its random key, and the
+globals (operation code, helpers) the generated code calls.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+from slipstream.compiler import astgen as A
+from slipstream.compiler.operation import Decoder, Operation
+from slipstream.compiler.state import Allocation, State
+
+
+class EmitContext:
+    """What a node's ``emit*`` methods may use.  Implemented by the code
+    generator; every method returns an AST expression."""
+
+    def value(self, node: Node) -> ast.expr:
+        """The node's value for the current sample (inside the sample loop)."""
+        raise NotImplementedError
+
+    def batch_value(self, node: Node) -> ast.expr:
+        """The node's value for the whole batch (after the sample loop)."""
+        raise NotImplementedError
+
+    def outs(self, node: Node) -> list[ast.expr]:
+        """The current sample's views of the node's allocations."""
+        raise NotImplementedError
+
+    def batch_outs(self, node: Node) -> list[ast.expr]:
+        """The batch's views of the node's allocations."""
+        raise NotImplementedError
+
+    def inputs(self, node: Node) -> list[ast.expr]:
+        """The arrays a decoder node reads."""
+        raise NotImplementedError
+
+    def key(self, node: Node, stream: int = 0) -> ast.expr:
+        """The current sample's random key for this node; ``stream`` 0 or 1
+        gives two independent keys."""
+        raise NotImplementedError
+
+    def keys(self, node: Node) -> ast.expr:
+        """A per-sample array of keys, for a batch node (filled in the loop)."""
+        raise NotImplementedError
+
+    def code(self, node: Node) -> ast.expr:
+        """The compiled code of the node's operation."""
+        raise NotImplementedError
+
+    def helper(self, helper_name: str) -> ast.expr:
+        """A runtime helper: ``uniform``, ``copy_sample``, ``sample_key``, ``as_tensor``."""
+        raise NotImplementedError
+
+    def target(self, node: Node) -> str:
+        """The variable name that holds the node's value."""
+        raise NotImplementedError
+
+    @property
+    def index(self) -> ast.expr:
+        """The current sample's index in the dataset."""
+        raise NotImplementedError
+
+
+class Node:
+    """A vertex of the pipeline graph: an operation applied to a parent's value.
+
+    Subclasses override :meth:`declare` and the ``emit*`` methods.  The
+    graph fills ``parent``, ``id``, ``pipeline``, ``state``, ``allocations``
+    and ``stage`` when it is built; a node object given in a pipeline list is
+    copied first, so the same object may appear in several places.
+    """
+
+    def __init__(self, op: Operation | None = None) -> None:
+        self.op = op
+        self.parent: Node | None = None
+        self.id = -1
+        self.pipeline = ""
+        self.state: State | None = None
+        self.allocations: tuple[Allocation, ...] = ()
+        self.stage = 0
+
+    def placed(self, parent: Node | None, node_id: int, pipeline: str) -> Node:
+        """A copy of this node placed in a graph."""
+        node = copy.copy(self)
+        node.parent, node.id, node.pipeline = parent, node_id, pipeline
+        return node
+
+    @property
+    def jit(self) -> bool:
+        return self.op.jit if self.op is not None else True
+
+    @property
+    def batch(self) -> bool:
+        return self.op.batch if self.op is not None else False
+
+    def dependencies(self) -> Sequence[Node]:
+        """Nodes whose values this node reads."""
+        return () if self.parent is None else (self.parent,)
+
+    def declare(self) -> tuple[State, tuple[Allocation, ...]]:
+        """Output state and allocations, from the parent's state."""
+        assert self.op is not None and self.parent is not None and self.parent.state is not None
+        return normalize_declared(self.op.declare(self.parent.state))
+
+    def buffer_owner(self) -> Node:
+        """The node whose first allocation holds this node's per-sample value:
+        itself when it allocates, else (in-place operations) its parent's."""
+        if self.allocations or self.parent is None:
+            return self
+        return self.parent.buffer_owner()
+
+    def emit(self, ctx: EmitContext) -> list[ast.stmt]:
+        """Statements for one sample, inside the stage's sample loop."""
+        return []
+
+    def emit_batch(self, ctx: EmitContext) -> list[ast.stmt]:
+        """Statements after the sample loop (batch operations)."""
+        return []
+
+    def emit_torch(self, ctx: EmitContext) -> list[ast.stmt]:
+        """Statements of a torch (non-jit) stage."""
+        return []
+
+    def describe(self) -> str:
+        return repr(self.op) if self.op is not None else type(self).__name__
+
+
+def normalize_declared(declared: Any) -> tuple[State, tuple[Allocation, ...]]:
+    """``declare()``'s result with the allocations as a tuple."""
+    state, memory = declared
+    if memory is None:
+        return state, ()
+    if isinstance(memory, Allocation):
+        return state, (memory,)
+    return state, tuple(memory)
+
+
+class DecoderNode(Node):
+    """The first node of a pipeline: runs a :class:`Decoder`."""
+
+    def __init__(self, op: Decoder) -> None:
+        super().__init__(op)
+
+    def declare(self) -> tuple[State, tuple[Allocation, ...]]:
+        state, memory = normalize_declared(self.op.declare(None))
+        if not memory:
+            raise ValueError("a decoder must declare the allocation its samples are written to")
+        return state, memory
+
+    def emit(self, ctx: EmitContext) -> list[ast.stmt]:
+        args = [*ctx.inputs(self), ctx.index, *ctx.outs(self), ctx.key(self)]
+        return [A.assign(ctx.target(self), A.call(ctx.code(self), *args))]
+
+
+class TransformNode(Node):
+    """An operation applied to the parent's value."""
+
+    def emit(self, ctx: EmitContext) -> list[ast.stmt]:
+        if self.batch:  # the loop only prepares the sample's key
+            return [A.assign_item(ctx.keys(self), A.name("i"), ctx.key(self))]
+        args = [ctx.value(self.parent), *ctx.outs(self), ctx.key(self)]
+        return [A.assign(ctx.target(self), A.call(ctx.code(self), *args))]
+
+    def emit_batch(self, ctx: EmitContext) -> list[ast.stmt]:
+        if not self.batch:
+            return []
+        args = [ctx.batch_value(self.parent), *ctx.batch_outs(self), A.span(ctx.keys(self), None, A.name("n"))]
+        return [A.assign(ctx.target(self), A.call(ctx.code(self), *args))]
+
+    def emit_torch(self, ctx: EmitContext) -> list[ast.stmt]:
+        return [A.assign(ctx.target(self), A.call(ctx.code(self), ctx.batch_value(self.parent)))]
+
+
+class RefNode(Node):
+    """Reuses another pipeline's value: the output of the node running
+    ``op`` in pipeline ``pipeline_name`` (its last node when ``op`` is None).
+    The value is shared, not recomputed: a random parameter drawn in one
+    pipeline reaches the other unchanged."""
+
+    def __init__(self, pipeline_name: str, op: Operation | None = None) -> None:
+        super().__init__(None)
+        self.source_pipeline = pipeline_name
+        self.source_op = op
+        self.target: Node | None = None
+
+    @property
+    def jit(self) -> bool:
+        return self.target.jit if self.target is not None else True
+
+    @property
+    def batch(self) -> bool:
+        return self.target.batch if self.target is not None else False
+
+    def dependencies(self) -> Sequence[Node]:
+        return (self.target,) if self.target is not None else ()
+
+    def declare(self) -> tuple[State, tuple[Allocation, ...]]:
+        assert self.target is not None and self.target.state is not None
+        return self.target.state, ()
+
+    def buffer_owner(self) -> Node:
+        return self.target.buffer_owner()
+
+    def emit(self, ctx: EmitContext) -> list[ast.stmt]:
+        return [] if self.batch else [A.assign(ctx.target(self), ctx.value(self.target))]
+
+    def emit_batch(self, ctx: EmitContext) -> list[ast.stmt]:
+        return [A.assign(ctx.target(self), ctx.batch_value(self.target))] if self.batch else []
+
+    def emit_torch(self, ctx: EmitContext) -> list[ast.stmt]:
+        return [A.assign(ctx.target(self), ctx.batch_value(self.target))]
+
+    def describe(self) -> str:
+        what = "its output" if self.source_op is None else repr(self.source_op)
+        return f"Ref({self.source_pipeline!r}: {what})"
+
+
+class RandomApply(TransformNode):
+    """Apply a per-sample operation to each sample with probability ``p``.
+
+    Emits ``if uniform(key, 0) < p: ... else: ...`` into the sample loop; the
+    draw and the operation use independent random keys.  The operation must
+    keep the shape and dtype of its input.
+    """
+
+    def __init__(self, op: Operation, p: float = 0.5) -> None:
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"RandomApply: p must lie in [0, 1], got {p}")
+        if not op.jit or op.batch:
+            raise ValueError(f"RandomApply takes a per-sample jit operation, not {op!r}")
+        super().__init__(op)
+        self.p = float(p)
+
+    def declare(self) -> tuple[State, tuple[Allocation, ...]]:
+        state, memory = super().declare()
+        if (state.shape, state.dtype) != (self.parent.state.shape, self.parent.state.dtype):
+            raise ValueError(
+                f"RandomApply needs an operation that keeps shape and dtype; {self.op!r} turns "
+                f"{self.parent.state.shape} {self.parent.state.dtype} into {state.shape} {state.dtype}"
+            )
+        return state, memory
+
+    def emit(self, ctx: EmitContext) -> list[ast.stmt]:
+        coin = A.call(ctx.helper("uniform"), ctx.key(self, stream=1), A.const(0))
+        applied = [A.assign(ctx.target(self), A.call(ctx.code(self), ctx.value(self.parent), *ctx.outs(self),
+                                                       ctx.key(self)))]
+        if self.allocations:  # the output buffer must hold the sample either way
+            skipped = A.call(ctx.helper("copy_sample"), ctx.outs(self)[0], ctx.value(self.parent))
+        else:
+            skipped = ctx.value(self.parent)
+        return [A.if_else(A.less(coin, A.const(self.p)), applied, [A.assign(ctx.target(self), skipped)])]
+
+    def describe(self) -> str:
+        return f"RandomApply({self.op!r}, p={self.p})"

@@ -1,0 +1,135 @@
+"""Operations: immutable descriptions of pipeline steps that declare their
+output and memory, then hand back code.
+
+An operation never keeps per-run state.  The compiler derives everything
+that differs between uses (buffers, random keys) from the node the operation
+is placed at, so one operation object can appear in several pipelines.
+Subclasses are best written as frozen dataclasses.
+
+Code conventions, for the function ``generate_code()`` returns:
+
+* per-sample jit operation (``batch = False``): ``code(x, *outs, key) -> y``.
+  ``x`` is the sample's input value, ``outs`` one per-sample array per
+  declared :class:`Allocation` (a 1-element array for a scalar allocation),
+  ``key`` the sample's random key (see :mod:`slipstream.compiler.random`).
+  ``y`` must be one of ``outs`` or ``x`` itself (possibly modified in place):
+  the compiler finds each batch's memory by following that rule.
+* batch jit operation (``batch = True``): ``code(xs, *outs, keys) -> ys``
+  over the ``n`` samples of the batch, after the per-sample loop; ``keys``
+  holds each sample's random key.
+* decoder (:class:`Decoder`): ``code(*inputs, index, *outs, key) -> y``,
+  where ``inputs`` are the arrays :meth:`Decoder.inputs` names and ``index``
+  the sample's index in the dataset.
+* torch operation (``jit = False``): ``code(x) -> y`` on batch tensors.
+
+jit code is compiled with ``numba.njit``: plain Python over NumPy arrays,
+calling other jitted functions and the native intrinsics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from slipstream.compiler.state import Allocation, State
+
+Declared = tuple[State, "Allocation | Sequence[Allocation] | None"]
+
+
+class Operation:
+    """Base class of every pipeline operation.
+
+    Class attributes:
+        jit: True for compiled (Numba) code over NumPy arrays, False for
+            Python code over torch tensors.
+        batch: True when the code runs once per batch, after the per-sample
+            loop; False when it is fused into the loop, once per sample.
+    """
+
+    jit: ClassVar[bool] = True
+    batch: ClassVar[bool] = False
+
+    def declare(self, state: State) -> Declared:
+        """The outgoing state and the memory needed, from the incoming state.
+
+        Raise ``ValueError`` or ``TypeError`` with a short reason when the
+        incoming state is not one this operation can take; the compiler
+        reports it together with the operation that produced the state.
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement declare()")
+
+    def generate_code(self) -> Callable[..., Any]:
+        """The function that does the work (see the module docstring)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement generate_code()")
+
+    def fingerprint(self) -> str:
+        """Text that changes whenever the generated code may change: used to
+        key the compile cache.  The default, the class and the ``repr``,
+        suits dataclasses whose fields are all that ``generate_code`` reads."""
+        cls = type(self)
+        return f"{cls.__module__}.{cls.__qualname__}:{self!r}"
+
+
+class Decoder(Operation):
+    """The first operation of a pipeline: makes a sample from stored data."""
+
+    def inputs(self) -> tuple[np.ndarray, ...]:
+        """Arrays passed to the compiled stage and on to the code, before
+        ``index``: the data this decoder reads."""
+        return ()
+
+    def declare(self, state: State | None) -> Declared:  # type: ignore[override]
+        raise NotImplementedError(f"{type(self).__name__} must implement declare()")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TorchOperation(Operation):
+    """Python code over batch tensors: a ``torch.nn.Module`` or any callable
+    taking and returning a tensor.  Modules placed in a pipeline are wrapped
+    in this automatically.
+
+    Its output state is found by running the code once on a zero tensor of
+    the input's shape with a batch of one, before the first batch.
+    """
+
+    fn: Callable[[Any], Any]
+    jit: ClassVar[bool] = False
+
+    def declare(self, state: State) -> Declared:
+        import torch
+
+        dtype = state.dtype if isinstance(state.dtype, torch.dtype) else _torch_dtype(state.dtype)
+        with torch.no_grad():
+            probe = self.fn(torch.zeros((1, *state.shape), dtype=dtype, device=state.device))
+        if not isinstance(probe, torch.Tensor):
+            raise TypeError(f"returns {type(probe).__name__}, not a torch.Tensor")
+        return State(jit=False, shape=tuple(probe.shape[1:]), dtype=probe.dtype, device=str(probe.device)), None
+
+    def generate_code(self) -> Callable[[Any], Any]:
+        return self.fn
+
+    def fingerprint(self) -> str:
+        return f"{type(self).__qualname__}:{type(self.fn).__module__}.{type(self.fn).__qualname__}"
+
+
+def _torch_dtype(dtype: np.dtype) -> Any:
+    import torch
+
+    return torch.from_numpy(np.zeros(0, dtype)).dtype
+
+
+def as_operation(item: Any) -> Operation:
+    """An operation for a pipeline entry: operations as they are, torch
+    modules wrapped in :class:`TorchOperation`."""
+    if isinstance(item, Operation):
+        return item
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency
+        torch = None
+    if torch is not None and isinstance(item, torch.nn.Module):
+        return TorchOperation(item)
+    raise TypeError(f"{item!r} is not an Operation, a Node or a torch.nn.Module")

@@ -1,0 +1,199 @@
+"""Compiling a graph and running it on batches: the standalone entry point
+of the compiler, usable on in-memory arrays without any file or loader."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numba
+import numpy as np
+
+from slipstream.compiler.codegen import StageSource, generate_stage, load_stage, typing_error
+from slipstream.compiler.graph import Graph
+from slipstream.compiler.operation import Decoder
+from slipstream.compiler.state import Allocation, State
+from slipstream.errors import ArgumentError
+
+SINGLE_OUTPUT = "output"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ArraySource(Decoder):
+    """Decoder reading sample ``index`` of an in-memory array (its first axis
+    indexes samples); the sample is copied into the pipeline's memory."""
+
+    array: np.ndarray
+
+    def __post_init__(self) -> None:
+        array = np.ascontiguousarray(self.array)
+        if array.ndim < 1 or array.shape[0] == 0:
+            raise ValueError(f"ArraySource needs an array with at least one sample, got shape {array.shape}")
+        object.__setattr__(self, "array", array)
+
+    def inputs(self) -> tuple[np.ndarray, ...]:
+        return (self.array,)
+
+    def declare(self, state: State | None) -> tuple[State, Allocation]:
+        shape = self.array.shape[1:]
+        return State(jit=True, shape=shape, dtype=self.array.dtype), Allocation(shape, self.array.dtype)
+
+    def generate_code(self):
+        from slipstream.compiler.codegen import copy_sample
+
+        if self.array.ndim == 1:
+
+            def read_scalar(data, index, out, key):
+                out[0] = data[index]
+                return out
+
+            return read_scalar
+
+        def read(data, index, out, key):
+            return copy_sample(out, data[index])
+
+        return read
+
+    def fingerprint(self) -> str:
+        # The data is a stage argument, not compiled in: only its type matters.
+        return f"ArraySource:{self.array.dtype}:{self.array.ndim}"
+
+    def __repr__(self) -> str:
+        return f"ArraySource(array of shape {self.array.shape}, {self.array.dtype})"
+
+
+class Pipeline:
+    """Pipelines to compile: ``{output_name: [decoder, operations...]}``, or
+    one list for a single output.
+
+    Example::
+
+        compiled = Pipeline([ArraySource(images), Crop(...), Normalize(...)]).compile(batch_size=64)
+        batch = compiled(np.arange(64))         # samples 0..63, processed
+    """
+
+    def __init__(self, pipelines: Mapping[str, Sequence[Any]] | Sequence[Any]) -> None:
+        self.single = not isinstance(pipelines, Mapping)
+        self.pipelines = {SINGLE_OUTPUT: list(pipelines)} if self.single else dict(pipelines)
+
+    def compile(self, batch_size: int, *, seed: int = 0, slots: int = 2) -> CompiledPipeline:
+        """Build the graph, generate and compile its stages, allocate memory.
+
+        Args:
+            batch_size: most samples per call.
+            seed: seed of every random operation.
+            slots: number of batches whose outputs stay valid: a call reuses
+                the memory of the call ``slots`` calls before it.
+        """
+        if batch_size < 1 or slots < 1:
+            raise ArgumentError(f"batch_size ({batch_size}) and slots ({slots}) must be positive")
+        return CompiledPipeline(Graph(self.pipelines), batch_size, seed, slots, self.single)
+
+
+class CompiledPipeline:
+    """A compiled pipeline: call it with the dataset indices of a batch."""
+
+    def __init__(self, graph: Graph, batch_size: int, seed: int, slots: int, single: bool) -> None:
+        self.graph = graph
+        self.batch_size = batch_size
+        self.seed = int(seed)
+        self.slots = slots
+        self._single = single
+        self.sources: list[StageSource] = [generate_stage(graph, s) for s in graph.stages]
+        self.functions = [load_stage(graph, source) for source in self.sources]
+        self.buffers = {b.name: _allocate((slots, batch_size, *b.allocation.shape), b.allocation.dtype)
+                        for b in graph.buffers()}
+        self.keys = {f"k{n.id}": np.zeros(batch_size, np.uint64) for n in graph.nodes if n.batch and n.jit}
+        self._inputs = {f"in{n.id}_{k}": a for n in graph.decoders() for k, a in enumerate(n.op.inputs())}
+        self._slot = 0
+        self._compiled = [False] * len(self.sources)
+
+    def __call__(self, indices: Any, epoch: int = 0) -> Any:
+        """Run the pipelines on the samples ``indices`` (at most ``batch_size``).
+
+        Returns the output of each pipeline for the batch (a dict by output
+        name, or the single output): NumPy arrays from compiled stages, torch
+        tensors from torch stages.  They stay valid for ``slots`` calls.
+        """
+        idx = np.ascontiguousarray(indices, dtype=np.int64)
+        if idx.ndim != 1 or not 0 < idx.size <= self.batch_size:
+            raise ArgumentError(f"indices must be 1-D with 1 to {self.batch_size} entries, got shape {idx.shape}")
+        n = int(idx.size)
+        slot = self._slot
+        self._slot = (slot + 1) % self.slots
+        values: dict[int, Any] = {}
+        for k, (source, fn) in enumerate(zip(self.sources, self.functions)):
+            args = [self._argument(name, source, idx, n, epoch, slot, values) for name in source.params]
+            try:
+                results = fn(*args)
+            except numba.core.errors.NumbaError as exc:
+                if self._compiled[k]:
+                    raise
+                raise typing_error(source, exc) from exc
+            self._compiled[k] = True
+            for node, value in zip(source.returns, results):
+                values[node.id] = value
+        outputs = {name: values[node.id] for name, node in self.graph.outputs.items()}
+        return outputs[SINGLE_OUTPUT] if self._single else outputs
+
+    def _argument(self, name: str, source: StageSource, idx: np.ndarray, n: int, epoch: int, slot: int,
+                  values: dict[int, Any]) -> Any:
+        if name == "indices":
+            return idx
+        if name == "n":
+            return n
+        if name == "seed":
+            return np.uint64(self.seed % 2**64)
+        if name == "epoch":
+            return np.int64(epoch)
+        if name.startswith("in"):
+            return self._inputs[name]
+        if name.startswith("b"):
+            return self.buffers[name][slot]
+        if name.startswith("k"):
+            return self.keys[name]
+        value = values[int(name[1:])]
+        if source.jit and not isinstance(value, np.ndarray):
+            value = value.numpy()  # a CPU tensor from a torch stage, shared memory
+        return value
+
+    @property
+    def dispatchers(self) -> list[Any]:
+        """The compiled function of each jit stage (one Numba dispatcher each)."""
+        return [fn for source, fn in zip(self.sources, self.functions) if source.jit]
+
+    def explain(self) -> str:
+        """The generated source of every stage and the memory plan."""
+        parts = []
+        for source in self.sources:
+            kind = "jit: one numba.njit(parallel=True) function" if source.jit else "torch: Python"
+            parts.append(f"=== stage {source.index} ({kind}) ===\n{source.source}")
+        parts.append(self.memory_plan())
+        return "\n".join(parts)
+
+    def memory_plan(self) -> str:
+        """Each buffer's shape, dtype and size, and the total."""
+        lines = ["=== memory plan ===", f"{'buffer':<10} {'node':<40} {'shape':<24} {'dtype':<10} {'bytes':>12}"]
+        total = 0
+        for buffer in self.graph.buffers():
+            array = self.buffers[buffer.name]
+            total += array.nbytes
+            lines.append(f"{buffer.name:<10} {buffer.node.describe()[:40]:<40} {str(array.shape):<24} "
+                         f"{str(array.dtype):<10} {array.nbytes:>12,}")
+        for name, array in self.keys.items():
+            total += array.nbytes
+            lines.append(f"{name:<10} {'random keys of a batch operation':<40} {str(array.shape):<24} "
+                         f"{str(array.dtype):<10} {array.nbytes:>12,}")
+        lines.append(f"{'total':<10} {'':<40} {'':<24} {'':<10} {total:>12,}")
+        return "\n".join(lines)
+
+
+def _allocate(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """Zeroed host memory, pinned when a CUDA device can use it."""
+    import torch
+
+    np_dtype = np.dtype(dtype)
+    torch_dtype = torch.from_numpy(np.zeros(0, np_dtype)).dtype
+    pin = torch.cuda.is_available()
+    return torch.zeros(shape, dtype=torch_dtype, pin_memory=pin).numpy()

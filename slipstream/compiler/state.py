@@ -1,0 +1,69 @@
+"""What flows along a pipeline: the state of each node's output, and the
+memory an operation asks for."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+
+def _normalize_dtype(dtype: Any) -> Any:
+    """NumPy dtypes are kept as ``np.dtype``; torch dtypes stay as they are."""
+    if type(dtype).__module__.startswith("torch"):
+        return dtype
+    return np.dtype(dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class State:
+    """The output of a pipeline node, per sample.
+
+    Attributes:
+        jit: True when the value is produced by compiled (Numba) code as a
+            NumPy array; False when it is a torch tensor handled in Python.
+        shape: per-sample shape (the batch dimension is not included).
+        dtype: NumPy dtype for jit values, torch dtype otherwise.
+        device: where the value lives: ``"cpu"`` or a torch device string.
+    """
+
+    jit: bool
+    shape: tuple[int, ...]
+    dtype: Any
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
+        object.__setattr__(self, "dtype", _normalize_dtype(self.dtype))
+        if any(s < 0 for s in self.shape):
+            raise ValueError(f"shape {self.shape} has a negative dimension")
+
+    def replace(self, **changes: Any) -> State:
+        """A copy with some fields changed."""
+        return dataclasses.replace(self, **changes)
+
+
+@dataclasses.dataclass(frozen=True)
+class Allocation:
+    """Memory an operation needs for its output, per sample.
+
+    The compiler turns each allocation into one buffer of shape
+    ``(slots, batch_size, *shape)``, made once before the first batch.
+    """
+
+    shape: tuple[int, ...]
+    dtype: Any
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
+        object.__setattr__(self, "dtype", _normalize_dtype(self.dtype))
+        if any(s < 0 for s in self.shape):
+            raise ValueError(f"shape {self.shape} has a negative dimension")
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes per sample."""
+        itemsize = self.dtype.itemsize
+        return int(np.prod(self.shape, dtype=np.int64)) * itemsize
