@@ -239,9 +239,12 @@ def load_stage(graph: Graph, stage: StageSource) -> Callable[..., Any]:
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_text(stage.source)
         os.replace(tmp, path)  # atomic: concurrent processes write identical text
-    spec = importlib.util.spec_from_file_location(f"slipstream_stage_{digest}", path)
+    module_name = f"slipstream_stage_{digest}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     module.__dict__.update(stage.globals)
+    # Numba's disk cache finds a function's globals again by module name.
+    sys.modules[module_name] = module
     spec.loader.exec_module(module)
     fn = getattr(module, stage.name)
     if not stage.jit:

@@ -105,7 +105,8 @@ class CompiledPipeline:
         self.buffers = {b.name: _allocate((slots, batch_size, *b.allocation.shape), b.allocation.dtype)
                         for b in graph.buffers()}
         self.keys = {f"k{n.id}": np.zeros(batch_size, np.uint64) for n in graph.nodes if n.batch and n.jit}
-        self._inputs = {f"in{n.id}_{k}": a for n in graph.decoders() for k, a in enumerate(n.op.inputs())}
+        self._inputs = {f"in{n.id}_{k}": _jit_view(a) for n in graph.decoders() for k, a in enumerate(n.op.inputs())}
+        self._jit_buffers = {name: _jit_view(array) for name, array in self.buffers.items()}
         self._slot = 0
         self._compiled = [False] * len(self.sources)
 
@@ -133,6 +134,8 @@ class CompiledPipeline:
                 raise typing_error(source, exc) from exc
             self._compiled[k] = True
             for node, value in zip(source.returns, results):
+                if source.jit and node.state.dtype == np.float16:
+                    value = value.view(np.float16)
                 values[node.id] = value
         outputs = {name: values[node.id] for name, node in self.graph.outputs.items()}
         return outputs[SINGLE_OUTPUT] if self._single else outputs
@@ -150,12 +153,14 @@ class CompiledPipeline:
         if name.startswith("in"):
             return self._inputs[name]
         if name.startswith("b"):
-            return self.buffers[name][slot]
+            return self._jit_buffers[name][slot] if source.jit else self.buffers[name][slot]
         if name.startswith("k"):
             return self.keys[name]
         value = values[int(name[1:])]
-        if source.jit and not isinstance(value, np.ndarray):
-            value = value.numpy()  # a CPU tensor from a torch stage, shared memory
+        if source.jit:
+            if not isinstance(value, np.ndarray):
+                value = value.numpy()  # a CPU tensor from a torch stage, shared memory
+            value = _jit_view(value)
         return value
 
     @property
@@ -187,6 +192,13 @@ class CompiledPipeline:
                          f"{str(array.dtype):<10} {array.nbytes:>12,}")
         lines.append(f"{'total':<10} {'':<40} {'':<24} {'':<10} {total:>12,}")
         return "\n".join(lines)
+
+
+def _jit_view(array: np.ndarray) -> np.ndarray:
+    """The array as compiled code sees it: Numba has no float16 on the CPU,
+    so float16 memory is passed as its uint16 bit patterns (write it with
+    ``slipstream.native.slip_pack``); everything else unchanged."""
+    return array.view(np.uint16) if array.dtype == np.float16 else array
 
 
 def _allocate(shape: tuple[int, ...], dtype: Any) -> np.ndarray:

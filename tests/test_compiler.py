@@ -1,0 +1,351 @@
+"""The pipeline compiler on in-memory arrays, with operations defined here."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+import textwrap
+
+import numba
+import numpy as np
+import pytest
+import torch
+
+from slipstream.compiler import (
+    Allocation,
+    ArraySource,
+    Graph,
+    Operation,
+    Pipeline,
+    RandomApply,
+    RefNode,
+    State,
+)
+from slipstream import native
+from slipstream.compiler import random as rnd
+from slipstream.errors import CompileError, PipelineError
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("SLIPSTREAM_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "slipstream-cache"))
+
+
+# ---------------------------------------------------------------- operations written as a user would
+
+
+@dataclasses.dataclass(frozen=True)
+class CenterCrop(Operation):
+    """Per-sample crop of an (H, W, C) image to (size, size, C)."""
+
+    size: int
+
+    def declare(self, state):
+        if len(state.shape) != 3:
+            raise ValueError(f"needs (height, width, channels) samples, got shape {state.shape}")
+        h, w, c = state.shape
+        if self.size > min(h, w):
+            raise ValueError(f"crop of {self.size} does not fit in {h} x {w}")
+        out = (self.size, self.size, c)
+        return state.replace(shape=out), Allocation(out, state.dtype)
+
+    def generate_code(self):
+        size = self.size
+
+        def crop(x, out, key):
+            top, left = (x.shape[0] - size) // 2, (x.shape[1] - size) // 2
+            for r in range(size):
+                for c in range(size):
+                    for k in range(x.shape[2]):
+                        out[r, c, k] = x[top + r, left + c, k]
+            return out
+
+        return crop
+
+
+@dataclasses.dataclass(frozen=True)
+class FlipX(Operation):
+    """Mirror horizontally, in place."""
+
+    def declare(self, state):
+        return state, None
+
+    def generate_code(self):
+        def flip(x, key):
+            w = x.shape[1]
+            for r in range(x.shape[0]):
+                for c in range(w // 2):
+                    for k in range(x.shape[2]):
+                        a = x[r, c, k]
+                        x[r, c, k] = x[r, w - 1 - c, k]
+                        x[r, w - 1 - c, k] = a
+            return x
+
+        return flip
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomBrightness(Operation):
+    """Add a random integer in [-delta, delta] to every pixel, saturating."""
+
+    delta: int
+
+    def declare(self, state):
+        return state, Allocation(state.shape, state.dtype)
+
+    def generate_code(self):
+        delta = self.delta
+        integers = rnd.integers
+
+        def brightness(x, out, key):
+            shift = integers(key, 0, -delta, delta + 1)
+            src, dst = x.reshape(-1), out.reshape(-1)
+            for j in range(src.size):
+                dst[j] = min(255, max(0, np.int64(src[j]) + shift))
+            return out
+
+        return brightness
+
+
+@dataclasses.dataclass(frozen=True)
+class ToFloat16(Operation):
+    """Normalize to float16 in CHW layout with the native slip_pack kernel
+    (compiled code sees float16 memory as uint16 bit patterns)."""
+
+    mean: float = 127.5
+    std: float = 64.0
+
+    def declare(self, state):
+        h, w, c = state.shape
+        return State(jit=True, shape=(c, h, w), dtype=np.float16), Allocation((c, h, w), np.float16)
+
+    def generate_code(self):
+        mean = np.full(3, self.mean)
+        std = np.full(3, self.std)
+
+        def normalize(x, out, key):
+            h, w, c = x.shape
+            native.slip_pack(x, h, w, c, x.strides[0], out, native.Dtype.FLOAT16, out.strides[0], out.strides[1],
+                             out.strides[2], mean, std)
+            return out
+
+        return normalize
+
+
+@dataclasses.dataclass(frozen=True)
+class DrawUniform(Operation):
+    """Replace the sample by one random float (a per-sample parameter)."""
+
+    def declare(self, state):
+        return State(jit=True, shape=(), dtype=np.float64), Allocation((), np.float64)
+
+    def generate_code(self):
+        uniform = rnd.uniform
+
+        def draw(x, out, key):
+            out[0] = uniform(key, 0)
+            return out
+
+        return draw
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchMeanCenter(Operation):
+    """Batch operation: subtract the batch mean of each sample's scalar."""
+
+    batch = True
+
+    def declare(self, state):
+        return state, Allocation(state.shape, np.float64)
+
+    def generate_code(self):
+        def center(xs, out, keys):
+            mean = xs.mean()
+            for j in range(xs.shape[0]):
+                out[j] = xs[j] - mean
+            return out
+
+        return center
+
+
+@dataclasses.dataclass(frozen=True)
+class Untypable(Operation):
+    """Code Numba cannot type: calls a Python object method on an array."""
+
+    def declare(self, state):
+        return state, None
+
+    def generate_code(self):
+        def broken(x, key):
+            return x.no_such_method()
+
+        return broken
+
+
+def images(count=37, size=16, seed=0):
+    return np.random.default_rng(seed).integers(0, 256, (count, size, size + 2, 3), dtype=np.uint8)
+
+
+# ---------------------------------------------------------------- graph
+
+
+def test_states_and_allocations_propagate():
+    data = images()
+    graph = Graph({"image": [ArraySource(data), CenterCrop(8), FlipX(), ToFloat16()]})
+    states = [n.state for n in graph.pipelines["image"]]
+    assert [s.shape for s in states] == [(16, 18, 3), (8, 8, 3), (8, 8, 3), (3, 8, 8)]
+    assert [s.dtype for s in states] == [np.uint8, np.uint8, np.uint8, np.float16]
+    sizes = [(b.node.describe(), b.allocation.shape, b.allocation.nbytes) for b in graph.buffers()]
+    assert [s[1:] for s in sizes] == [((16, 18, 3), 864), ((8, 8, 3), 192), ((3, 8, 8), 384)]
+    compiled = Pipeline({"image": [ArraySource(data), CenterCrop(8), FlipX(), ToFloat16()]}).compile(5, slots=3)
+    plan = compiled.memory_plan()
+    assert "(3, 5, 16, 18, 3)" in plan and f"{3 * 5 * (864 + 192 + 384):,}" in plan
+
+
+def test_output_matches_numpy_reference_and_partial_batch():
+    data = images()
+    compiled = Pipeline([ArraySource(data), CenterCrop(8), FlipX(), ToFloat16()]).compile(8)
+    for indices in (np.arange(8), np.array([36, 0, 5])):  # a full and a last, partial batch
+        out = compiled(indices)
+        crop = data[indices][:, 4:12, 5:13][:, :, ::-1]
+        expected = ((crop.astype(np.float64) - 127.5) / 64.0).astype(np.float16).transpose(0, 3, 1, 2)
+        assert out.shape == (len(indices), 3, 8, 8)
+        np.testing.assert_array_equal(out, expected)
+
+
+def test_stages_alternate_jit_torch_jit():
+    data = images()
+    pipeline = Pipeline([ArraySource(data), CenterCrop(8), torch.nn.Identity(), FlipX(), ToFloat16()])
+    compiled = pipeline.compile(4)
+    assert [s.jit for s in compiled.sources] == [True, False, True]
+    assert [n.stage for n in compiled.graph.pipelines["output"]] == [0, 0, 1, 2, 2]
+    out = compiled(np.arange(4))
+    direct = Pipeline([ArraySource(data), CenterCrop(8), FlipX(), ToFloat16()]).compile(4)(np.arange(4))
+    np.testing.assert_array_equal(out, direct)
+
+
+def test_compiled_stage_is_one_dispatcher():
+    compiled = Pipeline([ArraySource(images()), CenterCrop(8), FlipX(), ToFloat16()]).compile(4)
+    compiled(np.arange(4))
+    (dispatcher,) = compiled.dispatchers
+    assert isinstance(dispatcher, numba.core.registry.CPUDispatcher)
+    assert dispatcher.targetoptions.get("parallel") and dispatcher.targetoptions.get("nogil")
+    assert len(dispatcher.signatures) == 1
+    source = compiled.explain()
+    assert source.count("for i in prange(n):") == 1 and source.count("def stage_") == 1
+    for op_call in ("op0(", "op1(", "op2(", "op3("):  # every operation inside the one loop
+        assert op_call in source
+
+
+def test_batch_operation_runs_after_the_loop():
+    values = np.arange(10, dtype=np.float64)
+    compiled = Pipeline([ArraySource(values), BatchMeanCenter()]).compile(4)
+    np.testing.assert_allclose(compiled(np.array([1, 2, 6])), [-2, -1, 3])
+
+
+# ---------------------------------------------------------------- randomness and references
+
+
+def test_reference_carries_a_random_parameter_to_another_pipeline():
+    draw = DrawUniform()
+    compiled = Pipeline({
+        "param": [ArraySource(np.zeros(50)), draw],
+        "copy": [RefNode("param", draw)],
+    }).compile(16)
+    out = compiled(np.arange(16))
+    assert len(set(out["param"].tolist())) == 16  # really random per sample
+    np.testing.assert_array_equal(out["copy"], out["param"])
+
+
+def test_random_apply_fraction_and_determinism():
+    data = images(count=4000, size=4)
+    pipeline = Pipeline([ArraySource(data), RandomApply(FlipX(), p=0.3)])
+    first = pipeline.compile(4000, seed=7)(np.arange(4000)).copy()
+    flipped = np.array([not np.array_equal(first[i], data[i]) for i in range(4000)])
+    assert (first[flipped] == data[flipped][:, :, ::-1]).all()
+    assert abs(flipped.mean() - 0.3) < 0.03
+    again = pipeline.compile(4000, seed=7)(np.arange(4000))
+    np.testing.assert_array_equal(again, first)
+    other = pipeline.compile(4000, seed=8)(np.arange(4000))
+    assert not np.array_equal(other, first)
+
+
+def test_same_result_for_any_batch_size_order_and_thread_count():
+    data = images(count=64)
+    ops = [ArraySource(data), RandomApply(FlipX(), 0.5), RandomBrightness(40), CenterCrop(10)]
+    reference = Pipeline(ops).compile(64, seed=3)(np.arange(64)).copy()
+    numba.set_num_threads(1)
+    try:
+        one_thread = Pipeline(ops).compile(64, seed=3)(np.arange(64)).copy()
+    finally:
+        numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+    np.testing.assert_array_equal(one_thread, reference)
+    small = Pipeline(ops).compile(7, seed=3)
+    order = np.random.default_rng(0).permutation(64)
+    for start in range(0, 64, 7):
+        chunk = order[start:start + 7]
+        np.testing.assert_array_equal(small(chunk), reference[chunk])
+
+
+def test_same_result_in_two_processes(tmp_path):
+    script = tmp_path / "run.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import numpy as np
+        sys.path.insert(0, sys.argv[1])
+        from test_compiler import FlipX, RandomBrightness, images
+        from slipstream.compiler import ArraySource, Pipeline, RandomApply
+        out = Pipeline([ArraySource(images()), RandomApply(FlipX(), 0.5), RandomBrightness(40)]).compile(37, seed=11)
+        sys.stdout.write(out(np.arange(37)).tobytes().hex())
+    """))
+    tests_dir = str(__import__("pathlib").Path(__file__).parent)
+    runs = [subprocess.run([sys.executable, str(script), tests_dir], capture_output=True, text=True, check=True,
+                           cwd=tmp_path).stdout for _ in range(2)]
+    assert runs[0] == runs[1] and len(runs[0]) == 37 * 16 * 18 * 3 * 2
+    here = Pipeline([ArraySource(images()), RandomApply(FlipX(), 0.5), RandomBrightness(40)]).compile(37, seed=11)
+    assert here(np.arange(37)).tobytes().hex() == runs[0]
+
+
+def test_random_keys_are_counter_based():
+    keys = {int(rnd.sample_key(1, e, i, o)) for e in range(3) for i in range(50) for o in range(4)}
+    assert len(keys) == 600
+    # Numba returns uint64 as a Python int; Python callers pass it back as np.uint64.
+    u = np.array([rnd.uniform(np.uint64(rnd.sample_key(0, 0, i, 0)), 0) for i in range(20000)])
+    assert 0 <= u.min() and u.max() < 1 and abs(u.mean() - 0.5) < 0.01
+    key = np.uint64(rnd.sample_key(0, 0, 5, 0))
+    assert rnd.uniform(key, 0) == rnd.uniform(key, 0) != rnd.uniform(key, 1)
+
+
+# ---------------------------------------------------------------- errors
+
+
+def test_shapes_that_do_not_chain_name_both_operations():
+    with pytest.raises(PipelineError, match=r"ToFloat16\(mean=127.5, std=64.0\) produces .*shape \(3, 8, 8\)"
+                                            r".*which CenterCrop\(size=4\) cannot take") as err:
+        Pipeline([ArraySource(images()), CenterCrop(8), ToFloat16(), CenterCrop(4)]).compile(4)
+    assert "crop of 4 does not fit in 3 x 8" in str(err.value)
+    with pytest.raises(PipelineError, match=r"CenterCrop\(size=8\) produces .*\(8, 8, 3\).*CenterCrop\(size=9\)"
+                                            r" cannot take: crop of 9 does not fit"):
+        Pipeline([ArraySource(images()), CenterCrop(8), CenterCrop(9)]).compile(4)
+
+
+def test_untypable_operation_is_named_with_its_generated_line():
+    compiled = Pipeline([ArraySource(images()), CenterCrop(8), Untypable()]).compile(4)
+    with pytest.raises(CompileError) as err:
+        compiled(np.arange(4))
+    message = str(err.value)
+    assert "Untypable()" in message and "pipeline 'output'" in message
+    assert "`v2 = op2(v1, sample_key(seed, epoch, index, 4))`" in message
+    assert "no_such_method" in message  # Numba's own explanation is kept
+
+
+def test_malformed_pipelines_are_rejected():
+    with pytest.raises(PipelineError, match="must start with a decoder"):
+        Pipeline([CenterCrop(8)]).compile(4)
+    with pytest.raises(PipelineError, match="does not exist"):
+        Pipeline({"a": [RefNode("b")]}).compile(4)
+    with pytest.raises(PipelineError, match="only be the first entry"):
+        Pipeline([ArraySource(images()), ArraySource(images())]).compile(4)
+    with pytest.raises(ValueError, match="RandomApply"):
+        RandomApply(FlipX(), p=1.5)
