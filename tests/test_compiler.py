@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 import sys
 import textwrap
@@ -297,11 +298,16 @@ def test_same_result_in_two_processes(tmp_path):
         from test_compiler import FlipX, RandomBrightness, images
         from slipstream.compiler import ArraySource, Pipeline, RandomApply
         out = Pipeline([ArraySource(images()), RandomApply(FlipX(), 0.5), RandomBrightness(40)]).compile(37, seed=11)
-        sys.stdout.write(out(np.arange(37)).tobytes().hex())
+        batch = out(np.arange(37))
+        (stage,) = out.dispatchers
+        sys.stdout.write(f"{sum(stage.stats.cache_hits.values())} {batch.tobytes().hex()}")
     """))
     tests_dir = str(__import__("pathlib").Path(__file__).parent)
+    env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(tmp_path / "cache")}
     runs = [subprocess.run([sys.executable, str(script), tests_dir], capture_output=True, text=True, check=True,
-                           cwd=tmp_path).stdout for _ in range(2)]
+                           cwd=tmp_path, env=env).stdout.split() for _ in range(2)]
+    assert [hits for hits, _ in runs] == ["0", "1"]  # compiled, then loaded from Numba's disk cache
+    runs = [data for _, data in runs]
     assert runs[0] == runs[1] and len(runs[0]) == 37 * 16 * 18 * 3 * 2
     here = Pipeline([ArraySource(images()), RandomApply(FlipX(), 0.5), RandomBrightness(40)]).compile(37, seed=11)
     assert here(np.arange(37)).tobytes().hex() == runs[0]

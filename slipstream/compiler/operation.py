@@ -29,6 +29,7 @@ calling other jitted functions and the native intrinsics.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -126,10 +127,7 @@ def as_operation(item: Any) -> Operation:
     modules wrapped in :class:`TorchOperation`."""
     if isinstance(item, Operation):
         return item
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - torch is a dependency
-        torch = None
+    torch = sys.modules.get("torch")  # a module instance means torch is imported already
     if torch is not None and isinstance(item, torch.nn.Module):
         return TorchOperation(item)
     raise TypeError(f"{item!r} is not an Operation, a Node or a torch.nn.Module")

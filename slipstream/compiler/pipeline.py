@@ -4,6 +4,7 @@ of the compiler, usable on in-memory arrays without any file or loader."""
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -202,10 +203,12 @@ def _jit_view(array: np.ndarray) -> np.ndarray:
 
 
 def _allocate(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-    """Zeroed host memory, pinned when a CUDA device can use it."""
-    import torch
-
+    """Zeroed host memory, pinned when a CUDA device can use it.  torch is
+    consulted only when the program has imported it: importing it costs more
+    than a second, and a program without torch has no device to pin for."""
     np_dtype = np.dtype(dtype)
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        return np.zeros(shape, np_dtype)
     torch_dtype = torch.from_numpy(np.zeros(0, np_dtype)).dtype
-    pin = torch.cuda.is_available()
-    return torch.zeros(shape, dtype=torch_dtype, pin_memory=pin).numpy()
+    return torch.zeros(shape, dtype=torch_dtype, pin_memory=True).numpy()
