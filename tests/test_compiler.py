@@ -355,3 +355,32 @@ def test_malformed_pipelines_are_rejected():
         Pipeline([ArraySource(images()), ArraySource(images())]).compile(4)
     with pytest.raises(ValueError, match="RandomApply"):
         RandomApply(FlipX(), p=1.5)
+
+
+def test_sample_loop_allocates_nothing(tmp_path):
+    """Numba's allocation counters (NUMBA_NRT_STATS, read in a fresh process)
+    grow by the same amount per batch whatever its size: nothing is allocated
+    per sample, only the parallel scheduler's few per-call buffers."""
+    script = tmp_path / "count.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import numpy as np
+        sys.path.insert(0, sys.argv[1])
+        from numba.core.runtime import rtsys
+        from test_compiler import CenterCrop, FlipX, RandomBrightness, ToFloat16, images
+        from slipstream.compiler import ArraySource, Pipeline, RandomApply
+        compiled = Pipeline([ArraySource(images()), CenterCrop(8), RandomApply(FlipX(), 0.5), RandomBrightness(9),
+                             ToFloat16()]).compile(32)
+        compiled(np.arange(32))
+        counts = []
+        for n in (2, 32):
+            before = rtsys.get_allocation_stats().alloc
+            compiled(np.arange(n))
+            counts.append(rtsys.get_allocation_stats().alloc - before)
+        print(*counts)
+    """))
+    env = {**os.environ, "NUMBA_NRT_STATS": "1", "SLIPSTREAM_CACHE_DIR": str(tmp_path / "cache")}
+    tests_dir = str(__import__("pathlib").Path(__file__).parent)
+    small, large = map(int, subprocess.run([sys.executable, str(script), tests_dir], capture_output=True, text=True,
+                                           check=True, env=env).stdout.split())
+    assert small == large < 16
