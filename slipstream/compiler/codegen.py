@@ -56,6 +56,7 @@ HELPERS: dict[str, Any] = {
     "copy_sample": copy_sample,
     "as_tensor": as_tensor,
     "prange": numba.prange,
+    "get_thread_id": numba.get_thread_id,
 }
 
 
@@ -79,6 +80,7 @@ class StageSource:
     source: str
     globals: dict[str, Any]
     lines: dict[int, Node]  # line number of the source -> node emitted there
+    scratch: set[str]  # allocations held per thread instead of per sample of the batch
 
 
 class _Context(EmitContext):
@@ -87,6 +89,19 @@ class _Context(EmitContext):
         self.stage = stage
         self.globals: dict[str, Any] = {}
         self.external: dict[int, Node] = {}  # earlier-stage nodes read here, by id
+        self.scratch: set[str] = set()  # buffer names held per thread
+
+    def owner(self, node: Node) -> Node:
+        """The node whose first allocation holds a per-sample node's value:
+        up the in-place chain, stopping at the stage's start (an earlier
+        stage's node then holds it)."""
+        owner = node
+        while not owner.allocations:
+            source = owner.target if isinstance(owner, RefNode) else owner.parent
+            if source.stage != self.stage:
+                return source
+            owner = source
+        return owner
 
     def _is_here(self, node: Node) -> bool:
         return node.stage == self.stage
@@ -113,18 +128,23 @@ class _Context(EmitContext):
             return A.call("as_tensor", expr) if (node.jit and not self.graph.is_jit_stage(self.stage)) else expr
         if node.batch or not node.jit:
             return A.name(self.target(node))
-        # A per-sample value lives in the first allocation of the nearest node
-        # up its in-place chain; past the stage's start, in an earlier value.
-        owner = node
-        while not owner.allocations:
-            source = owner.target if isinstance(owner, RefNode) else owner.parent
-            if source.stage != self.stage:
-                return self._external(source)
-            owner = source
+        owner = self.owner(node)
+        if owner.stage != self.stage:
+            return self._external(owner)
         return A.span(A.name(f"b{owner.id}_0"), None, A.name("n"))
 
     def outs(self, node: Node) -> list[ast.expr]:
-        return [self._sample_view(A.name(f"b{node.id}_{k}"), a.shape == ()) for k, a in enumerate(node.allocations)]
+        views = []
+        for k, allocation in enumerate(node.allocations):
+            scalar = allocation.shape == ()
+            name = f"b{node.id}_{k}"
+            if name in self.scratch:  # one slot per thread, reused sample after sample
+                tid = A.name("tid")
+                views.append(A.span(A.name(name), tid, A.add(tid, A.const(1))) if scalar
+                             else A.index(A.name(name), tid))
+            else:
+                views.append(self._sample_view(A.name(name), scalar))
+        return views
 
     def batch_outs(self, node: Node) -> list[ast.expr]:
         return [A.span(A.name(f"b{node.id}_{k}"), None, A.name("n")) for k in range(len(node.allocations))]
@@ -167,7 +187,10 @@ def generate_stage(graph: Graph, stage: int) -> StageSource:
 
     emitted: list[tuple[Node, list[ast.stmt]]] = []
     if jit:
+        ctx.scratch = _scratch_buffers(ctx, nodes, returns)
         loop: list[ast.stmt] = [A.assign("index", A.index(A.name("indices"), A.name("i")))]
+        if ctx.scratch:
+            loop.append(A.assign("tid", A.call("get_thread_id")))
         for node in nodes:
             statements = node.emit(ctx)
             emitted.append((node, statements))
@@ -201,7 +224,22 @@ def generate_stage(graph: Graph, stage: int) -> StageSource:
                               + "; ".join(f"v{n.id} = {n.describe()}" for n in nodes)))
     source = A.module([header, function])
     return StageSource(stage, jit, fn_name, params, returns, source, {**HELPERS, **ctx.globals},
-                       _line_map(source, emitted))
+                       _line_map(source, emitted), ctx.scratch)
+
+
+def _scratch_buffers(ctx: _Context, nodes: list[Node], returns: list[Node]) -> set[str]:
+    """Allocations whose values never leave the sample loop: nothing after
+    the loop reads them (not returned, not read by a batch operation), so
+    one slot per thread serves every sample and the whole chain of a sample
+    stays in cache."""
+    kept = set()
+    for node in nodes:
+        if node in returns and node.jit and not node.batch:
+            kept.add(ctx.owner(node).id)
+        if node.batch and node.parent is not None and node.parent.stage == ctx.stage and not node.parent.batch:
+            kept.add(ctx.owner(node.parent).id)
+    return {f"b{node.id}_{k}" for node in nodes if node.jit and not node.batch
+            for k in range(len(node.allocations)) if not (k == 0 and node.id in kept)}
 
 
 def _line_map(source: str, emitted: list[tuple[Node, list[ast.stmt]]]) -> dict[int, Node]:

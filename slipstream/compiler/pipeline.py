@@ -103,11 +103,16 @@ class CompiledPipeline:
         self._single = single
         self.sources: list[StageSource] = [generate_stage(graph, s) for s in graph.stages]
         self.functions = [load_stage(graph, source) for source in self.sources]
+        scratch = set().union(*(source.scratch for source in self.sources))
+        threads = numba.config.NUMBA_NUM_THREADS
         self.buffers = {b.name: _allocate((slots, batch_size, *b.allocation.shape), b.allocation.dtype)
-                        for b in graph.buffers()}
+                        for b in graph.buffers() if b.name not in scratch}
+        self.scratch = {b.name: np.zeros((threads, *b.allocation.shape), b.allocation.dtype)
+                        for b in graph.buffers() if b.name in scratch}
         self.keys = {f"k{n.id}": np.zeros(batch_size, np.uint64) for n in graph.nodes if n.batch and n.jit}
         self._inputs = {f"in{n.id}_{k}": _jit_view(a) for n in graph.decoders() for k, a in enumerate(n.op.inputs())}
         self._jit_buffers = {name: _jit_view(array) for name, array in self.buffers.items()}
+        self._jit_scratch = {name: _jit_view(array) for name, array in self.scratch.items()}
         self._slot = 0
         self._compiled = [False] * len(self.sources)
 
@@ -153,6 +158,8 @@ class CompiledPipeline:
             return np.int64(epoch)
         if name.startswith("in"):
             return self._inputs[name]
+        if name in self._jit_scratch:
+            return self._jit_scratch[name]
         if name.startswith("b"):
             return self._jit_buffers[name][slot] if source.jit else self.buffers[name][slot]
         if name.startswith("k"):
@@ -183,9 +190,11 @@ class CompiledPipeline:
         lines = ["=== memory plan ===", f"{'buffer':<10} {'node':<40} {'shape':<24} {'dtype':<10} {'bytes':>12}"]
         total = 0
         for buffer in self.graph.buffers():
-            array = self.buffers[buffer.name]
+            per_thread = buffer.name in self.scratch
+            array = self.scratch[buffer.name] if per_thread else self.buffers[buffer.name]
             total += array.nbytes
-            lines.append(f"{buffer.name:<10} {buffer.node.describe()[:40]:<40} {str(array.shape):<24} "
+            where = "per thread: " if per_thread else ""
+            lines.append(f"{buffer.name:<10} {(where + buffer.node.describe())[:40]:<40} {str(array.shape):<24} "
                          f"{str(array.dtype):<10} {array.nbytes:>12,}")
         for name, array in self.keys.items():
             total += array.nbytes
