@@ -26,6 +26,18 @@ typedef struct slip_jpeg_error {
   int32_t status;
 } slip_jpeg_error;
 
+/* slip_pack's lookup tables for the last normalization a thread used:
+ * pipelines call it with the same mean and std for every sample. */
+typedef struct slip_pack_tables {
+  int valid;
+  int32_t dtype, channels;
+  double mean[4], std[4];
+  union {
+    float f32[4][256];
+    uint16_t f16[4][256];
+  } table;
+} slip_pack_tables;
+
 /* Everything a thread reuses from call to call. */
 typedef struct slip_thread_state {
   struct jpeg_decompress_struct dec;
@@ -35,6 +47,7 @@ typedef struct slip_thread_state {
   slip_scratch rows;    /* scanlines as libjpeg returns them */
   slip_scratch weights; /* resampling taps */
   slip_scratch accum;   /* one row of vertically filtered samples */
+  slip_pack_tables pack;
 } slip_thread_state;
 
 /* The calling thread's state, created on first use; NULL when out of memory

@@ -3,9 +3,10 @@
  * with per-channel normalization in the same pass.
  *
  * Every input is one of 256 byte values per channel, so the normalized,
- * rounded output of each is computed once per call into a lookup table and
- * the pixel loop only copies table entries.  This makes the result exact
- * (one correctly rounded conversion from double) and the loop cheap.
+ * rounded output of each is computed once into a lookup table (kept per
+ * thread while mean and std stay the same) and the pixel loop only copies
+ * table entries.  This makes the result exact (one correctly rounded
+ * conversion from double) and the loop cheap.
  */
 #include <math.h>
 #include <string.h>
@@ -44,6 +45,29 @@ static size_t dtype_size(int32_t dtype) {
   }
 }
 
+/* The thread's lookup tables for this normalization, rebuilt only when it
+ * differs from the previous call's. */
+static const slip_pack_tables *pack_tables(slip_pack_tables *t, int32_t dtype, int32_t channels, const double *mean,
+                                           const double *std) {
+  int same = t->valid && t->dtype == dtype && t->channels == channels;
+  for (int32_t c = 0; same && c < channels; c++)
+    same = t->mean[c] == (mean ? mean[c] : 0.0) && t->std[c] == (std ? std[c] : 1.0);
+  if (same) return t;
+  t->dtype = dtype;
+  t->channels = channels;
+  for (int32_t c = 0; c < channels; c++) {
+    t->mean[c] = mean ? mean[c] : 0.0;
+    t->std[c] = std ? std[c] : 1.0;
+    for (int v = 0; v < 256; v++) {
+      double n = (v - t->mean[c]) / t->std[c];
+      if (dtype == SLIP_DTYPE_FLOAT32) t->table.f32[c][v] = (float)n;
+      else t->table.f16[c][v] = half_from_double(n);
+    }
+  }
+  t->valid = 1;
+  return t;
+}
+
 SLIP_API int32_t slip_pack(const uint8_t *src, int32_t height, int32_t width, int32_t channels, int64_t src_stride,
                            void *dst, int32_t dtype, int64_t dst_stride_c, int64_t dst_stride_y,
                            int64_t dst_stride_x, const double *mean, const double *std) {
@@ -62,19 +86,16 @@ SLIP_API int32_t slip_pack(const uint8_t *src, int32_t height, int32_t width, in
   if (dtype == SLIP_DTYPE_UINT8 && (mean || std))
     return slip__fail(SLIP_EINVAL, "mean and std must be NULL for uint8 output");
 
-  union {
-    float f32[4][256];
-    uint16_t f16[4][256];
-  } table;
   for (int32_t c = 0; c < channels; c++) {
     double m = mean ? mean[c] : 0.0, s = std ? std[c] : 1.0;
     if (!(s != 0.0) || !isfinite(s) || !isfinite(m))
       return slip__fail(SLIP_EINVAL, "channel %d: mean %g and std %g must be finite and std non-zero", c, m, s);
-    for (int v = 0; v < 256; v++) {
-      double n = (v - m) / s;
-      if (dtype == SLIP_DTYPE_FLOAT32) table.f32[c][v] = (float)n;
-      else if (dtype == SLIP_DTYPE_FLOAT16) table.f16[c][v] = half_from_double(n);
-    }
+  }
+  const slip_pack_tables *tables = NULL;
+  if (dtype != SLIP_DTYPE_UINT8) {
+    slip_thread_state *ts = slip__thread_state();
+    if (!ts) return SLIP_ENOMEM;
+    tables = pack_tables(&ts->pack, dtype, channels, mean, std);
   }
 
   uint8_t *out = dst;
@@ -85,11 +106,11 @@ SLIP_API int32_t slip_pack(const uint8_t *src, int32_t height, int32_t width, in
       if (dtype == SLIP_DTYPE_UINT8) {
         for (int32_t j = 0; j < width; j++) o[(int64_t)j * dst_stride_x] = s[(size_t)j * (size_t)channels];
       } else if (dtype == SLIP_DTYPE_FLOAT16) {
-        const uint16_t *t = table.f16[c];
+        const uint16_t *t = tables->table.f16[c];
         for (int32_t j = 0; j < width; j++)
           *(uint16_t *)(o + (int64_t)j * dst_stride_x) = t[s[(size_t)j * (size_t)channels]];
       } else {
-        const float *t = table.f32[c];
+        const float *t = tables->table.f32[c];
         for (int32_t j = 0; j < width; j++)
           *(float *)(o + (int64_t)j * dst_stride_x) = t[s[(size_t)j * (size_t)channels]];
       }
