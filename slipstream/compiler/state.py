@@ -16,6 +16,15 @@ def _normalize_dtype(dtype: Any) -> Any:
     return np.dtype(dtype)
 
 
+def _normalize_fields(obj: Any) -> None:
+    """Canonical shape (a tuple of ints, none negative) and dtype of a frozen
+    State or Allocation, so that equal descriptions compare equal."""
+    object.__setattr__(obj, "shape", tuple(int(s) for s in obj.shape))
+    object.__setattr__(obj, "dtype", _normalize_dtype(obj.dtype))
+    if any(s < 0 for s in obj.shape):
+        raise ValueError(f"shape {obj.shape} has a negative dimension")
+
+
 @dataclasses.dataclass(frozen=True)
 class State:
     """The output of a pipeline node, per sample.
@@ -34,10 +43,7 @@ class State:
     device: str = "cpu"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
-        object.__setattr__(self, "dtype", _normalize_dtype(self.dtype))
-        if any(s < 0 for s in self.shape):
-            raise ValueError(f"shape {self.shape} has a negative dimension")
+        _normalize_fields(self)
 
     def replace(self, **changes: Any) -> State:
         """A copy with some fields changed."""
@@ -57,10 +63,7 @@ class Allocation:
     device: str = "cpu"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
-        object.__setattr__(self, "dtype", _normalize_dtype(self.dtype))
-        if any(s < 0 for s in self.shape):
-            raise ValueError(f"shape {self.shape} has a negative dimension")
+        _normalize_fields(self)
 
     @property
     def nbytes(self) -> int:
