@@ -47,7 +47,6 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import math
 import os
 import platform
 import shlex

@@ -290,7 +290,7 @@ def load_stage(graph: Graph, stage: StageSource) -> Callable[..., Any]:
     return numba.njit(nogil=True, parallel=True, cache=True)(fn)
 
 
-def typing_error(stage: StageSource, exc: Exception, path_hint: str = "") -> CompileError:
+def typing_error(stage: StageSource, exc: Exception) -> CompileError:
     """A CompileError naming the operation whose generated line failed."""
     message = str(exc)
     node = None

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from slipstream.compiler.nodes import DecoderNode, Node, RefNode, TransformNode
-from slipstream.compiler.operation import Decoder, Operation, as_operation
+from slipstream.compiler.operation import Decoder, as_operation
 from slipstream.compiler.state import Allocation
 from slipstream.errors import PipelineError
 
@@ -164,4 +164,4 @@ def _state_text(node: Node) -> str:
     return f"a {kind} of shape {s.shape} and dtype {s.dtype}{where}"
 
 
-__all__ = ["Buffer", "Graph", "Operation"]
+__all__ = ["Buffer", "Graph"]
