@@ -79,8 +79,12 @@ class RandomCrop(Operation):
         def crop(x, out, key):
             top = integers(key, 0, 0, x.shape[0] - size + 1)
             left = integers(key, 1, 0, x.shape[1] - size + 1)
-            for r in range(size):
-                out[r] = x[top + r, left:left + size]
+            channels = x.shape[2]
+            start, length = left * channels, size * channels
+            for r in range(size):  # each output row is one contiguous run of the input row
+                src, dst = x[top + r].reshape(-1), out[r].reshape(-1)
+                for j in range(length):
+                    dst[j] = src[start + j]
             return out
 
         return crop
@@ -93,13 +97,13 @@ class FlipX(Operation):
 
     def generate_code(self):
         def flip(x, key):
-            w = x.shape[1]
+            w, channels = x.shape[1], x.shape[2]
             for r in range(x.shape[0]):
+                row = x[r].reshape(-1)
                 for c in range(w // 2):
-                    for k in range(x.shape[2]):
-                        a = x[r, c, k]
-                        x[r, c, k] = x[r, w - 1 - c, k]
-                        x[r, w - 1 - c, k] = a
+                    a, b = c * channels, (w - 1 - c) * channels
+                    for k in range(channels):
+                        row[a + k], row[b + k] = row[b + k], row[a + k]
             return x
 
         return flip
