@@ -93,7 +93,12 @@ class Pipeline:
 
 
 class CompiledPipeline:
-    """A compiled pipeline: call it with the dataset indices of a batch."""
+    """A compiled pipeline: call it with the dataset indices of a batch.
+
+    Calls must not overlap: the memory of a call (its ring slot and the
+    per-thread scratch of its compiled loops) is reused by the next ones.
+    The loader runs one compiled pipeline from its single worker thread.
+    """
 
     def __init__(self, graph: Graph, batch_size: int, seed: int, slots: int, single: bool) -> None:
         self.graph = graph
