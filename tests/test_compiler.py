@@ -389,3 +389,11 @@ def test_sample_loop_allocates_nothing(tmp_path):
     small, large = map(int, subprocess.run([sys.executable, str(script), tests_dir], capture_output=True, text=True,
                                            check=True, env=env).stdout.split())
     assert small == large < 16
+
+
+def test_one_operation_object_in_two_pipelines_shares_nothing():
+    draw = DrawUniform()
+    compiled = Pipeline({"a": [ArraySource(np.zeros(8)), draw], "b": [ArraySource(np.zeros(8)), draw]}).compile(8)
+    out = compiled(np.arange(8))
+    assert not np.array_equal(out["a"], out["b"])  # each place draws with its own random keys
+    assert len(compiled.buffers) == 2  # and writes to its own memory
