@@ -186,28 +186,26 @@ def generate_stage(graph: Graph, stage: int) -> StageSource:
     returns = [n for n in nodes if n.id in needed_later | outputs]
 
     emitted: list[tuple[Node, list[ast.stmt]]] = []
+
+    def emit_all(method: str) -> list[ast.stmt]:
+        """Every node's statements from one of its emit methods, in order."""
+        statements: list[ast.stmt] = []
+        for node in nodes:
+            own = getattr(node, method)(ctx)
+            emitted.append((node, own))
+            statements += own
+        return statements
+
     if jit:
         ctx.scratch = _scratch_buffers(ctx, nodes, returns)
         loop: list[ast.stmt] = [A.assign("index", A.index(A.name("indices"), A.name("i")))]
         if ctx.scratch:
             loop.append(A.assign("tid", A.call("get_thread_id")))
-        for node in nodes:
-            statements = node.emit(ctx)
-            emitted.append((node, statements))
-            loop += statements
-        body: list[ast.stmt] = [A.for_range("i", A.call("prange", A.name("n")), loop)]
-        for node in nodes:
-            statements = node.emit_batch(ctx)
-            emitted.append((node, statements))
-            body += statements
-        body.append(A.ret([ctx.batch_value(n) for n in returns]))
+        loop += emit_all("emit")
+        body = [A.for_range("i", A.call("prange", A.name("n")), loop), *emit_all("emit_batch")]
     else:
-        body = []
-        for node in nodes:
-            statements = node.emit_torch(ctx)
-            emitted.append((node, statements))
-            body += statements
-        body.append(A.ret([ctx.batch_value(n) for n in returns]))
+        body = emit_all("emit_torch")
+    body.append(A.ret([ctx.batch_value(n) for n in returns]))
 
     params = ["indices", "n", "seed", "epoch"]
     for node in nodes:
