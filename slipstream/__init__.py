@@ -6,7 +6,9 @@ parallel machine code per stage, with the pixel work done by C kernels on
 libjpeg-turbo.
 
 The layers, each usable on its own: :mod:`slipstream.native` (the C kernels,
-from Python and from Numba).
+from Python and from Numba), :mod:`slipstream.compiler` (pipelines of
+operations compiled into one parallel function per stage, usable on in-memory
+arrays) and :mod:`slipstream.ops` (the operations).
 """
 
 from slipstream import _threading

@@ -26,6 +26,7 @@ from slipstream.compiler import (
 from slipstream import native
 from slipstream.compiler import random as rnd
 from slipstream.errors import CompileError, PipelineError
+from slipstream.ops import Convert, ToDevice
 
 
 @pytest.fixture(autouse=True)
@@ -229,6 +230,40 @@ def test_stages_alternate_jit_torch_jit():
     out = compiled(np.arange(4))
     direct = Pipeline([ArraySource(data), CenterCrop(8), FlipX(), ToFloat16()]).compile(4)(np.arange(4))
     np.testing.assert_array_equal(out, direct)
+
+
+def test_conversions_and_device_moves_form_a_torch_stage():
+    data = images()
+    compiled = Pipeline([ArraySource(data), CenterCrop(8), Convert(np.float32), ToDevice("cpu"),
+                         torch.nn.Flatten()]).compile(4)
+    assert [s.jit for s in compiled.sources] == [True, False]
+    states = [n.state for n in compiled.graph.pipelines["output"]]
+    assert [(s.jit, s.dtype, s.device) for s in states[2:]] == [
+        (False, torch.float32, "cpu"), (False, torch.float32, "cpu"), (False, torch.float32, "cpu")]
+    assert states[-1].shape == (8 * 8 * 3,)
+    out = compiled(np.array([3, 1, 4]))
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.float32
+    expected = data[[3, 1, 4], 4:12, 5:13].reshape(3, -1).astype(np.float32)
+    np.testing.assert_array_equal(out.numpy(), expected)
+
+
+def test_convert_names_what_is_not_a_dtype():
+    with pytest.raises(TypeError, match="'pixels' is not a dtype torch has"):
+        Convert("pixels")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_asynchronous_device_copies_never_read_a_later_batch():
+    data = images(count=64, size=64)
+    compiled = Pipeline([ArraySource(data), ToDevice("cuda")]).compile(64, slots=2)
+    received = []
+    for step in range(8):  # each call rewrites the host slot of the call two before
+        indices = np.roll(np.arange(64), step)
+        out = compiled(indices)
+        assert out.is_cuda
+        received.append((indices, out))
+    for indices, out in received:
+        np.testing.assert_array_equal(out.cpu().numpy(), data[indices])
 
 
 def test_compiled_stage_is_one_dispatcher():

@@ -23,7 +23,12 @@ Code conventions, for the function ``generate_code()`` returns:
 * torch operation (``jit = False``): ``code(x) -> y`` on batch tensors.
 
 jit code is compiled with ``numba.njit``: plain Python over NumPy arrays,
-calling other jitted functions and the native intrinsics.
+calling other jitted functions and the native intrinsics.  For pixel loops
+that LLVM can vectorize, index flat C-contiguous views (``x.reshape(-1)``)
+with unsigned integers (``numba.uint64``): Numba wraps negative signed
+indices around, and that check on every access blocks vectorization
+whenever LLVM cannot prove the index non-negative (a 192 x 192 RGB flip:
+14 us per image with unsigned indices, 135 us with ``int`` ones).
 """
 
 from __future__ import annotations
@@ -102,9 +107,8 @@ class TorchOperation(Operation):
     def declare(self, state: State) -> Declared:
         import torch
 
-        dtype = state.dtype if isinstance(state.dtype, torch.dtype) else _torch_dtype(state.dtype)
         with torch.no_grad():
-            probe = self.fn(torch.zeros((1, *state.shape), dtype=dtype, device=state.device))
+            probe = self.fn(torch.zeros((1, *state.shape), dtype=torch_dtype(state.dtype), device=state.device))
         if not isinstance(probe, torch.Tensor):
             raise TypeError(f"returns {type(probe).__name__}, not a torch.Tensor")
         return State(jit=False, shape=tuple(probe.shape[1:]), dtype=probe.dtype, device=str(probe.device)), None
@@ -116,10 +120,16 @@ class TorchOperation(Operation):
         return f"{type(self).__qualname__}:{type(self.fn).__module__}.{type(self.fn).__qualname__}"
 
 
-def _torch_dtype(dtype: np.dtype) -> Any:
+def torch_dtype(dtype: Any) -> Any:
+    """The ``torch.dtype`` of a torch or NumPy dtype (imports torch)."""
     import torch
 
-    return torch.from_numpy(np.zeros(0, dtype)).dtype
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    try:
+        return torch.from_numpy(np.zeros(0, np.dtype(dtype))).dtype
+    except TypeError as exc:
+        raise TypeError(f"{dtype!r} is not a dtype torch has") from exc
 
 
 def as_operation(item: Any) -> Operation:

@@ -13,7 +13,7 @@ import numpy as np
 
 from slipstream.compiler.codegen import StageSource, generate_stage, load_stage, typing_error
 from slipstream.compiler.graph import Graph
-from slipstream.compiler.operation import Decoder
+from slipstream.compiler.operation import Decoder, torch_dtype
 from slipstream.compiler.state import Allocation, State
 from slipstream.errors import ArgumentError
 
@@ -120,6 +120,11 @@ class CompiledPipeline:
         self._jit_scratch = {name: _jit_view(array) for name, array in self.scratch.items()}
         self._slot = 0
         self._compiled = [False] * len(self.sources)
+        # Asynchronous copies to a CUDA device read a slot's host memory after
+        # the call returns; the event recorded after them is waited on before
+        # that slot is written again.
+        self._uses_cuda = any(str(node.state.device).startswith("cuda") for node in graph.nodes)
+        self._slot_read: list[Any] = [None] * slots
 
     def __call__(self, indices: Any, epoch: int = 0) -> Any:
         """Run the pipelines on the samples ``indices`` (at most ``batch_size``).
@@ -134,6 +139,9 @@ class CompiledPipeline:
         n = int(idx.size)
         slot = self._slot
         self._slot = (slot + 1) % self.slots
+        if self._slot_read[slot] is not None:
+            self._slot_read[slot].synchronize()
+            self._slot_read[slot] = None
         values: dict[int, Any] = {}
         for k, (source, fn) in enumerate(zip(self.sources, self.functions)):
             args = [self._argument(name, source, idx, n, epoch, slot, values) for name in source.params]
@@ -148,6 +156,10 @@ class CompiledPipeline:
                 if source.jit and node.state.dtype == np.float16:
                     value = value.view(np.float16)
                 values[node.id] = value
+        if self._uses_cuda:
+            import torch
+
+            self._slot_read[slot] = torch.cuda.current_stream().record_event()
         outputs = {name: values[node.id] for name, node in self.graph.outputs.items()}
         return outputs[SINGLE_OUTPUT] if self._single else outputs
 
@@ -224,5 +236,4 @@ def _allocate(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     torch = sys.modules.get("torch")
     if torch is None or not torch.cuda.is_available():
         return np.zeros(shape, np_dtype)
-    torch_dtype = torch.from_numpy(np.zeros(0, np_dtype)).dtype
-    return torch.zeros(shape, dtype=torch_dtype, pin_memory=True).numpy()
+    return torch.zeros(shape, dtype=torch_dtype(np_dtype), pin_memory=True).numpy()

@@ -1,1 +1,5 @@
 """Operations users write their training pipelines with."""
+
+from slipstream.ops.tensor import Convert, ToDevice
+
+__all__ = ["Convert", "ToDevice"]
