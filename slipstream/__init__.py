@@ -8,7 +8,9 @@ libjpeg-turbo.
 The layers, each usable on its own: :mod:`slipstream.native` (the C kernels,
 from Python and from Numba), :mod:`slipstream.compiler` (pipelines of
 operations compiled into one parallel function per stage, usable on in-memory
-arrays) and :mod:`slipstream.ops` (the operations).
+arrays), :mod:`slipstream.format` (the dataset file: :func:`write`,
+:func:`cached`, :class:`Reader`), :mod:`slipstream.fields` (what a file
+stores per sample) and :mod:`slipstream.ops` (the operations).
 """
 
 from slipstream import _threading
@@ -16,13 +18,28 @@ from slipstream import _threading
 _threading.configure()
 
 from slipstream import native  # noqa: E402
+from slipstream import fields  # noqa: E402  (registers the field types before any file is read)
+from slipstream.convert import cached, write  # noqa: E402
+from slipstream.fields import (  # noqa: E402
+    BytesField,
+    FloatField,
+    IntField,
+    JSONField,
+    NDArrayField,
+    RGBImageField,
+)
+from slipstream.format import Reader  # noqa: E402
 from slipstream.errors import (  # noqa: E402
     ArgumentError,
+    DatasetNotFoundError,
     DecodeError,
     EncodeError,
+    FieldValueError,
+    FormatError,
     LibraryError,
     NativeIOError,
     NativeMemoryError,
+    SampleIndexError,
     SlipstreamError,
 )
 
@@ -30,12 +47,26 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ArgumentError",
+    "BytesField",
+    "DatasetNotFoundError",
     "DecodeError",
     "EncodeError",
+    "FieldValueError",
+    "FloatField",
+    "FormatError",
+    "IntField",
+    "JSONField",
     "LibraryError",
+    "NDArrayField",
     "NativeIOError",
     "NativeMemoryError",
+    "RGBImageField",
+    "Reader",
+    "SampleIndexError",
     "SlipstreamError",
+    "cached",
+    "fields",
     "native",
+    "write",
     "__version__",
 ]

@@ -57,6 +57,26 @@ class CompileError(SlipstreamError):
     operation and the generated line that called it."""
 
 
+class FormatError(SlipstreamError, ValueError):
+    """A dataset file is not one slipstream can read: wrong magic, unsupported
+    version, truncated, or a table whose checksum or bounds are wrong.  The
+    message names the file and what is wrong."""
+
+
+class DatasetNotFoundError(SlipstreamError, FileNotFoundError):
+    """A dataset file or source folder does not exist."""
+
+
+class SampleIndexError(SlipstreamError, IndexError):
+    """A sample index outside the dataset."""
+
+
+class FieldValueError(SlipstreamError, ValueError):
+    """A value given to a field while writing has the wrong type, dtype or
+    shape, or a source image cannot be read; the message names the sample
+    (and its source path when there is one) and the field."""
+
+
 __all__ = [
     "SlipstreamError",
     "LibraryError",
@@ -67,4 +87,8 @@ __all__ = [
     "NativeIOError",
     "PipelineError",
     "CompileError",
+    "FormatError",
+    "DatasetNotFoundError",
+    "SampleIndexError",
+    "FieldValueError",
 ]

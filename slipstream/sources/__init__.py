@@ -1,5 +1,7 @@
-"""Where samples come from: image folders (and, later, indexable datasets and arrays)."""
+"""Where datasets come from: image folders, arrays, indexable datasets."""
 
-from slipstream.sources.folders import JPEG_SUFFIXES, find_jpegs
+from slipstream.sources.adapters import ArrayRows, IndexableSource, as_source
+from slipstream.sources.folders import IMAGE_SUFFIXES, JPEG_SUFFIXES, ImageFolder, find_jpegs
 
-__all__ = ["JPEG_SUFFIXES", "find_jpegs"]
+__all__ = ["ArrayRows", "IMAGE_SUFFIXES", "ImageFolder", "IndexableSource", "JPEG_SUFFIXES", "as_source",
+           "find_jpegs"]

@@ -2,19 +2,81 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 from pathlib import Path
+from typing import Any
+
+from slipstream.errors import ArgumentError, DatasetNotFoundError
 
 JPEG_SUFFIXES = frozenset({".jpg", ".jpeg", ".jpe"})
 """File name endings taken as JPEG images (compared in lower case)."""
+
+IMAGE_SUFFIXES = JPEG_SUFFIXES | frozenset({".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm"})
+"""File name endings taken as images in an :class:`ImageFolder`."""
 
 
 def find_jpegs(folder: str | Path) -> list[Path]:
     """Every JPEG file below ``folder``, recursively, sorted by path.
 
     Raises:
-        FileNotFoundError: ``folder`` does not exist or is not a folder.
+        DatasetNotFoundError: ``folder`` does not exist or is not a folder.
     """
-    root = Path(folder)
+    return _find(Path(folder), JPEG_SUFFIXES)
+
+
+def _find(root: Path, suffixes: frozenset[str]) -> list[Path]:
     if not root.is_dir():
-        raise FileNotFoundError(f"{root} is not a folder")
-    return sorted(p for p in root.rglob("*") if p.suffix.lower() in JPEG_SUFFIXES and p.is_file())
+        raise DatasetNotFoundError(f"{root} is not a folder")
+    return sorted(p for p in root.rglob("*") if p.suffix.lower() in suffixes and p.is_file())
+
+
+class ImageFolder:
+    """An image classification tree, ``root/<class name>/**/<image>``, as
+    torchvision's ``ImageFolder`` reads it: class names sorted, label ``k``
+    for the ``k``-th, images sorted by path within a class.
+
+    ``folder[i]`` is ``(path, label)``; :meth:`user_metadata` gives the
+    class names to store in the dataset file.
+    """
+
+    def __init__(self, root: str | os.PathLike, suffixes: frozenset[str] = IMAGE_SUFFIXES) -> None:
+        self.root = Path(root)
+        if not self.root.is_dir():
+            raise DatasetNotFoundError(f"{self.root} is not a folder")
+        self.classes = sorted(d.name for d in self.root.iterdir() if d.is_dir())
+        self.samples = [(path, label) for label, name in enumerate(self.classes)
+                        for path in _find(self.root / name, suffixes)]
+        if not self.samples:
+            raise ArgumentError(f"{self.root} has no images in class subfolders (root/<class>/<image>, with "
+                                f"suffixes {', '.join(sorted(suffixes))})")
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, index: int) -> tuple[str, int]:
+        path, label = self.samples[index]
+        return str(path), label
+
+    def describe(self, index: int) -> str:
+        return str(self.samples[index][0])
+
+    def default_fields(self) -> dict[str, Any]:
+        from slipstream.fields import IntField, RGBImageField
+
+        return {"image": RGBImageField(), "label": IntField()}
+
+    def user_metadata(self) -> dict[str, Any]:
+        return {"classes": self.classes}
+
+    def fingerprint(self) -> str:
+        """Hash of every image's path (relative to the root), size and
+        modification time: changes whenever the tree does."""
+        digest = hashlib.sha256()
+        for path, label in self.samples:
+            stat = path.stat()
+            digest.update(f"{path.relative_to(self.root)}\0{label}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+        return digest.hexdigest()
+
+    def __repr__(self) -> str:
+        return f"ImageFolder({str(self.root)!r}, {len(self.samples)} images, {len(self.classes)} classes)"

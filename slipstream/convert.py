@@ -1,0 +1,119 @@
+"""Turning sources into dataset files: :func:`write`, and :func:`cached`,
+which builds a file once per distinct source and field specification."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from slipstream.errors import ArgumentError
+from slipstream.format import layout
+from slipstream.format.writer import WriteResult, write_dataset
+from slipstream.sources import ImageFolder, as_source
+
+
+def write(
+    path: str | os.PathLike,
+    source: Any,
+    fields: Mapping[str, Any] | None = None,
+    *,
+    workers: int | None = None,
+    page_size: int = layout.DEFAULT_PAGE_SIZE,
+    page_checksums: bool = False,
+    on_error: str = "raise",
+    user_metadata: Mapping[str, Any] | None = None,
+    verbose: bool = True,
+) -> WriteResult:
+    """Write a dataset file from ``source``.
+
+    Args:
+        path: the file to create.
+        source: an image folder (``root/<class>/<image>``: fields ``image``
+            and ``label``, class names stored as ``classes`` in the user
+            metadata), a NumPy array, a tuple/list or dict of equal-length
+            arrays, or any object with ``len()`` and ``[i]`` giving a tuple
+            or a dict per sample (e.g. a Hugging Face ``datasets.Dataset``).
+        fields: field name -> field (e.g. ``{"image": RGBImageField(),
+            "label": IntField()}``), in the order of each sample's values.
+            Optional for folders and dicts of arrays.
+        workers: encoding processes (default: one per core; 0: none, encode
+            in this process).  The file is the same whatever the number.
+        page_size: bytes per page, a power of two (default 8 MiB).
+        page_checksums: store a CRC-32 per page (see ``Reader.verify_pages``).
+        on_error: ``"raise"`` (default) or ``"skip"`` samples that cannot be
+            encoded, e.g. undecodable images; skipped ones are reported in
+            the result.
+        user_metadata: a JSON object to store, merged over the source's own.
+        verbose: progress bar (shown only on a terminal).
+
+    Returns:
+        A :class:`~slipstream.format.WriteResult`: path, sample count, skipped samples.
+    """
+    samples, fields, meta = as_source(source, fields)
+    return write_dataset(path, samples, fields, workers=workers, page_size=page_size, page_checksums=page_checksums,
+                         on_error=on_error, user_metadata={**meta, **(user_metadata or {})}, verbose=verbose)
+
+
+def default_cache_dir() -> Path:
+    """``$SLIPSTREAM_CACHE_DIR/datasets``, else ``~/.cache/slipstream/datasets``."""
+    root = os.environ.get("SLIPSTREAM_CACHE_DIR")
+    return (Path(root) if root else Path.home() / ".cache" / "slipstream") / "datasets"
+
+
+def cached(
+    source: Any,
+    fields: Mapping[str, Any] | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    *,
+    name: str | None = None,
+    version: str | int | None = None,
+    workers: int | None = None,
+    page_size: int = layout.DEFAULT_PAGE_SIZE,
+    verbose: bool = True,
+) -> Path:
+    """The path of a dataset file built from ``source``: written on first
+    use, reused afterwards.
+
+    The file name carries a hash of what identifies the source (for a
+    folder: every image's path, size and modification time; for anything
+    else: ``name`` and ``version``, which must then be given), the fields
+    and the format version.  Changing any of them builds a new file.
+    Processes asking for the same file at once (e.g. the ranks of a
+    distributed job on one machine) build it once: one writes while holding
+    a lock, the others wait for it, then reuse the file.
+
+    Args:
+        source, fields, workers, page_size: as for :func:`write`.
+        cache_dir: where files are kept (default: :func:`default_cache_dir`).
+        name, version: identify a source that is not a folder.
+    """
+    folder = ImageFolder(source) if isinstance(source, (str, os.PathLike)) else source
+    samples, fields, _ = as_source(folder, fields)
+    if isinstance(folder, ImageFolder):
+        identity = {"folder": str(folder.root.resolve()), "content": folder.fingerprint()}
+        stem = folder.root.resolve().name
+    elif name is not None:
+        identity = {"name": name, "version": version}
+        stem = name
+    else:
+        raise ArgumentError(f"cached() identifies a {type(source).__name__} by name and version: pass name= "
+                            f"(and version= when its content changes)")
+    spec = {"source": identity, "format": layout.VERSION, "page_size": page_size,
+            "fields": [[n, f.type_id, type(f).__qualname__, f.arguments()] for n, f in fields.items()]}
+    digest = hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:20]
+    directory = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', stem)[:64]}-{digest}.slip"
+    if path.exists():
+        return path
+    with open(path.with_name(path.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # waits while another process builds it
+        if not path.exists():
+            write(path, folder, fields, workers=workers, page_size=page_size, verbose=verbose)
+    return path

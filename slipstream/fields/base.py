@@ -1,0 +1,89 @@
+"""The Field protocol: how one column of a dataset is stored.
+
+A field describes one value per sample.  When writing, :meth:`Field.encode`
+turns a user value into the field's part of the sample's fixed-size metadata
+record, plus optionally variable-size bytes that go into the data pages.
+When reading, :meth:`Field.read` turns them back into a Python value.
+
+A field class is registered under a type id when it is defined, so that a
+reader can rebuild it from the file::
+
+    class PointField(Field, type_id=1001):
+        ...
+
+Third-party ids start at 1000.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+import numpy as np
+
+from slipstream.format import registry
+
+
+@dataclasses.dataclass(frozen=True)
+class Encoded:
+    """A value as it is written: ``record`` fills the field's part of the
+    metadata record (by sub-field name, ``offset`` and ``size`` excepted),
+    ``data`` is stored in the pages (``None`` for nothing)."""
+
+    record: dict[str, Any]
+    data: bytes | memoryview | None = None
+
+
+class Field:
+    """Base class of every field type.
+
+    Subclasses set ``type_id`` through the class keyword and implement
+    :meth:`record_dtype`, :meth:`encode` and :meth:`read`.  Fields that store
+    bytes in the pages have ``offset`` (uint64) and ``size`` (uint64) in their
+    record: the writer fills them.  Fields are immutable; the constructor's
+    arguments must round-trip through :meth:`arguments` (a JSON object).
+    """
+
+    type_id: ClassVar[int]
+
+    def __init_subclass__(cls, type_id: int | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if type_id is not None:
+            cls.type_id = type_id
+            registry.register(cls, type_id)
+
+    def record_dtype(self) -> np.dtype:
+        """This field's part of the per-sample metadata record (a structured
+        dtype of fixed-size little-endian types)."""
+        raise NotImplementedError
+
+    def arguments(self) -> dict[str, Any]:
+        """Constructor arguments, JSON-serializable; ``type(self)(**arguments)``
+        rebuilds the field."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+
+    @classmethod
+    def from_arguments(cls, arguments: dict[str, Any]) -> Field:
+        """The field a file describes with ``arguments``."""
+        return cls(**arguments)
+
+    def encode(self, value: Any) -> Encoded:
+        """The stored form of ``value``.  Runs in the writer's worker
+        processes.  Raise ``TypeError`` or ``ValueError`` with a short reason
+        for a value this field cannot store."""
+        raise NotImplementedError
+
+    def read(self, record: np.void, data: memoryview | None) -> Any:
+        """The Python value of one sample, from its record and its stored
+        bytes (``None`` for fields without data)."""
+        raise NotImplementedError
+
+    @property
+    def stores_data(self) -> bool:
+        """Whether values have bytes in the pages."""
+        names = self.record_dtype().names or ()
+        return "offset" in names and "size" in names
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.arguments().items())
+        return f"{type(self).__name__}({args})"

@@ -1,0 +1,136 @@
+"""Scalar, array, bytes and JSON fields."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import numbers
+from typing import Any
+
+import numpy as np
+
+from slipstream.fields.base import Encoded, Field
+
+DATA_RECORD = np.dtype([("offset", "<u8"), ("size", "<u8")])
+"""Record of a field whose values are bytes in the pages: where they are."""
+
+
+@dataclasses.dataclass(frozen=True)
+class IntField(Field, type_id=2):
+    """One signed 64-bit integer per sample (class labels, ids), kept in the
+    metadata record."""
+
+    def record_dtype(self) -> np.dtype:
+        return np.dtype([("value", "<i8")])
+
+    def encode(self, value: Any) -> Encoded:
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral, np.integer)):
+            if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "iu":
+                value = value.item()
+            else:
+                raise TypeError(f"IntField takes an integer, got {type(value).__name__} {value!r:.60}")
+        if not -2**63 <= int(value) < 2**63:
+            raise ValueError(f"IntField takes 64-bit integers, {value} is out of range")
+        return Encoded({"value": int(value)})
+
+    def read(self, record: np.void, data: memoryview | None) -> int:
+        return int(record["value"])
+
+
+@dataclasses.dataclass(frozen=True)
+class FloatField(Field, type_id=3):
+    """One 64-bit float per sample, kept in the metadata record."""
+
+    def record_dtype(self) -> np.dtype:
+        return np.dtype([("value", "<f8")])
+
+    def encode(self, value: Any) -> Encoded:
+        if isinstance(value, np.ndarray) and value.ndim == 0:
+            value = value.item()
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+            raise TypeError(f"FloatField takes a real number, got {type(value).__name__} {value!r:.60}")
+        return Encoded({"value": float(value)})
+
+    def read(self, record: np.void, data: memoryview | None) -> float:
+        return float(record["value"])
+
+
+@dataclasses.dataclass(frozen=True)
+class NDArrayField(Field, type_id=4):
+    """A NumPy array of a fixed dtype and shape per sample, stored in the pages.
+
+    Values are converted to ``dtype`` when NumPy can do so without changing
+    their kind (``"same_kind"`` casting); the shape must match exactly.
+    """
+
+    dtype: Any
+    shape: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        dtype = np.dtype(self.dtype)
+        if dtype.hasobject or dtype.itemsize == 0:
+            raise ValueError(f"NDArrayField needs a fixed-size dtype, got {dtype}")
+        shape = (int(self.shape),) if isinstance(self.shape, (int, np.integer)) else tuple(int(s) for s in self.shape)
+        if any(s < 0 for s in shape):
+            raise ValueError(f"NDArrayField shape {shape} has a negative dimension")
+        object.__setattr__(self, "dtype", dtype.newbyteorder("<") if dtype.byteorder == ">" else dtype)
+        object.__setattr__(self, "shape", shape)
+
+    def arguments(self) -> dict[str, Any]:
+        return {"dtype": np.dtype(self.dtype).str, "shape": list(self.shape)}
+
+    def record_dtype(self) -> np.dtype:
+        return DATA_RECORD
+
+    def encode(self, value: Any) -> Encoded:
+        array = np.asarray(value)
+        if array.shape != self.shape:
+            raise ValueError(f"NDArrayField expects shape {self.shape}, got {array.shape}")
+        if array.dtype != self.dtype:
+            if not np.can_cast(array.dtype, self.dtype, "same_kind"):
+                raise TypeError(f"NDArrayField expects dtype {self.dtype}, got {array.dtype}")
+            array = array.astype(self.dtype)
+        return Encoded({}, np.ascontiguousarray(array).tobytes())
+
+    def read(self, record: np.void, data: memoryview | None) -> np.ndarray:
+        return np.frombuffer(data, self.dtype).reshape(self.shape).copy()
+
+
+@dataclasses.dataclass(frozen=True)
+class BytesField(Field, type_id=5):
+    """Bytes of any length per sample (including none), stored in the pages."""
+
+    def record_dtype(self) -> np.dtype:
+        return DATA_RECORD
+
+    def encode(self, value: Any) -> Encoded:
+        if isinstance(value, np.ndarray):
+            if value.dtype != np.uint8 or value.ndim != 1:
+                raise TypeError(f"BytesField takes bytes or a 1-D uint8 array, got a {value.dtype} array of "
+                                f"shape {value.shape}")
+            return Encoded({}, value.tobytes())
+        if not isinstance(value, (bytes, bytearray, memoryview)):
+            raise TypeError(f"BytesField takes bytes, got {type(value).__name__}")
+        return Encoded({}, bytes(value))
+
+    def read(self, record: np.void, data: memoryview | None) -> bytes:
+        return bytes(data)
+
+
+@dataclasses.dataclass(frozen=True)
+class JSONField(Field, type_id=6):
+    """Any JSON-serializable value per sample (captions, boxes, attributes),
+    stored as UTF-8 JSON in the pages."""
+
+    def record_dtype(self) -> np.dtype:
+        return DATA_RECORD
+
+    def encode(self, value: Any) -> Encoded:
+        try:
+            text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"JSONField value is not JSON-serializable: {exc}") from None
+        return Encoded({}, text.encode("utf-8"))
+
+    def read(self, record: np.void, data: memoryview | None) -> Any:
+        return json.loads(bytes(data).decode("utf-8"))

@@ -1,0 +1,164 @@
+"""RGB images, stored as JPEG or as raw pixels."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+from typing import Any
+
+import numpy as np
+
+from slipstream import native
+from slipstream.fields.base import Encoded, Field
+
+JPEG_MODE = 0
+"""Record ``mode``: the stored bytes are a JPEG file."""
+RAW_MODE = 1
+"""Record ``mode``: the stored bytes are height x width x 3 RGB pixels, row-major."""
+
+WRITE_MODES = ("jpeg", "raw", "smart")
+JPEG_SOI = b"\xff\xd8\xff"
+
+
+@dataclasses.dataclass(frozen=True)
+class RGBImageField(Field, type_id=1):
+    """An RGB image per sample, of any size.  The record holds its height and
+    width, so a loader plans crops without parsing any image header.
+
+    Args:
+        write_mode: ``"jpeg"`` stores JPEG files: JPEG input byte for byte
+            (after checking that it decodes), anything else compressed at
+            ``jpeg_quality``.  ``"raw"`` stores decoded pixels (fast to load,
+            large).  ``"smart"`` stores images of at most
+            ``smart_threshold`` pixels raw and larger ones as JPEG.
+        max_resolution: when set, images whose longer side exceeds it are
+            resized (area averaging) so that it equals ``max_resolution``,
+            and then re-encoded.
+        jpeg_quality: 1 to 100, for images this field compresses.
+        smart_threshold: pixel count (height x width) up to which
+            ``"smart"`` stores raw pixels.
+
+    Accepted values: a path to an image file, the bytes of one (JPEG, PNG or
+    anything Pillow reads), a ``PIL.Image``, a ``{"bytes": ..., "path": ...}``
+    dict (Hugging Face's undecoded images), or a (H, W), (H, W, 1), (H, W, 3)
+    or (H, W, 4) uint8 array.  Grayscale, palette, CMYK and RGBA inputs are
+    read as RGB (alpha is dropped); a stored grayscale or CMYK JPEG is kept as
+    it is and decodes to RGB.
+    """
+
+    write_mode: str = "jpeg"
+    max_resolution: int | None = None
+    jpeg_quality: int = 90
+    smart_threshold: int = 128 * 128
+
+    def __post_init__(self) -> None:
+        if self.write_mode not in WRITE_MODES:
+            raise ValueError(f"write_mode must be one of {WRITE_MODES}, got {self.write_mode!r}")
+        if self.max_resolution is not None and not (isinstance(self.max_resolution, int) and self.max_resolution > 0):
+            raise ValueError(f"max_resolution must be a positive integer or None, got {self.max_resolution!r}")
+        if not (isinstance(self.jpeg_quality, int) and 1 <= self.jpeg_quality <= 100):
+            raise ValueError(f"jpeg_quality must be an integer from 1 to 100, got {self.jpeg_quality!r}")
+        if not (isinstance(self.smart_threshold, int) and self.smart_threshold >= 0):
+            raise ValueError(f"smart_threshold must be a non-negative integer, got {self.smart_threshold!r}")
+
+    def record_dtype(self) -> np.dtype:
+        return np.dtype([("offset", "<u8"), ("size", "<u8"), ("height", "<u4"), ("width", "<u4"), ("mode", "u1"),
+                         ("reserved", "V7")])
+
+    # ---------------------------------------------------------------- writing
+
+    def encode(self, value: Any) -> Encoded:
+        jpeg, pixels = _load(value)
+        if jpeg is not None:
+            info = native.jpeg_info(jpeg)
+            height, width = self.target_size(info.height, info.width)
+            raw = self._stores_raw(height, width)
+            if (height, width) == (info.height, info.width) and not raw:
+                native.jpeg_decode(jpeg, scale_denom=8)  # every entropy-coded block is read: corrupt data fails here
+                return _encoded(height, width, JPEG_MODE, jpeg)
+            scale = native.jpeg_scale_for(info.height, info.width, height, width)
+            pixels = native.jpeg_decode(jpeg, scale_denom=scale)
+        else:
+            height, width = self.target_size(*pixels.shape[:2])
+            raw = self._stores_raw(height, width)
+        if pixels.shape[:2] != (height, width):
+            pixels = native.resize(pixels, 0, 0, pixels.shape[0], pixels.shape[1], height, width, native.Interp.AREA)
+        if raw:
+            return _encoded(height, width, RAW_MODE, np.ascontiguousarray(pixels).tobytes())
+        return _encoded(height, width, JPEG_MODE, native.jpeg_encode(pixels, self.jpeg_quality))
+
+    def target_size(self, height: int, width: int) -> tuple[int, int]:
+        """The stored size of a ``height`` x ``width`` image."""
+        longer = max(height, width)
+        if self.max_resolution is None or longer <= self.max_resolution:
+            return height, width
+        scale = self.max_resolution / longer
+        if height >= width:
+            return self.max_resolution, max(1, round(width * scale))
+        return max(1, round(height * scale)), self.max_resolution
+
+    def _stores_raw(self, height: int, width: int) -> bool:
+        return self.write_mode == "raw" or (self.write_mode == "smart" and height * width <= self.smart_threshold)
+
+    # ---------------------------------------------------------------- reading
+
+    def read(self, record: np.void, data: memoryview | None) -> np.ndarray:
+        """The (height, width, 3) uint8 RGB image."""
+        height, width = int(record["height"]), int(record["width"])
+        if record["mode"] == RAW_MODE:
+            return np.frombuffer(data, np.uint8, height * width * 3).reshape(height, width, 3).copy()
+        return native.jpeg_decode(data)
+
+
+def _encoded(height: int, width: int, mode: int, data: Any) -> Encoded:
+    return Encoded({"height": height, "width": width, "mode": mode}, data)
+
+
+def _load(value: Any) -> tuple[bytes | None, np.ndarray | None]:
+    """(JPEG bytes, None) or (None, (H, W, 3) uint8 pixels) for an accepted value."""
+    if isinstance(value, dict):
+        if value.get("bytes") is not None:
+            value = value["bytes"]
+        elif value.get("path") is not None:
+            value = value["path"]
+        else:
+            raise TypeError("an image dict needs a 'bytes' or a 'path' entry")
+    if isinstance(value, (str, os.PathLike)):
+        with open(value, "rb") as f:
+            value = f.read()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+        if data.startswith(JPEG_SOI):
+            return data, None
+        return None, _decode_with_pillow(data)
+    if isinstance(value, np.ndarray):
+        return None, _rgb_pixels(value)
+    if type(value).__module__.startswith("PIL."):
+        return None, _rgb_pixels(np.asarray(value.convert("RGB")))
+    raise TypeError(f"not an image: {type(value).__name__} (give a path, encoded bytes, a PIL image or a uint8 array)")
+
+
+def _decode_with_pillow(data: bytes) -> np.ndarray:
+    try:
+        from PIL import Image
+    except ImportError:
+        raise TypeError("the image is not a JPEG; reading other formats needs Pillow (pip install pillow)") from None
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            image.load()
+            return np.asarray(image.convert("RGB"))
+    except Exception as exc:  # Pillow raises many types for bad data
+        raise ValueError(f"not a readable image ({type(exc).__name__}: {exc})") from None
+
+
+def _rgb_pixels(array: np.ndarray) -> np.ndarray:
+    if array.dtype != np.uint8:
+        raise TypeError(f"image arrays must be uint8, got {array.dtype}")
+    if array.ndim == 2:
+        array = array[:, :, None]
+    if array.ndim != 3 or array.shape[2] not in (1, 3, 4) or 0 in array.shape:
+        raise ValueError(f"image arrays must be (H, W), (H, W, 1), (H, W, 3) or (H, W, 4), got shape {array.shape}")
+    if array.shape[2] == 1:
+        array = np.repeat(array, 3, axis=2)
+    return np.ascontiguousarray(array[:, :, :3])

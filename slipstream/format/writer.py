@@ -1,0 +1,326 @@
+"""Writing dataset files: values are encoded in worker processes, and the
+parent lays them out in sample order, so the bytes of the file depend only
+on the input, never on the number of workers or their timing.
+
+The file is written under a temporary name in the target's folder, flushed
+to disk, and only then renamed over the target: a failed or interrupted
+write leaves nothing at the target path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import multiprocessing
+import os
+import secrets
+import zlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from slipstream.errors import ArgumentError, FieldValueError
+from slipstream.format import layout as L
+
+
+class SampleSource(Protocol):
+    """What the writer reads: ``len(source)`` samples, ``source[i]`` a tuple
+    with one value per field (in field order), ``source.describe(i)`` a short
+    text naming sample ``i`` in error messages (e.g. its file path)."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: int) -> Sequence[Any]: ...
+
+    def describe(self, index: int) -> str: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class WriteResult:
+    """What :func:`write_dataset` did.
+
+    Attributes:
+        path: the file written.
+        samples: number of samples in it.
+        skipped: ``(source index, reason)`` of every sample left out with
+            ``on_error="skip"``.
+    """
+
+    path: Path
+    samples: int
+    skipped: tuple[tuple[int, str], ...] = ()
+
+
+def write_dataset(
+    path: str | os.PathLike,
+    source: SampleSource,
+    fields: Mapping[str, Any],
+    *,
+    workers: int | None = None,
+    page_size: int = L.DEFAULT_PAGE_SIZE,
+    page_checksums: bool = False,
+    on_error: str = "raise",
+    user_metadata: Mapping[str, Any] | None = None,
+    verbose: bool = True,
+) -> WriteResult:
+    """Write every sample of ``source`` into a dataset file at ``path``.
+
+    Args:
+        path: the file to create (replaced atomically if it exists).
+        source: the samples (see :class:`SampleSource`).
+        fields: field name -> field object, in the order of the source's values.
+        workers: encoding processes; 0 encodes in this process; default: one
+            per CPU core.
+        page_size: bytes per data page, a power of two (default 8 MiB).
+        page_checksums: also store a CRC-32 of every data page.
+        on_error: ``"raise"`` stops at the first sample that cannot be
+            encoded (naming it); ``"skip"`` leaves such samples out and
+            reports them in the result.
+        user_metadata: JSON object stored in the file (e.g. class names).
+        verbose: show a progress bar (only on a terminal).
+
+    Raises:
+        FieldValueError: a sample cannot be encoded (``on_error="raise"``).
+        ArgumentError: bad arguments.
+    """
+    from tqdm.auto import tqdm  # imported here: it is slow to import and only writing needs it
+
+    path = Path(path)
+    fields = dict(fields)
+    _check_arguments(fields, page_size, on_error, workers)
+    workers = (os.cpu_count() or 1) if workers is None else workers
+    user = json.dumps(dict(user_metadata or {}), sort_keys=True, ensure_ascii=False).encode("utf-8")
+    descriptors = [L.FieldDescriptor(f.type_id, name, f.arguments(), L.record_spec(f.record_dtype()))
+                   for name, f in fields.items()]
+    count = len(source)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    file = open(tmp, "wb")
+    try:
+        with file, tqdm(total=count, unit="img", unit_scale=True, desc=f"writing {path.name}",
+                        disable=None if verbose else True) as progress:
+            layout = _Layout(file, descriptors, page_size, page_checksums, count)
+            skipped = []
+            for index, outcome in _encoded_samples(source, fields, workers, count):
+                if isinstance(outcome, str):
+                    if on_error == "raise":
+                        raise FieldValueError(f"{path}: cannot write {outcome}")
+                    skipped.append((index, outcome))
+                else:
+                    layout.add(outcome)
+                progress.update(1)
+            layout.finish(user)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        file.close()
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_folder(path.parent)
+    return WriteResult(path, layout.samples, tuple(skipped))
+
+
+def _check_arguments(fields: dict[str, Any], page_size: int, on_error: str, workers: int | None) -> None:
+    if not fields:
+        raise ArgumentError("no fields given: pass fields={'name': Field(), ...}")
+    for name, field in fields.items():
+        if not isinstance(name, str) or not name:
+            raise ArgumentError(f"field names must be non-empty strings, got {name!r}")
+        if not all(hasattr(field, a) for a in ("type_id", "encode", "record_dtype", "arguments")):
+            raise ArgumentError(f"field {name!r} is {field!r}, not a slipstream Field")
+    if on_error not in ("raise", "skip"):
+        raise ArgumentError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    if workers is not None and (not isinstance(workers, int) or workers < 0):
+        raise ArgumentError(f"workers must be a non-negative integer or None, got {workers!r}")
+    try:
+        L.check_page_size(page_size)
+    except ValueError as exc:
+        raise ArgumentError(str(exc)) from None
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make the rename itself durable."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+# ---------------------------------------------------------------- encoding, in workers
+
+_worker: tuple[SampleSource, dict[str, Any]] | None = None
+
+
+def _start_worker(source: SampleSource, fields: dict[str, Any]) -> None:
+    global _worker
+    _worker = (source, fields)
+
+
+def _encode_range(bounds: tuple[int, int]) -> list[Any]:
+    """Encoded samples ``start .. stop-1``: per sample, a list with one
+    ``Encoded`` per field, or a text saying why it cannot be encoded."""
+    assert _worker is not None
+    source, fields = _worker
+    return [_encode_sample(source, fields, i) for i in range(*bounds)]
+
+
+def _encode_sample(source: SampleSource, fields: dict[str, Any], index: int) -> Any:
+    try:
+        values = source[index]
+    except Exception as exc:
+        return f"sample {index} ({source.describe(index)}): {type(exc).__name__}: {exc}"
+    if len(values) != len(fields):
+        return f"sample {index} ({source.describe(index)}): {len(values)} values for {len(fields)} fields"
+    encoded = []
+    for (name, field), value in zip(fields.items(), values):
+        try:
+            encoded.append(field.encode(value))
+        except Exception as exc:
+            return f"sample {index} ({source.describe(index)}), field {name!r}: {exc}"
+    return encoded
+
+
+def _encoded_samples(source: SampleSource, fields: dict[str, Any], workers: int, count: int):
+    """(index, encoded or error text) for every sample, in index order."""
+    chunk = max(1, min(64, -(-count // max(1, workers * 16))))
+    bounds = [(start, min(start + chunk, count)) for start in range(0, count, chunk)]
+    if workers == 0:
+        for b in bounds:
+            yield from zip(range(*b), [_encode_sample(source, fields, i) for i in range(*b)])
+        return
+    context = multiprocessing.get_context(_start_method())
+    with context.Pool(min(workers, len(bounds)) or 1, initializer=_start_worker, initargs=(source, fields)) as pool:
+        for b, results in zip(bounds, pool.imap(_encode_range, bounds)):
+            yield from zip(range(*b), results)
+
+
+def _start_method() -> str:
+    """``fork`` where the platform has it: the workers inherit the source as
+    it is, so it needs no pickling and a script needs no ``__main__`` guard
+    (as with torch's DataLoader).  Encoding calls no threaded code, so the
+    parent's threads (Numba's, torch's) are not needed in the workers.
+    Elsewhere ``spawn``, which needs both."""
+    return "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+
+
+# ---------------------------------------------------------------- layout, in the parent
+
+
+class _Layout:
+    """Lays samples out in the file as they arrive, in order."""
+
+    def __init__(self, file: Any, descriptors: list[L.FieldDescriptor], page_size: int, page_checksums: bool,
+                 capacity: int) -> None:
+        self.file = file
+        self.descriptors = descriptors
+        self.page_size = page_size
+        self.data_offset = L.align(L.HEADER_DTYPE.itemsize, L.DATA_ALIGNMENT)
+        self.metadata = np.zeros(capacity, L.metadata_dtype(descriptors))
+        self.stores = [bool({"offset", "size"} <= set(d.record_dtype.names)) for d in descriptors]
+        self.allocations = np.zeros(max(16, capacity), L.ALLOCATION_DTYPE)
+        self.allocation_count = 0
+        self.samples = 0
+        self.pos = 0  # bytes of page data written, relative to data_offset
+        self.page_crcs: list[int] | None = [] if page_checksums else None
+        self.crc = 0
+        file.write(bytes(self.data_offset))
+
+    def add(self, encoded: list[Any]) -> None:
+        record = self.metadata[self.samples]
+        for k, (descriptor, value) in enumerate(zip(self.descriptors, encoded)):
+            sub = record[descriptor.name]
+            for key, v in value.record.items():
+                sub[key] = v
+            if self.stores[k]:
+                data = b"" if value.data is None else value.data
+                offset = self.data_offset + self._allocate(data)
+                sub["offset"], sub["size"] = offset, len(data)
+                self._note_allocation(k, offset, len(data))
+        self.samples += 1
+
+    def _note_allocation(self, field: int, offset: int, size: int) -> None:
+        if self.allocation_count == len(self.allocations):
+            self.allocations = np.concatenate([self.allocations, np.zeros_like(self.allocations)])
+        row = self.allocations[self.allocation_count]
+        row["sample"], row["field"], row["offset"], row["size"] = self.samples, field, offset, size
+        self.allocation_count += 1
+
+    def _allocate(self, data: Any) -> int:
+        """Place ``data`` in the pages: inside one page when it fits in one,
+        else from the start of a fresh page on.  Returns its data-relative offset."""
+        size = len(data)
+        if size == 0:
+            return self.pos
+        ps = self.page_size
+        start = L.align(self.pos, L.ALLOCATION_ALIGNMENT)
+        page_end = (self.pos // ps + 1) * ps
+        if size > ps:
+            start = L.align(self.pos, ps)
+        elif start + size > page_end:
+            start = page_end
+        if start > self.pos:
+            self._emit(bytes(start - self.pos))
+        self._emit(data)
+        return start
+
+    def _emit(self, data: Any) -> None:
+        view = memoryview(data).cast("B")
+        self.file.write(view)
+        if self.page_crcs is None:
+            self.pos += len(view)
+            return
+        while len(view):
+            part = view[: self.page_size - self.pos % self.page_size]
+            self.crc = zlib.crc32(part, self.crc)
+            self.pos += len(part)
+            view = view[len(part):]
+            if self.pos % self.page_size == 0:
+                self.page_crcs.append(self.crc)
+                self.crc = 0
+
+    def finish(self, user: bytes) -> None:
+        """Write the tables after the pages, then the header."""
+        if self.page_crcs is not None and self.pos % self.page_size:
+            self.page_crcs.append(self.crc)
+        header = np.zeros(1, L.HEADER_DTYPE)[0]
+        end = self.data_offset + self.pos
+
+        def table(name: str, data: bytes) -> None:
+            nonlocal end
+            start = L.align(end, L.TABLE_ALIGNMENT)
+            self.file.write(bytes(start - end))
+            self.file.write(data)
+            end = start + len(data)
+            header[f"{name}_offset"] = start
+            header[f"{name}_crc32"] = L.crc32(data)
+
+        metadata = self.metadata[: self.samples].tobytes()
+        allocations = self.allocations[: self.allocation_count].tobytes()
+        table("descriptors", L.encode_descriptors(self.descriptors))
+        header["descriptors_size"] = end - header["descriptors_offset"]
+        table("metadata", metadata)
+        header["metadata_size"] = len(metadata)
+        table("allocations", allocations)
+        header["allocation_count"] = self.allocation_count
+        table("user", user)
+        header["user_size"] = len(user)
+        page_count = -(-self.pos // self.page_size)
+        if self.page_crcs is not None:
+            table("page_checksums", np.asarray(self.page_crcs, L.PAGE_CHECKSUM_DTYPE).tobytes())
+        header["magic"], header["version"], header["header_size"] = L.MAGIC, L.VERSION, L.HEADER_DTYPE.itemsize
+        header["sample_count"], header["field_count"] = self.samples, len(self.descriptors)
+        header["page_size"], header["record_size"] = self.page_size, self.metadata.dtype.itemsize
+        header["flags"] = L.FLAG_PAGE_CHECKSUMS if self.page_crcs is not None else 0
+        header["data_offset"], header["page_count"], header["data_size"] = self.data_offset, page_count, self.pos
+        raw = header.tobytes()
+        header["header_crc32"] = L.crc32(raw[: L.HEADER_CRC_SPAN])
+        self.file.seek(0)
+        self.file.write(header.tobytes())
