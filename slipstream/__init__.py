@@ -19,7 +19,7 @@ _threading.configure()
 
 from slipstream import native  # noqa: E402
 from slipstream import fields  # noqa: E402  (registers the field types before any file is read)
-from slipstream.convert import cached, write  # noqa: E402
+from slipstream.convert import cached, convert, write  # noqa: E402
 from slipstream.fields import (  # noqa: E402
     BytesField,
     FloatField,
@@ -65,6 +65,7 @@ __all__ = [
     "SampleIndexError",
     "SlipstreamError",
     "cached",
+    "convert",
     "fields",
     "native",
     "write",

@@ -1,24 +1,116 @@
-"""Command line: ``slipstream demo``."""
+"""Command line: ``slipstream write | info | convert | demo``."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+
+import numpy as np
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="slipstream", description="Fast data loading for PyTorch vision training.")
     commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="decode a folder of JPEGs with random crops and print images/s")
+
+    write = commands.add_parser("write", help="write a dataset file from an image folder (root/<class>/<image>)")
+    write.add_argument("folder", help="image folder: one subfolder per class")
+    write.add_argument("output", help="dataset file to create")
+    write.add_argument("--workers", type=int, default=None, help="encoding processes (default: one per core)")
+    write.add_argument("--write-mode", choices=["jpeg", "raw", "smart"], default="jpeg",
+                       help="how images are stored (default: jpeg, JPEG input kept byte for byte)")
+    write.add_argument("--max-resolution", type=int, default=None, help="shrink images whose longer side exceeds this")
+    write.add_argument("--jpeg-quality", type=int, default=90, help="quality of images compressed here (default 90)")
+    write.add_argument("--page-size", type=int, default=8 << 20, help="bytes per page, a power of two (default 8 MiB)")
+    write.add_argument("--page-checksums", action="store_true", help="store a CRC-32 of every page")
+    write.add_argument("--skip-errors", action="store_true", help="leave out unreadable images instead of stopping")
+
+    info = commands.add_parser("info", help="describe a dataset file (slipstream or FFCV .beton)")
+    info.add_argument("file")
+    info.add_argument("--verify-pages", action="store_true", help="check every page's CRC-32")
+
+    convert = commands.add_parser("convert", help="copy a dataset file (e.g. an FFCV .beton) into a slipstream file")
+    convert.add_argument("input")
+    convert.add_argument("output")
+    convert.add_argument("--page-size", type=int, default=8 << 20, help="bytes per page (default 8 MiB)")
+    convert.add_argument("--page-checksums", action="store_true", help="store a CRC-32 of every page")
+
+    demo = commands.add_parser("demo", help="write a dataset of JPEGs, stream it with random crops, print images/s")
     demo.add_argument("--data", help="folder of JPEG images (default: generate synthetic ones)")
     demo.add_argument("--epochs", type=int, default=3, help="passes over the images (default: 3)")
     demo.add_argument("--count", type=int, default=256, help="number of images to generate (default: 256)")
+
     args = parser.parse_args(argv)
+    from slipstream.errors import SlipstreamError
+
+    try:
+        return _run(args)
+    except (SlipstreamError, OSError) as exc:
+        print(f"slipstream {args.command}: {exc}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    import slipstream as ss
+
+    if args.command == "write":
+        fields = {"image": ss.RGBImageField(write_mode=args.write_mode, max_resolution=args.max_resolution,
+                                            jpeg_quality=args.jpeg_quality), "label": ss.IntField()}
+        result = ss.write(args.output, args.folder, fields, workers=args.workers, page_size=args.page_size,
+                          page_checksums=args.page_checksums, on_error="skip" if args.skip_errors else "raise")
+        print(f"wrote {result.path}: {result.samples} samples, {result.path.stat().st_size:,} bytes")
+        for index, reason in result.skipped:
+            print(f"skipped {reason}")
+        return 0
+    if args.command == "info":
+        with ss.Reader(args.file, verify_pages=args.verify_pages) as reader:
+            print(describe(reader, pages_verified=args.verify_pages))
+        return 0
+    if args.command == "convert":
+        result = ss.convert(args.input, args.output, page_size=args.page_size, page_checksums=args.page_checksums)
+        print(f"wrote {result.path}: {result.samples} samples, {result.path.stat().st_size:,} bytes")
+        return 0
     if args.command == "demo":
         from slipstream import demo as demo_module
 
         return demo_module.main(args.data, args.epochs, args.count)
     return 2
+
+
+def describe(reader: object, pages_verified: bool = False) -> str:
+    """What ``slipstream info`` prints: fields, counts, sizes, image sizes, checksums."""
+    r = reader  # a slipstream.Reader
+    size = Path(r.path).stat().st_size
+    lines = [f"{r.path}: {type(r).__name__}, {len(r):,} samples, {size:,} bytes",
+             f"pages: {r.page_count:,} of {r.page_size:,} bytes ({r.data_size:,} bytes of data)", "fields:"]
+    for name, field in r.fields.items():
+        records = r.metadata[name]
+        stored = f", {int(records['size'].sum()):,} bytes stored" if "size" in records.dtype.names else ""
+        lines.append(f"  {name}: {field!r}{stored}")
+        if {"height", "width"} <= set(records.dtype.names) and len(records):
+            lines += _image_sizes(records)
+    if r.user_metadata:
+        text = ", ".join(f"{k}={v!r}" for k, v in r.user_metadata.items())
+        lines.append(f"user metadata: {text[:300]}{' ...' if len(text) > 300 else ''}")
+    checks = getattr(r, "page_checksums", None)
+    pages = ("verified" if pages_verified else "stored, not verified (use --verify-pages)") if checks is not None \
+        else "none stored"
+    lines.append(f"checksums: header and tables verified; pages: {pages}")
+    return "\n".join(lines)
+
+
+def _image_sizes(records: np.ndarray) -> list[str]:
+    heights, widths = records["height"].astype(np.int64), records["width"].astype(np.int64)
+    modes = np.bincount(records["mode"], minlength=2)
+    longer = np.maximum(heights, widths)
+    edges = [0, 64, 128, 256, 384, 512, 768, 1024, 2048, np.iinfo(np.int64).max]
+    counts, _ = np.histogram(longer, bins=edges)
+    histogram = ", ".join(f"{'>' + str(lo) if hi == edges[-1] else f'{lo}-{hi}'}: {c:,}"
+                          for lo, hi, c in zip(edges[:-1], edges[1:], counts) if c)
+    return [f"    sizes: height {heights.min()}..{heights.max()} (median {int(np.median(heights))}), "
+            f"width {widths.min()}..{widths.max()} (median {int(np.median(widths))})",
+            f"    longer side: {histogram}",
+            f"    stored as: {modes[0]:,} JPEG, {modes[1]:,} raw"]
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-"""Turning sources into dataset files: :func:`write`, and :func:`cached`,
-which builds a file once per distinct source and field specification."""
+"""Turning sources into dataset files: :func:`write`; :func:`cached`,
+which builds a file once per distinct source and field specification; and
+:func:`convert`, which copies any readable dataset file (FFCV's included)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from slipstream.errors import ArgumentError
-from slipstream.format import layout
+from slipstream.fields import Encoded
+from slipstream.format import Reader, layout
 from slipstream.format.writer import WriteResult, write_dataset
 from slipstream.sources import ImageFolder, as_source
 
@@ -117,3 +119,54 @@ def cached(
         if not path.exists():
             write(path, folder, fields, workers=workers, page_size=page_size, verbose=verbose)
     return path
+
+
+class _StoredValue:
+    """A field as a file describes it, for copying: its values arrive
+    already :class:`Encoded`."""
+
+    def __init__(self, descriptor: Any) -> None:
+        self.type_id, self._arguments, self._record = descriptor.type_id, descriptor.arguments, descriptor.record_dtype
+
+    def arguments(self) -> dict[str, Any]:
+        return self._arguments
+
+    def record_dtype(self) -> Any:
+        return self._record
+
+    def encode(self, value: Any) -> Any:
+        return value
+
+
+class _StoredSamples:
+    """The samples of a reader as their stored records and bytes."""
+
+    def __init__(self, reader: Reader) -> None:
+        self.reader = reader
+
+    def __len__(self) -> int:
+        return len(self.reader)
+
+    def __getitem__(self, index: int) -> tuple[Any, ...]:
+        record = self.reader.metadata[index]
+        values = []
+        for name in self.reader.fields:
+            sub = record[name]
+            kept = {k: sub[k] for k in sub.dtype.names if k not in ("offset", "size")}
+            data = self.reader.value_bytes(index, name)
+            values.append(Encoded(kept, None if data is None else bytes(data)))
+        return tuple(values)
+
+    def describe(self, index: int) -> str:
+        return f"sample {index} of {self.reader.path}"
+
+
+def convert(src: str | os.PathLike, dst: str | os.PathLike, *, page_size: int = layout.DEFAULT_PAGE_SIZE,
+            page_checksums: bool = False, verbose: bool = True) -> WriteResult:
+    """Copy a dataset file (a slipstream file or an FFCV ``.beton``) into a
+    slipstream file at ``dst``.  Stored values are copied as they are:
+    images are not decoded or re-encoded."""
+    with Reader(src) as reader:
+        fields = {d.name: _StoredValue(d) for d in reader.descriptors}
+        return write_dataset(dst, _StoredSamples(reader), fields, workers=0, page_size=page_size,
+                             page_checksums=page_checksums, user_metadata=reader.user_metadata, verbose=verbose)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import os
 import subprocess
 import sys
@@ -425,3 +426,17 @@ def test_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match="write_mode must be one of"):
         ss.RGBImageField(write_mode="png")
     json.dumps(ss.RGBImageField().arguments())  # arguments are JSON
+
+
+def test_the_documented_layout_is_the_one_written():
+    """docs/format.md's header and allocation tables list the offsets and
+    types of the code's dtypes."""
+    text = (Path(__file__).parent.parent / "docs" / "format.md").read_text()
+    rows = re.findall(r"^\| (\d+) \| (u32|u64|8 bytes) \| `(\w+)` \|", text, re.M)
+    documented = {name: (int(offset), {"u32": 4, "u64": 8, "8 bytes": 8}[kind]) for offset, kind, name in rows}
+    actual = {name: (L.HEADER_DTYPE.fields[name][1], L.HEADER_DTYPE.fields[name][0].itemsize)
+              for name in L.HEADER_DTYPE.names}
+    assert documented == actual
+    assert f"header ({L.HEADER_DTYPE.itemsize} bytes)" in text
+    allocation_rows = re.findall(r"^\| (u32|u64) \| `(\w+)` \| (?!bytes)", text.split("## Allocation table")[1], re.M)
+    assert [name for _, name in allocation_rows] == list(L.ALLOCATION_DTYPE.names)
