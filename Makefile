@@ -81,6 +81,8 @@ asan: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/kernels.py $(IMAGES)
+	$(BIN)/python benchmarks/compiler.py
+	$(BIN)/python benchmarks/write.py $(IMAGES)
 
 clean:
 	rm -rf $(VENV) build dist

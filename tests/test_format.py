@@ -3,6 +3,7 @@ and a clear error for every kind of bad input."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -440,3 +441,39 @@ def test_the_documented_layout_is_the_one_written():
     assert f"header ({L.HEADER_DTYPE.itemsize} bytes)" in text
     allocation_rows = re.findall(r"^\| (u32|u64) \| `(\w+)` \| (?!bytes)", text.split("## Allocation table")[1], re.M)
     assert [name for _, name in allocation_rows] == list(L.ALLOCATION_DTYPE.names)
+
+
+@dataclasses.dataclass(frozen=True)
+class PointField(ss.fields.Field, type_id=1001):
+    """A third-party field: an (x, y) point kept in the record."""
+
+    scale: float = 1.0
+
+    def record_dtype(self):
+        return np.dtype([("x", "<f4"), ("y", "<f4")])
+
+    def encode(self, value):
+        return ss.fields.Encoded({"x": value[0] * self.scale, "y": value[1] * self.scale})
+
+    def read(self, record, data):
+        return (float(record["x"]) / self.scale, float(record["y"]) / self.scale)
+
+
+def test_third_party_fields_register_by_type_id(tmp_path):
+    ss.write(tmp_path / "p.slip", [((1.5, -2.0),), ((0.25, 8.0),)], {"point": PointField(scale=2.0)}, workers=2)
+    reader = ss.Reader(tmp_path / "p.slip")
+    assert reader.fields["point"] == PointField(scale=2.0) and reader[1]["point"] == (0.25, 8.0)
+    with pytest.raises(ValueError, match=r"type id 1001 is taken by \S*test_format.PointField; \S*Clash needs another"):
+        class Clash(ss.fields.Field, type_id=1001):
+            pass
+    data = bytearray((tmp_path / "p.slip").read_bytes())
+    header = np.frombuffer(bytes(data), L.HEADER_DTYPE, 1)[0].copy()
+    at = int(header["descriptors_offset"])
+    data[at:at + 4] = (4242).to_bytes(4, "little")  # a type id nobody registered
+    header["descriptors_crc32"] = L.crc32(bytes(data[at:at + int(header["descriptors_size"])]))
+    header["header_crc32"] = L.crc32(header.tobytes()[:L.HEADER_CRC_SPAN])
+    data[:L.HEADER_DTYPE.itemsize] = header.tobytes()
+    (tmp_path / "unknown.slip").write_bytes(bytes(data))
+    unknown = ss.Reader(tmp_path / "unknown.slip")
+    assert type(unknown.fields["point"]).__name__ == "UnknownField" and unknown.fields["point"].type_id == 4242
+    assert unknown.metadata["point"]["x"].tolist() == [3.0, 0.5]  # the records stay readable
