@@ -28,7 +28,7 @@ help:
 	@echo "make test     set up, then run the tests"
 	@echo "make bindings regenerate slipstream/_native.py from native/include/slipstream.h"
 	@echo "make asan     run the native tests under AddressSanitizer and UndefinedBehaviorSanitizer"
-	@echo "make bench    single-thread kernel benchmark against Pillow (IMAGES=folder)"
+	@echo "make bench    kernel, compiler and dataset-writing benchmarks (IMAGES=folder)"
 	@echo "make clean    remove .venv and build/"
 
 # System packages: a C compiler, pkg-config, libjpeg-turbo headers, venv support.
