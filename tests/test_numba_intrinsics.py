@@ -57,7 +57,7 @@ def test_parallel_batch_matches_python_path(batch, threads):
     numba.set_num_threads(threads)
     try:
         out = np.zeros_like(expected)
-        status = decode_batch(data, offsets, crops, flips, out)
+        status = decode_batch(data, offsets[:-1], np.diff(offsets), crops, flips, out)
     finally:
         numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
     assert (status == 0).all()
@@ -68,13 +68,13 @@ def test_concurrent_launches_from_two_python_threads(batch):
     """A loader thread and a training thread running parallel code at once:
     needs a thread-safe threading layer, and per-thread decoder state."""
     data, offsets, crops, flips, expected = batch
-    decode_batch(data, offsets, crops, flips, np.zeros_like(expected))  # compile first
+    decode_batch(data, offsets[:-1], np.diff(offsets), crops, flips, np.zeros_like(expected))  # compile first
     errors: list[str] = []
 
     def worker():
         for _ in range(15):
             out = np.zeros_like(expected)
-            status = decode_batch(data, offsets, crops, flips, out)
+            status = decode_batch(data, offsets[:-1], np.diff(offsets), crops, flips, out)
             if not (status == 0).all() or not np.array_equal(out, expected):
                 errors.append("mismatch")
 
@@ -94,7 +94,7 @@ def test_errors_are_reported_per_sample(batch):
     broken[offsets[3]:offsets[3] + 2] = 0  # sample 3 loses its SOI marker
     bad_crops = crops.copy()
     bad_crops[5] = (0, 0, 10**6, 10)  # sample 5 asks for a crop outside the image
-    status = decode_batch(broken, offsets, bad_crops, flips, np.zeros_like(expected))
+    status = decode_batch(broken, offsets[:-1], np.diff(offsets), bad_crops, flips, np.zeros_like(expected))
     assert status[3] == native.Status.ENOTJPEG
     assert status[5] == native.Status.EINVAL
     assert (np.delete(status, [3, 5]) == 0).all()
