@@ -13,24 +13,40 @@ from __future__ import annotations
 
 import ctypes
 import importlib
-import importlib.metadata
 import os
+import sys
 import warnings
 
 
-def _preload_pip_tbb() -> bool:
+TBB_LIBRARIES = ("libtbb.so.12", "libtbb.12.dylib", "tbb12.dll")
+
+
+def _pip_tbb_library() -> str | None:
+    """Where the pip ``tbb`` wheel put its library: the environment's data
+    folder, looked at directly first (importing ``importlib.metadata`` to
+    ask takes longer than everything else at import)."""
+    for folder in (os.path.join(sys.prefix, "lib"), os.path.join(sys.prefix, "Library", "bin")):
+        for name in TBB_LIBRARIES:
+            if os.path.exists(os.path.join(folder, name)):
+                return os.path.join(folder, name)
+    import importlib.metadata
+
     try:
         files = importlib.metadata.files("tbb") or []
     except importlib.metadata.PackageNotFoundError:
+        return None
+    return next((str(f.locate()) for f in files if f.name in TBB_LIBRARIES), None)
+
+
+def _preload_pip_tbb() -> bool:
+    path = _pip_tbb_library()
+    if path is None:
         return False
-    for file in files:
-        if file.name in ("libtbb.so.12", "libtbb.12.dylib", "tbb12.dll"):
-            try:
-                ctypes.CDLL(str(file.locate()), mode=getattr(ctypes, "RTLD_GLOBAL", 0))
-                return True
-            except OSError:
-                return False
-    return False
+    try:
+        ctypes.CDLL(path, mode=getattr(ctypes, "RTLD_GLOBAL", 0))
+    except OSError:
+        return False
+    return True
 
 
 def _loads(layer: str) -> bool:

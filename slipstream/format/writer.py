@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import multiprocessing
 import os
 import secrets
 import zlib
@@ -196,6 +195,8 @@ def _encoded_samples(source: SampleSource, fields: dict[str, Any], workers: int,
         for b in bounds:
             yield from zip(range(*b), [_encode_sample(source, fields, i) for i in range(*b)])
         return
+    import multiprocessing  # imported here: only writing with workers needs it
+
     context = multiprocessing.get_context(_start_method())
     with context.Pool(min(workers, len(bounds)) or 1, initializer=_start_worker, initargs=(source, fields)) as pool:
         for b, results in zip(bounds, pool.imap(_encode_range, bounds)):
@@ -208,6 +209,8 @@ def _start_method() -> str:
     (as with torch's DataLoader).  Encoding calls no threaded code, so the
     parent's threads (Numba's, torch's) are not needed in the workers.
     Elsewhere ``spawn``, which needs both."""
+    import multiprocessing
+
     return "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
 
 
