@@ -29,6 +29,7 @@ from slipstream.fields import (  # noqa: E402
     RGBImageField,
 )
 from slipstream.format import Reader  # noqa: E402
+from slipstream.loader import Loader  # noqa: E402
 from slipstream.errors import (  # noqa: E402
     ArgumentError,
     DatasetNotFoundError,
@@ -57,6 +58,7 @@ __all__ = [
     "IntField",
     "JSONField",
     "LibraryError",
+    "Loader",
     "NDArrayField",
     "NativeIOError",
     "NativeMemoryError",

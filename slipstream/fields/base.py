@@ -78,6 +78,14 @@ class Field:
         bytes (``None`` for fields without data)."""
         raise NotImplementedError
 
+    def default_pipeline(self, name: str, source: Any) -> list[Any]:
+        """The operations a loader uses for this field when the user gives
+        none: a decoder reading field ``name`` from ``source`` (a
+        :class:`slipstream.fields.decoders.DecodeSource`), and what it needs
+        after it."""
+        raise NotImplementedError(f"{type(self).__name__} has no default decoder: give field {name!r} a pipeline "
+                                  f"or drop it with pipelines={{{name!r}: None}}")
+
     @property
     def stores_data(self) -> bool:
         """Whether values have bytes in the pages."""

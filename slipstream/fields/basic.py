@@ -36,6 +36,9 @@ class IntField(Field, type_id=2):
     def read(self, record: np.void, data: memoryview | None) -> int:
         return int(record["value"])
 
+    def default_pipeline(self, name: str, source: Any) -> list[Any]:
+        return _metadata_values(source, name)
+
 
 @dataclasses.dataclass(frozen=True)
 class FloatField(Field, type_id=3):
@@ -53,6 +56,9 @@ class FloatField(Field, type_id=3):
 
     def read(self, record: np.void, data: memoryview | None) -> float:
         return float(record["value"])
+
+    def default_pipeline(self, name: str, source: Any) -> list[Any]:
+        return _metadata_values(source, name)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +101,11 @@ class NDArrayField(Field, type_id=4):
     def read(self, record: np.void, data: memoryview | None) -> np.ndarray:
         return np.frombuffer(data, self.dtype).reshape(self.shape).copy()
 
+    def default_pipeline(self, name: str, source: Any) -> list[Any]:
+        from slipstream.fields.decoders import NDArrayDecoder
+
+        return [NDArrayDecoder(source, name, self.dtype, self.shape)]
+
 
 @dataclasses.dataclass(frozen=True)
 class BytesField(Field, type_id=5):
@@ -116,6 +127,9 @@ class BytesField(Field, type_id=5):
     def read(self, record: np.void, data: memoryview | None) -> bytes:
         return bytes(data)
 
+    def default_pipeline(self, name: str, source: Any) -> list[Any]:
+        return _python_values(source, name)
+
 
 @dataclasses.dataclass(frozen=True)
 class JSONField(Field, type_id=6):
@@ -134,3 +148,20 @@ class JSONField(Field, type_id=6):
 
     def read(self, record: np.void, data: memoryview | None) -> Any:
         return json.loads(bytes(data).decode("utf-8"))
+
+    def default_pipeline(self, name: str, source: Any) -> list[Any]:
+        return _python_values(source, name)
+
+
+def _metadata_values(source: Any, name: str) -> list[Any]:
+    """A batch of the record's ``value`` column."""
+    from slipstream.compiler import ArraySource
+
+    return [ArraySource(np.ascontiguousarray(source.reader.metadata[name]["value"]))]
+
+
+def _python_values(source: Any, name: str) -> list[Any]:
+    """A list of Python values per batch, read in a Python stage."""
+    from slipstream.fields.decoders import ReadValues, SampleIndex
+
+    return [SampleIndex(), ReadValues(source.reader, name)]

@@ -111,6 +111,13 @@ class RGBImageField(Field, type_id=1):
         return native.jpeg_decode(data)
 
 
+    def default_pipeline(self, name: str, source: Any) -> list[Any]:
+        """Decodes whole images; only for fields whose images share one size."""
+        from slipstream.fields.decoders import ImageDecoder
+
+        return [ImageDecoder(source, name)]
+
+
 def _encoded(height: int, width: int, mode: int, data: Any) -> Encoded:
     return Encoded({"height": height, "width": width, "mode": mode}, data)
 

@@ -1,0 +1,184 @@
+"""Field decoders: the first operation of a loader's pipeline, reading one
+field of one sample out of the dataset file into pipeline memory.
+
+Decoders read from a :class:`DecodeSource`: the bytes of the file as a
+uint8 array (the whole mapped file, or a pool of prefetched pages) and, per
+field, each sample's offset into that array.  A memory manager that moves
+pages around updates the offsets of a batch's samples before the batch runs;
+the decoders never know which one is in use.
+
+A failing sample cannot raise inside a parallel loop (Numba then runs the
+loop serially), so decoders that can fail write the native status of a
+failed sample into ``errors[index]``; the loader checks the batch's entries
+after the batch and raises, naming the sample.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+import numpy as np
+from numba import uint64
+
+from slipstream import native
+from slipstream.compiler import Allocation, Decoder, Operation, State
+from slipstream.errors import ArgumentError
+
+
+class DecodeSource:
+    """Where decoders find the bytes of samples (see the module docstring).
+
+    Attributes:
+        reader: the dataset's reader (metadata, fields, path).
+        storage: uint8 array the offsets index.
+        errors: int32 per dataset sample: a decoder's failure status.
+    """
+
+    def __init__(self, reader: Any, storage: np.ndarray) -> None:
+        self.reader = reader
+        self.storage = storage
+        self.errors = np.zeros(len(reader), np.int32)
+        self._offsets: dict[str, np.ndarray] = {}
+
+    def offsets(self, field: str) -> np.ndarray:
+        """Per sample, the start of the field's bytes in ``storage`` (uint64)."""
+        if field not in self._offsets:
+            self._offsets[field] = np.ascontiguousarray(self.reader.metadata[field]["offset"], np.uint64)
+        return self._offsets[field]
+
+    def sizes(self, field: str) -> np.ndarray:
+        return np.ascontiguousarray(self.reader.metadata[field]["size"], np.uint64)
+
+    @property
+    def offset_fields(self) -> list[str]:
+        """Fields whose offsets a page-moving memory manager must keep current."""
+        return list(self._offsets)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class NDArrayDecoder(Decoder):
+    """Copies an ``NDArrayField`` value into a (dtype, shape) sample."""
+
+    source: DecodeSource
+    field: str
+    dtype: Any
+    shape: tuple[int, ...]
+
+    def inputs(self) -> tuple[np.ndarray, ...]:
+        return (self.source.storage, self.source.offsets(self.field))
+
+    def declare(self, state: State | None) -> tuple[State, Allocation]:
+        return State(jit=True, shape=self.shape, dtype=self.dtype), Allocation(self.shape, self.dtype)
+
+    def generate_code(self):
+        nbytes = uint64(np.dtype(self.dtype).itemsize * int(np.prod(self.shape, dtype=np.int64)))
+
+        def read(storage, offsets, index, out, key):
+            start = uint64(offsets[index])
+            dst = out.reshape(-1).view(np.uint8)
+            for j in range(nbytes):
+                dst[j] = storage[start + j]
+            return out
+
+        return read
+
+    def fingerprint(self) -> str:
+        return f"NDArrayDecoder:{np.dtype(self.dtype).str}:{self.shape}"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ImageDecoder(Decoder):
+    """Decodes an ``RGBImageField`` whose images all have one size into
+    (height, width, 3) uint8 samples, JPEG or raw."""
+
+    source: DecodeSource
+    field: str
+
+    def __post_init__(self) -> None:
+        records = self.source.reader.metadata[self.field]
+        sizes = set(zip(records["height"].tolist(), records["width"].tolist()))
+        if len(sizes) > 1:
+            some = ", ".join(f"{h}x{w}" for h, w in sorted(sizes)[:4])
+            raise ArgumentError(
+                f"{self.source.reader.path}: the images of field {self.field!r} have {len(sizes)} different sizes "
+                f"({some}, ...); a batch needs one size: give this field a pipeline that starts with a crop "
+                f"(RandomResizedCrop, CenterCrop) instead of the plain image decoder")
+
+    @property
+    def size(self) -> tuple[int, int]:
+        records = self.source.reader.metadata[self.field]
+        return (int(records["height"][0]), int(records["width"][0])) if len(records) else (0, 0)
+
+    def inputs(self) -> tuple[np.ndarray, ...]:
+        records = self.source.reader.metadata[self.field]
+        return (self.source.storage, self.source.offsets(self.field), self.source.sizes(self.field),
+                np.ascontiguousarray(records["mode"]), self.source.errors)
+
+    def declare(self, state: State | None) -> tuple[State, Allocation]:
+        shape = (*self.size, 3)
+        return State(jit=True, shape=shape, dtype=np.uint8), Allocation(shape, np.uint8)
+
+    def generate_code(self):
+        raw_mode = uint64(1)
+        slip_jpeg_decode = native.slip_jpeg_decode
+
+        def decode(storage, offsets, sizes, modes, errors, index, out, key):
+            start, size = uint64(offsets[index]), uint64(sizes[index])
+            if uint64(modes[index]) == raw_mode:
+                flat = out.reshape(-1)
+                for j in range(uint64(flat.size)):
+                    flat[j] = storage[start + j]
+            else:
+                data = storage[start:start + size]
+                status = slip_jpeg_decode(data, size, 0, 0, out.shape[0], out.shape[1], 1, 0, out, out.size,
+                                          out.strides[0])
+                if status != 0:
+                    errors[index] = status
+            return out
+
+        return decode
+
+    def fingerprint(self) -> str:
+        return "ImageDecoder"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class SampleIndex(Decoder):
+    """The sample's dataset index, for fields decoded in Python later."""
+
+    def declare(self, state: State | None) -> tuple[State, Allocation]:
+        return State(jit=True, shape=(), dtype=np.int64), Allocation((), np.int64)
+
+    def generate_code(self):
+        def read(index, out, key):
+            out[0] = index
+            return out
+
+        return read
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ReadValues(Operation):
+    """Turns a batch of sample indices into a list of the field's Python
+    values (bytes, JSON objects), read through the reader."""
+
+    reader: Any
+    field: str
+    jit: ClassVar[bool] = False
+
+    def declare(self, state: State) -> tuple[State, None]:
+        return State(jit=False, shape=(), dtype=np.dtype(object)), None
+
+    def generate_code(self):
+        reader, field = self.reader, self.field
+        decoder = reader.fields[field]
+
+        def read_values(indices: Any) -> list[Any]:
+            records = reader.metadata[field]
+            return [decoder.read(records[i], reader.value_bytes(i, field)) for i in indices.tolist()]
+
+        return read_values
+
+    def fingerprint(self) -> str:
+        return f"ReadValues:{self.field}"

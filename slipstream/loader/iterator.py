@@ -1,0 +1,204 @@
+"""The epoch iterator: one background thread runs the compiled pipeline
+batch after batch into a ring of slots; the user's thread takes the results.
+
+Slots: the compiled pipeline keeps ``batches_ahead + 2`` batches of output
+memory.  The thread finishes a batch, then waits for room in a queue of
+``batches_ahead``; so at any moment at most ``batches_ahead`` finished
+batches wait, one is in the user's hands and one is being made: a slot is
+written again only after the user has asked for the batch after it.
+
+Stopping: the thread checks a stop flag between batches and while it waits;
+``close()`` sets the flag, drains the queue and joins the thread.  The thread
+holds no reference to the iterator, so an iterator the user drops (``break``)
+is collected and stops its thread.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from slipstream import native
+from slipstream.errors import DecodeError, PipelineError, SlipstreamError
+
+_END = object()
+_POLL_S = 0.05
+
+
+class _Failure:
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+class EpochIterator:
+    """Batches of one epoch (or of its remainder, after a resume)."""
+
+    def __init__(self, loader: Any, epoch: int, batches: list[np.ndarray], first_batch: int) -> None:
+        self._loader_ref = weakref.ref(loader)
+        self.epoch = epoch
+        self.position = first_batch  # batches of the epoch handed out so far
+        self._remaining = len(batches)
+        self._queue: queue.Queue = queue.Queue(maxsize=loader.batches_ahead)
+        self._stop = threading.Event()
+        self._done = False
+        loader.memory.start_epoch(batches, loader.source)
+        work = _Work(loader, epoch, batches, self._queue, self._stop)
+        self._thread = threading.Thread(target=work.run, name=f"slipstream-loader-epoch{epoch}", daemon=True)
+        self._thread.start()
+
+    def __iter__(self) -> EpochIterator:
+        return self
+
+    def __len__(self) -> int:
+        return self._remaining
+
+    def __next__(self) -> Any:
+        if self._done:
+            raise StopIteration
+        while True:
+            try:
+                item = self._queue.get(timeout=_POLL_S)
+                break
+            except queue.Empty:
+                if not self._thread.is_alive():
+                    self.close()
+                    raise SlipstreamError("the loader thread stopped without a result") from None
+        if item is _END:
+            self.close()
+            loader = self._loader_ref()
+            if loader is not None:
+                loader._epoch_finished(self)
+            raise StopIteration
+        if isinstance(item, _Failure):
+            self.close()
+            raise item.error
+        outputs, ready = item
+        if ready is not None:  # the copy to the device was queued on the loader's stream
+            import torch
+
+            torch.cuda.current_stream().wait_event(ready)
+        self.position += 1
+        self._remaining -= 1
+        return outputs
+
+    def close(self) -> None:
+        """Stop the thread and wait for it (idempotent)."""
+        self._done = True
+        self._stop.set()
+        if threading.current_thread() is self._thread:
+            return
+        while self._thread.is_alive():
+            try:  # unblock a thread waiting for room
+                while True:
+                    self._queue.get_nowait()
+            except queue.Empty:
+                pass
+            self._thread.join(timeout=_POLL_S)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class _Work:
+    """What the thread runs; holds the loader's parts, not the iterator."""
+
+    def __init__(self, loader: Any, epoch: int, batches: list[np.ndarray], out: queue.Queue,
+                 stop: threading.Event) -> None:
+        self.compiled, self.memory, self.source = loader.compiled, loader.memory, loader.source
+        self.reader, self.names, self.as_dict = loader.reader, loader.output_names, loader.as_dict
+        self.device, self.threads = loader.device, loader.num_threads
+        self.epoch, self.batches, self.out, self.stop = epoch, batches, out, stop
+        self.convert: Callable[[Any], Any] = _to_tensor
+
+    def run(self) -> None:
+        try:
+            import numba
+
+            if self.threads is not None:
+                numba.set_num_threads(self.threads)  # applies to this thread's parallel launches
+            stream, pending = self._cuda_stream(), []
+            for b, indices in enumerate(self.batches):
+                if self.stop.is_set():
+                    return
+                while len(pending) >= self.compiled.slots:  # the copy out of this slot must be done
+                    pending.pop(0).synchronize()
+                self.memory.prepare(b)
+                outputs = self._run(b, indices)
+                self.memory.release(b)
+                self._check_errors(indices)
+                values = [self.convert(outputs[name]) for name in self.names]
+                ready = None
+                if stream is not None:
+                    values, ready = self._to_device(values, stream)
+                    pending.append(ready)
+                batch = dict(zip(self.names, values)) if self.as_dict else tuple(values)
+                if not self._put((batch, ready)):
+                    return
+            self._put(_END)
+        except BaseException as exc:  # reaches the user's thread
+            self._put(_Failure(exc))
+
+    def _run(self, b: int, indices: np.ndarray) -> Any:
+        try:
+            return self.compiled(indices, self.epoch)
+        except SlipstreamError:
+            raise
+        except Exception as exc:
+            shown = ", ".join(map(str, indices[:8].tolist())) + (", ..." if indices.size > 8 else "")
+            raise PipelineError(f"{self.reader.path}: batch {b} of epoch {self.epoch} (samples {shown}) failed: "
+                                f"{type(exc).__name__}: {exc}") from exc
+
+    def _put(self, item: Any) -> bool:
+        while not self.stop.is_set():
+            try:
+                self.out.put(item, timeout=_POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _check_errors(self, indices: np.ndarray) -> None:
+        errors = self.source.errors[indices]
+        bad = np.flatnonzero(errors)
+        if not bad.size:
+            return
+        index, status = int(indices[bad[0]]), int(errors[bad[0]])
+        self.source.errors[indices] = 0
+        detail = ""
+        try:
+            self.reader[index]  # decoding it in Python gives the library's full message
+        except SlipstreamError as exc:
+            detail = f": {exc}"
+        raise DecodeError(f"{self.reader.path}: sample {index} cannot be decoded ({native.strerror(status)})"
+                          f"{detail}", status=status)
+
+    def _cuda_stream(self) -> Any:
+        if self.device is None or self.device.type != "cuda":
+            return None
+        import torch
+
+        return torch.cuda.Stream(device=self.device)
+
+    def _to_device(self, values: list[Any], stream: Any) -> tuple[list[Any], Any]:
+        import torch
+
+        with torch.cuda.stream(stream):
+            moved = [v.to(self.device, non_blocking=True) if isinstance(v, torch.Tensor) else v for v in values]
+            return moved, stream.record_event()
+
+
+def _to_tensor(value: Any) -> Any:
+    """NumPy batches as torch tensors over the same (pinned) memory."""
+    if isinstance(value, np.ndarray):
+        import torch
+
+        return torch.from_numpy(value)
+    return value

@@ -1,0 +1,282 @@
+"""The Loader: a dataset file, a compiled pipeline per output, an order,
+and an epoch iterator that yields batches of torch tensors."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import weakref
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from slipstream.compiler import Decoder, Pipeline
+from slipstream.errors import ArgumentError
+from slipstream.fields.decoders import DecodeSource
+from slipstream.format import Reader
+from slipstream.loader import orders
+from slipstream.loader.iterator import EpochIterator
+from slipstream.loader.memory import MappedMemory, PagePool
+
+DEFAULT_POOL_BYTES = 256 << 20
+"""Page pool size of ``os_cache=False`` when ``pool_pages`` is not given."""
+
+_open_loaders: weakref.WeakSet = weakref.WeakSet()
+
+
+class Loader:
+    """Batches of a dataset, decoded and transformed by compiled pipelines.
+
+    Args:
+        path_or_reader: a dataset file (slipstream or FFCV ``.beton``), a
+            :class:`slipstream.Reader`, or a source :func:`slipstream.write`
+            takes (an image folder, arrays...), which is converted once
+            through :func:`slipstream.cached`.
+        batch_size: samples per batch.
+        pipelines: output name -> list of operations.  A list for a field
+            that does not start with a decoder gets the field's default
+            decoder in front; ``None`` drops the field; fields not named get
+            their default decoder.  Other names must start with a decoder or
+            a ``RefNode``.
+        order: ``"sequential"``, ``"random"`` or ``"quasi_random"`` (see
+            :mod:`slipstream.loader.orders`).
+        seed: seed of the order and of every random operation.
+        indices: the dataset indices to load (default: all).
+        drop_last: drop the last, incomplete batch (and, distributed, the
+            samples that do not divide evenly among ranks instead of padding).
+        batches_ahead: batches prepared while the training step runs.
+        num_threads: threads of the compiled pipelines (default: Numba's).
+        os_cache: map the file and let the OS cache pages (default); False
+            reads the pages batches need into a bounded pool.
+        distributed: shard among ranks; ``None``: when ``torch.distributed``
+            is initialised with more than one process.
+        rank, world_size: default from ``torch.distributed``.
+        device: where batches go (e.g. ``"cuda"``), copied on a side stream.
+        as_dict: yield dicts by output name instead of tuples.
+        pool_pages: pages of the ``os_cache=False`` pool (default: 256 MiB worth).
+        window_pages: pages shuffled together by ``"quasi_random"``.
+    """
+
+    def __init__(self, path_or_reader: Any, batch_size: int, pipelines: Mapping[str, Sequence[Any] | None] | None = None,
+                 order: str = "random", seed: int = 0, indices: Sequence[int] | None = None, drop_last: bool = False,
+                 batches_ahead: int = 3, num_threads: int | None = None, os_cache: bool = True,
+                 distributed: bool | None = None, rank: int | None = None, world_size: int | None = None,
+                 device: Any = None, *, as_dict: bool = False, pool_pages: int | None = None,
+                 window_pages: int = orders.DEFAULT_WINDOW_PAGES) -> None:
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ArgumentError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if order not in orders.ORDERS:
+            raise ArgumentError(f"order must be one of {orders.ORDERS}, got {order!r}")
+        if batches_ahead < 1:
+            raise ArgumentError(f"batches_ahead must be at least 1, got {batches_ahead}")
+        self.reader = _open(path_or_reader)
+        self.batch_size, self.order, self.seed, self.drop_last = batch_size, order, int(seed), bool(drop_last)
+        self.batches_ahead, self.num_threads, self.as_dict = batches_ahead, num_threads, as_dict
+        self.window_pages = window_pages
+        self.indices = self._check_indices(indices)
+        self.rank, self.world_size = _distribution(distributed, rank, world_size)
+        self.device = _device(device)
+        if os_cache:
+            self.memory: Any = MappedMemory(self.reader)
+        else:
+            pages = pool_pages or max(1, DEFAULT_POOL_BYTES // self.reader.page_size)
+            self.memory = PagePool(self.reader, pages)
+        self.source = DecodeSource(self.reader, self.memory.storage)
+        resolved = self._pipelines(pipelines or {})
+        self.output_names = list(resolved)
+        self.compiled = Pipeline(resolved).compile(batch_size, seed=self.seed, slots=batches_ahead + 2)
+        self._pages = _first_pages(self.reader) if order == "quasi_random" else None
+        self._epoch, self._resume_at = 0, 0
+        self._iterator: weakref.ref | None = None  # weak: a dropped iterator stops its thread
+        _open_loaders.add(self)
+
+    # ---------------------------------------------------------------- set-up
+
+    def _check_indices(self, indices: Sequence[int] | None) -> np.ndarray:
+        n = len(self.reader)
+        if indices is None:
+            return np.arange(n, dtype=np.int64)
+        chosen = np.asarray(indices, dtype=np.int64).reshape(-1)
+        if chosen.size and (chosen.min() < 0 or chosen.max() >= n):
+            raise ArgumentError(f"indices must lie in [0, {n}) for {self.reader.path}")
+        return chosen
+
+    def _pipelines(self, given: Mapping[str, Sequence[Any] | None]) -> dict[str, list[Any]]:
+        fields = self.reader.fields
+        resolved = {}
+        for name, field in fields.items():
+            ops = given.get(name, ())
+            if ops is None:
+                continue
+            ops = list(ops)
+            if not ops or not _starts_a_pipeline(ops[0]):
+                ops = field.default_pipeline(name, self.source) + ops
+            resolved[name] = [_bind(op, self.source, name) for op in ops]
+        for name, ops in given.items():
+            if name not in fields and ops is not None:
+                resolved[name] = list(ops)
+        if not resolved:
+            raise ArgumentError("every field was dropped: nothing to load")
+        return resolved
+
+    # ---------------------------------------------------------------- epochs
+
+    def epoch_samples(self, epoch: int) -> np.ndarray:
+        """This rank's samples for ``epoch``, in order."""
+        order = orders.epoch_order(self.order, self.indices, self._pages, self.seed, epoch, self.window_pages)
+        return orders.shard(order, self.rank, self.world_size, self.drop_last)
+
+    def epoch_batches(self, epoch: int) -> list[np.ndarray]:
+        """This rank's batches for ``epoch``."""
+        return orders.batches(self.epoch_samples(epoch), self.batch_size, self.drop_last)
+
+    def __len__(self) -> int:
+        n = self.indices.size
+        per_rank = n if self.world_size == 1 else (n // self.world_size if self.drop_last else
+                                                    -(-n // self.world_size))
+        return per_rank // self.batch_size if self.drop_last else -(-per_rank // self.batch_size)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the next ``iter()`` run epoch ``epoch`` from its start."""
+        self._epoch, self._resume_at = int(epoch), 0
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next ``iter()`` runs (or the one running)."""
+        return self._epoch
+
+    def __iter__(self) -> EpochIterator:
+        """The batches of the current epoch.  After a complete epoch the
+        next ``iter()`` runs the following one; an iteration left early
+        starts its epoch again (or resumes it, after ``load_state_dict``)."""
+        self._stop_iterator()
+        batches = self.epoch_batches(self._epoch)
+        start, self._resume_at = self._resume_at, 0
+        iterator = EpochIterator(self, self._epoch, batches[start:], start)
+        self._iterator = weakref.ref(iterator)
+        return iterator
+
+    def _running(self) -> EpochIterator | None:
+        return self._iterator() if self._iterator is not None else None
+
+    def _epoch_finished(self, iterator: EpochIterator) -> None:
+        if iterator is self._running():
+            self._epoch += 1
+            self._iterator = None
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the loader is: load it into a fresh loader (same dataset,
+        pipelines, order, seed and sharding) to continue with exactly the
+        batches that would have come next."""
+        running = self._running()
+        batch = running.position if running is not None and not running._done else self._resume_at
+        return {"epoch": self._epoch, "batch": int(batch), "seed": self.seed, "order": self.order,
+                "batch_size": self.batch_size, "world_size": self.world_size, "rank": self.rank,
+                "samples": int(self.indices.size)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from ``state_dict()``: the next ``iter()`` starts at the
+        batch after the last one handed out."""
+        for key in ("seed", "order", "batch_size", "world_size", "rank", "samples"):
+            mine = self.state_dict()[key]
+            if key in state and state[key] != mine:
+                raise ArgumentError(f"cannot resume: the state has {key}={state[key]!r}, this loader {mine!r}")
+        self._stop_iterator()
+        self._epoch, self._resume_at = int(state["epoch"]), int(state["batch"])
+
+    # ---------------------------------------------------------------- clean-up
+
+    def _stop_iterator(self) -> None:
+        running = self._running()
+        if running is not None:
+            running.close()
+        self._iterator = None
+
+    def close(self) -> None:
+        """Stop the loader's thread and release its memory manager."""
+        self._stop_iterator()
+        self.memory.close()
+
+    def __enter__(self) -> Loader:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        return (f"Loader({str(self.reader.path)!r}, batch_size={self.batch_size}, order={self.order!r}, "
+                f"outputs={self.output_names}, {len(self)} batches per epoch, rank {self.rank}/{self.world_size})")
+
+
+@atexit.register
+def _close_all() -> None:
+    """No loader thread outlives the interpreter's shutdown."""
+    for loader in list(_open_loaders):
+        loader.close()
+
+
+def _open(source: Any) -> Reader:
+    if isinstance(source, Reader):
+        return source
+    if isinstance(source, (str, os.PathLike)) and Path(source).is_file():
+        return Reader(source)
+    from slipstream.convert import cached
+
+    return Reader(cached(source))
+
+
+def _starts_a_pipeline(op: Any) -> bool:
+    from slipstream.compiler import RefNode
+
+    return isinstance(op, (Decoder, RefNode)) or hasattr(op, "bind")
+
+
+def _bind(op: Any, source: DecodeSource, field: str) -> Any:
+    """Operations that read the dataset (the crop decoders) are bound to it here."""
+    return op.bind(source, field) if hasattr(op, "bind") else op
+
+
+def _first_pages(reader: Reader) -> np.ndarray:
+    """The first data page each sample touches (0 for samples without data)."""
+    table = reader.allocations
+    pages = np.zeros(len(reader), np.int64)
+    if table.size:
+        first = table[np.unique(table["sample"], return_index=True)[1]]
+        pages[first["sample"].astype(np.int64)] = (first["offset"].astype(np.int64) - reader.data_offset) \
+            // reader.page_size
+    return pages
+
+
+def _distribution(distributed: bool | None, rank: int | None, world_size: int | None) -> tuple[int, int]:
+    import torch.distributed as dist
+
+    initialized = dist.is_available() and dist.is_initialized()
+    if distributed is None:
+        distributed = initialized and dist.get_world_size() > 1
+    if not distributed:
+        return 0, 1
+    if rank is None or world_size is None:
+        if not initialized:
+            raise ArgumentError("distributed=True needs torch.distributed initialised, or rank and world_size")
+        rank = dist.get_rank() if rank is None else rank
+        world_size = dist.get_world_size() if world_size is None else world_size
+    if not 0 <= rank < world_size:
+        raise ArgumentError(f"rank {rank} is not in [0, {world_size})")
+    return int(rank), int(world_size)
+
+
+def _device(device: Any) -> Any:
+    if device is None:
+        return None
+    import torch
+
+    device = torch.device(device)
+    return None if device.type == "cpu" else device

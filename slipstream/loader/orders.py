@@ -1,0 +1,81 @@
+"""Traversal orders: which samples a rank visits in an epoch, in what order.
+
+An order depends only on (seed, epoch, rank, world size) and the dataset's
+layout, never on timing or thread count, so every run, every rank and every
+resume agree on it.
+
+Distributed sharding: the whole epoch order is made once, identically on
+every rank; it is padded (by repeating its first samples) or cut to a
+multiple of the world size, then rank ``r`` takes the ``r``-th contiguous
+block.  Blocks are disjoint, of equal length, together cover the dataset,
+and (for the random orders) change with the epoch.  Contiguous blocks keep
+the page locality of ``"quasi_random"`` within each rank.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+ORDERS = ("sequential", "random", "quasi_random")
+
+DEFAULT_WINDOW_PAGES = 8
+"""Pages shuffled together by ``"quasi_random"``."""
+
+
+def _generator(seed: int, epoch: int, stream: int) -> np.random.Generator:
+    return np.random.Generator(np.random.PCG64([seed % 2**63, epoch % 2**63, stream, 0x51495053]))
+
+
+def epoch_order(order: str, indices: np.ndarray, pages: np.ndarray | None, seed: int, epoch: int,
+                window_pages: int = DEFAULT_WINDOW_PAGES) -> np.ndarray:
+    """Every sample of ``indices`` once, in the order's sequence for ``epoch``.
+
+    Args:
+        order: ``"sequential"``, ``"random"`` or ``"quasi_random"``.
+        indices: the dataset indices to visit (sorted or not).
+        pages: the first data page of each sample of the dataset (needed by
+            ``"quasi_random"``).
+        seed, epoch: what the randomness depends on.
+        window_pages: pages shuffled together by ``"quasi_random"``.
+
+    ``"quasi_random"`` shuffles the order of the pages, then cuts that page
+    sequence into windows of ``window_pages`` pages and shuffles the samples
+    within each window.  Consecutive samples therefore come from at most
+    ``window_pages`` pages (``2 * window_pages`` across a window boundary),
+    which bounds the pages a batch needs when the file is not mapped.
+    """
+    if order == "sequential":
+        return np.sort(indices)
+    rng = _generator(seed, epoch, 0)
+    if order == "random":
+        return rng.permutation(indices)
+    if order != "quasi_random":
+        raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
+    if pages is None:
+        raise ValueError("quasi_random order needs the page of every sample")
+    sample_pages = pages[indices]
+    unique_pages = np.unique(sample_pages)
+    page_rank = np.empty(int(unique_pages.max()) + 1 if unique_pages.size else 0, np.int64)
+    page_rank[rng.permutation(unique_pages)] = np.arange(unique_pages.size)
+    window = page_rank[sample_pages] // max(1, window_pages)
+    jitter = rng.random(indices.size)
+    return indices[np.lexsort((jitter, window))]
+
+
+def shard(order: np.ndarray, rank: int, world_size: int, drop_last: bool) -> np.ndarray:
+    """Rank ``rank``'s contiguous block of an epoch order of ``world_size`` equal blocks."""
+    if world_size == 1:
+        return order
+    n = order.size
+    per_rank = n // world_size if drop_last else -(-n // world_size)
+    total = per_rank * world_size
+    if total > n:  # pad with the first samples of the order, as torch's DistributedSampler does
+        order = np.concatenate([order, np.resize(order, total - n)])
+    return order[rank * per_rank:(rank + 1) * per_rank]
+
+
+def batches(samples: np.ndarray, batch_size: int, drop_last: bool) -> list[np.ndarray]:
+    """The epoch's batches: consecutive slices of ``batch_size`` samples; the
+    last, shorter one is kept unless ``drop_last``."""
+    count = samples.size // batch_size if drop_last else -(-samples.size // batch_size)
+    return [samples[k * batch_size:(k + 1) * batch_size] for k in range(count)]
