@@ -32,6 +32,7 @@ from slipstream.format import Reader  # noqa: E402
 from slipstream.loader import Loader  # noqa: E402
 from slipstream.errors import (  # noqa: E402
     ArgumentError,
+    CompileError,
     DatasetNotFoundError,
     DecodeError,
     EncodeError,
@@ -40,6 +41,7 @@ from slipstream.errors import (  # noqa: E402
     LibraryError,
     NativeIOError,
     NativeMemoryError,
+    PipelineError,
     SampleIndexError,
     SlipstreamError,
 )
@@ -48,6 +50,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ArgumentError",
+    "CompileError",
     "BytesField",
     "DatasetNotFoundError",
     "DecodeError",
@@ -62,6 +65,7 @@ __all__ = [
     "NDArrayField",
     "NativeIOError",
     "NativeMemoryError",
+    "PipelineError",
     "RGBImageField",
     "Reader",
     "SampleIndexError",

@@ -264,12 +264,20 @@ def fingerprint(graph: Graph, stage: StageSource) -> str:
     return h.hexdigest()[:24]
 
 
+_loaded: dict[str, Callable[..., Any]] = {}
+"""Stage functions of this process by fingerprint: a pipeline compiled again
+(a new loader over the same pipeline) reuses the machine code instead of
+loading another copy that Numba would never free."""
+
+
 def load_stage(graph: Graph, stage: StageSource) -> Callable[..., Any]:
     """Write the stage's source to the cache directory (once per content
     hash) and return its function, compiled for jit stages."""
+    digest = fingerprint(graph, stage)
+    if stage.jit and digest in _loaded:
+        return _loaded[digest]
     folder = cache_dir()
     folder.mkdir(parents=True, exist_ok=True)
-    digest = fingerprint(graph, stage)
     path = folder / f"stage_{digest}.py"
     if not path.exists():
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -285,7 +293,8 @@ def load_stage(graph: Graph, stage: StageSource) -> Callable[..., Any]:
     fn = getattr(module, stage.name)
     if not stage.jit:
         return fn
-    return numba.njit(nogil=True, parallel=True, cache=True)(fn)
+    _loaded[digest] = numba.njit(nogil=True, parallel=True, cache=True)(fn)
+    return _loaded[digest]
 
 
 def typing_error(stage: StageSource, exc: Exception) -> CompileError:

@@ -60,7 +60,7 @@ class DecodeSource:
 class NDArrayDecoder(Decoder):
     """Copies an ``NDArrayField`` value into a (dtype, shape) sample."""
 
-    source: DecodeSource
+    source: DecodeSource = dataclasses.field(repr=False)
     field: str
     dtype: Any
     shape: tuple[int, ...]
@@ -92,7 +92,7 @@ class ImageDecoder(Decoder):
     """Decodes an ``RGBImageField`` whose images all have one size into
     (height, width, 3) uint8 samples, JPEG or raw."""
 
-    source: DecodeSource
+    source: DecodeSource = dataclasses.field(repr=False)
     field: str
 
     def __post_init__(self) -> None:
@@ -163,7 +163,7 @@ class ReadValues(Operation):
     """Turns a batch of sample indices into a list of the field's Python
     values (bytes, JSON objects), read through the reader."""
 
-    reader: Any
+    reader: Any = dataclasses.field(repr=False)
     field: str
     jit: ClassVar[bool] = False
 

@@ -9,15 +9,14 @@ written again only after the user has asked for the batch after it.
 
 Stopping: the thread checks a stop flag between batches and while it waits;
 ``close()`` sets the flag, drains the queue and joins the thread.  The thread
-holds no reference to the iterator, so an iterator the user drops (``break``)
-is collected and stops its thread.
+holds no reference to the iterator, and the loader only a weak one, so an
+iterator the user drops (``break``) is collected and stops its thread.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -39,7 +38,7 @@ class EpochIterator:
     """Batches of one epoch (or of its remainder, after a resume)."""
 
     def __init__(self, loader: Any, epoch: int, batches: list[np.ndarray], first_batch: int) -> None:
-        self._loader_ref = weakref.ref(loader)
+        self._loader = loader  # kept alive while its batches are iterated
         self.epoch = epoch
         self.position = first_batch  # batches of the epoch handed out so far
         self._remaining = len(batches)
@@ -70,9 +69,7 @@ class EpochIterator:
                     raise SlipstreamError("the loader thread stopped without a result") from None
         if item is _END:
             self.close()
-            loader = self._loader_ref()
-            if loader is not None:
-                loader._epoch_finished(self)
+            self._loader._epoch_finished(self)
             raise StopIteration
         if isinstance(item, _Failure):
             self.close()

@@ -12,8 +12,8 @@ Its memory is the pool, whatever the dataset's size.
 
 from __future__ import annotations
 
+import bisect
 import os
-from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -47,9 +47,15 @@ class PagePool:
 
     The unit of reading is a value's run of pages: one page for a value that
     fits in a page (several values share it), consecutive pages for a larger
-    one.  Units are read in the order batches need them, as far ahead as free
-    slots allow; a batch waits only for its own units.  After a batch has run,
-    the units no later batch needs are freed.
+    one.  Before a batch runs, its units are read (if they are not already
+    in the pool); while it runs, the units of the next batches are read in
+    background threads into the free slots.  A unit stays in the pool while
+    later batches need it; when a batch needs a slot and none is free, the
+    unit whose next use is farthest away is evicted (and read again when its
+    turn comes).  With ``"quasi_random"`` order, consecutive batches share
+    their pages, so a pool a few windows large reads every page about once
+    per epoch; a ``"random"`` order over a pool smaller than the dataset
+    reads pages several times.
 
     Attributes:
         capacity: slots in the pool.
@@ -57,42 +63,33 @@ class PagePool:
         pages_read: pages read so far.
     """
 
-    def __init__(self, reader: Any, capacity: int, io_threads: int = 4) -> None:
+    def __init__(self, reader: Any, capacity: int, io_threads: int = 4, lookahead: int = 4) -> None:
         if capacity < 1:
             raise ArgumentError(f"the page pool needs at least one slot, got {capacity}")
         self.reader = reader
         self.page_size = reader.page_size
         self.capacity = capacity
+        self.lookahead = lookahead
         self.storage = np.zeros(capacity * self.page_size, np.uint8)
         self._fd = os.open(reader.path, os.O_RDONLY)
         self._io = ThreadPoolExecutor(max(1, io_threads), thread_name_prefix="slipstream-pages")
         self._free = np.ones(capacity, bool)
         self.in_use = self.peak_in_use = self.pages_read = 0
-        self._reset()
-
-    def _reset(self) -> None:
-        self._loaded: dict[tuple[int, int], tuple[int, Future]] = {}  # unit -> (first slot, read)
+        self._loaded: dict[tuple[int, int], tuple[int, Future]] = {}  # unit -> (first slot, its read)
         self._plan: list[list[tuple[int, int]]] = []
-        self._last_use: dict[tuple[int, int], int] = {}
-        self._queue: deque[tuple[int, tuple[int, int]]] = deque()
-        self._locations: list[dict[str, tuple[np.ndarray, np.ndarray]]] = []
 
     # ---------------------------------------------------------------- planning
 
     def start_epoch(self, batches: list[np.ndarray], source: Any) -> None:
-        """Plan the epoch: the units of every batch and each unit's last use."""
-        self._wait_all()
-        self._free[:] = True
-        self.in_use = 0
-        self._reset()
-        self._source = source
-        self._batches = batches
+        """Plan the epoch: each batch's units and where its values lie in them."""
+        self._source, self._batches = source, batches
+        self._plan, self._locations = [], []
+        self._uses: dict[tuple[int, int], list[int]] = {}
         data_offset, ps = self.reader.data_offset, self.page_size
-        fields = source.offset_fields
         for b, indices in enumerate(batches):
             units: set[tuple[int, int]] = set()
             locations = {}
-            for field in fields:
+            for field in source.offset_fields:
                 records = self.reader.metadata[field][indices]
                 rel = records["offset"].astype(np.int64) - data_offset
                 size = records["size"].astype(np.int64)
@@ -103,60 +100,86 @@ class PagePool:
             need = sum(last - first + 1 for first, last in units)
             if need > self.capacity:
                 raise ArgumentError(f"batch {b} needs {need} pages but the page pool holds {self.capacity}: "
-                                    f"use a larger pool or a smaller batch")
-            plan = sorted(units)
-            self._plan.append(plan)
+                                    f"use a larger pool (pool_pages=) or a smaller batch")
+            self._plan.append(sorted(units))
             self._locations.append(locations)
-            for unit in plan:
-                self._last_use[unit] = b
-                self._queue.append((b, unit))
+            for unit in units:
+                self._uses.setdefault(unit, []).append(b)
+        self._ahead = [(b, unit) for b, plan in enumerate(self._plan) for unit in plan]
+        self._next_ahead = 0
+
+    def _next_use(self, unit: tuple[int, int], after: int) -> int:
+        uses = self._uses.get(unit, [])
+        k = bisect.bisect_right(uses, after)
+        return uses[k] if k < len(uses) else -1
 
     # ---------------------------------------------------------------- per batch
 
     def prepare(self, batch: int) -> None:
-        """Read what ``batch`` needs (and prefetch ahead), point the decoders'
-        offsets at it, and wait for its reads."""
-        self._prefetch(until_batch=batch)
+        """Make ``batch``'s units present, point the decoders' offsets at
+        them, start reading ahead, and wait for ``batch``'s reads."""
+        needed = set(self._plan[batch])
+        for unit in self._plan[batch]:
+            if unit not in self._loaded:
+                self._load(unit, self._slot_evicting(unit, batch, needed))
         ps = self.page_size
         for field, (first, last, rel) in self._locations[batch].items():
-            starts = np.array([self._loaded[(f, l)][0] for f, l in zip(first.tolist(), last.tolist())], np.int64)
+            starts = np.array([self._loaded[u][0] for u in zip(first.tolist(), last.tolist())], np.int64)
             self._source.offsets(field)[self._batches[batch]] = starts * ps + (rel - first * ps)
+        self._read_ahead(batch)
         for unit in self._plan[batch]:
             self._loaded[unit][1].result()  # raises the read's error, if any
-        self._prefetch(until_batch=None)
 
     def release(self, batch: int) -> None:
-        """Free the units no batch after ``batch`` needs."""
+        """Free the units of ``batch`` that no later batch needs."""
         for unit in self._plan[batch]:
-            if self._last_use.get(unit) == batch and unit in self._loaded:
-                slot, future = self._loaded.pop(unit)
-                future.result()
-                count = unit[1] - unit[0] + 1
-                self._free[slot:slot + count] = True
-                self.in_use -= count
-        self._prefetch(until_batch=None)
+            if self._next_use(unit, batch) < 0 and unit in self._loaded:
+                self._evict(unit)
+        self._read_ahead(batch)
 
-    def _prefetch(self, until_batch: int | None) -> None:
-        """Start reads in plan order while slots are free; with
-        ``until_batch``, every unit of that batch must be started."""
-        while self._queue:
-            b, unit = self._queue[0]
-            if unit in self._loaded or self._last_use.get(unit, -1) < b:
-                self._queue.popleft()
-                continue
-            count = unit[1] - unit[0] + 1
-            slot = self._find_free(count)
-            if slot is None:
-                if until_batch is not None and b <= until_batch:
-                    raise ArgumentError(f"the page pool ({self.capacity} slots) cannot hold batch {b}'s pages "
-                                        f"beside the pages still in use; use a larger pool")
+    def _read_ahead(self, batch: int) -> None:
+        """Read the units of the next ``lookahead`` batches into free slots."""
+        while self._next_ahead < len(self._ahead):
+            b, unit = self._ahead[self._next_ahead]
+            if b > batch + self.lookahead:
                 return
-            self._queue.popleft()
-            self._free[slot:slot + count] = False
-            self.in_use += count
-            self.peak_in_use = max(self.peak_in_use, self.in_use)
-            self.pages_read += count
-            self._loaded[unit] = (slot, self._io.submit(self._read, unit, slot))
+            if b > batch and unit not in self._loaded:
+                slot = self._find_free(unit[1] - unit[0] + 1)
+                if slot is None:
+                    return
+                self._load(unit, slot)
+            self._next_ahead += 1
+
+    def _slot_evicting(self, unit: tuple[int, int], batch: int, keep: set[tuple[int, int]]) -> int:
+        """A free run of slots for ``unit``, evicting the units needed
+        farthest in the future (never ``keep``) until there is one."""
+        count = unit[1] - unit[0] + 1
+        slot = self._find_free(count)
+        while slot is None:
+            victims = [u for u in self._loaded if u not in keep]
+            if not victims:
+                raise ArgumentError(f"the page pool ({self.capacity} slots) cannot hold batch {batch}'s pages "
+                                    f"in consecutive slots; use a larger pool (pool_pages=)")
+            never = [u for u in victims if self._next_use(u, batch) < 0]
+            victim = never[0] if never else max(victims, key=lambda u: self._next_use(u, batch))
+            self._evict(victim)
+            slot = self._find_free(count)
+        return slot
+
+    def _load(self, unit: tuple[int, int], slot: int) -> None:
+        count = unit[1] - unit[0] + 1
+        self._free[slot:slot + count] = False
+        self.in_use += count
+        self.peak_in_use = max(self.peak_in_use, self.in_use)
+        self.pages_read += count
+        self._loaded[unit] = (slot, self._io.submit(self._read, unit, slot))
+
+    def _evict(self, unit: tuple[int, int]) -> None:
+        slot, future = self._loaded.pop(unit)
+        future.cancel() or future.exception()  # a read still running must not land in a reused slot
+        count = unit[1] - unit[0] + 1
+        self._free[slot:slot + count] = True
+        self.in_use -= count
 
     def _find_free(self, count: int) -> int | None:
         if count == 1:
@@ -170,12 +193,7 @@ class PagePool:
         ps = self.page_size
         start = unit[0] * ps
         length = min((unit[1] - unit[0] + 1) * ps, self.reader.data_size - start)
-        buffer = self.storage[slot * ps: slot * ps + length]
-        native.pread(self._fd, buffer, self.reader.data_offset + start)
-
-    def _wait_all(self) -> None:
-        for _, future in self._loaded.values():
-            future.cancel() or future.exception()
+        native.pread(self._fd, self.storage[slot * ps: slot * ps + length], self.reader.data_offset + start)
 
     def close(self) -> None:
         self._io.shutdown(wait=True, cancel_futures=True)

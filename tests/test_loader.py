@@ -1,0 +1,324 @@
+"""The loader on generated datasets: orders, subsets, drop_last,
+determinism, epochs, resume, decoders, errors, memory managers, threads."""
+
+from __future__ import annotations
+
+import gc
+import os
+import resource
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import slipstream as ss
+from slipstream.compiler import Allocation, Operation
+from slipstream.compiler import random as rnd
+from jpeg_corpus import make_sample, picture
+
+ORDERS = ["sequential", "random", "quasi_random"]
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    """203 samples: a raw 12x10 image, a label, a float, an array, bytes and JSON;
+    4 KiB pages so that the samples spread over many pages."""
+    n = 203
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (n, 12, 10, 3), dtype=np.uint8)
+    items = [{"image": images[i], "label": i, "score": i / 8, "vec": np.arange(5, dtype=np.float32) * i,
+              "blob": bytes([i % 256]) * (i % 7), "meta": {"i": i, "name": f"s{i}"}} for i in range(n)]
+    fields = {"image": ss.RGBImageField(write_mode="raw"), "label": ss.IntField(), "score": ss.FloatField(),
+              "vec": ss.NDArrayField(np.float32, (5,)), "blob": ss.BytesField(), "meta": ss.JSONField()}
+    path = tmp_path_factory.mktemp("loader") / "data.slip"
+    ss.write(path, [tuple(item.values()) for item in items], fields, workers=0, page_size=4096, verbose=False)
+    return path, images
+
+
+def labels_of(loader) -> list[list[int]]:
+    return [batch[1].tolist() for batch in loader]
+
+
+# ---------------------------------------------------------------- decoding
+
+
+def test_every_field_decodes_with_its_default_decoder(dataset):
+    path, images = dataset
+    loader = ss.Loader(path, 16, order="sequential", as_dict=True)
+    assert loader.output_names == ["image", "label", "score", "vec", "blob", "meta"] and len(loader) == 13
+    count = 0
+    for batch in loader:
+        labels = batch["label"].numpy()
+        assert batch["image"].dtype == torch.uint8 and batch["image"].shape[1:] == (12, 10, 3)
+        np.testing.assert_array_equal(batch["image"].numpy(), images[labels])
+        np.testing.assert_array_equal(batch["score"].numpy(), labels / 8)
+        np.testing.assert_array_equal(batch["vec"].numpy(), np.arange(5, dtype=np.float32) * labels[:, None])
+        assert batch["blob"] == [bytes([i % 256]) * (i % 7) for i in labels]
+        assert batch["meta"] == [{"i": int(i), "name": f"s{i}"} for i in labels]
+        count += len(labels)
+    assert count == 203
+
+
+def test_pipelines_drop_fields_and_add_operations(dataset):
+    path, images = dataset
+
+    @dataclasses_frozen
+    class Invert(Operation):
+        def declare(self, state):
+            return state, None
+
+        def generate_code(self):
+            def invert(x, key):
+                flat = x.reshape(-1)
+                for j in range(flat.size):
+                    flat[j] = 255 - flat[j]
+                return x
+            return invert
+
+    loader = ss.Loader(path, 50, {"image": [Invert()], "score": None, "vec": None, "blob": None, "meta": None},
+                       order="sequential")
+    assert loader.output_names == ["image", "label"]
+    image, label = next(iter(loader))
+    np.testing.assert_array_equal(image.numpy(), 255 - images[:50])
+
+
+def dataclasses_frozen(cls):
+    import dataclasses
+
+    return dataclasses.dataclass(frozen=True)(cls)
+
+
+def test_jpeg_images_of_one_size_and_mixed_sizes(tmp_path):
+    samples = [make_sample(24, 32, seed=k) for k in range(10)]
+    path = tmp_path / "jpeg.slip"
+    ss.write(path, [(s.data, k) for k, s in enumerate(samples)], {"image": ss.RGBImageField(),
+                                                                   "label": ss.IntField()}, workers=0)
+    images, labels = next(iter(ss.Loader(path, 10, order="sequential")))
+    for k in range(10):
+        np.testing.assert_array_equal(images[k].numpy(), ss.native.jpeg_decode(samples[k].data))
+    mixed = tmp_path / "mixed.slip"
+    ss.write(mixed, [(make_sample(20 + k, 30).data,) for k in range(3)], {"image": ss.RGBImageField()}, workers=0)
+    with pytest.raises(ss.ArgumentError, match=r"3 different sizes .* starts with a crop \(RandomResizedCrop"):
+        ss.Loader(mixed, 2)
+
+
+def test_a_corrupt_image_is_reported_with_its_sample_index(tmp_path):
+    samples = [make_sample(64, 64, seed=k) for k in range(12)]
+    path = tmp_path / "bad.slip"
+    ss.write(path, [(s.data,) for s in samples], {"image": ss.RGBImageField()}, workers=0)
+    reader = ss.Reader(path)
+    start, size = int(reader.metadata["image"]["offset"][7]), int(reader.metadata["image"]["size"][7])
+    data = bytearray(path.read_bytes())
+    data[start + size // 2: start + size // 2 + 2] = b"\xff\xd9"  # an end-of-image marker mid-way
+    path.write_bytes(bytes(data))  # pages carry no checksums here: the loader itself must notice
+    loader = ss.Loader(path, 4, order="sequential")
+    with pytest.raises(ss.DecodeError, match=r"bad.slip: sample 7 cannot be decoded"):
+        for _ in loader:
+            pass
+
+
+def test_an_exception_in_a_torch_stage_names_the_batch_samples(dataset):
+    path, _ = dataset
+
+    class Fails(torch.nn.Module):
+        def forward(self, x):
+            if x.shape[0] > 1:
+                raise RuntimeError("boom")
+            return x
+
+    loader = ss.Loader(path, 8, {"label": [Fails()], "image": None, "score": None, "vec": None, "blob": None,
+                                 "meta": None}, order="sequential")
+    with pytest.raises(ss.PipelineError, match=r"batch 0 of epoch 0 \(samples 0, 1, 2, 3, 4, 5, 6, 7\) failed: "
+                                               r"RuntimeError: boom"):
+        next(iter(loader))
+
+
+# ---------------------------------------------------------------- orders
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_each_index_once_per_epoch_and_epochs_differ(dataset, order):
+    path, _ = dataset
+    loader = ss.Loader(path, 16, order=order, seed=3)
+    first, second = labels_of(loader), labels_of(loader)
+    for epoch in (first, second):
+        flat = [i for batch in epoch for i in batch]
+        assert sorted(flat) == list(range(203)) and len(epoch) == len(loader) == 13
+    if order == "sequential":
+        assert first == second and first[0] == list(range(16))
+    else:
+        assert first != second
+    loader.set_epoch(0)
+    assert labels_of(loader) == first  # epochs are a function of (seed, epoch)
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_subsets_and_drop_last(dataset, order):
+    path, _ = dataset
+    subset = np.arange(0, 203, 3)  # 68 samples
+    kept = ss.Loader(path, 10, order=order, indices=subset)
+    batches = labels_of(kept)
+    assert len(kept) == 7 and [len(b) for b in batches] == [10] * 6 + [8]
+    assert sorted(i for b in batches for i in b) == subset.tolist()
+    dropped = ss.Loader(path, 10, order=order, indices=subset, drop_last=True)
+    batches = labels_of(dropped)
+    assert len(dropped) == 6 and [len(b) for b in batches] == [10] * 6
+    assert set(i for b in batches for i in b) <= set(subset.tolist())
+
+
+def test_quasi_random_keeps_consecutive_samples_within_a_window_of_pages(dataset):
+    path, _ = dataset
+    loader = ss.Loader(path, 16, order="quasi_random", window_pages=2)
+    reader = loader.reader
+    page = (reader.metadata["image"]["offset"].astype(np.int64) - reader.data_offset) // reader.page_size
+    order = loader.epoch_samples(0)
+    assert reader.page_count >= 20
+    for start in range(0, len(order) - 16, 16):
+        assert len(set(page[order[start:start + 16]].tolist())) <= 4  # two windows of two pages at most
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_same_batches_for_any_thread_count_and_run(dataset, threads):
+    path, _ = dataset
+    reference = [b[0].numpy().copy() for b in ss.Loader(path, 32, order="random", seed=5)]
+    loader = ss.Loader(path, 32, order="random", seed=5, num_threads=threads)
+    for expected, batch in zip(reference, loader):
+        np.testing.assert_array_equal(batch[0].numpy(), expected)
+
+
+# ---------------------------------------------------------------- resume
+
+
+@dataclasses_frozen
+class RandomShift(Operation):
+    """A random per-sample augmentation: the resumed batches must repeat it."""
+
+    def declare(self, state):
+        return state, None
+
+    def generate_code(self):
+        integers = rnd.integers
+
+        def shift(x, key):
+            delta = np.uint8(integers(key, 0, 0, 256))
+            flat = x.reshape(-1)
+            for j in range(flat.size):
+                flat[j] = np.uint8(flat[j] + delta)
+            return x
+
+        return shift
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_resume_mid_epoch_repeats_the_following_batches_exactly(dataset, order):
+    path, _ = dataset
+    pipelines = {"image": [RandomShift()], "blob": None, "meta": None}
+    loader = ss.Loader(path, 16, pipelines, order=order, seed=11)
+    labels_of(loader)  # epoch 0
+    iterator = iter(loader)  # epoch 1
+    for _ in range(5):
+        next(iterator)
+    state = loader.state_dict()
+    assert state["epoch"] == 1 and state["batch"] == 5
+    rest = [(b[0].numpy().copy(), b[1].numpy().copy()) for b in iterator]
+    fresh = ss.Loader(path, 16, pipelines, order=order, seed=11)
+    fresh.load_state_dict(state)
+    resumed = [(b[0].numpy().copy(), b[1].numpy().copy()) for b in fresh]
+    assert len(resumed) == len(rest) == 8
+    for (a_img, a_lab), (b_img, b_lab) in zip(rest, resumed):
+        np.testing.assert_array_equal(a_lab, b_lab)
+        np.testing.assert_array_equal(a_img, b_img)
+    assert fresh.state_dict()["epoch"] == 2
+    with pytest.raises(ss.ArgumentError, match="cannot resume: the state has seed=11, this loader 12"):
+        ss.Loader(path, 16, pipelines, order=order, seed=12).load_state_dict(state)
+
+
+# ---------------------------------------------------------------- memory managers
+
+
+def test_page_pool_stays_within_its_bound(tmp_path):
+    images = np.random.default_rng(1).integers(0, 256, (1500, 12, 10, 3), dtype=np.uint8)
+    path = tmp_path / "many.slip"
+    ss.write(path, {"image": images, "label": np.arange(1500)}, {"image": ss.RGBImageField(write_mode="raw"),
+                                                                 "label": ss.IntField()}, workers=0, page_size=4096)
+    reader = ss.Reader(path)
+    pool = 4
+    assert reader.page_count >= 20 * pool
+    loader = ss.Loader(path, 8, order="quasi_random", os_cache=False, pool_pages=pool, window_pages=1)
+    for epoch in range(2):
+        seen = []
+        for image, label in loader:
+            np.testing.assert_array_equal(image.numpy(), images[label.numpy()])
+            seen += label.tolist()
+        assert sorted(seen) == list(range(1500))
+    assert loader.memory.peak_in_use <= pool and loader.memory.capacity == pool
+    assert loader.memory.pages_read >= 2 * reader.page_count  # every page, each epoch, through 4 slots
+    with pytest.raises(ss.ArgumentError, match="needs .* pages but the page pool holds 1"):
+        iter(ss.Loader(path, 64, order="random", os_cache=False, pool_pages=1))
+
+
+def test_both_memory_managers_give_the_same_batches(dataset):
+    path, _ = dataset
+    mapped = [b[0].numpy().copy() for b in ss.Loader(path, 20, order="random", seed=2)]
+    pooled = [b[0].numpy().copy() for b in ss.Loader(path, 20, order="random", seed=2, os_cache=False,
+                                                       pool_pages=16)]
+    assert len(mapped) == len(pooled)
+    for a, b in zip(mapped, pooled):
+        np.testing.assert_array_equal(a, b)
+
+
+# ---------------------------------------------------------------- threads and clean-up
+
+
+def test_two_loaders_alternately_and_from_two_threads(dataset):
+    path, _ = dataset
+    train = ss.Loader(path, 16, order="random", seed=1)
+    val = ss.Loader(path, 16, order="sequential")
+    expected_val = labels_of(val)
+    for batch in train:  # a validation pass inside the training loop
+        assert labels_of(val) == expected_val
+        break
+    results, errors = {}, []
+
+    def run(name, loader):
+        try:
+            results[name] = [labels_of(loader) for _ in range(3)]
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(n, l)) for n, l in (("train", train), ("val", val))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors and results["val"] == [expected_val] * 3
+    assert all(sorted(i for b in epoch for i in b) == list(range(203)) for epoch in results["train"])
+
+
+def rss_mb() -> float:
+    with open(f"/proc/{os.getpid()}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def test_no_thread_or_memory_leaks(dataset):
+    path, _ = dataset
+    loader = ss.Loader(path, 8, order="random")
+    next(iter(loader))
+    gc.collect()
+    threads, rss = threading.active_count(), rss_mb()
+    for _ in range(200):  # start an epoch, take a batch, leave
+        for batch in loader:
+            break
+    gc.collect()
+    assert threading.active_count() == threads
+    for _ in range(20):
+        other = ss.Loader(path, 8, order="random")
+        next(iter(other))
+        del other
+    gc.collect()
+    assert threading.active_count() == threads
+    assert rss_mb() - rss < 200
