@@ -19,6 +19,7 @@ _threading.configure()
 
 from slipstream import native  # noqa: E402
 from slipstream import fields  # noqa: E402  (registers the field types before any file is read)
+from slipstream import ops  # noqa: E402
 from slipstream.convert import cached, convert, write  # noqa: E402
 from slipstream.fields import (  # noqa: E402
     BytesField,
@@ -74,6 +75,7 @@ __all__ = [
     "convert",
     "fields",
     "native",
+    "ops",
     "write",
     "__version__",
 ]

@@ -322,3 +322,16 @@ def test_no_thread_or_memory_leaks(dataset):
     gc.collect()
     assert threading.active_count() == threads
     assert rss_mb() - rss < 200
+
+
+def test_stored_bytes_hands_over_undecoded_values(tmp_path):
+    samples = [make_sample(16 + k, 20, seed=k).data for k in range(6)]
+    path = tmp_path / "raw.slip"
+    ss.write(path, [(s,) for s in samples], {"image": ss.RGBImageField()}, workers=0)
+    longest = max(map(len, samples))
+    (batch,) = next(iter(ss.Loader(path, 6, {"image": [ss.ops.StoredBytes(longest)]}, order="sequential")))
+    assert batch.shape == (6, longest) and batch.dtype == torch.uint8
+    for k, data in enumerate(samples):
+        assert batch[k, :len(data)].numpy().tobytes() == data
+    with pytest.raises(ss.DecodeError, match="sample 0 cannot be decoded"):
+        next(iter(ss.Loader(path, 6, {"image": [ss.ops.StoredBytes(100)]}, order="sequential")))

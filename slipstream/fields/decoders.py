@@ -182,3 +182,41 @@ class ReadValues(Operation):
 
     def fingerprint(self) -> str:
         return f"ReadValues:{self.field}"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class StoredBytesDecoder(Decoder):
+    """A field's stored bytes, undecoded, at the start of a (max_size,)
+    uint8 sample (the rest is left as it was): what reading alone costs, or
+    compressed images for a decoder elsewhere (e.g. on the GPU).  Pair it
+    with the field's ``size`` column for each value's length.  Values longer
+    than ``max_size`` are cut and flagged in ``errors``."""
+
+    source: DecodeSource = dataclasses.field(repr=False)
+    field: str
+    max_size: int
+
+    def inputs(self) -> tuple[np.ndarray, ...]:
+        return (self.source.storage, self.source.offsets(self.field), self.source.sizes(self.field),
+                self.source.errors)
+
+    def declare(self, state: State | None) -> tuple[State, Allocation]:
+        shape = (int(self.max_size),)
+        return State(jit=True, shape=shape, dtype=np.uint8), Allocation(shape, np.uint8)
+
+    def generate_code(self):
+        too_long = np.int32(native.Status.EBUFFER)
+
+        def read(storage, offsets, sizes, errors, index, out, key):
+            start, size = uint64(offsets[index]), uint64(sizes[index])
+            if size > uint64(out.size):
+                errors[index] = too_long
+                size = uint64(out.size)
+            for j in range(size):
+                out[j] = storage[start + j]
+            return out
+
+        return read
+
+    def fingerprint(self) -> str:
+        return "StoredBytesDecoder"

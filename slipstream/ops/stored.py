@@ -1,0 +1,21 @@
+"""Operations that hand over stored values as they are."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredBytes:
+    """The first operation of a field's pipeline: each sample's stored bytes,
+    undecoded, at the start of a (max_size,) uint8 sample.  For measuring
+    what reading alone costs, or for decoding elsewhere (on the GPU).  The
+    loader binds it to the field it is the pipeline of."""
+
+    max_size: int
+
+    def bind(self, source: Any, field: str) -> Any:
+        from slipstream.fields.decoders import StoredBytesDecoder
+
+        return StoredBytesDecoder(source, field, self.max_size)
