@@ -28,7 +28,7 @@ help:
 	@echo "make test     set up, then run the tests"
 	@echo "make bindings regenerate slipstream/_native.py from native/include/slipstream.h"
 	@echo "make asan     run the native tests under AddressSanitizer and UndefinedBehaviorSanitizer"
-	@echo "make bench    kernel, compiler and dataset-writing benchmarks (IMAGES=folder)"
+	@echo "make bench    kernel, compiler, dataset-writing and loader I/O benchmarks (IMAGES=folder)"
 	@echo "make clean    remove .venv and build/"
 
 # System packages: a C compiler, pkg-config, libjpeg-turbo headers, venv support.
@@ -83,6 +83,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/kernels.py $(IMAGES)
 	$(BIN)/python benchmarks/compiler.py
 	$(BIN)/python benchmarks/write.py $(IMAGES)
+	$(BIN)/python benchmarks/loader_io.py $(IMAGES)
 
 clean:
 	rm -rf $(VENV) build dist

@@ -4,6 +4,10 @@ determinism, epochs, resume, decoders, errors, memory managers, threads."""
 from __future__ import annotations
 
 import gc
+import signal
+import subprocess
+import sys
+import time
 import os
 import resource
 import threading
@@ -335,3 +339,48 @@ def test_stored_bytes_hands_over_undecoded_values(tmp_path):
         assert batch[k, :len(data)].numpy().tobytes() == data
     with pytest.raises(ss.DecodeError, match="sample 0 cannot be decoded"):
         next(iter(ss.Loader(path, 6, {"image": [ss.ops.StoredBytes(100)]}, order="sequential")))
+
+
+STOPPING = """
+import sys, time, numpy as np, slipstream as ss
+loader = ss.Loader(sys.argv[1], 4, order="random")
+batches = iter(loader)
+next(batches)
+print("running", flush=True)
+if sys.argv[2] == "exit":
+    sys.exit(0)  # mid-epoch, the loader thread still working
+for epoch in range(10**6):
+    for batch in loader:
+        time.sleep(0.001)
+"""
+
+
+@pytest.mark.parametrize("how", ["exit", "sigint"])
+def test_interpreter_exit_and_ctrl_c_stop_promptly(dataset, tmp_path, how):
+    path, _ = dataset
+    proc = subprocess.Popen([sys.executable, "-c", STOPPING, str(path), how], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    assert proc.stdout.readline().strip() == "running"
+    if how == "sigint":
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+    start = time.monotonic()
+    _, err = proc.communicate(timeout=60)
+    assert time.monotonic() - start < 10
+    if how == "exit":
+        assert proc.returncode == 0, err
+    else:
+        assert proc.returncode != 0 and "KeyboardInterrupt" in err
+
+
+def test_a_source_is_converted_once_and_loaded(tmp_path, monkeypatch):
+    monkeypatch.setenv("SLIPSTREAM_CACHE_DIR", str(tmp_path / "cache"))
+    for label, name in enumerate(["a", "b"]):
+        (tmp_path / "tree" / name).mkdir(parents=True)
+        for k in range(5):
+            (tmp_path / "tree" / name / f"{k}.jpg").write_bytes(make_sample(16, 16, seed=k + 5 * label).data)
+    loader = ss.Loader(tmp_path / "tree", 4, order="sequential")
+    labels = [b[1].tolist() for b in loader]
+    assert labels == [[0, 0, 0, 0], [0, 1, 1, 1], [1, 1]]
+    assert len(list((tmp_path / "cache" / "datasets").glob("*.slip"))) == 1
+    assert ss.Loader(tmp_path / "tree", 4).reader.path == loader.reader.path
