@@ -384,3 +384,17 @@ def test_a_source_is_converted_once_and_loaded(tmp_path, monkeypatch):
     assert labels == [[0, 0, 0, 0], [0, 1, 1, 1], [1, 1]]
     assert len(list((tmp_path / "cache" / "datasets").glob("*.slip"))) == 1
     assert ss.Loader(tmp_path / "tree", 4).reader.path == loader.reader.path
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_batches_on_the_device_match_and_slots_are_not_overwritten_early(dataset):
+    path, images = dataset
+    loader = ss.Loader(path, 8, {"blob": None, "meta": None}, order="random", seed=9, device="cuda",
+                       batches_ahead=1)
+    received = []
+    for image, label, *_ in loader:  # kept on the device while later batches reuse the host slots
+        assert image.is_cuda and label.is_cuda
+        received.append((image, label))
+    torch.cuda.synchronize()
+    for image, label in received:
+        np.testing.assert_array_equal(image.cpu().numpy(), images[label.cpu().numpy()])
