@@ -110,7 +110,7 @@ class Loader:
             ops = given.get(name, ())
             if ops is None:
                 continue
-            ops = list(ops)
+            ops = fold(list(ops))
             if not ops or not _starts_a_pipeline(ops[0]):
                 ops = field.default_pipeline(name, self.source) + ops
             resolved[name] = [_bind(op, self.source, name) for op in ops]
@@ -237,6 +237,20 @@ def _starts_a_pipeline(op: Any) -> bool:
     from slipstream.compiler import RefNode
 
     return isinstance(op, (Decoder, RefNode)) or hasattr(op, "bind")
+
+
+def fold(ops: list[Any]) -> list[Any]:
+    """Adjacent operations joined where the first knows how (``a.fold(b)``
+    returns the pair as one operation): a flip into the crop that precedes
+    it, ``ToTensor`` into ``Normalize``, ``Resize`` into the crop after it."""
+    folded: list[Any] = []
+    for op in ops:
+        joined = folded[-1].fold(op) if folded and hasattr(folded[-1], "fold") else None
+        if joined is not None:
+            folded[-1] = joined
+        else:
+            folded.append(op)
+    return folded
 
 
 def _bind(op: Any, source: DecodeSource, field: str) -> Any:

@@ -1,0 +1,340 @@
+"""Decoding crops: each sample's image is decoded, cropped and resized in one
+native call (``slip_jpeg_decode_crop_resize``: only the crop's region is
+decoded, at the coarsest DCT scale that still covers the output), or, for
+raw stored images, cropped and resized in one ``slip_resize`` call.
+
+The user-facing operations follow torchvision.transforms.v2 and are
+descriptions; the loader binds them to the image field they start the
+pipeline of (``bind``) and folds a directly following
+``RandomHorizontalFlip`` into the decode call (``fold``)::
+
+    [RandomResizedCrop(224), RandomHorizontalFlip(), ToTensor(), Normalize(mean, std)]
+    [Resize(256), CenterCrop(224), ToTensor(), Normalize(mean, std)]      # ImageNet evaluation
+
+Crop parameters are drawn per sample from the counter-based random keys of
+:mod:`slipstream.compiler.random`, so they are the same for any thread
+count, batch order or resume point.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numba import njit, uint64
+
+from slipstream import native
+from slipstream.compiler import Allocation, Decoder, State
+from slipstream.compiler import random as rnd
+from slipstream.fields.decoders import DecodeSource
+
+INTERPOLATIONS = {"bilinear": native.Interp.BILINEAR, "area": native.Interp.AREA}
+
+# Draw numbers within a sample's key: attempt a uses 2a (area) and 2a + 1
+# (aspect ratio); then the position, then the flip.
+_TOP, _LEFT, _FLIP = 40, 41, 42
+
+
+# ---------------------------------------------------------------- crop parameters (compiled)
+
+
+@njit(cache=True, nogil=True)
+def random_resized_crop_params(key, height, width, scale_lo, scale_hi, log_ratio_lo, log_ratio_hi, attempts):
+    """torchvision's RandomResizedCrop sampling: up to ``attempts`` draws of
+    an area fraction (uniform in [scale_lo, scale_hi)) and an aspect ratio
+    (log-uniform) whose crop fits, at a uniform position; else the largest
+    central crop with an aspect ratio in range.  Returns (top, left, h, w)."""
+    area = height * width
+    for attempt in range(attempts):
+        target_area = area * rnd.uniform_range(key, 2 * attempt, scale_lo, scale_hi)
+        aspect = math.exp(rnd.uniform_range(key, 2 * attempt + 1, log_ratio_lo, log_ratio_hi))
+        w = int(np.rint(math.sqrt(target_area * aspect)))
+        h = int(np.rint(math.sqrt(target_area / aspect)))
+        if 0 < w <= width and 0 < h <= height:
+            return rnd.integers(key, _TOP, 0, height - h + 1), rnd.integers(key, _LEFT, 0, width - w + 1), h, w
+    return central_params(height, width, math.exp(log_ratio_lo), math.exp(log_ratio_hi))
+
+
+@njit(cache=True, nogil=True)
+def central_params(height, width, ratio_lo, ratio_hi):
+    """The largest central crop whose aspect ratio lies in [ratio_lo, ratio_hi]."""
+    in_ratio = width / height
+    if in_ratio < ratio_lo:
+        w, h = width, int(np.rint(width / ratio_lo))
+    elif in_ratio > ratio_hi:
+        h, w = height, int(np.rint(height * ratio_hi))
+    else:
+        h, w = height, width
+    h, w = max(1, min(h, height)), max(1, min(w, width))
+    return (height - h) // 2, (width - w) // 2, h, w
+
+
+@njit(cache=True, nogil=True)
+def analytic_crop_params(key, height, width, scale_lo, scale_hi, log_ratio_lo, log_ratio_hi):
+    """One draw, no rejection: the area as in torchvision, then the aspect
+    ratio log-uniform over the part of the range where that area fits; the
+    central fallback only when no ratio in range fits."""
+    area = height * width
+    target_area = area * rnd.uniform_range(key, 0, scale_lo, scale_hi)
+    lo = max(log_ratio_lo, math.log(target_area / (height * height)))
+    hi = min(log_ratio_hi, math.log(width * width / target_area))
+    if lo > hi:
+        return central_params(height, width, math.exp(log_ratio_lo), math.exp(log_ratio_hi))
+    aspect = math.exp(rnd.uniform_range(key, 1, lo, hi))
+    w = min(width, max(1, int(np.rint(math.sqrt(target_area * aspect)))))
+    h = min(height, max(1, int(np.rint(math.sqrt(target_area / aspect)))))
+    return rnd.integers(key, _TOP, 0, height - h + 1), rnd.integers(key, _LEFT, 0, width - w + 1), h, w
+
+
+@njit(cache=True, nogil=True)
+def center_crop_params(height, width, out_h, out_w, fraction):
+    """The centered region that becomes an out_h x out_w output when the
+    image is scaled so that the output covers ``fraction`` of its shorter
+    extent (ImageNet evaluation: fraction 224/256)."""
+    scale = fraction * min(height / out_h, width / out_w)
+    h = max(1, min(height, int(np.rint(out_h * scale))))
+    w = max(1, min(width, int(np.rint(out_w * scale))))
+    return (height - h) // 2, (width - w) // 2, h, w
+
+
+@njit(cache=True, nogil=True)
+def resized_center_crop_params(height, width, out_h, out_w, shorter):
+    """The centered region of an out_h x out_w crop of the image resized so
+    that its shorter side is ``shorter``."""
+    scale = min(height, width) / shorter
+    h = max(1, min(height, int(np.rint(out_h * scale))))
+    w = max(1, min(width, int(np.rint(out_w * scale))))
+    return (height - h) // 2, (width - w) // 2, h, w
+
+
+@njit(cache=True, nogil=True)
+def resized_random_crop_params(key, height, width, out_h, out_w, shorter):
+    """The region of an out_h x out_w crop at a uniform position of the image
+    resized so that its shorter side is ``shorter``."""
+    scale = min(height, width) / shorter
+    h = max(1, min(height, int(np.rint(out_h * scale))))
+    w = max(1, min(width, int(np.rint(out_w * scale))))
+    return rnd.integers(key, _TOP, 0, height - h + 1), rnd.integers(key, _LEFT, 0, width - w + 1), h, w
+
+
+# ---------------------------------------------------------------- the bound decoder
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class CropDecoder(Decoder):
+    """Decodes one crop per sample of an image field into (h, w, 3) uint8.
+
+    ``kind`` picks the region: ``"random_resized"``, ``"analytic"``,
+    ``"center"`` (``fraction`` of the shorter side), ``"resized_center"``
+    and ``"resized_random"`` (a crop of the image resized to shorter side
+    ``shorter``).  Made by
+    binding :class:`RandomResizedCrop`, :class:`CenterCrop` or
+    ``Resize`` + ``CenterCrop`` / ``RandomCrop``.
+    """
+
+    source: DecodeSource = dataclasses.field(repr=False)
+    field: str
+    kind: str
+    size: tuple[int, int]
+    scale: tuple[float, float] = (0.08, 1.0)
+    ratio: tuple[float, float] = (3 / 4, 4 / 3)
+    fraction: float = 1.0
+    shorter: int = 0
+    flip_p: float = 0.0
+    interpolation: str = "bilinear"
+
+    def inputs(self) -> tuple[np.ndarray, ...]:
+        records = self.source.reader.metadata[self.field]
+        return (self.source.storage, self.source.offsets(self.field), self.source.sizes(self.field),
+                np.ascontiguousarray(records["height"], np.int64), np.ascontiguousarray(records["width"], np.int64),
+                np.ascontiguousarray(records["mode"]), self.source.errors)
+
+    def declare(self, state: State | None) -> tuple[State, Allocation]:
+        shape = (*self.size, 3)
+        return State(jit=True, shape=shape, dtype=np.uint8), Allocation(shape, np.uint8)
+
+    def generate_code(self):
+        kind, (out_h, out_w), flip_p = self.kind, self.size, self.flip_p
+        scale_lo, scale_hi = self.scale
+        log_lo, log_hi = math.log(self.ratio[0]), math.log(self.ratio[1])
+        fraction, shorter = self.fraction, self.shorter
+        interp = int(INTERPOLATIONS[self.interpolation])
+        raw_mode, flip_flag = uint64(1), int(native.DecodeFlags.FLIP_X)
+        decode_crop = native.slip_jpeg_decode_crop_resize
+        resize = native.slip_resize
+
+        @njit(nogil=True)
+        def region(key, height, width):
+            if kind == "random_resized":
+                return random_resized_crop_params(key, height, width, scale_lo, scale_hi, log_lo, log_hi, 10)
+            if kind == "analytic":
+                return analytic_crop_params(key, height, width, scale_lo, scale_hi, log_lo, log_hi)
+            if kind == "center":
+                return center_crop_params(height, width, out_h, out_w, fraction)
+            if kind == "resized_center":
+                return resized_center_crop_params(height, width, out_h, out_w, shorter)
+            return resized_random_crop_params(key, height, width, out_h, out_w, shorter)
+
+        def decode(storage, offsets, sizes, heights, widths, modes, errors, index, out, key):
+            height, width = heights[index], widths[index]
+            y, x, h, w = region(key, height, width)
+            flip = flip_p > 0.0 and rnd.uniform(key, _FLIP) < flip_p
+            start, size = uint64(offsets[index]), uint64(sizes[index])
+            data = storage[start:start + size]
+            if uint64(modes[index]) == raw_mode:
+                status = resize(data, height, width, 3, width * 3, y, x, h, w, out, out_h, out_w, out.strides[0],
+                                interp, 1 if flip else 0)
+            else:
+                status = decode_crop(data, size, y, x, h, w, out_h, out_w, flip_flag if flip else 0, interp, out,
+                                     out.size, out.strides[0])
+            if status != 0:
+                errors[index] = status
+            return out
+
+        return decode
+
+    def fingerprint(self) -> str:
+        return f"CropDecoder:{self!r}"
+
+
+# ---------------------------------------------------------------- what users write
+
+
+def _size(size: int | Sequence[int]) -> tuple[int, int]:
+    pair = (size, size) if isinstance(size, (int, np.integer)) else tuple(size)
+    if len(pair) != 2 or not all(isinstance(s, (int, np.integer)) and s > 0 for s in pair):
+        raise ValueError(f"size must be a positive int or (height, width), got {size!r}")
+    return int(pair[0]), int(pair[1])
+
+
+def _interpolation(name: str) -> str:
+    if name not in INTERPOLATIONS:
+        raise ValueError(f"interpolation must be one of {sorted(INTERPOLATIONS)}, got {name!r}")
+    return name
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomResizedCrop:
+    """A random crop of random area and aspect ratio, resized to ``size``
+    (torchvision's ``RandomResizedCrop``: area fraction uniform in ``scale``,
+    aspect ratio log-uniform in ``ratio``, 10 tries, then a central crop).
+    ``analytic=True`` samples a fitting crop in one draw instead (see
+    :func:`analytic_crop_params`).  Starts an image field's pipeline."""
+
+    size: int | tuple[int, int]
+    scale: tuple[float, float] = (0.08, 1.0)
+    ratio: tuple[float, float] = (3 / 4, 4 / 3)
+    interpolation: str = "bilinear"
+    analytic: bool = False
+    flip_p: float = 0.0
+
+    def __post_init__(self) -> None:
+        _size(self.size)
+        _interpolation(self.interpolation)
+        if not 0 < self.scale[0] <= self.scale[1] <= 1:
+            raise ValueError(f"scale must satisfy 0 < low <= high <= 1, got {self.scale}")
+        if not 0 < self.ratio[0] <= self.ratio[1]:
+            raise ValueError(f"ratio must satisfy 0 < low <= high, got {self.ratio}")
+
+    def bind(self, source: DecodeSource, field: str) -> CropDecoder:
+        return CropDecoder(source, field, "analytic" if self.analytic else "random_resized", _size(self.size),
+                           tuple(map(float, self.scale)), tuple(map(float, self.ratio)), flip_p=self.flip_p,
+                           interpolation=self.interpolation)
+
+    def fold(self, following: Any) -> Any:
+        return _fold_flip(self, following)
+
+
+@dataclasses.dataclass(frozen=True)
+class CenterCrop:
+    """The central crop covering ``ratio`` of the shorter side, resized to
+    ``size``: ImageNet evaluation's "resize to 256, center crop 224" is
+    ``CenterCrop(224, ratio=224/256)``.  After ``Resize``, it is
+    torchvision's ``CenterCrop(size)`` of the resized image."""
+
+    size: int | tuple[int, int]
+    ratio: float = 224 / 256
+    interpolation: str = "bilinear"
+    flip_p: float = 0.0
+
+    def __post_init__(self) -> None:
+        _size(self.size)
+        _interpolation(self.interpolation)
+        if not 0 < self.ratio <= 1:
+            raise ValueError(f"ratio must lie in (0, 1], got {self.ratio}")
+
+    def bind(self, source: DecodeSource, field: str) -> CropDecoder:
+        return CropDecoder(source, field, "center", _size(self.size), fraction=float(self.ratio),
+                           flip_p=self.flip_p, interpolation=self.interpolation)
+
+    def fold(self, following: Any) -> Any:
+        return _fold_flip(self, following)
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomCrop:
+    """A ``size`` crop at a uniform position; only after ``Resize`` (which
+    fixes the scale), as in ``[Resize(256), RandomCrop(224)]``."""
+
+    size: int | tuple[int, int]
+
+    def __post_init__(self) -> None:
+        _size(self.size)
+
+
+@dataclasses.dataclass(frozen=True)
+class Resize:
+    """Scale the image so that its shorter side is ``size``; must be followed
+    by ``CenterCrop(s)`` or ``RandomCrop(s)``, with which it becomes one
+    decode of just the region the crop keeps."""
+
+    size: int
+    interpolation: str = "bilinear"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.size, (int, np.integer)) or self.size < 1:
+            raise ValueError(f"Resize takes the shorter side's length, a positive int; got {self.size!r}")
+        _interpolation(self.interpolation)
+
+    def bind(self, source: DecodeSource, field: str) -> Any:
+        raise ValueError(f"Resize({self.size}) gives images of different sizes; follow it with "
+                         f"CenterCrop(size) or RandomCrop(size) in the pipeline of {field!r}")
+
+    def fold(self, following: Any) -> Any:
+        if isinstance(following, CenterCrop):
+            out_h, out_w = _size(following.size)
+            return _ResizedCrop(self, out_h, out_w, random=False)
+        if isinstance(following, RandomCrop):
+            out_h, out_w = _size(following.size)
+            return _ResizedCrop(self, out_h, out_w, random=True)
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class _ResizedCrop:
+    """``Resize(s)`` followed by ``CenterCrop`` or ``RandomCrop``, folded."""
+
+    resize: Resize
+    out_h: int
+    out_w: int
+    random: bool
+    flip_p: float = 0.0
+
+    def bind(self, source: DecodeSource, field: str) -> CropDecoder:
+        size = (self.out_h, self.out_w)
+        return CropDecoder(source, field, "resized_random" if self.random else "resized_center", size,
+                           shorter=int(self.resize.size), flip_p=self.flip_p, interpolation=self.resize.interpolation)
+
+    def fold(self, following: Any) -> Any:
+        return _fold_flip(self, following)
+
+
+def _fold_flip(crop: Any, following: Any) -> Any:
+    from slipstream.ops.augment import RandomHorizontalFlip
+
+    if isinstance(following, RandomHorizontalFlip) and crop.flip_p == 0.0:
+        return dataclasses.replace(crop, flip_p=float(following.p))
+    return None
