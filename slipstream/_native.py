@@ -17,7 +17,7 @@ from numba.extending import intrinsic
 
 from slipstream import _abi
 
-HEADER_SHA256 = "5459ff10947a1e31a114ab2a4db7ecadbfaad458a90ce3422b4128acda5405cf"
+HEADER_SHA256 = "4a6c91681547f7b228d259a4a6a12faad5a2d016639bd8b8bb0ae9e37b791a8c"
 """SHA-256 of the header this module was generated from."""
 
 ABI_VERSION = 1
@@ -201,6 +201,7 @@ FUNCTIONS = {
     "slip_jpeg_decode": _abi.Signature("slip_jpeg_decode", "int32_t", (("const uint8_t *", "data"), ("size_t", "size"), ("int32_t", "y"), ("int32_t", "x"), ("int32_t", "h"), ("int32_t", "w"), ("int32_t", "scale_denom"), ("int32_t", "flags"), ("uint8_t *", "out"), ("size_t", "out_size"), ("int64_t", "out_stride"),)),
     "slip_jpeg_decode_crop_resize": _abi.Signature("slip_jpeg_decode_crop_resize", "int32_t", (("const uint8_t *", "data"), ("size_t", "size"), ("int32_t", "y"), ("int32_t", "x"), ("int32_t", "h"), ("int32_t", "w"), ("int32_t", "out_h"), ("int32_t", "out_w"), ("int32_t", "flags"), ("int32_t", "interp"), ("uint8_t *", "out"), ("size_t", "out_size"), ("int64_t", "out_stride"),)),
     "slip_resize": _abi.Signature("slip_resize", "int32_t", (("const uint8_t *", "src"), ("int32_t", "src_h"), ("int32_t", "src_w"), ("int32_t", "channels"), ("int64_t", "src_stride"), ("int32_t", "y"), ("int32_t", "x"), ("int32_t", "h"), ("int32_t", "w"), ("uint8_t *", "dst"), ("int32_t", "dst_h"), ("int32_t", "dst_w"), ("int64_t", "dst_stride"), ("int32_t", "interp"), ("int32_t", "flip_x"),)),
+    "slip_resize_region": _abi.Signature("slip_resize_region", "int32_t", (("const uint8_t *", "src"), ("int32_t", "src_h"), ("int32_t", "src_w"), ("int32_t", "channels"), ("int64_t", "src_stride"), ("double", "cy"), ("double", "cx"), ("double", "ch"), ("double", "cw"), ("uint8_t *", "dst"), ("int32_t", "dst_h"), ("int32_t", "dst_w"), ("int64_t", "dst_stride"), ("int32_t", "interp"), ("int32_t", "flip_x"),)),
     "slip_pack": _abi.Signature("slip_pack", "int32_t", (("const uint8_t *", "src"), ("int32_t", "height"), ("int32_t", "width"), ("int32_t", "channels"), ("int64_t", "src_stride"), ("void *", "dst"), ("int32_t", "dtype"), ("int64_t", "dst_stride_c"), ("int64_t", "dst_stride_y"), ("int64_t", "dst_stride_x"), ("const double *", "mean"), ("const double *", "std"),)),
     "slip_jpeg_encode_bound": _abi.Signature("slip_jpeg_encode_bound", "size_t", (("int32_t", "height"), ("int32_t", "width"), ("int32_t", "channels"),)),
     "slip_jpeg_encode": _abi.Signature("slip_jpeg_encode", "int32_t", (("const uint8_t *", "src"), ("int32_t", "height"), ("int32_t", "width"), ("int32_t", "channels"), ("int64_t", "src_stride"), ("int32_t", "quality"), ("int32_t", "subsampling"), ("int32_t", "flags"), ("uint8_t *", "out"), ("size_t", "out_capacity"), ("size_t *", "out_size"),)),
@@ -402,6 +403,39 @@ def slip_resize(typingctx, src, src_h, src_w, channels, src_stride, y, x, h, w, 
 
 
 @intrinsic
+def slip_resize_region(typingctx, src, src_h, src_w, channels, src_stride, cy, cx, ch, cw, dst, dst_h, dst_w, dst_stride, interp, flip_x):
+    """Numba intrinsic calling C ``slip_resize_region``.
+
+    Resize a rectangle of an interleaved 8-bit image whose edges may fall
+    between pixels, as slip_resize does for whole-pixel crops: the rectangle
+    [cy, cy + ch) x [cx, cx + cw), in source pixels, is resampled into
+    dst_h x dst_w pixels.  Filter taps are limited to the whole pixels the
+    rectangle touches.  This is how a crop chosen in full-resolution pixels is
+    taken from an image decoded at a DCT scale 1/d: divide its edges by d.
+
+    @param src         the source image, src_h rows of src_w pixels of `channels` bytes.
+    @param src_h       source height in pixels (> 0).
+    @param src_w       source width in pixels (> 0).
+    @param channels    bytes per pixel: 1, 3 or 4.
+    @param src_stride  bytes from one source row to the next (>= src_w * channels).
+    @param cy          top edge of the rectangle, in source pixels (>= 0).
+    @param cx          left edge of the rectangle, in source pixels (>= 0).
+    @param ch          rectangle height, in source pixels (> 0, cy + ch <= src_h).
+    @param cw          rectangle width, in source pixels (> 0, cx + cw <= src_w).
+    @param dst         receives dst_h rows of dst_w pixels of `channels` bytes.
+    @param dst_h       output height in pixels (> 0).
+    @param dst_w       output width in pixels (> 0).
+    @param dst_stride  bytes from one output row to the next (>= dst_w * channels).
+    @param interp      slip_interp filter.
+    @param flip_x      non-zero to mirror the output horizontally.
+    @return SLIP_OK; SLIP_EINVAL for bad arguments (including a rectangle that
+            is empty, not finite or not inside the image); SLIP_ENOMEM when
+            scratch cannot grow.
+    """
+    return _abi.lower_call(FUNCTIONS["slip_resize_region"], (src, src_h, src_w, channels, src_stride, cy, cx, ch, cw, dst, dst_h, dst_w, dst_stride, interp, flip_x))
+
+
+@intrinsic
 def slip_pack(typingctx, src, height, width, channels, src_stride, dst, dtype, dst_stride_c, dst_stride_y, dst_stride_x, mean, std):
     """Numba intrinsic calling C ``slip_pack``.
 
@@ -522,6 +556,7 @@ __all__ = [
     "slip_jpeg_decode",
     "slip_jpeg_decode_crop_resize",
     "slip_resize",
+    "slip_resize_region",
     "slip_pack",
     "slip_jpeg_encode_bound",
     "slip_jpeg_encode",

@@ -365,6 +365,32 @@ def resize(
     return arr
 
 
+def resize_region(
+    src: Any,
+    cy: float,
+    cx: float,
+    ch: float,
+    cw: float,
+    dst_h: int,
+    dst_w: int,
+    interp: Interp | int = Interp.AREA,
+    flip_x: bool = False,
+    out: Any = None,
+) -> np.ndarray:
+    """Resize the rectangle [cy, cy + ch) x [cx, cx + cw) of an 8-bit image,
+    whose edges may fall between pixels, to dst_h x dst_w
+    (``slip_resize_region``); otherwise as :func:`resize`."""
+    img = _image_arg(src, "src", (1, 3, 4))
+    src_h, src_w, c = img.shape
+    arr = _output_image(out, (dst_h, dst_w, c))
+    status = lib.slip_resize_region(
+        img.ctypes.data, src_h, src_w, c, img.strides[0], float(cy), float(cx), float(ch), float(cw), arr.ctypes.data,
+        dst_h, dst_w, arr.strides[0], int(interp), int(bool(flip_x)),
+    )
+    _check(status, "resize_region", ArgumentError)
+    return arr
+
+
 def _channel_values(values: Any, channels: int, name: str) -> np.ndarray | None:
     """One float64 per channel from a scalar or a sequence, or None."""
     if values is None:

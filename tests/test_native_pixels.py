@@ -28,6 +28,21 @@ def test_resize_within_one_of_float64_reference(interp, channels):
         np.testing.assert_array_equal(native.resize(img, y, x, ch, cw, oh, ow, interp, flip_x=True), got[:, ::-1])
 
 
+def test_resize_region_with_whole_pixel_edges_is_resize_and_shifts_smoothly():
+    rng = np.random.default_rng(9)
+    img = rng.integers(0, 256, (60, 80, 3), dtype=np.uint8)
+    for interp in Interp:
+        for y, x, h, w, oh, ow in [(0, 0, 60, 80, 30, 40), (5, 7, 31, 43, 64, 20), (10, 3, 1, 70, 9, 9)]:
+            np.testing.assert_array_equal(native.resize_region(img, y, x, h, w, oh, ow, interp),
+                                          native.resize(img, y, x, h, w, oh, ow, interp))
+    smooth = np.repeat(np.linspace(0, 255, 64)[None, :, None], 16, axis=0).repeat(3, axis=2).astype(np.uint8)
+    left = native.resize_region(smooth, 0, 10.0, 16, 32, 16, 32, Interp.BILINEAR).astype(int)
+    shifted = native.resize_region(smooth, 0, 10.5, 16, 32, 16, 32, Interp.BILINEAR).astype(int)
+    assert 1 <= (shifted - left)[:, 2:-2].mean() <= 3  # half a pixel of a 4-per-pixel ramp: about 2 levels
+    with pytest.raises(ArgumentError, match="does not lie inside the 16 x 64 image"):
+        native.resize_region(smooth, 0, 40.5, 16, 24, 4, 4)
+
+
 def test_resize_identity_and_constant():
     rng = np.random.default_rng(5)
     img = rng.integers(0, 256, (50, 70, 3), dtype=np.uint8)

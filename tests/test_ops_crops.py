@@ -15,6 +15,7 @@ from slipstream.compiler import random as rnd
 from slipstream.ops import (CenterCrop, Normalize, RandomCrop, RandomHorizontalFlip, RandomResizedCrop, Resize,
                             ToTensor)
 from slipstream.ops.crops import analytic_crop_params, random_resized_crop_params
+from slipstream.ops.multicrop import multi_crop_regions
 from jpeg_corpus import make_sample, picture, pillow_rgb
 
 SCALE, RATIO = (0.08, 1.0), (3 / 4, 4 / 3)
@@ -250,3 +251,53 @@ def test_a_small_network_learns_through_the_imagenet_train_pipeline(tmp_path):
             if len(losses) == 30:
                 break
     assert np.mean(losses[-5:]) < 0.6 * np.mean(losses[:5])
+
+
+# ---------------------------------------------------------------- multi-crop and presets
+
+
+def test_multi_crop_decodes_once_and_matches_its_regions(photos):
+    samples, jpeg, raw = photos
+    pipelines = ss.ops.multi_crop_pipelines(global_crops=2, global_size=64, local_crops=3, local_size=24, flip=0.0,
+                                            mean=(0, 0, 0), std=(1, 1, 1), dtype=np.float32)
+    loader = ss.Loader(jpeg, len(samples), pipelines, order="sequential", seed=2, as_dict=True)
+    assert loader.output_names == ["global_0", "global_1", "local_0", "local_1", "local_2"]
+    batch = next(iter(loader))
+    assert loader.source.decodes.tolist() == [1] * len(samples)  # one decode per sample for all 5 crops
+    scale_lo = np.array([0.4, 0.4, 0.05, 0.05, 0.05])
+    scale_hi = np.array([1.0, 1.0, 0.4, 0.4, 0.4])
+    for k, sample in enumerate(samples):
+        regions = multi_crop_regions(key(2, k), sample.height, sample.width, scale_lo, scale_hi, *LOG_RATIO, False)
+        full = pillow_rgb(sample.data)
+        for name, region, side in zip(loader.output_names, regions, (64, 64, 24, 24, 24)):
+            ours = np.rint(batch[name][k].numpy().transpose(1, 2, 0) * 255).astype(int)
+            ideal = np.asarray(Image.fromarray(full[region[0]:region[0] + region[2], region[1]:region[1] + region[3]])
+                               .resize((side, side), Image.LANCZOS), int)
+            reference = reference_crop(full, region, (side, side)).astype(int)  # full decode, our resampler
+            # As for single crops: no further from an ideal reduction than the reference is.
+            assert np.abs(ours - ideal).mean() <= np.abs(reference - ideal).mean() + 1.0, (k, name, region)
+    per_crop = ss.Loader(jpeg, len(samples), {"image": [RandomResizedCrop(64)],
+                                              **{f"crop_{k}": [RandomResizedCrop(24)] for k in range(4)}},
+                         order="sequential")
+    next(iter(per_crop))
+    assert per_crop.source.decodes.tolist() == [5] * len(samples)
+
+
+def test_yoked_crops_share_a_center():
+    scale_lo, scale_hi = np.array([0.4, 0.05, 0.05]), np.array([1.0, 0.4, 0.4])
+    for index in range(200):
+        regions = multi_crop_regions(key(0, index), 375, 500, scale_lo, scale_hi, *LOG_RATIO, True)
+        cy, cx = regions[0, 0] + regions[0, 2] // 2, regions[0, 1] + regions[0, 3] // 2
+        for y, x, h, w in regions[1:]:
+            assert 0 <= y and y + h <= 375 and 0 <= x and x + w <= 500
+            if h // 2 <= cy <= 375 - h + h // 2 and w // 2 <= cx <= 500 - w + w // 2:  # not clamped
+                assert (y + h // 2, x + w // 2) == (cy, cx)
+
+
+def test_presets_give_what_models_take(photos):
+    samples, jpeg, _ = photos
+    train = next(iter(ss.Loader(jpeg, 4, ss.ops.presets.imagenet_train(32), order="sequential")))
+    val = next(iter(ss.Loader(jpeg, 4, ss.ops.presets.imagenet_val(32), order="sequential")))
+    views = next(iter(ss.Loader(jpeg, 4, ss.ops.presets.simclr(32), order="sequential", as_dict=True)))
+    assert train[0].shape == val[0].shape == (4, 3, 32, 32) and train[0].dtype == torch.float16
+    assert set(views) == {"image", "view_2"} and not torch.equal(views["image"], views["view_2"])

@@ -297,6 +297,37 @@ SLIP_API int32_t slip_resize(const uint8_t *src, int32_t src_h, int32_t src_w, i
                              int64_t dst_stride, int32_t interp, int32_t flip_x);
 
 /**
+ * Resize a rectangle of an interleaved 8-bit image whose edges may fall
+ * between pixels, as slip_resize does for whole-pixel crops: the rectangle
+ * [cy, cy + ch) x [cx, cx + cw), in source pixels, is resampled into
+ * dst_h x dst_w pixels.  Filter taps are limited to the whole pixels the
+ * rectangle touches.  This is how a crop chosen in full-resolution pixels is
+ * taken from an image decoded at a DCT scale 1/d: divide its edges by d.
+ *
+ * @param src         the source image, src_h rows of src_w pixels of `channels` bytes.
+ * @param src_h       source height in pixels (> 0).
+ * @param src_w       source width in pixels (> 0).
+ * @param channels    bytes per pixel: 1, 3 or 4.
+ * @param src_stride  bytes from one source row to the next (>= src_w * channels).
+ * @param cy          top edge of the rectangle, in source pixels (>= 0).
+ * @param cx          left edge of the rectangle, in source pixels (>= 0).
+ * @param ch          rectangle height, in source pixels (> 0, cy + ch <= src_h).
+ * @param cw          rectangle width, in source pixels (> 0, cx + cw <= src_w).
+ * @param dst         receives dst_h rows of dst_w pixels of `channels` bytes.
+ * @param dst_h       output height in pixels (> 0).
+ * @param dst_w       output width in pixels (> 0).
+ * @param dst_stride  bytes from one output row to the next (>= dst_w * channels).
+ * @param interp      slip_interp filter.
+ * @param flip_x      non-zero to mirror the output horizontally.
+ * @return SLIP_OK; SLIP_EINVAL for bad arguments (including a rectangle that
+ *         is empty, not finite or not inside the image); SLIP_ENOMEM when
+ *         scratch cannot grow.
+ */
+SLIP_API int32_t slip_resize_region(const uint8_t *src, int32_t src_h, int32_t src_w, int32_t channels,
+                                    int64_t src_stride, double cy, double cx, double ch, double cw, uint8_t *dst,
+                                    int32_t dst_h, int32_t dst_w, int64_t dst_stride, int32_t interp, int32_t flip_x);
+
+/**
  * Convert an interleaved 8-bit image into a tensor element type and layout,
  * normalizing per channel in the same pass.
  *

@@ -197,9 +197,9 @@ int32_t slip__resample(slip_thread_state *ts, const uint8_t *src, int32_t src_h,
   return SLIP_OK;
 }
 
-SLIP_API int32_t slip_resize(const uint8_t *src, int32_t src_h, int32_t src_w, int32_t channels, int64_t src_stride,
-                             int32_t y, int32_t x, int32_t h, int32_t w, uint8_t *dst, int32_t dst_h, int32_t dst_w,
-                             int64_t dst_stride, int32_t interp, int32_t flip_x) {
+/* The checks slip_resize and slip_resize_region share. */
+static int32_t check_resize(const uint8_t *src, int32_t src_h, int32_t src_w, int32_t channels, int64_t src_stride,
+                            const uint8_t *dst, int32_t dst_h, int32_t dst_w, int64_t dst_stride, int32_t interp) {
   if (!src || !dst) return slip__fail(SLIP_EINVAL, "src and dst must not be NULL");
   if (channels != 1 && channels != 3 && channels != 4)
     return slip__fail(SLIP_EINVAL, "channels is %d; it must be 1, 3 or 4", channels);
@@ -209,13 +209,36 @@ SLIP_API int32_t slip_resize(const uint8_t *src, int32_t src_h, int32_t src_w, i
   if (src_stride < (int64_t)src_w * channels || dst_stride < (int64_t)dst_w * channels)
     return slip__fail(SLIP_EINVAL, "strides (source %lld, output %lld) are smaller than a row",
                       (long long)src_stride, (long long)dst_stride);
+  if (interp != SLIP_INTERP_AREA && interp != SLIP_INTERP_BILINEAR)
+    return slip__fail(SLIP_EINVAL, "unknown interpolation %d", interp);
+  return SLIP_OK;
+}
+
+SLIP_API int32_t slip_resize(const uint8_t *src, int32_t src_h, int32_t src_w, int32_t channels, int64_t src_stride,
+                             int32_t y, int32_t x, int32_t h, int32_t w, uint8_t *dst, int32_t dst_h, int32_t dst_w,
+                             int64_t dst_stride, int32_t interp, int32_t flip_x) {
+  int32_t status = check_resize(src, src_h, src_w, channels, src_stride, dst, dst_h, dst_w, dst_stride, interp);
+  if (status != SLIP_OK) return status;
   if (y < 0 || x < 0 || h <= 0 || w <= 0 || (int64_t)y + h > src_h || (int64_t)x + w > src_w)
     return slip__fail(SLIP_EINVAL, "crop (y=%d, x=%d, h=%d, w=%d) does not lie inside the %d x %d image", y, x, h, w,
                       src_h, src_w);
-  if (interp != SLIP_INTERP_AREA && interp != SLIP_INTERP_BILINEAR)
-    return slip__fail(SLIP_EINVAL, "unknown interpolation %d", interp);
   slip_thread_state *ts = slip__thread_state();
   if (!ts) return SLIP_ENOMEM;
   return slip__resample(ts, src, src_h, src_w, channels, src_stride, y, x, h, w, dst, dst_h, dst_w, dst_stride,
+                        interp, flip_x != 0);
+}
+
+SLIP_API int32_t slip_resize_region(const uint8_t *src, int32_t src_h, int32_t src_w, int32_t channels,
+                                    int64_t src_stride, double cy, double cx, double ch, double cw, uint8_t *dst,
+                                    int32_t dst_h, int32_t dst_w, int64_t dst_stride, int32_t interp, int32_t flip_x) {
+  int32_t status = check_resize(src, src_h, src_w, channels, src_stride, dst, dst_h, dst_w, dst_stride, interp);
+  if (status != SLIP_OK) return status;
+  /* Written so that NaN fails every comparison and is refused. */
+  if (!(cy >= 0 && cx >= 0 && ch > 0 && cw > 0 && cy + ch <= src_h && cx + cw <= src_w))
+    return slip__fail(SLIP_EINVAL, "rectangle (y=%g, x=%g, h=%g, w=%g) does not lie inside the %d x %d image", cy, cx,
+                      ch, cw, src_h, src_w);
+  slip_thread_state *ts = slip__thread_state();
+  if (!ts) return SLIP_ENOMEM;
+  return slip__resample(ts, src, src_h, src_w, channels, src_stride, cy, cx, ch, cw, dst, dst_h, dst_w, dst_stride,
                         interp, flip_x != 0);
 }

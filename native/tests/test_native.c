@@ -1189,6 +1189,19 @@ static void test_invalid_arguments(const jpeg_case *jc) {
   expect_status(slip_resize(src, 8, 8, 3, 24, 0, 0, 0, 8, out, 4, 4, 12, 0, 0), SLIP_EINVAL, "resize(h 0)");
   expect_status(slip_resize(src, 8, 8, 3, 24, 0, 0, 8, 8, out, 4, 4, 12, 7, 0), SLIP_EINVAL, "resize(interp 7)");
 
+  expect_status(slip_resize_region(src, 8, 8, 3, 24, 0.5, 1.25, 6.5, 6.75, out, 4, 4, 12, 1, 0), SLIP_OK,
+                "valid resize_region");
+  expect_status(slip_resize_region(src, 8, 8, 3, 24, 0, 0, 8, 8.01, out, 4, 4, 12, 1, 0), SLIP_EINVAL,
+                "resize_region(past the right edge)");
+  expect_status(slip_resize_region(src, 8, 8, 3, 24, -0.1, 0, 1, 1, out, 4, 4, 12, 1, 0), SLIP_EINVAL,
+                "resize_region(y -0.1)");
+  expect_status(slip_resize_region(src, 8, 8, 3, 24, 0, 0, 0, 1, out, 4, 4, 12, 1, 0), SLIP_EINVAL,
+                "resize_region(h 0)");
+  expect_status(slip_resize_region(src, 8, 8, 3, 24, 0, 0, NAN, 1, out, 4, 4, 12, 1, 0), SLIP_EINVAL,
+                "resize_region(h NaN)");
+  expect_status(slip_resize_region(NULL, 8, 8, 3, 24, 0, 0, 1, 1, out, 4, 4, 12, 1, 0), SLIP_EINVAL,
+                "resize_region(NULL src)");
+
   size_t written = 0;
   size_t cap = slip_jpeg_encode_bound(8, 8, 3);
   uint8_t *enc = xmalloc(cap);

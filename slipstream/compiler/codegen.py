@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import hashlib
 import importlib.util
+import inspect
 import os
 import re
 import sys
@@ -252,13 +254,49 @@ def _line_map(source: str, emitted: list[tuple[Node, list[ast.stmt]]]) -> dict[i
     return lines
 
 
+@functools.lru_cache(maxsize=None)
+def _file_digest(path: str | None) -> str:
+    if path is None:
+        return ""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return ""
+
+
+@functools.lru_cache(maxsize=1)
+def _package_digest() -> str:
+    """Hash of slipstream's own Python sources."""
+    root = Path(__file__).resolve().parent.parent
+    return hashlib.sha256("".join(_file_digest(str(p)) for p in sorted(root.rglob("*.py"))).encode()).hexdigest()
+
+
+def _code_digest(cls: type) -> str:
+    """Hash of the code an operation's class may run.  Numba's disk cache
+    does not notice when a function a stage calls changes, so an edited
+    operation (a library upgrade, a changed user module) must change the
+    stage's fingerprint: slipstream's own classes are covered by the
+    package's digest, others by the files defining them and their bases."""
+    files = []
+    for c in cls.__mro__:
+        if c is object or c.__module__.split(".")[0] == "slipstream":
+            continue
+        try:
+            files.append(inspect.getsourcefile(c))
+        except TypeError:  # defined where there is no file
+            files.append(None)
+    return "".join(_file_digest(f) for f in files)
+
+
 def fingerprint(graph: Graph, stage: StageSource) -> str:
     """Hash of everything that shapes a stage's compiled code."""
     h = hashlib.sha256()
     h.update(stage.source.encode())
+    h.update(_package_digest().encode())
     for node in graph.nodes_in(stage.index):
         if node.op is not None:
             h.update(node.op.fingerprint().encode())
+            h.update(_code_digest(type(node.op)).encode())
         h.update(repr((node.state, node.allocations)).encode())
     h.update(f"{numba.__version__} {np.__version__} {sys.version}".encode())
     return h.hexdigest()[:24]

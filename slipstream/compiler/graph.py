@@ -35,6 +35,10 @@ class Graph:
     jit and torch, and when a per-sample operation follows a batch
     operation; nodes of all pipelines with the same stage number are compiled
     into one function.
+
+    A pipeline whose name starts with ``_`` is internal: other pipelines may
+    refer to it (``RefNode``), but it is not an output, so its values can
+    stay in per-thread memory inside the sample loop.
     """
 
     def __init__(self, pipelines: Mapping[str, Sequence[Any]]) -> None:
@@ -52,7 +56,8 @@ class Graph:
                 next_id += 1
                 nodes.append(node)
             self.pipelines[name] = nodes
-            self.outputs[name] = nodes[-1]
+            if not name.startswith("_"):
+                self.outputs[name] = nodes[-1]
         self._resolve_references()
         self.nodes = self._ordered()
         for node in self.nodes:

@@ -33,12 +33,15 @@ class DecodeSource:
         reader: the dataset's reader (metadata, fields, path).
         storage: uint8 array the offsets index.
         errors: int32 per dataset sample: a decoder's failure status.
+        decodes: int64 per dataset sample: native JPEG decode calls made
+            for it (each sample is written by one thread, so no races).
     """
 
     def __init__(self, reader: Any, storage: np.ndarray) -> None:
         self.reader = reader
         self.storage = storage
         self.errors = np.zeros(len(reader), np.int32)
+        self.decodes = np.zeros(len(reader), np.int64)  # JPEG decode calls per sample, counted by the decoders
         self._offsets: dict[str, np.ndarray] = {}
 
     def offsets(self, field: str) -> np.ndarray:
@@ -49,6 +52,14 @@ class DecodeSource:
 
     def sizes(self, field: str) -> np.ndarray:
         return np.ascontiguousarray(self.reader.metadata[field]["size"], np.uint64)
+
+    def image_inputs(self, field: str) -> tuple[np.ndarray, ...]:
+        """What an image decoder reads, in this order: storage, offsets,
+        sizes, heights, widths, modes, errors, decodes."""
+        records = self.reader.metadata[field]
+        return (self.storage, self.offsets(field), self.sizes(field), np.ascontiguousarray(records["height"], np.int64),
+                np.ascontiguousarray(records["width"], np.int64), np.ascontiguousarray(records["mode"]), self.errors,
+                self.decodes)
 
     @property
     def offset_fields(self) -> list[str]:
@@ -111,9 +122,7 @@ class ImageDecoder(Decoder):
         return (int(records["height"][0]), int(records["width"][0])) if len(records) else (0, 0)
 
     def inputs(self) -> tuple[np.ndarray, ...]:
-        records = self.source.reader.metadata[self.field]
-        return (self.source.storage, self.source.offsets(self.field), self.source.sizes(self.field),
-                np.ascontiguousarray(records["mode"]), self.source.errors)
+        return self.source.image_inputs(self.field)
 
     def declare(self, state: State | None) -> tuple[State, Allocation]:
         shape = (*self.size, 3)
@@ -123,7 +132,7 @@ class ImageDecoder(Decoder):
         raw_mode = uint64(1)
         slip_jpeg_decode = native.slip_jpeg_decode
 
-        def decode(storage, offsets, sizes, modes, errors, index, out, key):
+        def decode(storage, offsets, sizes, heights, widths, modes, errors, decodes, index, out, key):
             start, size = uint64(offsets[index]), uint64(sizes[index])
             if uint64(modes[index]) == raw_mode:
                 flat = out.reshape(-1)
@@ -133,6 +142,7 @@ class ImageDecoder(Decoder):
                 data = storage[start:start + size]
                 status = slip_jpeg_decode(data, size, 0, 0, out.shape[0], out.shape[1], 1, 0, out, out.size,
                                           out.strides[0])
+                decodes[index] += 1
                 if status != 0:
                     errors[index] = status
             return out

@@ -39,7 +39,9 @@ class Loader:
             that does not start with a decoder gets the field's default
             decoder in front; ``None`` drops the field; fields not named get
             their default decoder.  Other names must start with a decoder or
-            a ``RefNode``.
+            a ``RefNode``, or with a decoding operation (a crop), which then
+            reads the dataset's image field.  Names starting with ``_`` are
+            internal: other outputs refer to them, they are not yielded.
         order: ``"sequential"``, ``"random"`` or ``"quasi_random"`` (see
             :mod:`slipstream.loader.orders`).
         seed: seed of the order and of every random operation.
@@ -85,7 +87,7 @@ class Loader:
             self.memory = PagePool(self.reader, pages)
         self.source = DecodeSource(self.reader, self.memory.storage)
         resolved = self._pipelines(pipelines or {})
-        self.output_names = list(resolved)
+        self.output_names = [name for name in resolved if not name.startswith("_")]
         self.compiled = Pipeline(resolved).compile(batch_size, seed=self.seed, slots=batches_ahead + 2)
         self._pages = _first_pages(self.reader) if order == "quasi_random" else None
         self._epoch, self._resume_at = 0, 0
@@ -104,22 +106,42 @@ class Loader:
         return chosen
 
     def _pipelines(self, given: Mapping[str, Sequence[Any] | None]) -> dict[str, list[Any]]:
+        """Each output's operations, folded and bound.  A field that other
+        outputs decode (SimCLR's second view, multi-crop) is not also
+        loaded whole unless it has a pipeline of its own."""
         fields = self.reader.fields
+        extra: dict[str, list[Any]] = {}
+        for name, ops in given.items():
+            if name not in fields and ops is not None:
+                ops = fold(list(ops))
+                if ops and hasattr(ops[0], "bind"):
+                    field = self._image_field(name)
+                    ops = [_bind(op, self.source, field) for op in ops]
+                extra[name] = ops
+        decoded_elsewhere = {op.field for ops in extra.values() if ops and hasattr(ops[0], "field")
+                             for op in ops[:1]}
         resolved = {}
         for name, field in fields.items():
-            ops = given.get(name, ())
+            ops = given.get(name, None if name in decoded_elsewhere else ())
             if ops is None:
                 continue
             ops = fold(list(ops))
             if not ops or not _starts_a_pipeline(ops[0]):
                 ops = field.default_pipeline(name, self.source) + ops
             resolved[name] = [_bind(op, self.source, name) for op in ops]
-        for name, ops in given.items():
-            if name not in fields and ops is not None:
-                resolved[name] = list(ops)
-        if not resolved:
+        resolved.update(extra)
+        if not any(not name.startswith("_") for name in resolved):
             raise ArgumentError("every field was dropped: nothing to load")
         return resolved
+
+    def _image_field(self, output: str) -> str:
+        """The field an extra output's decoding operation reads: the
+        dataset's only image field (e.g. the second view of SimCLR)."""
+        images = [n for n, f in self.reader.fields.items() if type(f).__name__ == "RGBImageField"]
+        if len(images) != 1:
+            raise ArgumentError(f"output {output!r} starts with a decoding operation, but {self.reader.path} has "
+                                f"{len(images)} image fields ({images}); name the output after the field it reads")
+        return images[0]
 
     # ---------------------------------------------------------------- epochs
 

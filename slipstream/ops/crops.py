@@ -147,10 +147,7 @@ class CropDecoder(Decoder):
     interpolation: str = "bilinear"
 
     def inputs(self) -> tuple[np.ndarray, ...]:
-        records = self.source.reader.metadata[self.field]
-        return (self.source.storage, self.source.offsets(self.field), self.source.sizes(self.field),
-                np.ascontiguousarray(records["height"], np.int64), np.ascontiguousarray(records["width"], np.int64),
-                np.ascontiguousarray(records["mode"]), self.source.errors)
+        return self.source.image_inputs(self.field)
 
     def declare(self, state: State | None) -> tuple[State, Allocation]:
         shape = (*self.size, 3)
@@ -178,7 +175,7 @@ class CropDecoder(Decoder):
                 return resized_center_crop_params(height, width, out_h, out_w, shorter)
             return resized_random_crop_params(key, height, width, out_h, out_w, shorter)
 
-        def decode(storage, offsets, sizes, heights, widths, modes, errors, index, out, key):
+        def decode(storage, offsets, sizes, heights, widths, modes, errors, decodes, index, out, key):
             height, width = heights[index], widths[index]
             y, x, h, w = region(key, height, width)
             flip = flip_p > 0.0 and rnd.uniform(key, _FLIP) < flip_p
@@ -190,6 +187,7 @@ class CropDecoder(Decoder):
             else:
                 status = decode_crop(data, size, y, x, h, w, out_h, out_w, flip_flag if flip else 0, interp, out,
                                      out.size, out.strides[0])
+                decodes[index] += 1
             if status != 0:
                 errors[index] = status
             return out

@@ -1,0 +1,211 @@
+"""Multi-crop for self-supervised learning: several crops of each image
+(e.g. 2 global 224 px crops and 6 local 96 px crops) from one decode.
+
+Per sample, every crop's region is drawn first (RandomResizedCrop's
+sampling, each crop with its own scale range); the union of the regions is
+decoded once, at the finest DCT scale any crop needs; then each crop's exact
+rectangle (its edges divided by the scale, so between pixels in general)
+is resized out of that decoded block with ``slip_resize_region``.  Decoding per crop would decode the
+overlapping parts again for every crop.  With ``yoked=True`` every crop
+shares the center of the first (clamped to the image), as methods that
+compare crops of one location use.
+
+The crops leave the decoder packed one after another in one sample; each
+output takes its crop with :class:`TakeCrop`::
+
+    pipelines = multi_crop_pipelines(global_crops=2, local_crops=6)
+    # {"_crops": [MultiCrop(...)], "global_0": [RefNode("_crops"), TakeCrop(...), flip, normalize], ...}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+from numba import njit, uint64
+
+from slipstream import native
+from slipstream.compiler import Allocation, Decoder, Operation, State
+from slipstream.compiler import random as rnd
+from slipstream.fields.decoders import DecodeSource
+from slipstream.ops.crops import INTERPOLATIONS, random_resized_crop_params
+
+
+@njit(cache=True, nogil=True)
+def multi_crop_regions(key, height, width, scale_lo, scale_hi, log_ratio_lo, log_ratio_hi, yoked):
+    """(top, left, h, w) of every crop of a sample: crop ``k`` sampled as
+    RandomResizedCrop with area fraction in [scale_lo[k], scale_hi[k]) from
+    its own key; with ``yoked``, moved to the first crop's center (kept
+    inside the image)."""
+    count = scale_lo.size
+    out = np.empty((count, 4), np.int64)
+    for k in range(count):
+        y, x, h, w = random_resized_crop_params(rnd.draw(key, 1000 + k), height, width, scale_lo[k], scale_hi[k],
+                                                log_ratio_lo, log_ratio_hi, 10)
+        if yoked and k > 0:
+            cy, cx = out[0, 0] + out[0, 2] // 2, out[0, 1] + out[0, 3] // 2
+            y, x = min(max(cy - h // 2, 0), height - h), min(max(cx - w // 2, 0), width - w)
+        out[k, 0], out[k, 1], out[k, 2], out[k, 3] = y, x, h, w
+    return out
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class MultiCropDecoder(Decoder):
+    """Decodes all crops of a sample with one native decode; the crops are
+    packed in order into one flat uint8 sample (see :func:`crop_layout`)."""
+
+    source: DecodeSource = dataclasses.field(repr=False)
+    field: str
+    sizes: tuple[int, ...]
+    scales: tuple[tuple[float, float], ...]
+    ratio: tuple[float, float] = (3 / 4, 4 / 3)
+    yoked: bool = False
+    interpolation: str = "bilinear"
+
+    def inputs(self) -> tuple[np.ndarray, ...]:
+        return self.source.image_inputs(self.field)
+
+    def declare(self, state: State | None) -> tuple[State, list[Allocation]]:
+        records = self.source.reader.metadata[self.field]
+        largest = (int(records["height"].max()), int(records["width"].max())) if len(records) else (1, 1)
+        total = sum(offset_size[1] for offset_size in crop_layout(self.sizes))
+        return State(jit=True, shape=(total,), dtype=np.uint8), [
+            Allocation((total,), np.uint8),  # the packed crops
+            Allocation((*largest, 3), np.uint8),  # the decoded union of the regions (per thread)
+        ]
+
+    def generate_code(self):
+        count = len(self.sizes)
+        sizes = np.array(self.sizes, np.int64)
+        offsets = np.array([o for o, _ in crop_layout(self.sizes)], np.int64)
+        scale_lo = np.array([s[0] for s in self.scales])
+        scale_hi = np.array([s[1] for s in self.scales])
+        log_lo, log_hi = math.log(self.ratio[0]), math.log(self.ratio[1])
+        yoked, interp, raw_mode = self.yoked, int(INTERPOLATIONS[self.interpolation]), uint64(1)
+        decode_region, scale_for = native.slip_jpeg_decode, native.slip_jpeg_scale_for
+        resize, resize_raw = native.slip_resize_region, native.slip_resize
+
+        def decode(storage, offsets_, sizes_, heights, widths, modes, errors, decodes, index, out, block, key):
+            height, width = heights[index], widths[index]
+            crops = multi_crop_regions(key, height, width, scale_lo, scale_hi, log_lo, log_hi, yoked)
+            start, size = uint64(offsets_[index]), uint64(sizes_[index])
+            data = storage[start:start + size]
+            if uint64(modes[index]) == raw_mode:  # raw pixels: each crop straight from the stored image
+                for k in range(count):
+                    side = sizes[k]
+                    dst = out[offsets[k]:offsets[k] + side * side * 3]
+                    status = resize_raw(data, height, width, 3, width * 3, crops[k, 0], crops[k, 1], crops[k, 2],
+                                        crops[k, 3], dst, side, side, side * 3, interp, 0)
+                    if status != 0:
+                        errors[index] = status
+                return out
+            top, left = crops[:, 0].min(), crops[:, 1].min()
+            bottom, right = (crops[:, 0] + crops[:, 2]).max(), (crops[:, 1] + crops[:, 3]).max()
+            d = 8
+            for k in range(count):  # the finest scale any crop needs
+                d = min(d, scale_for(crops[k, 2], crops[k, 3], sizes[k], sizes[k]))
+            origin_y, origin_x = top // d, left // d
+            block_h, block_w = -(-bottom // d) - origin_y, -(-right // d) - origin_x
+            status = decode_region(data, size, top, left, bottom - top, right - left, d, 0, block, block.size,
+                                   block.strides[0])
+            decodes[index] += 1
+            if status != 0:
+                errors[index] = status
+                return out
+            for k in range(count):  # each crop's exact rectangle in the decoded block's pixels
+                cy, cx = crops[k, 0] / d - origin_y, crops[k, 1] / d - origin_x
+                ch = min(crops[k, 2] / d, block_h - cy)
+                cw = min(crops[k, 3] / d, block_w - cx)
+                side = sizes[k]
+                dst = out[offsets[k]:offsets[k] + side * side * 3]
+                status = resize(block, block_h, block_w, 3, block.strides[0], cy, cx, ch, cw, dst, side, side,
+                                side * 3, interp, 0)
+                if status != 0:
+                    errors[index] = status
+            return out
+
+        return decode
+
+    def fingerprint(self) -> str:
+        return f"MultiCropDecoder:{self!r}"
+
+
+def crop_layout(sizes: tuple[int, ...]) -> list[tuple[int, int]]:
+    """(offset, bytes) of each square crop of side ``sizes[k]`` in the packed sample."""
+    layout, offset = [], 0
+    for side in sizes:
+        layout.append((offset, side * side * 3))
+        offset += side * side * 3
+    return layout
+
+
+@dataclasses.dataclass(frozen=True)
+class MultiCrop:
+    """The decoding operation of multi-crop: crops of sides ``sizes``, crop
+    ``k`` with area fraction in ``scales[k]``, all from one decode.  Use
+    :func:`multi_crop_pipelines` to get the outputs wired."""
+
+    sizes: tuple[int, ...]
+    scales: tuple[tuple[float, float], ...]
+    ratio: tuple[float, float] = (3 / 4, 4 / 3)
+    yoked: bool = False
+    interpolation: str = "bilinear"
+
+    def __post_init__(self) -> None:
+        if len(self.sizes) != len(self.scales) or not self.sizes:
+            raise ValueError("MultiCrop needs one scale range per crop size")
+        if self.interpolation not in INTERPOLATIONS:
+            raise ValueError(f"interpolation must be one of {sorted(INTERPOLATIONS)}, got {self.interpolation!r}")
+
+    def bind(self, source: DecodeSource, field: str) -> MultiCropDecoder:
+        return MultiCropDecoder(source, field, tuple(int(s) for s in self.sizes),
+                                tuple((float(a), float(b)) for a, b in self.scales), tuple(map(float, self.ratio)),
+                                self.yoked, self.interpolation)
+
+
+@dataclasses.dataclass(frozen=True)
+class TakeCrop(Operation):
+    """Crop ``k`` of a :class:`MultiCrop` sample as a (side, side, 3) image."""
+
+    offset: int
+    side: int
+
+    def declare(self, state: State) -> tuple[State, Allocation]:
+        if len(state.shape) != 1 or self.offset + self.side * self.side * 3 > state.shape[0]:
+            raise ValueError(f"TakeCrop takes a packed multi-crop sample, got shape {state.shape}")
+        shape = (self.side, self.side, 3)
+        return State(jit=True, shape=shape, dtype=np.uint8), Allocation(shape, np.uint8)
+
+    def generate_code(self):
+        offset, length = uint64(self.offset), uint64(self.side * self.side * 3)
+
+        def take(x, out, key):
+            dst = out.reshape(-1)
+            for j in range(length):
+                dst[j] = x[offset + j]
+            return out
+
+        return take
+
+
+def multi_crop_pipelines(global_crops: int = 2, global_size: int = 224, global_scale: tuple[float, float] = (0.4, 1.0),
+                         local_crops: int = 6, local_size: int = 96, local_scale: tuple[float, float] = (0.05, 0.4),
+                         flip: float = 0.5, mean: Any = (0.485, 0.456, 0.406), std: Any = (0.229, 0.224, 0.225),
+                         dtype: Any = np.float16, yoked: bool = False) -> dict[str, list[Any]]:
+    """Loader pipelines for multi-crop (DINO, SwAV): outputs ``global_0``..
+    and ``local_0``.., each cropped from one decode of the image, flipped
+    with probability ``flip`` and normalized to (3, side, side) ``dtype``."""
+    from slipstream.compiler import RefNode
+    from slipstream.ops.augment import RandomHorizontalFlip
+    from slipstream.ops.pack import Normalize
+
+    sizes = (global_size,) * global_crops + (local_size,) * local_crops
+    scales = (tuple(global_scale),) * global_crops + (tuple(local_scale),) * local_crops
+    pipelines: dict[str, list[Any]] = {"_crops": [MultiCrop(sizes, scales, yoked=yoked)]}
+    names = [f"global_{k}" for k in range(global_crops)] + [f"local_{k}" for k in range(local_crops)]
+    for name, (offset, _), side in zip(names, crop_layout(sizes), sizes):
+        pipelines[name] = [RefNode("_crops"), TakeCrop(offset, side), RandomHorizontalFlip(flip),
+                           Normalize(mean, std, dtype)]
+    return pipelines
