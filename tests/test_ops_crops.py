@@ -14,7 +14,7 @@ import slipstream as ss
 from slipstream.compiler import random as rnd
 from slipstream.ops import (CenterCrop, Normalize, RandomCrop, RandomHorizontalFlip, RandomResizedCrop, Resize,
                             ToTensor)
-from slipstream.ops.crops import analytic_crop_params, random_resized_crop_params
+from slipstream.ops.crops import analytic_crop_params, random_resized_crop_params, resized_random_crop_params
 from slipstream.ops.multicrop import multi_crop_regions
 from jpeg_corpus import make_sample, picture, pillow_rgb
 
@@ -157,8 +157,16 @@ def test_center_crop_is_exact(photos):
 
 def test_resize_then_random_crop_keeps_the_scale(photos):
     samples, jpeg, raw = photos
-    (batch,) = next(iter(ss.Loader(raw, len(samples), {"image": [Resize(64), RandomCrop(48)]}, order="sequential")))
-    assert batch.shape == (len(samples), 48, 48, 3)
+    (batch,) = next(iter(ss.Loader(raw, len(samples), {"image": [Resize(64), RandomCrop(48)]}, order="sequential",
+                                   seed=4)))
+    (whole,) = next(iter(ss.Loader(raw, len(samples), {"image": [Resize((40, 30))]}, order="sequential")))
+    assert batch.shape == (len(samples), 48, 48, 3) and whole.shape == (len(samples), 40, 30, 3)
+    for k, sample in enumerate(samples):
+        full = pillow_rgb(sample.data)
+        region = resized_random_crop_params(key(4, k), sample.height, sample.width, 48, 48, 64)
+        assert abs(region[2] / min(sample.height, sample.width) - 48 / 64) < 0.02  # the crop keeps Resize's scale
+        np.testing.assert_array_equal(batch[k].numpy(), reference_crop(full, region, (48, 48)))
+        np.testing.assert_array_equal(whole[k].numpy(), reference_crop(full, (0, 0, *full.shape[:2]), (40, 30)))
     with pytest.raises(ValueError, match="Resize\\(64\\) gives images of different sizes"):
         ss.Loader(raw, 2, {"image": [Resize(64)]})
 

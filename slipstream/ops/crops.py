@@ -128,7 +128,7 @@ class CropDecoder(Decoder):
     """Decodes one crop per sample of an image field into (h, w, 3) uint8.
 
     ``kind`` picks the region: ``"random_resized"``, ``"analytic"``,
-    ``"center"`` (``fraction`` of the shorter side), ``"resized_center"``
+    ``"whole"``, ``"center"`` (``fraction`` of the shorter side), ``"resized_center"``
     and ``"resized_random"`` (a crop of the image resized to shorter side
     ``shorter``).  Made by
     binding :class:`RandomResizedCrop`, :class:`CenterCrop` or
@@ -171,6 +171,8 @@ class CropDecoder(Decoder):
                 return analytic_crop_params(key, height, width, scale_lo, scale_hi, log_lo, log_hi)
             if kind == "center":
                 return center_crop_params(height, width, out_h, out_w, fraction)
+            if kind == "whole":
+                return 0, 0, height, width
             if kind == "resized_center":
                 return resized_center_crop_params(height, width, out_h, out_w, shorter)
             return resized_random_crop_params(key, height, width, out_h, out_w, shorter)
@@ -285,23 +287,34 @@ class RandomCrop:
 
 @dataclasses.dataclass(frozen=True)
 class Resize:
-    """Scale the image so that its shorter side is ``size``; must be followed
-    by ``CenterCrop(s)`` or ``RandomCrop(s)``, with which it becomes one
-    decode of just the region the crop keeps."""
+    """As torchvision's ``Resize``: ``Resize((h, w))`` scales the whole image
+    to h x w; ``Resize(s)`` scales it so that its shorter side is ``s`` and
+    must be followed by ``CenterCrop(c)`` or ``RandomCrop(c)``, with which it
+    becomes one decode of just the region the crop keeps."""
 
-    size: int
+    size: int | tuple[int, int]
     interpolation: str = "bilinear"
+    flip_p: float = 0.0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.size, (int, np.integer)) or self.size < 1:
-            raise ValueError(f"Resize takes the shorter side's length, a positive int; got {self.size!r}")
+        if isinstance(self.size, (int, np.integer)):
+            if self.size < 1:
+                raise ValueError(f"Resize takes a positive shorter side or (height, width), got {self.size!r}")
+        else:
+            _size(self.size)
         _interpolation(self.interpolation)
 
     def bind(self, source: DecodeSource, field: str) -> Any:
-        raise ValueError(f"Resize({self.size}) gives images of different sizes; follow it with "
-                         f"CenterCrop(size) or RandomCrop(size) in the pipeline of {field!r}")
+        if isinstance(self.size, (int, np.integer)):
+            raise ValueError(f"Resize({self.size}) gives images of different sizes; follow it with "
+                             f"CenterCrop(size) or RandomCrop(size) in the pipeline of {field!r}, or give "
+                             f"(height, width)")
+        return CropDecoder(source, field, "whole", _size(self.size), flip_p=self.flip_p,
+                           interpolation=self.interpolation)
 
     def fold(self, following: Any) -> Any:
+        if not isinstance(self.size, (int, np.integer)):
+            return _fold_flip(self, following)
         if isinstance(following, CenterCrop):
             out_h, out_w = _size(following.size)
             return _ResizedCrop(self, out_h, out_w, random=False)
