@@ -189,7 +189,9 @@ def test_flips_happen_with_probability_p_and_fold_into_the_decode(tmp_path):
     sigma = math.sqrt(p * (1 - p) / n)
     assert abs(flipped / n - p) <= 3 * sigma
     unfused = ss.Loader(path, 500, {"image": [RandomHorizontalFlip(p)]}, order="sequential", seed=1)
-    count = sum(int(np.array_equal(s, image[:, ::-1])) for (b,) in unfused for s in b.numpy())
+    outputs = [s for (b,) in unfused for s in b.numpy()]
+    count = sum(int(np.array_equal(s, image[:, ::-1])) for s in outputs)
+    assert count + sum(int(np.array_equal(s, image)) for s in outputs) == n  # the others are untouched
     assert abs(count / n - p) <= 3 * sigma
 
 

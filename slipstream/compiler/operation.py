@@ -12,8 +12,10 @@ Code conventions, for the function ``generate_code()`` returns:
   ``x`` is the sample's input value, ``outs`` one per-sample array per
   declared :class:`Allocation` (a 1-element array for a scalar allocation),
   ``key`` the sample's random key (see :mod:`slipstream.compiler.random`).
-  ``y`` must be one of ``outs`` or ``x`` itself (possibly modified in place):
-  the compiler finds each batch's memory by following that rule.
+  ``y`` must be ``outs[0]`` when the operation declares an allocation (on
+  every sample, even one it leaves unchanged: copy ``x`` into it), and ``x``
+  itself (possibly modified in place) when it declares none; the compiler
+  finds each batch's memory by following that rule.
 * batch jit operation (``batch = True``): ``code(xs, *outs, keys) -> ys``
   over the ``n`` samples of the batch, after the per-sample loop; ``keys``
   holds each sample's random key.

@@ -1,6 +1,20 @@
 """Operations users write their training pipelines with."""
 
-from slipstream.ops.augment import RandomHorizontalFlip, RandomVerticalFlip
+from slipstream.ops.augment import (
+    ColorJitter,
+    Cutout,
+    GaussianBlur,
+    RandomBrightness,
+    RandomContrast,
+    RandomErasing,
+    RandomGrayscale,
+    RandomHorizontalFlip,
+    RandomHue,
+    RandomSaturation,
+    RandomSolarize,
+    RandomTranslate,
+    RandomVerticalFlip,
+)
 from slipstream.ops.crops import CenterCrop, RandomCrop, RandomResizedCrop, Resize
 from slipstream.ops.multicrop import MultiCrop, TakeCrop, multi_crop_pipelines
 from slipstream.ops.pack import Normalize, ToTensor
@@ -8,5 +22,6 @@ from slipstream.ops import presets
 from slipstream.ops.stored import StoredBytes
 from slipstream.ops.tensor import Convert, ToDevice
 
-__all__ = ["CenterCrop", "Convert", "MultiCrop", "Normalize", "RandomCrop", "RandomHorizontalFlip", "RandomResizedCrop",
-           "RandomVerticalFlip", "Resize", "StoredBytes", "TakeCrop", "ToDevice", "ToTensor", "multi_crop_pipelines", "presets"]
+__all__ = ["CenterCrop", "ColorJitter", "Convert", "Cutout", "GaussianBlur", "MultiCrop", "Normalize", "RandomBrightness",
+           "RandomContrast", "RandomCrop", "RandomErasing", "RandomGrayscale", "RandomHorizontalFlip", "RandomHue",
+           "RandomResizedCrop", "RandomSaturation", "RandomSolarize", "RandomTranslate", "RandomVerticalFlip", "Resize", "StoredBytes", "TakeCrop", "ToDevice", "ToTensor", "multi_crop_pipelines", "presets"]

@@ -6,12 +6,14 @@ unsigned integers so that LLVM vectorizes them (see
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
-from numba import uint64
+from numba import njit, uint64
 
 from slipstream.compiler import Allocation, Operation, State
 from slipstream.compiler import random as rnd
+from slipstream.compiler.codegen import copy_sample
 
 
 def _check_image(op: Operation, state: State) -> None:
@@ -39,8 +41,8 @@ class RandomHorizontalFlip(Operation):
         p, one = self.p, uint64(1)
 
         def flip(x, out, key):
-            if not rnd.uniform(key, 0) < p:
-                return x
+            if not rnd.uniform(key, 0) < p:  # the output is always ``out``: the compiler relies on it
+                return copy_sample(out, x)
             height, width, channels = uint64(x.shape[0]), uint64(x.shape[1]), uint64(x.shape[2])
             src, dst = x.reshape(-1), out.reshape(-1)
             row = width * channels
@@ -74,7 +76,7 @@ class RandomVerticalFlip(Operation):
 
         def flip(x, out, key):
             if not rnd.uniform(key, 0) < p:
-                return x
+                return copy_sample(out, x)
             height = uint64(x.shape[0])
             row = uint64(x.shape[1] * x.shape[2])
             src, dst = x.reshape(-1), out.reshape(-1)
@@ -85,3 +87,405 @@ class RandomVerticalFlip(Operation):
             return out
 
         return flip
+
+
+# ---------------------------------------------------------------- colour
+#
+# As torchvision's tensor functions on uint8 images: arithmetic in float32,
+# clamped to [0, 255], truncated back to uint8; grayscale is
+# 0.2989 R + 0.587 G + 0.114 B.
+
+
+@njit(cache=True, nogil=True)
+def _gray(r, g, b):
+    return np.float32(0.2989) * r + np.float32(0.587) * g + np.float32(0.114) * b
+
+
+@njit(cache=True, nogil=True)
+def _to_u8(v):
+    return np.uint8(min(max(v, np.float32(0.0)), np.float32(255.0)))
+
+
+@njit(cache=True, nogil=True)
+def adjust_brightness(x, factor):
+    flat = x.reshape(-1)
+    f = np.float32(factor)
+    for j in range(uint64(flat.size)):
+        flat[j] = _to_u8(np.float32(flat[j]) * f)
+
+
+@njit(cache=True, nogil=True)
+def adjust_contrast(x, factor):
+    """Blend with the mean of the grayscale image (torchvision rounds nothing
+    here: the mean is a float)."""
+    flat = x.reshape(-1)
+    pixels = uint64(flat.size // 3)
+    total = 0.0
+    for p in range(pixels):
+        total += np.uint8(_gray(np.float32(flat[3 * p]), np.float32(flat[3 * p + 1]), np.float32(flat[3 * p + 2])))
+    mean = np.float32(total / max(pixels, uint64(1)))
+    f = np.float32(factor)
+    rest = (np.float32(1.0) - f) * mean
+    for j in range(uint64(flat.size)):
+        flat[j] = _to_u8(f * np.float32(flat[j]) + rest)
+
+
+@njit(cache=True, nogil=True)
+def adjust_saturation(x, factor):
+    """Blend each pixel with its own gray value."""
+    flat = x.reshape(-1)
+    f = np.float32(factor)
+    g = np.float32(1.0) - f
+    for p in range(uint64(flat.size // 3)):
+        r, gr, b = np.float32(flat[3 * p]), np.float32(flat[3 * p + 1]), np.float32(flat[3 * p + 2])
+        gray = np.float32(np.uint8(_gray(r, gr, b))) * g
+        flat[3 * p] = _to_u8(f * r + gray)
+        flat[3 * p + 1] = _to_u8(f * gr + gray)
+        flat[3 * p + 2] = _to_u8(f * b + gray)
+
+
+@njit(cache=True, nogil=True)
+def adjust_hue(x, shift):
+    """Rotate the hue by ``shift`` turns (-0.5 .. 0.5): RGB -> HSV -> RGB."""
+    flat = x.reshape(-1)
+    for p in range(uint64(flat.size // 3)):
+        r, g, b = flat[3 * p] / 255.0, flat[3 * p + 1] / 255.0, flat[3 * p + 2] / 255.0
+        hi, lo = max(r, g, b), min(r, g, b)
+        chroma = hi - lo
+        if chroma == 0.0:
+            continue
+        if hi == r:
+            h = ((g - b) / chroma) % 6.0
+        elif hi == g:
+            h = (b - r) / chroma + 2.0
+        else:
+            h = (r - g) / chroma + 4.0
+        h = (h / 6.0 + shift) % 1.0
+        s, v = chroma / hi, hi
+        i = int(h * 6.0) % 6
+        f = h * 6.0 - int(h * 6.0)
+        pp, q, t = v * (1.0 - s), v * (1.0 - s * f), v * (1.0 - s * (1.0 - f))
+        if i == 0:
+            r, g, b = v, t, pp
+        elif i == 1:
+            r, g, b = q, v, pp
+        elif i == 2:
+            r, g, b = pp, v, t
+        elif i == 3:
+            r, g, b = pp, q, v
+        elif i == 4:
+            r, g, b = t, pp, v
+        else:
+            r, g, b = v, pp, q
+        flat[3 * p] = _to_u8(np.float32(r * 255.0))
+        flat[3 * p + 1] = _to_u8(np.float32(g * 255.0))
+        flat[3 * p + 2] = _to_u8(np.float32(b * 255.0))
+
+
+def _factor_range(name: str, value: Any, center: float = 1.0, bound: float | None = None) -> tuple[float, float]:
+    """torchvision's parameter forms: ``v`` means [center - v, center + v]
+    (clipped at 0), a pair is the range itself."""
+    if value is None or value == 0:
+        return (center, center)
+    if isinstance(value, (int, float)):
+        if value < 0:
+            raise ValueError(f"{name} must be non-negative, got {value}")
+        low, high = center - value, center + value
+        if bound is None:
+            low = max(low, 0.0)
+    else:
+        low, high = (float(v) for v in value)
+    if low > high or (bound is not None and not -bound <= low <= high <= bound) or (bound is None and low < 0):
+        raise ValueError(f"{name} range {(low, high)} is not valid")
+    return (float(low), float(high))
+
+
+@dataclasses.dataclass(frozen=True)
+class ColorJitter(Operation):
+    """torchvision's ``ColorJitter``: brightness, contrast and saturation
+    factors drawn uniformly from [1 - v, 1 + v] (or a given range), a hue
+    shift from [-hue, hue] (at most 0.5), applied in a random order per
+    sample.  Works in place on (height, width, 3) uint8 images."""
+
+    brightness: Any = 0.0
+    contrast: Any = 0.0
+    saturation: Any = 0.0
+    hue: Any = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("brightness", "contrast", "saturation"):
+            object.__setattr__(self, name, _factor_range(name, getattr(self, name)))
+        object.__setattr__(self, "hue", _factor_range("hue", self.hue, center=0.0, bound=0.5))
+
+    def declare(self, state):
+        _check_image(self, state)
+        if state.shape[2] != 3:
+            raise ValueError(f"ColorJitter takes RGB images, got {state.shape[2]} channels")
+        return state, None
+
+    def generate_code(self):
+        (b_lo, b_hi), (c_lo, c_hi), (s_lo, s_hi), (h_lo, h_hi) = (self.brightness, self.contrast, self.saturation,
+                                                                  self.hue)
+        active = (b_lo != b_hi or b_lo != 1.0, c_lo != c_hi or c_lo != 1.0, s_lo != s_hi or s_lo != 1.0,
+                  h_lo != h_hi or h_lo != 0.0)
+        use_b, use_c, use_s, use_h = active
+
+        def jitter(x, key):
+            order = np.argsort(np.array([rnd.uniform(key, 10 + k) for k in range(4)]))
+            for step in order:
+                if step == 0 and use_b:
+                    adjust_brightness(x, rnd.uniform_range(key, 0, b_lo, b_hi))
+                elif step == 1 and use_c:
+                    adjust_contrast(x, rnd.uniform_range(key, 1, c_lo, c_hi))
+                elif step == 2 and use_s:
+                    adjust_saturation(x, rnd.uniform_range(key, 2, s_lo, s_hi))
+                elif step == 3 and use_h:
+                    adjust_hue(x, rnd.uniform_range(key, 3, h_lo, h_hi))
+            return x
+
+        return jitter
+
+
+def RandomBrightness(brightness: Any) -> ColorJitter:  # noqa: N802  (a ColorJitter of one factor)
+    """Brightness factor from [1 - b, 1 + b] (or the range given)."""
+    return ColorJitter(brightness=brightness)
+
+
+def RandomContrast(contrast: Any) -> ColorJitter:  # noqa: N802
+    """Contrast factor from [1 - c, 1 + c] (or the range given)."""
+    return ColorJitter(contrast=contrast)
+
+
+def RandomSaturation(saturation: Any) -> ColorJitter:  # noqa: N802
+    """Saturation factor from [1 - s, 1 + s] (or the range given)."""
+    return ColorJitter(saturation=saturation)
+
+
+def RandomHue(hue: Any) -> ColorJitter:  # noqa: N802
+    """Hue shift from [-h, h] (or the range given), in turns."""
+    return ColorJitter(hue=hue)
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomGrayscale(Operation):
+    """Replace the image by its grayscale, in all three channels, with probability ``p``."""
+
+    p: float = 0.1
+
+    def declare(self, state):
+        _check_image(self, state)
+        return state, None
+
+    def generate_code(self):
+        p = self.p
+
+        def grayscale(x, key):
+            if rnd.uniform(key, 0) < p:
+                flat = x.reshape(-1)
+                for q in range(uint64(flat.size // 3)):
+                    v = np.uint8(_gray(np.float32(flat[3 * q]), np.float32(flat[3 * q + 1]),
+                                       np.float32(flat[3 * q + 2])))
+                    flat[3 * q] = v
+                    flat[3 * q + 1] = v
+                    flat[3 * q + 2] = v
+            return x
+
+        return grayscale
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomSolarize(Operation):
+    """With probability ``p``, invert every value at or above ``threshold``."""
+
+    threshold: int = 128
+    p: float = 0.5
+
+    def declare(self, state):
+        _check_image(self, state)
+        return state, None
+
+    def generate_code(self):
+        p, threshold = self.p, np.uint8(min(max(int(self.threshold), 0), 255))
+        top = np.uint8(255)
+
+        def solarize(x, key):
+            if rnd.uniform(key, 0) < p:
+                flat = x.reshape(-1)
+                for j in range(uint64(flat.size)):
+                    v = flat[j]
+                    flat[j] = top - v if v >= threshold else v
+            return x
+
+        return solarize
+
+
+# ---------------------------------------------------------------- geometry and occlusion
+
+
+@dataclasses.dataclass(frozen=True)
+class GaussianBlur(Operation):
+    """torchvision's ``GaussianBlur``: a ``kernel_size`` Gaussian kernel
+    (odd) with sigma drawn uniformly from ``sigma`` per sample, separable,
+    reflecting at the borders, rounded to uint8."""
+
+    kernel_size: int
+    sigma: tuple[float, float] = (0.1, 2.0)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kernel_size, int) or self.kernel_size < 1 or self.kernel_size % 2 == 0:
+            raise ValueError(f"kernel_size must be a positive odd int, got {self.kernel_size!r}")
+        sigma = (float(self.sigma), float(self.sigma)) if isinstance(self.sigma, (int, float)) else \
+            tuple(float(s) for s in self.sigma)
+        if not 0 < sigma[0] <= sigma[1]:
+            raise ValueError(f"sigma must satisfy 0 < min <= max, got {self.sigma}")
+        object.__setattr__(self, "sigma", sigma)
+
+    def declare(self, state):
+        _check_image(self, state)
+        return state, [Allocation(state.shape, state.dtype), Allocation(state.shape, np.float32)]
+
+    def generate_code(self):
+        radius = self.kernel_size // 2
+        lo, hi = self.sigma
+
+        def blur(x, out, rows, key):
+            sigma = rnd.uniform_range(key, 0, lo, hi)
+            weights = np.empty(2 * radius + 1, np.float32)
+            total = 0.0
+            for t in range(-radius, radius + 1):
+                w = np.exp(-0.5 * (t / sigma) ** 2)
+                weights[t + radius] = w
+                total += w
+            for t in range(2 * radius + 1):
+                weights[t] = weights[t] / total
+            height, width, channels = x.shape
+            for r in range(height):  # along rows, into float
+                for c in range(width):
+                    for k in range(channels):
+                        acc = np.float32(0.0)
+                        for t in range(-radius, radius + 1):
+                            cc = _reflect(c + t, width)
+                            acc += weights[t + radius] * np.float32(x[r, cc, k])
+                        rows[r, c, k] = acc
+            for r in range(height):  # along columns, rounded
+                for c in range(width):
+                    for k in range(channels):
+                        acc = np.float32(0.0)
+                        for t in range(-radius, radius + 1):
+                            acc += weights[t + radius] * rows[_reflect(r + t, height), c, k]
+                        out[r, c, k] = np.uint8(min(max(np.rint(acc), 0.0), 255.0))
+            return out
+
+        return blur
+
+
+@njit(cache=True, nogil=True)
+def _reflect(i, n):
+    """Index i reflected into [0, n) without repeating the edge (torch's "reflect")."""
+    if n == 1:
+        return 0
+    period = 2 * n - 2
+    i = abs(i) % period
+    return period - i if i >= n else i
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomErasing(Operation):
+    """torchvision's ``RandomErasing``: with probability ``p``, a rectangle
+    of area fraction in ``scale`` and aspect ratio (log-uniform) in ``ratio``
+    is set to ``value`` (one number or one per channel); up to 10 tries."""
+
+    p: float = 0.5
+    scale: tuple[float, float] = (0.02, 0.33)
+    ratio: tuple[float, float] = (0.3, 3.3)
+    value: Any = 0
+
+    def declare(self, state):
+        _check_image(self, state)
+        return state, None
+
+    def generate_code(self):
+        p, (s_lo, s_hi) = self.p, self.scale
+        log_lo, log_hi = float(np.log(self.ratio[0])), float(np.log(self.ratio[1]))
+        fill = np.broadcast_to(np.asarray(self.value, np.float64), (3,)).astype(np.uint8)
+
+        def erase(x, key):
+            if not rnd.uniform(key, 0) < p:
+                return x
+            height, width, channels = x.shape
+            area = height * width
+            for attempt in range(10):
+                target = area * rnd.uniform_range(key, 1 + 2 * attempt, s_lo, s_hi)
+                aspect = np.exp(rnd.uniform_range(key, 2 + 2 * attempt, log_lo, log_hi))
+                h = int(np.rint(np.sqrt(target * aspect)))
+                w = int(np.rint(np.sqrt(target / aspect)))
+                if h < height and w < width:
+                    top, left = rnd.integers(key, 30, 0, height - h + 1), rnd.integers(key, 31, 0, width - w + 1)
+                    for r in range(top, top + h):
+                        for c in range(left, left + w):
+                            for k in range(channels):
+                                x[r, c, k] = fill[k % 3]
+                    return x
+            return x
+
+        return erase
+
+
+@dataclasses.dataclass(frozen=True)
+class Cutout(Operation):
+    """A ``size`` x ``size`` square at a uniformly random center (cut off at
+    the image's edges) set to ``fill``, on every sample."""
+
+    size: int
+    fill: Any = (0, 0, 0)
+
+    def declare(self, state):
+        _check_image(self, state)
+        return state, None
+
+    def generate_code(self):
+        size = int(self.size)
+        fill = np.broadcast_to(np.asarray(self.fill, np.float64), (3,)).astype(np.uint8)
+
+        def cutout(x, key):
+            height, width, channels = x.shape
+            cy, cx = rnd.integers(key, 0, 0, height), rnd.integers(key, 1, 0, width)
+            for r in range(max(0, cy - size // 2), min(height, cy - size // 2 + size)):
+                for c in range(max(0, cx - size // 2), min(width, cx - size // 2 + size)):
+                    for k in range(channels):
+                        x[r, c, k] = fill[k % 3]
+            return x
+
+        return cutout
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomTranslate(Operation):
+    """Shift the image by a random offset in [-padding, padding] on each
+    axis, filling the uncovered border with ``fill`` (a crop of the image
+    padded by ``padding``, as FFCV's RandomTranslate)."""
+
+    padding: int
+    fill: Any = (0, 0, 0)
+
+    def declare(self, state):
+        _check_image(self, state)
+        return state, Allocation(state.shape, state.dtype)
+
+    def generate_code(self):
+        pad = int(self.padding)
+        fill = np.broadcast_to(np.asarray(self.fill, np.float64), (3,)).astype(np.uint8)
+
+        def translate(x, out, key):
+            dy, dx = rnd.integers(key, 0, -pad, pad + 1), rnd.integers(key, 1, -pad, pad + 1)
+            height, width, channels = x.shape
+            for r in range(height):
+                sr = r + dy
+                for c in range(width):
+                    sc = c + dx
+                    inside = 0 <= sr < height and 0 <= sc < width
+                    for k in range(channels):
+                        out[r, c, k] = x[sr, sc, k] if inside else fill[k % 3]
+            return out
+
+        return translate

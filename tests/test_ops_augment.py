@@ -1,0 +1,126 @@
+"""Per-sample augmentations against torch references of torchvision's
+documented arithmetic, with the parameters each sample drew."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from slipstream.compiler import ArraySource, Pipeline
+from slipstream.compiler import random as rnd
+from slipstream.ops import (ColorJitter, Cutout, GaussianBlur, RandomErasing, RandomGrayscale, RandomHorizontalFlip,
+                            RandomSolarize, RandomTranslate, RandomVerticalFlip)
+from jpeg_corpus import picture
+
+SEED = 21
+IMAGES = np.stack([picture(20, 28, seed=k) for k in range(24)])
+
+
+def run(op, images=IMAGES):
+    """The op on every image, and each sample's random key (node 1 of the pipeline)."""
+    out = Pipeline([ArraySource(images), op]).compile(len(images), seed=SEED)(np.arange(len(images)))
+    keys = [np.uint64(rnd.sample_key(np.uint64(SEED), 0, i, 2)) for i in range(len(images))]
+    return np.array(out), keys
+
+
+def gray(img: torch.Tensor) -> torch.Tensor:
+    r, g, b = img.float().unbind(-1)
+    return (0.2989 * r + 0.587 * g + 0.114 * b).to(torch.uint8)
+
+
+def blend(a: torch.Tensor, b: torch.Tensor, ratio: float) -> torch.Tensor:
+    return (ratio * a.float() + (1.0 - ratio) * b.float()).clamp(0, 255).to(torch.uint8)
+
+
+@pytest.mark.parametrize("name", ["brightness", "contrast", "saturation"])
+def test_single_color_factors_match_torchvision_arithmetic(name):
+    out, keys = run(ColorJitter(**{name: 0.6}))
+    stream = {"brightness": 0, "contrast": 1, "saturation": 2}[name]
+    for image, result, key in zip(IMAGES, out, keys):
+        factor = rnd.uniform_range(key, stream, 0.4, 1.6)
+        img = torch.from_numpy(image)
+        if name == "brightness":
+            expected = blend(img, torch.zeros_like(img), factor)
+        elif name == "contrast":
+            expected = blend(img, gray(img).float().mean(), factor)
+        else:
+            expected = blend(img, gray(img)[..., None], factor)
+        assert np.abs(result.astype(int) - expected.numpy()).max() <= 1
+
+
+def test_hue_rotation_keeps_gray_and_value():
+    out, keys = run(ColorJitter(hue=0.3))
+    for image, result in zip(IMAGES, out):
+        neutral = (image.max(-1) == image.min(-1))
+        assert (result[neutral] == image[neutral]).all()  # gray pixels have no hue
+        assert np.abs(result.max(-1).astype(int) - image.max(-1)).max() <= 1  # HSV value is kept
+    assert not np.array_equal(out, IMAGES)
+
+
+def test_color_jitter_applies_factors_in_a_random_order():
+    out, _ = run(ColorJitter(brightness=0.5, contrast=0.5, saturation=0.5, hue=0.1))
+    assert out.shape == IMAGES.shape and not np.array_equal(out, IMAGES)
+    again, _ = run(ColorJitter(brightness=0.5, contrast=0.5, saturation=0.5, hue=0.1))
+    np.testing.assert_array_equal(out, again)
+    with pytest.raises(ValueError, match="hue range"):
+        ColorJitter(hue=0.7)
+
+
+def test_grayscale_and_solarize():
+    out, keys = run(RandomGrayscale(p=0.5))
+    changed = 0
+    for image, result, key in zip(IMAGES, out, keys):
+        if rnd.uniform(key, 0) < 0.5:
+            expected = gray(torch.from_numpy(image)).numpy()
+            assert (result == expected[..., None]).all()
+            changed += 1
+        else:
+            np.testing.assert_array_equal(result, image)
+    assert 0 < changed < len(IMAGES)
+    out, keys = run(RandomSolarize(100, p=1.0))
+    np.testing.assert_array_equal(out, np.where(IMAGES >= 100, 255 - IMAGES, IMAGES))
+
+
+def test_gaussian_blur_matches_a_reflect_padded_convolution():
+    out, keys = run(GaussianBlur(5, sigma=(0.5, 2.0)))
+    for image, result, key in zip(IMAGES, out, keys):
+        sigma = rnd.uniform_range(key, 0, 0.5, 2.0)
+        t = torch.arange(-2, 3, dtype=torch.float64)
+        kernel = torch.exp(-0.5 * (t / sigma) ** 2)
+        kernel = (kernel / kernel.sum()).float()
+        img = torch.from_numpy(image).permute(2, 0, 1)[:, None].float()
+        padded = torch.nn.functional.pad(img, (2, 2, 2, 2), mode="reflect")
+        blurred = torch.nn.functional.conv2d(padded, kernel.view(1, 1, 1, 5))
+        blurred = torch.nn.functional.conv2d(blurred, kernel.view(1, 1, 5, 1))
+        expected = blurred.round().clamp(0, 255)[:, 0].permute(1, 2, 0).to(torch.uint8).numpy()
+        assert np.abs(result.astype(int) - expected).max() <= 1
+
+
+def test_random_erasing_and_cutout():
+    out, keys = run(RandomErasing(p=1.0, value=(1, 2, 3)))
+    for image, result in zip(IMAGES, out):
+        erased = (result != image).any(-1)
+        fraction = erased.mean()
+        assert 0 < fraction <= 0.34
+        rows, cols = np.nonzero(erased)
+        assert (result[rows.min():rows.max() + 1, cols.min():cols.max() + 1] == (1, 2, 3)).all()  # one rectangle
+    out, keys = run(Cutout(8, fill=255))
+    for result, key in zip(out, keys):
+        cy, cx = rnd.integers(key, 0, 0, 20), rnd.integers(key, 1, 0, 28)
+        top, left = max(0, cy - 4), max(0, cx - 4)
+        assert (result[top:min(20, cy + 4), left:min(28, cx + 4)] == 255).all()
+
+
+def test_translate_and_flips():
+    out, keys = run(RandomTranslate(3, fill=0))
+    for image, result, key in zip(IMAGES, out, keys):
+        dy, dx = rnd.integers(key, 0, -3, 4), rnd.integers(key, 1, -3, 4)
+        padded = np.zeros((26, 34, 3), np.uint8)
+        padded[3:23, 3:31] = image
+        np.testing.assert_array_equal(result, padded[3 + dy:23 + dy, 3 + dx:31 + dx])
+    for op, flipped in ((RandomHorizontalFlip(1.0), IMAGES[:, :, ::-1]), (RandomVerticalFlip(1.0), IMAGES[:, ::-1])):
+        np.testing.assert_array_equal(run(op)[0], flipped)
+    np.testing.assert_array_equal(run(RandomVerticalFlip(0.0))[0], IMAGES)
