@@ -62,26 +62,13 @@ class Graph:
         self.nodes = self._ordered()
         for node in self.nodes:
             self._declare(node)
-            node.stage = self._stage_of(node)
+            node.stage = node.stage_number()
         self.stages = sorted({node.stage for node in self.nodes})
 
     def _resolve_references(self) -> None:
-        for name, nodes in self.pipelines.items():
+        for nodes in self.pipelines.values():
             for node in nodes:
-                if not isinstance(node, RefNode):
-                    continue
-                source = self.pipelines.get(node.source_pipeline)
-                if source is None:
-                    raise PipelineError(f"pipeline {name!r} refers to pipeline {node.source_pipeline!r}, which "
-                                        f"does not exist (pipelines: {', '.join(self.pipelines)})")
-                if node.source_op is None:
-                    node.target = source[-1]
-                else:
-                    found = [n for n in source if n.op is node.source_op]
-                    if len(found) != 1:
-                        raise PipelineError(f"pipeline {name!r} refers to {node.source_op!r} in pipeline "
-                                            f"{node.source_pipeline!r}, which holds it {len(found)} times")
-                    node.target = found[0]
+                node.resolve(self.pipelines)
 
     def _ordered(self) -> list[Node]:
         """Every node after the nodes it reads (depth-first, stable)."""
@@ -118,16 +105,6 @@ class Graph:
         if node.parent is not None and node.jit and not node.parent.jit and node.parent.state.device != "cpu":
             raise PipelineError(f"pipeline {node.pipeline!r}: {node.describe()} is compiled code but "
                                 f"{node.parent.describe()} leaves its output on {node.parent.state.device}")
-
-    @staticmethod
-    def _stage_of(node: Node) -> int:
-        if isinstance(node, RefNode):
-            return node.target.stage
-        parent = node.parent
-        if parent is None:
-            return 0
-        changes = parent.jit != node.jit or (parent.batch and not node.batch)
-        return parent.stage + (1 if changes else 0)
 
     def nodes_in(self, stage: int) -> list[Node]:
         return [node for node in self.nodes if node.stage == stage]

@@ -106,6 +106,20 @@ class Node:
         """Nodes whose values this node reads."""
         return () if self.parent is None else (self.parent,)
 
+    def resolve(self, pipelines: dict[str, list[Node]]) -> None:
+        """Find the nodes of other pipelines this node reads (``RefNode`` and
+        other multi-input nodes), once every pipeline's nodes exist."""
+
+    def stage_number(self) -> int:
+        """This node's stage, from those of the nodes it reads (already
+        numbered): a new stage starts where the code changes between jit and
+        torch, and where a per-sample operation follows a batch operation."""
+        stage = 0
+        for source in self.dependencies():
+            changes = source.jit != self.jit or (source.batch and not self.batch)
+            stage = max(stage, source.stage + (1 if changes else 0))
+        return stage
+
     def declare(self) -> tuple[State, tuple[Allocation, ...]]:
         """Output state and allocations, from the parent's state."""
         assert self.op is not None and self.parent is not None and self.parent.state is not None
@@ -203,6 +217,12 @@ class RefNode(Node):
     def dependencies(self) -> Sequence[Node]:
         return (self.target,) if self.target is not None else ()
 
+    def resolve(self, pipelines: dict[str, list[Node]]) -> None:
+        self.target = find_node(pipelines, self.pipeline, self.source_pipeline, self.source_op)
+
+    def stage_number(self) -> int:
+        return self.target.stage
+
     def declare(self) -> tuple[State, tuple[Allocation, ...]]:
         assert self.target is not None and self.target.state is not None
         return self.target.state, ()
@@ -222,6 +242,24 @@ class RefNode(Node):
     def describe(self) -> str:
         what = "its output" if self.source_op is None else repr(self.source_op)
         return f"Ref({self.source_pipeline!r}: {what})"
+
+
+def find_node(pipelines: dict[str, list[Node]], referrer: str, pipeline: str, op: Operation | None) -> Node:
+    """The node of ``pipeline`` running ``op`` (its last node when ``op`` is
+    None), for a node of pipeline ``referrer`` that reads it."""
+    from slipstream.errors import PipelineError
+
+    source = pipelines.get(pipeline)
+    if source is None:
+        raise PipelineError(f"pipeline {referrer!r} refers to pipeline {pipeline!r}, which does not exist "
+                            f"(pipelines: {', '.join(pipelines)})")
+    if op is None:
+        return source[-1]
+    found = [n for n in source if n.op is op]
+    if len(found) != 1:
+        raise PipelineError(f"pipeline {referrer!r} refers to {op!r} in pipeline {pipeline!r}, which holds it "
+                            f"{len(found)} times")
+    return found[0]
 
 
 class RandomApply(TransformNode):

@@ -67,3 +67,40 @@ def uniform_range(key, k, low, high):
 def integers(key, k, low, high):
     """The k-th draw of a key as an integer in [low, high)."""
     return low + np.int64(uniform(key, k) * (high - low))
+
+
+@njit(cache=True, nogil=True)
+def normal(key, k):
+    """A standard normal value from draws 2k and 2k + 1 (Box-Muller)."""
+    u = 1.0 - uniform(key, 2 * k)  # in (0, 1]: log is finite
+    return np.sqrt(-2.0 * np.log(u)) * np.cos(2.0 * np.pi * uniform(key, 2 * k + 1))
+
+
+@njit(cache=True, nogil=True)
+def gamma(key, k, shape):
+    """A Gamma(shape, 1) value (Marsaglia and Tsang, ACM TOMS 26(3), 2000),
+    from the draws of sub-key ``draw(key, k)``; shape > 0."""
+    sub = draw(key, k)
+    boost = 1.0
+    if shape < 1.0:  # Gamma(a) = Gamma(a + 1) * U^(1/a)
+        boost = uniform(sub, 2) ** (1.0 / shape)
+        shape += 1.0
+    d = shape - 1.0 / 3.0
+    c = 1.0 / np.sqrt(9.0 * d)
+    for attempt in range(1, 1000):
+        x = normal(sub, 2 * attempt)
+        v = (1.0 + c * x) ** 3
+        if v <= 0.0:
+            continue
+        u = 1.0 - uniform(sub, 4 * attempt + 2)  # normal() took draws 4 * attempt and 4 * attempt + 1
+        if np.log(u) < 0.5 * x * x + d - d * v + d * np.log(v):
+            return d * v * boost
+    return d * boost  # unreachable in practice: each try is accepted with probability > 0.95
+
+
+@njit(cache=True, nogil=True)
+def beta(key, k, a, b):
+    """A Beta(a, b) value from two Gamma draws (sub-keys 2k and 2k + 1)."""
+    x = gamma(key, 2 * k, a)
+    y = gamma(key, 2 * k + 1, b)
+    return x / (x + y)

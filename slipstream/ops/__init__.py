@@ -16,12 +16,13 @@ from slipstream.ops.augment import (
     RandomVerticalFlip,
 )
 from slipstream.ops.crops import CenterCrop, RandomCrop, RandomResizedCrop, Resize
+from slipstream.ops.mixing import CutMix, MixLabels, MixUp
 from slipstream.ops.multicrop import MultiCrop, TakeCrop, multi_crop_pipelines
 from slipstream.ops.pack import Normalize, ToTensor
 from slipstream.ops import presets
 from slipstream.ops.stored import StoredBytes
 from slipstream.ops.tensor import Convert, ToDevice
 
-__all__ = ["CenterCrop", "ColorJitter", "Convert", "Cutout", "GaussianBlur", "MultiCrop", "Normalize", "RandomBrightness",
+__all__ = ["CenterCrop", "ColorJitter", "Convert", "CutMix", "Cutout", "GaussianBlur", "MixLabels", "MixUp", "MultiCrop", "Normalize", "RandomBrightness",
            "RandomContrast", "RandomCrop", "RandomErasing", "RandomGrayscale", "RandomHorizontalFlip", "RandomHue",
            "RandomResizedCrop", "RandomSaturation", "RandomSolarize", "RandomTranslate", "RandomVerticalFlip", "Resize", "StoredBytes", "TakeCrop", "ToDevice", "ToTensor", "multi_crop_pipelines", "presets"]

@@ -1,0 +1,199 @@
+"""MixUp and CutMix: batch operations that mix each image with a partner in
+the batch, and the label node that mixes the labels the same way.
+
+Each sample ``i`` draws its own lambda from Beta(alpha, alpha) (from its
+random key: the same for any thread count or resume); its partner is the
+next sample of the batch, ``(i + 1) % n``, as torchvision's ``MixUp`` and
+``CutMix`` pair a batch with itself rolled by one.  The image operation
+records, per sample, the partner's position and the lambda actually used
+(CutMix: the fraction of the image that stays the sample's own); the label
+pipeline reads them through a :class:`MixLabels` node::
+
+    mix = MixUp(alpha=0.2)
+    pipelines = {"image": [RandomResizedCrop(224), mix, Normalize(mean, std)],
+                 "label": [MixLabels(mix, num_classes=1000)]}   # reads pipeline "image"
+
+The soft labels are ``lambda * onehot(label) + (1 - lambda) * onehot(partner's label)``.
+Mixing works on uint8 (height, width, channels) images (mixed in float,
+rounded) and on float32 samples of any shape.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from typing import Any, ClassVar
+
+import numpy as np
+from numba.core import types
+from numba.extending import overload
+
+from slipstream.compiler import Allocation, Node, Operation, State
+from slipstream.compiler import astgen as A
+from slipstream.compiler import random as rnd
+from slipstream.compiler.nodes import EmitContext, find_node, normalize_declared
+
+PARAMS = 2  # per sample: partner position, lambda
+
+
+def _fitted(value: float, like: Any) -> float:
+    """``value`` as an element like ``like`` holds it: rounded and clamped
+    to 0..255 for uint8, unchanged for floats (compiled: see the overload)."""
+    return min(max(round(value), 0), 255) if isinstance(like, (int, np.integer)) else value
+
+
+@overload(_fitted)
+def _fitted_compiled(value, like):  # noqa: ANN001  (Numba reads annotations of overloads as types)
+    if isinstance(like, types.Integer):
+        return lambda value, like: min(max(np.rint(value), 0.0), 255.0)
+    return lambda value, like: value
+
+
+def _check_mixable(op: Operation, state: State) -> None:
+    if state.dtype == np.uint8 and len(state.shape) == 3:
+        return
+    if state.dtype == np.float32:
+        return
+    raise ValueError(f"{type(op).__name__} mixes (height, width, channels) uint8 images or float32 samples, got "
+                     f"{state.shape} {state.dtype}")
+
+
+@dataclasses.dataclass(frozen=True)
+class MixUp(Operation):
+    """Blend each image with its partner: ``lambda * x_i + (1 - lambda) * x_partner``."""
+
+    alpha: float = 0.2
+    batch: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        if not self.alpha > 0:
+            raise ValueError(f"alpha must be positive, got {self.alpha}")
+
+    def declare(self, state: State):
+        _check_mixable(self, state)
+        return state, [Allocation(state.shape, state.dtype), Allocation((PARAMS,), np.float64)]
+
+    def generate_code(self):
+        alpha = float(self.alpha)
+
+        def mixup(xs, out, params, keys):
+            n = xs.shape[0]
+            for i in range(n):
+                lam = rnd.beta(keys[i], 0, alpha, alpha)
+                partner = (i + 1) % n
+                params[i, 0], params[i, 1] = partner, lam
+                a, b, dst = xs[i].reshape(-1), xs[partner].reshape(-1), out[i].reshape(-1)
+                for j in range(dst.size):
+                    dst[j] = _fitted(lam * a[j] + (1.0 - lam) * b[j], dst[j])
+            return out
+
+        return mixup
+
+
+@dataclasses.dataclass(frozen=True)
+class CutMix(Operation):
+    """Paste a box of the partner into each image: the box covers about
+    ``1 - lambda`` of the area (side ratio ``sqrt(1 - lambda)``, center
+    uniform, cut at the edges); the recorded lambda is the exact fraction of
+    the image left unchanged."""
+
+    alpha: float = 1.0
+    batch: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        if not self.alpha > 0:
+            raise ValueError(f"alpha must be positive, got {self.alpha}")
+
+    def declare(self, state: State):
+        _check_mixable(self, state)
+        if len(state.shape) != 3:
+            raise ValueError(f"CutMix cuts boxes out of (height, width, channels) samples, got {state.shape}")
+        return state, [Allocation(state.shape, state.dtype), Allocation((PARAMS,), np.float64)]
+
+    def generate_code(self):
+        alpha = float(self.alpha)
+
+        def cutmix(xs, out, params, keys):
+            n, height, width = xs.shape[0], xs.shape[1], xs.shape[2]
+            for i in range(n):
+                lam = rnd.beta(keys[i], 0, alpha, alpha)
+                partner = (i + 1) % n
+                side = np.sqrt(1.0 - lam)
+                cut_h, cut_w = int(height * side), int(width * side)
+                cy, cx = rnd.integers(keys[i], 10, 0, height), rnd.integers(keys[i], 11, 0, width)
+                top, bottom = max(cy - cut_h // 2, 0), min(cy + cut_h // 2, height)
+                left, right = max(cx - cut_w // 2, 0), min(cx + cut_w // 2, width)
+                out[i] = xs[i]
+                out[i, top:bottom, left:right] = xs[partner, top:bottom, left:right]
+                params[i, 0] = partner
+                params[i, 1] = 1.0 - (bottom - top) * (right - left) / (height * width)
+            return out
+
+        return cutmix
+
+
+@dataclasses.dataclass(frozen=True)
+class _MixLabelsOp(Operation):
+    num_classes: int
+    batch: ClassVar[bool] = True
+
+    def declare(self, state: State):
+        if state.shape != () or np.dtype(state.dtype).kind not in "iu":
+            raise ValueError(f"MixLabels takes integer class labels, one per sample, got {state.shape} {state.dtype}")
+        return State(jit=True, shape=(self.num_classes,), dtype=np.float32), Allocation((self.num_classes,),
+                                                                                         np.float32)
+
+    def generate_code(self):
+        classes = self.num_classes
+
+        def mix_labels(labels, params, out):
+            for i in range(labels.shape[0]):
+                own, other = labels[i], labels[int(params[i, 0])]
+                if not (0 <= own < classes and 0 <= other < classes):
+                    raise ValueError("MixLabels: a label is outside [0, num_classes)")
+                out[i, :] = 0.0
+                lam = params[i, 1]
+                out[i, own] += lam
+                out[i, other] += 1.0 - lam
+            return out
+
+        return mix_labels
+
+
+class MixLabels(Node):
+    """The label side of :class:`MixUp` / :class:`CutMix`: reads this
+    pipeline's integer labels and the mixing parameters of ``mix`` in
+    pipeline ``pipeline``, and gives (num_classes,) float32 soft labels.
+    Place it right after the label decoder (it is the label pipeline's
+    second entry; the loader puts the field's decoder in front)."""
+
+    def __init__(self, mix: MixUp | CutMix, num_classes: int, pipeline: str = "image") -> None:
+        if not isinstance(num_classes, int) or num_classes < 1:
+            raise ValueError(f"num_classes must be a positive int, got {num_classes!r}")
+        super().__init__(_MixLabelsOp(num_classes))
+        self.mix, self.source_pipeline = mix, pipeline
+        self.target: Node | None = None
+
+    def resolve(self, pipelines: dict[str, list[Node]]) -> None:
+        self.target = find_node(pipelines, self.pipeline, self.source_pipeline, self.mix)
+
+    def dependencies(self):
+        return (self.parent, self.target)
+
+    def declare(self):
+        return normalize_declared(self.op.declare(self.parent.state))
+
+    def emit(self, ctx: EmitContext) -> list[ast.stmt]:
+        return []
+
+    def emit_batch(self, ctx: EmitContext) -> list[ast.stmt]:
+        if self.target.stage != self.stage:
+            from slipstream.errors import PipelineError
+
+            raise PipelineError(f"MixLabels in pipeline {self.pipeline!r} must run in the same stage as {self.mix!r}")
+        params = ctx.batch_outs(self.target)[1]
+        return [A.assign(ctx.target(self), A.call(ctx.code(self), ctx.batch_value(self.parent), params,
+                                                  *ctx.batch_outs(self)))]
+
+    def describe(self) -> str:
+        return f"MixLabels({self.mix!r}, num_classes={self.op.num_classes}, pipeline={self.source_pipeline!r})"

@@ -1,0 +1,83 @@
+"""MixUp and CutMix: soft labels that sum to 1 and match how the pixels were mixed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import slipstream as ss
+from slipstream.compiler import random as rnd
+from slipstream.ops import CutMix, MixLabels, MixUp, Normalize
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (64, 10, 12, 3), dtype=np.uint8)
+    labels = (np.arange(64) * 7) % 10
+    path = tmp_path_factory.mktemp("mix") / "mix.slip"
+    ss.write(path, {"image": images, "label": labels}, {"image": ss.RGBImageField(write_mode="raw"),
+                                                        "label": ss.IntField()}, workers=0)
+    return path, images, labels
+
+
+def batches(path, mix, **pipelines):
+    loader = ss.Loader(path, 16, {"image": [mix], "label": [MixLabels(mix, 10)], **pipelines}, order="sequential",
+                       seed=3)
+    return [(b[0].numpy().copy(), b[1].numpy().copy()) for b in loader]
+
+
+def test_mixup_labels_sum_to_one_and_match_the_pixels(dataset):
+    path, images, labels = dataset
+    for k, (mixed, soft) in enumerate(batches(path, MixUp(alpha=0.4))):
+        np.testing.assert_allclose(soft.sum(1), 1.0, atol=1e-6)
+        own = images[16 * k:16 * k + 16].astype(float)
+        partner = np.roll(own, -1, axis=0)
+        own_labels = labels[16 * k:16 * k + 16]
+        for i in range(16):
+            if own_labels[i] == np.roll(own_labels, -1)[i]:
+                continue
+            lam = soft[i, own_labels[i]]
+            assert abs(soft[i, np.roll(own_labels, -1)[i]] - (1 - lam)) < 1e-6
+            assert np.abs(mixed[i] - (lam * own[i] + (1 - lam) * partner[i])).max() <= 0.5 + 1e-3
+
+
+def test_cutmix_labels_are_the_pasted_area(dataset):
+    path, images, labels = dataset
+    for k, (mixed, soft) in enumerate(batches(path, CutMix(alpha=1.0))):
+        np.testing.assert_allclose(soft.sum(1), 1.0, atol=1e-6)
+        own, own_labels = images[16 * k:16 * k + 16], labels[16 * k:16 * k + 16]
+        partner, partner_labels = np.roll(own, -1, axis=0), np.roll(own_labels, -1)
+        for i in range(16):
+            from_partner = (mixed[i] != own[i]).any(-1)
+            assert ((mixed[i] == own[i]) | (mixed[i] == partner[i])).all()
+            pasted = (mixed[i] == partner[i]).all(-1) & ((own[i] != partner[i]).any(-1))
+            if own_labels[i] != partner_labels[i]:
+                expected = 1 - soft[i, own_labels[i]]
+                assert abs(from_partner.mean() - expected) <= 0.02 and abs(pasted.mean() - expected) <= 0.02
+
+
+def test_lambdas_follow_beta_and_are_deterministic(dataset):
+    path, _, labels = dataset
+    alpha = 0.4
+    keys = [np.uint64(rnd.sample_key(np.uint64(9), 0, i, 0)) for i in range(20_000)]
+    draws = np.array([rnd.beta(key, 0, alpha, alpha) for key in keys])
+    assert abs(draws.mean() - 0.5) < 0.01 and abs(draws.var() - 1 / (4 * (2 * alpha + 1))) < 0.005
+    first, second = batches(path, MixUp(alpha)), batches(path, MixUp(alpha))
+    for (a, la), (b, lb) in zip(first, second):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(la, lb)
+
+
+def test_mixing_then_normalizing_and_bad_labels(dataset, tmp_path):
+    path, _, _ = dataset
+    mix = MixUp()
+    loader = ss.Loader(path, 16, {"image": [mix, Normalize()], "label": [MixLabels(mix, 10)]}, order="sequential")
+    images, soft = next(iter(loader))
+    assert images.shape == (16, 3, 10, 12) and images.dtype == torch.float32 and soft.shape == (16, 10)
+    with pytest.raises(ValueError, match="num_classes must be a positive int, got 0"):
+        MixLabels(mix, 0)
+    small = ss.Loader(path, 16, {"image": [mix], "label": [MixLabels(mix, 5)]}, order="sequential")
+    with pytest.raises(ss.PipelineError, match="MixLabels: a label is outside"):
+        next(iter(small))
