@@ -1,4 +1,8 @@
-"""Operations users write their training pipelines with."""
+"""Operations users write their training pipelines with.
+
+Torch batch augmentations (for after ``ToDevice``) are in
+:mod:`slipstream.ops.batch`, imported on its own so that ``import
+slipstream`` does not import torch."""
 
 from slipstream.ops.augment import (
     ColorJitter,
@@ -23,6 +27,8 @@ from slipstream.ops import presets
 from slipstream.ops.stored import StoredBytes
 from slipstream.ops.tensor import Convert, ToDevice
 
-__all__ = ["CenterCrop", "ColorJitter", "Convert", "CutMix", "Cutout", "GaussianBlur", "MixLabels", "MixUp", "MultiCrop", "Normalize", "RandomBrightness",
-           "RandomContrast", "RandomCrop", "RandomErasing", "RandomGrayscale", "RandomHorizontalFlip", "RandomHue",
-           "RandomResizedCrop", "RandomSaturation", "RandomSolarize", "RandomTranslate", "RandomVerticalFlip", "Resize", "StoredBytes", "TakeCrop", "ToDevice", "ToTensor", "multi_crop_pipelines", "presets"]
+__all__ = ["CenterCrop", "ColorJitter", "Convert", "CutMix", "Cutout", "GaussianBlur", "MixLabels", "MixUp",
+           "multi_crop_pipelines", "MultiCrop", "Normalize", "presets", "RandomBrightness", "RandomContrast",
+           "RandomCrop", "RandomErasing", "RandomGrayscale", "RandomHorizontalFlip", "RandomHue",
+           "RandomResizedCrop", "RandomSaturation", "RandomSolarize", "RandomTranslate", "RandomVerticalFlip",
+           "Resize", "StoredBytes", "TakeCrop", "ToDevice", "ToTensor"]

@@ -1,0 +1,218 @@
+"""Batch augmentations in torch, for after ``ToDevice``: each works on a
+whole (batch, channels, height, width) float batch in [0, 1] (uint8 batches
+are scaled in and out) on any device, in a few vectorized calls, with
+per-image random parameters.
+
+Every one of them separates drawing from applying, so that two views can
+share an augmentation or mirror it::
+
+    jitter = BatchColorJitter(0.4, 0.4, 0.4, 0.1)
+    params = jitter.sample(view_1)              # per-image parameters
+    view_1 = jitter.apply(view_1, params)
+    view_2 = jitter.apply(view_2, params)       # the same jitter on the other view
+
+``forward(x)`` is ``apply(x, sample(x))``, so each is a ``torch.nn.Module``
+that pipelines take as a torch-side operation.  Pass ``generator`` (a
+``torch.Generator`` on the batch's device) for reproducible draws.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+Params = dict[str, torch.Tensor]
+
+
+def _float(x: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    if x.dim() != 4:
+        raise ValueError(f"batch augmentations take (batch, channels, height, width) tensors, got {tuple(x.shape)}")
+    if x.dtype == torch.uint8:
+        return x.float() / 255.0, True
+    if not x.is_floating_point():
+        raise TypeError(f"batch augmentations take float or uint8 tensors, got {x.dtype}")
+    return x, False
+
+
+def _back(x: torch.Tensor, was_uint8: bool) -> torch.Tensor:
+    return (x * 255.0).round().clamp(0, 255).to(torch.uint8) if was_uint8 else x
+
+
+def _uniform(n: int, low: float, high: float, like: torch.Tensor, generator: Any) -> torch.Tensor:
+    return low + (high - low) * torch.rand(n, device=like.device, generator=generator)
+
+
+def _gray(x: torch.Tensor) -> torch.Tensor:
+    """(B, 1, H, W) luma with torchvision's weights."""
+    r, g, b = x.unbind(1)
+    return (0.2989 * r + 0.587 * g + 0.114 * b).unsqueeze(1)
+
+
+class _BatchAugmentation(torch.nn.Module):
+    def __init__(self, generator: torch.Generator | None = None) -> None:
+        super().__init__()
+        self.generator = generator
+
+    def sample(self, x: torch.Tensor) -> Params:
+        raise NotImplementedError
+
+    def apply(self, x: torch.Tensor, params: Params) -> torch.Tensor:
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.apply(x, self.sample(x))
+
+
+class BatchColorJitter(_BatchAugmentation):
+    """Per-image brightness, contrast and saturation factors from [1 - v,
+    1 + v] and a hue shift from [-hue, hue], applied in an order drawn per
+    batch (torchvision draws it per call too)."""
+
+    def __init__(self, brightness: float = 0.0, contrast: float = 0.0, saturation: float = 0.0, hue: float = 0.0,
+                 generator: torch.Generator | None = None) -> None:
+        super().__init__(generator)
+        if min(brightness, contrast, saturation, hue) < 0 or hue > 0.5:
+            raise ValueError("brightness, contrast and saturation must be >= 0 and hue in [0, 0.5]")
+        self.ranges = {"brightness": (max(0.0, 1 - brightness), 1 + brightness),
+                       "contrast": (max(0.0, 1 - contrast), 1 + contrast),
+                       "saturation": (max(0.0, 1 - saturation), 1 + saturation), "hue": (-hue, hue)}
+
+    def sample(self, x: torch.Tensor) -> Params:
+        n = x.shape[0]
+        params = {name: _uniform(n, lo, hi, x, self.generator) for name, (lo, hi) in self.ranges.items()}
+        params["order"] = torch.randperm(4, device=x.device, generator=self.generator)
+        return params
+
+    def apply(self, x: torch.Tensor, params: Params) -> torch.Tensor:
+        y, was_uint8 = _float(x)
+        for step in params["order"].tolist():
+            if step == 0:
+                y = (y * params["brightness"].view(-1, 1, 1, 1)).clamp(0, 1)
+            elif step == 1:
+                f = params["contrast"].view(-1, 1, 1, 1)
+                y = (f * y + (1 - f) * _gray(y).mean(dim=(1, 2, 3), keepdim=True)).clamp(0, 1)
+            elif step == 2:
+                f = params["saturation"].view(-1, 1, 1, 1)
+                y = (f * y + (1 - f) * _gray(y)).clamp(0, 1)
+            elif bool((params["hue"] != 0).any()):
+                y = _shift_hue(y, params["hue"])
+        return _back(y, was_uint8)
+
+
+def _shift_hue(x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+    """RGB -> HSV, rotate hue by ``shift`` turns per image, -> RGB."""
+    r, g, b = x.unbind(1)
+    high, _ = x.max(1)
+    low, _ = x.min(1)
+    chroma = high - low
+    safe = torch.where(chroma > 0, chroma, torch.ones_like(chroma))
+    h = torch.where(high == r, ((g - b) / safe) % 6, torch.where(high == g, (b - r) / safe + 2, (r - g) / safe + 4))
+    h = torch.where(chroma > 0, h / 6, torch.zeros_like(h))
+    h = (h + shift.view(-1, 1, 1)) % 1.0
+    s = torch.where(high > 0, chroma / torch.where(high > 0, high, torch.ones_like(high)), torch.zeros_like(high))
+    v = high
+    n = torch.tensor([5.0, 3.0, 1.0], device=x.device, dtype=x.dtype).view(1, 3, 1, 1)
+    kk = (n + h.unsqueeze(1) * 6) % 6
+    out = v.unsqueeze(1) - v.unsqueeze(1) * s.unsqueeze(1) * torch.clamp(torch.minimum(kk, 4 - kk), 0, 1)
+    return out.clamp(0, 1)
+
+
+class BatchRandomGrayscale(_BatchAugmentation):
+    """Each image replaced by its luma in every channel with probability ``p``."""
+
+    def __init__(self, p: float = 0.1, generator: torch.Generator | None = None) -> None:
+        super().__init__(generator)
+        self.p = p
+
+    def sample(self, x: torch.Tensor) -> Params:
+        return {"apply": torch.rand(x.shape[0], device=x.device, generator=self.generator) < self.p}
+
+    def apply(self, x: torch.Tensor, params: Params) -> torch.Tensor:
+        y, was_uint8 = _float(x)
+        y = torch.where(params["apply"].view(-1, 1, 1, 1), _gray(y).expand_as(y), y)
+        return _back(y, was_uint8)
+
+
+class BatchRandomSolarize(_BatchAugmentation):
+    """Each image, with probability ``p``: values at or above ``threshold``
+    (on the 0..1 scale) become ``1 - value``."""
+
+    def __init__(self, threshold: float = 0.5, p: float = 0.5, generator: torch.Generator | None = None) -> None:
+        super().__init__(generator)
+        self.threshold, self.p = threshold, p
+
+    def sample(self, x: torch.Tensor) -> Params:
+        return {"apply": torch.rand(x.shape[0], device=x.device, generator=self.generator) < self.p}
+
+    def apply(self, x: torch.Tensor, params: Params) -> torch.Tensor:
+        y, was_uint8 = _float(x)
+        solarized = torch.where(y >= self.threshold, 1 - y, y)
+        return _back(torch.where(params["apply"].view(-1, 1, 1, 1), solarized, y), was_uint8)
+
+
+class BatchGaussianBlur(_BatchAugmentation):
+    """Each image blurred with a ``kernel_size`` Gaussian of sigma drawn from
+    ``sigma``, with probability ``p``: one grouped convolution per axis for
+    the whole batch, reflecting at the borders."""
+
+    def __init__(self, kernel_size: int, sigma: tuple[float, float] = (0.1, 2.0), p: float = 1.0,
+                 generator: torch.Generator | None = None) -> None:
+        super().__init__(generator)
+        if kernel_size < 1 or kernel_size % 2 == 0:
+            raise ValueError(f"kernel_size must be a positive odd int, got {kernel_size}")
+        self.kernel_size, self.sigma, self.p = kernel_size, sigma, p
+
+    def sample(self, x: torch.Tensor) -> Params:
+        n = x.shape[0]
+        return {"sigma": _uniform(n, *self.sigma, x, self.generator),
+                "apply": torch.rand(n, device=x.device, generator=self.generator) < self.p}
+
+    def apply(self, x: torch.Tensor, params: Params) -> torch.Tensor:
+        y, was_uint8 = _float(x)
+        n, c, h, w = y.shape
+        radius = self.kernel_size // 2
+        t = torch.arange(-radius, radius + 1, device=y.device, dtype=y.dtype)
+        kernels = torch.exp(-0.5 * (t.view(1, -1) / params["sigma"].view(-1, 1).to(y.dtype)) ** 2)
+        kernels = (kernels / kernels.sum(1, keepdim=True)).repeat_interleave(c, dim=0)  # (n * c, k)
+        flat = torch.nn.functional.pad(y.reshape(1, n * c, h, w), (radius,) * 4, mode="reflect")
+        flat = torch.nn.functional.conv2d(flat, kernels.view(n * c, 1, 1, -1), groups=n * c)
+        flat = torch.nn.functional.conv2d(flat, kernels.view(n * c, 1, -1, 1), groups=n * c)
+        blurred = flat.view(n, c, h, w)
+        return _back(torch.where(params["apply"].view(-1, 1, 1, 1), blurred, y), was_uint8)
+
+
+class BatchRandomErasing(_BatchAugmentation):
+    """torchvision's RandomErasing per image, with probability ``p``: a
+    rectangle of area fraction in ``scale`` and log-uniform aspect ratio in
+    ``ratio`` (one draw; rectangles that do not fit are shrunk to fit) set to
+    ``value``."""
+
+    def __init__(self, p: float = 0.5, scale: tuple[float, float] = (0.02, 0.33),
+                 ratio: tuple[float, float] = (0.3, 3.3), value: float = 0.0,
+                 generator: torch.Generator | None = None) -> None:
+        super().__init__(generator)
+        self.p, self.scale, self.ratio, self.value = p, scale, ratio, value
+
+    def sample(self, x: torch.Tensor) -> Params:
+        n, _, h, w = x.shape
+        area = _uniform(n, *self.scale, x, self.generator) * h * w
+        aspect = torch.exp(_uniform(n, math.log(self.ratio[0]), math.log(self.ratio[1]), x, self.generator))
+        eh = torch.sqrt(area * aspect).round().clamp(1, h)
+        ew = torch.sqrt(area / aspect).round().clamp(1, w)
+        top = (torch.rand(n, device=x.device, generator=self.generator) * (h - eh + 1)).floor()
+        left = (torch.rand(n, device=x.device, generator=self.generator) * (w - ew + 1)).floor()
+        return {"box": torch.stack([top, left, eh, ew], 1).long(),
+                "apply": torch.rand(n, device=x.device, generator=self.generator) < self.p}
+
+    def apply(self, x: torch.Tensor, params: Params) -> torch.Tensor:
+        y, was_uint8 = _float(x)
+        _, _, h, w = y.shape
+        top, left, eh, ew = params["box"].unbind(1)
+        rows = torch.arange(h, device=y.device).view(1, h, 1)
+        cols = torch.arange(w, device=y.device).view(1, 1, w)
+        inside = ((rows >= top.view(-1, 1, 1)) & (rows < (top + eh).view(-1, 1, 1))
+                  & (cols >= left.view(-1, 1, 1)) & (cols < (left + ew).view(-1, 1, 1)))
+        mask = (inside & params["apply"].view(-1, 1, 1)).unsqueeze(1)
+        return _back(torch.where(mask, torch.full_like(y, float(self.value)), y), was_uint8)

@@ -1,0 +1,80 @@
+"""Torch batch augmentations: their arithmetic, per-image parameters that
+can be replayed on a second view, and their use inside a loader pipeline."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import slipstream as ss
+from slipstream.ops import ToTensor
+from slipstream.ops.batch import (BatchColorJitter, BatchGaussianBlur, BatchRandomErasing, BatchRandomGrayscale,
+                                  BatchRandomSolarize)
+from jpeg_corpus import picture
+
+BATCH = torch.from_numpy(np.stack([picture(16, 20, seed=k) for k in range(12)])).permute(0, 3, 1, 2).float() / 255
+
+
+def generator(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+@pytest.mark.parametrize("make", [
+    lambda g: BatchColorJitter(0.4, 0.4, 0.4, 0.1, generator=g), lambda g: BatchRandomGrayscale(0.5, generator=g),
+    lambda g: BatchRandomSolarize(0.5, 0.5, generator=g), lambda g: BatchGaussianBlur(5, generator=g),
+    lambda g: BatchRandomErasing(1.0, generator=g)])
+def test_parameters_replay_on_a_second_view_and_forward_is_sample_then_apply(make):
+    augmentation = make(generator(1))
+    params = augmentation.sample(BATCH)
+    first, second = augmentation.apply(BATCH, params), augmentation.apply(BATCH.clone(), params)
+    torch.testing.assert_close(first, second, rtol=0, atol=0)
+    assert first.shape == BATCH.shape and not torch.equal(first, BATCH)
+    torch.testing.assert_close(make(generator(1))(BATCH), first, rtol=0, atol=0)
+    as_uint8 = augmentation.apply((BATCH * 255).round().to(torch.uint8), params)
+    assert as_uint8.dtype == torch.uint8 and (as_uint8.float() / 255 - first).abs().max() <= 2 / 255 + 1e-6
+
+
+def test_color_factors_and_grayscale_arithmetic():
+    jitter = BatchColorJitter(brightness=0.5)
+    params = jitter.sample(BATCH)
+    expected = (BATCH * params["brightness"].view(-1, 1, 1, 1)).clamp(0, 1)
+    torch.testing.assert_close(jitter.apply(BATCH, params), expected)
+    hue = BatchColorJitter(hue=0.25)
+    shifted = hue(BATCH)
+    torch.testing.assert_close(shifted.max(1).values, BATCH.max(1).values, atol=1e-5, rtol=0)  # value kept
+    gray = BatchRandomGrayscale(1.0)(BATCH)
+    luma = 0.2989 * BATCH[:, 0] + 0.587 * BATCH[:, 1] + 0.114 * BATCH[:, 2]
+    torch.testing.assert_close(gray, luma.unsqueeze(1).expand_as(BATCH))
+
+
+def test_blur_matches_per_image_convolution_and_erasing_boxes():
+    blur = BatchGaussianBlur(3, sigma=(0.5, 1.5))
+    params = blur.sample(BATCH)
+    out = blur.apply(BATCH, params)
+    for i in range(len(BATCH)):
+        t = torch.arange(-1, 2, dtype=torch.float32)
+        k = torch.exp(-0.5 * (t / params["sigma"][i]) ** 2)
+        k = k / k.sum()
+        img = torch.nn.functional.pad(BATCH[i:i + 1].transpose(0, 1), (1, 1, 1, 1), mode="reflect")
+        ref = torch.nn.functional.conv2d(torch.nn.functional.conv2d(img, k.view(1, 1, 1, 3)), k.view(1, 1, 3, 1))
+        torch.testing.assert_close(out[i], ref.transpose(0, 1)[0], atol=1e-5, rtol=0)
+    erase = BatchRandomErasing(1.0, value=0.25)
+    params = erase.sample(BATCH)
+    out = erase.apply(BATCH, params)
+    for i, (top, left, h, w) in enumerate(params["box"].tolist()):
+        assert (out[i, :, top:top + h, left:left + w] == 0.25).all()
+        changed = (out[i] != BATCH[i]).any(0)
+        assert changed.sum() <= h * w
+
+
+def test_batch_augmentations_run_as_torch_stages_of_a_loader(tmp_path):
+    images = np.stack([picture(16, 16, seed=k) for k in range(8)])
+    path = tmp_path / "b.slip"
+    ss.write(path, {"image": images, "label": np.arange(8)}, {"image": ss.RGBImageField(write_mode="raw"),
+                                                              "label": ss.IntField()}, workers=0)
+    loader = ss.Loader(path, 8, {"image": [ToTensor(), BatchRandomSolarize(0.5, p=1.0)]}, order="sequential")
+    assert [s.jit for s in loader.compiled.sources] == [True, False]
+    batch, labels = next(iter(loader))
+    x = torch.from_numpy(images).permute(0, 3, 1, 2).float() / 255
+    torch.testing.assert_close(batch, torch.where(x >= 0.5, 1 - x, x))
