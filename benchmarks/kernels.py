@@ -45,6 +45,7 @@ fails.
 from __future__ import annotations
 
 import argparse
+import math
 import io
 import json
 import os
@@ -64,7 +65,8 @@ import PIL
 from PIL import Image, features
 
 import slipstream.native as native
-from slipstream.ops.sampling import random_resized_crop_params
+from slipstream.compiler import random as rnd
+from slipstream.ops.crops import random_resized_crop_params
 from slipstream.sources import find_jpegs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -123,12 +125,13 @@ def load_jpegs(folder: Path) -> list[bytes]:
 
 def sample_crops(jpegs: Sequence[bytes], seed: int) -> list[Crop]:
     """One RandomResizedCrop rectangle per image (torchvision's default scale
-    and ratio ranges), from the header sizes, with a seeded generator."""
-    rng = np.random.default_rng(seed)
+    and ratio ranges), from the header sizes, drawn as the loader draws them."""
     crops = []
-    for data in jpegs:
+    for index, data in enumerate(jpegs):
         info = native.jpeg_info(data)
-        crops.append(Crop(*random_resized_crop_params(rng, info.height, info.width)))
+        key = np.uint64(rnd.sample_key(np.uint64(seed), 0, index, 0))
+        crops.append(Crop(*map(int, random_resized_crop_params(key, info.height, info.width, 0.08, 1.0,
+                                                                 math.log(3 / 4), math.log(4 / 3), 10))))
     return crops
 
 

@@ -11,7 +11,21 @@ from numba import njit, prange
 
 import jpeg_corpus
 from slipstream import native
-from slipstream.demo import decode_batch  # fused decode + crop + resize + flip over a batch, in prange
+
+
+@njit(nogil=True, parallel=True)
+def decode_batch(storage, starts, sizes, crops, flips, out):
+    """The fused decode + crop + resize + flip of every sample of a batch, in
+    prange, reading each JPEG in place; returns each sample's C status."""
+    n = crops.shape[0]
+    status = np.empty(n, np.int32)
+    for i in prange(n):
+        jpeg = storage[starts[i]:starts[i] + sizes[i]]
+        flags = native.DecodeFlags.FLIP_X if flips[i] else native.DecodeFlags.DEFAULT
+        status[i] = native.slip_jpeg_decode_crop_resize(
+            jpeg, jpeg.size, crops[i, 0], crops[i, 1], crops[i, 2], crops[i, 3], out.shape[1], out.shape[2],
+            flags, native.Interp.BILINEAR, out[i], out[i].size, out.strides[1])
+    return status
 
 
 @njit(nogil=True, parallel=True)
