@@ -21,14 +21,15 @@ JPEG_CFLAGS = $$(pkg-config --cflags --libs libjpeg)
 SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 ASAN_DIR := build/asan
 
-.PHONY: help demo test bindings asan bench system-deps clean
+.PHONY: help demo test bindings asan bench bench-peers system-deps clean
 
 help:
 	@echo "make demo     set up, then stream JPEGs through the fused kernel (DATA=folder to use your own)"
 	@echo "make test     set up, then run the tests"
 	@echo "make bindings regenerate slipstream/_native.py from native/include/slipstream.h"
 	@echo "make asan     run the native tests under AddressSanitizer and UndefinedBehaviorSanitizer"
-	@echo "make bench    kernel, compiler, dataset-writing and loader I/O benchmarks (IMAGES=folder)"
+	@echo "make bench    all benchmarks, then BENCHMARKS.md against FFCV, the DataLoader and DALI (IMAGES=folder)"
+	@echo "make bench-peers  the peers' virtual environments under benchmarks/.venvs"
 	@echo "make clean    remove .venv and build/"
 
 # System packages: a C compiler, pkg-config, libjpeg-turbo headers, venv support.
@@ -79,11 +80,20 @@ asan: $(STAMP)
 	$(BIN)/pytest -p no:cacheprovider tests/test_native_decode.py tests/test_native_errors.py \
 	  tests/test_native_pixels.py tests/test_native_encode_io.py tests/test_numba_intrinsics.py
 
-bench: $(STAMP)
+bench: $(STAMP) bench-peers
+	$(BIN)/python -m pip install -q 'matplotlib>=3.7'
 	$(BIN)/python benchmarks/kernels.py $(IMAGES)
 	$(BIN)/python benchmarks/compiler.py
 	$(BIN)/python benchmarks/write.py $(IMAGES)
 	$(BIN)/python benchmarks/loader_io.py $(IMAGES)
+	$(BIN)/python benchmarks/pipelines.py $(IMAGES)
+	$(BIN)/python benchmarks/compare.py $(IMAGES)
+
+# The peers' own virtual environments under benchmarks/.venvs (FFCV, DataLoader + Pillow, DALI when it installs).
+bench-peers:
+	bash benchmarks/peers/install-ffcv.sh
+	bash benchmarks/peers/install-dataloader.sh
+	if [ -f benchmarks/peers/install-dali.sh ]; then bash benchmarks/peers/install-dali.sh; fi
 
 clean:
 	rm -rf $(VENV) build dist

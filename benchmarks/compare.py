@@ -1,0 +1,214 @@
+"""slipstream against FFCV, the PyTorch DataLoader (+ Pillow) and DALI on
+CPU, side by side on the same machine, data and pipeline semantics.
+
+Usage::
+
+    python benchmarks/compare.py [FOLDER] [--repeats R] [--epochs E] [--systems ...] [--scenarios ...]
+
+FOLDER defaults to ``../shared/data/imagenet-sample``.  Its JPEGs are written
+once with FFCV's own writer into a ``.beton`` (FFCV re-encodes them), which
+FFCV and slipstream (through its FFCV reader) then both read: identical
+bytes.  slipstream's own file, written from the same ``.beton`` without
+re-encoding (``slipstream convert``), is measured too.  The DataLoader and
+DALI read the original folder.
+
+Every measurement runs in a fresh process of the system's own virtual
+environment (``benchmarks/.venvs/``, made by ``make bench-peers``) through
+its runner (``benchmarks/peers/*_runner.py``, contract in
+``benchmarks/peers/RUNNERS.md``): one warm-up epoch, then ``--epochs``
+timed epochs that only count the images of each batch, as a training step
+receiving them would.  The order of the systems rotates from one repeat to
+the next so that machine drift hits all alike; the report gives the median
+over repeats of each run's median epoch, with the range.
+
+Writes ``benchmarks/results/compare-<date>.json``, then regenerates
+``BENCHMARKS.md`` and ``benchmarks/results/compare-<date>.png`` from it
+(``--report-only JSON`` regenerates them from an earlier run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+PEERS = REPO / "benchmarks" / "peers"
+VENVS = REPO / "benchmarks" / ".venvs"
+DATA = REPO / "benchmarks" / ".data"
+DEFAULT_FOLDER = REPO.parent / "shared" / "data" / "imagenet-sample"
+SCENARIOS = ["raw", "train", "val", "simclr", "multicrop"]
+SCENARIO_NAMES = {"raw": "raw bytes (no decode)", "train": "ImageNet train", "val": "ImageNet val",
+                  "simclr": "SimCLR, 2 views", "multicrop": "multi-crop 2x224 + 6x96"}
+BATCH = 128
+
+
+def systems() -> dict[str, dict[str, Any]]:
+    """Every system: interpreter, runner and which copy of the data it reads."""
+    return {
+        "slipstream": {"python": sys.executable, "runner": PEERS / "slipstream_runner.py", "data": "slip"},
+        "slipstream (.beton)": {"python": sys.executable, "runner": PEERS / "slipstream_runner.py", "data": "beton"},
+        "ffcv": {"python": VENVS / "ffcv" / "bin" / "python", "runner": PEERS / "ffcv_runner.py", "data": "beton"},
+        "dataloader": {"python": VENVS / "dataloader" / "bin" / "python", "runner": PEERS / "dataloader_runner.py",
+                       "data": "folder"},
+        "dali": {"python": VENVS / "dali" / "bin" / "python", "runner": PEERS / "dali_runner.py", "data": "folder"},
+    }
+
+
+def available(system: dict[str, Any]) -> str | None:
+    """None when the system can run, else why not."""
+    if not Path(system["python"]).exists():
+        return f"no virtual environment at {Path(system['python']).parent.parent} (run `make bench-peers`)"
+    if not Path(system["runner"]).exists():
+        return f"no runner {Path(system['runner']).name}"
+    return None
+
+
+def prepare_data(folder: Path) -> dict[str, Path]:
+    """The .beton written by FFCV from ``folder`` and slipstream's copy of it."""
+    DATA.mkdir(parents=True, exist_ok=True)
+    beton = DATA / f"{folder.name}.beton"
+    slip = DATA / f"{folder.name}.slip"
+    ffcv_python = VENVS / "ffcv" / "bin" / "python"
+    if not beton.exists():
+        if not ffcv_python.exists():
+            raise SystemExit("FFCV's environment is missing: run `make bench-peers` first")
+        print(f"writing {beton} with FFCV's writer", flush=True)
+        subprocess.run([str(ffcv_python), str(PEERS / "ffcv_write.py"), str(folder), str(beton)], check=True)
+    if not slip.exists():
+        import slipstream as ss
+
+        ss.convert(beton, slip, verbose=False)
+    return {"beton": beton, "slip": slip, "folder": folder}
+
+
+def run(system: dict[str, Any], spec: dict[str, Any], env: dict[str, str] | None = None) -> dict[str, Any]:
+    """One runner process; its JSON result (or the error)."""
+    with tempfile.TemporaryDirectory(prefix="bench-spec-") as folder:
+        spec_file = Path(folder) / "spec.json"
+        spec_file.write_text(json.dumps(dict(spec, start_monotonic=time.monotonic())))
+        proc = subprocess.run([str(system["python"]), str(system["runner"]), "--spec", str(spec_file)],
+                              capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd=REPO,
+                              timeout=1800)
+    if proc.returncode != 0:
+        return {"error": (proc.stderr or proc.stdout)[-2000:]}
+    try:
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        return {"error": f"no JSON result: {proc.stdout[-500:]} {proc.stderr[-1500:]}"}
+
+
+def measure(args: argparse.Namespace, data: dict[str, Path]) -> dict[str, Any]:
+    chosen = {name: s for name, s in systems().items() if name in args.systems}
+    skipped = {name: why for name, s in chosen.items() if (why := available(s))}
+    runnable = [name for name in chosen if name not in skipped]
+    threads = os.cpu_count() or 1
+    results: dict[str, Any] = {"throughput": {}, "first_batch": {}, "scaling": {}, "skipped": skipped,
+                               "errors": [], "settings": {}, "versions": {}}
+
+    def spec(name: str, scenario: str, **extra: Any) -> dict[str, Any]:
+        return {"scenario": scenario, "data": str(data[chosen[name]["data"]]), "batch_size": BATCH,
+                "threads": threads, "epochs": args.epochs, "warmup_epochs": 1, **extra}
+
+    for repeat in range(args.repeats):
+        order = runnable[repeat % len(runnable):] + runnable[:repeat % len(runnable)]  # rotate: drift hits all
+        for scenario in args.scenarios:
+            for name in order:
+                out = run(chosen[name], spec(name, scenario))
+                print(f"  repeat {repeat + 1}, {scenario}, {name}: "
+                      f"{_summary(out)}", flush=True)
+                _record(results, name, scenario, out)
+    if "train" in args.scenarios:
+        for name in runnable:  # time to first batch: a cold compile cache, then warm
+            with tempfile.TemporaryDirectory(prefix="bench-cache-") as cache:
+                env = {"SLIPSTREAM_CACHE_DIR": cache}
+                runs = [run(chosen[name], spec(name, "train", first_batch_only=True), env) for _ in range(4)]
+            times = [r.get("first_batch_s") for r in runs]
+            results["first_batch"][name] = {"cold_s": times[0], "warm_s": times[1:]}
+            print(f"  first batch, {name}: cold {times[0]}, warm {times[1:]}", flush=True)
+        for name in runnable:  # scaling: 1 thread against all
+            one = run(chosen[name], spec(name, "train", threads=1))
+            _record(results, name, "train/1 thread", one)
+            all_threads = results["throughput"].get("train", {}).get(name, {}).get("images_per_s", [])
+            if "epoch_images_per_s" in one and all_threads:
+                results["scaling"][name] = {"threads": threads, "one": statistics.median(one["epoch_images_per_s"]),
+                                            "all": statistics.median(all_threads)}
+    return results
+
+
+def _summary(out: dict[str, Any]) -> str:
+    if "error" in out:
+        return "ERROR " + out["error"].strip().splitlines()[-1][:200]
+    if "unsupported" in out:
+        return f"unsupported: {out['unsupported']}"
+    return f"{statistics.median(out['epoch_images_per_s']):,.0f} images/s"
+
+
+def _record(results: dict[str, Any], name: str, scenario: str, out: dict[str, Any]) -> None:
+    entry = results["throughput"].setdefault(scenario, {}).setdefault(name, {"images_per_s": [], "cpu_s": [],
+                                                                             "rss_mb": []})
+    if "error" in out:
+        results["errors"].append({"system": name, "scenario": scenario, "error": out["error"]})
+        return
+    if "unsupported" in out:
+        entry["unsupported"] = out["unsupported"]
+        return
+    entry["images_per_s"].append(statistics.median(out["epoch_images_per_s"]))
+    entry["cpu_s"].append(out["cpu_seconds_per_image"])
+    entry["rss_mb"].append(out["peak_rss_mb"])
+    results["settings"][name] = out.get("settings", {})
+    results["versions"][name] = out.get("version")
+
+
+def machine() -> dict[str, Any]:
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else ""
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return {"cpu": model, "cores": os.cpu_count(), "memory_gib": round(memory, 1), "platform": platform.platform(),
+            "python": platform.python_version()}
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", nargs="?", type=Path, default=DEFAULT_FOLDER)
+    parser.add_argument("--repeats", type=int, default=3, help="runs per system and scenario (default 3)")
+    parser.add_argument("--epochs", type=int, default=3, help="timed epochs per run (default 3)")
+    parser.add_argument("--systems", nargs="*", default=list(systems()))
+    parser.add_argument("--scenarios", nargs="*", default=SCENARIOS)
+    parser.add_argument("--report-only", type=Path, default=None, help="regenerate the report from this JSON")
+    args = parser.parse_args(argv)
+    from report import write_report  # noqa: E402  (benchmarks/report.py, next to this file)
+
+    if args.report_only:
+        write_report(json.loads(args.report_only.read_text()), args.report_only)
+        return 0
+    data = prepare_data(args.folder)
+    started = datetime.now().astimezone()
+    results = measure(args, data)
+    import slipstream as ss
+
+    report = {"results": results, "machine": machine(), "folder": str(args.folder), "batch_size": BATCH,
+              "repeats": args.repeats, "epochs": args.epochs, "slipstream": ss.__version__,
+              "libslipstream": ss.native.version(), "command": shlex.join([sys.executable, *sys.argv]),
+              "timestamp": started.isoformat(timespec="seconds")}
+    out = REPO / "benchmarks" / "results" / f"compare-{started.date().isoformat()}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {out}")
+    write_report(report, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.exit(main(sys.argv[1:]))
