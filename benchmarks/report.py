@@ -143,7 +143,45 @@ def write_report(report: dict[str, Any], json_path: Path) -> None:
     lines += ["", "## Reproduce", "", "```bash", "make bench-peers   # FFCV, DataLoader (and DALI) environments",
               "make bench         # everything, then this page", "```", ""]
     (REPO / "BENCHMARKS.md").write_text("\n".join(lines))
-    print(f"wrote {REPO / 'BENCHMARKS.md'} and {chart}")
+    _update_readme(results, report)
+    print(f"wrote {REPO / 'BENCHMARKS.md'} and {chart}; updated README.md's headline table")
+
+
+README_START, README_END = "<!-- benchmarks:start -->", "<!-- benchmarks:end -->"
+
+
+def headline(results: dict[str, Any], report: dict[str, Any]) -> list[str]:
+    """The README's table: images/s per scenario, slipstream and its peers, with ratios to FFCV."""
+    peers = [s for s in ("slipstream", "ffcv", "dataloader", "dali")
+             if any(s in by for by in results["throughput"].values())]
+    lines = [f"{report['machine']['cores']} cores ({report['machine']['cpu']}), batch {report['batch_size']}, "
+             f"images/s (median of {report['repeats']} runs; details in [BENCHMARKS.md](BENCHMARKS.md)):", "",
+             "| scenario | " + " | ".join(peers) + " |", "|---|" + "---:|" * len(peers)]
+    for scenario, by_system in results["throughput"].items():
+        if "/" in scenario:
+            continue
+        ffcv = _median(by_system.get("ffcv", {}).get("images_per_s", []))
+        cells = []
+        for system in peers:
+            rate = _median(by_system.get(system, {}).get("images_per_s", []))
+            if rate is None:
+                cells.append("–")
+            elif system != "ffcv" and ffcv:
+                cells.append(f"{rate:,.0f} ({rate / ffcv:.2f}x)")
+            else:
+                cells.append(f"{rate:,.0f}")
+        lines.append(f"| {NAMES.get(scenario, scenario)} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _update_readme(results: dict[str, Any], report: dict[str, Any]) -> None:
+    readme = REPO / "README.md"
+    text = readme.read_text()
+    if README_START not in text or README_END not in text:
+        return
+    head, rest = text.split(README_START, 1)
+    _, tail = rest.split(README_END, 1)
+    readme.write_text(head + README_START + "\n" + "\n".join(headline(results, report)) + "\n" + README_END + tail)
 
 
 def _chart(results: dict[str, Any], path: Path) -> None:
