@@ -76,6 +76,7 @@ class PagePool:
         self._free = np.ones(capacity, bool)
         self.in_use = self.peak_in_use = self.pages_read = 0
         self._loaded: dict[tuple[int, int], tuple[int, Future]] = {}  # unit -> (first slot, its read)
+        self._page_slot = np.full(max(1, reader.page_count), -1, np.int64)  # single-page units' slots
         self._plan: list[list[tuple[int, int]]] = []
 
     # ---------------------------------------------------------------- planning
@@ -124,7 +125,9 @@ class PagePool:
                 self._load(unit, self._slot_evicting(unit, batch, needed))
         ps = self.page_size
         for field, (first, last, rel) in self._locations[batch].items():
-            starts = np.array([self._loaded[u][0] for u in zip(first.tolist(), last.tolist())], np.int64)
+            starts = self._page_slot[first]  # values within one page: a table lookup
+            for k in np.flatnonzero(first != last).tolist():  # values over several pages (rare)
+                starts[k] = self._loaded[(int(first[k]), int(last[k]))][0]
             self._source.offsets(field)[self._batches[batch]] = starts * ps + (rel - first * ps)
         self._read_ahead(batch)
         for unit in self._plan[batch]:
@@ -173,11 +176,15 @@ class PagePool:
         self.peak_in_use = max(self.peak_in_use, self.in_use)
         self.pages_read += count
         self._loaded[unit] = (slot, self._io.submit(self._read, unit, slot))
+        if count == 1:
+            self._page_slot[unit[0]] = slot
 
     def _evict(self, unit: tuple[int, int]) -> None:
         slot, future = self._loaded.pop(unit)
         future.cancel() or future.exception()  # a read still running must not land in a reused slot
         count = unit[1] - unit[0] + 1
+        if count == 1:
+            self._page_slot[unit[0]] = -1
         self._free[slot:slot + count] = True
         self.in_use -= count
 
