@@ -1,0 +1,298 @@
+"""NVIDIA DALI peer runner (system ``dali``), CPU only, implementing
+``benchmarks/peers/RUNNERS.md``.
+
+Run with its own interpreter (``bash benchmarks/peers/install-dali.sh``
+creates it), over a folder of JPEGs (flat, class = file-name prefix before the
+first underscore, or ``root/<class>/<image>``)::
+
+    benchmarks/.venvs/dali/bin/python benchmarks/peers/dali_runner.py --spec SPEC.json
+
+The pipeline runs with ``device_id=None`` (no GPU: every operator on the CPU,
+``num_threads=threads``), fed by ``fn.readers.file`` (``random_shuffle=True``,
+``pad_last_batch=True``) and handed to PyTorch by the plugin's
+``DALIGenericIterator`` (``LastBatchPolicy.PARTIAL``, so a short last batch
+like ``drop_last=False``).  Only DALI's standard operators:
+
+* ``train``: ``fn.decoders.image(device='cpu')``, ``fn.random_resized_crop``
+  (224, area (0.08, 1), aspect (3/4, 4/3), 10 attempts, linear),
+  ``fn.crop_mirror_normalize`` (float16, CHW, ImageNet mean/std, mirror =
+  ``fn.random.coin_flip(0.5)``);
+* ``val``: decode, ``fn.resize(resize_shorter=256)`` (linear),
+  ``fn.crop_mirror_normalize(crop=(224, 224))`` (centre);
+* ``raw``: the reader's encoded bytes, ``fn.pad`` ded with zeros to the largest
+  file of the folder (a fixed uint8 row, as the DataLoader peer does);
+* ``simclr`` / ``multicrop``: decode once, then one ``random_resized_crop`` +
+  ``crop_mirror_normalize`` per view (2 x 224; or 2 x 224 area (0.4, 1) +
+  6 x 96 area (0.05, 0.4)).
+
+DALI always processes whole batches: the last, short batch of an epoch is
+padded by the reader (the last sample repeated) and trimmed by the iterator,
+so ``ceil(N / batch) * batch`` samples are decoded per epoch while ``N`` are
+counted.  The timed loop only counts images (the length of the label batch).
+"""
+
+import time
+
+_T0 = time.monotonic()  # first statement: as RUNNERS.md asks
+
+import argparse
+import json
+import math
+import os
+import resource
+import sys
+from pathlib import Path
+
+SYSTEM = "dali"
+SCENARIOS = ("raw", "train", "val", "simclr", "multicrop")
+JPEG_SUFFIXES = {".jpg", ".jpeg"}
+MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]
+STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
+VIEWS = {
+    "train": [(224, (0.08, 1.0))],
+    "simclr": [(224, (0.08, 1.0))] * 2,
+    "multicrop": [(224, (0.4, 1.0))] * 2 + [(96, (0.05, 0.4))] * 6,
+}
+
+
+# ---------------------------------------------------------------- accounting
+
+
+def _child_pids() -> list[int]:
+    """Live descendants of this process (from /proc)."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(entry))
+    out, todo = [], [os.getpid()]
+    while todo:
+        kids = parents.get(todo.pop(), [])
+        out.extend(kids)
+        todo.extend(kids)
+    return out
+
+
+def _live_children_cpu() -> float:
+    """utime + stime (+ their reaped children's) of live descendants, in seconds."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in _child_pids():
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
+    return total / tick
+
+
+def cpu_seconds() -> float:
+    """Process CPU time: getrusage SELF + CHILDREN, plus live child processes."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime + _live_children_cpu()
+
+
+def peak_rss_mb() -> float:
+    """ru_maxrss of the process plus that of its largest reaped child, in MB."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return (own + kids) / 1024.0
+
+
+def emit(result: dict) -> None:
+    sys.stdout.write(json.dumps(result) + "\n")
+    sys.stdout.flush()
+
+
+# ---------------------------------------------------------------- data
+
+
+def find_samples(folder: Path) -> list[tuple[str, int]]:
+    """Sorted (path relative to folder, label) pairs for a flat or ``root/<class>/<image>`` folder."""
+    paths = sorted(
+        p
+        for p in folder.rglob("*")
+        if p.is_file() and p.suffix.lower() in JPEG_SUFFIXES and len(p.relative_to(folder).parts) <= 2
+    )
+    if not paths:
+        raise SystemExit(f"dali_runner: no JPEG files in {folder}")
+
+    def class_of(p: Path) -> str:
+        rel = p.relative_to(folder)
+        return rel.parts[0] if len(rel.parts) == 2 else p.name.split("_", 1)[0]
+
+    classes = sorted({class_of(p) for p in paths})
+    index = {c: i for i, c in enumerate(classes)}
+    return [(str(p.relative_to(folder)), index[class_of(p)]) for p in paths]
+
+
+def build_pipeline(scenario: str, root: str, samples, batch_size: int, threads: int, max_bytes: int):
+    from nvidia.dali import fn, pipeline_def, types
+
+    files = [f for f, _ in samples]
+    labels = [label for _, label in samples]
+
+    def normalize(images, crop=None, mirror=True):
+        kwargs = {"crop": crop} if crop else {}
+        return fn.crop_mirror_normalize(
+            images,
+            dtype=types.FLOAT16,
+            output_layout="CHW",
+            mean=MEAN,
+            std=STD,
+            mirror=fn.random.coin_flip(probability=0.5) if mirror else 0,
+            **kwargs,
+        )
+
+    @pipeline_def(batch_size=batch_size, num_threads=threads, device_id=None)
+    def pipeline():
+        jpegs, label = fn.readers.file(
+            file_root=root,
+            files=files,
+            labels=labels,
+            random_shuffle=True,
+            pad_last_batch=True,
+            name="Reader",
+        )
+        if scenario == "raw":
+            return fn.pad(jpegs, axes=(0,), shape=(max_bytes,), fill_value=0), label
+        images = fn.decoders.image(jpegs, device="cpu", output_type=types.RGB)
+        if scenario == "val":
+            images = fn.resize(images, resize_shorter=256, interp_type=types.INTERP_LINEAR)
+            return normalize(images, crop=(224, 224), mirror=False), label
+        views = []
+        for size, scale in VIEWS[scenario]:
+            crop = fn.random_resized_crop(
+                images,
+                size=(size, size),
+                random_area=list(scale),
+                random_aspect_ratio=[3 / 4, 4 / 3],
+                num_attempts=10,
+                interp_type=types.INTERP_LINEAR,
+            )
+            views.append(normalize(crop))
+        return (*views, label)
+
+    return pipeline()
+
+
+# ---------------------------------------------------------------- main
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description="DALI (CPU) peer runner (see benchmarks/peers/RUNNERS.md)")
+    parser.add_argument("--spec", required=True, help="SPEC.json")
+    args = parser.parse_args(argv)
+    with open(args.spec) as fh:
+        spec = json.load(fh)
+
+    from nvidia import dali
+
+    scenario = spec["scenario"]
+    base = {"system": SYSTEM, "version": dali.__version__, "scenario": scenario}
+    if scenario not in SCENARIOS:
+        emit({**base, "unsupported": f"unknown scenario {scenario!r}"})
+        return 0
+
+    batch_size = int(spec.get("batch_size", 128))
+    threads = int(spec.get("threads") or os.cpu_count() or 1)
+    epochs = int(spec.get("epochs", 1))
+    warmup = int(spec.get("warmup_epochs", 0))
+    first_batch_only = bool(spec.get("first_batch_only", False))
+    start = spec.get("start_monotonic")
+    start = _T0 if start is None else float(start)
+
+    from nvidia.dali.plugin.base_iterator import LastBatchPolicy
+    from nvidia.dali.plugin.pytorch import DALIGenericIterator
+
+    root = str(Path(spec["data"]).resolve())
+    samples = find_samples(Path(root))
+    max_bytes = max(os.path.getsize(os.path.join(root, f)) for f, _ in samples) if scenario == "raw" else 0
+    n_views = len(VIEWS.get(scenario, [None]))
+    output_map = [f"image_{k}" for k in range(n_views)] + ["label"]
+    settings = {
+        "data": spec["data"],
+        "device_id": None,
+        "num_threads": threads,
+        "batch_size": batch_size,
+        "reader": "fn.readers.file(random_shuffle=True, initial_fill=1024 default, pad_last_batch=True)",
+        "last_batch_policy": "PARTIAL",
+        "prefetch_queue_depth": 2,
+        "decoder": None if scenario == "raw" else "fn.decoders.image(device='cpu', output_type=RGB)",
+        "output": "uint8 rows padded to the largest file (fn.pad)"
+        if scenario == "raw"
+        else "float16 NCHW, label int32 (N, 1)",
+        "views": [f"random_resized_crop {s}x{s} area={a}" for s, a in VIEWS.get(scenario, [])]
+        or (["resize_shorter 256 + center crop 224"] if scenario == "val" else []),
+        "jpeg_decodes_per_image": 0 if scenario == "raw" else 1,
+        "raw_row_bytes": max_bytes or None,
+        "samples_processed_per_epoch": math.ceil(len(samples) / batch_size) * batch_size,
+        "iterator": "nvidia.dali.plugin.pytorch.DALIGenericIterator (copies into torch CPU tensors)",
+        "first_batch_clock": "start_monotonic" if spec.get("start_monotonic") is not None else "runner first line",
+        "cpu_accounting": "getrusage SELF+CHILDREN (+ live child processes from /proc; DALI uses threads)",
+        "peak_rss": "ru_maxrss SELF + ru_maxrss CHILDREN",
+    }
+
+    pipe = build_pipeline(scenario, root, samples, batch_size, threads, max_bytes)
+    pipe.build()
+    loader = DALIGenericIterator(
+        [pipe],
+        output_map,
+        reader_name="Reader",
+        last_batch_policy=LastBatchPolicy.PARTIAL,
+        auto_reset=True,
+    )
+
+    if first_batch_only:
+        batch = next(iter(loader))
+        first = time.monotonic() - start
+        emit(
+            {
+                **base,
+                "first_batch_s": first,
+                "images": len(batch[0]["label"]),
+                "peak_rss_mb": peak_rss_mb(),
+                "settings": settings,
+            }
+        )
+        sys.stdout.flush()
+        os._exit(0)  # DALI's worker threads are mid-epoch; nothing to clean up
+
+    rates: list[float] = []
+    counts: list[int] = []
+    cpu_start = None
+    for epoch in range(warmup + epochs):
+        if epoch == warmup:
+            cpu_start = cpu_seconds()
+        t = time.perf_counter()
+        n = 0
+        for batch in loader:
+            n += len(batch[0]["label"])
+        took = time.perf_counter() - t
+        if epoch >= warmup:
+            rates.append(n / took)
+            counts.append(n)
+    cpu = cpu_seconds() - cpu_start if cpu_start is not None else 0.0
+    emit(
+        {
+            **base,
+            "epoch_images_per_s": rates,
+            "images": counts[0] if counts else 0,
+            "cpu_seconds_per_image": cpu / sum(counts) if counts and sum(counts) else None,
+            "peak_rss_mb": peak_rss_mb(),
+            "settings": settings,
+        }
+    )
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,292 @@
+"""FFCV peer runner (system ``ffcv``), implementing ``benchmarks/peers/RUNNERS.md``.
+
+Run with the FFCV peer interpreter, over a ``.beton`` written by ``ffcv_write.py``::
+
+    benchmarks/.venvs/ffcv/bin/python benchmarks/peers/ffcv_runner.py --spec SPEC.json
+
+Scenarios, all with FFCV's own standard operations only:
+
+* ``train``: ``RandomResizedCropRGBImageDecoder((224, 224))`` (torchvision's
+  default scale (0.08, 1) and ratio (3/4, 4/3)), ``RandomHorizontalFlip()``,
+  ``NormalizeImage(mean*255, std*255, np.float16)``, ``ToTensor()``,
+  ``ToTorchImage()`` -> float16 N x 3 x 224 x 224 (channels-last memory).
+  Label: ``IntDecoder(), ToTensor(), Squeeze()``.  This is the pipeline of
+  FFCV's ImageNet example less its ``ToDevice``; on CPU ``NormalizeImage`` has
+  to come *before* ``ToTensor`` (see ``NORMALIZE_NOTE``).
+* ``val``: ``CenterCropRGBImageDecoder((224, 224), ratio=224/256)`` + the same
+  normalisation (FFCV's ImageNet validation pipeline).
+* ``simclr`` / ``multicrop``: one pipeline per view, every extra view a
+  ``PipelineSpec(source='image', decoder=..., transforms=...)``: FFCV 1.0's
+  mechanism for several distinct pipelines over one field (libffcv/ffcv
+  issue #82, fixed in 1.0.0).  FFCV's decoders fuse decoding with the crop and
+  its crop-after-decode transforms need constant-size images, so each view
+  decodes the JPEG again (2 decodes per image for simclr, 8 for multicrop).
+* ``raw``: reported ``unsupported`` (see ``RAW_UNSUPPORTED``).
+
+Loader: ``order=OrderOption.RANDOM`` (true shuffling, the equivalent of the
+DataLoader's ``shuffle=True``; QUASI_RANDOM only pays off when the file does
+not fit in the page cache, ``os_cache=False``), ``os_cache=True``,
+``num_workers=threads``, ``drop_last=False``, ``distributed=False``,
+``batches_ahead`` at its default (3).  The timed loop only counts images (the
+length of the label batch).
+"""
+
+import time
+
+_T0 = time.monotonic()  # first statement: as RUNNERS.md asks
+
+
+import argparse
+import json
+import os
+import resource
+import sys
+from importlib import metadata
+
+import numpy as np
+
+SYSTEM = "ffcv"
+MEAN = np.array([0.485, 0.456, 0.406]) * 255
+STD = np.array([0.229, 0.224, 0.225]) * 255
+SCENARIOS = ("raw", "train", "val", "simclr", "multicrop")
+
+RAW_UNSUPPORTED = (
+    "FFCV cannot hand over an RGBImageField's stored JPEG bytes: every standard decoder for that field "
+    "(SimpleRGBImageDecoder, RandomResizedCropRGBImageDecoder, CenterCropRGBImageDecoder) decodes to pixels, and "
+    "BytesDecoder (which copies stored bytes into a row padded to the largest sample) only reads a BytesField's "
+    "metadata (ptr, size), not RGBImageField's (mode, width, height, data_ptr): "
+    "PipelineSpec('image', decoder=BytesDecoder()) fails in FFCV 1.0.2 with 'ValueError: no field of name size'. "
+    "Doing it would need a custom Operation or a second copy of the bytes in a BytesField, neither of which is part "
+    "of FFCV's standard set or of the .beton every system reads"
+)
+
+NORMALIZE_NOTE = (
+    "NormalizeImage before ToTensor/ToTorchImage: on CPU NormalizeImage is a jitted (numba) stage, and FFCV 1.0.2's "
+    "Graph.group_operations never terminates for jitted -> torch -> jitted pipelines (the documented GPU order "
+    "ToTensor, ToDevice, ToTorchImage, NormalizeImage only works because NormalizeImage is not jitted on GPU); "
+    "the output is the same float16 NCHW (channels-last) batch"
+)
+
+
+# ---------------------------------------------------------------- accounting
+
+
+def _child_pids() -> list[int]:
+    """Live descendants of this process (from /proc)."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(entry))
+    out, todo = [], [os.getpid()]
+    while todo:
+        kids = parents.get(todo.pop(), [])
+        out.extend(kids)
+        todo.extend(kids)
+    return out
+
+
+def _live_children_cpu() -> float:
+    """utime + stime (+ their reaped children's) of live descendants, in seconds."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in _child_pids():
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
+    return total / tick
+
+
+def cpu_seconds() -> float:
+    """Process CPU time: getrusage SELF + CHILDREN, plus live child processes."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime + _live_children_cpu()
+
+
+def peak_rss_mb() -> float:
+    """ru_maxrss of the process plus that of its largest reaped child, in MB."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return (own + kids) / 1024.0
+
+
+def emit(result: dict) -> None:
+    sys.stdout.write(json.dumps(result) + "\n")
+    sys.stdout.flush()
+
+
+# ---------------------------------------------------------------- pipelines
+
+
+def image_views(scenario: str) -> list[tuple[str, object, str]]:
+    """(name, decoder, description) per image output of the scenario."""
+    from ffcv.fields.rgb_image import CenterCropRGBImageDecoder, RandomResizedCropRGBImageDecoder
+
+    def rrc(size: int, scale=(0.08, 1.0)):
+        return RandomResizedCropRGBImageDecoder((size, size), scale=scale, ratio=(3 / 4, 4 / 3))
+
+    if scenario == "train":
+        return [("image", rrc(224), "RandomResizedCropRGBImageDecoder((224,224)) + flip")]
+    if scenario == "val":
+        return [
+            (
+                "image",
+                CenterCropRGBImageDecoder((224, 224), ratio=224 / 256),
+                "CenterCropRGBImageDecoder((224,224), ratio=224/256)",
+            )
+        ]
+    if scenario == "simclr":
+        return [(name, rrc(224), "RandomResizedCropRGBImageDecoder((224,224)) + flip") for name in ("image", "image_1")]
+    if scenario == "multicrop":
+        views = [
+            (
+                f"image_{k}" if k else "image",
+                rrc(224, (0.4, 1.0)),
+                "RandomResizedCropRGBImageDecoder((224,224), scale=(0.4,1)) + flip",
+            )
+            for k in range(2)
+        ]
+        views += [
+            (f"image_{k}", rrc(96, (0.05, 0.4)), "RandomResizedCropRGBImageDecoder((96,96), scale=(0.05,0.4)) + flip")
+            for k in range(2, 8)
+        ]
+        return views
+    raise ValueError(scenario)
+
+
+def build_pipelines(scenario: str) -> dict:
+    from ffcv.fields.basics import IntDecoder
+    from ffcv.pipeline import PipelineSpec
+    from ffcv.transforms import NormalizeImage, RandomHorizontalFlip, Squeeze, ToTensor, ToTorchImage
+
+    pipelines: dict = {"label": [IntDecoder(), ToTensor(), Squeeze()]}
+    for name, decoder, _ in image_views(scenario):
+        # Fresh operation objects per view: FFCV identifies graph nodes by operation.
+        ops = [] if scenario == "val" else [RandomHorizontalFlip()]
+        ops += [NormalizeImage(MEAN, STD, np.float16), ToTensor(), ToTorchImage()]
+        if name == "image":
+            pipelines[name] = [decoder, *ops]
+        else:
+            pipelines[name] = PipelineSpec("image", decoder=decoder, transforms=ops)
+    return pipelines
+
+
+# ---------------------------------------------------------------- main
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description="FFCV peer runner (see benchmarks/peers/RUNNERS.md)")
+    parser.add_argument("--spec", required=True, help="SPEC.json")
+    args = parser.parse_args(argv)
+    with open(args.spec) as fh:
+        spec = json.load(fh)
+
+    scenario = spec["scenario"]
+    version = metadata.version("ffcv")  # ffcv.__version__ still says 0.0.3rc1 in 1.0.2
+    base = {"system": SYSTEM, "version": version, "scenario": scenario}
+    if scenario not in SCENARIOS:
+        emit({**base, "unsupported": f"unknown scenario {scenario!r}"})
+        return 0
+    if scenario == "raw":
+        emit({**base, "unsupported": RAW_UNSUPPORTED})
+        return 0
+
+    batch_size = int(spec.get("batch_size", 128))
+    threads = int(spec.get("threads") or os.cpu_count() or 1)
+    epochs = int(spec.get("epochs", 1))
+    warmup = int(spec.get("warmup_epochs", 0))
+    first_batch_only = bool(spec.get("first_batch_only", False))
+    start = spec.get("start_monotonic")
+    start = _T0 if start is None else float(start)
+
+    from ffcv.loader import Loader, OrderOption
+
+    views = image_views(scenario)
+    settings = {
+        "data": spec["data"],
+        "order": "RANDOM",
+        "os_cache": True,
+        "num_workers": threads,
+        "batch_size": batch_size,
+        "drop_last": False,
+        "distributed": False,
+        "batches_ahead": 3,
+        "pinned_memory": False,
+        "output": "float16 NCHW (channels-last memory), label int64",
+        "views": [desc for _, _, desc in views],
+        "jpeg_decodes_per_image": len(views),
+        "pipeline_order": "decoder, [RandomHorizontalFlip], NormalizeImage(float16), ToTensor, ToTorchImage",
+        "normalize_note": NORMALIZE_NOTE,
+        "extra_views_via": "PipelineSpec(source='image', decoder=..., transforms=...)" if len(views) > 1 else None,
+        "first_batch_clock": "start_monotonic" if spec.get("start_monotonic") is not None else "runner first line",
+        "cpu_accounting": "getrusage SELF+CHILDREN (+ live child processes from /proc; FFCV uses threads, no children)",
+        "peak_rss": "ru_maxrss SELF + ru_maxrss CHILDREN",
+    }
+
+    loader = Loader(
+        spec["data"],
+        batch_size=batch_size,
+        num_workers=threads,
+        os_cache=True,
+        order=OrderOption.RANDOM,
+        distributed=False,
+        drop_last=False,
+        pipelines=build_pipelines(scenario),
+    )
+    label_ix = list(loader.pipeline_specs).index("label")
+
+    if first_batch_only:
+        batch = next(iter(loader))
+        first = time.monotonic() - start
+        emit(
+            {
+                **base,
+                "first_batch_s": first,
+                "images": len(batch[label_ix]),
+                "peak_rss_mb": peak_rss_mb(),
+                "settings": settings,
+            }
+        )
+        os._exit(0)  # the epoch's producer thread is mid-way; nothing to clean up
+
+    rates: list[float] = []
+    counts: list[int] = []
+    cpu_start = None
+    for epoch in range(warmup + epochs):
+        if epoch == warmup:
+            cpu_start = cpu_seconds()
+        t = time.perf_counter()
+        n = 0
+        for batch in loader:
+            n += len(batch[label_ix])
+        took = time.perf_counter() - t
+        if epoch >= warmup:
+            rates.append(n / took)
+            counts.append(n)
+    cpu = cpu_seconds() - cpu_start if cpu_start is not None else 0.0
+    images = counts[0] if counts else 0
+    emit(
+        {
+            **base,
+            "epoch_images_per_s": rates,
+            "images": images,
+            "cpu_seconds_per_image": cpu / sum(counts) if counts and sum(counts) else None,
+            "peak_rss_mb": peak_rss_mb(),
+            "settings": settings,
+        }
+    )
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

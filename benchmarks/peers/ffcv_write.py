@@ -1,0 +1,99 @@
+"""Write a folder of JPEGs into an FFCV ``.beton`` with FFCV's own DatasetWriter.
+
+Run with the FFCV peer interpreter (see ``install-ffcv.sh``)::
+
+    benchmarks/.venvs/ffcv/bin/python benchmarks/peers/ffcv_write.py FOLDER OUT.beton
+
+Fields: ``image`` = ``RGBImageField(write_mode='jpg', jpeg_quality=90)`` (FFCV
+decodes every JPEG and re-encodes it at quality 90 with OpenCV, so every
+system that later reads this file reads the same JPEG bytes) and ``label`` =
+``IntField``.  Samples are the folder's ``*.jpg``/``*.jpeg`` files (any case,
+the folder itself or one level of class sub-folders) in sorted path order;
+the label is the index of the class in the sorted list of distinct classes,
+where the class is the sub-folder name or, for a flat folder, the file-name
+prefix before the first underscore (``n01443537_goldfish.JPEG`` ->
+``n01443537``).  ``num_workers`` = the CPU count, default page size.
+
+The sample order (indices) is deterministic; where each sample's bytes land
+in the file can differ between runs because FFCV's writer workers allocate
+pages concurrently.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+JPEG_SUFFIXES = {".jpg", ".jpeg"}
+
+
+def find_samples(folder: Path) -> list[tuple[Path, int]]:
+    """Sorted (path, label) pairs for a flat or ``root/<class>/<image>`` folder."""
+    paths = sorted(
+        p
+        for p in folder.rglob("*")
+        if p.is_file() and p.suffix.lower() in JPEG_SUFFIXES and len(p.relative_to(folder).parts) <= 2
+    )
+    if not paths:
+        raise SystemExit(f"ffcv_write: no JPEG files in {folder}")
+
+    def class_of(p: Path) -> str:
+        rel = p.relative_to(folder)
+        return rel.parts[0] if len(rel.parts) == 2 else p.name.split("_", 1)[0]
+
+    classes = sorted({class_of(p) for p in paths})
+    index = {c: i for i, c in enumerate(classes)}
+    return [(p, index[class_of(p)]) for p in paths]
+
+
+class JpegFolder:
+    """Indexed dataset for ``DatasetWriter.from_indexed_dataset``."""
+
+    def __init__(self, samples: list[tuple[Path, int]]):
+        self.samples = samples
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, i: int):
+        path, label = self.samples[i]
+        with Image.open(path) as im:
+            rgb = np.asarray(im.convert("RGB"))
+        return rgb, label
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    folder, out = Path(argv[0]), Path(argv[1])
+
+    from ffcv.fields import IntField, RGBImageField
+    from ffcv.writer import DatasetWriter
+
+    samples = find_samples(folder)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    workers = os.cpu_count() or 1
+    writer = DatasetWriter(
+        str(out),
+        {"image": RGBImageField(write_mode="jpg", jpeg_quality=90), "label": IntField()},
+        num_workers=workers,
+    )
+    start = time.perf_counter()
+    writer.from_indexed_dataset(JpegFolder(samples))
+    took = time.perf_counter() - start
+    classes = len({label for _, label in samples})
+    print(
+        f"ffcv_write: {len(samples)} images, {classes} classes -> {out} "
+        f"({out.stat().st_size / 2**20:.1f} MiB, {workers} workers, {took:.1f} s)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
