@@ -166,7 +166,8 @@ def _record(results: dict[str, Any], name: str, scenario: str, out: dict[str, An
     entry["images_per_s"].append(statistics.median(out["epoch_images_per_s"]))
     entry["cpu_s"].append(out["cpu_seconds_per_image"])
     entry["rss_mb"].append(out["peak_rss_mb"])
-    results["settings"][name] = out.get("settings", {})
+    if "/" not in scenario:  # the main runs' settings (not the one-thread runs of the scaling table)
+        results["settings"][name] = out.get("settings", {})
     results["versions"][name] = out.get("version")
 
 
