@@ -39,13 +39,13 @@ import argparse
 import json
 import math
 import os
-import resource
 import sys
 from pathlib import Path
 
+from peer_common import cpu_seconds, emit, find_samples, peak_rss_mb  # noqa: E402  (benchmarks/peers, next to this file)
+
 SYSTEM = "dali"
 SCENARIOS = ("raw", "train", "val", "simclr", "multicrop")
-JPEG_SUFFIXES = {".jpg", ".jpeg"}
 MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]
 STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
 VIEWS = {
@@ -55,82 +55,9 @@ VIEWS = {
 }
 
 
-# ---------------------------------------------------------------- accounting
-
-
-def _child_pids() -> list[int]:
-    """Live descendants of this process (from /proc)."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents.setdefault(int(fields[1]), []).append(int(entry))
-    out, todo = [], [os.getpid()]
-    while todo:
-        kids = parents.get(todo.pop(), [])
-        out.extend(kids)
-        todo.extend(kids)
-    return out
-
-
-def _live_children_cpu() -> float:
-    """utime + stime (+ their reaped children's) of live descendants, in seconds."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for pid in _child_pids():
-        try:
-            with open(f"/proc/{pid}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
-    return total / tick
-
-
-def cpu_seconds() -> float:
-    """Process CPU time: getrusage SELF + CHILDREN, plus live child processes."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime + _live_children_cpu()
-
-
-def peak_rss_mb() -> float:
-    """ru_maxrss of the process plus that of its largest reaped child, in MB."""
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return (own + kids) / 1024.0
-
-
-def emit(result: dict) -> None:
-    sys.stdout.write(json.dumps(result) + "\n")
-    sys.stdout.flush()
-
 
 # ---------------------------------------------------------------- data
 
-
-def find_samples(folder: Path) -> list[tuple[str, int]]:
-    """Sorted (path relative to folder, label) pairs for a flat or ``root/<class>/<image>`` folder."""
-    paths = sorted(
-        p
-        for p in folder.rglob("*")
-        if p.is_file() and p.suffix.lower() in JPEG_SUFFIXES and len(p.relative_to(folder).parts) <= 2
-    )
-    if not paths:
-        raise SystemExit(f"dali_runner: no JPEG files in {folder}")
-
-    def class_of(p: Path) -> str:
-        rel = p.relative_to(folder)
-        return rel.parts[0] if len(rel.parts) == 2 else p.name.split("_", 1)[0]
-
-    classes = sorted({class_of(p) for p in paths})
-    index = {c: i for i, c in enumerate(classes)}
-    return [(str(p.relative_to(folder)), index[class_of(p)]) for p in paths]
 
 
 def build_pipeline(scenario: str, root: str, samples, batch_size: int, threads: int, max_bytes: int):
@@ -213,7 +140,7 @@ def main(argv: list[str]) -> int:
     from nvidia.dali.plugin.pytorch import DALIGenericIterator
 
     root = str(Path(spec["data"]).resolve())
-    samples = find_samples(Path(root))
+    samples = [(str(p.relative_to(root)), label) for p, label in find_samples(Path(root))]
     max_bytes = max(os.path.getsize(os.path.join(root, f)) for f, _ in samples) if scenario == "raw" else 0
     n_views = len(VIEWS.get(scenario, [None]))
     output_map = [f"image_{k}" for k in range(n_views)] + ["label"]

@@ -42,7 +42,6 @@ import json
 import math
 import os
 import random
-import resource
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -52,106 +51,19 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
+from peer_common import cpu_seconds, emit, find_samples, live_children_hwm_mb, peak_rss_mb  # noqa: E402  (benchmarks/peers, next to this file)
+
 SYSTEM = "dataloader"
 SCENARIOS = ("raw", "train", "val", "simclr", "multicrop")
-JPEG_SUFFIXES = {".jpg", ".jpeg"}
 MEAN255 = (np.array([0.485, 0.456, 0.406]) * 255).astype(np.float32)
 INV_STD255 = (1.0 / (np.array([0.229, 0.224, 0.225]) * 255)).astype(np.float32)
 RATIO = (3 / 4, 4 / 3)
 BILINEAR = Image.Resampling.BILINEAR
 
 
-# ---------------------------------------------------------------- accounting
-
-
-def _child_pids() -> list[int]:
-    """Live descendants of this process (from /proc)."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents.setdefault(int(fields[1]), []).append(int(entry))
-    out, todo = [], [os.getpid()]
-    while todo:
-        kids = parents.get(todo.pop(), [])
-        out.extend(kids)
-        todo.extend(kids)
-    return out
-
-
-def _live_children_cpu() -> float:
-    """utime + stime (+ their reaped children's) of live descendants, in seconds."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for pid in _child_pids():
-        try:
-            with open(f"/proc/{pid}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
-    return total / tick
-
-
-def _live_children_hwm_mb() -> float:
-    """Sum of the live descendants' peak RSS (VmHWM), in MB (shared pages counted per process)."""
-    total_kb = 0
-    for pid in _child_pids():
-        try:
-            with open(f"/proc/{pid}/status") as fh:
-                for line in fh:
-                    if line.startswith("VmHWM:"):
-                        total_kb += int(line.split()[1])
-                        break
-        except OSError:
-            continue
-    return total_kb / 1024.0
-
-
-def cpu_seconds() -> float:
-    """Process CPU time: getrusage SELF + CHILDREN, plus live child processes."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime + _live_children_cpu()
-
-
-def peak_rss_mb() -> float:
-    """ru_maxrss of the process plus that of its largest reaped child, in MB."""
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return (own + kids) / 1024.0
-
-
-def emit(result: dict) -> None:
-    sys.stdout.write(json.dumps(result) + "\n")
-    sys.stdout.flush()
-
 
 # ---------------------------------------------------------------- dataset
 
-
-def find_samples(folder: Path) -> list[tuple[str, int]]:
-    """Sorted (path, label) pairs for a flat or ``root/<class>/<image>`` folder."""
-    paths = sorted(
-        p
-        for p in folder.rglob("*")
-        if p.is_file() and p.suffix.lower() in JPEG_SUFFIXES and len(p.relative_to(folder).parts) <= 2
-    )
-    if not paths:
-        raise SystemExit(f"dataloader_runner: no JPEG files in {folder}")
-
-    def class_of(p: Path) -> str:
-        rel = p.relative_to(folder)
-        return rel.parts[0] if len(rel.parts) == 2 else p.name.split("_", 1)[0]
-
-    classes = sorted({class_of(p) for p in paths})
-    index = {c: i for i, c in enumerate(classes)}
-    return [(str(p), index[class_of(p)]) for p in paths]
 
 
 def random_resized_crop_box(width: int, height: int, scale: tuple[float, float]) -> tuple[int, int, int, int]:
@@ -337,7 +249,7 @@ def main(argv: list[str]) -> int:
             rates.append(n / took)
             counts.append(n)
     cpu = cpu_seconds() - cpu_start if cpu_start is not None else 0.0
-    settings["workers_peak_rss_sum_mb"] = _live_children_hwm_mb()
+    settings["workers_peak_rss_sum_mb"] = live_children_hwm_mb()
     shutdown_workers(loader)
     emit(
         {

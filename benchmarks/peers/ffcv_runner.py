@@ -39,11 +39,12 @@ _T0 = time.monotonic()  # first statement: as RUNNERS.md asks
 import argparse
 import json
 import os
-import resource
 import sys
 from importlib import metadata
 
 import numpy as np
+
+from peer_common import cpu_seconds, emit, peak_rss_mb  # noqa: E402  (benchmarks/peers, next to this file)
 
 SYSTEM = "ffcv"
 MEAN = np.array([0.485, 0.456, 0.406]) * 255
@@ -67,61 +68,6 @@ NORMALIZE_NOTE = (
     "the output is the same float16 NCHW (channels-last) batch"
 )
 
-
-# ---------------------------------------------------------------- accounting
-
-
-def _child_pids() -> list[int]:
-    """Live descendants of this process (from /proc)."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents.setdefault(int(fields[1]), []).append(int(entry))
-    out, todo = [], [os.getpid()]
-    while todo:
-        kids = parents.get(todo.pop(), [])
-        out.extend(kids)
-        todo.extend(kids)
-    return out
-
-
-def _live_children_cpu() -> float:
-    """utime + stime (+ their reaped children's) of live descendants, in seconds."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for pid in _child_pids():
-        try:
-            with open(f"/proc/{pid}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
-    return total / tick
-
-
-def cpu_seconds() -> float:
-    """Process CPU time: getrusage SELF + CHILDREN, plus live child processes."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime + _live_children_cpu()
-
-
-def peak_rss_mb() -> float:
-    """ru_maxrss of the process plus that of its largest reaped child, in MB."""
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return (own + kids) / 1024.0
-
-
-def emit(result: dict) -> None:
-    sys.stdout.write(json.dumps(result) + "\n")
-    sys.stdout.flush()
 
 
 # ---------------------------------------------------------------- pipelines

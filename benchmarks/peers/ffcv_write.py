@@ -29,26 +29,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-JPEG_SUFFIXES = {".jpg", ".jpeg"}
+from peer_common import find_samples  # noqa: E402  (benchmarks/peers, next to this file)
 
 
-def find_samples(folder: Path) -> list[tuple[Path, int]]:
-    """Sorted (path, label) pairs for a flat or ``root/<class>/<image>`` folder."""
-    paths = sorted(
-        p
-        for p in folder.rglob("*")
-        if p.is_file() and p.suffix.lower() in JPEG_SUFFIXES and len(p.relative_to(folder).parts) <= 2
-    )
-    if not paths:
-        raise SystemExit(f"ffcv_write: no JPEG files in {folder}")
-
-    def class_of(p: Path) -> str:
-        rel = p.relative_to(folder)
-        return rel.parts[0] if len(rel.parts) == 2 else p.name.split("_", 1)[0]
-
-    classes = sorted({class_of(p) for p in paths})
-    index = {c: i for i, c in enumerate(classes)}
-    return [(p, index[class_of(p)]) for p in paths]
 
 
 class JpegFolder:

@@ -10,12 +10,10 @@ _STARTED = time.monotonic()
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import resource  # noqa: E402
-import sys  # noqa: E402
 
-import numpy as np  # noqa: E402
 
 import slipstream as ss  # noqa: E402
+from peer_common import cpu_seconds, emit, peak_rss_mb  # noqa: E402  (benchmarks/peers, next to this file)
 from slipstream.ops import StoredBytes, multi_crop_pipelines, presets  # noqa: E402
 
 
@@ -32,11 +30,6 @@ def pipelines(scenario: str, reader: ss.Reader) -> dict:
     if scenario == "multicrop":
         return multi_crop_pipelines()
     raise ValueError(f"unknown scenario {scenario!r}")
-
-
-def cpu_seconds() -> float:
-    usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
-    return sum(u.ru_utime + u.ru_stime for u in usage)
 
 
 def main() -> None:
@@ -66,10 +59,9 @@ def main() -> None:
             rates.append(images / (time.perf_counter() - start))
         result.update(epoch_images_per_s=rates, images=images,
                       cpu_seconds_per_image=(cpu_seconds() - cpu) / (images * spec["epochs"]))
-    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result["peak_rss_mb"] = peak_rss_mb()
     loader.close()
-    print(json.dumps(result))
-    sys.stdout.flush()
+    emit(result)
 
 
 if __name__ == "__main__":

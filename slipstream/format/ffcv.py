@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 
-from slipstream.errors import FormatError
 from slipstream.format import layout as L
 from slipstream.format import registry
 from slipstream.format.reader import Reader
