@@ -5,31 +5,12 @@
 #
 #   bash benchmarks/peers/install-dali.sh
 #
-# Env overrides:
-#   PYTHON            interpreter for the venv (default: pyenv 3.11.7, else python3.11)
+# Env overrides (and PYTHON, TORCH_WHEEL_DIR: see venv-lib.sh):
 #   DALI_VENV         venv path (default: <repo>/benchmarks/.venvs/dali)
-#   TORCH_WHEEL_DIR   folder holding a torch 2.13.0 CPU wheel (default: /opt/wheels)
-set -euo pipefail
 
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-repo="$(cd "$here/../.." && pwd)"
-req="$here/dali-requirements.txt"
-venv="${DALI_VENV:-$repo/benchmarks/.venvs/dali}"
-wheels="${TORCH_WHEEL_DIR:-/opt/wheels}"
-if [[ -z "${PYTHON:-}" ]]; then
-    if [[ -x /root/.pyenv/versions/3.11.7/bin/python3.11 ]]; then
-        PYTHON=/root/.pyenv/versions/3.11.7/bin/python3.11
-    else
-        PYTHON="$(command -v python3.11)"
-    fi
-fi
-
-pin() { sed -n "s/^$1==\([^[:space:]]*\).*/\1/p" "$req"; }
-
-if [[ ! -x "$venv/bin/python" ]]; then
-    "$PYTHON" -m venv "$venv"
-fi
-py="$venv/bin/python"
+source "$(dirname "${BASH_SOURCE[0]}")/venv-lib.sh"
+req="$peers/dali-requirements.txt"
+peer_venv dali "$req" "${DALI_VENV:-$repo/benchmarks/.venvs/dali}"
 
 check() {
     DALI_PIN="$(pin nvidia-dali-cuda120)" NUMPY_PIN="$(pin numpy)" "$py" - <<'PY' 2>/dev/null
@@ -58,17 +39,7 @@ if check; then
     exit 0
 fi
 
-# torch first, from the local CPU wheel file only; its pure-Python
-# dependencies come from PyPI, pinned by the requirements file.
-if ! "$py" -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "2.13.0")' 2>/dev/null; then
-    wheel="$(ls "$wheels"/torch-2.13.0*.whl 2>/dev/null | head -n 1 || true)"
-    if [[ -z "$wheel" ]]; then
-        echo "install-dali: no torch-2.13.0 wheel in $wheels (set TORCH_WHEEL_DIR)." >&2
-        echo "install-dali: install a CPU-only torch 2.13.0 into $venv yourself, then re-run." >&2
-        exit 1
-    fi
-    "$py" -m pip install "$wheel" -c "$req"
-fi
+install_torch
 
 # DALI and everything else, exactly pinned (torch is already satisfied).
 "$py" -m pip install -r "$req"

@@ -5,31 +5,12 @@
 #
 #   bash benchmarks/peers/install-dataloader.sh
 #
-# Env overrides:
-#   PYTHON            interpreter for the venv (default: pyenv 3.11.7, else python3.11)
+# Env overrides (and PYTHON, TORCH_WHEEL_DIR: see venv-lib.sh):
 #   DATALOADER_VENV   venv path (default: <repo>/benchmarks/.venvs/dataloader)
-#   TORCH_WHEEL_DIR   folder holding a torch 2.13.0 CPU wheel (default: /opt/wheels)
-set -euo pipefail
 
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-repo="$(cd "$here/../.." && pwd)"
-req="$here/dataloader-requirements.txt"
-venv="${DATALOADER_VENV:-$repo/benchmarks/.venvs/dataloader}"
-wheels="${TORCH_WHEEL_DIR:-/opt/wheels}"
-if [[ -z "${PYTHON:-}" ]]; then
-    if [[ -x /root/.pyenv/versions/3.11.7/bin/python3.11 ]]; then
-        PYTHON=/root/.pyenv/versions/3.11.7/bin/python3.11
-    else
-        PYTHON="$(command -v python3.11)"
-    fi
-fi
-
-pin() { sed -n "s/^$1==\([^[:space:]]*\).*/\1/p" "$req"; }
-
-if [[ ! -x "$venv/bin/python" ]]; then
-    "$PYTHON" -m venv "$venv"
-fi
-py="$venv/bin/python"
+source "$(dirname "${BASH_SOURCE[0]}")/venv-lib.sh"
+req="$peers/dataloader-requirements.txt"
+peer_venv dataloader "$req" "${DATALOADER_VENV:-$repo/benchmarks/.venvs/dataloader}"
 
 check() {
     NUMPY_PIN="$(pin numpy)" PILLOW_PIN="$(pin pillow)" "$py" - <<'PY' 2>/dev/null
@@ -46,17 +27,7 @@ if check; then
     exit 0
 fi
 
-# torch first, from the local CPU wheel file only; its pure-Python
-# dependencies come from PyPI, pinned by the requirements file.
-if ! "$py" -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "2.13.0")' 2>/dev/null; then
-    wheel="$(ls "$wheels"/torch-2.13.0*.whl 2>/dev/null | head -n 1 || true)"
-    if [[ -z "$wheel" ]]; then
-        echo "install-dataloader: no torch-2.13.0 wheel in $wheels (set TORCH_WHEEL_DIR)." >&2
-        echo "install-dataloader: install a CPU-only torch 2.13.0 into $venv yourself, then re-run." >&2
-        exit 1
-    fi
-    "$py" -m pip install "$wheel" -c "$req"
-fi
+install_torch
 
 # Everything else, exactly pinned (torch is already satisfied).
 "$py" -m pip install -r "$req"

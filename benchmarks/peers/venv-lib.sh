@@ -1,0 +1,52 @@
+# Shared by the peers' installers (install-*.sh), which source it:
+#
+#   source "$(dirname "${BASH_SOURCE[0]}")/venv-lib.sh"
+#   peer_venv NAME REQUIREMENTS DEFAULT_VENV   # sets $name, $req, $venv, $py; creates the venv
+#   pin PACKAGE                                # the version REQUIREMENTS pins
+#   install_torch [CONSTRAINTS]                # torch 2.13.0 from the local CPU wheel only
+#
+# Env overrides: PYTHON (interpreter for the venv; default pyenv 3.11.7, else
+# python3.11), TORCH_WHEEL_DIR (folder holding a torch 2.13.0 CPU wheel;
+# default /opt/wheels), and each installer's own *_VENV.
+set -euo pipefail
+
+peers="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$peers/../.." && pwd)"
+wheels="${TORCH_WHEEL_DIR:-/opt/wheels}"
+if [[ -z "${PYTHON:-}" ]]; then
+    if [[ -x /root/.pyenv/versions/3.11.7/bin/python3.11 ]]; then
+        PYTHON=/root/.pyenv/versions/3.11.7/bin/python3.11
+    else
+        PYTHON="$(command -v python3.11)"
+    fi
+fi
+
+peer_venv() {
+    name="$1"
+    req="$2"
+    venv="$3"
+    if [[ ! -x "$venv/bin/python" ]]; then
+        "$PYTHON" -m venv "$venv"
+    fi
+    py="$venv/bin/python"
+}
+
+pin() { sed -n "s/^$1==\([^[:space:]]*\).*/\1/p" "$req"; }
+
+# torch first, from the local CPU wheel file only: pip never resolves torch (or
+# its CUDA dependencies) against PyPI.  Its pure-Python dependencies come from
+# PyPI, constrained by $1 (default: the requirements file).
+install_torch() {
+    local constraints="${1:-$req}"
+    if "$py" -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "2.13.0")' 2>/dev/null; then
+        return
+    fi
+    local wheel
+    wheel="$(ls "$wheels"/torch-2.13.0*.whl 2>/dev/null | head -n 1 || true)"
+    if [[ -z "$wheel" ]]; then
+        echo "install-$name: no torch-2.13.0 wheel in $wheels (set TORCH_WHEEL_DIR)." >&2
+        echo "install-$name: install a CPU-only torch 2.13.0 into $venv yourself, then re-run." >&2
+        exit 1
+    fi
+    "$py" -m pip install "$wheel" -c "$constraints"
+}
