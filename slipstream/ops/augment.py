@@ -23,9 +23,8 @@ def _check_image(op: Operation, state: State) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class RandomHorizontalFlip(Operation):
-    """Mirror left-right with probability ``p``.  Directly after a decoding
-    crop it costs nothing: the loader folds it into the decode call."""
+class _RandomFlip(Operation):
+    """A mirror applied with probability ``p``, into its own output."""
 
     p: float = 0.5
 
@@ -36,6 +35,12 @@ class RandomHorizontalFlip(Operation):
     def declare(self, state):
         _check_image(self, state)
         return state, Allocation(state.shape, state.dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomHorizontalFlip(_RandomFlip):
+    """Mirror left-right with probability ``p``.  Directly after a decoding
+    crop it costs nothing: the loader folds it into the decode call."""
 
     def generate_code(self):
         p, one = self.p, uint64(1)
@@ -58,18 +63,8 @@ class RandomHorizontalFlip(Operation):
 
 
 @dataclasses.dataclass(frozen=True)
-class RandomVerticalFlip(Operation):
+class RandomVerticalFlip(_RandomFlip):
     """Mirror top-bottom with probability ``p``."""
-
-    p: float = 0.5
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.p <= 1.0:
-            raise ValueError(f"p must lie in [0, 1], got {self.p}")
-
-    def declare(self, state):
-        _check_image(self, state)
-        return state, Allocation(state.shape, state.dtype)
 
     def generate_code(self):
         p, one = self.p, uint64(1)

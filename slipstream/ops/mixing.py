@@ -59,10 +59,11 @@ def _check_mixable(op: Operation, state: State) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class MixUp(Operation):
-    """Blend each image with its partner: ``lambda * x_i + (1 - lambda) * x_partner``."""
+class _Mix(Operation):
+    """A batch operation mixing each sample with its partner, with lambda
+    from Beta(alpha, alpha); its second allocation holds the parameters."""
 
-    alpha: float = 0.2
+    alpha: float = 1.0
     batch: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
@@ -70,8 +71,18 @@ class MixUp(Operation):
             raise ValueError(f"alpha must be positive, got {self.alpha}")
 
     def declare(self, state: State):
-        _check_mixable(self, state)
+        self._check(state)
         return state, [Allocation(state.shape, state.dtype), Allocation((PARAMS,), np.float64)]
+
+    def _check(self, state: State) -> None:
+        _check_mixable(self, state)
+
+
+@dataclasses.dataclass(frozen=True)
+class MixUp(_Mix):
+    """Blend each image with its partner: ``lambda * x_i + (1 - lambda) * x_partner``."""
+
+    alpha: float = 0.2
 
     def generate_code(self):
         alpha = float(self.alpha)
@@ -91,24 +102,18 @@ class MixUp(Operation):
 
 
 @dataclasses.dataclass(frozen=True)
-class CutMix(Operation):
+class CutMix(_Mix):
     """Paste a box of the partner into each image: the box covers about
     ``1 - lambda`` of the area (side ratio ``sqrt(1 - lambda)``, center
     uniform, cut at the edges); the recorded lambda is the exact fraction of
     the image left unchanged."""
 
     alpha: float = 1.0
-    batch: ClassVar[bool] = True
 
-    def __post_init__(self) -> None:
-        if not self.alpha > 0:
-            raise ValueError(f"alpha must be positive, got {self.alpha}")
-
-    def declare(self, state: State):
+    def _check(self, state: State) -> None:
         _check_mixable(self, state)
         if len(state.shape) != 3:
             raise ValueError(f"CutMix cuts boxes out of (height, width, channels) samples, got {state.shape}")
-        return state, [Allocation(state.shape, state.dtype), Allocation((PARAMS,), np.float64)]
 
     def generate_code(self):
         alpha = float(self.alpha)
