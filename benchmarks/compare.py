@@ -188,7 +188,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--scenarios", nargs="*", default=SCENARIOS)
     parser.add_argument("--report-only", type=Path, default=None, help="regenerate the report from this JSON")
     args = parser.parse_args(argv)
-    from report import write_report  # noqa: E402  (benchmarks/report.py, next to this file)
+    from common import write_json  # noqa: E402  (benchmarks/, next to this file)
+    from report import write_report  # noqa: E402
 
     if args.report_only:
         write_report(json.loads(args.report_only.read_text()), args.report_only)
@@ -203,8 +204,7 @@ def main(argv: list[str]) -> int:
               "libslipstream": ss.native.version(), "command": shlex.join([sys.executable, *sys.argv]),
               "timestamp": started.isoformat(timespec="seconds")}
     out = REPO / "benchmarks" / "results" / f"compare-{started.date().isoformat()}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
+    write_json(out, report)
     print(f"wrote {out}")
     write_report(report, out)
     return 0

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import platform
 import shlex
@@ -57,6 +56,7 @@ from slipstream import native
 from slipstream.compiler import Allocation, ArraySource, Operation, Pipeline, RandomApply, State
 from slipstream.compiler import random as rnd
 from slipstream.compiler.codegen import copy_sample
+from common import write_json  # noqa: E402  (benchmarks/, next to this file)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SIZE, CROP, BATCH, SAMPLES = 224, 192, 256, 1024
@@ -319,7 +319,6 @@ def main(argv: list[str]) -> int:
 
     now = datetime.now().astimezone()
     path = args.json or REPO_ROOT / "benchmarks" / "results" / f"compiler-{now.date().isoformat()}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
     report = {
         "images_per_s": rates, "fused_over_per_operation": ratio,
         "first_batch_seconds": {"cold_cache": cold, "warm_cache": warm, "warm_cache_runs": warm_runs},
@@ -328,9 +327,7 @@ def main(argv: list[str]) -> int:
         "versions": {"python": platform.python_version(), "numba": numba.__version__, "numpy": np.__version__},
         "command": shlex.join([sys.executable, *sys.argv]), "timestamp": now.isoformat(timespec="seconds"),
     }
-    tmp_path = path.with_name(path.name + ".tmp")
-    tmp_path.write_text(json.dumps(report, indent=2) + "\n")
-    os.replace(tmp_path, path)
+    write_json(path, report)
     print(f"wrote {path}")
     return 1 if args.check and failures else 0
 

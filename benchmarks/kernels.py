@@ -47,7 +47,6 @@ from __future__ import annotations
 import argparse
 import math
 import io
-import json
 import os
 import platform
 import shlex
@@ -66,6 +65,7 @@ from PIL import Image, features
 
 import slipstream.native as native
 from slipstream.compiler import random as rnd
+from common import write_json  # noqa: E402  (benchmarks/, next to this file)
 from slipstream.ops.crops import random_resized_crop_params
 from slipstream.sources import find_jpegs
 
@@ -288,14 +288,6 @@ def versions() -> dict[str, str | None]:
 
 def machine() -> dict[str, Any]:
     return {"platform": platform.platform(), "processor": processor_name(), "cpu_count": os.cpu_count()}
-
-
-def write_json(path: Path, report: dict[str, Any]) -> None:
-    """Write report to path through a temporary file, creating the folder."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(report, indent=2) + "\n")
-    os.replace(tmp, path)
 
 
 # ---------------------------------------------------------------- main

@@ -22,7 +22,6 @@ quasi-random order.  The table gives samples/s and GB/s of stored bytes.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shlex
@@ -35,6 +34,7 @@ import numpy as np
 
 import slipstream as ss
 from slipstream.sources import find_jpegs
+from common import Repeated, write_json  # noqa: E402  (benchmarks/, next to this file)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_FOLDER = REPO_ROOT.parent / "shared" / "data" / "imagenet-sample"
@@ -44,19 +44,6 @@ CONFIGS = {
     "mapped, quasi_random": {"os_cache": True, "order": "quasi_random"},
     "page pool, quasi_random": {"os_cache": False, "order": "quasi_random"},
 }
-
-
-class Repeated:
-    """A folder's JPEGs, ``times`` over (picklable, for the writer's workers)."""
-
-    def __init__(self, paths: list[Path], times: int) -> None:
-        self.paths, self.times = [str(p) for p in paths], times
-
-    def __len__(self) -> int:
-        return len(self.paths) * self.times
-
-    def __getitem__(self, index: int) -> tuple[str, int]:
-        return self.paths[index % len(self.paths)], index
 
 
 def drop_page_cache(path: Path) -> bool:
@@ -128,7 +115,6 @@ def main(argv: list[str]) -> int:
 
     now = datetime.now().astimezone()
     out = args.json or REPO_ROOT / "benchmarks" / "results" / f"loader_io-{now.date().isoformat()}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
     report = {
         "dataset": {"path": str(path), "images": len(reader), "bytes": path.stat().st_size,
                     "stored_image_bytes": int(sizes.sum())},
@@ -137,9 +123,7 @@ def main(argv: list[str]) -> int:
         "versions": {"python": platform.python_version(), "slipstream": ss.__version__},
         "command": shlex.join([sys.executable, *sys.argv]), "timestamp": now.isoformat(timespec="seconds"),
     }
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(report, indent=2) + "\n")
-    os.replace(tmp, out)
+    write_json(out, report)
     print(f"wrote {out}")
     return 0
 

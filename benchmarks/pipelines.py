@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import platform
 import shlex
@@ -55,24 +54,12 @@ from slipstream.compiler import Allocation, Decoder, State
 from slipstream.ops import (Normalize, RandomHorizontalFlip, RandomResizedCrop, Resize, multi_crop_pipelines,
                             presets)
 from slipstream.sources import find_jpegs
+from common import Repeated, write_json  # noqa: E402  (benchmarks/, next to this file)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_FOLDER = REPO_ROOT.parent / "shared" / "data" / "imagenet-sample"
 BATCH = 128
 TRAIN_OVER_FULL_DECODE = 1.3
-
-
-class Repeated:
-    """A folder's JPEGs, ``times`` over, labelled by position in the folder."""
-
-    def __init__(self, paths: list[Path], times: int) -> None:
-        self.paths, self.times = [str(p) for p in paths], times
-
-    def __len__(self) -> int:
-        return len(self.paths) * self.times
-
-    def __getitem__(self, index: int) -> tuple[str, int]:
-        return self.paths[index % len(self.paths)], index % len(self.paths)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -162,7 +149,7 @@ def main(argv: list[str]) -> int:
         return 1
     fields = {"image": ss.RGBImageField(), "label": ss.IntField()}
     path = ss.cached(Repeated(paths, args.repeat), fields, name=f"pipelines-{args.folder.name}-x{args.repeat}",
-                     version=1)
+                     version=2)
     reader = ss.Reader(path)
     rates = {}
     for name, pipelines in SCENARIOS.items():
@@ -189,7 +176,6 @@ def main(argv: list[str]) -> int:
 
     now = datetime.now().astimezone()
     out = args.json or REPO_ROOT / "benchmarks" / "results" / f"pipelines-{now.date().isoformat()}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
     report = {
         "dataset": {"path": str(path), "images": len(reader), "folder": str(args.folder)},
         "batch_size": BATCH, "threads": numba.get_num_threads(), "images_per_s": rates, "ratios": ratios,
@@ -198,9 +184,7 @@ def main(argv: list[str]) -> int:
                      "libslipstream": native.version(), "numba": numba.__version__},
         "command": shlex.join([sys.executable, *sys.argv]), "timestamp": now.isoformat(timespec="seconds"),
     }
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(report, indent=2) + "\n")
-    os.replace(tmp, out)
+    write_json(out, report)
     print(f"wrote {out}")
     return 1 if args.check and not met else 0
 

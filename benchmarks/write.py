@@ -19,7 +19,6 @@ expectation checked is a pass-through speed-up of at least 1.6.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shlex
@@ -31,6 +30,7 @@ from pathlib import Path
 
 import slipstream as ss
 from slipstream.sources import find_jpegs
+from common import write_json  # noqa: E402  (benchmarks/, next to this file)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_FOLDER = REPO_ROOT.parent / "shared" / "data" / "imagenet-sample"
@@ -85,7 +85,6 @@ def main(argv: list[str]) -> int:
 
     now = datetime.now().astimezone()
     path = args.json or REPO_ROOT / "benchmarks" / "results" / f"write-{now.date().isoformat()}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
     report = {
         "folder": str(args.folder), "images": len(paths), "source_bytes": source_bytes,
         "results": {mode: {**r, "images_per_s": {str(k): v for k, v in r["images_per_s"].items()}}
@@ -96,9 +95,7 @@ def main(argv: list[str]) -> int:
                      "libslipstream": ss.native.version()},
         "command": shlex.join([sys.executable, *sys.argv]), "timestamp": now.isoformat(timespec="seconds"),
     }
-    tmp_path = path.with_name(path.name + ".tmp")
-    tmp_path.write_text(json.dumps(report, indent=2) + "\n")
-    os.replace(tmp_path, path)
+    write_json(path, report)
     print(f"wrote {path}")
     return 1 if args.check and not met else 0
 
