@@ -35,14 +35,12 @@ import time
 
 _T0 = time.monotonic()  # first statement: as RUNNERS.md asks
 
-import argparse
-import json
 import math
 import os
 import sys
 from pathlib import Path
 
-from peer_common import cpu_seconds, emit, find_samples, peak_rss_mb  # noqa: E402  (benchmarks/peers, next to this file)
+from peer_common import emit, find_samples, peak_rss_mb, read_spec, timed_epochs  # noqa: E402  (benchmarks/peers, next to this file)
 
 SYSTEM = "dali"
 SCENARIOS = ("raw", "train", "val", "simclr", "multicrop")
@@ -114,11 +112,7 @@ def build_pipeline(scenario: str, root: str, samples, batch_size: int, threads: 
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description="DALI (CPU) peer runner (see benchmarks/peers/RUNNERS.md)")
-    parser.add_argument("--spec", required=True, help="SPEC.json")
-    args = parser.parse_args(argv)
-    with open(args.spec) as fh:
-        spec = json.load(fh)
+    spec = read_spec(argv, "DALI (CPU) peer runner (see benchmarks/peers/RUNNERS.md)", _T0)
 
     from nvidia import dali
 
@@ -128,13 +122,8 @@ def main(argv: list[str]) -> int:
         emit({**base, "unsupported": f"unknown scenario {scenario!r}"})
         return 0
 
-    batch_size = int(spec.get("batch_size", 128))
-    threads = int(spec.get("threads") or os.cpu_count() or 1)
-    epochs = int(spec.get("epochs", 1))
-    warmup = int(spec.get("warmup_epochs", 0))
-    first_batch_only = bool(spec.get("first_batch_only", False))
-    start = spec.get("start_monotonic")
-    start = _T0 if start is None else float(start)
+    batch_size, threads, epochs = spec["batch_size"], spec["threads"], spec["epochs"]
+    warmup, first_batch_only, start = spec["warmup_epochs"], spec["first_batch_only"], spec["start"]
 
     from nvidia.dali.plugin.base_iterator import LastBatchPolicy
     from nvidia.dali.plugin.pytorch import DALIGenericIterator
@@ -192,27 +181,11 @@ def main(argv: list[str]) -> int:
         sys.stdout.flush()
         os._exit(0)  # DALI's worker threads are mid-epoch; nothing to clean up
 
-    rates: list[float] = []
-    counts: list[int] = []
-    cpu_start = None
-    for epoch in range(warmup + epochs):
-        if epoch == warmup:
-            cpu_start = cpu_seconds()
-        t = time.perf_counter()
-        n = 0
-        for batch in loader:
-            n += len(batch[0]["label"])
-        took = time.perf_counter() - t
-        if epoch >= warmup:
-            rates.append(n / took)
-            counts.append(n)
-    cpu = cpu_seconds() - cpu_start if cpu_start is not None else 0.0
+    measured = timed_epochs(loader, lambda batch: len(batch[0]["label"]), warmup, epochs)
     emit(
         {
             **base,
-            "epoch_images_per_s": rates,
-            "images": counts[0] if counts else 0,
-            "cpu_seconds_per_image": cpu / sum(counts) if counts and sum(counts) else None,
+            **measured,
             "peak_rss_mb": peak_rss_mb(),
             "settings": settings,
         }

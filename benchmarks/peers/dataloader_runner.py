@@ -37,8 +37,6 @@ import time
 
 _T0 = time.monotonic()  # first statement: as RUNNERS.md asks
 
-import argparse
-import json
 import math
 import os
 import random
@@ -51,7 +49,7 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
-from peer_common import cpu_seconds, emit, find_samples, live_children_hwm_mb, peak_rss_mb  # noqa: E402  (benchmarks/peers, next to this file)
+from peer_common import emit, find_samples, live_children_hwm_mb, peak_rss_mb, read_spec, timed_epochs  # noqa: E402  (benchmarks/peers, next to this file)
 
 SYSTEM = "dataloader"
 SCENARIOS = ("raw", "train", "val", "simclr", "multicrop")
@@ -165,11 +163,7 @@ def shutdown_workers(loader: DataLoader) -> None:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description="PyTorch DataLoader + Pillow peer runner (see RUNNERS.md)")
-    parser.add_argument("--spec", required=True, help="SPEC.json")
-    args = parser.parse_args(argv)
-    with open(args.spec) as fh:
-        spec = json.load(fh)
+    spec = read_spec(argv, "PyTorch DataLoader + Pillow peer runner (see RUNNERS.md)", _T0)
 
     scenario = spec["scenario"]
     version = f"torch {torch.__version__}, pillow {metadata.version('pillow')}, numpy {np.__version__}"
@@ -178,13 +172,8 @@ def main(argv: list[str]) -> int:
         emit({**base, "unsupported": f"unknown scenario {scenario!r}"})
         return 0
 
-    batch_size = int(spec.get("batch_size", 128))
-    threads = int(spec.get("threads") or os.cpu_count() or 1)
-    epochs = int(spec.get("epochs", 1))
-    warmup = int(spec.get("warmup_epochs", 0))
-    first_batch_only = bool(spec.get("first_batch_only", False))
-    start = spec.get("start_monotonic")
-    start = _T0 if start is None else float(start)
+    batch_size, threads, epochs = spec["batch_size"], spec["threads"], spec["epochs"]
+    warmup, first_batch_only, start = spec["warmup_epochs"], spec["first_batch_only"], spec["start"]
 
     dataset = FolderDataset(find_samples(Path(spec["data"])), scenario)
     accel = getattr(torch, "accelerator", None)
@@ -234,29 +223,13 @@ def main(argv: list[str]) -> int:
         emit({**base, "first_batch_s": first, "images": n, "peak_rss_mb": peak_rss_mb(), "settings": settings})
         return 0
 
-    rates: list[float] = []
-    counts: list[int] = []
-    cpu_start = None
-    for epoch in range(warmup + epochs):
-        if epoch == warmup:
-            cpu_start = cpu_seconds()
-        t = time.perf_counter()
-        n = 0
-        for batch in loader:
-            n += len(batch[-1])
-        took = time.perf_counter() - t
-        if epoch >= warmup:
-            rates.append(n / took)
-            counts.append(n)
-    cpu = cpu_seconds() - cpu_start if cpu_start is not None else 0.0
+    measured = timed_epochs(loader, lambda batch: len(batch[-1]), warmup, epochs)
     settings["workers_peak_rss_sum_mb"] = live_children_hwm_mb()
     shutdown_workers(loader)
     emit(
         {
             **base,
-            "epoch_images_per_s": rates,
-            "images": counts[0] if counts else 0,
-            "cpu_seconds_per_image": cpu / sum(counts) if counts and sum(counts) else None,
+            **measured,
             "peak_rss_mb": peak_rss_mb(),
             "settings": settings,
         }

@@ -36,15 +36,13 @@ import time
 _T0 = time.monotonic()  # first statement: as RUNNERS.md asks
 
 
-import argparse
-import json
 import os
 import sys
 from importlib import metadata
 
 import numpy as np
 
-from peer_common import cpu_seconds, emit, peak_rss_mb  # noqa: E402  (benchmarks/peers, next to this file)
+from peer_common import emit, peak_rss_mb, read_spec, timed_epochs  # noqa: E402  (benchmarks/peers, next to this file)
 
 SYSTEM = "ffcv"
 MEAN = np.array([0.485, 0.456, 0.406]) * 255
@@ -130,11 +128,7 @@ def build_pipelines(scenario: str) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description="FFCV peer runner (see benchmarks/peers/RUNNERS.md)")
-    parser.add_argument("--spec", required=True, help="SPEC.json")
-    args = parser.parse_args(argv)
-    with open(args.spec) as fh:
-        spec = json.load(fh)
+    spec = read_spec(argv, "FFCV peer runner (see benchmarks/peers/RUNNERS.md)", _T0)
 
     scenario = spec["scenario"]
     version = metadata.version("ffcv")  # ffcv.__version__ still says 0.0.3rc1 in 1.0.2
@@ -146,13 +140,8 @@ def main(argv: list[str]) -> int:
         emit({**base, "unsupported": RAW_UNSUPPORTED})
         return 0
 
-    batch_size = int(spec.get("batch_size", 128))
-    threads = int(spec.get("threads") or os.cpu_count() or 1)
-    epochs = int(spec.get("epochs", 1))
-    warmup = int(spec.get("warmup_epochs", 0))
-    first_batch_only = bool(spec.get("first_batch_only", False))
-    start = spec.get("start_monotonic")
-    start = _T0 if start is None else float(start)
+    batch_size, threads, epochs = spec["batch_size"], spec["threads"], spec["epochs"]
+    warmup, first_batch_only, start = spec["warmup_epochs"], spec["first_batch_only"], spec["start"]
 
     from ffcv.loader import Loader, OrderOption
 
@@ -204,28 +193,11 @@ def main(argv: list[str]) -> int:
         )
         os._exit(0)  # the epoch's producer thread is mid-way; nothing to clean up
 
-    rates: list[float] = []
-    counts: list[int] = []
-    cpu_start = None
-    for epoch in range(warmup + epochs):
-        if epoch == warmup:
-            cpu_start = cpu_seconds()
-        t = time.perf_counter()
-        n = 0
-        for batch in loader:
-            n += len(batch[label_ix])
-        took = time.perf_counter() - t
-        if epoch >= warmup:
-            rates.append(n / took)
-            counts.append(n)
-    cpu = cpu_seconds() - cpu_start if cpu_start is not None else 0.0
-    images = counts[0] if counts else 0
+    measured = timed_epochs(loader, lambda batch: len(batch[label_ix]), warmup, epochs)
     emit(
         {
             **base,
-            "epoch_images_per_s": rates,
-            "images": images,
-            "cpu_seconds_per_image": cpu / sum(counts) if counts and sum(counts) else None,
+            **measured,
             "peak_rss_mb": peak_rss_mb(),
             "settings": settings,
         }

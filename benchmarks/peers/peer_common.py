@@ -99,3 +99,44 @@ def peak_rss_mb() -> float:
 def emit(result: dict) -> None:
     sys.stdout.write(json.dumps(result) + "\n")
     sys.stdout.flush()
+
+
+def read_spec(argv: list[str], description: str, started: float) -> dict:
+    """The SPEC.json named by ``--spec``, with every key RUNNERS.md defines
+    filled in: defaults, and ``start`` (the orchestrator's clock, else this
+    runner's first line, ``started``)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--spec", required=True, help="SPEC.json")
+    with open(parser.parse_args(argv).spec) as fh:
+        spec = json.load(fh)
+    spec["batch_size"] = int(spec.get("batch_size", 128))
+    spec["threads"] = int(spec.get("threads") or os.cpu_count() or 1)
+    spec["epochs"] = int(spec.get("epochs", 1))
+    spec["warmup_epochs"] = int(spec.get("warmup_epochs", 0))
+    spec["first_batch_only"] = bool(spec.get("first_batch_only", False))
+    spec["start"] = started if spec.get("start_monotonic") is None else float(spec["start_monotonic"])
+    return spec
+
+
+def timed_epochs(loader, images_in, warmup: int, epochs: int) -> dict:
+    """``warmup`` untimed epochs, then ``epochs`` timed ones that only count
+    the images of each batch (``images_in(batch)``), as a training step
+    receiving them would; RUNNERS.md's throughput and CPU-time keys."""
+    import time
+
+    rates, counts, cpu_start = [], [], None
+    for epoch in range(warmup + epochs):
+        if epoch == warmup:
+            cpu_start = cpu_seconds()
+        started, n = time.perf_counter(), 0
+        for batch in loader:
+            n += images_in(batch)
+        took = time.perf_counter() - started
+        if epoch >= warmup:
+            rates.append(n / took)
+            counts.append(n)
+    cpu = cpu_seconds() - cpu_start if cpu_start is not None else 0.0
+    return {"epoch_images_per_s": rates, "images": counts[0] if counts else 0,
+            "cpu_seconds_per_image": cpu / sum(counts) if counts and sum(counts) else None}
