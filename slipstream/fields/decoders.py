@@ -98,8 +98,26 @@ class NDArrayDecoder(Decoder):
         return f"NDArrayDecoder:{np.dtype(self.dtype).str}:{self.shape}"
 
 
+class ImageFieldDecoder(Decoder):
+    """Base of the decoders of an ``RGBImageField``: they read
+    :meth:`DecodeSource.image_inputs` and give (height, width, 3) uint8
+    samples of ``self.size``.  Subclasses have ``source``, ``field`` and
+    ``size`` (a field or a property)."""
+
+    source: DecodeSource
+    field: str
+    size: tuple[int, int]
+
+    def inputs(self) -> tuple[np.ndarray, ...]:
+        return self.source.image_inputs(self.field)
+
+    def declare(self, state: State | None) -> tuple[State, Allocation]:
+        shape = (*self.size, 3)
+        return State(jit=True, shape=shape, dtype=np.uint8), Allocation(shape, np.uint8)
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
-class ImageDecoder(Decoder):
+class ImageDecoder(ImageFieldDecoder):
     """Decodes an ``RGBImageField`` whose images all have one size into
     (height, width, 3) uint8 samples, JPEG or raw."""
 
@@ -120,13 +138,6 @@ class ImageDecoder(Decoder):
     def size(self) -> tuple[int, int]:
         records = self.source.reader.metadata[self.field]
         return (int(records["height"][0]), int(records["width"][0])) if len(records) else (0, 0)
-
-    def inputs(self) -> tuple[np.ndarray, ...]:
-        return self.source.image_inputs(self.field)
-
-    def declare(self, state: State | None) -> tuple[State, Allocation]:
-        shape = (*self.size, 3)
-        return State(jit=True, shape=shape, dtype=np.uint8), Allocation(shape, np.uint8)
 
     def generate_code(self):
         raw_mode = uint64(1)

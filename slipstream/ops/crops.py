@@ -27,9 +27,8 @@ import numpy as np
 from numba import njit, uint64
 
 from slipstream import native
-from slipstream.compiler import Allocation, Decoder, State
 from slipstream.compiler import random as rnd
-from slipstream.fields.decoders import DecodeSource
+from slipstream.fields.decoders import DecodeSource, ImageFieldDecoder
 
 INTERPOLATIONS = {"bilinear": native.Interp.BILINEAR, "area": native.Interp.AREA}
 
@@ -124,7 +123,7 @@ def resized_random_crop_params(key, height, width, out_h, out_w, shorter):
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class CropDecoder(Decoder):
+class CropDecoder(ImageFieldDecoder):
     """Decodes one crop per sample of an image field into (h, w, 3) uint8.
 
     ``kind`` picks the region: ``"random_resized"``, ``"analytic"``,
@@ -145,13 +144,6 @@ class CropDecoder(Decoder):
     shorter: int = 0
     flip_p: float = 0.0
     interpolation: str = "bilinear"
-
-    def inputs(self) -> tuple[np.ndarray, ...]:
-        return self.source.image_inputs(self.field)
-
-    def declare(self, state: State | None) -> tuple[State, Allocation]:
-        shape = (*self.size, 3)
-        return State(jit=True, shape=shape, dtype=np.uint8), Allocation(shape, np.uint8)
 
     def generate_code(self):
         kind, (out_h, out_w), flip_p = self.kind, self.size, self.flip_p

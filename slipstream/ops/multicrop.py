@@ -27,9 +27,9 @@ import numpy as np
 from numba import njit, uint64
 
 from slipstream import native
-from slipstream.compiler import Allocation, Decoder, Operation, State
+from slipstream.compiler import Allocation, Operation, State
 from slipstream.compiler import random as rnd
-from slipstream.fields.decoders import DecodeSource
+from slipstream.fields.decoders import DecodeSource, ImageFieldDecoder
 from slipstream.ops.crops import INTERPOLATIONS, random_resized_crop_params
 
 
@@ -52,7 +52,7 @@ def multi_crop_regions(key, height, width, scale_lo, scale_hi, log_ratio_lo, log
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class MultiCropDecoder(Decoder):
+class MultiCropDecoder(ImageFieldDecoder):
     """Decodes all crops of a sample with one native decode; the crops are
     packed in order into one flat uint8 sample (see :func:`crop_layout`)."""
 
@@ -64,8 +64,6 @@ class MultiCropDecoder(Decoder):
     yoked: bool = False
     interpolation: str = "bilinear"
 
-    def inputs(self) -> tuple[np.ndarray, ...]:
-        return self.source.image_inputs(self.field)
 
     def declare(self, state: State | None) -> tuple[State, list[Allocation]]:
         records = self.source.reader.metadata[self.field]
