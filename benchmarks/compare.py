@@ -21,8 +21,8 @@ receiving them would.  The order of the systems rotates from one repeat to
 the next so that machine drift hits all alike; the report gives the median
 over repeats of each run's median epoch, with the range.
 
-Writes ``benchmarks/results/compare-<date>.json``, then regenerates
-``BENCHMARKS.md`` and ``benchmarks/results/compare-<date>.png`` from it
+Writes ``benchmarks/results/<date>.json``, then regenerates
+``BENCHMARKS.md`` and ``benchmarks/results/<date>.png`` from it
 (``--report-only JSON`` regenerates them from an earlier run).
 """
 
@@ -75,21 +75,28 @@ def available(system: dict[str, Any]) -> str | None:
 
 
 def prepare_data(folder: Path) -> dict[str, Path]:
-    """The .beton written by FFCV from ``folder`` and slipstream's copy of it."""
-    DATA.mkdir(parents=True, exist_ok=True)
-    beton = DATA / f"{folder.name}.beton"
-    slip = DATA / f"{folder.name}.slip"
-    ffcv_python = VENVS / "ffcv" / "bin" / "python"
-    if not beton.exists():
-        if not ffcv_python.exists():
-            raise SystemExit("FFCV's environment is missing: run `make bench-peers` first")
-        print(f"writing {beton} with FFCV's writer", flush=True)
-        subprocess.run([str(ffcv_python), str(PEERS / "ffcv_write.py"), str(folder), str(beton)], check=True)
-    if not slip.exists():
-        import slipstream as ss
+    """The files every system reads: the .beton written by FFCV from
+    ``folder`` and slipstream's copy of it, and for the raw-bytes scenario a
+    .beton whose image field is a BytesField of the files' bytes (FFCV has no
+    way to hand over an RGBImageField's bytes) and slipstream's copy of that."""
+    import slipstream as ss
 
-        ss.convert(beton, slip, verbose=False)
-    return {"beton": beton, "slip": slip, "folder": folder}
+    DATA.mkdir(parents=True, exist_ok=True)
+    ffcv_python = VENVS / "ffcv" / "bin" / "python"
+    paths: dict[str, Path] = {"folder": folder}
+    for key, flags in (("", []), ("bytes-", ["--bytes"])):
+        beton = DATA / f"{folder.name}{'-bytes' if flags else ''}.beton"
+        slip = beton.with_suffix(".slip")
+        if not beton.exists():
+            if not ffcv_python.exists():
+                raise SystemExit("FFCV's environment is missing: run `make bench-peers` first")
+            print(f"writing {beton} with FFCV's writer", flush=True)
+            subprocess.run([str(ffcv_python), str(PEERS / "ffcv_write.py"), str(folder), str(beton), *flags],
+                           check=True)
+        if not slip.exists():
+            ss.convert(beton, slip, verbose=False)
+        paths[f"{key}beton"], paths[f"{key}slip"] = beton, slip
+    return paths
 
 
 def run(system: dict[str, Any], spec: dict[str, Any], env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -108,6 +115,15 @@ def run(system: dict[str, Any], spec: dict[str, Any], env: dict[str, str] | None
         return {"error": f"no JSON result: {proc.stdout[-500:]} {proc.stderr[-1500:]}"}
 
 
+def import_torch_s(system: dict[str, Any]) -> float | None:
+    """Seconds from starting the system's interpreter to having imported
+    torch (the same clock as ``first_batch_s``); None without torch."""
+    start = time.monotonic()
+    proc = subprocess.run([str(system["python"]), "-c", "import time, torch; print(time.monotonic())"],
+                          capture_output=True, text=True, cwd=REPO)
+    return float(proc.stdout.strip()) - start if proc.returncode == 0 else None
+
+
 def measure(args: argparse.Namespace, data: dict[str, Path]) -> dict[str, Any]:
     chosen = {name: s for name, s in systems().items() if name in args.systems}
     skipped = {name: why for name, s in chosen.items() if (why := available(s))}
@@ -117,7 +133,10 @@ def measure(args: argparse.Namespace, data: dict[str, Path]) -> dict[str, Any]:
                                "errors": [], "settings": {}, "versions": {}}
 
     def spec(name: str, scenario: str, **extra: Any) -> dict[str, Any]:
-        return {"scenario": scenario, "data": str(data[chosen[name]["data"]]), "batch_size": BATCH,
+        copy = chosen[name]["data"]
+        if scenario == "raw" and copy != "folder":
+            copy = f"bytes-{copy}"
+        return {"scenario": scenario, "data": str(data[copy]), "batch_size": BATCH,
                 "threads": threads, "epochs": args.epochs, "warmup_epochs": 1, **extra}
 
     for repeat in range(args.repeats):
@@ -134,15 +153,28 @@ def measure(args: argparse.Namespace, data: dict[str, Path]) -> dict[str, Any]:
                 env = {"SLIPSTREAM_CACHE_DIR": cache}
                 runs = [run(chosen[name], spec(name, "train", first_batch_only=True), env) for _ in range(4)]
             times = [r.get("first_batch_s") for r in runs]
-            results["first_batch"][name] = {"cold_s": times[0], "warm_s": times[1:]}
-            print(f"  first batch, {name}: cold {times[0]}, warm {times[1:]}", flush=True)
-        for name in runnable:  # scaling: 1 thread against all
-            one = run(chosen[name], spec(name, "train", threads=1))
-            _record(results, name, "train/1 thread", one)
-            all_threads = results["throughput"].get("train", {}).get(name, {}).get("images_per_s", [])
-            if "epoch_images_per_s" in one and all_threads:
-                results["scaling"][name] = {"threads": threads, "one": statistics.median(one["epoch_images_per_s"]),
-                                            "all": statistics.median(all_threads)}
+            floor = [import_torch_s(chosen[name]) for _ in range(3)]
+            results["first_batch"][name] = {"cold_s": times[0], "warm_s": times[1:], "import_torch_s": floor}
+            print(f"  first batch, {name}: cold {times[0]}, warm {times[1:]}, import torch alone {floor}", flush=True)
+        for name in runnable:  # scaling: 1 thread against all, back to back so that drift cancels in each ratio
+            pairs = []
+            for _ in range(args.repeats):
+                one = run(chosen[name], spec(name, "train", threads=1))
+                every = run(chosen[name], spec(name, "train"))
+                _record(results, name, "train/1 thread", one)
+                if "epoch_images_per_s" in one and "epoch_images_per_s" in every:
+                    pairs.append((statistics.median(one["epoch_images_per_s"]),
+                                  statistics.median(every["epoch_images_per_s"])))
+            if pairs:
+                results["scaling"][name] = {"threads": threads, "one": [a for a, _ in pairs],
+                                            "all": [b for _, b in pairs], "ratios": [b / a for a, b in pairs]}
+                print(f"  scaling, {name}: {[round(b / a, 2) for a, b in pairs]}", flush=True)
+    if "train" in args.scenarios and threads > 1:
+        from ceiling import measure as ceiling
+
+        results["scaling_ceiling"] = ceiling(data["folder"])
+        print(f"  scaling ceiling (independent decoding processes): {results['scaling_ceiling']['ratio']:.2f}x",
+              flush=True)
     return results
 
 
@@ -203,7 +235,7 @@ def main(argv: list[str]) -> int:
               "repeats": args.repeats, "epochs": args.epochs, "slipstream": ss.__version__,
               "libslipstream": ss.native.version(), "command": shlex.join([sys.executable, *sys.argv]),
               "timestamp": started.isoformat(timespec="seconds")}
-    out = REPO / "benchmarks" / "results" / f"compare-{started.date().isoformat()}.json"
+    out = REPO / "benchmarks" / "results" / f"{started.date().isoformat()}.json"
     write_json(out, report)
     print(f"wrote {out}")
     write_report(report, out)

@@ -2,12 +2,15 @@
 
 Run with the FFCV peer interpreter (see ``install-ffcv.sh``)::
 
-    benchmarks/.venvs/ffcv/bin/python benchmarks/peers/ffcv_write.py FOLDER OUT.beton
+    benchmarks/.venvs/ffcv/bin/python benchmarks/peers/ffcv_write.py FOLDER OUT.beton [--bytes]
 
 Fields: ``image`` = ``RGBImageField(write_mode='jpg', jpeg_quality=90)`` (FFCV
 decodes every JPEG and re-encodes it at quality 90 with OpenCV, so every
 system that later reads this file reads the same JPEG bytes) and ``label`` =
-``IntField``.  Samples are the folder's ``*.jpg``/``*.jpeg`` files (any case,
+``IntField``.  With ``--bytes`` the ``image`` field is instead a
+``BytesField`` holding each file's bytes unchanged: the file both FFCV
+(``BytesDecoder``) and slipstream read in the raw-bytes scenario, since
+FFCV's decoders for an ``RGBImageField`` all decode to pixels.  Samples are the folder's ``*.jpg``/``*.jpeg`` files (any case,
 the folder itself or one level of class sub-folders) in sorted path order;
 the label is the index of the class in the sorted list of distinct classes,
 where the class is the sub-folder name or, for a flat folder, the file-name
@@ -35,28 +38,34 @@ from peer_common import find_samples  # noqa: E402  (benchmarks/peers, next to t
 
 
 class JpegFolder:
-    """Indexed dataset for ``DatasetWriter.from_indexed_dataset``."""
+    """Indexed dataset for ``DatasetWriter.from_indexed_dataset``: decoded
+    pixels, or with ``as_bytes`` the files' bytes as uint8 arrays."""
 
-    def __init__(self, samples: list[tuple[Path, int]]):
+    def __init__(self, samples: list[tuple[Path, int]], as_bytes: bool = False):
         self.samples = samples
+        self.as_bytes = as_bytes
 
     def __len__(self) -> int:
         return len(self.samples)
 
     def __getitem__(self, i: int):
         path, label = self.samples[i]
+        if self.as_bytes:
+            return np.fromfile(path, dtype=np.uint8), label
         with Image.open(path) as im:
             rgb = np.asarray(im.convert("RGB"))
         return rgb, label
 
 
 def main(argv: list[str]) -> int:
+    as_bytes = "--bytes" in argv
+    argv = [a for a in argv if a != "--bytes"]
     if len(argv) != 2:
         print(__doc__, file=sys.stderr)
         return 2
     folder, out = Path(argv[0]), Path(argv[1])
 
-    from ffcv.fields import IntField, RGBImageField
+    from ffcv.fields import BytesField, IntField, RGBImageField
     from ffcv.writer import DatasetWriter
 
     samples = find_samples(folder)
@@ -64,11 +73,11 @@ def main(argv: list[str]) -> int:
     workers = os.cpu_count() or 1
     writer = DatasetWriter(
         str(out),
-        {"image": RGBImageField(write_mode="jpg", jpeg_quality=90), "label": IntField()},
+        {"image": BytesField() if as_bytes else RGBImageField(write_mode="jpg", jpeg_quality=90), "label": IntField()},
         num_workers=workers,
     )
     start = time.perf_counter()
-    writer.from_indexed_dataset(JpegFolder(samples))
+    writer.from_indexed_dataset(JpegFolder(samples, as_bytes))
     took = time.perf_counter() - start
     classes = len({label for _, label in samples})
     print(
