@@ -233,6 +233,12 @@ class Loader:
         except Exception:
             pass
 
+    def explain(self) -> str:
+        """What the loader runs: the generated source of every compiled
+        stage (one fused, parallel function per stage) and the memory plan
+        (each buffer's shape, dtype and bytes)."""
+        return self.compiled.explain()
+
     def __repr__(self) -> str:
         return (f"Loader({str(self.reader.path)!r}, batch_size={self.batch_size}, order={self.order!r}, "
                 f"outputs={self.output_names}, {len(self)} batches per epoch, rank {self.rank}/{self.world_size})")
