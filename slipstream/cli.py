@@ -1,4 +1,4 @@
-"""Command line: ``slipstream write | info | convert | demo``."""
+"""Command line: ``slipstream write | info | convert | bench | demo``."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
+
+BENCH_PIPELINES = ("bytes", "simclr", "train", "val")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,10 +38,22 @@ def main(argv: list[str] | None = None) -> int:
     convert.add_argument("--page-size", type=int, default=8 << 20, help="bytes per page (default 8 MiB)")
     convert.add_argument("--page-checksums", action="store_true", help="store a CRC-32 of every page")
 
+    bench = commands.add_parser("bench", help="stream a dataset file through a standard pipeline, print images/s")
+    bench.add_argument("file", help="dataset file (slipstream or FFCV .beton) with an image field")
+    bench.add_argument("--pipeline", choices=sorted(BENCH_PIPELINES), default="train",
+                       help="train: RandomResizedCrop 224 + flip + normalize; val: center crop 224 + normalize; "
+                            "simclr: two train views; bytes: stored bytes, no decoding (default: train)")
+    bench.add_argument("--field", default=None, help="the image field (default: the file's only image field)")
+    bench.add_argument("--batch-size", type=int, default=128, help="images per batch (default 128)")
+    bench.add_argument("--epochs", type=int, default=3, help="timed passes over the file (default 3)")
+    bench.add_argument("--threads", type=int, default=None, help="decoding threads (default: every core)")
+
     demo = commands.add_parser("demo", help="write a dataset of JPEGs, stream it with random crops, print images/s")
-    demo.add_argument("--data", help="folder of JPEG images (default: generate synthetic ones)")
+    demo.add_argument("--data", help="image folder, root/<class>/<image> or flat (default: generate pictures)")
     demo.add_argument("--epochs", type=int, default=3, help="passes over the images (default: 3)")
-    demo.add_argument("--count", type=int, default=256, help="number of images to generate (default: 256)")
+    demo.add_argument("--count", type=int, default=240, help="number of images to generate (default: 240)")
+    demo.add_argument("--grid", default="demo-batch.png",
+                      help="PNG to save one augmented batch to, with labels (default: demo-batch.png; '' for none)")
 
     args = parser.parse_args(argv)
     from slipstream.errors import SlipstreamError
@@ -73,7 +88,13 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "demo":
         from slipstream import demo as demo_module
 
-        return demo_module.main(args.data, args.epochs, args.count)
+        return demo_module.main(args.data, args.epochs, args.count, args.grid or None)
+    if args.command == "bench":
+        from slipstream.bench import stream
+
+        stream(args.file, args.pipeline, field=args.field, batch_size=args.batch_size, epochs=args.epochs,
+               threads=args.threads)
+        return 0
     return 2
 
 

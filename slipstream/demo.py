@@ -1,11 +1,12 @@
 """``slipstream demo``: write a dataset and stream it through the ImageNet
 training pipeline.
 
-Takes an image folder (or generates one), writes its JPEGs into a dataset
-file with a progress bar, then for a few epochs loads it with
-``RandomResizedCrop(224)``, ``RandomHorizontalFlip()`` and normalization to
-float16 (one fused decode per image, straight from the mapped file) and
-prints the throughput of each epoch.
+Takes an image folder (or generates one: pictures of six shapes, one class
+each), writes it into a dataset file with a progress bar, then for a few
+epochs loads it with ``RandomResizedCrop(224)``, ``RandomHorizontalFlip()``
+and normalization to float16 (one fused decode per image, straight from the
+mapped file), prints the throughput of each epoch and saves one augmented
+batch as a labelled grid of pictures (PNG).
 """
 
 from __future__ import annotations
@@ -14,76 +15,99 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numba
 import numpy as np
-from tqdm import tqdm
 
 from slipstream import native
 from slipstream.convert import write
+from slipstream.errors import ArgumentError
 from slipstream.fields import IntField, RGBImageField
 from slipstream.format import Reader
 from slipstream.loader import Loader
 from slipstream.ops import presets
-from slipstream.sources import find_jpegs
+from slipstream.sources import ImageFolder, find_jpegs, synthetic_folder
 
 
-def generate_images(folder: Path, count: int, height: int = 375, width: int = 500, seed: int = 0) -> list[Path]:
-    """Write ``count`` synthetic photo-sized JPEGs (smooth colour fields with
-    texture) into folder, with a progress bar."""
-    folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
-    paths = []
-    for i in tqdm(range(count), desc="generating images", unit="img", disable=None):
-        fx, fy, phase = rng.uniform(0.005, 0.05, 2).tolist() + [rng.uniform(0, 6.28)]
-        base = rng.uniform(40, 215, 3)
-        wave = 40 * np.sin(xx * fx + phase)[..., None] + 40 * np.cos(yy * fy)[..., None]
-        img = np.clip(base + wave + rng.normal(0, 8, (height, width, 3)), 0, 255).astype(np.uint8)
-        path = folder / f"image_{i:05d}.jpg"
-        path.write_bytes(native.jpeg_encode(img, quality=90))
-        paths.append(path)
-    return paths
+def _source(data: str | None, tmp: Path, count: int) -> tuple[Any, str]:
+    """What to write, and a line saying what it is."""
+    if data is None:
+        folder = synthetic_folder(tmp / "images", count)
+        return ImageFolder(folder), f"{count} generated JPEGs (shapes, 6 classes) in {folder}"
+    try:
+        folder = ImageFolder(data)  # root/<class>/<image>
+        return folder, f"{len(folder)} images in {len(folder.classes)} classes from {data}"
+    except ArgumentError:  # a flat folder: every image gets label 0
+        paths = find_jpegs(data)
+        if not paths:
+            raise ArgumentError(f"no images under {data} (expected root/<class>/<image>, or JPEG files)") from None
+        return [(str(p), 0) for p in paths], f"{len(paths)} JPEGs from {data} (no class folders: label 0)"
 
 
-def run(reader: Reader, epochs: int = 3, batch_size: int = 64) -> list[float]:
+def run(reader: Reader, epochs: int = 3, batch_size: int = 64) -> tuple[list[float], Any, Any]:
     """Stream the dataset through the ImageNet training pipeline for a few
-    epochs; returns images/s per epoch."""
+    epochs; returns images/s per epoch and the first batch of the last
+    epoch (images, labels)."""
     loader = Loader(reader, batch_size, presets.imagenet_train(224), order="random", seed=0)
-    rates = []
+    rates, first = [], None
     for epoch in range(epochs):
         start = time.perf_counter()
         count = 0
         for images, labels in loader:
+            if first is None or count == 0:
+                first = (images.clone(), labels.clone())
             count += len(labels)
         rates.append(count / (time.perf_counter() - start))
         print(f"epoch {epoch + 1}: {count} images in {count / rates[-1]:.2f} s = {rates[-1]:,.0f} images/s "
               f"(RandomResizedCrop 224 + flip + normalize to float16, {numba.get_num_threads()} threads; "
               f"batches of {tuple(images.shape)})")
     loader.close()
-    return rates
+    return rates, *first
 
 
-def main(data: str | None = None, epochs: int = 3, count: int = 256) -> int:
+def save_grid(images: Any, labels: Any, names: list[str], path: Path, columns: int = 8, limit: int = 32) -> tuple:
+    """Save up to ``limit`` normalized CHW images as a PNG grid, each with its
+    class name under it; returns the PNG's (width, height)."""
+    from PIL import Image, ImageDraw
+
+    mean = np.array(presets.IMAGENET_MEAN, np.float32)[:, None, None]
+    std = np.array(presets.IMAGENET_STD, np.float32)[:, None, None]
+    count = min(limit, len(images))
+    rows = (count + columns - 1) // columns
+    size = images.shape[-1]
+    caption = 18
+    grid = Image.new("RGB", (columns * size, rows * (size + caption)), "white")
+    draw = ImageDraw.Draw(grid)
+    for k in range(count):
+        pixels = (images[k].float().numpy() * std + mean).clip(0, 1) * 255
+        tile = Image.fromarray(pixels.round().astype(np.uint8).transpose(1, 2, 0))
+        x, y = (k % columns) * size, (k // columns) * (size + caption)
+        grid.paste(tile, (x, y))
+        label = int(labels[k])
+        draw.text((x + 4, y + size + 3), f"{label}: {names[label] if label < len(names) else label}", fill="black")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    grid.save(path)
+    return grid.size
+
+
+def main(data: str | None = None, epochs: int = 3, count: int = 240, grid: str | None = "demo-batch.png") -> int:
     """Entry point of ``slipstream demo``."""
     with tempfile.TemporaryDirectory(prefix="slipstream-demo-") as tmp:
-        if data:
-            paths = find_jpegs(data)
-            if not paths:
-                print(f"no JPEG files under {data}")
-                return 1
-            print(f"{len(paths)} JPEGs from {data}")
-        else:
-            paths = generate_images(Path(tmp) / "images", count)
-            print(f"{len(paths)} synthetic JPEGs in {tmp}")
+        source, what = _source(data, Path(tmp), count)
+        print(what)
         dataset = Path(tmp) / "demo.slip"
         start = time.perf_counter()
-        write(dataset, [(str(p), k % 10) for k, p in enumerate(paths)], {"image": RGBImageField(),
-                                                                          "label": IntField()})
-        print(f"wrote {dataset.name}: {len(paths)} images, {dataset.stat().st_size / 1e6:.1f} MB, "
+        write(dataset, source, {"image": RGBImageField(), "label": IntField()})
+        print(f"wrote {dataset.name}: {len(source)} images, {dataset.stat().st_size / 1e6:.1f} MB, "
               f"in {time.perf_counter() - start:.1f} s")
         print(f"libslipstream {native.version()} on {os.cpu_count()} cores; the first epoch includes compilation")
         with Reader(dataset) as reader:
-            rates = run(reader, epochs=epochs)
+            rates, images, labels = run(reader, epochs=epochs)
+            names = list(getattr(source, "classes", []))
         print(f"best epoch: {max(rates):,.0f} images/s (Numba threading layer: {numba.threading_layer()})")
+        if grid:
+            width, height = save_grid(images, labels, names, Path(grid))
+            print(f"saved {grid}: {width}x{height} PNG, the first {min(32, len(images))} augmented images of the "
+                  f"last epoch's first batch, each with its label")
     return 0

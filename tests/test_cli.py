@@ -1,9 +1,11 @@
-"""The command line: write, info and convert, run as a user runs them."""
+"""The command line: write, info, convert, bench and demo, run as a user runs them."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+
+import numpy as np
 
 import slipstream as ss
 from jpeg_corpus import make_sample
@@ -48,3 +50,41 @@ def test_errors_are_one_line_and_exit_1(tmp_path):
     assert junk.returncode == 1 and "junk.slip: not a slipstream dataset" in junk.stderr
     no_folder = run("write", "nowhere", "x.slip", cwd=tmp_path)
     assert no_folder.returncode == 1 and "nowhere is not a folder" in no_folder.stderr
+
+
+def test_demo_streams_a_generated_folder_and_saves_a_labelled_grid(tmp_path):
+    from PIL import Image
+
+    demo = run("demo", "--count", "48", "--epochs", "2", "--grid", "grid.png", cwd=tmp_path)
+    assert demo.returncode == 0, demo.stderr
+    assert "48 generated JPEGs (shapes, 6 classes)" in demo.stdout
+    rates = [line for line in demo.stdout.splitlines() if line.startswith("epoch ")]
+    assert len(rates) == 2 and all("images/s" in line and "48 images" in line for line in rates), demo.stdout
+    with Image.open(tmp_path / "grid.png") as grid:
+        # 32 tiles of 224 x 224, 8 per row, each with an 18-pixel caption strip.
+        assert grid.size == (8 * 224, 4 * (224 + 18))
+        caption = np.asarray(grid.crop((0, 224, 224, 242)).convert("L"))
+        assert caption.min() < 100 and np.median(caption) == 255  # dark label text on the white strip
+
+
+def test_demo_reads_a_flat_folder_of_the_users_jpegs(tmp_path):
+    (tmp_path / "mine").mkdir()
+    for k in range(5):
+        (tmp_path / "mine" / f"{k}.jpg").write_bytes(make_sample(64, 80, seed=k).data)
+    demo = run("demo", "--data", "mine", "--epochs", "1", "--grid", "", cwd=tmp_path)
+    assert demo.returncode == 0, demo.stderr
+    assert "5 JPEGs from mine (no class folders: label 0)" in demo.stdout
+    assert not list(tmp_path.glob("*.png"))
+
+
+def test_bench_streams_a_file_through_each_pipeline(tmp_path):
+    source = [(make_sample(60, 80, seed=k).data, k % 2) for k in range(20)]
+    ss.write(tmp_path / "d.slip", source, {"image": ss.RGBImageField(), "label": ss.IntField()}, workers=0,
+             verbose=False)
+    for pipeline in ("train", "val", "bytes"):
+        bench = run("bench", "d.slip", "--pipeline", pipeline, "--epochs", "2", "--batch-size", "8", cwd=tmp_path)
+        assert bench.returncode == 0, bench.stderr
+        epochs = [line for line in bench.stdout.splitlines() if line.startswith("epoch ")]
+        assert len(epochs) == 2 and all("20 images" in line for line in epochs), bench.stdout
+    wrong = run("bench", "d.slip", "--field", "caption", cwd=tmp_path)
+    assert wrong.returncode == 1 and "has no field 'caption'" in wrong.stderr
