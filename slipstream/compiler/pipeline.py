@@ -78,7 +78,7 @@ class Pipeline:
         self.single = not isinstance(pipelines, Mapping)
         self.pipelines = {SINGLE_OUTPUT: list(pipelines)} if self.single else dict(pipelines)
 
-    def compile(self, batch_size: int, *, seed: int = 0, slots: int = 2) -> CompiledPipeline:
+    def compile(self, batch_size: int, *, seed: int = 0, slots: int = 2, verbose: bool = False) -> CompiledPipeline:
         """Build the graph, generate and compile its stages, allocate memory.
 
         Args:
@@ -86,10 +86,14 @@ class Pipeline:
             seed: seed of every random operation.
             slots: number of batches whose outputs stay valid: a call reuses
                 the memory of the call ``slots`` calls before it.
+            verbose: a progress bar while the first call compiles the stages
+                (machine code is made on first use, or loaded from the disk
+                cache); shown on a terminal only, and only when that takes
+                longer than half a second.
         """
         if batch_size < 1 or slots < 1:
             raise ArgumentError(f"batch_size ({batch_size}) and slots ({slots}) must be positive")
-        return CompiledPipeline(Graph(self.pipelines), batch_size, seed, slots, self.single)
+        return CompiledPipeline(Graph(self.pipelines), batch_size, seed, slots, self.single, verbose)
 
 
 class CompiledPipeline:
@@ -100,8 +104,10 @@ class CompiledPipeline:
     The loader runs one compiled pipeline from its single worker thread.
     """
 
-    def __init__(self, graph: Graph, batch_size: int, seed: int, slots: int, single: bool) -> None:
+    def __init__(self, graph: Graph, batch_size: int, seed: int, slots: int, single: bool,
+                 verbose: bool = False) -> None:
         self.graph = graph
+        self.verbose = verbose
         self.batch_size = batch_size
         self.seed = int(seed)
         self.slots = slots
@@ -143,25 +149,43 @@ class CompiledPipeline:
             self._slot_read[slot].synchronize()
             self._slot_read[slot] = None
         values: dict[int, Any] = {}
-        for k, (source, fn) in enumerate(zip(self.sources, self.functions)):
-            args = [self._argument(name, source, idx, n, epoch, slot, values) for name in source.params]
-            try:
-                results = fn(*args)
-            except numba.core.errors.NumbaError as exc:
-                if self._compiled[k]:
-                    raise
-                raise typing_error(source, exc) from exc
-            self._compiled[k] = True
-            for node, value in zip(source.returns, results):
-                if source.jit and node.state.dtype == np.float16:
-                    value = value.view(np.float16)
-                values[node.id] = value
+        progress = self._compile_progress()
+        try:
+            for k, (source, fn) in enumerate(zip(self.sources, self.functions)):
+                args = [self._argument(name, source, idx, n, epoch, slot, values) for name in source.params]
+                try:
+                    results = fn(*args)
+                except numba.core.errors.NumbaError as exc:
+                    if self._compiled[k]:
+                        raise
+                    raise typing_error(source, exc) from exc
+                if progress is not None and source.jit and not self._compiled[k]:
+                    progress.update(1)
+                self._compiled[k] = True
+                for node, value in zip(source.returns, results):
+                    if source.jit and node.state.dtype == np.float16:
+                        value = value.view(np.float16)
+                    values[node.id] = value
+        finally:
+            if progress is not None:
+                progress.close()
         if self._uses_cuda:
             import torch
 
             self._slot_read[slot] = torch.cuda.current_stream().record_event()
         outputs = {name: values[node.id] for name, node in self.graph.outputs.items()}
         return outputs[SINGLE_OUTPUT] if self._single else outputs
+
+    def _compile_progress(self) -> Any:
+        """A progress bar over the jit stages the coming call compiles (None
+        when there are none or ``verbose`` is off)."""
+        cold = sum(1 for k, source in enumerate(self.sources) if source.jit and not self._compiled[k])
+        if not cold or not self.verbose:
+            return None
+        from tqdm.auto import tqdm
+
+        return tqdm(total=cold, desc="compiling pipeline stages", unit="stage", delay=0.5, leave=False,
+                    disable=None)
 
     def _argument(self, name: str, source: StageSource, idx: np.ndarray, n: int, epoch: int, slot: int,
                   values: dict[int, Any]) -> Any:

@@ -29,6 +29,24 @@ _open_loaders: weakref.WeakSet = weakref.WeakSet()
 class Loader:
     """Batches of a dataset, decoded and transformed by compiled pipelines.
 
+    Example::
+
+        from slipstream.ops import presets
+        loader = slipstream.Loader("train.slip", batch_size=256, pipelines=presets.imagenet_train(224))
+        for epoch in range(epochs):
+            for images, labels in loader:   # float16 (256, 3, 224, 224), int64 (256,)
+                ...
+
+    Iterating gives one epoch: a tuple per batch with one torch tensor per
+    output, in the order of the dataset's fields followed by the other
+    outputs (``as_dict=True``: a dict by output name).  Each ``iter()``
+    starts the next epoch; ``set_epoch`` chooses one.  A background thread
+    prepares ``batches_ahead`` batches; a batch's memory is reused
+    ``batches_ahead + 2`` batches later, so ``.clone()`` a batch to keep it.
+    ``state_dict()``/``load_state_dict()`` save and restore the position in
+    an epoch; ``explain()`` shows the generated code and memory plan;
+    ``close()`` (or leaving a ``with`` block) stops the thread.
+
     Args:
         path_or_reader: a dataset file (slipstream or FFCV ``.beton``), a
             :class:`slipstream.Reader`, or a source :func:`slipstream.write`
@@ -57,6 +75,8 @@ class Loader:
         rank, world_size: default from ``torch.distributed``.
         device: where batches go (e.g. ``"cuda"``), copied on a side stream.
         as_dict: yield dicts by output name instead of tuples.
+        verbose: a progress bar while the first batch compiles the pipeline
+            (only on a terminal, and only when it takes over half a second).
         pool_pages: pages of the ``os_cache=False`` pool (default: 256 MiB worth).
         window_pages: pages shuffled together by ``"quasi_random"``.
     """
@@ -65,7 +85,7 @@ class Loader:
                  order: str = "random", seed: int = 0, indices: Sequence[int] | None = None, drop_last: bool = False,
                  batches_ahead: int = 3, num_threads: int | None = None, os_cache: bool = True,
                  distributed: bool | None = None, rank: int | None = None, world_size: int | None = None,
-                 device: Any = None, *, as_dict: bool = False, pool_pages: int | None = None,
+                 device: Any = None, *, as_dict: bool = False, verbose: bool = True, pool_pages: int | None = None,
                  window_pages: int = orders.DEFAULT_WINDOW_PAGES) -> None:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ArgumentError(f"batch_size must be a positive integer, got {batch_size!r}")
@@ -88,7 +108,8 @@ class Loader:
         self.source = DecodeSource(self.reader, self.memory.storage)
         resolved = self._pipelines(pipelines or {})
         self.output_names = [name for name in resolved if not name.startswith("_")]
-        self.compiled = Pipeline(resolved).compile(batch_size, seed=self.seed, slots=batches_ahead + 2)
+        self.compiled = Pipeline(resolved).compile(batch_size, seed=self.seed, slots=batches_ahead + 2,
+                                                   verbose=verbose)
         self._pages = _first_pages(self.reader) if order == "quasi_random" else None
         self._epoch, self._resume_at = 0, 0
         self._iterator: weakref.ref | None = None  # weak: a dropped iterator stops its thread
