@@ -36,7 +36,7 @@ def stream(path: str | os.PathLike, pipeline: str = "train", *, field: str | Non
     ``bytes``) for one untimed warm-up epoch (compilation, page cache), then
     ``epochs`` timed ones; print and return the images/s of each.  The
     progress bar shows only on a terminal and with ``verbose``."""
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     with Reader(path) as reader:
         loader = Loader(reader, batch_size, _pipelines(reader, pipeline, field), num_threads=threads, as_dict=True)

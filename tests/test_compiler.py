@@ -432,3 +432,21 @@ def test_one_operation_object_in_two_pipelines_shares_nothing():
     out = compiled(np.arange(8))
     assert not np.array_equal(out["a"], out["b"])  # each place draws with its own random keys
     assert len(compiled.buffers) == 2  # and writes to its own memory
+
+
+def test_jit_and_torch_nodes_of_different_pipelines_never_share_a_stage():
+    """Pipeline "a": jit, torch, jit.  Pipeline "b": a jit batch operation,
+    then a per-sample jit operation, which starts the second stage of its
+    own pipeline while "a" is in its torch stage: the two must not be
+    compiled into one function."""
+    data = images()
+    a = [ArraySource(data), CenterCrop(8), torch.nn.Identity(), FlipX()]
+    b = [ArraySource(data), DrawUniform(), BatchMeanCenter(), DrawUniform()]
+    compiled = Pipeline({"a": a, "b": b}).compile(4)
+    for stage in compiled.graph.stages:
+        assert len({node.jit for node in compiled.graph.nodes_in(stage)}) == 1, stage
+    assert [n.stage for n in compiled.graph.pipelines["a"]] == [0, 0, 1, 2]
+    assert [n.stage for n in compiled.graph.pipelines["b"]] == [0, 0, 0, 2]
+    out = compiled(np.arange(4))
+    np.testing.assert_array_equal(out["a"], Pipeline(a).compile(4)(np.arange(4)))
+    assert out["b"].shape == (4,) and ((0 <= out["b"]) & (out["b"] < 1)).all()

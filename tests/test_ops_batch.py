@@ -20,10 +20,20 @@ def generator(seed: int = 0) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-@pytest.mark.parametrize("make", [
+EVERY_OP = [
     lambda g: BatchColorJitter(0.4, 0.4, 0.4, 0.1, generator=g), lambda g: BatchRandomGrayscale(0.5, generator=g),
     lambda g: BatchRandomSolarize(0.5, 0.5, generator=g), lambda g: BatchGaussianBlur(5, generator=g),
-    lambda g: BatchRandomErasing(1.0, generator=g)])
+    lambda g: BatchRandomErasing(1.0, generator=g)]
+
+
+@pytest.mark.parametrize("make", EVERY_OP)
+def test_a_batch_keeps_its_dtype(make):
+    for dtype in (torch.float16, torch.float32, torch.uint8):
+        batch = (BATCH * 255).round().to(dtype) if dtype == torch.uint8 else BATCH.to(dtype)
+        assert make(generator()).forward(batch).dtype == dtype
+
+
+@pytest.mark.parametrize("make", EVERY_OP)
 def test_parameters_replay_on_a_second_view_and_forward_is_sample_then_apply(make):
     augmentation = make(generator(1))
     params = augmentation.sample(BATCH)

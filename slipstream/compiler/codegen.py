@@ -21,6 +21,7 @@ import inspect
 import os
 import re
 import sys
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -277,15 +278,25 @@ def _code_digest(cls: type) -> str:
     operation (a library upgrade, a changed user module) must change the
     stage's fingerprint: slipstream's own classes are covered by the
     package's digest, others by the files defining them and their bases."""
-    files = []
+    parts = []
     for c in cls.__mro__:
         if c is object or c.__module__.split(".")[0] == "slipstream":
             continue
         try:
-            files.append(inspect.getsourcefile(c))
-        except TypeError:  # defined where there is no file
-            files.append(None)
-    return "".join(_file_digest(f) for f in files)
+            parts.append(_file_digest(inspect.getsourcefile(c)))
+        except (TypeError, OSError):  # defined where there is no file: a notebook, exec()
+            parts.append(hashlib.sha256(b"".join(_code_bytes(getattr(v, "__code__", None))
+                                                 for _, v in sorted(vars(c).items()))).hexdigest())
+    return "".join(parts)
+
+
+def _code_bytes(code: Any) -> bytes:
+    """What a function's code does (bytecode, names, constants, nested
+    functions), without its file name and line numbers."""
+    if not isinstance(code, types.CodeType):
+        return b""
+    nested = b"".join(_code_bytes(c) if isinstance(c, types.CodeType) else repr(c).encode() for c in code.co_consts)
+    return code.co_code + repr(code.co_names).encode() + nested
 
 
 def fingerprint(graph: Graph, stage: StageSource) -> str:

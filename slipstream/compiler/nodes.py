@@ -113,11 +113,16 @@ class Node:
     def stage_number(self) -> int:
         """This node's stage, from those of the nodes it reads (already
         numbered): a new stage starts where the code changes between jit and
-        torch, and where a per-sample operation follows a batch operation."""
+        torch, and where a per-sample operation follows a batch operation.
+
+        Jit stages have even numbers and torch stages odd ones, so that
+        nodes of different pipelines that share a number (and are compiled
+        into one function) are always of the same kind."""
         stage = 0
         for source in self.dependencies():
-            changes = source.jit != self.jit or (source.batch and not self.batch)
-            stage = max(stage, source.stage + (1 if changes else 0))
+            stage = max(stage, source.stage + (1 if source.batch and not self.batch else 0))
+        if (stage % 2 == 0) != self.jit:
+            stage += 1
         return stage
 
     def declare(self) -> tuple[State, tuple[Allocation, ...]]:

@@ -182,7 +182,7 @@ class CompiledPipeline:
         cold = sum(1 for k, source in enumerate(self.sources) if source.jit and not self._compiled[k])
         if not cold or not self.verbose:
             return None
-        from tqdm.auto import tqdm
+        from tqdm import tqdm
 
         return tqdm(total=cold, desc="compiling pipeline stages", unit="stage", delay=0.5, leave=False,
                     disable=None)

@@ -84,7 +84,7 @@ def write_dataset(
         FieldValueError: a sample cannot be encoded (``on_error="raise"``).
         ArgumentError: bad arguments.
     """
-    from tqdm.auto import tqdm  # imported here: it is slow to import and only writing needs it
+    from tqdm import tqdm  # imported here: it is slow to import and only writing needs it
 
     path = Path(path)
     fields = dict(fields)

@@ -41,7 +41,10 @@ def _back(x: torch.Tensor, was_uint8: bool) -> torch.Tensor:
 
 
 def _uniform(n: int, low: float, high: float, like: torch.Tensor, generator: Any) -> torch.Tensor:
-    return low + (high - low) * torch.rand(n, device=like.device, generator=generator)
+    # Drawn in float32 (the same numbers whatever the batch's dtype); in a float batch's own dtype, so
+    # that applying them keeps it (a float16 batch stays float16).
+    values = low + (high - low) * torch.rand(n, device=like.device, generator=generator)
+    return values.to(like.dtype) if like.is_floating_point() else values
 
 
 def _gray(x: torch.Tensor) -> torch.Tensor:

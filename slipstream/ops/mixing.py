@@ -179,6 +179,9 @@ class MixLabels(Node):
         self.mix, self.source_pipeline = mix, pipeline
         self.target: Node | None = None
 
+    def __repr__(self) -> str:
+        return f"MixLabels({self.mix!r}, num_classes={self.op.num_classes}, pipeline={self.source_pipeline!r})"
+
     def resolve(self, pipelines: dict[str, list[Node]]) -> None:
         self.target = find_node(pipelines, self.pipeline, self.source_pipeline, self.mix)
 

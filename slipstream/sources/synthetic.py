@@ -54,7 +54,7 @@ def synthetic_folder(folder: str | Path, count: int = 240, height: int = 375, wi
     the classes of ``CLASSES`` in turn, ready for :class:`ImageFolder` and
     :func:`slipstream.write`.  The same ``seed`` gives the same files.
     Returns ``folder``."""
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     from slipstream import native
 
