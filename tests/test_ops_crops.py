@@ -311,3 +311,13 @@ def test_presets_give_what_models_take(photos):
     views = next(iter(ss.Loader(jpeg, 4, ss.ops.presets.simclr(32), order="sequential", as_dict=True)))
     assert train[0].shape == val[0].shape == (4, 3, 32, 32) and train[0].dtype == torch.float16
     assert set(views) == {"image", "view_2"} and not torch.equal(views["image"], views["view_2"])
+
+
+def test_resize_then_crop_keeps_the_flips_of_both(tmp_path):
+    """Resize(s, flip_p) + CenterCrop(c, flip_p): one fused decode whose flip
+    probability is that of exactly one of the two independent flips."""
+    from slipstream.ops.crops import CenterCrop, Resize
+
+    for p, q, expected in ((1.0, 0.0, 1.0), (0.0, 1.0, 1.0), (1.0, 1.0, 0.0), (0.5, 0.5, 0.5)):
+        folded = Resize(40, flip_p=p).fold(CenterCrop(32, flip_p=q))
+        assert folded.flip_p == pytest.approx(expected)

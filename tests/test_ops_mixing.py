@@ -81,3 +81,12 @@ def test_mixing_then_normalizing_and_bad_labels(dataset, tmp_path):
     small = ss.Loader(path, 16, {"image": [mix], "label": [MixLabels(mix, 5)]}, order="sequential")
     with pytest.raises(ss.PipelineError, match="MixLabels: a label is outside"):
         next(iter(small))
+
+
+def test_cutmix_refuses_channel_first_samples():
+    from slipstream.compiler import ArraySource, Pipeline
+    from slipstream.errors import PipelineError
+
+    chw = np.zeros((8, 3, 16, 16), np.float32)
+    with pytest.raises(PipelineError, match="before Normalize/ToTensor"):
+        Pipeline([ArraySource(chw), CutMix(1.0)]).compile(4)

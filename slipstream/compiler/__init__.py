@@ -8,6 +8,7 @@ Usable on its own, on in-memory arrays::
     print(compiled.explain())   # generated stage source and memory plan
 """
 
+from slipstream.compiler.drawing import draw_graph
 from slipstream.compiler.graph import Buffer, Graph
 from slipstream.compiler.nodes import DecoderNode, EmitContext, Node, RandomApply, RefNode, TransformNode
 from slipstream.compiler.operation import Decoder, Operation, TorchOperation
@@ -31,4 +32,5 @@ __all__ = [
     "State",
     "TorchOperation",
     "TransformNode",
+    "draw_graph",
 ]

@@ -307,12 +307,12 @@ class Resize:
     def fold(self, following: Any) -> Any:
         if not isinstance(self.size, (int, np.integer)):
             return _fold_flip(self, following)
-        if isinstance(following, CenterCrop):
+        if isinstance(following, (CenterCrop, RandomCrop)):
             out_h, out_w = _size(following.size)
-            return _ResizedCrop(self, out_h, out_w, random=False)
-        if isinstance(following, RandomCrop):
-            out_h, out_w = _size(following.size)
-            return _ResizedCrop(self, out_h, out_w, random=True)
+            # Two independent flips (the resize's, the crop's) leave the image flipped when exactly one fires.
+            p, q = self.flip_p, float(getattr(following, "flip_p", 0.0))
+            return _ResizedCrop(self, out_h, out_w, random=isinstance(following, RandomCrop),
+                                flip_p=p * (1 - q) + q * (1 - p))
         return None
 
 

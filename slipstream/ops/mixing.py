@@ -112,8 +112,9 @@ class CutMix(_Mix):
 
     def _check(self, state: State) -> None:
         _check_mixable(self, state)
-        if len(state.shape) != 3:
-            raise ValueError(f"CutMix cuts boxes out of (height, width, channels) samples, got {state.shape}")
+        if len(state.shape) != 3 or state.shape[2] not in (1, 3, 4):
+            raise ValueError(f"CutMix cuts boxes out of (height, width, channels) samples, got {state.shape}: "
+                             "place it before Normalize/ToTensor, which make channel-first samples")
 
     def generate_code(self):
         alpha = float(self.alpha)
