@@ -50,12 +50,12 @@ def run(reader: Reader, epochs: int = 3, batch_size: int = 64) -> tuple[list[flo
     epochs; returns images/s per epoch and the first batch of the last
     epoch (images, labels)."""
     loader = Loader(reader, batch_size, presets.imagenet_train(224), order="random", seed=0)
-    rates, first = [], None
+    rates = []
     for epoch in range(epochs):
         start = time.perf_counter()
         count = 0
         for images, labels in loader:
-            if first is None or count == 0:
+            if count == 0:  # the first batch of each epoch; the last epoch's is kept
                 first = (images.clone(), labels.clone())
             count += len(labels)
         rates.append(count / (time.perf_counter() - start))
