@@ -20,14 +20,19 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 JPEG_CFLAGS = $$(pkg-config --cflags --libs libjpeg)
 SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 ASAN_DIR := build/asan
+FUZZ_SECONDS ?= 600
+FUZZ_DIR := build/fuzz
+CLANG ?= $(shell command -v clang || command -v clang-14 || echo clang)
+FUZZ_FLAGS = -std=c11 -g -O1 -fno-sanitize-recover=undefined -fno-omit-frame-pointer -Inative/include
 
-.PHONY: help demo test bindings asan bench bench-peers system-deps clean
+.PHONY: help demo test bindings asan fuzz bench bench-peers system-deps clean
 
 help:
 	@echo "make demo     set up, then stream JPEGs through the fused kernel (DATA=folder to use your own)"
 	@echo "make test     set up, then run the tests"
 	@echo "make bindings regenerate slipstream/_native.py from native/include/slipstream.h"
 	@echo "make asan     run the native tests under AddressSanitizer and UndefinedBehaviorSanitizer"
+	@echo "make fuzz     run the libFuzzer harnesses, FUZZ_SECONDS each (default 600), sanitized"
 	@echo "make bench    all benchmarks, then BENCHMARKS.md against FFCV, the DataLoader and DALI (IMAGES=folder)"
 	@echo "make bench-peers  the peers' virtual environments under benchmarks/.venvs"
 	@echo "make clean    remove .venv and build/"
@@ -62,8 +67,9 @@ $(STAMP): $(SOURCES) | $(BIN)/python system-deps
 demo: $(STAMP)
 	$(BIN)/slipstream demo $(if $(DATA),--data "$(DATA)")
 
+# PYTHONFAULTHANDLER: a crash or a hang (pytest's timeouts) prints every thread's stack.
 test: $(STAMP)
-	$(BIN)/pytest $(PYTEST_ARGS)
+	PYTHONFAULTHANDLER=1 $(BIN)/pytest $(PYTEST_ARGS)
 
 bindings: | $(BIN)/python
 	$(BIN)/python codegen/generate_bindings.py
@@ -88,6 +94,31 @@ bench: $(STAMP) bench-peers
 	$(BIN)/python benchmarks/loader_io.py $(IMAGES)
 	$(BIN)/python benchmarks/pipelines.py $(IMAGES)
 	$(BIN)/python benchmarks/compare.py $(IMAGES)
+
+# libFuzzer harnesses (native/fuzz) under AddressSanitizer and UndefinedBehaviorSanitizer:
+# two C harnesses for the JPEG kernels, and the file-format parsers through
+# atheris (libFuzzer for Python) with the sanitized library preloaded.  Each
+# runs FUZZ_SECONDS from the committed seeds plus what earlier runs found
+# (build/fuzz/corpus); a crash stops make and leaves its input in build/fuzz.
+fuzz: $(STAMP)
+	@command -v $(CLANG) >/dev/null 2>&1 || { echo "installing clang"; $(SUDO) apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends clang; }
+	@$(BIN)/python -c 'import atheris' 2>/dev/null || $(BIN)/python -m pip install -q atheris
+	@mkdir -p $(FUZZ_DIR)/corpus/jpeg_info $(FUZZ_DIR)/corpus/decode_crop_resize $(FUZZ_DIR)/corpus/format
+	$(CLANG) $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined native/src/*.c native/fuzz/fuzz_jpeg_info.c \
+	  $(JPEG_CFLAGS) -lpthread -lm -o $(FUZZ_DIR)/fuzz_jpeg_info
+	$(CLANG) $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined native/src/*.c native/fuzz/fuzz_decode_crop_resize.c \
+	  $(JPEG_CFLAGS) -lpthread -lm -o $(FUZZ_DIR)/fuzz_decode_crop_resize
+	$(CLANG) $(FUZZ_FLAGS) -fPIC -shared -fsanitize=fuzzer-no-link,address,undefined native/src/*.c \
+	  $(JPEG_CFLAGS) -lpthread -lm -o $(FUZZ_DIR)/libslipstream.so
+	cd $(FUZZ_DIR) && ./fuzz_jpeg_info -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	  corpus/jpeg_info $(CURDIR)/native/fuzz/corpus/jpeg_info
+	cd $(FUZZ_DIR) && ./fuzz_decode_crop_resize -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	  corpus/decode_crop_resize $(CURDIR)/native/fuzz/corpus/decode_crop_resize
+	cd $(FUZZ_DIR) && SLIPSTREAM_LIBRARY=$(CURDIR)/$(FUZZ_DIR)/libslipstream.so ASAN_OPTIONS=detect_leaks=0 \
+	  LD_PRELOAD="$$($(CURDIR)/$(BIN)/python -c 'import atheris; print(atheris.path())')/asan_with_fuzzer.so" \
+	  $(CURDIR)/$(BIN)/python $(CURDIR)/native/fuzz/fuzz_format.py -max_total_time=$(FUZZ_SECONDS) \
+	  -print_final_stats=1 -max_len=65536 corpus/format $(CURDIR)/native/fuzz/corpus/format
 
 # The peers' own virtual environments under benchmarks/.venvs (FFCV, DataLoader + Pillow, DALI when it installs).
 bench-peers:

@@ -44,6 +44,7 @@ from slipstream.errors import (  # noqa: E402
     NativeMemoryError,
     PipelineError,
     SampleIndexError,
+    SampleWarning,
     SlipstreamError,
 )
 
@@ -70,6 +71,7 @@ __all__ = [
     "RGBImageField",
     "Reader",
     "SampleIndexError",
+    "SampleWarning",
     "SlipstreamError",
     "cached",
     "convert",

@@ -71,6 +71,12 @@ class SampleIndexError(SlipstreamError, IndexError):
     """A sample index outside the dataset."""
 
 
+class SampleWarning(UserWarning):
+    """Samples that could not be decoded were left out of their batches or
+    replaced by zeros (``Loader(on_error="skip" | "replace")``); the message
+    counts them and names the first ones."""
+
+
 class FieldValueError(SlipstreamError, ValueError):
     """A value given to a field while writing has the wrong type, dtype or
     shape, or a source image cannot be read; the message names the sample
@@ -91,4 +97,5 @@ __all__ = [
     "DatasetNotFoundError",
     "SampleIndexError",
     "FieldValueError",
+    "SampleWarning",
 ]

@@ -481,7 +481,7 @@ def jpeg_encode(
         quality: 1 .. 100.
         subsampling: :class:`Subsampling` (444, 422, 420, 440) for RGB; ignored
             for grayscale.
-        flags: :class:`EncodeFlags` (``PROGRESSIVE``, ``OPTIMIZE``).
+        flags: :class:`EncodeFlags` (``PROGRESSIVE``, ``OPTIMIZE``, ``ARITHMETIC``).
         out: optional writable buffer; :func:`jpeg_encode_bound` bytes always suffice.
 
     Returns:

@@ -16,3 +16,22 @@ def corpus() -> list[jpeg_corpus.Sample]:
 def photo() -> jpeg_corpus.Sample:
     """A photo-sized 4:2:0 JPEG."""
     return jpeg_corpus.make_sample(375, 500, "RGB", 2, seed=7)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_loader_thread_outlives_the_tests():
+    """After the whole suite, every loader's epoch thread has stopped (they
+    stop when an epoch ends, is left, fails or its loader is collected)."""
+    yield
+    import gc
+    import threading
+    import time
+
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while True:
+        left = [t.name for t in threading.enumerate() if t.name.startswith("slipstream-loader")]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert not left, f"loader threads still running after the tests: {left}"

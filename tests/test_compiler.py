@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -351,6 +352,41 @@ def test_same_result_in_two_processes(tmp_path):
     assert runs[0] == runs[1] and len(runs[0]) == 37 * 16 * 18 * 3 * 2
     here = Pipeline([ArraySource(images()), RandomApply(FlipX(), 0.5), RandomBrightness(40)]).compile(37, seed=11)
     assert here(np.arange(37)).tobytes().hex() == runs[0]
+
+
+def test_stages_cached_by_different_processes_keep_their_own_code(tmp_path):
+    """Two processes each compile a crop pipeline (same closures, other
+    constants) into one cache; a third loads both and must run each one's
+    own code (Numba's per-process symbol numbers once made them collide)."""
+    import slipstream as ss
+
+    images = [np.full((30 + 2 * i, 40 - i, 3), 10 * i, np.uint8) for i in range(12)]
+    data = tmp_path / "crops.slip"
+    ss.write(data, [(img, i) for i, img in enumerate(images)], {"image": ss.RGBImageField(), "label": ss.IntField()},
+             workers=0, verbose=False)
+    script = tmp_path / "run.py"
+    script.write_text(textwrap.dedent("""
+        import hashlib, json, sys
+        import slipstream as ss
+        from slipstream.ops import RandomHorizontalFlip, RandomResizedCrop
+        pipelines = {"a": {"image": [RandomResizedCrop(32), RandomHorizontalFlip()]},
+                     "b": {"image": [RandomResizedCrop(24)]}}
+        out = {}
+        for name in sys.argv[2:]:
+            with ss.Loader(sys.argv[1], 4, pipelines[name], seed=1, order="sequential", verbose=False) as loader:
+                out[name] = [hashlib.sha256(images.numpy().tobytes()).hexdigest() for images, _ in loader]
+        print(json.dumps(out))
+    """))
+    env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(tmp_path / "cache")}
+
+    def run(*names):
+        done = subprocess.run([sys.executable, str(script), str(data), *names], capture_output=True, text=True,
+                              cwd=tmp_path, env=env, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return json.loads(done.stdout)
+
+    alone = {**run("a"), **run("b")}
+    assert run("a", "b") == alone == run("b", "a")
 
 
 def test_random_keys_are_counter_based():

@@ -46,7 +46,7 @@ extern "C" {
 #endif
 
 /** Version of this ABI; bumped whenever a declaration in this file changes. */
-#define SLIP_ABI_VERSION 1
+#define SLIP_ABI_VERSION 2
 
 /** Largest image side, in pixels, that any function accepts (libjpeg's own limit). */
 #define SLIP_MAX_DIMENSION 65500
@@ -104,7 +104,9 @@ typedef enum slip_decode_flags {
 typedef enum slip_encode_flags {
   SLIP_ENCODE_DEFAULT = 0,      /**< baseline JPEG with the standard Huffman tables */
   SLIP_ENCODE_PROGRESSIVE = 1,  /**< progressive JPEG (libjpeg's simple progression) */
-  SLIP_ENCODE_OPTIMIZE = 2      /**< compute optimal Huffman tables: smaller files, slower encoding */
+  SLIP_ENCODE_OPTIMIZE = 2,     /**< compute optimal Huffman tables: smaller files, slower encoding */
+  SLIP_ENCODE_ARITHMETIC = 4    /**< arithmetic entropy coding (ITU T.81 annex D) instead of Huffman:
+                                     about 5-10% smaller, slower to decode, not read by every decoder */
 } slip_encode_flags;
 
 /** Resampling filters. */
@@ -386,7 +388,8 @@ SLIP_API size_t slip_jpeg_encode_bound(int32_t height, int32_t width, int32_t ch
  *                      SLIP_SUBSAMPLING_GRAY (or any of those) for channels == 1.
  * @param flags         slip_encode_flags.
  * @param out           receives the JPEG bytes.
- * @param out_capacity  bytes available at out (may be 0); slip_jpeg_encode_bound() always suffices.
+ * @param out_capacity  bytes available at out (may be 0); slip_jpeg_encode_bound() suffices
+ *                      for Huffman coding (and for arithmetic coding of real images).
  * @param out_size      receives the size of the JPEG in bytes, also when it does not fit.
  * @return SLIP_OK; SLIP_EINVAL for bad arguments; SLIP_EBUFFER when the
  *         JPEG is larger than out_capacity (out then holds its first

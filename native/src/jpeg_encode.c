@@ -85,6 +85,7 @@ static int32_t compress(encoder *e, const encode_job *job) {
   cinfo->dct_method = JDCT_ISLOW;
   cinfo->optimize_coding = (job->flags & SLIP_ENCODE_OPTIMIZE) ? TRUE : FALSE;
   if (job->flags & SLIP_ENCODE_PROGRESSIVE) jpeg_simple_progression(cinfo);
+  if (job->flags & SLIP_ENCODE_ARITHMETIC) cinfo->arith_code = TRUE;
   jpeg_start_compress(cinfo, TRUE);
   while (cinfo->next_scanline < cinfo->image_height) {
     /* libjpeg takes non-const rows but only reads them. */
@@ -99,7 +100,9 @@ static int32_t compress(encoder *e, const encode_job *job) {
 SLIP_API size_t slip_jpeg_encode_bound(int32_t height, int32_t width, int32_t channels) {
   /* Worst case of baseline and progressive Huffman coding: at most 2 bytes per
    * sample after padding to whole 16 x 16 MCUs (the same bound TurboJPEG
-   * documents, 6 bytes per pixel for 4:4:4), plus room for the headers. */
+   * documents, 6 bytes per pixel for 4:4:4), plus room for the headers.
+   * Arithmetic-coded output of real images is far smaller; should one ever
+   * exceed the bound, the encode fails with SLIP_EBUFFER and never overruns. */
   size_t h = (size_t)(height > 0 ? height : 0), w = (size_t)(width > 0 ? width : 0);
   size_t padded = ((h + 15) / 16 * 16) * ((w + 15) / 16 * 16);
   return padded * (channels == 1 ? 2u : 6u) + 4096u;
@@ -116,7 +119,7 @@ SLIP_API int32_t slip_jpeg_encode(const uint8_t *src, int32_t height, int32_t wi
   if (src_stride < (int64_t)width * channels)
     return slip__fail(SLIP_EINVAL, "src_stride %lld is smaller than a row", (long long)src_stride);
   if (quality < 1 || quality > 100) return slip__fail(SLIP_EINVAL, "quality %d is outside 1 .. 100", quality);
-  if (flags & ~(SLIP_ENCODE_PROGRESSIVE | SLIP_ENCODE_OPTIMIZE))
+  if (flags & ~(SLIP_ENCODE_PROGRESSIVE | SLIP_ENCODE_OPTIMIZE | SLIP_ENCODE_ARITHMETIC))
     return slip__fail(SLIP_EINVAL, "unknown encode flags 0x%x", (unsigned)flags);
   encode_job job = {src, height, width, channels, src_stride, quality, 1, 1, flags};
   switch (subsampling) {

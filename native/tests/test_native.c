@@ -1219,7 +1219,9 @@ static void test_invalid_arguments(const jpeg_case *jc) {
   expect_status(slip_jpeg_encode(src, 8, 8, 3, 24, 0, 0, 0, enc, cap, &written), SLIP_EINVAL, "encode(quality 0)");
   expect_status(slip_jpeg_encode(src, 8, 8, 3, 24, 101, 0, 0, enc, cap, &written), SLIP_EINVAL,
                 "encode(quality 101)");
-  expect_status(slip_jpeg_encode(src, 8, 8, 3, 24, 90, 0, 4, enc, cap, &written), SLIP_EINVAL, "encode(flags 4)");
+  expect_status(slip_jpeg_encode(src, 8, 8, 3, 24, 90, 0, 8, enc, cap, &written), SLIP_EINVAL, "encode(flags 8)");
+  expect_status(slip_jpeg_encode(src, 8, 8, 3, 24, 90, 0, SLIP_ENCODE_ARITHMETIC | SLIP_ENCODE_PROGRESSIVE, enc, cap,
+                                 &written), SLIP_OK, "encode(arithmetic, progressive)");
   static const int32_t bad_sub[] = {SLIP_SUBSAMPLING_411, SLIP_SUBSAMPLING_441, SLIP_SUBSAMPLING_GRAY,
                                     SLIP_SUBSAMPLING_OTHER, -1, 99};
   for (int k = 0; k < 6; k++)

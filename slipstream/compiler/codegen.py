@@ -36,6 +36,33 @@ from slipstream.compiler.nodes import EmitContext, Node, RefNode
 from slipstream.errors import CompileError
 
 
+def _distinct_symbol_names() -> None:
+    """Make the symbol names of this process's compiled functions differ from
+    those compiled by any other process.
+
+    Numba names a compiled function after its qualified name and a number
+    from a per-process counter that starts at 1, and links the functions a
+    cached stage calls as ``linkonce_odr``, which tells the linker that two
+    definitions of one name are the same code.  Operations hand back
+    closures (a crop decoder's ``decode``, closing over its size and flip
+    probability), so two processes compiling different pipelines in the
+    same order give different closures the same name; a third process
+    loading both stages from the cache then keeps one definition, and one
+    stage silently runs the other's crop.  Starting the counter at a random
+    offset below 2**48 makes the names of different processes disjoint (two
+    processes collide only if their ranges of a few thousand numbers
+    overlap)."""
+    import itertools
+    import secrets
+
+    identity = numba.core.bytecode.FunctionIdentity
+    if isinstance(getattr(identity, "_unique_ids", None), itertools.count):
+        identity._unique_ids = itertools.count(secrets.randbits(48) + 1)
+
+
+_distinct_symbol_names()
+
+
 @numba.njit(cache=True, nogil=True)
 def copy_sample(dst, src):
     """Copy a C-contiguous sample into another of the same size; returns dst."""

@@ -24,6 +24,7 @@ class Buffer:
 
     @property
     def name(self) -> str:
+        """The buffer's variable name in generated code: ``b<node id>_<allocation index>``."""
         return f"b{self.node.id}_{self.index}"
 
 
@@ -107,9 +108,11 @@ class Graph:
                                 f"{node.parent.describe()} leaves its output on {node.parent.state.device}")
 
     def nodes_in(self, stage: int) -> list[Node]:
+        """The nodes that run in ``stage``, in graph order."""
         return [node for node in self.nodes if node.stage == stage]
 
     def is_jit_stage(self, stage: int) -> bool:
+        """Whether every node of ``stage`` compiles with Numba (else it is a torch stage)."""
         return all(node.jit for node in self.nodes_in(stage))
 
     def buffers(self) -> list[Buffer]:
@@ -117,6 +120,7 @@ class Graph:
         return [Buffer(node, k, a) for node in self.nodes for k, a in enumerate(node.allocations)]
 
     def decoders(self) -> list[DecoderNode]:
+        """The decoder nodes, one per decoded field and pipeline, in graph order."""
         return [node for node in self.nodes if isinstance(node, DecoderNode)]
 
 

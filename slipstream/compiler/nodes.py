@@ -96,10 +96,14 @@ class Node:
 
     @property
     def jit(self) -> bool:
+        """Whether this node's code compiles with Numba (its operation's ``jit``;
+        a node without an operation is jit)."""
         return self.op.jit if self.op is not None else True
 
     @property
     def batch(self) -> bool:
+        """Whether this node works on the whole batch after the sample loop
+        (its operation's ``batch``)."""
         return self.op.batch if self.op is not None else False
 
     def dependencies(self) -> Sequence[Node]:
@@ -150,6 +154,7 @@ class Node:
         return []
 
     def describe(self) -> str:
+        """One line naming this node in ``explain()``, graph drawings and errors."""
         return repr(self.op) if self.op is not None else type(self).__name__
 
 
@@ -213,10 +218,12 @@ class RefNode(Node):
 
     @property
     def jit(self) -> bool:
+        """The referenced node's ``jit``: a reference runs where its target runs."""
         return self.target.jit if self.target is not None else True
 
     @property
     def batch(self) -> bool:
+        """The referenced node's ``batch``."""
         return self.target.batch if self.target is not None else False
 
     def dependencies(self) -> Sequence[Node]:
@@ -245,6 +252,7 @@ class RefNode(Node):
         return [A.assign(ctx.target(self), ctx.batch_value(self.target))]
 
     def describe(self) -> str:
+        """``Ref(pipeline: operation)``: which pipeline's output this reference reads."""
         what = "its output" if self.source_op is None else repr(self.source_op)
         return f"Ref({self.source_pipeline!r}: {what})"
 
@@ -303,4 +311,5 @@ class RandomApply(TransformNode):
         return [A.if_else(A.less(coin, A.const(self.p)), applied, [A.assign(ctx.target(self), skipped)])]
 
     def describe(self) -> str:
+        """``RandomApply(op, p=...)``."""
         return f"RandomApply({self.op!r}, p={self.p})"

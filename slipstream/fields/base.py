@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from slipstream.format import registry
+from slipstream.errors import ArgumentError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,12 +79,23 @@ class Field:
         bytes (``None`` for fields without data)."""
         raise NotImplementedError
 
+    def check_records(self, records: np.ndarray) -> tuple[int, str] | None:
+        """The first sample whose record (read from a file) this field's
+        decoders cannot trust, as ``(sample, what is wrong)``, or None.
+
+        The reader calls it when it opens a file, after checking that every
+        stored value lies inside the data pages; the compiled decoders rely
+        on it (they do not bounds-check), so a field whose decoders read a
+        size implied by the record (an image's pixels, an array's bytes)
+        checks here that the stored size matches."""
+        return None
+
     def default_pipeline(self, name: str, source: Any) -> list[Any]:
         """The operations a loader uses for this field when the user gives
         none: a decoder reading field ``name`` from ``source`` (a
         :class:`slipstream.fields.decoders.DecodeSource`), and what it needs
         after it."""
-        raise NotImplementedError(f"{type(self).__name__} has no default decoder: give field {name!r} a pipeline "
+        raise ArgumentError(f"{type(self).__name__} has no default decoder: give field {name!r} a pipeline "
                                   f"or drop it with pipelines={{{name!r}: None}}")
 
     @property

@@ -98,6 +98,15 @@ class NDArrayField(Field, type_id=4):
             array = array.astype(self.dtype)
         return Encoded({}, np.ascontiguousarray(array).tobytes())
 
+    def check_records(self, records: np.ndarray) -> tuple[int, str] | None:
+        """Every value must hold exactly one array's bytes."""
+        nbytes = int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+        bad = np.flatnonzero(records["size"] != nbytes)
+        if bad.size:
+            i = int(bad[0])
+            return i, f"holds {int(records['size'][i])} bytes, a {self.dtype} array of shape {self.shape} needs {nbytes}"
+        return None
+
     def read(self, record: np.void, data: memoryview | None) -> np.ndarray:
         return np.frombuffer(data, self.dtype).reshape(self.shape).copy()
 

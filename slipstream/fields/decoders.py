@@ -9,8 +9,10 @@ the decoders never know which one is in use.
 
 A failing sample cannot raise inside a parallel loop (Numba then runs the
 loop serially), so decoders that can fail write the native status of a
-failed sample into ``errors[index]``; the loader checks the batch's entries
-after the batch and raises, naming the sample.
+failed sample into ``errors[index]`` and fill its output with zeros (a black
+image), so that nothing half-decoded flows into the rest of the pipeline.
+After the batch the loader applies its ``on_error`` policy: raise naming the
+sample, leave the sample out of its batch, or keep the zero-filled sample.
 """
 
 from __future__ import annotations
@@ -156,6 +158,7 @@ class ImageDecoder(ImageFieldDecoder):
                 decodes[index] += 1
                 if status != 0:
                     errors[index] = status
+                    out[:] = 0
             return out
 
         return decode
@@ -211,7 +214,7 @@ class StoredBytesDecoder(Decoder):
     uint8 sample (the rest is left as it was): what reading alone costs, or
     compressed images for a decoder elsewhere (e.g. on the GPU).  Pair it
     with the field's ``size`` column for each value's length.  Values longer
-    than ``max_size`` are cut and flagged in ``errors``."""
+    than ``max_size`` are flagged in ``errors`` and come out as zeros."""
 
     source: DecodeSource = dataclasses.field(repr=False)
     field: str
@@ -232,7 +235,8 @@ class StoredBytesDecoder(Decoder):
             start, size = uint64(offsets[index]), uint64(sizes[index])
             if size > uint64(out.size):
                 errors[index] = too_long
-                size = uint64(out.size)
+                out[:] = 0
+                return out
             for j in range(size):
                 out[j] = storage[start + j]
             return out

@@ -103,6 +103,24 @@ class RGBImageField(Field, type_id=1):
 
     # ---------------------------------------------------------------- reading
 
+    def check_records(self, records: np.ndarray) -> tuple[int, str] | None:
+        """Sizes from 1 to 65500 pixels a side, a known mode, and raw images
+        holding exactly height x width x 3 bytes."""
+        height, width = records["height"].astype(np.int64), records["width"].astype(np.int64)
+        mode, size = records["mode"], records["size"].astype(np.uint64)
+        limit = native.MAX_DIMENSION
+        problems = [
+            ((height < 1) | (width < 1) | (height > limit) | (width > limit), "has a size outside 1 to 65500 pixels"),
+            ((mode != JPEG_MODE) & (mode != RAW_MODE), "has an unknown storage mode"),
+            ((mode == RAW_MODE) & (size != (height * width * 3).astype(np.uint64)), "is raw pixels of the wrong size"),
+        ]
+        for bad, what in problems:
+            at = np.flatnonzero(bad)
+            if at.size:
+                i = int(at[0])
+                return i, f"{what} ({int(height[i])}x{int(width[i])}, mode {int(mode[i])}, {int(size[i])} bytes)"
+        return None
+
     def read(self, record: np.void, data: memoryview | None) -> np.ndarray:
         """The (height, width, 3) uint8 RGB image."""
         height, width = int(record["height"]), int(record["width"])

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import zlib
 from collections.abc import Sequence
 from typing import Any
@@ -142,19 +143,24 @@ class FieldDescriptor:
 
     @property
     def record_dtype(self) -> np.dtype:
+        """The packed numpy dtype of this field's fixed-size record."""
         return record_dtype(self.record)
 
 
 def record_dtype(record: Sequence[Sequence[str]]) -> np.dtype:
     """A packed structured dtype from ``[[name, dtype string], ...]``; only
-    fixed-size, little-endian (or byte-order-free) types are allowed."""
+    fixed-size, little-endian (or byte-order-free) scalar types and padding
+    (``<u8``, ``|u1``, ``<f4``, ``|b1``, ``|V7``...) are allowed."""
     fields = []
     for name, code in record:
-        sub = np.dtype(str(code))
-        if sub.hasobject or sub.str[0] == ">":
-            raise ValueError(f"record entry {name!r} has type {code!r}: use a fixed-size little-endian type")
-        fields.append((str(name), sub))
+        if not isinstance(code, str) or not _RECORD_TYPE.fullmatch(code):
+            raise ValueError(f"record entry {name!r} has type {code!r}: use a fixed-size little-endian scalar type")
+        fields.append((str(name), np.dtype(code)))
     return np.dtype(fields)
+
+
+_RECORD_TYPE = re.compile(r"[<|](?:[iu][1248]|f[248]|b1)|\|V[1-9][0-9]{0,3}")
+"""The dtype strings a record entry may have."""
 
 
 def record_spec(dtype: np.dtype) -> tuple[tuple[str, str], ...]:
@@ -198,10 +204,13 @@ def decode_descriptors(data: bytes, count: int) -> list[FieldDescriptor]:
             chunks.append(bytes(data[pos:pos + size]).decode("utf-8"))
             pos += size
         name, arguments, record = chunks[0], json.loads(chunks[1]), json.loads(chunks[2])
-        if not isinstance(arguments, dict) or not isinstance(record, list):
+        if not isinstance(arguments, dict) or not isinstance(record, list) or not all(
+                isinstance(r, list) and len(r) == 2 and all(isinstance(s, str) for s in r) for r in record):
             raise ValueError(f"field descriptor {k} ({name!r}) has malformed arguments or record layout")
-        spec = tuple((str(r[0]), str(r[1])) for r in record)
-        record_dtype(spec)  # raises on an unknown dtype string
+        if not name or name in (d.name for d in descriptors):
+            raise ValueError(f"field descriptor {k} has an empty or repeated name {name!r}")
+        spec = tuple((r[0], r[1]) for r in record)
+        record_dtype(spec)  # raises on an unknown dtype string or repeated entry names
         descriptors.append(FieldDescriptor(int(prefix["type_id"]), name, arguments, spec))
     if pos != len(data):
         raise ValueError(f"the descriptor table has {len(data) - pos} bytes after its {count} descriptors")

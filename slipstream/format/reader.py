@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from slipstream.errors import ArgumentError, DatasetNotFoundError, FormatError, SampleIndexError
+from slipstream.errors import ArgumentError, DatasetNotFoundError, FormatError, SampleIndexError, SlipstreamError
 from slipstream.format import layout as L
 from slipstream.format import registry
 
@@ -27,7 +27,14 @@ class UnknownField:
         self.type_id = descriptor.type_id
 
     def read(self, record: np.void, data: memoryview | None) -> Any:
+        """The sample's stored bytes when it has any, else its raw record."""
         return bytes(data) if data is not None else record
+
+    def default_pipeline(self, name: str, source: Any) -> list[Any]:
+        """None: a loader cannot decode a field whose class is unknown."""
+        raise ArgumentError(f"{source.reader.path}: field {name!r} has type id {self.type_id}, which no imported "
+                            f"field class registers: import the package that defines it, or drop the field with "
+                            f"pipelines={{{name!r}: None}}")
 
     def __repr__(self) -> str:
         return f"UnknownField(type_id={self.type_id}, arguments={self.descriptor.arguments})"
@@ -64,7 +71,8 @@ class Reader:
 
     def __init__(self, path: str | os.PathLike, *, verify_pages: bool = False) -> None:
         self.path = Path(path)
-        self._map = _map_file(self.path)
+        self._map, stat = _map_file(self.path)
+        self._identity = _identity(stat)
         self.storage = np.frombuffer(self._map, np.uint8)
         self._parse()
         if verify_pages:
@@ -106,9 +114,11 @@ class Reader:
         raw = self._table("descriptors", int(header["descriptors_offset"]), int(header["descriptors_size"]))
         try:
             self.descriptors = L.decode_descriptors(raw.tobytes(), field_count)
-        except (ValueError, UnicodeDecodeError) as exc:
+            dtype = L.metadata_dtype(self.descriptors)
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
             raise self._fail(f"bad field descriptors: {exc}") from None
-        dtype = L.metadata_dtype(self.descriptors)
+        if dtype.itemsize == 0:
+            raise self._fail(f"the {field_count} fields have empty records")
         if dtype.itemsize != header["record_size"]:
             raise self._fail(f"the fields need {dtype.itemsize}-byte records, the header says "
                              f"{int(header['record_size'])}")
@@ -122,13 +132,16 @@ class Reader:
         user = self._table("user", int(header["user_offset"]), int(header["user_size"]))
         try:
             self.user_metadata = json.loads(user.tobytes().decode("utf-8")) if user.size else {}
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, RecursionError) as exc:
             raise self._fail(f"user metadata is not JSON: {exc}") from None
         self.page_checksums = None
         if header["flags"] & L.FLAG_PAGE_CHECKSUMS:
             self.page_checksums = self._table("page_checksums", int(header["page_checksums_offset"]),
                                               4 * self.page_count).view(L.PAGE_CHECKSUM_DTYPE)
-        self.fields = {d.name: _field(d) for d in self.descriptors}
+        try:
+            self.fields = {d.name: _field(d) for d in self.descriptors}
+        except ValueError as exc:
+            raise self._fail(str(exc)) from None
         self._check_data_bounds()
 
     def _check_span(self, what: str, offset: int, size: int) -> None:
@@ -154,6 +167,11 @@ class Reader:
             bad = np.flatnonzero((offsets < lo) | (offsets > hi) | (sizes > hi - offsets))
             if bad.size:
                 raise self._fail(f"{what}: sample entry {int(bad[0])} points outside the data pages")
+        for name, field in self.fields.items():
+            check = getattr(field, "check_records", None)  # fields need not derive from Field
+            problem = check(self.metadata[name]) if check is not None else None
+            if problem is not None:
+                raise self._fail(f"field {name!r}: sample {problem[0]} {problem[1]}")
 
     def verify_pages(self) -> None:
         """Check every page against its stored CRC-32.
@@ -183,7 +201,18 @@ class Reader:
         """Sample ``index`` as Python values (images decoded to (H, W, 3) uint8)."""
         i = self._check_index(index)
         record = self.metadata[i]
-        return {name: field.read(record[name], self.value_bytes(i, name)) for name, field in self.fields.items()}
+        return {name: self._read(i, name, field, record) for name, field in self.fields.items()}
+
+    def _read(self, i: int, name: str, field: Any, record: np.void) -> Any:
+        """One field of sample ``i``; a value that cannot be read raises an
+        error naming the file, the sample and the field."""
+        try:
+            return field.read(record[name], self.value_bytes(i, name))
+        except SlipstreamError as exc:
+            raise type(exc)(f"{self.path}: sample {i}, field {name!r}: {exc}", status=exc.status,
+                            detail=exc.detail) from exc
+        except (ValueError, TypeError, UnicodeDecodeError) as exc:
+            raise FormatError(f"{self.path}: sample {i}, field {name!r} cannot be read: {exc}") from exc
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return (self[i] for i in range(len(self)))
@@ -221,6 +250,37 @@ class Reader:
         groups = np.split(order, starts[1:])
         return {key.item(): group for key, group in zip(keys, groups)}
 
+    def verify(self) -> None:
+        """Check that ``path`` still holds the file this reader opened: the
+        same file (not another one renamed over it or written in its place),
+        of the same size, not modified since.
+
+        A reader keeps reading the file it opened, whatever happens to the
+        path; but a file truncated in place loses the pages past its new
+        end, and touching them through the mapping kills the process with
+        SIGBUS (as for any memory-mapped file).  Loaders call this before
+        every batch, so a change between batches raises this error instead;
+        only a truncation during the few milliseconds a batch is being
+        decoded from the mapping (``os_cache=True``) can still end the
+        process.  ``os_cache=False`` reads with ``pread`` and turns a short
+        read into :class:`NativeIOError` in any case.
+
+        Raises:
+            FormatError: naming the file and what changed.
+        """
+        try:
+            now = _identity(os.stat(self.path))
+        except OSError as exc:
+            raise FormatError(f"{self.path} was removed or cannot be read since it was opened: {exc.strerror}") from None
+        then = self._identity
+        if now[:2] != then[:2]:
+            raise FormatError(f"{self.path} was replaced by another file since it was opened: open it again")
+        if now[2] != then[2]:
+            raise FormatError(f"{self.path} changed size since it was opened, from {then[2]:,} to {now[2]:,} bytes "
+                              f"(truncated or rewritten in place)")
+        if now[3] != then[3]:
+            raise FormatError(f"{self.path} was modified since it was opened")
+
     def close(self) -> None:
         """Release the mapping (arrays taken from the reader keep it alive)."""
         self.metadata = self.allocations = self.storage = None  # type: ignore[assignment]
@@ -248,7 +308,15 @@ def _field(descriptor: L.FieldDescriptor) -> Any:
     cls = registry.lookup(descriptor.type_id)
     if cls is None:
         return UnknownField(descriptor)
-    return cls.from_arguments(descriptor.arguments)
+    try:
+        field = cls.from_arguments(descriptor.arguments)
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise ValueError(f"field {descriptor.name!r} ({cls.__name__}) has bad arguments "
+                         f"{descriptor.arguments!r}: {exc}") from None
+    if field.record_dtype() != descriptor.record_dtype:
+        raise ValueError(f"field {descriptor.name!r} ({cls.__name__}) has records of {descriptor.record_dtype}, "
+                         f"not {field.record_dtype()}")
+    return field
 
 
 def _short_list(values: list[int], limit: int = 8) -> str:
@@ -264,13 +332,18 @@ def _magic(path: str | os.PathLike) -> bytes:
         return b""  # opening it again reports the problem
 
 
-def _map_file(path: Path) -> mmap.mmap:
+def _identity(stat: os.stat_result) -> tuple[int, int, int, int]:
+    """What ``verify`` compares: device, inode, size, modification time."""
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
+def _map_file(path: Path) -> tuple[mmap.mmap, os.stat_result]:
     try:
         with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size == 0:
+            stat = os.fstat(f.fileno())
+            if stat.st_size == 0:
                 raise FormatError(f"{path}: the file is empty")
-            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), stat
     except FileNotFoundError:
         raise DatasetNotFoundError(f"{path}: no such dataset file") from None
     except IsADirectoryError:

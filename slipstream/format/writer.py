@@ -9,7 +9,9 @@ write leaves nothing at the target path.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import itertools
 import json
 import os
 import secrets
@@ -20,7 +22,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from slipstream.errors import ArgumentError, FieldValueError
+from slipstream.errors import ArgumentError, FieldValueError, SlipstreamError
 from slipstream.format import layout as L
 
 
@@ -33,7 +35,9 @@ class SampleSource(Protocol):
 
     def __getitem__(self, index: int) -> Sequence[Any]: ...
 
-    def describe(self, index: int) -> str: ...
+    def describe(self, index: int) -> str:
+        """A short text naming sample ``index`` in error messages (e.g. its path)."""
+        ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,7 +108,7 @@ def write_dataset(
             for index, outcome in _encoded_samples(source, fields, workers, count):
                 if isinstance(outcome, str):
                     if on_error == "raise":
-                        raise FieldValueError(f"{path}: cannot write {outcome}")
+                        raise FieldValueError(outcome)
                     skipped.append((index, outcome))
                 else:
                     layout.add(outcome)
@@ -113,6 +117,14 @@ def write_dataset(
             file.flush()
             os.fsync(file.fileno())
         os.replace(tmp, path)
+    except SlipstreamError as exc:
+        file.close()
+        tmp.unlink(missing_ok=True)
+        raise type(exc)(f"{path} was not written: {exc}", status=exc.status, detail=exc.detail) from exc
+    except OSError as exc:  # disk full, file too large, I/O error: the message names the target
+        file.close()
+        tmp.unlink(missing_ok=True)
+        raise OSError(exc.errno, f"{path} was not written: {exc.strerror or exc}") from exc
     except BaseException:
         file.close()
         tmp.unlink(missing_ok=True)
@@ -195,12 +207,39 @@ def _encoded_samples(source: SampleSource, fields: dict[str, Any], workers: int,
         for b in bounds:
             yield from zip(range(*b), [_encode_sample(source, fields, i) for i in range(*b)])
         return
-    import multiprocessing  # imported here: only writing with workers needs it
+    # imported here: only writing with workers needs them
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
-    context = multiprocessing.get_context(_start_method())
-    with context.Pool(min(workers, len(bounds)) or 1, initializer=_start_worker, initargs=(source, fields)) as pool:
-        for b, results in zip(bounds, pool.imap(_encode_range, bounds)):
+    # A process pool that fails every pending task when a worker dies (where
+    # multiprocessing.Pool would wait forever for the lost task); at most
+    # AHEAD chunks per worker in flight, so memory stays bounded when
+    # encoding outpaces the disk.
+    processes = min(workers, len(bounds)) or 1
+    pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context(_start_method()),
+                               initializer=_start_worker, initargs=(source, fields))
+    try:
+        pending: collections.deque = collections.deque()
+        chunks = iter(bounds)
+        for b in itertools.islice(chunks, processes * _AHEAD):
+            pending.append((b, pool.submit(_encode_range, b)))
+        while pending:
+            b, future = pending.popleft()
+            try:
+                results = future.result()
+            except BrokenProcessPool:
+                raise SlipstreamError(f"a writer worker process died while encoding samples {b[0]} to {b[1] - 1} "
+                                      f"(killed by a signal or by the out-of-memory killer)") from None
+            for b_next in itertools.islice(chunks, 1):
+                pending.append((b_next, pool.submit(_encode_range, b_next)))
             yield from zip(range(*b), results)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+_AHEAD = 4
+"""Chunks queued per writer worker."""
 
 
 def _start_method() -> str:

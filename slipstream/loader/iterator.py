@@ -17,16 +17,54 @@ from __future__ import annotations
 
 import queue
 import threading
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from slipstream import native
-from slipstream.errors import DecodeError, PipelineError, SlipstreamError
+from slipstream.errors import DecodeError, PipelineError, SampleWarning, SlipstreamError
 
 _END = object()
+_EMPTY = object()  # a batch whose every sample failed under on_error="skip"
 _POLL_S = 0.05
+_NAMED = 5  # failed samples named in an epoch's warning
+
+
+class FailureLog:
+    """Samples a loader skipped or replaced (``on_error`` not ``"raise"``).
+
+    Written by the loader thread, read by the user's: each update is one
+    dict or list operation, atomic under the GIL.
+
+    Attributes:
+        reasons: dataset index -> why it could not be decoded (latest).
+        count: failures over all epochs.
+        epoch: (index, reason) of the failures of the running epoch.
+    """
+
+    def __init__(self) -> None:
+        self.reasons: dict[int, str] = {}
+        self.count = 0
+        self.epoch: list[tuple[int, str]] = []
+
+    def add(self, index: int, reason: str) -> None:
+        """Record one failed sample of the running epoch."""
+        self.reasons[index] = reason
+        self.epoch.append((index, reason))
+        self.count += 1
+
+    def warn(self, path: Any, epoch: int, policy: str) -> None:
+        """Warn about the finished epoch's failures, if any, and start afresh."""
+        failed, self.epoch = self.epoch, []
+        if not failed:
+            return
+        done = "left out of their batches" if policy == "skip" else "replaced by zeros"
+        named = "; ".join(f"sample {index}: {reason}" for index, reason in failed[:_NAMED])
+        more = f"; and {len(failed) - _NAMED} more" if len(failed) > _NAMED else ""
+        warnings.warn(f"{path}: {len(failed)} samples of epoch {epoch} could not be decoded and were {done} "
+                      f"({named}{more})", SampleWarning, stacklevel=4)
 
 
 class _Failure:
@@ -46,6 +84,7 @@ class EpochIterator:
         self._stop = threading.Event()
         self._done = False
         loader.memory.start_epoch(batches, loader.source)
+        loader.failure_log.epoch = []
         work = _Work(loader, epoch, batches, self._queue, self._stop)
         self._thread = threading.Thread(target=work.run, name=f"slipstream-loader-epoch{epoch}", daemon=True)
         self._thread.start()
@@ -59,14 +98,11 @@ class EpochIterator:
     def __next__(self) -> Any:
         if self._done:
             raise StopIteration
-        while True:
-            try:
-                item = self._queue.get(timeout=_POLL_S)
-                break
-            except queue.Empty:
-                if not self._thread.is_alive():
-                    self.close()
-                    raise SlipstreamError("the loader thread stopped without a result") from None
+        item = self._take()
+        while item is _EMPTY:
+            self.position += 1
+            self._remaining -= 1
+            item = self._take()
         if item is _END:
             self.close()
             self._loader._epoch_finished(self)
@@ -82,6 +118,16 @@ class EpochIterator:
         self.position += 1
         self._remaining -= 1
         return outputs
+
+    def _take(self) -> Any:
+        """The thread's next item, watching that the thread is alive."""
+        while True:
+            try:
+                return self._queue.get(timeout=_POLL_S)
+            except queue.Empty:
+                if not self._thread.is_alive():
+                    self.close()
+                    raise SlipstreamError("the loader thread stopped without a result") from None
 
     def close(self) -> None:
         """Stop the thread and wait for it (idempotent)."""
@@ -112,6 +158,7 @@ class _Work:
         self.compiled, self.memory, self.source = loader.compiled, loader.memory, loader.source
         self.reader, self.names, self.as_dict = loader.reader, loader.output_names, loader.as_dict
         self.device, self.threads = loader.device, loader.num_threads
+        self.on_error, self.failure_log = loader.on_error, loader.failure_log
         self.epoch, self.batches, self.out, self.stop = epoch, batches, out, stop
         self.convert: Callable[[Any], Any] = _to_tensor
 
@@ -127,11 +174,16 @@ class _Work:
                     return
                 while len(pending) >= self.compiled.slots:  # the copy out of this slot must be done
                     pending.pop(0).synchronize()
+                self.reader.verify()  # a file changed under the loader raises here, not as SIGBUS later
                 self.memory.prepare(b)
                 outputs = self._run(b, indices)
                 self.memory.release(b)
-                self._check_errors(indices)
-                values = [self.convert(outputs[name]) for name in self.names]
+                keep = self._check_errors(indices)
+                if keep is not None and not keep.size:
+                    if not self._put(_EMPTY):
+                        return
+                    continue
+                values = [self.convert(_rows(outputs[name], keep)) for name in self.names]
                 ready = None
                 if stream is not None:
                     values, ready = self._to_device(values, stream)
@@ -162,20 +214,33 @@ class _Work:
                 continue
         return False
 
-    def _check_errors(self, indices: np.ndarray) -> None:
+    def _check_errors(self, indices: np.ndarray) -> np.ndarray | None:
+        """Apply ``on_error`` to the batch's failed samples: raise, or record
+        them and return the rows to keep (None: all of them)."""
         errors = self.source.errors[indices]
         bad = np.flatnonzero(errors)
         if not bad.size:
-            return
-        index, status = int(indices[bad[0]]), int(errors[bad[0]])
+            return None
         self.source.errors[indices] = 0
-        detail = ""
+        if self.on_error == "raise":
+            index, status = int(indices[bad[0]]), int(errors[bad[0]])
+            raise DecodeError(f"{self.reader.path}: sample {index} cannot be decoded ({self._reason(index, status)})",
+                              status=status)
+        for row in bad.tolist():
+            index = int(indices[row])
+            self.failure_log.add(index, self._reason(index, int(errors[row])))
+        return np.flatnonzero(errors == 0) if self.on_error == "skip" else None
+
+    def _reason(self, index: int, status: int) -> str:
+        """The native status, with the library's full message from decoding
+        the sample again in Python where that fails as well."""
         try:
-            self.reader[index]  # decoding it in Python gives the library's full message
+            self.reader[index]
         except SlipstreamError as exc:
-            detail = f": {exc}"
-        raise DecodeError(f"{self.reader.path}: sample {index} cannot be decoded ({native.strerror(status)})"
-                          f"{detail}", status=status)
+            return f"{native.strerror(status)}: {exc}"
+        except Exception:
+            pass
+        return native.strerror(status)
 
     def _cuda_stream(self) -> Any:
         if self.device is None or self.device.type != "cuda":
@@ -190,6 +255,15 @@ class _Work:
         with torch.cuda.stream(stream):
             moved = [v.to(self.device, non_blocking=True) if isinstance(v, torch.Tensor) else v for v in values]
             return moved, stream.record_event()
+
+
+def _rows(value: Any, keep: np.ndarray | None) -> Any:
+    """The rows ``keep`` of one output's batch (all rows when None)."""
+    if keep is None:
+        return value
+    if isinstance(value, np.ndarray):
+        return value[keep]
+    return [value[i] for i in keep.tolist()]
 
 
 def _to_tensor(value: Any) -> Any:

@@ -13,15 +13,18 @@ from typing import Any
 import numpy as np
 
 from slipstream.compiler import Decoder, Pipeline
-from slipstream.errors import ArgumentError
+from slipstream.errors import ArgumentError, SlipstreamError
 from slipstream.fields.decoders import DecodeSource
 from slipstream.format import Reader
 from slipstream.loader import orders
-from slipstream.loader.iterator import EpochIterator
+from slipstream.loader.iterator import EpochIterator, FailureLog
 from slipstream.loader.memory import MappedMemory, PagePool
 
 DEFAULT_POOL_BYTES = 256 << 20
 """Page pool size of ``os_cache=False`` when ``pool_pages`` is not given."""
+
+ON_ERROR = ("raise", "skip", "replace")
+"""The ``on_error`` policies of :class:`Loader`."""
 
 _open_loaders: weakref.WeakSet = weakref.WeakSet()
 
@@ -79,6 +82,20 @@ class Loader:
             (only on a terminal, and only when it takes over half a second).
         pool_pages: pages of the ``os_cache=False`` pool (default: 256 MiB worth).
         window_pages: pages shuffled together by ``"quasi_random"``.
+        on_error: what a sample that cannot be decoded (a corrupt, truncated
+            or unsupported image) does.  ``"raise"`` (default): the batch
+            raises :class:`DecodeError` naming the file, the sample index and
+            the cause, and the epoch ends.  ``"skip"``: the sample is left out
+            of its batch, which comes out smaller (a batch of nothing but
+            failed samples is not yielded at all).  ``"replace"``: the
+            sample stays, its image replaced by zeros (black) before the rest
+            of its pipeline runs (so after ``Normalize`` it is
+            ``-mean/std``), its other fields as stored.  Both record the
+            failures (``failures``, ``failure_count``) and warn
+            (:class:`SampleWarning`) at the end of each epoch that had any.
+            A crop never reads the rows below it, so a truncated file whose
+            crop lies above the cut decodes correctly and does not fail.
+
     """
 
     def __init__(self, path_or_reader: Any, batch_size: int, pipelines: Mapping[str, Sequence[Any] | None] | None = None,
@@ -86,13 +103,18 @@ class Loader:
                  batches_ahead: int = 3, num_threads: int | None = None, os_cache: bool = True,
                  distributed: bool | None = None, rank: int | None = None, world_size: int | None = None,
                  device: Any = None, *, as_dict: bool = False, verbose: bool = True, pool_pages: int | None = None,
-                 window_pages: int = orders.DEFAULT_WINDOW_PAGES) -> None:
+                 window_pages: int = orders.DEFAULT_WINDOW_PAGES, on_error: str = "raise") -> None:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ArgumentError(f"batch_size must be a positive integer, got {batch_size!r}")
         if order not in orders.ORDERS:
             raise ArgumentError(f"order must be one of {orders.ORDERS}, got {order!r}")
         if batches_ahead < 1:
             raise ArgumentError(f"batches_ahead must be at least 1, got {batches_ahead}")
+        if on_error not in ON_ERROR:
+            raise ArgumentError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
+        self.on_error = on_error
+        self.failure_log = FailureLog()
+        self._pid = os.getpid()
         self.reader = _open(path_or_reader)
         self.batch_size, self.order, self.seed, self.drop_last = batch_size, order, int(seed), bool(drop_last)
         self.batches_ahead, self.num_threads, self.as_dict = batches_ahead, num_threads, as_dict
@@ -194,6 +216,10 @@ class Loader:
         """The batches of the current epoch.  After a complete epoch the
         next ``iter()`` runs the following one; an iteration left early
         starts its epoch again (or resumes it, after ``load_state_dict``)."""
+        if os.getpid() != self._pid:  # a forked child has the loader's memory but none of its threads
+            raise SlipstreamError(f"this Loader of {self.reader.path} was created in another process (pid "
+                                  f"{self._pid}); a forked process, such as a DataLoader worker, must create a "
+                                  f"Loader of its own (e.g. on first use, or in worker_init_fn)")
         self._stop_iterator()
         batches = self.epoch_batches(self._epoch)
         start, self._resume_at = self._resume_at, 0
@@ -205,6 +231,7 @@ class Loader:
         return self._iterator() if self._iterator is not None else None
 
     def _epoch_finished(self, iterator: EpochIterator) -> None:
+        self.failure_log.warn(self.reader.path, iterator.epoch, self.on_error)
         if iterator is self._running():
             self._epoch += 1
             self._iterator = None
@@ -259,6 +286,18 @@ class Loader:
         stage (one fused, parallel function per stage) and the memory plan
         (each buffer's shape, dtype and bytes)."""
         return self.compiled.explain()
+
+    @property
+    def failures(self) -> dict[int, str]:
+        """Dataset index -> why it could not be decoded, for every sample
+        skipped or replaced so far (``on_error="skip"`` or ``"replace"``)."""
+        return dict(self.failure_log.reasons)
+
+    @property
+    def failure_count(self) -> int:
+        """Samples skipped or replaced so far, over all epochs (a sample that
+        fails in every epoch counts once per epoch)."""
+        return self.failure_log.count
 
     def __repr__(self) -> str:
         return (f"Loader({str(self.reader.path)!r}, batch_size={self.batch_size}, order={self.order!r}, "

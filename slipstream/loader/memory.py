@@ -30,16 +30,16 @@ class MappedMemory:
         self.storage = reader.storage
 
     def start_epoch(self, batches: list[np.ndarray], source: Any) -> None:
-        pass
+        """Nothing to plan: every page is already mapped."""
 
     def prepare(self, batch: int) -> None:
-        pass
+        """Nothing to read: the operating system pages the mapping in on demand."""
 
     def release(self, batch: int) -> None:
-        pass
+        """Nothing to free: the operating system's cache keeps or drops pages."""
 
     def close(self) -> None:
-        pass
+        """Nothing to close: the reader owns the mapping."""
 
 
 class PagePool:
@@ -203,6 +203,7 @@ class PagePool:
         native.pread(self._fd, self.storage[slot * ps: slot * ps + length], self.reader.data_offset + start)
 
     def close(self) -> None:
+        """Stop the read-ahead threads, close the file and free the pool."""
         self._io.shutdown(wait=True, cancel_futures=True)
         if self._fd >= 0:
             os.close(self._fd)

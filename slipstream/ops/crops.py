@@ -184,6 +184,7 @@ class CropDecoder(ImageFieldDecoder):
                 decodes[index] += 1
             if status != 0:
                 errors[index] = status
+                out[:] = 0
             return out
 
         return decode
@@ -232,11 +233,14 @@ class RandomResizedCrop:
             raise ValueError(f"ratio must satisfy 0 < low <= high, got {self.ratio}")
 
     def bind(self, source: DecodeSource, field: str) -> CropDecoder:
+        """The decoder this operation becomes when it is the first of ``field``'s pipeline."""
         return CropDecoder(source, field, "analytic" if self.analytic else "random_resized", _size(self.size),
                            tuple(map(float, self.scale)), tuple(map(float, self.ratio)), flip_p=self.flip_p,
                            interpolation=self.interpolation)
 
     def fold(self, following: Any) -> Any:
+        """This operation joined with the one that follows it (e.g. a flip becomes the
+        crop's ``flip_p``), or None when the two stay separate."""
         return _fold_flip(self, following)
 
 
@@ -259,10 +263,13 @@ class CenterCrop:
             raise ValueError(f"ratio must lie in (0, 1], got {self.ratio}")
 
     def bind(self, source: DecodeSource, field: str) -> CropDecoder:
+        """The decoder this operation becomes when it is the first of ``field``'s pipeline."""
         return CropDecoder(source, field, "center", _size(self.size), fraction=float(self.ratio),
                            flip_p=self.flip_p, interpolation=self.interpolation)
 
     def fold(self, following: Any) -> Any:
+        """This operation joined with the one that follows it (e.g. a flip becomes the
+        crop's ``flip_p``), or None when the two stay separate."""
         return _fold_flip(self, following)
 
 
@@ -297,6 +304,7 @@ class Resize:
         _interpolation(self.interpolation)
 
     def bind(self, source: DecodeSource, field: str) -> Any:
+        """The decoder this operation becomes when it is the first of ``field``'s pipeline."""
         if isinstance(self.size, (int, np.integer)):
             raise ValueError(f"Resize({self.size}) gives images of different sizes; follow it with "
                              f"CenterCrop(size) or RandomCrop(size) in the pipeline of {field!r}, or give "
@@ -305,6 +313,8 @@ class Resize:
                            interpolation=self.interpolation)
 
     def fold(self, following: Any) -> Any:
+        """This operation joined with the one that follows it (e.g. a flip becomes the
+        crop's ``flip_p``), or None when the two stay separate."""
         if not isinstance(self.size, (int, np.integer)):
             return _fold_flip(self, following)
         if isinstance(following, (CenterCrop, RandomCrop)):
@@ -327,11 +337,14 @@ class _ResizedCrop:
     flip_p: float = 0.0
 
     def bind(self, source: DecodeSource, field: str) -> CropDecoder:
+        """The decoder this operation becomes when it is the first of ``field``'s pipeline."""
         size = (self.out_h, self.out_w)
         return CropDecoder(source, field, "resized_random" if self.random else "resized_center", size,
                            shorter=int(self.resize.size), flip_p=self.flip_p, interpolation=self.resize.interpolation)
 
     def fold(self, following: Any) -> Any:
+        """This operation joined with the one that follows it (e.g. a flip becomes the
+        crop's ``flip_p``), or None when the two stay separate."""
         return _fold_flip(self, following)
 
 

@@ -205,4 +205,5 @@ class MixLabels(Node):
                                                   *ctx.batch_outs(self)))]
 
     def describe(self) -> str:
+        """``MixLabels(mix, num_classes=..., pipeline=...)``."""
         return f"MixLabels({self.mix!r}, num_classes={self.op.num_classes}, pipeline={self.source_pipeline!r})"

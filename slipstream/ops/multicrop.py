@@ -98,6 +98,8 @@ class MultiCropDecoder(ImageFieldDecoder):
                                         crops[k, 3], dst, side, side, side * 3, interp, 0)
                     if status != 0:
                         errors[index] = status
+                if errors[index] != 0:
+                    out[:] = 0
                 return out
             top, left = crops[:, 0].min(), crops[:, 1].min()
             bottom, right = (crops[:, 0] + crops[:, 2]).max(), (crops[:, 1] + crops[:, 3]).max()
@@ -111,6 +113,7 @@ class MultiCropDecoder(ImageFieldDecoder):
             decodes[index] += 1
             if status != 0:
                 errors[index] = status
+                out[:] = 0
                 return out
             for k in range(count):  # each crop's exact rectangle in the decoded block's pixels
                 cy, cx = crops[k, 0] / d - origin_y, crops[k, 1] / d - origin_x
@@ -122,6 +125,8 @@ class MultiCropDecoder(ImageFieldDecoder):
                                 side * 3, interp, 0)
                 if status != 0:
                     errors[index] = status
+            if errors[index] != 0:
+                out[:] = 0
             return out
 
         return decode
@@ -158,6 +163,7 @@ class MultiCrop:
             raise ValueError(f"interpolation must be one of {sorted(INTERPOLATIONS)}, got {self.interpolation!r}")
 
     def bind(self, source: DecodeSource, field: str) -> MultiCropDecoder:
+        """The decoder this operation becomes when it is the first of ``field``'s pipeline."""
         return MultiCropDecoder(source, field, tuple(int(s) for s in self.sizes),
                                 tuple((float(a), float(b)) for a, b in self.scales), tuple(map(float, self.ratio)),
                                 self.yoked, self.interpolation)

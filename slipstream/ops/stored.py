@@ -16,6 +16,7 @@ class StoredBytes:
     max_size: int
 
     def bind(self, source: Any, field: str) -> Any:
+        """The decoder this operation becomes when it is the first of ``field``'s pipeline."""
         from slipstream.fields.decoders import StoredBytesDecoder
 
         return StoredBytesDecoder(source, field, self.max_size)

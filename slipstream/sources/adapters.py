@@ -31,6 +31,7 @@ class ArrayRows:
         return tuple(a[index] for a in self.arrays)
 
     def describe(self, index: int) -> str:
+        """``row i``, for error messages."""
         return f"row {index}"
 
 
@@ -63,6 +64,7 @@ class IndexableSource:
                         f"a list or a dict")
 
     def describe(self, index: int) -> str:
+        """``item i of DatasetClass``, for error messages."""
         return f"item {index} of {type(self.dataset).__name__}"
 
 

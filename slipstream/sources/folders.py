@@ -59,14 +59,17 @@ class ImageFolder:
         return str(path), label
 
     def describe(self, index: int) -> str:
+        """The image file's path, for error messages."""
         return str(self.samples[index][0])
 
     def default_fields(self) -> dict[str, Any]:
+        """The fields written when none are given: ``image`` (JPEG) and ``label`` (int)."""
         from slipstream.fields import IntField, RGBImageField
 
         return {"image": RGBImageField(), "label": IntField()}
 
     def user_metadata(self) -> dict[str, Any]:
+        """Stored in the file's metadata: the class names, in label order."""
         return {"classes": self.classes}
 
     def fingerprint(self) -> str:

@@ -1,0 +1,192 @@
+"""Every hostile input (tests/hostile_corpus.py) through each entry point:
+the native kernels, the writer and the loader under each ``on_error`` policy.
+
+A valid oddity must decode; anything else must raise the documented error
+naming the sample, or be skipped or replaced and counted, never crash,
+hang or hand over half-decoded pixels.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+import numpy as np
+import pytest
+
+import hostile_corpus
+import slipstream as ss
+from slipstream import native
+from slipstream.fields.base import Encoded
+from slipstream.fields.image import JPEG_MODE
+from slipstream.ops import CenterCrop, RandomResizedCrop
+
+CROP = 24
+
+
+@dataclasses.dataclass(frozen=True)
+class UncheckedImage(ss.RGBImageField):
+    """An RGBImageField whose writer stores any bytes as a JPEG, unchecked, so
+    that hostile bytes reach the loader (as from a file written elsewhere)."""
+
+    def encode(self, value):
+        try:
+            info = native.jpeg_info(value)
+            height, width = info.height, info.width
+        except ss.DecodeError:
+            height, width = 8, 8
+        return Encoded({"height": height, "width": width, "mode": JPEG_MODE}, value)
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return hostile_corpus.corpus()
+
+
+@pytest.fixture(scope="module")
+def hostile_file(tmp_path_factory, corpus):
+    path = tmp_path_factory.mktemp("hostile") / "hostile.slip"
+    rows = [(item.data, i) for i, item in enumerate(corpus)]
+    ss.write(path, rows, {"image": UncheckedImage(), "label": ss.IntField()}, workers=0, verbose=False)
+    return path
+
+
+def failing(corpus) -> set[int]:
+    return {i for i, item in enumerate(corpus) if not item.decodes}
+
+
+def test_the_corpus_has_every_kind_the_issue_lists(corpus):
+    names = " | ".join(item.name for item in corpus)
+    for kind in ("cut at byte", "random bytes", "zero-length", "PNG", "GIF", "WebP", "CMYK", "YCCK", "12-bit",
+                 "progressive", "arithmetic-coded", "restart marker", "1x1", "1x10000", "16000x16000", "EXIF"):
+        assert kind in names, kind
+    assert len(corpus) >= 100
+    assert len(failing(corpus)) >= 90 and len(corpus) - len(failing(corpus)) >= 10
+
+
+def test_every_input_through_the_kernels(corpus):
+    refused = decoded = 0
+    for item in corpus:
+        if item.decodes:
+            info = native.jpeg_info(item.data)
+            assert (info.height, info.width) == (item.height, item.width), item.name
+            assert native.jpeg_decode(item.data).shape == (item.height, item.width, 3), item.name
+            out = native.jpeg_decode_crop_resize(item.data, 0, 0, item.height, item.width, CROP, CROP)
+            assert out.shape == (CROP, CROP, 3) and out.any(), item.name
+            decoded += 1
+            continue
+        try:
+            info = native.jpeg_info(item.data)
+            region = (0, 0, info.height, info.width)
+        except ss.DecodeError:
+            region = (0, 0, 1, 1)  # refused already by the header parser; the decoders must agree
+        for call in (lambda: native.jpeg_decode(item.data),
+                     lambda: native.jpeg_decode_crop_resize(item.data, *region, CROP, CROP)):
+            with pytest.raises(ss.DecodeError) as err:
+                call()
+            assert err.value.status is not None and str(err.value), item.name
+        refused += 1
+    assert (decoded, refused) == (len(corpus) - len(failing(corpus)), len(failing(corpus)))
+
+
+def refused_by_writer(corpus) -> set[int]:
+    return {i for i in failing(corpus) if not corpus[i].foreign}
+
+
+def test_the_writer_refuses_each_bad_input_naming_the_sample(tmp_path, corpus):
+    good = corpus[0].data
+    for i in sorted(refused_by_writer(corpus)):
+        target = tmp_path / f"bad{i}.slip"
+        with pytest.raises(ss.FieldValueError, match=r"item 1\b") as err:
+            ss.write(target, [(good, 0), (corpus[i].data, 1)], {"image": ss.RGBImageField(), "label": ss.IntField()},
+                     workers=0, verbose=False)
+        assert "image" in str(err.value), corpus[i].name
+        assert not target.exists() and not list(tmp_path.glob(".*.tmp")), corpus[i].name
+
+
+def test_the_writer_skips_and_reports_bad_inputs(tmp_path, corpus):
+    rows = [(item.data, i) for i, item in enumerate(corpus)]
+    result = ss.write(tmp_path / "all.slip", rows, {"image": ss.RGBImageField(), "label": ss.IntField()},
+                      workers=2, on_error="skip", verbose=False)
+    assert {index for index, _ in result.skipped} == refused_by_writer(corpus)
+    reader = ss.Reader(result.path)
+    assert len(reader) == len(corpus) - len(refused_by_writer(corpus))
+    for k in range(len(reader)):
+        sample = reader[k]
+        image, item = sample["image"], corpus[sample["label"]]
+        assert item.decodes or item.foreign, item.name
+        assert image.shape == (item.height, item.width, 3), item.name
+        assert reader.value_bytes(k, "image")[:2] == b"\xff\xd8", item.name  # foreign formats stored as JPEG
+
+
+def test_the_loader_raises_naming_each_bad_sample(hostile_file, corpus):
+    for i in sorted(failing(corpus)):
+        loader = ss.Loader(hostile_file, 1, {"image": [CenterCrop(CROP)]}, indices=[i], verbose=False)
+        with pytest.raises(ss.DecodeError, match=rf"hostile.slip: sample {i} cannot be decoded") as err:
+            list(loader)
+        assert err.value.status is not None, corpus[i].name
+        loader.close()
+
+
+def test_the_loader_skips_bad_samples_and_counts_them(hostile_file, corpus):
+    bad = failing(corpus)
+    with ss.Loader(hostile_file, 16, {"image": [CenterCrop(CROP)]}, order="random", seed=3, on_error="skip",
+                   verbose=False) as loader:
+        for epoch in range(2):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                batches = list(loader)
+            labels = np.concatenate([label.numpy() for _, label in batches])
+            assert sorted(labels.tolist()) == sorted(set(range(len(corpus))) - bad)
+            for image, label in batches:
+                assert image.shape == (len(label), CROP, CROP, 3) and all(img.any() for img in image.numpy())
+            [warning] = [w for w in caught if issubclass(w.category, ss.SampleWarning)]
+            assert f"{len(bad)} samples of epoch {epoch} could not be decoded and were left out" in str(warning.message)
+        assert set(loader.failures) == bad and loader.failure_count == 2 * len(bad)
+        assert all(loader.failures.values())
+
+
+def test_random_crops_of_truncated_files_fail_only_where_the_crop_needs_missing_data(hostile_file, corpus):
+    """Rows below a crop are never read, so a crop above the cut of a
+    truncated file decodes; every sample is either kept or counted."""
+    bad = failing(corpus)
+    with ss.Loader(hostile_file, 16, {"image": [RandomResizedCrop(CROP)]}, order="random", seed=3,
+                   on_error="skip", verbose=False) as loader:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ss.SampleWarning)
+            labels = np.concatenate([label.numpy() for _, label in loader])
+        failed = set(loader.failures)
+    assert failed <= bad and len(failed) >= len(bad) - 10
+    assert sorted(labels.tolist() + sorted(failed)) == list(range(len(corpus)))
+    assert all("cut at byte" in corpus[i].name for i in bad - failed)
+
+
+def test_the_loader_replaces_bad_samples_with_zeros(hostile_file, corpus):
+    bad = failing(corpus)
+    with ss.Loader(hostile_file, 32, {"image": [CenterCrop(CROP)]}, order="sequential", on_error="replace",
+                   verbose=False) as loader:
+        with pytest.warns(ss.SampleWarning, match=rf"{len(bad)} samples of epoch 0 .* replaced by zeros"):
+            batches = list(loader)
+        images = np.concatenate([image.numpy() for image, _ in batches])
+        labels = np.concatenate([label.numpy() for _, label in batches])
+    assert labels.tolist() == list(range(len(corpus)))
+    for i, image in enumerate(images):
+        assert (not image.any()) == (i in bad), corpus[i].name
+    assert set(loader.failures) == bad and loader.failure_count == len(bad)
+
+
+def test_a_batch_of_only_bad_samples_is_not_yielded_under_skip(hostile_file, corpus):
+    bad = sorted(failing(corpus))[:4]
+    good = [i for i in range(len(corpus)) if i not in failing(corpus)][:3]
+    with ss.Loader(hostile_file, 4, {"image": [CenterCrop(CROP)]}, order="sequential", indices=bad + good,
+                   on_error="skip", verbose=False) as loader:
+        assert len(loader) == 2
+        with pytest.warns(ss.SampleWarning):
+            batches = list(loader)
+        assert [label.tolist() for _, label in batches] == [good]
+        assert loader.state_dict()["epoch"] == 1
+
+
+def test_on_error_is_checked(hostile_file):
+    with pytest.raises(ss.ArgumentError, match="on_error must be one of"):
+        ss.Loader(hostile_file, 4, on_error="ignore")
