@@ -99,8 +99,8 @@ def main(data: str | None = None, epochs: int = 3, count: int = 240, grid: str |
         dataset = Path(tmp) / "demo.slip"
         start = time.perf_counter()
         write(dataset, source, {"image": RGBImageField(), "label": IntField()})
-        print(f"wrote {dataset.name}: {len(source)} images, {dataset.stat().st_size / 1e6:.1f} MB, "
-              f"in {time.perf_counter() - start:.1f} s")
+        print(f"wrote {dataset}: {len(source)} images, {dataset.stat().st_size / 1e6:.1f} MB, "
+              f"in {time.perf_counter() - start:.1f} s (a temporary file, removed when the demo ends)")
         print(f"libslipstream {native.version()} on {os.cpu_count()} cores; the first epoch includes compilation")
         with Reader(dataset) as reader:
             rates, images, labels = run(reader, epochs=epochs)

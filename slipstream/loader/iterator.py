@@ -236,8 +236,8 @@ class _Work:
         the sample again in Python where that fails as well."""
         try:
             self.reader[index]
-        except SlipstreamError as exc:
-            return f"{native.strerror(status)}: {exc}"
+        except SlipstreamError as exc:  # the reader's message names file and sample again: keep its cause
+            return f"{native.strerror(status)}: {exc.__cause__ or exc}"
         except Exception:
             pass
         return native.strerror(status)
