@@ -114,7 +114,7 @@ def test_a_full_disk_leaves_no_file_at_the_target(tmp_path):
             print("OSError", exc)
             sys.exit(3)
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 3, done.stderr
     assert "big.slip was not written: File too large" in done.stdout
     assert list(tmp_path.iterdir()) == []
