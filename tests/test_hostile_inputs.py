@@ -13,10 +13,12 @@ import warnings
 
 import numpy as np
 import pytest
+import torch
 
 import hostile_corpus
 import slipstream as ss
 from slipstream import native
+from slipstream.compiler import TorchOperation
 from slipstream.fields.base import Encoded
 from slipstream.fields.image import JPEG_MODE
 from slipstream.ops import CenterCrop, RandomResizedCrop
@@ -159,6 +161,26 @@ def test_random_crops_of_truncated_files_fail_only_where_the_crop_needs_missing_
     assert failed <= bad and len(failed) >= len(bad) - 10
     assert sorted(labels.tolist() + sorted(failed)) == list(range(len(corpus)))
     assert all("cut at byte" in corpus[i].name for i in bad - failed)
+
+
+def test_skipping_keeps_torch_stage_outputs_tensors(hostile_file, corpus):
+    bad = failing(corpus)
+    double = TorchOperation(Doubler())
+    with ss.Loader(hostile_file, 16, {"image": [CenterCrop(CROP), double]}, order="sequential", on_error="skip",
+                   verbose=False) as loader:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ss.SampleWarning)
+            batches = [(image.clone(), label.clone()) for image, label in loader]
+    for image, label in batches:
+        assert isinstance(image, torch.Tensor) and image.shape == (len(label), CROP, CROP, 3)
+    assert sum(len(label) for _, label in batches) == len(corpus) - len(bad)
+
+
+class Doubler:
+    """A torch stage: pixel values times two, as int16."""
+
+    def __call__(self, batch):
+        return batch.to(torch.int16) * 2
 
 
 def test_the_loader_replaces_bad_samples_with_zeros(hostile_file, corpus):

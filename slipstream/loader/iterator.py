@@ -263,6 +263,10 @@ def _rows(value: Any, keep: np.ndarray | None) -> Any:
         return value
     if isinstance(value, np.ndarray):
         return value[keep]
+    if type(value).__module__.startswith("torch"):  # a torch stage's tensor, maybe on a device
+        import torch
+
+        return value[torch.from_numpy(keep).to(value.device)]
     return [value[i] for i in keep.tolist()]
 
 
