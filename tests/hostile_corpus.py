@@ -12,10 +12,10 @@ from __future__ import annotations
 import dataclasses
 import io
 
+import jpeg_corpus
 import numpy as np
 from PIL import Image
 
-import jpeg_corpus
 from slipstream import native
 
 # Markers that stand alone, without a length field after them.
@@ -49,9 +49,7 @@ def markers(data: bytes) -> list[int]:
         found.append(at)
         if code in _STANDALONE:
             at += 2
-        elif code == 0xDA:  # skip the scan header; the entropy data is scanned byte by byte
-            at += 2 + int.from_bytes(data[at + 2:at + 4], "big")
-        else:
+        else:  # a segment with a length; after a scan header the entropy data is scanned byte by byte
             at += 2 + int.from_bytes(data[at + 2:at + 4], "big")
     return found
 

@@ -68,6 +68,23 @@ class CenterCrop(Operation):
 
 
 @dataclasses.dataclass(frozen=True)
+class Invert(Operation):
+    """255 - x, in place."""
+
+    def declare(self, state):
+        return state, None
+
+    def generate_code(self):
+        def invert(x, key):
+            flat = x.reshape(-1)
+            for j in range(flat.size):
+                flat[j] = 255 - flat[j]
+            return x
+
+        return invert
+
+
+@dataclasses.dataclass(frozen=True)
 class FlipX(Operation):
     """Mirror horizontally, in place."""
 

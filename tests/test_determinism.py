@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
 
 HERE = Path(__file__).resolve().parent
 TABLE = HERE / "fixtures" / "determinism.json"
@@ -57,11 +56,23 @@ def dataset(folder: Path, raw: bool) -> Path:
 
 def cases() -> dict[str, dict[str, Any]]:
     """Name -> loader arguments (pipelines are built fresh for each use)."""
-    import numpy as np
-
-    from slipstream.ops import (CenterCrop, ColorJitter, Cutout, GaussianBlur, MixLabels, MixUp, Normalize,
-                                RandomErasing, RandomGrayscale, RandomHorizontalFlip, RandomResizedCrop,
-                                RandomSolarize, RandomTranslate, RandomVerticalFlip, presets)
+    from slipstream.ops import (
+        CenterCrop,
+        ColorJitter,
+        Cutout,
+        GaussianBlur,
+        MixLabels,
+        MixUp,
+        Normalize,
+        RandomErasing,
+        RandomGrayscale,
+        RandomHorizontalFlip,
+        RandomResizedCrop,
+        RandomSolarize,
+        RandomTranslate,
+        RandomVerticalFlip,
+        presets,
+    )
 
     mix = MixUp(0.4)
     return {

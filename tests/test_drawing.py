@@ -14,26 +14,10 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+from test_compiler import Invert
 
 from slipstream.compiler import Allocation, ArraySource, Graph, Operation, RefNode, draw_graph
 from slipstream.ops import Convert
-
-
-@dataclasses.dataclass(frozen=True)
-class Invert(Operation):
-    """255 - x, in place."""
-
-    def declare(self, state):
-        return state, None
-
-    def generate_code(self):
-        def invert(x, key):
-            flat = x.reshape(-1)
-            for j in range(flat.size):
-                flat[j] = 255 - flat[j]
-            return x
-
-        return invert
 
 
 @dataclasses.dataclass(frozen=True)

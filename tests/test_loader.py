@@ -4,22 +4,23 @@ determinism, epochs, resume, decoders, errors, memory managers, threads."""
 from __future__ import annotations
 
 import gc
+import os
+import resource
 import signal
 import subprocess
 import sys
-import time
-import os
-import resource
 import threading
+import time
 
 import numpy as np
 import pytest
 import torch
+from jpeg_corpus import make_sample
+from test_compiler import Invert
 
 import slipstream as ss
-from slipstream.compiler import Allocation, Operation
+from slipstream.compiler import Operation
 from slipstream.compiler import random as rnd
-from jpeg_corpus import make_sample, picture
 
 ORDERS = ["sequential", "random", "quasi_random"]
 
@@ -66,19 +67,6 @@ def test_every_field_decodes_with_its_default_decoder(dataset):
 
 def test_pipelines_drop_fields_and_add_operations(dataset):
     path, images = dataset
-
-    @dataclasses_frozen
-    class Invert(Operation):
-        def declare(self, state):
-            return state, None
-
-        def generate_code(self):
-            def invert(x, key):
-                flat = x.reshape(-1)
-                for j in range(flat.size):
-                    flat[j] = 255 - flat[j]
-                return x
-            return invert
 
     loader = ss.Loader(path, 50, {"image": [Invert()], "score": None, "vec": None, "blob": None, "meta": None},
                        order="sequential")

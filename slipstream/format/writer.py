@@ -117,17 +117,13 @@ def write_dataset(
             file.flush()
             os.fsync(file.fileno())
         os.replace(tmp, path)
-    except SlipstreamError as exc:
+    except BaseException as exc:
         file.close()
         tmp.unlink(missing_ok=True)
-        raise type(exc)(f"{path} was not written: {exc}", status=exc.status, detail=exc.detail) from exc
-    except OSError as exc:  # disk full, file too large, I/O error: the message names the target
-        file.close()
-        tmp.unlink(missing_ok=True)
-        raise OSError(exc.errno, f"{path} was not written: {exc.strerror or exc}") from exc
-    except BaseException:
-        file.close()
-        tmp.unlink(missing_ok=True)
+        if isinstance(exc, SlipstreamError):
+            raise type(exc)(f"{path} was not written: {exc}", status=exc.status, detail=exc.detail) from exc
+        if isinstance(exc, OSError):  # disk full, file too large, I/O error: the message names the target
+            raise OSError(exc.errno, f"{path} was not written: {exc.strerror or exc}") from exc
         raise
     _fsync_folder(path.parent)
     return WriteResult(path, layout.samples, tuple(skipped))
