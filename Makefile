@@ -83,7 +83,7 @@ asan: $(STAMP)
 	SLIPSTREAM_LIBRARY=$(CURDIR)/$(ASAN_DIR)/libslipstream.so \
 	LD_PRELOAD="$$(cc -print-file-name=libasan.so) $$(cc -print-file-name=libubsan.so)" \
 	ASAN_OPTIONS=detect_leaks=0 \
-	$(BIN)/pytest -p no:cacheprovider tests/test_native_decode.py tests/test_native_errors.py \
+	$(BIN)/pytest -p no:cacheprovider tests/test_native_decode.py tests/test_native_tiles.py tests/test_native_errors.py \
 	  tests/test_native_pixels.py tests/test_native_encode_io.py tests/test_numba_intrinsics.py
 
 bench: $(STAMP) bench-peers

@@ -8,9 +8,11 @@ Usage::
 FOLDER defaults to ``../shared/data/imagenet-sample``.  Its JPEGs are written
 once with FFCV's own writer into a ``.beton`` (FFCV re-encodes them), which
 FFCV and slipstream (through its FFCV reader) then both read: identical
-bytes.  slipstream's own file, written from the same ``.beton`` without
-re-encoding (``slipstream convert``), is measured too.  The DataLoader and
-DALI read the original folder.
+bytes.  slipstream's own files are copies of that ``.beton`` made by
+``slipstream convert``: "slipstream" with ``--tile-width 32`` (the same
+JPEGs re-coded losslessly into restart-marker tiles: identical pixels) and
+"slipstream (byte for byte)" without.  The DataLoader and DALI read the
+original folder.
 
 Every measurement runs in a fresh process of the system's own virtual
 environment (``benchmarks/.venvs/``, made by ``make bench-peers``) through
@@ -51,12 +53,15 @@ SCENARIOS = ["raw", "train", "val", "simclr", "multicrop"]
 SCENARIO_NAMES = {"raw": "raw bytes (no decode)", "train": "ImageNet train", "val": "ImageNet val",
                   "simclr": "SimCLR, 2 views", "multicrop": "multi-crop 2x224 + 6x96"}
 BATCH = 128
+TILE_WIDTH = 32  # slipstream's own file: the .beton's JPEGs re-coded losslessly into tiles (RGBImageField.tile_width)
 
 
 def systems() -> dict[str, dict[str, Any]]:
     """Every system: interpreter, runner and which copy of the data it reads."""
     return {
-        "slipstream": {"python": sys.executable, "runner": PEERS / "slipstream_runner.py", "data": "slip"},
+        "slipstream": {"python": sys.executable, "runner": PEERS / "slipstream_runner.py", "data": "tiled"},
+        "slipstream (byte for byte)": {"python": sys.executable, "runner": PEERS / "slipstream_runner.py",
+                                       "data": "slip"},
         "slipstream (.beton)": {"python": sys.executable, "runner": PEERS / "slipstream_runner.py", "data": "beton"},
         "ffcv": {"python": VENVS / "ffcv" / "bin" / "python", "runner": PEERS / "ffcv_runner.py", "data": "beton"},
         "dataloader": {"python": VENVS / "dataloader" / "bin" / "python", "runner": PEERS / "dataloader_runner.py",
@@ -96,6 +101,11 @@ def prepare_data(folder: Path) -> dict[str, Path]:
         if not slip.exists():
             ss.convert(beton, slip, verbose=False)
         paths[f"{key}beton"], paths[f"{key}slip"] = beton, slip
+    tiled = DATA / f"{folder.name}-tiles{TILE_WIDTH}.slip"
+    if not tiled.exists():
+        ss.convert(paths["beton"], tiled, tile_width=TILE_WIDTH, verbose=False)
+    # Raw bytes are not decoded: tiles change nothing there.
+    paths["tiled"], paths["bytes-tiled"] = tiled, paths["bytes-slip"]
     return paths
 
 

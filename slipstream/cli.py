@@ -24,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
                        help="how images are stored (default: jpeg, JPEG input kept byte for byte)")
     write.add_argument("--max-resolution", type=int, default=None, help="shrink images whose longer side exceeds this")
     write.add_argument("--jpeg-quality", type=int, default=90, help="quality of images compressed here (default 90)")
+    write.add_argument("--tile-width", type=int, default=None,
+                       help="re-code JPEGs losslessly into tiles this wide, e.g. 32: faster crops, same pixels")
     write.add_argument("--page-size", type=int, default=8 << 20, help="bytes per page, a power of two (default 8 MiB)")
     write.add_argument("--page-checksums", action="store_true", help="store a CRC-32 of every page")
     write.add_argument("--skip-errors", action="store_true", help="leave out unreadable images instead of stopping")
@@ -35,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     convert = commands.add_parser("convert", help="copy a dataset file (e.g. an FFCV .beton) into a slipstream file")
     convert.add_argument("input")
     convert.add_argument("output")
+    convert.add_argument("--tile-width", type=int, default=None,
+                         help="re-code stored JPEGs losslessly into tiles this wide, e.g. 32: faster crops, same pixels")
     convert.add_argument("--page-size", type=int, default=8 << 20, help="bytes per page (default 8 MiB)")
     convert.add_argument("--page-checksums", action="store_true", help="store a CRC-32 of every page")
 
@@ -70,7 +74,8 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.command == "write":
         fields = {"image": ss.RGBImageField(write_mode=args.write_mode, max_resolution=args.max_resolution,
-                                            jpeg_quality=args.jpeg_quality), "label": ss.IntField()}
+                                            jpeg_quality=args.jpeg_quality, tile_width=args.tile_width),
+                  "label": ss.IntField()}
         result = ss.write(args.output, args.folder, fields, workers=args.workers, page_size=args.page_size,
                           page_checksums=args.page_checksums, on_error="skip" if args.skip_errors else "raise")
         print(f"wrote {result.path}: {result.samples} samples, {result.path.stat().st_size:,} bytes")
@@ -82,7 +87,8 @@ def _run(args: argparse.Namespace) -> int:
             print(describe(reader, pages_verified=args.verify_pages))
         return 0
     if args.command == "convert":
-        result = ss.convert(args.input, args.output, page_size=args.page_size, page_checksums=args.page_checksums)
+        result = ss.convert(args.input, args.output, tile_width=args.tile_width, page_size=args.page_size,
+                            page_checksums=args.page_checksums)
         print(f"wrote {result.path}: {result.samples} samples, {result.path.stat().st_size:,} bytes")
         return 0
     if args.command == "demo":

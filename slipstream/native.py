@@ -508,6 +508,41 @@ def jpeg_encode(
     return memoryview(buf)[: size.value]
 
 
+def jpeg_add_restart_markers(data: Any, interval_width: int = 32) -> bytes:
+    """Losslessly re-code a JPEG into independently decodable tiles
+    (``slip_jpeg_add_restart_markers``).
+
+    The quantized DCT coefficients are kept, so the decoded pixels do not
+    change; they are re-coded as one baseline scan with optimized Huffman
+    tables and a restart marker every tile of whole MCUs, at most
+    ``interval_width`` pixels wide.  :func:`jpeg_decode` and
+    :func:`jpeg_decode_crop_resize` then entropy-decode only the tiles a
+    region touches.  Metadata markers other than JFIF and Adobe are dropped.
+
+    Args:
+        data: the compressed bytes.
+        interval_width: widest tile, in pixels.
+
+    Returns:
+        The re-coded JPEG.
+
+    Raises:
+        DecodeError: bad, truncated, unsupported or oversized JPEG.
+        ArgumentError: ``interval_width`` is not positive.
+    """
+    buf = _bytes_arg(data, "data")
+    size = ctypes.c_size_t(0)
+    out = np.empty(buf.size + buf.size // 4 + 65536, np.uint8)
+    for _ in range(2):  # the first size is an estimate; the call reports the exact one
+        status = lib.slip_jpeg_add_restart_markers(
+            buf.ctypes.data, buf.size, int(interval_width), out.ctypes.data, out.size, ctypes.addressof(size)
+        )
+        if status != Status.EBUFFER:
+            break
+        out = np.empty(size.value, np.uint8)
+    _check(status, "jpeg_add_restart_markers")
+    return out[: size.value].tobytes()
+
 def pread(fd: int, buf: Any, offset: int) -> None:
     """Fill ``buf`` with the bytes of file descriptor ``fd`` starting at
     ``offset`` (``slip_pread``).
@@ -532,6 +567,7 @@ __all__ = [
     "Status",
     "Subsampling",
     "abi_version",
+    "jpeg_add_restart_markers",
     "jpeg_decode",
     "jpeg_decode_crop_resize",
     "jpeg_encode",

@@ -41,6 +41,14 @@ def test_write_info_and_convert(tmp_path):
         assert bytes(copy.value_bytes(i, "image")) == bytes(original.value_bytes(i, "image"))
         assert copy[i]["label"] == original[i]["label"]
 
+    for command in (["write", "tree", "tiled.slip", "--workers", "0"], ["convert", "out.slip", "tiled-copy.slip"]):
+        tiled = run(*command, "--tile-width", "16", cwd=tmp_path)
+        assert tiled.returncode == 0, tiled.stderr
+        with ss.Reader(tmp_path / command[2]) as reader:
+            assert reader.fields["image"].tile_width == 16
+            for i in range(6):
+                np.testing.assert_array_equal(reader[i]["image"], original[i]["image"])
+
 
 def test_errors_are_one_line_and_exit_1(tmp_path):
     missing = run("info", "missing.slip", cwd=tmp_path)

@@ -151,6 +151,32 @@ def test_max_resolution_resizes_the_longer_side(tmp_path):
     assert np.abs(np.asarray(stored, int) - np.asarray(shrunk, int)).mean() < 4
 
 
+
+def test_tile_width_recodes_jpegs_without_changing_a_pixel(tmp_path):
+    """Written with tile_width, converted with it, and loaded through random
+    crops: the pixels are those of the byte-for-byte file."""
+    folder = image_folder(tmp_path / "images", per_class=4)
+    (folder / "cat" / "big.jpg").write_bytes(make_sample(251, 333, seed=9).data)
+    (folder / "dog" / "png.png").write_bytes(encoded(picture(50, 70)))
+    plain = ss.write(tmp_path / "plain.slip", folder, workers=0).path
+    fields = {"image": ss.RGBImageField(tile_width=32), "label": ss.IntField()}
+    tiled = ss.write(tmp_path / "tiled.slip", folder, fields, workers=0).path
+    converted = ss.convert(plain, tmp_path / "converted.slip", tile_width=32, verbose=False).path
+    with ss.Reader(plain) as a, ss.Reader(tiled) as b, ss.Reader(converted) as c:
+        assert b.fields["image"].tile_width == 32 and c.fields["image"].tile_width == 32
+        for i in range(len(a)):
+            assert b"\xff\xdd" in bytes(b.value_bytes(i, "image")), i  # a restart interval is defined
+            np.testing.assert_array_equal(b[i]["image"], a[i]["image"])
+            assert bytes(c.value_bytes(i, "image")) == bytes(b.value_bytes(i, "image")), i
+    pipeline = {"image": [ss.ops.RandomResizedCrop(24), ss.ops.RandomHorizontalFlip()], "label": []}
+    batches = [list(ss.Loader(path, 5, pipeline, order="random", seed=3)) for path in (plain, tiled)]
+    for x, y in zip(*batches, strict=True):
+        np.testing.assert_array_equal(np.asarray(x[0]), np.asarray(y[0]))
+    with pytest.raises(ValueError, match="tile_width"):
+        ss.RGBImageField(tile_width=0)
+    with pytest.raises(ss.ArgumentError, match="tile_width"):
+        ss.convert(plain, tmp_path / "bad.slip", tile_width=-1, verbose=False)
+
 def test_values_larger_than_a_page(tmp_path):
     big = picture(80, 70)  # 16,800 raw bytes over 4,096-byte pages
     path = tmp_path / "big.slip"

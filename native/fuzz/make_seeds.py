@@ -37,6 +37,13 @@ def jpeg_seeds() -> list[bytes]:
     return valid + cut
 
 
+def tiled_seeds() -> list[bytes]:
+    """Valid JPEGs re-coded into restart-marker tiles, whose regions the
+    kernels decode through a JPEG of the tiles they need."""
+    items = [item.data for item in hostile_corpus.corpus() if item.decodes and len(item.data) <= 4096]
+    return [ss.native.jpeg_add_restart_markers(data, width) for data in items for width in (8, 16)]
+
+
 def dataset_seeds(folder: Path) -> list[bytes]:
     """Tiny dataset files: JPEG and raw images with every other field type,
     page checksums on, and an FFCV .beton from the test fixtures."""
@@ -62,6 +69,9 @@ def main() -> None:
         save(CORPUS / "jpeg_info", data)
         save(CORPUS / "decode_crop_resize", bytes([0, 0, 255, 255, 31, 47, 0, 0]) + data)
         save(CORPUS / "decode_crop_resize", bytes([64, 32, 128, 96, 7, 9, 5, 1]) + data)
+    for data in tiled_seeds():
+        save(CORPUS / "decode_crop_resize", bytes([64, 32, 128, 96, 7, 9, 5, 1]) + data)
+        save(CORPUS / "decode_crop_resize", bytes([200, 150, 40, 90, 31, 47, 2, 0]) + data)
     with tempfile.TemporaryDirectory() as tmp:
         for data in dataset_seeds(Path(tmp)):
             save(CORPUS / "format", data)

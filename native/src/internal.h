@@ -47,6 +47,7 @@ typedef struct slip_thread_state {
   slip_scratch rows;    /* scanlines as libjpeg returns them */
   slip_scratch weights; /* resampling taps */
   slip_scratch accum;   /* one row of vertically filtered samples */
+  slip_scratch sub;     /* a JPEG of the restart intervals a region needs */
   slip_pack_tables pack;
 } slip_thread_state;
 

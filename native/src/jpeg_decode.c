@@ -252,9 +252,132 @@ static int32_t check_flags(int32_t flags) {
   return SLIP_OK;
 }
 
-/* A region's block of the scaled image: rows [y, y + h), columns [x, x + w). */
+/* ------------------------------------------------ restart-interval tiles */
+
+/*
+ * A JPEG whose single baseline scan has a restart marker every R MCUs, with R
+ * dividing the MCUs of a row (as slip_jpeg_add_restart_markers writes them),
+ * is a grid of tiles: each restart interval starts on a byte boundary with
+ * fresh DC predictions, so it decodes without the data before it.  For a
+ * region of such an image, sub_jpeg() copies the tiles the region touches
+ * into a smaller JPEG - the same tables, renumbered markers, reduced
+ * dimensions - and libjpeg then entropy-decodes only those tiles, instead of
+ * every row above the region and the whole width of the region's rows.
+ */
+
+static uint32_t be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
+
+/* Offset in data[0, end) of the frame header's height field (the width
+ * follows it), or 0 when the markers before the scan do not parse. */
+static size_t frame_size_offset(const uint8_t *data, size_t end) {
+  size_t pos = 2;
+  while (pos + 4 <= end) {
+    if (data[pos] != 0xFF) return 0;
+    uint8_t m = data[pos + 1];
+    if (m == 0xFF) {
+      pos++; /* fill byte before a marker */
+      continue;
+    }
+    /* SOF0..SOF15, less DHT (C4), JPG (C8) and DAC (CC) */
+    if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) return pos + 9 <= end ? pos + 5 : 0;
+    pos += 2 + be16(data + pos + 2);
+  }
+  return 0;
+}
+
+static int32_t min32(int64_t a, int64_t b) { return (int32_t)(a < b ? a : b); }
+static int32_t max32(int64_t a, int64_t b) { return (int32_t)(a > b ? a : b); }
+
+/*
+ * If the image whose header dec has read from data is tiled by restart
+ * intervals, and the source region (y, x, h, w) decoded at scale 1/d, widened
+ * by d pixels (one scaled pixel) on each side, leaves tiles out, write the JPEG of the tiles it needs into ts->sub and
+ * return its size, with the source position of its first pixel in *oy, *ox.
+ * Return 0 when the image is not tiled, when no tile would be left out, or
+ * when the entropy data lack the expected markers: the caller then decodes
+ * data as it is, which reports any corruption.
+ */
+static size_t sub_jpeg(slip_thread_state *ts, const uint8_t *data, size_t size, int32_t y, int32_t x, int32_t h,
+                       int32_t w, int32_t d, int32_t *oy, int32_t *ox) {
+  const struct jpeg_decompress_struct *dec = &ts->dec;
+  int64_t interval = dec->restart_interval;
+  if (interval == 0 || dec->progressive_mode || dec->arith_code || dec->comps_in_scan != dec->num_components)
+    return 0;
+  int single = dec->num_components == 1; /* a lone component is coded block by block */
+  int32_t mcu_w = single ? DCTSIZE : dec->max_h_samp_factor * DCTSIZE;
+  int32_t mcu_h = single ? DCTSIZE : dec->max_v_samp_factor * DCTSIZE;
+  int64_t H = dec->image_height, W = dec->image_width;
+  int64_t columns = (W + mcu_w - 1) / mcu_w, rows = (H + mcu_h - 1) / mcu_h;
+  if (columns % interval) return 0;
+  int64_t tiles = columns / interval, tile_w = interval * mcu_w;
+
+  int64_t r0 = max32(0, (int64_t)y - d) / mcu_h;
+  int64_t r1 = (min32(H, (int64_t)y + h + d) + mcu_h - 1) / mcu_h;
+  int64_t c0 = max32(0, (int64_t)x - d) / tile_w;
+  int64_t c1 = (min32(W, (int64_t)x + w + d) + tile_w - 1) / tile_w;
+  /* At least 32 scaled pixels wide, as read_block() crops: narrower, libjpeg
+   * would upsample chroma differently from a full decode. */
+  int64_t min_tiles = (32 * (int64_t)d + tile_w - 1) / tile_w;
+  while (c1 - c0 < min_tiles && (c0 > 0 || c1 < tiles)) {
+    if (c1 < tiles) c1++;
+    else c0--;
+  }
+  /* Rows below the region cost nothing already: libjpeg stops before them. */
+  if (r0 == 0 && c0 == 0 && c1 == tiles) return 0;
+
+  size_t start = (size_t)(dec->src->next_input_byte - data); /* the entropy data, after SOS */
+  size_t frame = frame_size_offset(data, start);
+  if (!frame) return 0;
+  int64_t first = r0 * tiles + c0, last = (r1 - 1) * tiles + c1 - 1, total = rows * tiles;
+  uint8_t *out = slip__scratch_reserve(&ts->sub, size + 2 * (size_t)((r1 - r0) * (c1 - c0)) + 2);
+  if (!out) return 0;
+  memcpy(out, data, start);
+  int64_t sub_h = r1 < rows ? (r1 - r0) * mcu_h : H - r0 * mcu_h;
+  int64_t sub_w = c1 < tiles ? (c1 - c0) * tile_w : W - c0 * tile_w;
+  out[frame] = (uint8_t)(sub_h >> 8), out[frame + 1] = (uint8_t)sub_h;
+  out[frame + 2] = (uint8_t)(sub_w >> 8), out[frame + 3] = (uint8_t)sub_w;
+
+  size_t n = start;
+  int64_t copied = 0;
+  const uint8_t *p = data + start, *tile = p, *end = data + size;
+  for (int64_t index = 0; index <= last;) {
+    const uint8_t *m = memchr(p, 0xFF, (size_t)(end - p));
+    if (!m || m + 1 >= end) return 0; /* truncated */
+    if (m[1] == 0x00) {               /* a stuffed 0xFF data byte */
+      p = m + 2;
+      continue;
+    }
+    if (m[1] == 0xFF) { /* a fill byte before a marker */
+      p = m + 1;
+      continue;
+    }
+    int restart = m[1] >= 0xD0 && m[1] <= 0xD7;
+    if (restart ? m[1] - 0xD0 != index % 8 : index != total - 1) return 0;
+    int64_t c = index % tiles;
+    if (index >= first && c >= c0 && c < c1) {
+      if (copied) {
+        out[n++] = 0xFF;
+        out[n++] = (uint8_t)(0xD0 + (copied - 1) % 8);
+      }
+      memcpy(out + n, tile, (size_t)(m - tile));
+      n += (size_t)(m - tile);
+      copied++;
+    }
+    index++;
+    tile = p = m + 2;
+  }
+  out[n++] = 0xFF;
+  out[n++] = 0xD9; /* EOI */
+  *oy = (int32_t)(r0 * mcu_h);
+  *ox = (int32_t)(c0 * tile_w);
+  return n;
+}
+
+/* A region's block of the scaled image: rows [y, y + h), columns [x, x + w)
+ * of the decoded image, whose first pixel is source pixel (oy, ox). */
 typedef struct block_rect {
   int32_t y, x, h, w;
+  int32_t oy, ox;
 } block_rect;
 
 /*
@@ -274,6 +397,17 @@ static int32_t open_region(const uint8_t *data, size_t size, int32_t d, int32_t 
   if (status != SLIP_OK) {
     jpeg_abort_decompress(&ts->dec);
     return status;
+  }
+  /* A margin of one scaled pixel keeps the block's edges away from the tiles'
+   * edges, where smooth chroma upsampling would differ from a full decode. */
+  block->oy = block->ox = 0;
+  size_t sub_size = sub_jpeg(ts, data, size, y, x, h, w, d, &block->oy, &block->ox);
+  if (sub_size) {
+    jpeg_abort_decompress(&ts->dec);
+    status = open_jpeg(ts, ts->sub.data, sub_size, d, flags);
+    if (status != SLIP_OK) return status;
+    y -= block->oy;
+    x -= block->ox;
   }
   scaled_extent(y, h, d, &block->y, &block->h);
   scaled_extent(x, w, d, &block->x, &block->w);
@@ -326,6 +460,6 @@ SLIP_API int32_t slip_jpeg_decode_crop_resize(const uint8_t *data, size_t size, 
   if (status != SLIP_OK) return status;
   /* The crop in block coordinates, with the fractional edges the scale leaves. */
   double inv = 1.0 / d;
-  return slip__resample(ts, pixels, b.h, b.w, 3, (int64_t)b.w * 3, y * inv - b.y, x * inv - b.x, h * inv, w * inv,
-                        out, out_h, out_w, out_stride, interp, flags & SLIP_DECODE_FLIP_X);
+  return slip__resample(ts, pixels, b.h, b.w, 3, (int64_t)b.w * 3, (y - b.oy) * inv - b.y, (x - b.ox) * inv - b.x,
+                        h * inv, w * inv, out, out_h, out_w, out_stride, interp, flags & SLIP_DECODE_FLIP_X);
 }

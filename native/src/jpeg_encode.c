@@ -6,6 +6,7 @@
  * tables of the previous image after an optimized or progressive encode, and
  * compression is not on the loader's hot path.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -144,4 +145,85 @@ SLIP_API int32_t slip_jpeg_encode(const uint8_t *src, int32_t height, int32_t wi
   if (*out_size > out_capacity)
     return slip__fail(SLIP_EBUFFER, "the JPEG needs %zu bytes; the output buffer has %zu", *out_size, out_capacity);
   return SLIP_OK;
+}
+
+/* ------------------------------------------------------ restart markers */
+
+/* Width in pixels of one MCU column, and MCU columns per row, of a
+ * single-scan JPEG: a lone component is coded block by block. */
+static int32_t mcu_columns(const struct jpeg_decompress_struct *din, int32_t *mcu_w) {
+  *mcu_w = din->num_components == 1 ? DCTSIZE : din->max_h_samp_factor * DCTSIZE;
+  return (int32_t)(((int64_t)din->image_width + *mcu_w - 1) / *mcu_w);
+}
+
+/* The largest divisor of columns that is at most max_mcus (at least 1). */
+static int32_t interval_for(int32_t columns, int32_t max_mcus) {
+  for (int32_t r = max_mcus < columns ? max_mcus : columns; r > 1; r--)
+    if (columns % r == 0) return r;
+  return 1;
+}
+
+typedef struct transcoder {
+  struct jpeg_decompress_struct din;
+  struct jpeg_compress_struct cout;
+  slip_jpeg_error err; /* shared by both objects: one longjmp target */
+  buffer_dest dest;
+} transcoder;
+
+static int32_t transcode(transcoder *t, const uint8_t *data, size_t size, int32_t interval_width) {
+  t->din.err = t->cout.err = slip__jpeg_error_init(&t->err);
+  volatile int created = 0; /* 1: din exists, 2: cout too */
+  if (setjmp(t->err.jump)) {
+    if (created >= 2) jpeg_destroy_compress(&t->cout);
+    if (created >= 1) jpeg_destroy_decompress(&t->din);
+    return t->err.status;
+  }
+  jpeg_create_decompress(&t->din);
+  created = 1;
+  t->din.mem->max_memory_to_use = SLIP_MAX_DECODE_MEMORY;
+  jpeg_mem_src(&t->din, (unsigned char *)(uintptr_t)data, (unsigned long)size);
+  jpeg_read_header(&t->din, TRUE);
+  jvirt_barray_ptr *coefficients = jpeg_read_coefficients(&t->din);
+
+  jpeg_create_compress(&t->cout);
+  created = 2;
+  t->dest.pub.init_destination = dest_init;
+  t->dest.pub.empty_output_buffer = dest_full;
+  t->dest.pub.term_destination = dest_term;
+  t->cout.dest = &t->dest.pub;
+  /* Same components, sampling and quantization; libjpeg's defaults make the
+   * output a single interleaved baseline scan with JFIF or Adobe markers. */
+  jpeg_copy_critical_parameters(&t->din, &t->cout);
+  t->cout.optimize_coding = TRUE;
+  int32_t mcu_w;
+  int32_t columns = mcu_columns(&t->din, &mcu_w);
+  int32_t max_mcus = interval_width / mcu_w;
+  t->cout.restart_interval = (unsigned int)interval_for(columns, max_mcus > 1 ? max_mcus : 1);
+  jpeg_write_coefficients(&t->cout, coefficients);
+  jpeg_finish_compress(&t->cout);
+  jpeg_destroy_compress(&t->cout);
+  jpeg_destroy_decompress(&t->din);
+  return SLIP_OK;
+}
+
+SLIP_API int32_t slip_jpeg_add_restart_markers(const uint8_t *data, size_t size, int32_t interval_width,
+                                               uint8_t *out, size_t out_capacity, size_t *out_size) {
+  if (!data || !out_size || (!out && out_capacity))
+    return slip__fail(SLIP_EINVAL, "data, out_size and a non-empty out must not be NULL");
+  if (interval_width < 1) return slip__fail(SLIP_EINVAL, "interval_width %d is not positive", interval_width);
+  if (size < 2 || data[0] != 0xFF || data[1] != 0xD8)
+    return slip__fail(SLIP_ENOTJPEG, "data does not start with a JPEG SOI marker (0xFF 0xD8)");
+  transcoder *t = calloc(1, sizeof *t);
+  if (!t) return slip__fail(SLIP_ENOMEM, "cannot allocate a transcoder");
+  t->dest.buffer = out;
+  t->dest.capacity = out_capacity;
+  int32_t status = transcode(t, data, size, interval_width);
+  if (status == SLIP_OK) {
+    *out_size = dest_total(&t->dest);
+    if (*out_size > out_capacity)
+      status = slip__fail(SLIP_EBUFFER, "the JPEG needs %zu bytes; the output buffer has %zu", *out_size,
+                          out_capacity);
+  }
+  free(t);
+  return status;
 }

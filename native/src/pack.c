@@ -99,6 +99,22 @@ SLIP_API int32_t slip_pack(const uint8_t *src, int32_t height, int32_t width, in
   }
 
   uint8_t *out = dst;
+  if (dtype == SLIP_DTYPE_FLOAT16 && channels == 3 && dst_stride_x == 2) {
+    /* The loader's case (planar float16): one pass over each source row,
+     * three contiguous output rows, no stride arithmetic per element. */
+    const uint16_t *t0 = tables->table.f16[0], *t1 = tables->table.f16[1], *t2 = tables->table.f16[2];
+    for (int32_t i = 0; i < height; i++) {
+      const uint8_t *s = src + (int64_t)i * src_stride;
+      uint16_t *o0 = (uint16_t *)(out + (int64_t)i * dst_stride_y);
+      uint16_t *o1 = (uint16_t *)((uint8_t *)o0 + dst_stride_c), *o2 = (uint16_t *)((uint8_t *)o1 + dst_stride_c);
+      for (int32_t j = 0; j < width; j++, s += 3) {
+        o0[j] = t0[s[0]];
+        o1[j] = t1[s[1]];
+        o2[j] = t2[s[2]];
+      }
+    }
+    return SLIP_OK;
+  }
   for (int32_t c = 0; c < channels; c++) {
     for (int32_t i = 0; i < height; i++) {
       const uint8_t *s = src + (int64_t)i * src_stride + c;

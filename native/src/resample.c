@@ -10,6 +10,9 @@
  */
 #include <math.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "internal.h"
 
@@ -100,11 +103,28 @@ static int32_t max_taps_for(double length, int32_t n, int32_t interp) {
 }
 
 /* Round a sum to the nearest integer in 0..255.  Sums are never negative
- * (non-negative weights times pixels) and exceed 255 only by rounding error;
- * integer clamping lets the compiler vectorize the conversion loop. */
+ * (non-negative weights times pixels) and exceed 255 only by rounding error. */
 static inline uint8_t to_u8(float v) {
   int32_t q = (int32_t)(v + 0.5f);
   return (uint8_t)(q < 255 ? q : 255);
+}
+
+/* out[i] = to_u8(in[i]) for i < n.  Compilers leave the scalar loop scalar
+ * (float to int conversion with clamping); SSE2 converts 16 at a time, and
+ * its saturating packs clamp exactly as to_u8 does. */
+static void row_to_u8(const float *in, size_t n, uint8_t *out) {
+  size_t i = 0;
+#if defined(__SSE2__)
+  const __m128 half = _mm_set1_ps(0.5f);
+  for (; i + 16 <= n; i += 16) {
+    __m128i a = _mm_cvttps_epi32(_mm_add_ps(_mm_loadu_ps(in + i), half));
+    __m128i b = _mm_cvttps_epi32(_mm_add_ps(_mm_loadu_ps(in + i + 4), half));
+    __m128i c = _mm_cvttps_epi32(_mm_add_ps(_mm_loadu_ps(in + i + 8), half));
+    __m128i d = _mm_cvttps_epi32(_mm_add_ps(_mm_loadu_ps(in + i + 12), half));
+    _mm_storeu_si128((__m128i *)(out + i), _mm_packus_epi16(_mm_packs_epi32(a, b), _mm_packs_epi32(c, d)));
+  }
+#endif
+  for (; i < n; i++) out[i] = to_u8(in[i]);
 }
 
 int32_t slip__resample(slip_thread_state *ts, const uint8_t *src, int32_t src_h, int32_t src_w, int32_t channels,
@@ -134,6 +154,22 @@ int32_t slip__resample(slip_thread_state *ts, const uint8_t *src, int32_t src_h,
   for (int32_t j = 0; j < dst_w; j++) kmax = tx[j].count > kmax ? tx[j].count : kmax;
   for (int32_t j = 0; j < dst_w; j++) {
     for (int32_t k = tx[j].count; k < kmax; k++) wx[(size_t)j * (size_t)kx + (size_t)k] = 0.0f;
+  }
+
+  /* Mirroring is the horizontal taps in reverse order: output pixel j gets
+   * the taps of pixel dst_w - 1 - j, computed exactly as without the flip. */
+  if (flip_x) {
+    for (int32_t j = 0, k = dst_w - 1; j < k; j++, k--) {
+      axis_taps t = tx[j];
+      tx[j] = tx[k];
+      tx[k] = t;
+      float *a = wx + (size_t)j * (size_t)kx, *b = wx + (size_t)k * (size_t)kx;
+      for (int32_t i = 0; i < kmax; i++) {
+        float w = a[i];
+        a[i] = b[i];
+        b[i] = w;
+      }
+    }
   }
 
   /* Columns any horizontal tap reads. */
@@ -183,16 +219,7 @@ int32_t slip__resample(slip_thread_state *ts, const uint8_t *src, int32_t src_h,
         }
       }
     }
-    uint8_t *out = dst + (int64_t)r * dst_stride;
-    size_t out_len = (size_t)dst_w * (size_t)channels;
-    if (!flip_x) {
-      for (size_t i = 0; i < out_len; i++) out[i] = to_u8(hrow[i]);
-    } else {
-      for (int32_t j = 0; j < dst_w; j++) {
-        uint8_t *o = out + (size_t)(dst_w - 1 - j) * (size_t)channels;
-        for (int32_t c = 0; c < channels; c++) o[c] = to_u8(hrow[(size_t)j * (size_t)channels + (size_t)c]);
-      }
-    }
+    row_to_u8(hrow, (size_t)dst_w * (size_t)channels, dst + (int64_t)r * dst_stride);
   }
   return SLIP_OK;
 }

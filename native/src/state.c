@@ -54,6 +54,7 @@ static void destroy_state(void *p) {
   free(ts->rows.data);
   free(ts->weights.data);
   free(ts->accum.data);
+  free(ts->sub.data);
   free(ts);
   thread_state = NULL;
 }
