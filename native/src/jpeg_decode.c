@@ -290,9 +290,10 @@ static int32_t max32(int64_t a, int64_t b) { return (int32_t)(a > b ? a : b); }
 
 /*
  * If the image whose header dec has read from data is tiled by restart
- * intervals, and the source region (y, x, h, w) decoded at scale 1/d, widened
- * by d pixels (one scaled pixel) on each side, leaves tiles out, write the JPEG of the tiles it needs into ts->sub and
- * return its size, with the source position of its first pixel in *oy, *ox.
+ * intervals, and the source region (y, x, h, w) to decode at scale 1/d,
+ * widened by d pixels (one scaled pixel) on each side, leaves tiles out,
+ * write the JPEG of the tiles it needs into ts->sub and return its size,
+ * with the source position of its first pixel in *oy, *ox.
  * Return 0 when the image is not tiled, when no tile would be left out, or
  * when the entropy data lack the expected markers: the caller then decodes
  * data as it is, which reports any corruption.
@@ -329,7 +330,11 @@ static size_t sub_jpeg(slip_thread_state *ts, const uint8_t *data, size_t size, 
   size_t frame = frame_size_offset(data, start);
   if (!frame) return 0;
   int64_t first = r0 * tiles + c0, last = (r1 - 1) * tiles + c1 - 1, total = rows * tiles;
-  uint8_t *out = slip__scratch_reserve(&ts->sub, size + 2 * (size_t)((r1 - r0) * (c1 - c0)) + 2);
+  /* Every tile but the last ends with a 2-byte marker: a header claiming more
+   * tiles than the data can hold is left to libjpeg to reject. */
+  int64_t needed = (r1 - r0) * (c1 - c0);
+  if ((uint64_t)last >= size / 2) return 0;
+  uint8_t *out = slip__scratch_reserve(&ts->sub, size + 2 * (size_t)needed + 2);
   if (!out) return 0;
   memcpy(out, data, start);
   int64_t sub_h = r1 < rows ? (r1 - r0) * mcu_h : H - r0 * mcu_h;
