@@ -415,9 +415,10 @@ SLIP_API int32_t slip_jpeg_encode(const uint8_t *src, int32_t height, int32_t wi
  *
  * @param data            the compressed JPEG bytes.
  * @param size            number of bytes at data.
- * @param interval_width  widest tile wanted, in pixels (> 0).  At 32 the
- *                        markers add about 1.5% to photographs whose Huffman
- *                        tables were already optimized; others often shrink.
+ * @param interval_width  widest tile wanted, in pixels (> 0).  At 32, 800
+ *                        ImageNet photos grew by 1.5% (the markers cost more
+ *                        than the optimized tables saved); re-encoded at
+ *                        quality 90 with standard tables, they shrank by 2%.
  * @param out             receives the rewritten JPEG.
  * @param out_capacity    bytes available at out (may be 0); size + size / 4 + 65536 suffices
  *                        for real images.
