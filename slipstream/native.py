@@ -543,6 +543,7 @@ def jpeg_add_restart_markers(data: Any, interval_width: int = 32) -> bytes:
     _check(status, "jpeg_add_restart_markers")
     return out[: size.value].tobytes()
 
+
 def pread(fd: int, buf: Any, offset: int) -> None:
     """Fill ``buf`` with the bytes of file descriptor ``fd`` starting at
     ``offset`` (``slip_pread``).

@@ -58,6 +58,11 @@ slip_thread_state *slip__thread_state(void);
 /* Ensure s holds at least n bytes; returns s->data or NULL (last error set). */
 void *slip__scratch_reserve(slip_scratch *s, size_t n);
 
+/* Pixel size of one MCU of the first scan of a single-scan JPEG whose
+ * header dec has read: a lone component is coded block by block, several
+ * interleaved ones by their largest sampling factors. */
+void slip__mcu_size(const struct jpeg_decompress_struct *dec, int32_t *mcu_h, int32_t *mcu_w);
+
 /* Record the detail of a failure on the calling thread and return status. */
 int32_t slip__fail(int32_t status, const char *fmt, ...)
 #if defined(__GNUC__)

@@ -285,6 +285,12 @@ static size_t frame_size_offset(const uint8_t *data, size_t end) {
   return 0;
 }
 
+void slip__mcu_size(const struct jpeg_decompress_struct *dec, int32_t *mcu_h, int32_t *mcu_w) {
+  int single = dec->num_components == 1;
+  *mcu_h = single ? DCTSIZE : dec->max_v_samp_factor * DCTSIZE;
+  *mcu_w = single ? DCTSIZE : dec->max_h_samp_factor * DCTSIZE;
+}
+
 static int32_t min32(int64_t a, int64_t b) { return (int32_t)(a < b ? a : b); }
 static int32_t max32(int64_t a, int64_t b) { return (int32_t)(a > b ? a : b); }
 
@@ -304,9 +310,8 @@ static size_t sub_jpeg(slip_thread_state *ts, const uint8_t *data, size_t size, 
   int64_t interval = dec->restart_interval;
   if (interval == 0 || dec->progressive_mode || dec->arith_code || dec->comps_in_scan != dec->num_components)
     return 0;
-  int single = dec->num_components == 1; /* a lone component is coded block by block */
-  int32_t mcu_w = single ? DCTSIZE : dec->max_h_samp_factor * DCTSIZE;
-  int32_t mcu_h = single ? DCTSIZE : dec->max_v_samp_factor * DCTSIZE;
+  int32_t mcu_h, mcu_w;
+  slip__mcu_size(dec, &mcu_h, &mcu_w);
   int64_t H = dec->image_height, W = dec->image_width;
   int64_t columns = (W + mcu_w - 1) / mcu_w, rows = (H + mcu_h - 1) / mcu_h;
   if (columns % interval) return 0;

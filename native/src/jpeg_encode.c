@@ -149,13 +149,6 @@ SLIP_API int32_t slip_jpeg_encode(const uint8_t *src, int32_t height, int32_t wi
 
 /* ------------------------------------------------------ restart markers */
 
-/* Width in pixels of one MCU column, and MCU columns per row, of a
- * single-scan JPEG: a lone component is coded block by block. */
-static int32_t mcu_columns(const struct jpeg_decompress_struct *din, int32_t *mcu_w) {
-  *mcu_w = din->num_components == 1 ? DCTSIZE : din->max_h_samp_factor * DCTSIZE;
-  return (int32_t)(((int64_t)din->image_width + *mcu_w - 1) / *mcu_w);
-}
-
 /* The largest divisor of columns that is at most max_mcus (at least 1). */
 static int32_t interval_for(int32_t columns, int32_t max_mcus) {
   for (int32_t r = max_mcus < columns ? max_mcus : columns; r > 1; r--)
@@ -195,8 +188,9 @@ static int32_t transcode(transcoder *t, const uint8_t *data, size_t size, int32_
    * output a single interleaved baseline scan with JFIF or Adobe markers. */
   jpeg_copy_critical_parameters(&t->din, &t->cout);
   t->cout.optimize_coding = TRUE;
-  int32_t mcu_w;
-  int32_t columns = mcu_columns(&t->din, &mcu_w);
+  int32_t mcu_h, mcu_w; /* of the output: one interleaved scan, as din's sampling */
+  slip__mcu_size(&t->din, &mcu_h, &mcu_w);
+  int32_t columns = (int32_t)(((int64_t)t->din.image_width + mcu_w - 1) / mcu_w);
   int32_t max_mcus = interval_width / mcu_w;
   t->cout.restart_interval = (unsigned int)interval_for(columns, max_mcus > 1 ? max_mcus : 1);
   jpeg_write_coefficients(&t->cout, coefficients);

@@ -41,10 +41,10 @@ class RGBImageField(Field, type_id=1):
         tile_width: when set, every stored JPEG is re-coded losslessly into
             tiles at most this many pixels wide (restart markers, see
             :func:`slipstream.native.jpeg_add_restart_markers`): the pixels
-            do not change, the size changes by about 2% either way at 32, and crops
-            decode about 1.2x faster because the loader entropy-decodes only
-            the tiles a crop touches.  ``None`` keeps JPEG input byte for
-            byte.
+            do not change, the size changes by about 2% either way at 32,
+            and crops decode about 1.2x faster because the loader
+            entropy-decodes only the tiles a crop touches.  ``None`` keeps
+            JPEG input byte for byte.
 
     Accepted values: a path to an image file, the bytes of one (JPEG, PNG or
     anything Pillow reads), a ``PIL.Image``, a ``{"bytes": ..., "path": ...}``
