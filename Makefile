@@ -84,7 +84,8 @@ asan: $(STAMP)
 	LD_PRELOAD="$$(cc -print-file-name=libasan.so) $$(cc -print-file-name=libubsan.so)" \
 	ASAN_OPTIONS=detect_leaks=0 \
 	$(BIN)/pytest -p no:cacheprovider tests/test_native_decode.py tests/test_native_tiles.py tests/test_native_errors.py \
-	  tests/test_native_pixels.py tests/test_native_encode_io.py tests/test_numba_intrinsics.py
+	  tests/test_native_pixels.py tests/test_native_encode_io.py tests/test_native_limits.py tests/test_native_crc32.py \
+	  tests/test_native_guard.py tests/test_numba_intrinsics.py
 
 bench: $(STAMP) bench-peers
 	$(BIN)/python -m pip install -q 'matplotlib>=3.7'
@@ -93,6 +94,7 @@ bench: $(STAMP) bench-peers
 	$(BIN)/python benchmarks/write.py $(IMAGES)
 	$(BIN)/python benchmarks/loader_io.py $(IMAGES)
 	$(BIN)/python benchmarks/pipelines.py $(IMAGES)
+	$(BIN)/python benchmarks/integrity.py $(IMAGES)
 	$(BIN)/python benchmarks/compare.py $(IMAGES)
 
 # libFuzzer harnesses (native/fuzz) under AddressSanitizer and UndefinedBehaviorSanitizer:
@@ -103,8 +105,14 @@ bench: $(STAMP) bench-peers
 fuzz: $(STAMP)
 	@command -v $(CLANG) >/dev/null 2>&1 || { echo "installing clang"; $(SUDO) apt-get update -qq && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends clang; }
-	@$(BIN)/python -c 'import atheris' 2>/dev/null || $(BIN)/python -m pip install -q atheris
 	@mkdir -p $(FUZZ_DIR)/corpus/jpeg_info $(FUZZ_DIR)/corpus/decode_crop_resize $(FUZZ_DIR)/corpus/format
+	@# clang links fuzzers only with its sanitizer runtime, a separate Debian package.
+	@printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { return 0; }\n' | \
+	  $(CLANG) -x c -fsanitize=fuzzer,address,undefined - -o $(FUZZ_DIR)/probe >/dev/null 2>&1 || { \
+	  runtime=libclang-rt-$$($(CLANG) -dumpversion | cut -d. -f1)-dev; echo "installing $$runtime"; \
+	  $(SUDO) apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$runtime; }
+	@$(BIN)/python -c 'import atheris' 2>/dev/null || $(BIN)/python -m pip install -q atheris
 	$(CLANG) $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined native/src/*.c native/fuzz/fuzz_jpeg_info.c \
 	  $(JPEG_CFLAGS) -lpthread -lm -o $(FUZZ_DIR)/fuzz_jpeg_info
 	$(CLANG) $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined native/src/*.c native/fuzz/fuzz_decode_crop_resize.c \

@@ -17,10 +17,10 @@ from numba.extending import intrinsic
 
 from slipstream import _abi
 
-HEADER_SHA256 = "24c1c4aba1f695ea50ca84cb8930e5786c9537cd61dd77db39e35363dc2b9cf4"
+HEADER_SHA256 = "941b258fe2d2f128ed727dce49fdac19b9fd08f56c22175535f99bac327b4853"
 """SHA-256 of the header this module was generated from."""
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 """Version of this ABI; bumped whenever a declaration in this file changes."""
 
 MAX_DIMENSION = 65500
@@ -30,6 +30,19 @@ MAX_DECODE_MEMORY = 1073741824
 """Most memory, in bytes, that one JPEG decode may use for libjpeg's
 whole-image buffers (progressive and multi-scan images) or for the fused
 kernel's region scratch; a larger request fails with SLIP_ETOOBIG.
+"""
+
+DEFAULT_MAX_SCANS = 100
+"""Default of SLIP_LIMIT_SCANS: most scans of one JPEG.  Encoders write 1
+(baseline) to about 10 (libjpeg's and mozjpeg's progressive modes); a
+hostile file may repeat legal scans without end, each costing a pass over
+the image's blocks (about 10 ns a block on one core) in a few bytes.
+"""
+
+DEFAULT_MAX_PIXELS = 268435456
+"""Default of SLIP_LIMIT_PIXELS: most pixels (height x width) of one JPEG,
+16384 x 16384.  Arithmetic coding can describe a flat image of 65500 x
+65500 pixels in kilobytes, whose decoding would take tens of seconds.
 """
 
 
@@ -56,7 +69,9 @@ class Status(enum.IntEnum):
     EUNSUPPORTED = -7
     """valid but unsupported JPEG: 12-bit, lossless, unknown colour space"""
     ETOOBIG = -8
-    """the image or the memory it needs exceeds SLIP_MAX_DIMENSION or SLIP_MAX_DECODE_MEMORY"""
+    """the image, the memory or the work it needs exceeds a limit: SLIP_MAX_DIMENSION,
+    SLIP_MAX_DECODE_MEMORY, SLIP_LIMIT_SCANS or SLIP_LIMIT_PIXELS
+    """
     EIO = -9
     """an operating-system I/O error; the detail holds strerror(errno)"""
     EEOF = -10
@@ -170,6 +185,27 @@ class Dtype(enum.IntEnum):
     """IEEE 754 binary32"""
 
 
+class Limit(enum.IntEnum):
+    """Process-wide limits on the work one JPEG may cause, set with
+    slip_set_limit.  Every function that decodes entropy-coded data
+    (slip_jpeg_decode, slip_jpeg_decode_crop_resize,
+    slip_jpeg_add_restart_markers) fails with SLIP_ETOOBIG, naming the limit
+    in slip_last_error(), for an image beyond one; slip_jpeg_info, which reads
+    the header only, reports any image.  Together with SLIP_MAX_DECODE_MEMORY
+    they bound the time a decode can take at about SLIP_LIMIT_SCANS passes
+    over SLIP_LIMIT_PIXELS pixels.
+
+    Mirrors C ``slip_limit``.
+    """
+
+    SCANS = 0
+    """most scans (progressive and multi-scan JPEGs), default SLIP_DEFAULT_MAX_SCANS;
+    a decode stops when the first scan beyond it starts
+    """
+    PIXELS = 1
+    """most pixels, height x width of the whole image, default SLIP_DEFAULT_MAX_PIXELS"""
+
+
 JPEG_INFO_DTYPE = np.dtype([("height", _abi.NUMPY_TYPES["int32_t"]), ("width", _abi.NUMPY_TYPES["int32_t"]), ("components", _abi.NUMPY_TYPES["int32_t"]), ("colorspace", _abi.NUMPY_TYPES["int32_t"]), ("subsampling", _abi.NUMPY_TYPES["int32_t"]), ("progressive", _abi.NUMPY_TYPES["int32_t"]), ("mcu_height", _abi.NUMPY_TYPES["int32_t"]), ("mcu_width", _abi.NUMPY_TYPES["int32_t"])], align=True)
 """NumPy structured dtype with the layout of C ``slip_jpeg_info_t``: What slip_jpeg_info reports about a JPEG, read from its header alone."""
 
@@ -200,6 +236,8 @@ FUNCTIONS = {
     "slip_abi_version": _abi.Signature("slip_abi_version", "int32_t", ()),
     "slip_strerror": _abi.Signature("slip_strerror", "const char *", (("int32_t", "status"),)),
     "slip_last_error": _abi.Signature("slip_last_error", "const char *", ()),
+    "slip_set_limit": _abi.Signature("slip_set_limit", "int32_t", (("int32_t", "limit"), ("int64_t", "value"),)),
+    "slip_get_limit": _abi.Signature("slip_get_limit", "int64_t", (("int32_t", "limit"),)),
     "slip_jpeg_info": _abi.Signature("slip_jpeg_info", "int32_t", (("const uint8_t *", "data"), ("size_t", "size"), ("slip_jpeg_info_t *", "info"),)),
     "slip_jpeg_scale_for": _abi.Signature("slip_jpeg_scale_for", "int32_t", (("int32_t", "crop_h"), ("int32_t", "crop_w"), ("int32_t", "out_h"), ("int32_t", "out_w"),)),
     "slip_jpeg_decode": _abi.Signature("slip_jpeg_decode", "int32_t", (("const uint8_t *", "data"), ("size_t", "size"), ("int32_t", "y"), ("int32_t", "x"), ("int32_t", "h"), ("int32_t", "w"), ("int32_t", "scale_denom"), ("int32_t", "flags"), ("uint8_t *", "out"), ("size_t", "out_size"), ("int64_t", "out_stride"),)),
@@ -211,6 +249,10 @@ FUNCTIONS = {
     "slip_jpeg_encode": _abi.Signature("slip_jpeg_encode", "int32_t", (("const uint8_t *", "src"), ("int32_t", "height"), ("int32_t", "width"), ("int32_t", "channels"), ("int64_t", "src_stride"), ("int32_t", "quality"), ("int32_t", "subsampling"), ("int32_t", "flags"), ("uint8_t *", "out"), ("size_t", "out_capacity"), ("size_t *", "out_size"),)),
     "slip_jpeg_add_restart_markers": _abi.Signature("slip_jpeg_add_restart_markers", "int32_t", (("const uint8_t *", "data"), ("size_t", "size"), ("int32_t", "interval_width"), ("uint8_t *", "out"), ("size_t", "out_capacity"), ("size_t *", "out_size"),)),
     "slip_pread": _abi.Signature("slip_pread", "int32_t", (("int32_t", "fd"), ("void *", "buf"), ("size_t", "count"), ("int64_t", "offset"),)),
+    "slip_crc32": _abi.Signature("slip_crc32", "uint32_t", (("const uint8_t *", "data"), ("size_t", "size"), ("uint32_t", "crc"),)),
+    "slip_guard_mapping": _abi.Signature("slip_guard_mapping", "int32_t", (("const void *", "address"), ("size_t", "length"), ("int32_t *", "guard"),)),
+    "slip_guard_faults": _abi.Signature("slip_guard_faults", "int64_t", (("int32_t", "guard"),)),
+    "slip_unguard_mapping": _abi.Signature("slip_unguard_mapping", "int32_t", (("int32_t", "guard"),)),
 }
 """Signature of every C function, by name."""
 
@@ -265,6 +307,32 @@ def slip_last_error(typingctx):
             its next slipstream call; empty when that thread has not failed.
     """
     return _abi.lower_call(FUNCTIONS["slip_last_error"], ())
+
+
+@intrinsic
+def slip_set_limit(typingctx, limit, value):
+    """Numba intrinsic calling C ``slip_set_limit``.
+
+    Set a decoding limit for the whole process (every thread, every later
+    call; calls already running may use the old or the new value).
+
+    @param limit  a slip_limit.
+    @param value  the new limit (>= 1): scans for SLIP_LIMIT_SCANS, pixels for SLIP_LIMIT_PIXELS.
+    @return SLIP_OK; SLIP_EINVAL for an unknown limit or a value below 1.
+    """
+    return _abi.lower_call(FUNCTIONS["slip_set_limit"], (limit, value))
+
+
+@intrinsic
+def slip_get_limit(typingctx, limit):
+    """Numba intrinsic calling C ``slip_get_limit``.
+
+    Current value of a decoding limit.
+
+    @param limit  a slip_limit.
+    @return the limit (>= 1); SLIP_EINVAL for an unknown limit.
+    """
+    return _abi.lower_call(FUNCTIONS["slip_get_limit"], (limit,))
 
 
 @intrinsic
@@ -337,8 +405,9 @@ def slip_jpeg_decode(typingctx, data, size, y, x, h, w, scale_denom, flags, out,
     @return SLIP_OK; SLIP_EINVAL for bad arguments or a region outside the
             image; SLIP_EBUFFER when out_size is too small; the codes of
             slip_jpeg_info; SLIP_ECORRUPT or SLIP_ETRUNCATED for bad entropy
-            data; SLIP_ETOOBIG when libjpeg would need more than
-            SLIP_MAX_DECODE_MEMORY.  On failure out may be partly written.
+            data (libjpeg's corrupt-data warnings included); SLIP_ETOOBIG when
+            libjpeg would need more than SLIP_MAX_DECODE_MEMORY or the image
+            exceeds a slip_limit.  On failure out may be partly written.
     """
     return _abi.lower_call(FUNCTIONS["slip_jpeg_decode"], (data, size, y, x, h, w, scale_denom, flags, out, out_size, out_stride))
 
@@ -573,6 +642,74 @@ def slip_pread(typingctx, fd, buf, count, offset):
     return _abi.lower_call(FUNCTIONS["slip_pread"], (fd, buf, count, offset))
 
 
+@intrinsic
+def slip_crc32(typingctx, data, size, crc):
+    """Numba intrinsic calling C ``slip_crc32``.
+
+    CRC-32 of a byte range: the polynomial of zlib, gzip and PNG (the page
+    checksums of dataset files), equal to zlib's crc32(crc, data, size).
+    Uses carry-less multiplication (PCLMULQDQ) where the processor has it,
+    table lookups elsewhere.
+
+    @param data  the bytes (may be NULL when size is 0).
+    @param size  number of bytes at data.
+    @param crc   the CRC of the bytes before data, to continue it; 0 to start.
+    @return the CRC-32 of the bytes before data followed by data; crc when data is NULL.
+    """
+    return _abi.lower_call(FUNCTIONS["slip_crc32"], (data, size, crc))
+
+
+@intrinsic
+def slip_guard_mapping(typingctx, address, length, guard):
+    """Numba intrinsic calling C ``slip_guard_mapping``.
+
+    Protect a read-only memory mapping of a file from the file being
+    truncated under it.  Touching a mapped page beyond a file's end raises
+    SIGBUS, which ends the process; inside a guarded mapping, slipstream's
+    SIGBUS handler instead maps a page of zeros over the lost page, so that the
+    access reads zeros and execution goes on, and counts the fault for
+    slip_guard_faults().  The first call installs the handler for the process
+    (again if another has replaced it since); any SIGBUS outside the guarded
+    mappings goes to the action that was installed before.  Call
+    slip_unguard_mapping() before unmapping the range.
+
+    @param address  start of the mapping (page-aligned, as mmap returns it).
+    @param length   its length in bytes (> 0).
+    @param guard    receives the guard's number, for slip_guard_faults and slip_unguard_mapping.
+    @return SLIP_OK; SLIP_EINVAL for a null address or guard or a zero length;
+            SLIP_ETOOBIG when 1024 mappings are guarded already; SLIP_EIO when
+            the handler cannot be installed.
+    """
+    return _abi.lower_call(FUNCTIONS["slip_guard_mapping"], (address, length, guard))
+
+
+@intrinsic
+def slip_guard_faults(typingctx, guard):
+    """Numba intrinsic calling C ``slip_guard_faults``.
+
+    Number of pages of a guarded mapping that were lost to truncation and read
+    as zeros since it was guarded: anything read from the mapping after the
+    first of them may be wrong.
+
+    @param guard  a number from slip_guard_mapping.
+    @return the count (>= 0); SLIP_EINVAL for a number that is not a guarded mapping.
+    """
+    return _abi.lower_call(FUNCTIONS["slip_guard_faults"], (guard,))
+
+
+@intrinsic
+def slip_unguard_mapping(typingctx, guard):
+    """Numba intrinsic calling C ``slip_unguard_mapping``.
+
+    Stop guarding a mapping: a later SIGBUS inside its range is handed on as
+    any other.  Call it before the range is unmapped.
+
+    @param guard  a number from slip_guard_mapping.
+    @return SLIP_OK; SLIP_EINVAL for a number that is not a guarded mapping.
+    """
+    return _abi.lower_call(FUNCTIONS["slip_unguard_mapping"], (guard,))
+
+
 __all__ = [
     "HEADER_SHA256",
     "FUNCTIONS",
@@ -580,6 +717,8 @@ __all__ = [
     "ABI_VERSION",
     "MAX_DIMENSION",
     "MAX_DECODE_MEMORY",
+    "DEFAULT_MAX_SCANS",
+    "DEFAULT_MAX_PIXELS",
     "Status",
     "Colorspace",
     "Subsampling",
@@ -587,12 +726,15 @@ __all__ = [
     "EncodeFlags",
     "Interp",
     "Dtype",
+    "Limit",
     "JPEG_INFO_DTYPE",
     "JpegInfoStruct",
     "slip_version",
     "slip_abi_version",
     "slip_strerror",
     "slip_last_error",
+    "slip_set_limit",
+    "slip_get_limit",
     "slip_jpeg_info",
     "slip_jpeg_scale_for",
     "slip_jpeg_decode",
@@ -604,4 +746,8 @@ __all__ = [
     "slip_jpeg_encode",
     "slip_jpeg_add_restart_markers",
     "slip_pread",
+    "slip_crc32",
+    "slip_guard_mapping",
+    "slip_guard_faults",
+    "slip_unguard_mapping",
 ]

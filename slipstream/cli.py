@@ -27,7 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     write.add_argument("--tile-width", type=int, default=None,
                        help="re-code JPEGs losslessly into tiles this wide, e.g. 32: faster crops, same pixels")
     write.add_argument("--page-size", type=int, default=8 << 20, help="bytes per page, a power of two (default 8 MiB)")
-    write.add_argument("--page-checksums", action="store_true", help="store a CRC-32 of every page")
+    write.add_argument("--page-checksums", action=argparse.BooleanOptionalAction, default=True,
+                       help="store a CRC-32 of every page, checked when the page is first read (default: yes)")
     write.add_argument("--skip-errors", action="store_true", help="leave out unreadable images instead of stopping")
 
     info = commands.add_parser("info", help="describe a dataset file (slipstream or FFCV .beton)")
@@ -40,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     convert.add_argument("--tile-width", type=int, default=None,
                          help="re-code stored JPEGs losslessly into tiles this wide, e.g. 32: faster crops, same pixels")
     convert.add_argument("--page-size", type=int, default=8 << 20, help="bytes per page (default 8 MiB)")
-    convert.add_argument("--page-checksums", action="store_true", help="store a CRC-32 of every page")
+    convert.add_argument("--page-checksums", action=argparse.BooleanOptionalAction, default=True,
+                         help="store a CRC-32 of every page, checked when the page is first read (default: yes)")
 
     bench = commands.add_parser("bench", help="stream a dataset file through a standard pipeline, print images/s")
     bench.add_argument("file", help="dataset file (slipstream or FFCV .beton) with an image field")
@@ -120,8 +122,8 @@ def describe(reader: object, pages_verified: bool = False) -> str:
         text = ", ".join(f"{k}={v!r}" for k, v in r.user_metadata.items())
         lines.append(f"user metadata: {text[:300]}{' ...' if len(text) > 300 else ''}")
     checks = getattr(r, "page_checksums", None)
-    pages = ("verified" if pages_verified else "stored, not verified (use --verify-pages)") if checks is not None \
-        else "none stored"
+    pages = ("verified" if pages_verified else "stored, each checked when first read (--verify-pages: all now)") \
+        if checks is not None else "none stored"
     lines.append(f"checksums: header and tables verified; pages: {pages}")
     return "\n".join(lines)
 

@@ -29,7 +29,7 @@ def write(
     *,
     workers: int | None = None,
     page_size: int = layout.DEFAULT_PAGE_SIZE,
-    page_checksums: bool = False,
+    page_checksums: bool = True,
     on_error: str = "raise",
     user_metadata: Mapping[str, Any] | None = None,
     verbose: bool = True,
@@ -49,7 +49,8 @@ def write(
         workers: encoding processes (default: one per core; 0: none, encode
             in this process).  The file is the same whatever the number.
         page_size: bytes per page, a power of two (default 8 MiB).
-        page_checksums: store a CRC-32 per page (see ``Reader.verify_pages``).
+        page_checksums: store a CRC-32 per page (default), checked by readers
+            the first time they read the page (see ``Reader.check_page``).
         on_error: ``"raise"`` (default) or ``"skip"`` samples that cannot be
             encoded, e.g. undecodable images; skipped ones are reported in
             the result.
@@ -169,7 +170,7 @@ class _StoredSamples:
 
 
 def convert(src: str | os.PathLike, dst: str | os.PathLike, *, tile_width: int | None = None,
-            page_size: int = layout.DEFAULT_PAGE_SIZE, page_checksums: bool = False,
+            page_size: int = layout.DEFAULT_PAGE_SIZE, page_checksums: bool = True,
             verbose: bool = True) -> WriteResult:
     """Copy a dataset file (a slipstream file or an FFCV ``.beton``) into a
     slipstream file at ``dst``.  Stored values are copied as they are:

@@ -12,7 +12,8 @@ of pylibcudf:
   :class:`~slipstream.errors.SlipstreamError` subclass carrying the C message;
 * every C enum is an :class:`enum.IntEnum` (``IntFlag`` for flags) with the C
   values: :class:`Status`, :class:`Colorspace`, :class:`Subsampling`,
-  :class:`DecodeFlags`, :class:`EncodeFlags`, :class:`Interp`, :class:`Dtype`;
+  :class:`DecodeFlags`, :class:`EncodeFlags`, :class:`Interp`, :class:`Dtype`,
+  :class:`Limit`;
 * every C function is also a Numba intrinsic under its C name
   (``slip_jpeg_decode`` ...), taking exactly the C arguments, for use inside
   ``@numba.njit(nogil=True, parallel=True)`` code.  Pointer arguments take
@@ -27,6 +28,7 @@ rows may be padded (any positive row stride).
 from __future__ import annotations
 
 import ctypes
+import os
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -41,6 +43,7 @@ from slipstream._native import (
     EncodeFlags,
     Interp,
     JpegInfoStruct,
+    Limit,
     Status,
     Subsampling,
     lib,
@@ -53,10 +56,6 @@ from slipstream.errors import (
     NativeMemoryError,
     SlipstreamError,
 )
-
-DEFAULT_MAX_PIXELS = 1 << 28
-"""Largest output, in pixels, that :func:`jpeg_decode` allocates by itself
-(16384 x 16384); larger images need ``max_pixels=`` or a caller-provided ``out``."""
 
 _NUMPY_DTYPES = {Dtype.UINT8: np.dtype(np.uint8), Dtype.FLOAT16: np.dtype(np.float16), Dtype.FLOAT32: np.dtype(np.float32)}
 
@@ -80,7 +79,9 @@ def _check(status: int, function: str, default: type[SlipstreamError] = DecodeEr
         code = status
     cls = _ERROR_CLASSES.get(code, default)
     name = code.name if isinstance(code, Status) else str(code)
-    raise cls(f"{function}: {detail} ({name})", status=code, detail=detail)
+    hint = "".join(f"; raise it with slipstream.native.set_limit(Limit.{limit.name}, n) or ${variable}"
+                   for limit, variable in LIMIT_VARIABLES.items() if f"SLIP_LIMIT_{limit.name}" in detail)
+    raise cls(f"{function}: {detail} ({name}){hint}", status=code, detail=detail)
 
 
 # ---------------------------------------------------------------- array adapters
@@ -242,8 +243,6 @@ def jpeg_decode(
     scale_denom: int = 1,
     flags: DecodeFlags | int = DecodeFlags.DEFAULT,
     out: Any = None,
-    *,
-    max_pixels: int = DEFAULT_MAX_PIXELS,
 ) -> np.ndarray:
     """Decode a region of a JPEG at a DCT scale into RGB (``slip_jpeg_decode``).
 
@@ -254,8 +253,9 @@ def jpeg_decode(
         scale_denom: DCT scale denominator, 1, 2, 4 or 8.
         flags: :class:`DecodeFlags` (``FLIP_X``, ``FAST_IDCT``).
         out: optional (height, width, 3) uint8 array to decode into, with the
-            shape :func:`scaled_region` gives.
-        max_pixels: refuse to allocate an output larger than this.
+            shape :func:`scaled_region` gives.  Without it, an output of more
+            pixels than the ``Limit.PIXELS`` limit is refused before it is
+            allocated.
 
     Returns:
         The (height, width, 3) uint8 RGB block (``out`` when given).
@@ -274,9 +274,11 @@ def jpeg_decode(
     if scale_denom not in (1, 2, 4, 8):
         raise ArgumentError(f"jpeg_decode: scale_denom {scale_denom} is not 1, 2, 4 or 8")
     _, _, oh, ow = scaled_region(y, x, h, w, scale_denom)
-    if out is None and oh * ow > max_pixels:
+    limit = get_limit(Limit.PIXELS)
+    if out is None and oh * ow > limit:
         raise DecodeError(
-            f"jpeg_decode: a {oh} x {ow} output exceeds max_pixels={max_pixels}; pass a larger max_pixels or out",
+            f"jpeg_decode: a {oh} x {ow} output has more pixels than the limit SLIP_LIMIT_PIXELS ({limit:,}); "
+            f"raise it with slipstream.native.set_limit(Limit.PIXELS, n) or ${LIMIT_VARIABLES[Limit.PIXELS]}",
             status=Status.ETOOBIG,
         )
     arr = _output_image(out, (oh, ow, 3))
@@ -544,6 +546,94 @@ def jpeg_add_restart_markers(data: Any, interval_width: int = 32) -> bytes:
     return out[: size.value].tobytes()
 
 
+# ---------------------------------------------------------------- limits
+
+
+LIMIT_VARIABLES = {Limit.SCANS: "SLIPSTREAM_MAX_SCANS", Limit.PIXELS: "SLIPSTREAM_MAX_PIXELS"}
+"""The environment variable that sets each limit when this module is imported
+(so that worker processes, spawned or forked, start with the same limits)."""
+
+
+def set_limit(limit: Limit | int, value: int) -> None:
+    """Set a decoding limit for the whole process (``slip_set_limit``).
+
+    Every decode of a JPEG beyond a limit fails with :class:`DecodeError`
+    (status ``ETOOBIG``) naming it: ``Limit.SCANS`` (default
+    ``DEFAULT_MAX_SCANS``, 100) bounds the scans of progressive JPEGs, whose
+    number a hostile file can multiply at no cost in size;
+    ``Limit.PIXELS`` (default ``DEFAULT_MAX_PIXELS``, 16384 x 16384) bounds
+    the image size.  The environment variables ``SLIPSTREAM_MAX_SCANS`` and
+    ``SLIPSTREAM_MAX_PIXELS`` set them when slipstream is imported.
+
+    Raises:
+        ArgumentError: an unknown limit or a value below 1.
+    """
+    _check(lib.slip_set_limit(int(limit), int(value)), "set_limit", ArgumentError)
+
+
+def get_limit(limit: Limit | int) -> int:
+    """The current value of a decoding limit (``slip_get_limit``)."""
+    value = lib.slip_get_limit(int(limit))
+    if value < 0:
+        _check(int(value), "get_limit", ArgumentError)
+    return int(value)
+
+
+def _limits_from_environment() -> None:
+    for limit, variable in LIMIT_VARIABLES.items():
+        text = os.environ.get(variable)
+        if text is None:
+            continue
+        try:
+            set_limit(limit, int(text.replace("_", "")))
+        except (ValueError, ArgumentError):
+            raise ArgumentError(f"the environment variable {variable}={text!r} is not a whole number of at least "
+                                f"1") from None
+
+
+# ---------------------------------------------------------------- files
+
+
+def crc32(data: Any, crc: int = 0) -> int:
+    """CRC-32 of ``data`` continuing ``crc``, equal to ``zlib.crc32(data, crc)``
+    (``slip_crc32``), several times faster where the processor has
+    carry-less multiplication."""
+    buf = _bytes_arg(data, "data")
+    return int(lib.slip_crc32(buf.ctypes.data, buf.size, int(crc) & 0xFFFFFFFF))
+
+
+def guard_mapping(mapping: Any) -> int:
+    """Protect the memory mapping behind ``mapping`` (an array or buffer
+    covering all of it) from its file being truncated (``slip_guard_mapping``):
+    pages lost to truncation then read as zeros instead of killing the
+    process with SIGBUS, and :func:`guard_faults` counts them.
+
+    Returns:
+        The guard's number, for :func:`guard_faults` and :func:`unguard_mapping`.
+
+    Raises:
+        SlipstreamError: no guard is free (1024 are in use) or the handler cannot be installed.
+    """
+    buf = _bytes_arg(mapping, "mapping")
+    guard = ctypes.c_int32(-1)
+    _check(lib.slip_guard_mapping(buf.ctypes.data, buf.size, ctypes.addressof(guard)), "guard_mapping",
+           SlipstreamError)
+    return guard.value
+
+
+def guard_faults(guard: int) -> int:
+    """Pages of a guarded mapping lost to truncation so far (``slip_guard_faults``)."""
+    value = lib.slip_guard_faults(int(guard))
+    if value < 0:
+        _check(int(value), "guard_faults", ArgumentError)
+    return int(value)
+
+
+def unguard_mapping(guard: int) -> None:
+    """Stop guarding a mapping, before it is unmapped (``slip_unguard_mapping``)."""
+    _check(lib.slip_unguard_mapping(int(guard)), "unguard_mapping", ArgumentError)
+
+
 def pread(fd: int, buf: Any, offset: int) -> None:
     """Fill ``buf`` with the bytes of file descriptor ``fd`` starting at
     ``offset`` (``slip_pread``).
@@ -555,19 +645,28 @@ def pread(fd: int, buf: Any, offset: int) -> None:
     _check(lib.slip_pread(int(fd), arr.ctypes.data, arr.size, int(offset)), "pread", NativeIOError)
 
 
+_limits_from_environment()
+
 __all__ = [
     "ABI_VERSION",
     "DEFAULT_MAX_PIXELS",
+    "DEFAULT_MAX_SCANS",
     "JPEG_INFO_DTYPE",
+    "LIMIT_VARIABLES",
     "Colorspace",
     "DecodeFlags",
     "Dtype",
     "EncodeFlags",
     "Interp",
     "JpegInfo",
+    "Limit",
     "Status",
     "Subsampling",
     "abi_version",
+    "crc32",
+    "get_limit",
+    "guard_faults",
+    "guard_mapping",
     "jpeg_add_restart_markers",
     "jpeg_decode",
     "jpeg_decode_crop_resize",
@@ -581,6 +680,8 @@ __all__ = [
     "pread",
     "resize",
     "scaled_region",
+    "set_limit",
     "strerror",
+    "unguard_mapping",
     "version",
 ]

@@ -4,7 +4,7 @@ Each :class:`Hostile` says whether a correct decoder must decode it (odd but
 valid JPEGs: CMYK, YCCK, progressive, arithmetic-coded, restart markers,
 extreme shapes, EXIF orientation) or must refuse it with a
 :class:`slipstream.DecodeError` (truncations, foreign formats, garbage,
-unsupported precision, headers that lie about their size).
+unsupported precision, headers that lie about their size, scan bombs).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import io
 import jpeg_corpus
 import numpy as np
 from PIL import Image
+from scan_bomb import progressive_scan_bomb
 
 from slipstream import native
 
@@ -131,6 +132,8 @@ def corpus() -> list[Hostile]:
         Hostile("16000x16000 header over 40x56 data", jpeg_corpus.with_dimensions(baseline, 16000, 16000), False),
         Hostile("progressive 16000x16000 header", jpeg_corpus.with_dimensions(progressive, 16000, 16000), False),
         Hostile("header claims 0 rows", jpeg_corpus.with_dimensions(baseline, 0, 56), False),
+        Hostile("progressive scan bomb: 5,000 legal scans over 2048x2048 grey", progressive_scan_bomb(2048, 2048, 5000),
+                False),
     ]
     for n in (1, 2, 3, 100, 4096):
         items.append(Hostile(f"{n} random bytes", rng.integers(0, 256, n, dtype=np.uint8).tobytes(), False))

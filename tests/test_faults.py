@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import _thread
 import os
+import signal
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -18,6 +20,7 @@ import pytest
 import jpeg_corpus
 import slipstream as ss
 from slipstream.compiler import TorchOperation
+from slipstream.format import tempfiles
 from slipstream.ops import CenterCrop
 
 BATCH = 8
@@ -196,3 +199,143 @@ def torch_cat(tensors):
     import torch
 
     return torch.cat([t.clone() for t in tensors])
+
+
+# ---------------------------------------------------------------- the file changed during a batch
+
+
+def rewrite_in_place(path, other) -> None:
+    """What `cp other path` does: truncate the file to nothing, then write."""
+    with open(other, "rb") as src, open(path, "r+b") as dst:
+        dst.truncate(0)
+        while chunk := src.read(1 << 16):
+            dst.write(chunk)
+
+
+@pytest.fixture(scope="module")
+def big_pair(tmp_path_factory):
+    """Two datasets of the same shape, large enough that an epoch takes a
+    while: many batches, raw images whose copies touch every page."""
+    folder = tmp_path_factory.mktemp("big")
+    paths = []
+    for seed, name in ((0, "train.slip"), (1, "other.slip")):
+        rows = np.random.default_rng(seed).integers(0, 256, (3000, 48, 48, 3), dtype=np.uint8)
+        path = folder / name
+        ss.write(path, (rows, np.arange(3000)), {"image": ss.RGBImageField(write_mode="raw"), "label": ss.IntField()},
+                 page_size=1 << 16, workers=0, verbose=False)
+        paths.append(path)
+    return paths
+
+
+@pytest.mark.parametrize("os_cache", [True, False], ids=["mapped", "pread"])
+@pytest.mark.parametrize("how", ["truncate", "rewrite in place"])
+def test_a_file_changed_while_batches_decode_raises_and_the_process_survives(big_pair, tmp_path, os_cache, how):
+    """The change lands at several moments of a running epoch, mostly while a
+    batch is being decoded from the file: each time the loader raises
+    FormatError naming the file (a mapped page past a truncated end would
+    otherwise end this process with SIGBUS)."""
+    source, other = big_pair
+    for delay in (0.0, 0.002, 0.01, 0.03, 0.08):
+        path = tmp_path / f"train-{delay}.slip"
+        path.write_bytes(source.read_bytes())
+        loader = ss.Loader(path, 64, {"image": [CenterCrop(40)]}, order="random", os_cache=os_cache, verbose=False)
+        list(loader)  # compiled, warm
+        change = threading.Timer(delay, lambda p=path: os.truncate(p, os.path.getsize(p) // 3) if how == "truncate"
+                                 else rewrite_in_place(p, other))
+        with pytest.raises(ss.FormatError, match=rf"train-{delay}.slip (changed size|was modified|was truncated)"):
+            change.start()
+            for _ in range(20):
+                for _ in loader:
+                    pass
+        change.join()
+        loader.close()
+        assert not loader_threads()
+
+
+# ---------------------------------------------------------------- writers killed
+
+
+class Slow:
+    """A source that notes each worker process it runs in and takes its time."""
+
+    def __init__(self, folder) -> None:
+        self.folder = folder
+
+    def __len__(self) -> int:
+        return 4000
+
+    def __getitem__(self, index: int):
+        (self.folder / f"worker-{os.getpid()}").touch()
+        time.sleep(0.005)
+        return (np.full((8, 8, 3), index % 256, np.uint8),)
+
+    def describe(self, index: int) -> str:
+        return f"sample {index}"
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["kill -9", "kill -15"])
+def test_a_killed_writer_leaves_no_worker_and_the_next_write_no_stale_file(tmp_path, sig):
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        from pathlib import Path
+        import slipstream as ss
+        from test_faults import Slow
+        ss.write(Path("out") / "data.slip", Slow(Path("workers")), {{"image": ss.RGBImageField("raw")}}, workers=2,
+                 verbose=False)
+    """)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "workers").mkdir()
+    writer = subprocess.Popen([sys.executable, "-c", script], cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    while len(list((tmp_path / "workers").iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    workers = [int(p.name.split("-")[1]) for p in (tmp_path / "workers").iterdir()]
+    assert len(workers) == 2 and all(alive(pid) for pid in workers)
+    writer.send_signal(sig)
+    assert writer.wait(30) == -sig
+    deadline = time.monotonic() + 5
+    while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(pid) for pid in workers), "a writer worker outlived its parent by 5 s"
+    stale = list((tmp_path / "out").glob(".data.slip.*.tmp"))
+    assert len(stale) == 1 and not (tmp_path / "out" / "data.slip").exists()
+
+    running = tempfiles.create(tmp_path / "out" / "data.slip")  # a writer still at work: its file must stay
+    unrelated = tmp_path / "out" / ".other.slip.123-abcd.tmp"
+    unrelated.touch()
+    ss.write(tmp_path / "out" / "data.slip", [(1,)], {"x": ss.IntField()}, workers=0, verbose=False)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
+        ["data.slip", running[0].name, unrelated.name])
+    running[1].close()
+
+
+def test_a_worker_without_prctl_watches_its_parent(tmp_path):
+    """The fallback where the kernel cannot be asked (not Linux): a thread
+    that ends the worker once its parent is gone."""
+    script = textwrap.dedent("""
+        import os, sys, threading, time
+        from slipstream.format.writer import _exit_when_orphaned
+        parent = os.getpid()
+        child = os.fork()
+        if child == 0:
+            threading.Thread(target=_exit_when_orphaned, args=(parent, 0.05), daemon=True).start()
+            time.sleep(60)
+            os._exit(0)
+        print(child, flush=True)
+        os._exit(0)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    child = int(done.stdout)
+    deadline = time.monotonic() + 5
+    while alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(child)

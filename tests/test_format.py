@@ -20,6 +20,7 @@ from PIL import Image
 
 import slipstream as ss
 from slipstream.format import layout as L
+from slipstream.format.reader import PAGE_CORRUPT, PAGE_GOOD, PAGE_UNCHECKED
 from jpeg_corpus import make_sample, picture, pillow_rgb
 
 # ---------------------------------------------------------------- helpers
@@ -366,17 +367,34 @@ def test_a_flipped_bit_in_any_table_is_caught(good_file, tmp_path, table):
     assert str(path) in str(info.value)
 
 
-def test_a_flipped_bit_in_a_page_is_caught_when_pages_are_verified(good_file, tmp_path):
+def test_a_flipped_bit_in_a_page_is_caught_when_the_page_is_first_read(good_file, tmp_path):
     reader = ss.Reader(good_file)
     offset = int(reader.metadata["image"]["offset"][5]) + 40
     page = (offset - reader.data_offset) // reader.page_size
     path = corrupt(good_file, tmp_path / "page.slip", offset)
-    ss.Reader(path)  # pages are only checked on request
-    with pytest.raises(ss.FormatError, match=rf"page {page} .* is corrupt: checksum mismatch; samples in it: .*5"):
+    damaged = ss.Reader(path)  # opening checks the tables, not the pages
+    assert (damaged.page_state == PAGE_UNCHECKED).all()
+    with pytest.raises(ss.FormatError, match=rf"page.slip: sample 5, field 'image': data page {page} \(bytes "
+                                             rf"[0-9,]+ to [0-9,]+\) does not match its checksum") as info:
+        damaged[5]
+    assert info.value.detail.startswith(f"data page {page} ")
+    assert damaged.page_state[page] == PAGE_CORRUPT
+    neighbour = next(i for i in range(12) if (int(damaged.metadata["image"]["offset"][i]) - damaged.data_offset)
+                     // damaged.page_size != page)
+    assert damaged[neighbour]["label"] == neighbour  # other pages read as usual
+    with pytest.raises(ss.FormatError, match=rf"data page {page} .* does not match its checksum: .*; samples in it: "
+                                             rf".*5"):
         ss.Reader(path, verify_pages=True)
+
+
+def test_files_are_written_with_page_checksums_unless_asked_not_to(tmp_path):
+    ss.write(tmp_path / "checked.slip", [(1,)], {"x": ss.IntField()}, workers=0, verbose=False)
+    assert ss.Reader(tmp_path / "checked.slip").page_checksums is not None
+    ss.write(tmp_path / "plain.slip", [(1,)], {"x": ss.IntField()}, workers=0, page_checksums=False, verbose=False)
+    plain = ss.Reader(tmp_path / "plain.slip")
+    assert plain.page_checksums is None and (plain.page_state == PAGE_GOOD).all()
     with pytest.raises(ss.ArgumentError, match="has no page checksums"):
-        ss.write(tmp_path / "plain.slip", [(1,)], {"x": ss.IntField()}, workers=0)
-        ss.Reader(tmp_path / "plain.slip").verify_pages()
+        plain.verify_pages()
 
 
 def test_sample_index_out_of_range(good_file):

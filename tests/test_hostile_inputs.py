@@ -9,6 +9,7 @@ hang or hand over half-decoded pixels.
 from __future__ import annotations
 
 import dataclasses
+import time
 import warnings
 
 import numpy as np
@@ -16,6 +17,7 @@ import pytest
 import torch
 
 import hostile_corpus
+import jpeg_corpus
 import slipstream as ss
 from slipstream import native
 from slipstream.compiler import TorchOperation
@@ -60,7 +62,8 @@ def failing(corpus) -> set[int]:
 def test_the_corpus_has_every_kind_the_issue_lists(corpus):
     names = " | ".join(item.name for item in corpus)
     for kind in ("cut at byte", "random bytes", "zero-length", "PNG", "GIF", "WebP", "CMYK", "YCCK", "12-bit",
-                 "progressive", "arithmetic-coded", "restart marker", "1x1", "1x10000", "16000x16000", "EXIF"):
+                 "progressive", "arithmetic-coded", "restart marker", "1x1", "1x10000", "16000x16000", "EXIF",
+                 "scan bomb"):
         assert kind in names, kind
     assert len(corpus) >= 100
     assert len(failing(corpus)) >= 90 and len(corpus) - len(failing(corpus)) >= 10
@@ -212,3 +215,156 @@ def test_a_batch_of_only_bad_samples_is_not_yielded_under_skip(hostile_file, cor
 def test_on_error_is_checked(hostile_file):
     with pytest.raises(ss.ArgumentError, match="on_error must be one of"):
         ss.Loader(hostile_file, 4, on_error="ignore")
+
+
+# ---------------------------------------------------------------- hostile files
+
+
+def test_a_scan_bomb_is_refused_by_the_writer_in_well_under_a_second(tmp_path, corpus):
+    bomb = next(item.data for item in corpus if "scan bomb" in item.name)
+    target = tmp_path / "bomb.slip"
+    start = time.perf_counter()
+    with pytest.raises(ss.FieldValueError, match=r"sample 1 \(item 1 of list\), field 'image': .*more than 100 "
+                                                 r"scans, the limit SLIP_LIMIT_SCANS") as err:
+        ss.write(target, [(corpus[0].data,), (bomb,)], {"image": ss.RGBImageField()}, workers=0, verbose=False)
+    assert time.perf_counter() - start < 1.0
+    assert "bomb.slip was not written" in str(err.value) and not target.exists()
+    result = ss.write(target, [(corpus[0].data,), (bomb,)], {"image": ss.RGBImageField()}, workers=2,
+                      on_error="skip", verbose=False)
+    assert [index for index, _ in result.skipped] == [1] and "SLIP_LIMIT_SCANS" in result.skipped[0][1]
+    assert len(ss.Reader(target)) == 1
+
+
+FLIPPED = 9
+
+
+@pytest.fixture(scope="module")
+def flipped(tmp_path_factory):
+    """24 small JPEGs in 4 KiB pages, a bit flipped inside the entropy data of
+    sample FLIPPED where the JPEG still decodes, to other pixels: nothing but
+    the page checksum can tell.  Returns the file, the samples sharing the
+    damaged page, and an undamaged copy of the file."""
+    images = [jpeg_corpus.make_sample(32, 40, seed=k).data for k in range(24)]
+    folder = tmp_path_factory.mktemp("flipped")
+    path, clean = folder / "flipped.slip", folder / "clean.slip"
+    ss.write(clean, [(data, k) for k, data in enumerate(images)], {"image": ss.RGBImageField(),
+                                                                   "label": ss.IntField()},
+             page_size=4096, workers=0, verbose=False)
+    path.write_bytes(clean.read_bytes())
+    reader = ss.Reader(path)
+    start = int(reader.metadata["image"]["offset"][FLIPPED])
+    original = images[FLIPPED]
+    for at in range(original.find(b"\xff\xda") + 20, len(original) - 8):
+        damaged = bytearray(original)
+        damaged[at] ^= 0x08
+        try:
+            pixels = native.jpeg_decode(bytes(damaged))
+        except ss.DecodeError:
+            continue
+        if (pixels != native.jpeg_decode(original)).any():
+            break
+    file = bytearray(path.read_bytes())
+    file[start + at] ^= 0x08
+    path.write_bytes(bytes(file))
+    pages = (reader.metadata["image"]["offset"].astype(np.int64) - reader.data_offset) // reader.page_size
+    return path, set(np.flatnonzero(pages == pages[FLIPPED]).tolist()), clean
+
+
+@pytest.mark.parametrize("os_cache", [True, False], ids=["mapped", "pread"])
+def test_a_silently_wrong_jpeg_is_caught_by_its_page_checksum_on_first_load(flipped, os_cache):
+    path, page_mates, _ = flipped
+    first = min(page_mates)
+    with ss.Loader(path, 4, {"image": [CenterCrop(CROP)]}, order="sequential", os_cache=os_cache,
+                   verbose=False) as loader:
+        with pytest.raises(ss.DecodeError, match=rf"flipped.slip: sample {first} cannot be decoded \(SLIP_ECORRUPT: "
+                                                 rf"corrupt JPEG data: data page \d+ \(bytes [\d,]+ to [\d,]+\) does "
+                                                 rf"not match its checksum"):
+            list(loader)
+
+
+@pytest.mark.parametrize("os_cache", [True, False], ids=["mapped", "pread"])
+def test_samples_in_a_corrupt_page_are_skipped_or_replaced(flipped, os_cache):
+    path, page_mates, clean = flipped
+    with ss.Loader(clean, 24, {"image": [CenterCrop(CROP)]}, order="sequential", verbose=False) as loader:
+        expected = next(iter(loader))[0].clone()
+    for policy in ("skip", "replace"):
+        loader = ss.Loader(path, 5, {"image": [CenterCrop(CROP)]}, order="sequential", os_cache=os_cache,
+                           on_error=policy, verbose=False)
+        for epoch in range(2):  # the second epoch knows the page is bad without checking it again
+            with pytest.warns(ss.SampleWarning, match=f"{len(page_mates)} samples of epoch {epoch}"):
+                batches = [(images.clone(), labels.clone()) for images, labels in loader]
+            images = torch.cat([b[0] for b in batches])
+            labels = torch.cat([b[1] for b in batches]).tolist()
+            if policy == "skip":
+                assert labels == [k for k in range(24) if k not in page_mates]
+            else:
+                assert labels == list(range(24))
+                for k in page_mates:
+                    assert not images[k].any()
+            for row, k in enumerate(labels):
+                if k not in page_mates:
+                    assert torch.equal(images[row], expected[k])
+        assert set(loader.failures) == page_mates and loader.failure_count == 2 * len(page_mates)
+        assert all("does not match its checksum" in reason for reason in loader.failures.values())
+        assert loader.reader.pages_checked == loader.reader.page_count  # each page once, in the first epoch
+        loader.close()
+
+
+def test_later_epochs_check_no_page_again(tmp_path):
+    images = [jpeg_corpus.make_sample(32, 40, seed=k).data for k in range(40)]
+    path = tmp_path / "clean.slip"
+    ss.write(path, [(data,) for data in images], {"image": ss.RGBImageField()}, page_size=4096, workers=0,
+             verbose=False)
+    for os_cache in (True, False):
+        with ss.Loader(path, 8, {"image": [RandomResizedCrop(CROP)]}, os_cache=os_cache, verbose=False) as loader:
+            assert loader.reader.pages_checked == 0
+            list(loader)
+            assert loader.reader.pages_checked == loader.reader.page_count > 1
+            list(loader)
+            list(loader)
+            assert loader.reader.pages_checked == loader.reader.page_count
+
+
+def test_json_nested_too_deeply_names_the_file_sample_and_field(tmp_path):
+    path = tmp_path / "deep.slip"
+    value = {"caption": "x" * 200_000}
+    ss.write(path, [(1, value), (2, {"ok": True})], {"label": ss.IntField(), "meta": ss.JSONField()}, workers=0,
+             page_checksums=False, verbose=False)
+    reader = ss.Reader(path)
+    start, size = int(reader.metadata["meta"]["offset"][0]), int(reader.metadata["meta"]["size"][0])
+    data = bytearray(path.read_bytes())
+    data[start:start + size] = (b"[" * (size // 2) + b"]" * (size - size // 2))  # 100,000 levels, same length
+    path.write_bytes(bytes(data))
+    reader = ss.Reader(path)
+    expected = r"deep.slip: sample 0, field 'meta': its value is nested too deeply to read \(over Python's recursion"
+    with pytest.raises(ss.FormatError, match=expected):
+        reader[0]
+    assert reader[1]["meta"] == {"ok": True}
+    with ss.Loader(path, 2, order="sequential", verbose=False) as loader:
+        with pytest.raises(ss.FormatError, match=expected):
+            list(loader)
+    with pytest.raises(ss.FieldValueError, match=r"sample 0 .*field 'meta': JSONField value is nested too deeply"):
+        nested: list = []
+        for _ in range(100_000):
+            nested = [nested]
+        ss.write(tmp_path / "deeper.slip", [(nested,)], {"meta": ss.JSONField()}, workers=0, verbose=False)
+
+
+def test_a_stored_size_that_disagrees_with_the_jpeg_header_names_both(tmp_path):
+    path = tmp_path / "sizes.slip"
+    images = [jpeg_corpus.make_sample(48, 64, seed=k).data for k in range(4)]
+    ss.write(path, [(data,) for data in images], {"image": ss.RGBImageField()}, workers=0, page_checksums=False,
+             verbose=False)
+    reader = ss.Reader(path)
+    start = int(reader.metadata["image"]["offset"][2])
+    data = bytearray(path.read_bytes())
+    patched = jpeg_corpus.with_dimensions(images[2], 24, 64)  # the record still says 48x64
+    data[start:start + len(patched)] = patched
+    path.write_bytes(bytes(data))
+    expected = r"the stored size 48x64 disagrees with the JPEG header's 24x64"
+    with pytest.raises(ss.DecodeError, match=rf"sizes.slip: sample 2, field 'image': .*{expected}"):
+        ss.Reader(path)[2]
+    with ss.Loader(path, 4, {"image": [RandomResizedCrop(CROP, scale=(0.9, 1.0))]}, verbose=False) as loader:
+        with pytest.raises(ss.DecodeError, match=rf"sizes.slip: sample 2 cannot be decoded \(SLIP_EINVAL: invalid "
+                                                 rf"argument: {expected}"):
+            list(loader)

@@ -121,12 +121,6 @@ def test_wrong_buffer_sizes_and_arguments(photo):
         assert message.split()[0] in str(err.value) or message in str(err.value), (message, str(err.value))
 
 
-def test_max_pixels_guards_allocation(photo):
-    with pytest.raises(DecodeError, match="max_pixels"):
-        native.jpeg_decode(photo.data, max_pixels=1000)
-    assert native.jpeg_decode(photo.data, scale_denom=8, max_pixels=3000).shape == (47, 63, 3)
-
-
 def test_unsupported_processes_say_so(photo):
     """A 12-bit or a lossless (SOF3) JPEG is valid but not decodable here."""
     sof = photo.data.find(b"\xff\xc0")

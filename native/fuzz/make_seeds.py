@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import hostile_corpus  # noqa: E402
+from scan_bomb import progressive_scan_bomb  # noqa: E402
 import slipstream as ss  # noqa: E402
 
 CORPUS = ROOT / "native" / "fuzz" / "corpus"
@@ -30,11 +31,12 @@ def save(folder: Path, data: bytes) -> None:
 
 
 def jpeg_seeds() -> list[bytes]:
-    """The valid JPEGs of the hostile corpus under 4 KiB, and a few cut ones."""
+    """The valid JPEGs of the hostile corpus under 4 KiB, a few cut ones, and
+    a small progressive JPEG of more scans than the scan limit allows."""
     items = hostile_corpus.corpus()
     valid = [item.data for item in items if item.decodes and len(item.data) <= 4096]
     cut = [item.data for item in items if "cut at byte" in item.name][::9]
-    return valid + cut
+    return valid + cut + [progressive_scan_bomb(64, 64, 150)]
 
 
 def tiled_seeds() -> list[bytes]:

@@ -4,7 +4,9 @@
  * libslipstream holds the pixel kernels of slipstream: JPEG header parsing,
  * region-of-interest and DCT-scaled JPEG decoding, a fused decode+crop+resize,
  * resampling, normalization/packing into tensor layouts, JPEG encoding for the
- * dataset writer, and positional file reads.
+ * dataset writer, positional file reads, page checksums, and file mappings
+ * that survive the file being truncated.  Limits (slip_set_limit) bound the
+ * work any one JPEG can cause.
  *
  * Conventions shared by every function below:
  *
@@ -46,7 +48,7 @@ extern "C" {
 #endif
 
 /** Version of this ABI; bumped whenever a declaration in this file changes. */
-#define SLIP_ABI_VERSION 3
+#define SLIP_ABI_VERSION 4
 
 /** Largest image side, in pixels, that any function accepts (libjpeg's own limit). */
 #define SLIP_MAX_DIMENSION 65500
@@ -55,6 +57,17 @@ extern "C" {
  *  whole-image buffers (progressive and multi-scan images) or for the fused
  *  kernel's region scratch; a larger request fails with SLIP_ETOOBIG. */
 #define SLIP_MAX_DECODE_MEMORY 1073741824
+
+/** Default of SLIP_LIMIT_SCANS: most scans of one JPEG.  Encoders write 1
+ *  (baseline) to about 10 (libjpeg's and mozjpeg's progressive modes); a
+ *  hostile file may repeat legal scans without end, each costing a pass over
+ *  the image's blocks (about 10 ns a block on one core) in a few bytes. */
+#define SLIP_DEFAULT_MAX_SCANS 100
+
+/** Default of SLIP_LIMIT_PIXELS: most pixels (height x width) of one JPEG,
+ *  16384 x 16384.  Arithmetic coding can describe a flat image of 65500 x
+ *  65500 pixels in kilobytes, whose decoding would take tens of seconds. */
+#define SLIP_DEFAULT_MAX_PIXELS 268435456
 
 /** Status codes returned by every fallible function. */
 typedef enum slip_status {
@@ -66,7 +79,8 @@ typedef enum slip_status {
   SLIP_ECORRUPT = -5,     /**< the JPEG data is corrupt (libjpeg error or a data-corrupting warning) */
   SLIP_ETRUNCATED = -6,   /**< the JPEG data ends before the image does */
   SLIP_EUNSUPPORTED = -7, /**< valid but unsupported JPEG: 12-bit, lossless, unknown colour space */
-  SLIP_ETOOBIG = -8,      /**< the image or the memory it needs exceeds SLIP_MAX_DIMENSION or SLIP_MAX_DECODE_MEMORY */
+  SLIP_ETOOBIG = -8,      /**< the image, the memory or the work it needs exceeds a limit: SLIP_MAX_DIMENSION,
+                               SLIP_MAX_DECODE_MEMORY, SLIP_LIMIT_SCANS or SLIP_LIMIT_PIXELS */
   SLIP_EIO = -9,          /**< an operating-system I/O error; the detail holds strerror(errno) */
   SLIP_EEOF = -10         /**< the file ended before all requested bytes were read */
 } slip_status;
@@ -127,6 +141,20 @@ typedef enum slip_dtype {
   SLIP_DTYPE_FLOAT32 = 2  /**< IEEE 754 binary32 */
 } slip_dtype;
 
+/** Process-wide limits on the work one JPEG may cause, set with
+ *  slip_set_limit.  Every function that decodes entropy-coded data
+ *  (slip_jpeg_decode, slip_jpeg_decode_crop_resize,
+ *  slip_jpeg_add_restart_markers) fails with SLIP_ETOOBIG, naming the limit
+ *  in slip_last_error(), for an image beyond one; slip_jpeg_info, which reads
+ *  the header only, reports any image.  Together with SLIP_MAX_DECODE_MEMORY
+ *  they bound the time a decode can take at about SLIP_LIMIT_SCANS passes
+ *  over SLIP_LIMIT_PIXELS pixels. */
+typedef enum slip_limit {
+  SLIP_LIMIT_SCANS = 0, /**< most scans (progressive and multi-scan JPEGs), default SLIP_DEFAULT_MAX_SCANS;
+                             a decode stops when the first scan beyond it starts */
+  SLIP_LIMIT_PIXELS = 1 /**< most pixels, height x width of the whole image, default SLIP_DEFAULT_MAX_PIXELS */
+} slip_limit;
+
 /** What slip_jpeg_info reports about a JPEG, read from its header alone. */
 typedef struct slip_jpeg_info_t {
   int32_t height;      /**< image height in pixels */
@@ -171,6 +199,24 @@ SLIP_API const char *slip_strerror(int32_t status);
  *         its next slipstream call; empty when that thread has not failed.
  */
 SLIP_API const char *slip_last_error(void);
+
+/**
+ * Set a decoding limit for the whole process (every thread, every later
+ * call; calls already running may use the old or the new value).
+ *
+ * @param limit  a slip_limit.
+ * @param value  the new limit (>= 1): scans for SLIP_LIMIT_SCANS, pixels for SLIP_LIMIT_PIXELS.
+ * @return SLIP_OK; SLIP_EINVAL for an unknown limit or a value below 1.
+ */
+SLIP_API int32_t slip_set_limit(int32_t limit, int64_t value);
+
+/**
+ * Current value of a decoding limit.
+ *
+ * @param limit  a slip_limit.
+ * @return the limit (>= 1); SLIP_EINVAL for an unknown limit.
+ */
+SLIP_API int64_t slip_get_limit(int32_t limit);
 
 /**
  * Read the header of a JPEG image, without decoding any pixels.
@@ -231,8 +277,9 @@ SLIP_API int32_t slip_jpeg_scale_for(int32_t crop_h, int32_t crop_w, int32_t out
  * @return SLIP_OK; SLIP_EINVAL for bad arguments or a region outside the
  *         image; SLIP_EBUFFER when out_size is too small; the codes of
  *         slip_jpeg_info; SLIP_ECORRUPT or SLIP_ETRUNCATED for bad entropy
- *         data; SLIP_ETOOBIG when libjpeg would need more than
- *         SLIP_MAX_DECODE_MEMORY.  On failure out may be partly written.
+ *         data (libjpeg's corrupt-data warnings included); SLIP_ETOOBIG when
+ *         libjpeg would need more than SLIP_MAX_DECODE_MEMORY or the image
+ *         exceeds a slip_limit.  On failure out may be partly written.
  */
 SLIP_API int32_t slip_jpeg_decode(const uint8_t *data, size_t size, int32_t y, int32_t x, int32_t h, int32_t w,
                                   int32_t scale_denom, int32_t flags, uint8_t *out, size_t out_size,
@@ -446,6 +493,58 @@ SLIP_API int32_t slip_jpeg_add_restart_markers(const uint8_t *data, size_t size,
  *         offset.
  */
 SLIP_API int32_t slip_pread(int32_t fd, void *buf, size_t count, int64_t offset);
+
+/**
+ * CRC-32 of a byte range: the polynomial of zlib, gzip and PNG (the page
+ * checksums of dataset files), equal to zlib's crc32(crc, data, size).
+ * Uses carry-less multiplication (PCLMULQDQ) where the processor has it,
+ * table lookups elsewhere.
+ *
+ * @param data  the bytes (may be NULL when size is 0).
+ * @param size  number of bytes at data.
+ * @param crc   the CRC of the bytes before data, to continue it; 0 to start.
+ * @return the CRC-32 of the bytes before data followed by data; crc when data is NULL.
+ */
+SLIP_API uint32_t slip_crc32(const uint8_t *data, size_t size, uint32_t crc);
+
+/**
+ * Protect a read-only memory mapping of a file from the file being
+ * truncated under it.  Touching a mapped page beyond a file's end raises
+ * SIGBUS, which ends the process; inside a guarded mapping, slipstream's
+ * SIGBUS handler instead maps a page of zeros over the lost page, so that the
+ * access reads zeros and execution goes on, and counts the fault for
+ * slip_guard_faults().  The first call installs the handler for the process
+ * (again if another has replaced it since); any SIGBUS outside the guarded
+ * mappings goes to the action that was installed before.  Call
+ * slip_unguard_mapping() before unmapping the range.
+ *
+ * @param address  start of the mapping (page-aligned, as mmap returns it).
+ * @param length   its length in bytes (> 0).
+ * @param guard    receives the guard's number, for slip_guard_faults and slip_unguard_mapping.
+ * @return SLIP_OK; SLIP_EINVAL for a null address or guard or a zero length;
+ *         SLIP_ETOOBIG when 1024 mappings are guarded already; SLIP_EIO when
+ *         the handler cannot be installed.
+ */
+SLIP_API int32_t slip_guard_mapping(const void *address, size_t length, int32_t *guard);
+
+/**
+ * Number of pages of a guarded mapping that were lost to truncation and read
+ * as zeros since it was guarded: anything read from the mapping after the
+ * first of them may be wrong.
+ *
+ * @param guard  a number from slip_guard_mapping.
+ * @return the count (>= 0); SLIP_EINVAL for a number that is not a guarded mapping.
+ */
+SLIP_API int64_t slip_guard_faults(int32_t guard);
+
+/**
+ * Stop guarding a mapping: a later SIGBUS inside its range is handed on as
+ * any other.  Call it before the range is unmapped.
+ *
+ * @param guard  a number from slip_guard_mapping.
+ * @return SLIP_OK; SLIP_EINVAL for a number that is not a guarded mapping.
+ */
+SLIP_API int32_t slip_unguard_mapping(int32_t guard);
 
 #ifdef __cplusplus
 }

@@ -19,11 +19,14 @@ typedef struct slip_scratch {
 } slip_scratch;
 
 /* libjpeg error manager that turns errors (and data-corrupting warnings) into
- * a longjmp back to the calling slipstream function, carrying a status. */
+ * a longjmp back to the calling slipstream function, carrying a status.  Its
+ * progress monitor enforces the scan limit while a decompressor reads. */
 typedef struct slip_jpeg_error {
   struct jpeg_error_mgr pub;
+  struct jpeg_progress_mgr progress;
   jmp_buf jump;
   int32_t status;
+  int in_data; /* the header has been read: stray bytes between markers now mean corrupt entropy data */
 } slip_jpeg_error;
 
 /* slip_pack's lookup tables for the last normalization a thread used:
@@ -72,6 +75,13 @@ int32_t slip__fail(int32_t status, const char *fmt, ...)
 
 /* Attach the slipstream error manager to a libjpeg object's error field. */
 struct jpeg_error_mgr *slip__jpeg_error_init(slip_jpeg_error *err);
+
+/* Point dec, whose error manager is err, at data and read its header, under
+ * SLIP_MAX_DECODE_MEMORY and the scan limit; with check_pixels, an image of
+ * more pixels than SLIP_LIMIT_PIXELS fails with SLIP_ETOOBIG.  Errors
+ * longjmp to err->jump as every libjpeg error does. */
+void slip__jpeg_read_header(j_decompress_ptr dec, slip_jpeg_error *err, const uint8_t *data, size_t size,
+                            int check_pixels);
 
 /* Abort the current libjpeg operation from inside a libjpeg callback:
  * records the detail and longjmps to the active setjmp with `status`. */

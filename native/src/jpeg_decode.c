@@ -55,11 +55,13 @@ static slip_thread_state *decoder_state(void) {
 
 /*
  * Read the header of data into the thread's decompressor and set it up to
- * decode at scale 1/d with the given flags.  On success the decompressor is
- * left with its header read and output dimensions computed; the caller must
- * finish with read_block() or jpeg_abort_decompress().
+ * decode at scale 1/d with the given flags; with check_pixels, an image over
+ * SLIP_LIMIT_PIXELS fails.  On success the decompressor is left with its
+ * header read and output dimensions computed; the caller must finish with
+ * read_block() or jpeg_abort_decompress().
  */
-static int32_t open_jpeg(slip_thread_state *ts, const uint8_t *data, size_t size, int32_t d, int32_t flags) {
+static int32_t open_jpeg(slip_thread_state *ts, const uint8_t *data, size_t size, int32_t d, int32_t flags,
+                         int check_pixels) {
   struct jpeg_decompress_struct *dec = &ts->dec;
   if (size < 2 || data[0] != 0xFF || data[1] != 0xD8) {
     if (size < 2) return slip__fail(SLIP_ENOTJPEG, "%zu bytes are too few for a JPEG image", size);
@@ -70,12 +72,7 @@ static int32_t open_jpeg(slip_thread_state *ts, const uint8_t *data, size_t size
     jpeg_abort_decompress(dec);
     return ts->dec_err.status;
   }
-  /* Caps the whole-image coefficient buffers of progressive and multi-scan
-   * images; a forged header cannot make libjpeg allocate gigabytes. */
-  dec->mem->max_memory_to_use = SLIP_MAX_DECODE_MEMORY;
-  /* jpeg_mem_src takes a non-const pointer but only reads. */
-  jpeg_mem_src(dec, (unsigned char *)(uintptr_t)data, (unsigned long)size);
-  jpeg_read_header(dec, TRUE);
+  slip__jpeg_read_header(dec, &ts->dec_err, data, size, check_pixels);
   switch (dec->jpeg_color_space) {
   case JCS_GRAYSCALE:
   case JCS_RGB:
@@ -185,7 +182,14 @@ static int32_t read_block(slip_thread_state *ts, int32_t sy, int32_t sx, int32_t
                   out + (int64_t)(done + (int32_t)i) * out_stride);
     done += (int32_t)got;
   }
-  jpeg_abort_decompress(dec);
+  /* A block down to the last row has read the whole scan: reading on to the
+   * end of the image checks that no entropy data is left over, which is how
+   * damage that shortens a scan shows (a corrupt-data warning, an error
+   * here).  Blocks that end higher stop without reading the rest. */
+  if (dec->output_scanline == dec->output_height)
+    jpeg_finish_decompress(dec);
+  else
+    jpeg_abort_decompress(dec);
   return SLIP_OK;
 }
 
@@ -195,7 +199,7 @@ SLIP_API int32_t slip_jpeg_info(const uint8_t *data, size_t size, slip_jpeg_info
   if (!data || !info) return slip__fail(SLIP_EINVAL, "data and info must not be NULL");
   slip_thread_state *ts = decoder_state();
   if (!ts) return SLIP_ENOMEM;
-  int32_t status = open_jpeg(ts, data, size, 1, 0);
+  int32_t status = open_jpeg(ts, data, size, 1, 0, 0);
   if (status != SLIP_OK) return status;
   struct jpeg_decompress_struct *dec = &ts->dec;
   slip_jpeg_info_t r;
@@ -401,7 +405,7 @@ static int32_t open_region(const uint8_t *data, size_t size, int32_t d, int32_t 
   if (status != SLIP_OK) return status;
   slip_thread_state *ts = decoder_state();
   if (!ts) return SLIP_ENOMEM;
-  status = open_jpeg(ts, data, size, d, flags);
+  status = open_jpeg(ts, data, size, d, flags, 1);
   if (status != SLIP_OK) return status;
   status = check_region(&ts->dec, y, x, h, w);
   if (status != SLIP_OK) {
@@ -414,7 +418,7 @@ static int32_t open_region(const uint8_t *data, size_t size, int32_t d, int32_t 
   size_t sub_size = sub_jpeg(ts, data, size, y, x, h, w, d, &block->oy, &block->ox);
   if (sub_size) {
     jpeg_abort_decompress(&ts->dec);
-    status = open_jpeg(ts, ts->sub.data, sub_size, d, flags);
+    status = open_jpeg(ts, ts->sub.data, sub_size, d, flags, 1);
     if (status != SLIP_OK) return status;
     y -= block->oy;
     x -= block->ox;

@@ -173,9 +173,7 @@ static int32_t transcode(transcoder *t, const uint8_t *data, size_t size, int32_
   }
   jpeg_create_decompress(&t->din);
   created = 1;
-  t->din.mem->max_memory_to_use = SLIP_MAX_DECODE_MEMORY;
-  jpeg_mem_src(&t->din, (unsigned char *)(uintptr_t)data, (unsigned long)size);
-  jpeg_read_header(&t->din, TRUE);
+  slip__jpeg_read_header(&t->din, &t->err, data, size, 1);
   jvirt_barray_ptr *coefficients = jpeg_read_coefficients(&t->din);
 
   jpeg_create_compress(&t->cout);

@@ -1,12 +1,16 @@
 /*
- * jpeg_error.c - libjpeg error handling without exit() and without stderr.
+ * jpeg_error.c - libjpeg error handling without exit() and without stderr,
+ * and the decoding limits.
  *
  * libjpeg's default error_exit() prints and calls exit(); its warnings go to
  * stderr and decoding goes on, filling the rest of the image with grey.  Here
  * every error, and every warning that means the pixels are wrong, becomes a
  * longjmp back into the slipstream function that called libjpeg, carrying a
- * slip_status and libjpeg's message.
+ * slip_status and libjpeg's message.  A progress monitor stops images with
+ * more scans than SLIP_LIMIT_SCANS allows.
  */
+#include <stdatomic.h>
+
 #include <jerror.h>
 
 #include "internal.h"
@@ -31,10 +35,15 @@ static int32_t status_for_error(int code) {
 }
 
 /* Warnings that leave the decoded pixels intact. Any other warning means
- * libjpeg is about to invent data, which is reported as an error. */
-static int warning_is_harmless(int code) {
+ * libjpeg is about to invent data, or has decoded data that did not add up,
+ * and is reported as an error. */
+static int warning_is_harmless(const slip_jpeg_error *err, int code) {
   switch (code) {
-  case JWRN_EXTRANEOUS_DATA: /* junk between markers, common in camera files */
+  /* Junk between the markers of the header is common in camera files; after
+   * the header it sits between a scan's entropy data and the next marker,
+   * where a valid file has none: the entropy data ended early, which is what
+   * a flipped bit inside it most often looks like. */
+  case JWRN_EXTRANEOUS_DATA: return !err->in_data;
   case JWRN_ADOBE_XFORM:
   case JWRN_JFIF_MAJOR:
   case JWRN_BOGUS_ICC: return 1;
@@ -62,17 +71,75 @@ static void on_error_exit(j_common_ptr cinfo) {
 static void on_emit_message(j_common_ptr cinfo, int msg_level) {
   if (msg_level >= 0) return; /* trace messages */
   int code = cinfo->err->msg_code;
-  if (warning_is_harmless(code)) return;
+  if (warning_is_harmless((slip_jpeg_error *)cinfo->err, code)) return;
   fail_with_message(cinfo, code == JWRN_JPEG_EOF ? SLIP_ETRUNCATED : SLIP_ECORRUPT);
 }
 
 static void on_output_message(j_common_ptr cinfo) { (void)cinfo; }
+
+/* libjpeg calls this between the rows and the scans it reads; the scan
+ * counter grows as each scan's header is read, so an image fails as soon as
+ * its first scan beyond the limit begins, having cost at most the limit's
+ * worth of scans. */
+static void on_progress(j_common_ptr cinfo) {
+  if (!cinfo->is_decompressor) return;
+  int scans = ((j_decompress_ptr)cinfo)->input_scan_number;
+  int64_t limit = slip_get_limit(SLIP_LIMIT_SCANS);
+  if (scans > limit) {
+    char what[160];
+    snprintf(what, sizeof what,
+             "the JPEG has more than %lld scans, the limit SLIP_LIMIT_SCANS: a scan bomb, or a file that needs a "
+             "higher limit",
+             (long long)limit);
+    slip__jpeg_fail(cinfo, SLIP_ETOOBIG, what);
+  }
+}
 
 struct jpeg_error_mgr *slip__jpeg_error_init(slip_jpeg_error *err) {
   struct jpeg_error_mgr *pub = jpeg_std_error(&err->pub);
   pub->error_exit = on_error_exit;
   pub->emit_message = on_emit_message;
   pub->output_message = on_output_message;
+  err->progress.progress_monitor = on_progress;
   err->status = SLIP_OK;
+  err->in_data = 0;
   return pub;
+}
+
+void slip__jpeg_read_header(j_decompress_ptr dec, slip_jpeg_error *err, const uint8_t *data, size_t size,
+                            int check_pixels) {
+  /* Caps the whole-image coefficient buffers of progressive and multi-scan
+   * images; a forged header cannot make libjpeg allocate gigabytes. */
+  dec->mem->max_memory_to_use = SLIP_MAX_DECODE_MEMORY;
+  dec->progress = &err->progress;
+  err->in_data = 0;
+  /* jpeg_mem_src takes a non-const pointer but only reads. */
+  jpeg_mem_src(dec, (unsigned char *)(uintptr_t)data, (unsigned long)size);
+  jpeg_read_header(dec, TRUE);
+  err->in_data = 1;
+  int64_t pixels = (int64_t)dec->image_height * dec->image_width, limit = slip_get_limit(SLIP_LIMIT_PIXELS);
+  if (check_pixels && pixels > limit) {
+    char what[160];
+    snprintf(what, sizeof what, "the %u x %u JPEG has %lld pixels, more than the limit SLIP_LIMIT_PIXELS (%lld)",
+             dec->image_height, dec->image_width, (long long)pixels, (long long)limit);
+    slip__jpeg_fail((j_common_ptr)dec, SLIP_ETOOBIG, what);
+  }
+}
+
+/* ---------------------------------------------------------------- limits */
+
+static _Atomic int64_t limits[2] = {SLIP_DEFAULT_MAX_SCANS, SLIP_DEFAULT_MAX_PIXELS};
+
+SLIP_API int32_t slip_set_limit(int32_t limit, int64_t value) {
+  if (limit != SLIP_LIMIT_SCANS && limit != SLIP_LIMIT_PIXELS)
+    return slip__fail(SLIP_EINVAL, "unknown limit %d", limit);
+  if (value < 1) return slip__fail(SLIP_EINVAL, "limit %d must be at least 1, got %lld", limit, (long long)value);
+  atomic_store_explicit(&limits[limit], value, memory_order_relaxed);
+  return SLIP_OK;
+}
+
+SLIP_API int64_t slip_get_limit(int32_t limit) {
+  if (limit != SLIP_LIMIT_SCANS && limit != SLIP_LIMIT_PIXELS)
+    return slip__fail(SLIP_EINVAL, "unknown limit %d", limit);
+  return atomic_load_explicit(&limits[limit], memory_order_relaxed);
 }

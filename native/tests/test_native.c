@@ -7,7 +7,8 @@
  * bytes), the fused decode+crop+resize and slip_resize against a double
  * precision reference resampler, slip_pack against exact conversions,
  * hostile and truncated input, invalid arguments, the encoder's bounds,
- * slip_pread, concurrent decoding, and the status strings.
+ * slip_pread, slip_crc32, the decoding limits, guarded mappings, concurrent
+ * decoding, and the status strings.
  *
  * It is meant to be compiled together with the library sources under
  * AddressSanitizer and UndefinedBehaviorSanitizer, so that any out-of-bounds
@@ -34,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1462,6 +1464,113 @@ static void test_pread(void) {
   case_end();
 }
 
+/* ------------------------------------------------- 8b: checksums, limits */
+
+/* Bit by bit, as the CRC-32 is defined (reflected, polynomial 0xEDB88320). */
+static uint32_t reference_crc32(const uint8_t *p, size_t n, uint32_t crc) {
+  crc = ~crc;
+  while (n--) {
+    crc ^= *p++;
+    for (int k = 0; k < 8; k++) crc = crc & 1 ? 0xEDB88320u ^ (crc >> 1) : crc >> 1;
+  }
+  return ~crc;
+}
+
+static void test_crc32(void) {
+  case_begin("slip_crc32");
+  const size_t n = (1 << 20) + 77;
+  uint8_t *data = make_noise(n);
+  for (size_t offset = 0; offset < 9; offset++)
+    for (size_t len = 0; len < 300; len++) {
+      uint32_t start = (uint32_t)rng_next();
+      expect(slip_crc32(data + offset, len, start) == reference_crc32(data + offset, len, start),
+             "crc32 of %zu bytes at offset %zu", len, offset);
+    }
+  uint32_t whole = reference_crc32(data, n, 0), pieces = 0;
+  expect(slip_crc32(data, n, 0) == whole, "crc32 of 1 MiB");
+  for (size_t at = 0; at < n;) {
+    size_t len = (size_t)rng_below(70000) + 1;
+    if (len > n - at) len = n - at;
+    pieces = slip_crc32(data + at, len, pieces);
+    at += len;
+  }
+  expect(pieces == whole, "crc32 continued over uneven pieces");
+  expect(slip_crc32(NULL, 0, 1234) == 1234 && slip_crc32(data, 0, 99) == 99, "crc32 of nothing");
+  free(data);
+  case_end();
+}
+
+static void test_limits(const jpeg_case *progressive) {
+  case_begin("slip_set_limit, slip_get_limit");
+  expect(slip_get_limit(SLIP_LIMIT_SCANS) == SLIP_DEFAULT_MAX_SCANS, "default scan limit");
+  expect(slip_get_limit(SLIP_LIMIT_PIXELS) == SLIP_DEFAULT_MAX_PIXELS, "default pixel limit");
+  expect_status(slip_set_limit(SLIP_LIMIT_SCANS, 0), SLIP_EINVAL, "a scan limit of 0");
+  expect_status(slip_set_limit(7, 10), SLIP_EINVAL, "an unknown limit");
+  expect(slip_get_limit(-1) == SLIP_EINVAL, "get an unknown limit");
+  int32_t h = progressive->h, w = progressive->w;
+  uint8_t *out = xmalloc((size_t)h * (size_t)w * 3);
+  slip_jpeg_info_t info;
+  expect_status(slip_jpeg_decode(progressive->data, progressive->size, 0, 0, h, w, 1, 0, out, (size_t)h * w * 3,
+                                 (int64_t)w * 3),
+                SLIP_OK, "a progressive JPEG under the default limits");
+  slip_set_limit(SLIP_LIMIT_SCANS, 2);
+  expect_status(slip_jpeg_decode(progressive->data, progressive->size, 0, 0, h, w, 1, 0, out, (size_t)h * w * 3,
+                                 (int64_t)w * 3),
+                SLIP_ETOOBIG, "a progressive JPEG of more scans than the limit");
+  expect(strstr(slip_last_error(), "more than 2 scans") != NULL, "the detail names the scan limit: %s",
+         slip_last_error());
+  slip_set_limit(SLIP_LIMIT_SCANS, SLIP_DEFAULT_MAX_SCANS);
+  slip_set_limit(SLIP_LIMIT_PIXELS, (int64_t)h * w - 1);
+  expect_status(slip_jpeg_decode_crop_resize(progressive->data, progressive->size, 0, 0, h, w, 8, 8, 0,
+                                             SLIP_INTERP_AREA, out, 8 * 8 * 3, 8 * 3),
+                SLIP_ETOOBIG, "an image of more pixels than the limit");
+  expect(strstr(slip_last_error(), "SLIP_LIMIT_PIXELS") != NULL, "the detail names the pixel limit");
+  expect_status(slip_jpeg_info(progressive->data, progressive->size, &info), SLIP_OK,
+                "jpeg_info reads the header of an image over the limit");
+  slip_set_limit(SLIP_LIMIT_PIXELS, SLIP_DEFAULT_MAX_PIXELS);
+  free(out);
+  case_end();
+}
+
+static void test_guard(void) {
+  case_begin("slip_guard_mapping");
+  const char *dir = getenv("TMPDIR");
+  char path[512];
+  snprintf(path, sizeof path, "%s/slip_test_guard_XXXXXX", dir && dir[0] ? dir : "/tmp");
+  int fd = mkstemp(path);
+  const size_t n = 1 << 20;
+  uint8_t *data = make_noise(n);
+  if (!expect(fd >= 0 && write(fd, data, n) == (ssize_t)n, "could not write the temporary file")) {
+    free(data);
+    case_end();
+    return;
+  }
+  const volatile uint8_t *map = mmap(NULL, n, PROT_READ, MAP_SHARED, fd, 0);
+  int32_t guard = -1;
+  if (expect(map != MAP_FAILED, "mmap failed") &&
+      expect_status(slip_guard_mapping((const void *)map, n, &guard), SLIP_OK, "guard a mapping")) {
+    expect(slip_guard_faults(guard) == 0, "no faults yet");
+    expect(ftruncate(fd, 4096) == 0, "ftruncate failed");
+    expect(map[100] == data[100], "a page still in the file reads as before");
+    unsigned sum = 0;
+    for (size_t at = 8192; at < n; at += 4096) sum += map[at];
+    expect(sum == 0, "pages past the end read as zeros");
+    expect(slip_guard_faults(guard) == (int64_t)((n - 8192) / 4096), "one fault per lost page, got %lld",
+           (long long)slip_guard_faults(guard));
+    expect_status(slip_unguard_mapping(guard), SLIP_OK, "unguard");
+    expect_status(slip_unguard_mapping(guard), SLIP_EINVAL, "unguard twice");
+    expect(slip_guard_faults(guard) == SLIP_EINVAL, "faults of an unguarded mapping");
+    munmap((void *)map, n);
+  }
+  expect_status(slip_guard_mapping(NULL, 10, &guard), SLIP_EINVAL, "guard NULL");
+  expect_status(slip_guard_mapping(data, 0, &guard), SLIP_EINVAL, "guard 0 bytes");
+  expect_status(slip_unguard_mapping(-3), SLIP_EINVAL, "unguard -3");
+  close(fd);
+  unlink(path);
+  free(data);
+  case_end();
+}
+
 /* ---------------------------------------------------------- 9: threads */
 
 typedef struct thread_job {
@@ -1758,6 +1867,9 @@ int main(int argc, char **argv) {
   test_encode_buffers();
   test_encode_bound();
   test_pread();
+  test_crc32();
+  if (mid_422p) test_limits(mid_422p);
+  test_guard();
 
   jpeg_case *threaded[] = {mid_420,
                            corpus_case(cases, n, 333, 251, SLIP_SUBSAMPLING_422, 1),

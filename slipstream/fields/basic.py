@@ -153,6 +153,8 @@ class JSONField(Field, type_id=6):
             text = json.dumps(value, ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise TypeError(f"JSONField value is not JSON-serializable: {exc}") from None
+        except RecursionError:
+            raise ValueError("JSONField value is nested too deeply to store (over Python's recursion limit)") from None
         return Encoded({}, text.encode("utf-8"))
 
     def read(self, record: np.void, data: memoryview | None) -> Any:

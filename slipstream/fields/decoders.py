@@ -11,6 +11,8 @@ A failing sample cannot raise inside a parallel loop (Numba then runs the
 loop serially), so decoders that can fail write the native status of a
 failed sample into ``errors[index]`` and fill its output with zeros (a black
 image), so that nothing half-decoded flows into the rest of the pipeline.
+A sample already marked failed before the batch (its bytes lie in a page
+that failed its checksum) is not decoded at all: its output is zeros.
 After the batch the loader applies its ``on_error`` policy: raise naming the
 sample, leave the sample out of its batch, or keep the zero-filled sample.
 """
@@ -147,7 +149,9 @@ class ImageDecoder(ImageFieldDecoder):
 
         def decode(storage, offsets, sizes, heights, widths, modes, errors, decodes, index, out, key):
             start, size = uint64(offsets[index]), uint64(sizes[index])
-            if uint64(modes[index]) == raw_mode:
+            if errors[index] != 0:  # its bytes are known to be corrupt
+                out[:] = 0
+            elif uint64(modes[index]) == raw_mode:
                 flat = out.reshape(-1)
                 for j in range(uint64(flat.size)):
                     flat[j] = storage[start + j]
@@ -199,8 +203,7 @@ class ReadValues(Operation):
         decoder = reader.fields[field]
 
         def read_values(indices: Any) -> list[Any]:
-            records = reader.metadata[field]
-            return [decoder.read(records[i], reader.value_bytes(i, field)) for i in indices.tolist()]
+            return [reader.read(i, field) for i in indices.tolist()]
 
         return read_values
 
@@ -233,8 +236,9 @@ class StoredBytesDecoder(Decoder):
 
         def read(storage, offsets, sizes, errors, index, out, key):
             start, size = uint64(offsets[index]), uint64(sizes[index])
-            if size > uint64(out.size):
+            if errors[index] == 0 and size > uint64(out.size):
                 errors[index] = too_long
+            if errors[index] != 0:  # too long, or its bytes are known to be corrupt
                 out[:] = 0
                 return out
             for j in range(size):

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from slipstream import native
+from slipstream.errors import DecodeError
 from slipstream.fields.base import Encoded, Field
 
 JPEG_MODE = 0
@@ -138,10 +139,20 @@ class RGBImageField(Field, type_id=1):
         return None
 
     def read(self, record: np.void, data: memoryview | None) -> np.ndarray:
-        """The (height, width, 3) uint8 RGB image."""
+        """The (height, width, 3) uint8 RGB image.
+
+        Raises:
+            DecodeError: the JPEG cannot be decoded, or its header gives
+                another size than the record (which loaders plan crops by).
+        """
         height, width = int(record["height"]), int(record["width"])
         if record["mode"] == RAW_MODE:
             return np.frombuffer(data, np.uint8, height * width * 3).reshape(height, width, 3).copy()
+        info = native.jpeg_info(data)
+        if (info.height, info.width) != (height, width):
+            problem = (f"the stored size {height}x{width} disagrees with the JPEG header's {info.height}x{info.width} "
+                       f"(the record or the JPEG was altered after writing)")
+            raise DecodeError(problem, status=native.Status.EINVAL, detail=problem)
         return native.jpeg_decode(data)
 
 

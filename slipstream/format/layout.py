@@ -18,11 +18,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import zlib
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from slipstream import native
 
 MAGIC = b"SLIPSTRM"
 """First 8 bytes of every slipstream dataset file."""
@@ -103,9 +104,10 @@ its bytes are (absolute file offset).  Rows are sorted by sample, then field."""
 PAGE_CHECKSUM_DTYPE = np.dtype("<u4")
 
 
-def crc32(data: Any) -> int:
-    """CRC-32 (zlib's polynomial) of a bytes-like object."""
-    return zlib.crc32(memoryview(data).cast("B")) & 0xFFFFFFFF
+def crc32(data: Any, crc: int = 0) -> int:
+    """CRC-32 (zlib's polynomial) of a bytes-like object or uint8 array,
+    continuing ``crc``."""
+    return native.crc32(data, crc)
 
 
 def align(value: int, alignment: int) -> int:

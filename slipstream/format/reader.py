@@ -1,21 +1,31 @@
 """Reading dataset files: the file is memory-mapped and every table is
 validated (bounds and checksum) when it is opened, so that nothing read
-later can point outside the file."""
+later can point outside the file.  Data pages are checked against their
+checksums the first time they are read in a process, and the mapping is
+guarded, so that a file truncated under a reader becomes an error instead of
+a SIGBUS."""
 
 from __future__ import annotations
 
+import gc
 import json
 import mmap
 import os
+import sys
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from slipstream import native
 from slipstream.errors import ArgumentError, DatasetNotFoundError, FormatError, SampleIndexError, SlipstreamError
 from slipstream.format import layout as L
 from slipstream.format import registry
+
+PAGE_UNCHECKED, PAGE_GOOD, PAGE_CORRUPT = 0, 1, 2
+"""States of a data page in :attr:`Reader.page_state`."""
 
 
 class UnknownField:
@@ -55,10 +65,18 @@ class Reader:
         allocations: every stored value's sample, field, offset and size.
         user_metadata: the JSON object stored by the writer (e.g. ``classes``).
         page_size, data_offset, page_count, data_size: where the pages are.
+        page_checksums: the CRC-32 of every data page, or ``None`` for a
+            file written without them.
+        page_state: per page, ``PAGE_UNCHECKED``, ``PAGE_GOOD`` or
+            ``PAGE_CORRUPT``: each page is checked against its checksum the
+            first time this process reads a value in it (:meth:`check_page`),
+            and never again.
+        pages_checked: checksums computed so far (each page's once).
 
     Args:
         path: the file.
-        verify_pages: also check every page's CRC-32 (when the file has them).
+        verify_pages: check every page's CRC-32 now (when the file has them),
+            instead of each page when it is first read.
     """
 
     def __new__(cls, path: str | os.PathLike, *args: Any, **kwargs: Any) -> Reader:
@@ -74,7 +92,15 @@ class Reader:
         self._map, stat = _map_file(self.path)
         self._identity = _identity(stat)
         self.storage = np.frombuffer(self._map, np.uint8)
+        # Unguarded when the reader goes, before its mapping can be unmapped.
+        self._guard = _guard(self.storage)
+        self._unguard = weakref.finalize(self, native.unguard_mapping, self._guard)
+        self.page_checksums: np.ndarray | None = None
         self._parse()
+        self.page_state = np.zeros(self.page_count, np.uint8)
+        self.pages_checked = 0
+        if self.page_checksums is None:
+            self.page_state[:] = PAGE_GOOD
         if verify_pages:
             self.verify_pages()
 
@@ -134,7 +160,6 @@ class Reader:
             self.user_metadata = json.loads(user.tobytes().decode("utf-8")) if user.size else {}
         except (ValueError, RecursionError) as exc:
             raise self._fail(f"user metadata is not JSON: {exc}") from None
-        self.page_checksums = None
         if header["flags"] & L.FLAG_PAGE_CHECKSUMS:
             self.page_checksums = self._table("page_checksums", int(header["page_checksums_offset"]),
                                               4 * self.page_count).view(L.PAGE_CHECKSUM_DTYPE)
@@ -174,7 +199,7 @@ class Reader:
                 raise self._fail(f"field {name!r}: sample {problem[0]} {problem[1]}")
 
     def verify_pages(self) -> None:
-        """Check every page against its stored CRC-32.
+        """Check every page against its stored CRC-32 now.
 
         Raises:
             FormatError: naming the first corrupt page and the samples in it.
@@ -183,14 +208,39 @@ class Reader:
         if self.page_checksums is None:
             raise ArgumentError(f"{self.path} has no page checksums (write it with page_checksums=True)")
         for page in range(self.page_count):
-            start = self.data_offset + page * self.page_size
-            end = min(start + self.page_size, self.data_offset + self.data_size)
-            if L.crc32(self.storage[start:end]) != self.page_checksums[page]:
+            if not self.check_page(page):
+                start, end = self.page_span(page)
                 rows = self.allocations[(self.allocations["offset"] < end)
                                         & (self.allocations["offset"] + self.allocations["size"] > start)]
                 samples = sorted({int(s) for s in rows["sample"]})
-                raise self._fail(f"page {page} (bytes {start} to {end}) is corrupt: checksum mismatch; "
-                                 f"samples in it: {_short_list(samples)}")
+                raise self._fail(f"{self.page_problem(page)}; samples in it: {_short_list(samples)}")
+
+    def page_span(self, page: int) -> tuple[int, int]:
+        """The file offsets ``[start, end)`` of data page ``page``."""
+        start = self.data_offset + page * self.page_size
+        return start, min(start + self.page_size, self.data_offset + self.data_size)
+
+    def check_page(self, page: int, data: np.ndarray | None = None) -> bool:
+        """Whether data page ``page`` matches its checksum.  The first call
+        for a page computes the CRC-32 of ``data`` (the page's bytes as read
+        elsewhere, e.g. into a page pool; default: the mapped file) and
+        records the result in :attr:`page_state`; later calls only look it
+        up.  Always true for a file without page checksums."""
+        state = self.page_state[page]
+        if state == PAGE_UNCHECKED:
+            if data is None:
+                start, end = self.page_span(page)
+                data = self.storage[start:end]
+            good = L.crc32(data) == self.page_checksums[page]
+            state = self.page_state[page] = PAGE_GOOD if good else PAGE_CORRUPT
+            self.pages_checked += 1
+        return bool(state == PAGE_GOOD)
+
+    def page_problem(self, page: int) -> str:
+        """What is wrong with a page that failed its check, in words."""
+        start, end = self.page_span(page)
+        return (f"data page {page} (bytes {start:,} to {end:,}) does not match its checksum: the file is corrupt "
+                f"there (a bad disk, memory or copy)")
 
     # ---------------------------------------------------------------- access
 
@@ -200,19 +250,30 @@ class Reader:
     def __getitem__(self, index: int) -> dict[str, Any]:
         """Sample ``index`` as Python values (images decoded to (H, W, 3) uint8)."""
         i = self._check_index(index)
-        record = self.metadata[i]
-        return {name: self._read(i, name, field, record) for name, field in self.fields.items()}
+        return {name: self.read(i, name) for name in self.fields}
 
-    def _read(self, i: int, name: str, field: Any, record: np.void) -> Any:
-        """One field of sample ``i``; a value that cannot be read raises an
-        error naming the file, the sample and the field."""
+    def read(self, index: int, field: str) -> Any:
+        """One field of sample ``index`` as a Python value.
+
+        Raises:
+            FormatError, DecodeError: the value cannot be read; the message
+                names the file, the sample, the field and the cause, and the
+                exception's ``detail`` holds the cause alone.
+        """
+        i = self._check_index(index)
+        if field not in self.fields:
+            raise ArgumentError(f"{self.path} has no field {field!r} (fields: {', '.join(self.fields)})")
+        where = f"{self.path}: sample {i}, field {field!r}"
         try:
-            return field.read(record[name], self.value_bytes(i, name))
+            return self.fields[field].read(self.metadata[i][field], self._value_bytes(i, field))
         except SlipstreamError as exc:
-            raise type(exc)(f"{self.path}: sample {i}, field {name!r}: {exc}", status=exc.status,
-                            detail=exc.detail) from exc
+            raise type(exc)(f"{where}: {exc}", status=exc.status, detail=exc.detail or str(exc)) from exc
+        except RecursionError:
+            problem = f"its value is nested too deeply to read (over Python's recursion limit of " \
+                      f"{sys.getrecursionlimit()} levels)"
+            raise FormatError(f"{where}: {problem}", detail=problem) from None
         except (ValueError, TypeError, UnicodeDecodeError) as exc:
-            raise FormatError(f"{self.path}: sample {i}, field {name!r} cannot be read: {exc}") from exc
+            raise FormatError(f"{where} cannot be read: {exc}", detail=str(exc)) from exc
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return (self[i] for i in range(len(self)))
@@ -227,11 +288,29 @@ class Reader:
 
     def value_bytes(self, index: int, field: str) -> memoryview | None:
         """The stored bytes of one sample's field (``None`` for fields that
-        keep their value in the record)."""
+        keep their value in the record), after checking the pages they lie
+        in (:meth:`check_page`).
+
+        Raises:
+            FormatError: a page of the value does not match its checksum.
+        """
+        try:
+            return self._value_bytes(index, field)
+        except FormatError as exc:
+            raise FormatError(f"{self.path}: sample {index}, field {field!r}: {exc}", detail=exc.detail) from None
+
+    def _value_bytes(self, index: int, field: str) -> memoryview | None:
         record = self.metadata[index][field]
         if "offset" not in (record.dtype.names or ()):
             return None
         offset, size = int(record["offset"]), int(record["size"])
+        if size:
+            first, last = (offset - self.data_offset) // self.page_size, (offset + size - 1 - self.data_offset) \
+                // self.page_size
+            for page in range(first, last + 1):
+                if not self.check_page(page):
+                    problem = self.page_problem(page)
+                    raise FormatError(problem, detail=problem)
         return memoryview(self._map)[offset: offset + size]
 
     def index(self, field: str) -> dict[Any, np.ndarray]:
@@ -251,19 +330,19 @@ class Reader:
         return {key.item(): group for key, group in zip(keys, groups)}
 
     def verify(self) -> None:
-        """Check that ``path`` still holds the file this reader opened: the
-        same file (not another one renamed over it or written in its place),
-        of the same size, not modified since.
+        """Check that ``path`` still holds the file this reader opened, as it
+        was: the same file (not another one renamed over it or written in its
+        place), of the same size, not modified since, and that no page of the
+        mapping was lost to truncation.
 
         A reader keeps reading the file it opened, whatever happens to the
-        path; but a file truncated in place loses the pages past its new
-        end, and touching them through the mapping kills the process with
-        SIGBUS (as for any memory-mapped file).  Loaders call this before
-        every batch, so a change between batches raises this error instead;
-        only a truncation during the few milliseconds a batch is being
-        decoded from the mapping (``os_cache=True``) can still end the
-        process.  ``os_cache=False`` reads with ``pread`` and turns a short
-        read into :class:`NativeIOError` in any case.
+        path; but a file truncated or rewritten in place changes under it.
+        Touching a mapped page past a truncated end would kill the process
+        with SIGBUS; the reader's mapping is guarded
+        (:func:`slipstream.native.guard_mapping`), so such a page reads as
+        zeros instead, and this check then fails.  Loaders call it after
+        every batch, before they hand the batch on, so that nothing read
+        from a changed file reaches a training step.
 
         Raises:
             FormatError: naming the file and what changed.
@@ -278,12 +357,16 @@ class Reader:
         if now[2] != then[2]:
             raise FormatError(f"{self.path} changed size since it was opened, from {then[2]:,} to {now[2]:,} bytes "
                               f"(truncated or rewritten in place)")
-        if now[3] != then[3]:
-            raise FormatError(f"{self.path} was modified since it was opened")
+        if now[3:] != then[3:]:
+            raise FormatError(f"{self.path} was modified since it was opened (written in place): open it again")
+        lost = native.guard_faults(self._guard)
+        if lost:
+            raise FormatError(f"{self.path} was truncated while it was read: {lost} of its pages were gone")
 
     def close(self) -> None:
         """Release the mapping (arrays taken from the reader keep it alive)."""
         self.metadata = self.allocations = self.storage = None  # type: ignore[assignment]
+        self._unguard()
         try:
             self._map.close()
         except BufferError:
@@ -332,9 +415,23 @@ def _magic(path: str | os.PathLike) -> bytes:
         return b""  # opening it again reports the problem
 
 
-def _identity(stat: os.stat_result) -> tuple[int, int, int, int]:
-    """What ``verify`` compares: device, inode, size, modification time."""
-    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
+def _identity(stat: os.stat_result) -> tuple[int, int, int, int, int]:
+    """What ``verify`` compares: device, inode, size, modification time and
+    change time (which no one can set back, unlike the modification time)."""
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns
+
+
+def _guard(storage: np.ndarray) -> int:
+    """Guard a reader's mapping.  Guards of readers no longer referenced are
+    released by their finalizers, which for readers caught in reference
+    cycles run at the next garbage collection: one is run before giving up."""
+    try:
+        return native.guard_mapping(storage)
+    except SlipstreamError as exc:
+        if exc.status != native.Status.ETOOBIG:
+            raise
+        gc.collect()
+        return native.guard_mapping(storage)
 
 
 def _map_file(path: Path) -> tuple[mmap.mmap, os.stat_result]:

@@ -4,7 +4,9 @@ on the input, never on the number of workers or their timing.
 
 The file is written under a temporary name in the target's folder, flushed
 to disk, and only then renamed over the target: a failed or interrupted
-write leaves nothing at the target path.
+write leaves nothing at the target path.  A writer killed outright leaves
+its temporary file, which the next write to the same target removes
+(:mod:`slipstream.format.tempfiles`); its worker processes end with it.
 """
 
 from __future__ import annotations
@@ -14,16 +16,19 @@ import dataclasses
 import itertools
 import json
 import os
-import secrets
-import zlib
+import sys
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
+from slipstream import native
 from slipstream.errors import ArgumentError, FieldValueError, SlipstreamError
 from slipstream.format import layout as L
+from slipstream.format import tempfiles
 
 
 class SampleSource(Protocol):
@@ -63,7 +68,7 @@ def write_dataset(
     *,
     workers: int | None = None,
     page_size: int = L.DEFAULT_PAGE_SIZE,
-    page_checksums: bool = False,
+    page_checksums: bool = True,
     on_error: str = "raise",
     user_metadata: Mapping[str, Any] | None = None,
     verbose: bool = True,
@@ -77,7 +82,9 @@ def write_dataset(
         workers: encoding processes; 0 encodes in this process; default: one
             per CPU core.
         page_size: bytes per data page, a power of two (default 8 MiB).
-        page_checksums: also store a CRC-32 of every data page.
+        page_checksums: store a CRC-32 of every data page (default), which
+            readers check the first time they read the page, so that
+            corruption on disk or in a copy is reported instead of decoded.
         on_error: ``"raise"`` stops at the first sample that cannot be
             encoded (naming it); ``"skip"`` leaves such samples out and
             reports them in the result.
@@ -98,11 +105,14 @@ def write_dataset(
     descriptors = [L.FieldDescriptor(f.type_id, name, f.arguments(), L.record_spec(f.record_dtype()))
                    for name, f in fields.items()]
     count = len(source)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
-    file = open(tmp, "wb")
+    tempfiles.remove_stale(path)
     try:
-        with file, tqdm(total=count, unit="img", unit_scale=True, desc=f"writing {path.name}",
-                        disable=None if verbose else True) as progress:
+        tmp, file = tempfiles.create(path)
+    except OSError as exc:  # no such folder, no permission: the message names the target
+        raise OSError(exc.errno, f"{path} was not written: {exc.strerror or exc}") from exc
+    try:
+        with tqdm(total=count, unit="img", unit_scale=True, desc=f"writing {path.name}",
+                  disable=None if verbose else True) as progress:
             layout = _Layout(file, descriptors, page_size, page_checksums, count)
             skipped = []
             for index, outcome in _encoded_samples(source, fields, workers, count):
@@ -116,7 +126,8 @@ def write_dataset(
             layout.finish(user)
             file.flush()
             os.fsync(file.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, path)  # still locked: a clean-up by another writer cannot take it first
+        file.close()
     except BaseException as exc:
         file.close()
         tmp.unlink(missing_ok=True)
@@ -166,9 +177,36 @@ def _fsync_folder(folder: Path) -> None:
 _worker: tuple[SampleSource, dict[str, Any]] | None = None
 
 
-def _start_worker(source: SampleSource, fields: dict[str, Any]) -> None:
+def _start_worker(source: SampleSource, fields: dict[str, Any], parent: int, limits: dict[int, int]) -> None:
     global _worker
+    _watch_parent(parent)
+    for limit, value in limits.items():  # a spawned worker starts with the defaults
+        native.set_limit(limit, value)
     _worker = (source, fields)
+
+
+def _watch_parent(parent: int) -> None:
+    """End this worker when the writing process ``parent`` ends, however it
+    ends: a worker left running would hold the temporary file and block
+    forever on the pipe to its dead parent.  On Linux the kernel sends
+    SIGKILL (``PR_SET_PDEATHSIG``); elsewhere a thread watches the parent."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        pr_set_pdeathsig = 1
+        if ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0) == 0:
+            if os.getppid() != parent:  # it died before the request was made
+                os._exit(1)
+            return
+    threading.Thread(target=_exit_when_orphaned, args=(parent,), name="slipstream-parent-watch", daemon=True).start()
+
+
+def _exit_when_orphaned(parent: int, interval: float = 0.5) -> None:
+    """Exit the process as soon as its parent is no longer ``parent``."""
+    while os.getppid() == parent:
+        time.sleep(interval)
+    os._exit(1)
 
 
 def _encode_range(bounds: tuple[int, int]) -> list[Any]:
@@ -213,8 +251,9 @@ def _encoded_samples(source: SampleSource, fields: dict[str, Any], workers: int,
     # AHEAD chunks per worker in flight, so memory stays bounded when
     # encoding outpaces the disk.
     processes = min(workers, len(bounds)) or 1
+    limits = {int(limit): native.get_limit(limit) for limit in native.Limit}
     pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context(_start_method()),
-                               initializer=_start_worker, initargs=(source, fields))
+                               initializer=_start_worker, initargs=(source, fields, os.getpid(), limits))
     try:
         pending: collections.deque = collections.deque()
         chunks = iter(bounds)
@@ -317,7 +356,7 @@ class _Layout:
             return
         while len(view):
             part = view[: self.page_size - self.pos % self.page_size]
-            self.crc = zlib.crc32(part, self.crc)
+            self.crc = L.crc32(part, self.crc)
             self.pos += len(part)
             view = view[len(part):]
             if self.pos % self.page_size == 0:

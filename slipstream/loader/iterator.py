@@ -174,9 +174,15 @@ class _Work:
                     return
                 while len(pending) >= self.compiled.slots:  # the copy out of this slot must be done
                     pending.pop(0).synchronize()
-                self.reader.verify()  # a file changed under the loader raises here, not as SIGBUS later
-                self.memory.prepare(b)
-                outputs = self._run(b, indices)
+                try:
+                    self.memory.prepare(b)
+                    outputs = self._run(b, indices)
+                except Exception:
+                    self.reader.verify()  # a file changed under the loader explains a failure best
+                    raise
+                # Nothing read from a file truncated or rewritten under the
+                # loader is handed on (the mapping reads lost pages as zeros).
+                self.reader.verify()
                 self.memory.release(b)
                 keep = self._check_errors(indices)
                 if keep is not None and not keep.size:
@@ -232,12 +238,13 @@ class _Work:
         return np.flatnonzero(errors == 0) if self.on_error == "skip" else None
 
     def _reason(self, index: int, status: int) -> str:
-        """The native status, with the library's full message from decoding
-        the sample again in Python where that fails as well."""
+        """The native status, with the cause from reading the sample again
+        in Python where that fails as well (a corrupt page, the decoder's
+        message, a stored size the JPEG disagrees with)."""
         try:
             self.reader[index]
-        except SlipstreamError as exc:  # the reader's message names file and sample again: keep its cause
-            return f"{native.strerror(status)}: {exc.__cause__ or exc}"
+        except SlipstreamError as exc:  # the reader's message names file and sample again: keep the cause
+            return f"{native.strerror(status)}: {exc.detail or exc}"
         except Exception:
             pass
         return native.strerror(status)

@@ -95,6 +95,10 @@ class Loader:
             (:class:`SampleWarning`) at the end of each epoch that had any.
             A crop never reads the rows below it, so a truncated file whose
             crop lies above the cut decodes correctly and does not fail.
+            A sample whose bytes lie in a data page that fails its checksum
+            (checked the first time the process reads the page) fails too.
+            A dataset file changed, truncated or removed under the loader
+            raises :class:`FormatError` naming it, whatever the policy.
 
     """
 
@@ -221,6 +225,7 @@ class Loader:
                                   f"{self._pid}); a forked process, such as a DataLoader worker, must create a "
                                   f"Loader of its own (e.g. on first use, or in worker_init_fn)")
         self._stop_iterator()
+        self.reader.verify()  # planning an epoch reads the file's tables: not from a changed file
         batches = self.epoch_batches(self._epoch)
         start, self._resume_at = self._resume_at, 0
         iterator = EpochIterator(self, self._epoch, batches[start:], start)

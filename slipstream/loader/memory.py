@@ -8,6 +8,12 @@ process on the machine, and reads happen on first touch.
 batches need, with the native ``pread`` in background threads, into a fixed
 pool of page slots, and frees each page after the last batch that needs it.
 Its memory is the pool, whatever the dataset's size.
+
+Both check every data page against its checksum the first time the process
+reads it (:meth:`slipstream.Reader.check_page`), before the decoders see it,
+and mark the samples of a page that fails as failed with ``ECORRUPT``: the
+decoders leave them out, and the loader applies its ``on_error`` policy.
+Once every page has been checked, later epochs pay nothing.
 """
 
 from __future__ import annotations
@@ -20,26 +26,103 @@ from typing import Any
 import numpy as np
 
 from slipstream import native
-from slipstream.errors import ArgumentError
+from slipstream.errors import ArgumentError, FormatError, NativeIOError
+from slipstream.format.reader import PAGE_CORRUPT, PAGE_GOOD, PAGE_UNCHECKED
+
+CORRUPT = np.int32(native.Status.ECORRUPT)
+"""The failure status of a sample whose bytes lie in a page that fails its check."""
+
+
+def value_pages(reader: Any, field: str, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For the values of ``field`` of the samples ``indices``: the first and
+    last data page each touches and its offset from the start of the data."""
+    records = reader.metadata[field][indices]
+    rel = records["offset"].astype(np.int64) - reader.data_offset
+    size = records["size"].astype(np.int64)
+    first = rel // reader.page_size
+    last = np.maximum(first, (rel + np.maximum(size, 1) - 1) // reader.page_size)
+    return first, last, rel
+
+
+def covered_pages(pages: dict[str, tuple[np.ndarray, ...]]) -> list[int]:
+    """Every page that the values ``pages`` (as :func:`value_pages` gives
+    them per field) touch, once."""
+    spans = []
+    for first, last, _ in pages.values():
+        spans.append(first)
+        spans += [np.arange(a + 1, b + 1) for a, b in zip(first[first != last].tolist(), last[first != last].tolist())]
+    return np.unique(np.concatenate(spans)).tolist() if spans else []
+
+
+def mark_corrupt(reader: Any, source: Any, indices: np.ndarray, pages: dict[str, tuple[np.ndarray, ...]]) -> None:
+    """Mark the samples of ``indices`` whose values (``pages``, as
+    :func:`value_pages` gives them per field) touch a page found corrupt."""
+    state = reader.page_state
+    for first, last, _ in pages.values():
+        bad = state[first] == PAGE_CORRUPT
+        for k in np.flatnonzero(first != last).tolist():  # values over several pages (rare)
+            bad[k] = bool((state[first[k]:last[k] + 1] == PAGE_CORRUPT).any())
+        source.errors[indices[bad]] = CORRUPT
 
 
 class MappedMemory:
-    """``os_cache=True``: the decoders read the mapped file directly."""
+    """``os_cache=True``: the decoders read the mapped file directly.
 
-    def __init__(self, reader: Any) -> None:
+    Pages not yet checked are checked in background threads, a few batches
+    ahead of the decoders (which also brings them into the page cache).
+    There is one thread per core: the first batches of a random order touch
+    most pages at once, and the decoders wait for their checks."""
+
+    def __init__(self, reader: Any, lookahead: int = 4) -> None:
+        self.reader = reader
         self.storage = reader.storage
+        self.lookahead = lookahead
+        self._checks: dict[int, Future] = {}
+        self._checker: ThreadPoolExecutor | None = None
+        self._batches: list[np.ndarray] = []
 
     def start_epoch(self, batches: list[np.ndarray], source: Any) -> None:
-        """Nothing to plan: every page is already mapped."""
+        """Plan nothing when every page is known good; else remember the
+        batches, whose pages are checked as they come near."""
+        self._source = source
+        self._batches = [] if (self.reader.page_state == PAGE_GOOD).all() else batches
+        self._pages: dict[int, tuple[dict[str, tuple[np.ndarray, ...]], list[int]]] = {}
+        if self._batches and self._checker is None:
+            self._checker = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="slipstream-checks")
+
+    def _batch_pages(self, batch: int) -> tuple[dict[str, tuple[np.ndarray, ...]], list[int]]:
+        """Where the values of ``batch`` lie, per field, and every page they touch."""
+        if batch not in self._pages:
+            indices = self._batches[batch]
+            pages = {field: value_pages(self.reader, field, indices) for field in self._source.offset_fields}
+            self._pages[batch] = pages, covered_pages(pages)
+        return self._pages[batch]
 
     def prepare(self, batch: int) -> None:
-        """Nothing to read: the operating system pages the mapping in on demand."""
+        """Check the pages of ``batch`` (and start on those of the next
+        batches), then mark its samples in corrupt pages."""
+        if not self._batches:
+            return
+        state = self.reader.page_state
+        for ahead in range(batch, min(batch + self.lookahead + 1, len(self._batches))):
+            for page in self._batch_pages(ahead)[1]:
+                if state[page] == PAGE_UNCHECKED and page not in self._checks:
+                    self._checks[page] = self._checker.submit(self.reader.check_page, page)
+        pages, covered = self._pages.pop(batch)
+        for page in covered:
+            check = self._checks.pop(page, None)
+            if check is not None:
+                check.result()
+        mark_corrupt(self.reader, self._source, self._batches[batch], pages)
 
     def release(self, batch: int) -> None:
         """Nothing to free: the operating system's cache keeps or drops pages."""
 
     def close(self) -> None:
-        """Nothing to close: the reader owns the mapping."""
+        """Stop the checking threads; the reader owns the mapping."""
+        if self._checker is not None:
+            self._checker.shutdown(wait=True, cancel_futures=True)
+            self._checker = None
 
 
 class PagePool:
@@ -86,17 +169,11 @@ class PagePool:
         self._source, self._batches = source, batches
         self._plan, self._locations = [], []
         self._uses: dict[tuple[int, int], list[int]] = {}
-        data_offset, ps = self.reader.data_offset, self.page_size
         for b, indices in enumerate(batches):
             units: set[tuple[int, int]] = set()
             locations = {}
             for field in source.offset_fields:
-                records = self.reader.metadata[field][indices]
-                rel = records["offset"].astype(np.int64) - data_offset
-                size = records["size"].astype(np.int64)
-                first = rel // ps
-                last = np.maximum(first, (rel + np.maximum(size, 1) - 1) // ps)
-                locations[field] = (first, last, rel)
+                first, last, rel = locations[field] = value_pages(self.reader, field, indices)
                 units.update(zip(first.tolist(), last.tolist()))
             need = sum(last - first + 1 for first, last in units)
             if need > self.capacity:
@@ -118,7 +195,13 @@ class PagePool:
 
     def prepare(self, batch: int) -> None:
         """Make ``batch``'s units present, point the decoders' offsets at
-        them, start reading ahead, and wait for ``batch``'s reads."""
+        them, start reading ahead, wait for ``batch``'s reads (and checks),
+        and mark its samples in corrupt pages.
+
+        Raises:
+            FormatError: a page cannot be read (the file was truncated or
+                replaced, or the disk failed); the message names the file.
+        """
         needed = set(self._plan[batch])
         for unit in self._plan[batch]:
             if unit not in self._loaded:
@@ -131,7 +214,13 @@ class PagePool:
             self._source.offsets(field)[self._batches[batch]] = starts * ps + (rel - first * ps)
         self._read_ahead(batch)
         for unit in self._plan[batch]:
-            self._loaded[unit][1].result()  # raises the read's error, if any
+            try:
+                self._loaded[unit][1].result()
+            except NativeIOError as exc:
+                self.reader.verify()  # a file changed under the loader: say so
+                raise FormatError(f"{self.reader.path}: data pages {unit[0]} to {unit[1]} cannot be read: "
+                                  f"{exc.detail or exc}") from exc
+        mark_corrupt(self.reader, self._source, self._batches[batch], self._locations[batch])
 
     def release(self, batch: int) -> None:
         """Free the units of ``batch`` that no later batch needs."""
@@ -197,10 +286,14 @@ class PagePool:
         return int(starts[0]) if starts.size else None
 
     def _read(self, unit: tuple[int, int], slot: int) -> None:
+        """Read a unit into its slots and check each of its pages (once per process)."""
         ps = self.page_size
         start = unit[0] * ps
         length = min((unit[1] - unit[0] + 1) * ps, self.reader.data_size - start)
-        native.pread(self._fd, self.storage[slot * ps: slot * ps + length], self.reader.data_offset + start)
+        data = self.storage[slot * ps: slot * ps + length]
+        native.pread(self._fd, data, self.reader.data_offset + start)
+        for k, page in enumerate(range(unit[0], unit[1] + 1)):
+            self.reader.check_page(page, data[k * ps: (k + 1) * ps])
 
     def close(self) -> None:
         """Stop the read-ahead threads, close the file and free the pool."""

@@ -175,7 +175,9 @@ class CropDecoder(ImageFieldDecoder):
             flip = flip_p > 0.0 and rnd.uniform(key, _FLIP) < flip_p
             start, size = uint64(offsets[index]), uint64(sizes[index])
             data = storage[start:start + size]
-            if uint64(modes[index]) == raw_mode:
+            if errors[index] != 0:  # its bytes are known to be corrupt
+                status = errors[index]
+            elif uint64(modes[index]) == raw_mode:
                 status = resize(data, height, width, 3, width * 3, y, x, h, w, out, out_h, out_w, out.strides[0],
                                 interp, 1 if flip else 0)
             else:

@@ -90,6 +90,9 @@ class MultiCropDecoder(ImageFieldDecoder):
             crops = multi_crop_regions(key, height, width, scale_lo, scale_hi, log_lo, log_hi, yoked)
             start, size = uint64(offsets_[index]), uint64(sizes_[index])
             data = storage[start:start + size]
+            if errors[index] != 0:  # its bytes are known to be corrupt
+                out[:] = 0
+                return out
             if uint64(modes[index]) == raw_mode:  # raw pixels: each crop straight from the stored image
                 for k in range(count):
                     side = sizes[k]
