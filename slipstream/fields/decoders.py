@@ -200,7 +200,6 @@ class ReadValues(Operation):
 
     def generate_code(self):
         reader, field = self.reader, self.field
-        decoder = reader.fields[field]
 
         def read_values(indices: Any) -> list[Any]:
             return [reader.read(i, field) for i in indices.tolist()]

@@ -12,10 +12,12 @@ its temporary file, which the next write to the same target removes
 from __future__ import annotations
 
 import collections
+import ctypes
 import dataclasses
 import itertools
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -191,9 +193,6 @@ def _watch_parent(parent: int) -> None:
     forever on the pipe to its dead parent.  On Linux the kernel sends
     SIGKILL (``PR_SET_PDEATHSIG``); elsewhere a thread watches the parent."""
     if sys.platform.startswith("linux"):
-        import ctypes
-        import signal
-
         pr_set_pdeathsig = 1
         if ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0) == 0:
             if os.getppid() != parent:  # it died before the request was made
