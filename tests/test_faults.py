@@ -1,7 +1,9 @@
-"""Faults from outside: the dataset file changed under a running loader, a
-full disk or a killed worker while writing, a failing pipeline and Ctrl-C
-in the middle of an epoch.  Each leaves a clear error and a usable (or
-cleanly closed) loader, never a crash, a hang or a half-written file."""
+"""Faults from outside: the dataset file changed under a running loader
+(between batches, and while a batch decodes from it), a full disk, a killed
+worker or a killed writing process, a failing pipeline and Ctrl-C in the
+middle of an epoch.  Each leaves a clear error and a usable (or cleanly
+closed) loader, never a crash, a hang, an orphaned process or a
+half-written file."""
 
 from __future__ import annotations
 
