@@ -16,9 +16,13 @@
 #define POLY_REFLECTED 0xEDB88320u /* x^32 + x^26 + ... + 1, bit-reversed */
 
 static uint32_t table[8][256];
+static int use_pclmul; /* the processor has PCLMULQDQ (set with the table) */
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 
 static void make_table(void) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  use_pclmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse2");
+#endif
   for (uint32_t n = 0; n < 256; n++) {
     uint32_t c = n;
     for (int k = 0; k < 8; k++) c = c & 1 ? POLY_REFLECTED ^ (c >> 1) : c >> 1;
@@ -96,12 +100,6 @@ __attribute__((target("pclmul,sse2"))) static uint32_t crc_pclmul(uint32_t crc, 
   *used = (size_t)(p - start);
   return (uint32_t)_mm_cvtsi128_si32(_mm_srli_si128(_mm_xor_si128(x, t), 4));
 }
-
-static int have_pclmul(void) {
-  static int known = -1; /* a benign race: every thread computes the same value */
-  if (known < 0) known = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse2");
-  return known;
-}
 #endif
 
 SLIP_API uint32_t slip_crc32(const uint8_t *data, size_t size, uint32_t crc) {
@@ -109,7 +107,7 @@ SLIP_API uint32_t slip_crc32(const uint8_t *data, size_t size, uint32_t crc) {
   pthread_once(&table_once, make_table);
   crc = ~crc;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  if (size >= 64 && have_pclmul()) {
+  if (size >= 64 && use_pclmul) {
     size_t used;
     crc = crc_pclmul(crc, data, size, &used);
     data += used;
