@@ -1407,25 +1407,33 @@ static void test_encode_bound(void) {
 
 /* ------------------------------------------------------------ 8: pread */
 
-static void test_pread(void) {
-  case_begin("slip_pread");
+/* A new temporary file (under $TMPDIR) holding the n bytes at data, its
+ * name in path; the open descriptor, or -1 when it cannot be made. */
+static int temp_file_of(const uint8_t *data, size_t n, char *path, size_t path_size) {
   const char *dir = getenv("TMPDIR");
-  char path[512];
-  snprintf(path, sizeof path, "%s/slip_test_native_XXXXXX", dir && dir[0] ? dir : "/tmp");
+  snprintf(path, path_size, "%s/slip_test_native_XXXXXX", dir && dir[0] ? dir : "/tmp");
   int fd = mkstemp(path);
-  if (!expect(fd >= 0, "mkstemp failed")) {
-    case_end();
-    return;
-  }
-  const size_t n = 100000;
-  uint8_t *data = make_noise(n), *buf = xmalloc(n);
   size_t done = 0;
-  while (done < n) {
+  while (fd >= 0 && done < n) {
     ssize_t w = write(fd, data + done, n - done);
     if (w <= 0) break;
     done += (size_t)w;
   }
-  if (expect(done == n, "could not write the temporary file")) {
+  if (fd >= 0 && done < n) {
+    close(fd);
+    unlink(path);
+    return -1;
+  }
+  return fd;
+}
+
+static void test_pread(void) {
+  case_begin("slip_pread");
+  char path[512];
+  const size_t n = 100000;
+  uint8_t *data = make_noise(n), *buf = xmalloc(n);
+  int fd = temp_file_of(data, n, path, sizeof path);
+  if (expect(fd >= 0, "could not write the temporary file")) {
     for (int k = 0; k < 200; k++) {
       int64_t off = rng_below((int32_t)n);
       size_t count = (size_t)rng_below((int32_t)(n - (size_t)off) + 1);
@@ -1456,9 +1464,9 @@ static void test_pread(void) {
       expect_status(slip_pread(dirfd, buf, 1, 0), SLIP_EIO, "pread from a directory");
       close(dirfd);
     }
+    close(fd);
+    unlink(path);
   }
-  close(fd);
-  unlink(path);
   free(data);
   free(buf);
   case_end();
@@ -1534,13 +1542,11 @@ static void test_limits(const jpeg_case *progressive) {
 
 static void test_guard(void) {
   case_begin("slip_guard_mapping");
-  const char *dir = getenv("TMPDIR");
   char path[512];
-  snprintf(path, sizeof path, "%s/slip_test_guard_XXXXXX", dir && dir[0] ? dir : "/tmp");
-  int fd = mkstemp(path);
   const size_t n = 1 << 20;
   uint8_t *data = make_noise(n);
-  if (!expect(fd >= 0 && write(fd, data, n) == (ssize_t)n, "could not write the temporary file")) {
+  int fd = temp_file_of(data, n, path, sizeof path);
+  if (!expect(fd >= 0, "could not write the temporary file")) {
     free(data);
     case_end();
     return;
