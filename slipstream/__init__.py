@@ -30,6 +30,7 @@ from slipstream.fields import (  # noqa: E402
     RGBImageField,
 )
 from slipstream.format import Reader  # noqa: E402
+from slipstream.format.remote import Remote  # noqa: E402
 from slipstream.loader import Loader  # noqa: E402
 from slipstream.errors import (  # noqa: E402
     ArgumentError,
@@ -46,6 +47,7 @@ from slipstream.errors import (  # noqa: E402
     SampleIndexError,
     SampleWarning,
     SlipstreamError,
+    StorageError,
 )
 
 __version__ = "0.1.0"
@@ -66,6 +68,8 @@ __all__ = [
     "Loader",
     "NDArrayField",
     "NativeIOError",
+    "Remote",
+    "StorageError",
     "NativeMemoryError",
     "PipelineError",
     "RGBImageField",

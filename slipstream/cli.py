@@ -18,7 +18,8 @@ def main(argv: list[str] | None = None) -> int:
 
     write = commands.add_parser("write", help="write a dataset file from an image folder (root/<class>/<image>)")
     write.add_argument("folder", help="image folder: one subfolder per class")
-    write.add_argument("output", help="dataset file to create")
+    write.add_argument("output", help="dataset file to create, or the folder or URL (s3://bucket/prefix) of a "
+                                      "sharded dataset")
     write.add_argument("--workers", type=int, default=None, help="encoding processes (default: one per core)")
     write.add_argument("--write-mode", choices=["jpeg", "raw", "smart"], default="jpeg",
                        help="how images are stored (default: jpeg, JPEG input kept byte for byte)")
@@ -30,9 +31,11 @@ def main(argv: list[str] | None = None) -> int:
     write.add_argument("--page-checksums", action=argparse.BooleanOptionalAction, default=True,
                        help="store a CRC-32 of every page, checked when the page is first read (default: yes)")
     write.add_argument("--skip-errors", action="store_true", help="leave out unreadable images instead of stopping")
+    _shard_options(write)
 
-    info = commands.add_parser("info", help="describe a dataset file (slipstream or FFCV .beton)")
-    info.add_argument("file")
+    info = commands.add_parser("info", help="describe a dataset (a slipstream file, a sharded dataset, a URL of "
+                                            "either, or an FFCV .beton)")
+    info.add_argument("file", help="dataset file, sharded dataset folder or manifest, or URL")
     info.add_argument("--verify-pages", action="store_true", help="check every page's CRC-32")
 
     convert = commands.add_parser("convert", help="copy a dataset file (e.g. an FFCV .beton) into a slipstream file")
@@ -43,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     convert.add_argument("--page-size", type=int, default=8 << 20, help="bytes per page (default 8 MiB)")
     convert.add_argument("--page-checksums", action=argparse.BooleanOptionalAction, default=True,
                          help="store a CRC-32 of every page, checked when the page is first read (default: yes)")
+    _shard_options(convert)
 
     bench = commands.add_parser("bench", help="stream a dataset file through a standard pipeline, print images/s")
     bench.add_argument("file", help="dataset file (slipstream or FFCV .beton) with an image field")
@@ -79,8 +83,9 @@ def _run(args: argparse.Namespace) -> int:
                                             jpeg_quality=args.jpeg_quality, tile_width=args.tile_width),
                   "label": ss.IntField()}
         result = ss.write(args.output, args.folder, fields, workers=args.workers, page_size=args.page_size,
-                          page_checksums=args.page_checksums, on_error="skip" if args.skip_errors else "raise")
-        print(f"wrote {result.path}: {result.samples} samples, {result.path.stat().st_size:,} bytes")
+                          page_checksums=args.page_checksums, on_error="skip" if args.skip_errors else "raise",
+                          shard_size=args.shard_size, shards=args.shards)
+        print(_written(result))
         for index, reason in result.skipped:
             print(f"skipped {reason}")
         return 0
@@ -90,8 +95,8 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if args.command == "convert":
         result = ss.convert(args.input, args.output, tile_width=args.tile_width, page_size=args.page_size,
-                            page_checksums=args.page_checksums)
-        print(f"wrote {result.path}: {result.samples} samples, {result.path.stat().st_size:,} bytes")
+                            page_checksums=args.page_checksums, shard_size=args.shard_size, shards=args.shards)
+        print(_written(result))
         return 0
     if args.command == "demo":
         from slipstream import demo as demo_module
@@ -106,12 +111,32 @@ def _run(args: argparse.Namespace) -> int:
     return 2
 
 
+def _shard_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--shard-size", default=None,
+                       help="write a sharded dataset (shard files and a manifest) into OUTPUT, a new shard every "
+                            "SHARD_SIZE bytes, e.g. 1GB (a URL output gets 1GB shards by default)")
+    group.add_argument("--shards", type=int, default=None, help="write a sharded dataset of this many shards")
+
+
+def _written(result: object) -> str:
+    """The line ``write`` and ``convert`` print about what they wrote."""
+    r = result  # a WriteResult
+    if r.shards:
+        return f"wrote {r.path}: {r.samples} samples in {len(r.shards)} shards and a manifest"
+    return f"wrote {r.path}: {r.samples} samples, {Path(r.path).stat().st_size:,} bytes"
+
+
 def describe(reader: object, pages_verified: bool = False) -> str:
     """What ``slipstream info`` prints: fields, counts, sizes, image sizes, checksums."""
     r = reader  # a slipstream.Reader
-    size = Path(r.path).stat().st_size
-    lines = [f"{r.path}: {type(r).__name__}, {len(r):,} samples, {size:,} bytes",
-             f"pages: {r.page_count:,} of {r.page_size:,} bytes ({r.data_size:,} bytes of data)", "fields:"]
+    manifest = getattr(r, "manifest", None)  # a sharded or remote dataset
+    size = sum(s.bytes for s in manifest.shards) if manifest is not None else Path(r.path).stat().st_size
+    lines = [f"{r.path}: {type(r).__name__}, {len(r):,} samples, {size:,} bytes"]
+    if manifest is not None:
+        names = [s.name for s in manifest.shards]
+        lines.append(f"shards: {len(names):,} ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})")
+    lines += [f"pages: {r.page_count:,} of {r.page_size:,} bytes ({r.data_size:,} bytes of data)", "fields:"]
     for name, field in r.fields.items():
         records = r.metadata[name]
         stored = f", {int(records['size'].sum()):,} bytes stored" if "size" in records.dtype.names else ""

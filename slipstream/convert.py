@@ -18,6 +18,7 @@ from slipstream.errors import ArgumentError
 from slipstream.fields import Encoded, RGBImageField
 from slipstream.fields.image import JPEG_MODE
 from slipstream.format import Reader, layout
+from slipstream.format.remote import Remote
 from slipstream.format.writer import WriteResult, write_dataset
 from slipstream.sources import ImageFolder, as_source
 
@@ -33,11 +34,20 @@ def write(
     on_error: str = "raise",
     user_metadata: Mapping[str, Any] | None = None,
     verbose: bool = True,
+    shard_size: int | str | None = None,
+    shards: int | None = None,
+    remote: Remote | None = None,
 ) -> WriteResult:
-    """Write a dataset file from ``source``.
+    """Write a dataset file from ``source``, or a sharded dataset.
+
+    Example::
+
+        slipstream.write("s3://bucket/imagenet/train", "/data/imagenet/train", shard_size="1GB")
 
     Args:
-        path: the file to create.
+        path: the file to create; with ``shard_size`` or ``shards``, or for
+            a URL (``s3://bucket/prefix``), the folder or prefix of a
+            sharded dataset: shard files and a manifest, written last.
         source: an image folder (``root/<class>/<image>``: fields ``image``
             and ``label``, class names stored as ``classes`` in the user
             metadata), a NumPy array, a tuple/list or dict of equal-length
@@ -56,13 +66,19 @@ def write(
             the result.
         user_metadata: a JSON object to store, merged over the source's own.
         verbose: progress bar (shown only on a terminal).
+        shard_size: bytes of data per shard (an int or a text such as
+            ``"1GB"``; default for a URL: 1 GB).
+        shards: this many shards of equal sample counts instead.
+        remote: object-store options (:class:`slipstream.Remote`) for a URL.
 
     Returns:
-        A :class:`~slipstream.format.WriteResult`: path, sample count, skipped samples.
+        A :class:`~slipstream.format.WriteResult`: path, sample count,
+        skipped samples, shard names.
     """
     samples, fields, meta = as_source(source, fields)
     return write_dataset(path, samples, fields, workers=workers, page_size=page_size, page_checksums=page_checksums,
-                         on_error=on_error, user_metadata={**meta, **(user_metadata or {})}, verbose=verbose)
+                         on_error=on_error, user_metadata={**meta, **(user_metadata or {})}, verbose=verbose,
+                         shard_size=shard_size, shards=shards, remote=remote)
 
 
 def default_cache_dir() -> Path:
@@ -171,21 +187,25 @@ class _StoredSamples:
 
 def convert(src: str | os.PathLike, dst: str | os.PathLike, *, tile_width: int | None = None,
             page_size: int = layout.DEFAULT_PAGE_SIZE, page_checksums: bool = True,
-            verbose: bool = True) -> WriteResult:
-    """Copy a dataset file (a slipstream file or an FFCV ``.beton``) into a
-    slipstream file at ``dst``.  Stored values are copied as they are:
-    images are not decoded or re-encoded.
+            verbose: bool = True, shard_size: int | str | None = None, shards: int | None = None,
+            remote: Remote | None = None) -> WriteResult:
+    """Copy a dataset (a slipstream file, a sharded dataset, a URL of
+    either, or an FFCV ``.beton``) into a slipstream file or a sharded
+    dataset at ``dst``.  Stored values are copied as they are: images are
+    not decoded or re-encoded.
 
     Args:
         tile_width: when set, the stored JPEGs of image fields are re-coded
             losslessly into tiles at most this many pixels wide, as
             :class:`~slipstream.RGBImageField`'s ``tile_width`` does: the
             same pixels, faster crops.
-        page_size, page_checksums, verbose: as for :func:`write`.
+        page_size, page_checksums, verbose, shard_size, shards, remote: as
+            for :func:`write` (``remote`` serves ``src`` and ``dst``).
     """
     if tile_width is not None and not (isinstance(tile_width, int) and tile_width > 0):
         raise ArgumentError(f"tile_width must be a positive integer or None, got {tile_width!r}")
-    with Reader(src) as reader:
+    with Reader(src, remote=remote) as reader:
         fields = {d.name: _StoredValue(d, tile_width) for d in reader.descriptors}
         return write_dataset(dst, _StoredSamples(reader), fields, workers=0, page_size=page_size,
-                             page_checksums=page_checksums, user_metadata=reader.user_metadata, verbose=verbose)
+                             page_checksums=page_checksums, user_metadata=reader.user_metadata, verbose=verbose,
+                             shard_size=shard_size, shards=shards, remote=remote)

@@ -64,7 +64,13 @@ class FormatError(SlipstreamError, ValueError):
 
 
 class DatasetNotFoundError(SlipstreamError, FileNotFoundError):
-    """A dataset file or source folder does not exist."""
+    """A dataset file, source folder, object or bucket does not exist."""
+
+
+class StorageError(SlipstreamError, OSError):
+    """Object storage refused a request (wrong credentials, no permission)
+    or a request still failed after its retries (the store is unreachable).
+    The message names the URL."""
 
 
 class SampleIndexError(SlipstreamError, IndexError):

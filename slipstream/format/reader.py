@@ -23,6 +23,7 @@ from slipstream import native
 from slipstream.errors import ArgumentError, DatasetNotFoundError, FormatError, SampleIndexError, SlipstreamError
 from slipstream.format import layout as L
 from slipstream.format import registry
+from slipstream.format.remote import local_path
 
 PAGE_UNCHECKED, PAGE_GOOD, PAGE_CORRUPT = 0, 1, 2
 """States of a data page in :attr:`Reader.page_state`."""
@@ -73,22 +74,34 @@ class Reader:
             and never again.
         pages_checked: checksums computed so far (each page's once).
 
+    A sharded dataset (a folder or prefix with a manifest, or the manifest
+    itself) and any URL (``s3://bucket/prefix``...) open as a
+    :class:`slipstream.format.sharded.ShardedReader`, which has the same
+    interface over one index space.
+
     Args:
-        path: the file.
+        path: the file, folder, manifest or URL.
         verify_pages: check every page's CRC-32 now (when the file has them),
             instead of each page when it is first read.
+        remote: a :class:`slipstream.Remote`: object-store options and the
+            page cache, for URLs (unused for a local file).
     """
 
     def __new__(cls, path: str | os.PathLike, *args: Any, **kwargs: Any) -> Reader:
-        if cls is Reader and _magic(path) != L.MAGIC:
-            from slipstream.format.ffcv import BetonReader, looks_like_beton
+        if cls is Reader:
+            from slipstream.format.sharded import ShardedReader, opens_as_sharded
 
-            if looks_like_beton(path):
-                return super().__new__(BetonReader)
+            if opens_as_sharded(path):
+                return super().__new__(ShardedReader)
+            if _magic(local_path(path)) != L.MAGIC:
+                from slipstream.format.ffcv import BetonReader, looks_like_beton
+
+                if looks_like_beton(path):
+                    return super().__new__(BetonReader)
         return super().__new__(cls)
 
-    def __init__(self, path: str | os.PathLike, *, verify_pages: bool = False) -> None:
-        self.path = Path(path)
+    def __init__(self, path: str | os.PathLike, *, verify_pages: bool = False, remote: Any = None) -> None:
+        self.path = local_path(path)
         self._map, stat = _map_file(self.path)
         self._identity = _identity(stat)
         self.storage = np.frombuffer(self._map, np.uint8)
@@ -110,17 +123,17 @@ class Reader:
         return FormatError(f"{self.path}: {problem}")
 
     def _parse(self) -> None:
-        size = self.storage.size
+        size = self._file_size()
         if size < L.HEADER_DTYPE.itemsize:
             raise self._fail(f"truncated: {size} bytes, the header alone needs {L.HEADER_DTYPE.itemsize}")
-        header = np.frombuffer(self._map, L.HEADER_DTYPE, 1)[0]
+        header = np.frombuffer(self._bytes(0, L.HEADER_DTYPE.itemsize), L.HEADER_DTYPE, 1)[0]
         if header["magic"] != L.MAGIC:
             raise self._fail(f"not a slipstream dataset (starts with {bytes(header['magic'])!r}, "
                              f"expected {L.MAGIC!r})")
         if header["version"] != L.VERSION:
             raise self._fail(f"format version {int(header['version'])} is not supported (this slipstream reads "
                              f"version {L.VERSION}); upgrade slipstream or rewrite the file")
-        if L.crc32(self.storage[: L.HEADER_CRC_SPAN]) != header["header_crc32"]:
+        if L.crc32(self._bytes(0, L.HEADER_CRC_SPAN)) != header["header_crc32"]:
             raise self._fail("header checksum mismatch: the header is corrupt")
         if header["header_size"] != L.HEADER_DTYPE.itemsize:
             raise self._fail(f"header size {int(header['header_size'])} is not {L.HEADER_DTYPE.itemsize}")
@@ -169,15 +182,24 @@ class Reader:
             raise self._fail(str(exc)) from None
         self._check_data_bounds()
 
+    def _file_size(self) -> int:
+        """The file's size in bytes."""
+        return int(self.storage.size)
+
+    def _bytes(self, offset: int, size: int) -> np.ndarray:
+        """Bytes ``[offset, offset + size)`` of the file, which the tables
+        are read from (a subclass may hold only the header and tables)."""
+        return self.storage[offset: offset + size]
+
     def _check_span(self, what: str, offset: int, size: int) -> None:
-        if offset < 0 or size < 0 or offset + size > self.storage.size:
+        if offset < 0 or size < 0 or offset + size > self._file_size():
             raise self._fail(f"truncated or corrupt: the {what} (bytes {offset} to {offset + size}) extend past the "
-                             f"end of the file ({self.storage.size} bytes)")
+                             f"end of the file ({self._file_size()} bytes)")
 
     def _table(self, name: str, offset: int, size: int) -> np.ndarray:
         """The bytes of a table, after checking its bounds and checksum."""
         self._check_span(f"{name} table", offset, size)
-        data = self.storage[offset: offset + size]
+        data = self._bytes(offset, size)
         if L.crc32(data) != self.header[f"{name}_crc32"]:
             raise self._fail(f"{name} table checksum mismatch: the table is corrupt")
         return data

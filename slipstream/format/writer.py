@@ -31,6 +31,8 @@ from slipstream import native
 from slipstream.errors import ArgumentError, FieldValueError, SlipstreamError
 from slipstream.format import layout as L
 from slipstream.format import tempfiles
+from slipstream.format.location import sync_folder
+from slipstream.format.remote import Remote, is_url, local_path, parse_size
 
 
 class SampleSource(Protocol):
@@ -58,9 +60,10 @@ class WriteResult:
             ``on_error="skip"``.
     """
 
-    path: Path
+    path: Path | str
     samples: int
     skipped: tuple[tuple[int, str], ...] = ()
+    shards: tuple[str, ...] = ()
 
 
 def write_dataset(
@@ -74,11 +77,17 @@ def write_dataset(
     on_error: str = "raise",
     user_metadata: Mapping[str, Any] | None = None,
     verbose: bool = True,
+    shard_size: int | str | None = None,
+    shards: int | None = None,
+    remote: Remote | None = None,
 ) -> WriteResult:
-    """Write every sample of ``source`` into a dataset file at ``path``.
+    """Write every sample of ``source`` into a dataset file at ``path``, or
+    into a sharded dataset (shard files and a manifest) there.
 
     Args:
-        path: the file to create (replaced atomically if it exists).
+        path: the file to create (replaced atomically if it exists); with
+            ``shard_size`` or ``shards``, or for a URL, the folder or prefix
+            of a sharded dataset.
         source: the samples (see :class:`SampleSource`).
         fields: field name -> field object, in the order of the source's values.
         workers: encoding processes; 0 encodes in this process; default: one
@@ -92,6 +101,12 @@ def write_dataset(
             reports them in the result.
         user_metadata: JSON object stored in the file (e.g. class names).
         verbose: show a progress bar (only on a terminal).
+        shard_size: start a new shard when the current one's data would pass
+            this many bytes (an int, or a text such as ``"1GB"``).  The
+            default for a URL given neither this nor ``shards`` is 1 GB.
+        shards: split the samples into this many shards of (nearly) equal
+            sample counts instead.
+        remote: object-store options, for a URL.
 
     Raises:
         FieldValueError: a sample cannot be encoded (``on_error="raise"``).
@@ -99,14 +114,26 @@ def write_dataset(
     """
     from tqdm import tqdm  # imported here: it is slow to import and only writing needs it
 
-    path = Path(path)
     fields = dict(fields)
     _check_arguments(fields, page_size, on_error, workers)
+    if shards is not None and (not isinstance(shards, int) or shards < 1):
+        raise ArgumentError(f"shards must be a positive integer, got {shards!r}")
+    if shards is not None and shard_size is not None:
+        raise ArgumentError("give shard_size or shards, not both")
     workers = (os.cpu_count() or 1) if workers is None else workers
     user = json.dumps(dict(user_metadata or {}), sort_keys=True, ensure_ascii=False).encode("utf-8")
     descriptors = [L.FieldDescriptor(f.type_id, name, f.arguments(), L.record_spec(f.record_dtype()))
                    for name, f in fields.items()]
     count = len(source)
+    if shards is not None or shard_size is not None or is_url(path):
+        if shards is None and shard_size is None:
+            shard_size = DEFAULT_SHARD_SIZE
+        plan = _ShardPlan(parse_size(shard_size, "shard_size"), shards, count)
+        from slipstream.format.sharded_writer import write_shards
+
+        return write_shards(path, plan, descriptors, page_size, page_checksums, user,
+                            _encoded_samples(source, fields, workers, count), count, on_error, remote, verbose)
+    path = local_path(path)
     tempfiles.remove_stale(path)
     try:
         tmp, file = tempfiles.create(path)
@@ -138,8 +165,25 @@ def write_dataset(
         if isinstance(exc, OSError):  # disk full, file too large, I/O error: the message names the target
             raise OSError(exc.errno, f"{path} was not written: {exc.strerror or exc}") from exc
         raise
-    _fsync_folder(path.parent)
+    sync_folder(path.parent)
     return WriteResult(path, layout.samples, tuple(skipped))
+
+
+DEFAULT_SHARD_SIZE = 1 << 30
+"""Shard size of a dataset written to a URL without ``shard_size`` or ``shards``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _ShardPlan:
+    """Where shards end: at a data size, or at equal shares of the source."""
+
+    size: int | None
+    count: int | None
+    samples: int
+
+    def shard_of(self, index: int) -> int | None:
+        """The shard of source sample ``index`` under ``shards=N`` (None: by size)."""
+        return None if self.count is None else index * self.count // max(1, self.samples)
 
 
 def _check_arguments(fields: dict[str, Any], page_size: int, on_error: str, workers: int | None) -> None:
@@ -158,20 +202,6 @@ def _check_arguments(fields: dict[str, Any], page_size: int, on_error: str, work
         L.check_page_size(page_size)
     except ValueError as exc:
         raise ArgumentError(str(exc)) from None
-
-
-def _fsync_folder(folder: Path) -> None:
-    """Make the rename itself durable."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 # ---------------------------------------------------------------- encoding, in workers
@@ -329,10 +359,10 @@ class _Layout:
         row["sample"], row["field"], row["offset"], row["size"] = self.samples, field, offset, size
         self.allocation_count += 1
 
-    def _allocate(self, data: Any) -> int:
-        """Place ``data`` in the pages: inside one page when it fits in one,
-        else from the start of a fresh page on.  Returns its data-relative offset."""
-        size = len(data)
+    def placement(self, size: int) -> int:
+        """Where a value of ``size`` bytes would go (data-relative): inside
+        the current page when it fits there, else from the start of a fresh
+        page on."""
         if size == 0:
             return self.pos
         ps = self.page_size
@@ -342,6 +372,14 @@ class _Layout:
             start = L.align(self.pos, ps)
         elif start + size > page_end:
             start = page_end
+        return start
+
+    def _allocate(self, data: Any) -> int:
+        """Place ``data`` where :meth:`placement` says.  Returns its data-relative offset."""
+        size = len(data)
+        if size == 0:
+            return self.pos
+        start = self.placement(size)
         if start > self.pos:
             self._emit(bytes(start - self.pos))
         self._emit(data)
@@ -400,3 +438,4 @@ class _Layout:
         header["header_crc32"] = L.crc32(raw[: L.HEADER_CRC_SPAN])
         self.file.seek(0)
         self.file.write(header.tobytes())
+        self.header = header

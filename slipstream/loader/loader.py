@@ -7,7 +7,6 @@ import atexit
 import os
 import weakref
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,7 +17,11 @@ from slipstream.fields.decoders import DecodeSource
 from slipstream.format import Reader
 from slipstream.loader import orders
 from slipstream.loader.iterator import EpochIterator, FailureLog
+from slipstream.format.manifest import NAME as MANIFEST
+from slipstream.format.remote import Remote, is_url, local_path
+from slipstream.format.sharded import ShardedReader, opens_as_sharded
 from slipstream.loader.memory import MappedMemory, PagePool
+from slipstream.loader.staging import StagedMemory
 
 DEFAULT_POOL_BYTES = 256 << 20
 """Page pool size of ``os_cache=False`` when ``pool_pages`` is not given."""
@@ -52,7 +55,9 @@ class Loader:
 
     Args:
         path_or_reader: a dataset file (slipstream or FFCV ``.beton``), a
-            :class:`slipstream.Reader`, or a source :func:`slipstream.write`
+            sharded dataset (its folder or manifest), a URL of either
+            (``s3://bucket/prefix``), a :class:`slipstream.Reader`, or a
+            source :func:`slipstream.write`
             takes (an image folder, arrays...), which is converted once
             through :func:`slipstream.cached`.
         batch_size: samples per batch.
@@ -72,7 +77,9 @@ class Loader:
         batches_ahead: batches prepared while the training step runs.
         num_threads: threads of the compiled pipelines (default: Numba's).
         os_cache: map the file and let the OS cache pages (default); False
-            reads the pages batches need into a bounded pool.
+            reads the pages batches need into a bounded pool.  A sharded
+            or remote dataset always stages the values of upcoming batches
+            into a bounded buffer (:mod:`slipstream.loader.staging`).
         distributed: shard among ranks; ``None``: when ``torch.distributed``
             is initialised with more than one process.
         rank, world_size: default from ``torch.distributed``.
@@ -80,7 +87,8 @@ class Loader:
         as_dict: yield dicts by output name instead of tuples.
         verbose: a progress bar while the first batch compiles the pipeline
             (only on a terminal, and only when it takes over half a second).
-        pool_pages: pages of the ``os_cache=False`` pool (default: 256 MiB worth).
+        pool_pages: pages of the ``os_cache=False`` pool, or of the staging
+            buffer of a sharded dataset (default: 256 MiB worth).
         window_pages: pages shuffled together by ``"quasi_random"``.
         on_error: what a sample that cannot be decoded (a corrupt, truncated
             or unsupported image) does.  ``"raise"`` (default): the batch
@@ -99,6 +107,9 @@ class Loader:
             (checked the first time the process reads the page) fails too.
             A dataset file changed, truncated or removed under the loader
             raises :class:`FormatError` naming it, whatever the policy.
+        remote: object-store options and the node-local page cache
+            (:class:`slipstream.Remote`) for a URL; the defaults read
+            credentials from the environment.
 
     """
 
@@ -107,7 +118,8 @@ class Loader:
                  batches_ahead: int = 3, num_threads: int | None = None, os_cache: bool = True,
                  distributed: bool | None = None, rank: int | None = None, world_size: int | None = None,
                  device: Any = None, *, as_dict: bool = False, verbose: bool = True, pool_pages: int | None = None,
-                 window_pages: int = orders.DEFAULT_WINDOW_PAGES, on_error: str = "raise") -> None:
+                 window_pages: int = orders.DEFAULT_WINDOW_PAGES, on_error: str = "raise",
+                 remote: Remote | None = None) -> None:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ArgumentError(f"batch_size must be a positive integer, got {batch_size!r}")
         if order not in orders.ORDERS:
@@ -119,17 +131,19 @@ class Loader:
         self.on_error = on_error
         self.failure_log = FailureLog()
         self._pid = os.getpid()
-        self.reader = _open(path_or_reader)
+        self.reader = _open(path_or_reader, remote)
         self.batch_size, self.order, self.seed, self.drop_last = batch_size, order, int(seed), bool(drop_last)
         self.batches_ahead, self.num_threads, self.as_dict = batches_ahead, num_threads, as_dict
         self.window_pages = window_pages
         self.indices = self._check_indices(indices)
         self.rank, self.world_size = _distribution(distributed, rank, world_size)
         self.device = _device(device)
-        if os_cache:
-            self.memory: Any = MappedMemory(self.reader)
+        pages = pool_pages or max(1, DEFAULT_POOL_BYTES // self.reader.page_size)
+        if isinstance(self.reader, ShardedReader):
+            self.memory: Any = StagedMemory(self.reader, pages * self.reader.page_size, batches_ahead + 1)
+        elif os_cache:
+            self.memory = MappedMemory(self.reader)
         else:
-            pages = pool_pages or max(1, DEFAULT_POOL_BYTES // self.reader.page_size)
             self.memory = PagePool(self.reader, pages)
         self.source = DecodeSource(self.reader, self.memory.storage)
         resolved = self._pipelines(pipelines or {})
@@ -138,6 +152,7 @@ class Loader:
                                                    verbose=verbose)
         self._pages = _first_pages(self.reader) if order == "quasi_random" else None
         self._epoch, self._resume_at = 0, 0
+        self._segments: list[tuple[int, list[int]]] = []  # earlier runs of this epoch on other world sizes
         self._iterator: weakref.ref | None = None  # weak: a dropped iterator stops its thread
         _open_loaders.add(self)
 
@@ -193,8 +208,11 @@ class Loader:
     # ---------------------------------------------------------------- epochs
 
     def epoch_samples(self, epoch: int) -> np.ndarray:
-        """This rank's samples for ``epoch``, in order."""
+        """This rank's samples for ``epoch``, in order (for an epoch resumed
+        on another number of ranks, its share of what was left)."""
         order = orders.epoch_order(self.order, self.indices, self._pages, self.seed, epoch, self.window_pages)
+        if epoch == self._epoch and self._segments:
+            order = orders.remaining(order, self._segments, self.batch_size, self.drop_last)
         return orders.shard(order, self.rank, self.world_size, self.drop_last)
 
     def epoch_batches(self, epoch: int) -> list[np.ndarray]:
@@ -209,7 +227,7 @@ class Loader:
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next ``iter()`` run epoch ``epoch`` from its start."""
-        self._epoch, self._resume_at = int(epoch), 0
+        self._epoch, self._resume_at, self._segments = int(epoch), 0, []
 
     @property
     def epoch(self) -> int:
@@ -239,27 +257,63 @@ class Loader:
         self.failure_log.warn(self.reader.path, iterator.epoch, self.on_error)
         if iterator is self._running():
             self._epoch += 1
+            self._segments = []
             self._iterator = None
 
     def state_dict(self) -> dict[str, Any]:
         """Where the loader is: load it into a fresh loader (same dataset,
-        pipelines, order, seed and sharding) to continue with exactly the
-        batches that would have come next."""
+        pipelines, order and seed) to continue with exactly the batches
+        that would have come next, on the same number of ranks or another
+        (see :meth:`load_state_dict`)."""
         running = self._running()
         batch = running.position if running is not None and not running._done else self._resume_at
         return {"epoch": self._epoch, "batch": int(batch), "seed": self.seed, "order": self.order,
                 "batch_size": self.batch_size, "world_size": self.world_size, "rank": self.rank,
-                "samples": int(self.indices.size)}
+                "samples": int(self.indices.size), "drop_last": self.drop_last,
+                "segments": [[w, list(p)] for w, p in self._segments]}
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Continue from ``state_dict()``: the next ``iter()`` starts at the
-        batch after the last one handed out."""
-        for key in ("seed", "order", "batch_size", "world_size", "rank", "samples"):
-            mine = self.state_dict()[key]
-            if key in state and state[key] != mine:
-                raise ArgumentError(f"cannot resume: the state has {key}={state[key]!r}, this loader {mine!r}")
+    def load_state_dict(self, state: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> None:
+        """Continue from ``state_dict()``: the next ``iter()`` starts where
+        the saved loader stopped.
+
+        On the same number of ranks, each rank continues with exactly the
+        batches its saved self would have given next.  On another number
+        (elastic resume: a job stopped on W ranks restarts on W'), the rest
+        of the epoch is shared among the new ranks: they hand out exactly
+        the samples the W ranks had not handed out yet, each once across
+        them (padded or cut to equal shares as usual, by ``drop_last``), in
+        the epoch order; later epochs are those of a fresh W'-rank run.
+        What was handed out is known from the ranks' positions: in
+        lockstep training (DDP) every rank has given the same number of
+        batches, so any rank's state serves; otherwise pass the list of
+        every rank's state (e.g. from ``torch.distributed.all_gather_object``).
+        """
+        states = list(state) if isinstance(state, Sequence) and not isinstance(state, Mapping) else [state]
+        if not states:
+            raise ArgumentError("load_state_dict needs a state (or the list of every rank's state)")
+        first = states[0]
+        mine = self.state_dict()
+        for key in ("seed", "order", "batch_size", "samples", "drop_last"):
+            for one in states:
+                if key in one and one[key] != mine[key]:
+                    raise ArgumentError(f"cannot resume: the state has {key}={one[key]!r}, this loader {mine[key]!r}")
+        if len({(s["epoch"], s.get("world_size", 1)) for s in states}) != 1:
+            raise ArgumentError("cannot resume: the states come from different epochs or world sizes")
         self._stop_iterator()
-        self._epoch, self._resume_at = int(state["epoch"]), int(state["batch"])
+        saved_world = int(first.get("world_size", 1))
+        segments = [(int(w), [int(k) for k in p]) for w, p in first.get("segments", [])]
+        if saved_world == self.world_size and len(states) == 1:
+            self._epoch, self._resume_at, self._segments = int(first["epoch"]), int(first["batch"]), segments
+            return
+        positions = [int(first["batch"])] * saved_world
+        if len(states) > 1:
+            ranks = sorted(int(s["rank"]) for s in states)
+            if ranks != list(range(saved_world)):
+                raise ArgumentError(f"cannot resume: the states are of ranks {ranks}, not of all {saved_world}")
+            for one in states:
+                positions[int(one["rank"])] = int(one["batch"])
+        self._epoch, self._resume_at = int(first["epoch"]), 0
+        self._segments = segments + [(saved_world, positions)]
 
     # ---------------------------------------------------------------- clean-up
 
@@ -316,14 +370,20 @@ def _close_all() -> None:
         loader.close()
 
 
-def _open(source: Any) -> Reader:
+def _open(source: Any, remote: Remote | None) -> Reader:
     if isinstance(source, Reader):
         return source
-    if isinstance(source, (str, os.PathLike)) and Path(source).is_file():
-        return Reader(source)
+    if isinstance(source, (str, os.PathLike)) and (is_url(source) or local_path(source).is_file()
+                                                   or opens_as_sharded(source) and _has_manifest(source)):
+        return Reader(source, remote=remote)
     from slipstream.convert import cached
 
     return Reader(cached(source))
+
+
+def _has_manifest(folder: str | os.PathLike) -> bool:
+    """Whether a local folder is a sharded dataset (rather than images to convert)."""
+    return (local_path(folder) / MANIFEST).is_file()
 
 
 def _starts_a_pipeline(op: Any) -> bool:

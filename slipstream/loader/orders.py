@@ -10,6 +10,11 @@ multiple of the world size, then rank ``r`` takes the ``r``-th contiguous
 block.  Blocks are disjoint, of equal length, together cover the dataset,
 and (for the random orders) change with the epoch.  Contiguous blocks keep
 the page locality of ``"quasi_random"`` within each rank.
+
+Elastic resume: because every rank computes the same epoch order, what a
+stopped job handed out is known from each rank's position alone, and the
+samples not yet handed out can be shared among any number of ranks
+(:func:`remaining`).
 """
 
 from __future__ import annotations
@@ -79,3 +84,30 @@ def batches(samples: np.ndarray, batch_size: int, drop_last: bool) -> list[np.nd
     last, shorter one is kept unless ``drop_last``."""
     count = samples.size // batch_size if drop_last else -(-samples.size // batch_size)
     return [samples[k * batch_size:(k + 1) * batch_size] for k in range(count)]
+
+
+def delivered(order: np.ndarray, world_size: int, positions: list[int], batch_size: int,
+              drop_last: bool) -> np.ndarray:
+    """The samples of ``order`` that ``world_size`` ranks have handed out
+    after rank ``r`` gave ``positions[r]`` batches of its block."""
+    taken = [shard(order, r, world_size, drop_last)[:k * batch_size] for r, k in enumerate(positions)]
+    return np.concatenate(taken) if taken else order[:0]
+
+
+def remaining(order: np.ndarray, segments: list[tuple[int, list[int]]], batch_size: int,
+              drop_last: bool) -> np.ndarray:
+    """What is left of an epoch order after the segments run so far.
+
+    Each segment is ``(world_size, positions)``: the epoch ran on that many
+    ranks, rank ``r`` handing out ``positions[r]`` batches of its block of
+    what was left, until the job stopped.  The samples not handed out stay,
+    in their order; a sample handed out only as padding counts as handed
+    out.  The next segment shards the rest among its own ranks.
+    """
+    rest = order
+    for world_size, positions in segments:
+        if len(positions) != world_size:
+            raise ValueError(f"a segment on {world_size} ranks needs {world_size} positions, got {len(positions)}")
+        done = delivered(rest, world_size, positions, batch_size, drop_last)
+        rest = rest[~np.isin(rest, done)]
+    return rest

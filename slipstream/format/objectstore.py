@@ -1,0 +1,199 @@
+"""Object storage, through obstore: the one module that talks to a remote
+store.
+
+obstore (Rust's ``object_store`` crate behind a thin Python layer) does the
+HTTP, the request signing, the connection pooling and the retries with
+exponential backoff of connection errors, time-outs, HTTP 5xx and
+throttling.  Its calls release the GIL for the whole transfer, so page
+reads in background threads do not slow the loader's Python work, and it
+needs no event loop.  ``docs/remote.md`` gives the measurement behind the
+choice.
+
+Everything here raises slipstream's exceptions, naming the URL:
+:class:`~slipstream.errors.DatasetNotFoundError` for a missing object or
+bucket, :class:`~slipstream.errors.StorageError` for refused credentials
+and for requests that still fail after their retries.
+"""
+
+from __future__ import annotations
+
+import configparser
+import datetime
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from slipstream.errors import ArgumentError, DatasetNotFoundError, StorageError
+from slipstream.format.remote import Remote, join
+
+try:
+    import obstore
+    import obstore.exceptions as obstore_errors
+    from obstore.store import from_url
+except ImportError as exc:  # pragma: no cover - depends on the installation
+    raise ImportError("reading or writing datasets at URLs needs obstore: pip install 'slipstream[s3]'") from exc
+
+_CLIENT_KEYS = {"allow_http", "allow_invalid_certificates", "connect_timeout", "default_content_type",
+                "http1_only", "http2_only", "pool_idle_timeout", "pool_max_idle_per_host", "proxy_url",
+                "proxy_ca_certificate", "proxy_excludes", "randomize_addresses", "read_timeout", "timeout",
+                "user_agent"}
+"""``storage_options`` keys that configure the HTTP client rather than the store."""
+
+
+class ObjectPrefix:
+    """The objects under one URL prefix (a sharded dataset's "folder").
+
+    Args:
+        url: ``scheme://bucket/prefix``.
+        remote: client options, retries and time-outs.
+    """
+
+    def __init__(self, url: str, remote: Remote) -> None:
+        self.url = url.rstrip("/")
+        config, client = _options(self.url, remote.storage_options)
+        client.setdefault("timeout", datetime.timedelta(seconds=remote.timeout_s))
+        client.setdefault("connect_timeout", datetime.timedelta(seconds=min(10.0, remote.timeout_s)))
+        client.setdefault("pool_max_idle_per_host", str(max(8, remote.requests)))
+        retry = {"max_retries": remote.retries, "retry_timeout": datetime.timedelta(seconds=remote.retry_timeout_s),
+                 "backoff": {"init_backoff": datetime.timedelta(milliseconds=100),
+                             "max_backoff": datetime.timedelta(seconds=5), "base": 2}}
+        try:
+            self._store = from_url(self.url, config=config, client_options=client, retry_config=retry)
+        except (obstore_errors.BaseError, ValueError) as exc:
+            raise ArgumentError(f"{self.url}: cannot make an object-store client: {_first_line(exc)}") from None
+
+    def url_of(self, name: str) -> str:
+        """The URL of object ``name`` under the prefix."""
+        return join(self.url, name)
+
+    def read(self, name: str, start: int, end: int) -> memoryview:
+        """Bytes ``[start, end)`` of object ``name``, by one ranged GET."""
+        with self._errors(name):
+            return memoryview(obstore.get_range(self._store, name, start=start, end=end))
+
+    def read_all(self, name: str) -> bytes:
+        """The whole of object ``name``."""
+        with self._errors(name):
+            return bytes(obstore.get(self._store, name).bytes())
+
+    def size(self, name: str) -> int:
+        """The size of object ``name`` in bytes."""
+        with self._errors(name):
+            return int(obstore.head(self._store, name)["size"])
+
+    def exists(self, name: str) -> bool:
+        """Whether object ``name`` exists (errors other than "not found" raise)."""
+        try:
+            self.size(name)
+        except DatasetNotFoundError:
+            return False
+        return True
+
+    def put_file(self, name: str, path: Path) -> None:
+        """Upload a local file as object ``name`` (multipart when large; the
+        object appears whole or not at all)."""
+        with self._errors(name):
+            obstore.put(self._store, name, Path(path), chunk_size=16 << 20, max_concurrency=8)
+
+    def put_bytes(self, name: str, data: bytes) -> None:
+        """Write ``data`` as object ``name``, atomically."""
+        with self._errors(name):
+            obstore.put(self._store, name, data, use_multipart=False)
+
+    def delete(self, name: str) -> None:
+        """Delete object ``name`` (no error when it does not exist)."""
+        try:
+            with self._errors(name):
+                obstore.delete(self._store, name)
+        except DatasetNotFoundError:
+            pass
+
+    def names(self) -> list[str]:
+        """The names of the objects directly under the prefix."""
+        with self._errors(""):
+            listing = obstore.list_with_delimiter(self._store, None)
+        return sorted(str(o["path"]).rsplit("/", 1)[-1] for o in listing["objects"])
+
+    def _errors(self, name: str) -> _Translate:
+        return _Translate(self.url_of(name) if name else self.url)
+
+
+class _Translate:
+    """Turns obstore's exceptions into slipstream's, naming the URL."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> bool:
+        if exc is None or not isinstance(exc, (obstore_errors.BaseError, OSError)) or isinstance(
+                exc, (StorageError, DatasetNotFoundError)):
+            return False
+        text = _first_line(exc)
+        if isinstance(exc, (obstore_errors.NotFoundError, FileNotFoundError)):
+            missing = "the bucket does not exist" if "NoSuchBucket" in str(exc) else "no such object"
+            raise DatasetNotFoundError(f"{self.url}: {missing} ({text})") from None
+        if isinstance(exc, (obstore_errors.PermissionDeniedError, obstore_errors.UnauthenticatedError)) or any(
+                word in str(exc) for word in ("403", "AccessDenied", "SignatureDoesNotMatch", "InvalidAccessKeyId")):
+            raise StorageError(f"{self.url}: access denied: check the credentials (AWS_ACCESS_KEY_ID, "
+                               f"AWS_SECRET_ACCESS_KEY, AWS_PROFILE or storage_options) and the bucket's "
+                               f"permissions ({text})") from None
+        if "NoSuchBucket" in str(exc):
+            raise DatasetNotFoundError(f"{self.url}: the bucket does not exist ({text})") from None
+        raise StorageError(f"{self.url}: the request failed after its retries: {text}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return " ".join(lines[:3])[:500] or type(exc).__name__
+
+
+def _options(url: str, given: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The store's configuration and the HTTP client's, from
+    ``storage_options`` over the AWS configuration files (for ``s3://``;
+    obstore itself reads the environment variables)."""
+    config: dict[str, Any] = {}
+    client: dict[str, Any] = {}
+    if url.lower().startswith("s3://"):
+        config.update(_aws_files())
+    for key, value in given.items():
+        (client if key in _CLIENT_KEYS else config)[key] = value
+    if "allow_http" in client:
+        client["allow_http"] = str(client["allow_http"]).lower() in ("1", "true", "yes")
+    elif os.environ.get("AWS_ALLOW_HTTP", "").lower() in ("1", "true", "yes") or str(
+            config.get("endpoint", os.environ.get("AWS_ENDPOINT_URL", os.environ.get("AWS_ENDPOINT", "")))
+            ).startswith("http://"):
+        client["allow_http"] = True  # an http:// endpoint given on purpose (a local or on-premise store)
+    return config, client
+
+
+def _aws_files() -> dict[str, str]:
+    """Credentials, region and endpoint of ``$AWS_PROFILE`` (default
+    ``default``) from ``~/.aws/credentials`` and ``~/.aws/config``, for what
+    the environment does not set."""
+    profile = os.environ.get("AWS_PROFILE", os.environ.get("AWS_DEFAULT_PROFILE", "default"))
+    found: dict[str, str] = {}
+    wanted = {"aws_access_key_id": ("AWS_ACCESS_KEY_ID", "access_key_id"),
+              "aws_secret_access_key": ("AWS_SECRET_ACCESS_KEY", "secret_access_key"),
+              "aws_session_token": ("AWS_SESSION_TOKEN", "token"),
+              "region": ("AWS_REGION", "region"), "endpoint_url": ("AWS_ENDPOINT_URL", "endpoint")}
+    files = [(Path(os.environ.get("AWS_SHARED_CREDENTIALS_FILE", Path.home() / ".aws" / "credentials")), profile),
+             (Path(os.environ.get("AWS_CONFIG_FILE", Path.home() / ".aws" / "config")),
+              profile if profile == "default" else f"profile {profile}")]
+    for path, section in files:
+        parser = configparser.ConfigParser()
+        try:
+            parser.read(path)
+        except configparser.Error:
+            continue
+        if not parser.has_section(section):
+            continue
+        for key, (variable, option) in wanted.items():
+            if parser.has_option(section, key) and variable not in os.environ and option not in found:
+                found[option] = parser.get(section, key)
+    if "region" not in found and "AWS_REGION" not in os.environ and "AWS_DEFAULT_REGION" in os.environ:
+        found["region"] = os.environ["AWS_DEFAULT_REGION"]
+    return found

@@ -1,0 +1,500 @@
+"""Reading sharded and remote datasets: many shard files, local or in object
+storage, as one dataset with one index space.
+
+The shards' data pages are numbered one after the other (shard 0's pages,
+then shard 1's...), and the records of the dataset give every value's
+offset in that numbering (``page * page_size + offset in page``), so that
+everything above the format layer (orders, memory managers, decoders) sees
+one dataset with ``data_offset == 0``.  Where the bytes come from is this
+module's business: the mapped shard files for a local dataset, the
+node-local page cache (:mod:`slipstream.format.pagecache`) filled by ranged
+GETs for a remote one.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from slipstream import native
+from slipstream.errors import DatasetNotFoundError, FormatError, StorageError
+from slipstream.format import layout as L
+from slipstream.format import manifest as M
+from slipstream.format.location import LocalFolder, Location, open_location
+from slipstream.format.pagecache import NEVER, PageCache, shard_key
+from slipstream.format.reader import PAGE_CORRUPT, PAGE_GOOD, PAGE_UNCHECKED, Reader, _field, _short_list
+from slipstream.format.remote import Remote, is_url, local_path
+
+CHECKSUM_ATTEMPTS = 3
+"""Downloads of a page whose bytes fail their checksum before it is reported corrupt."""
+
+OPEN_PAGES = 1024
+"""Cached pages a remote reader keeps open (the least recently fetched are closed first)."""
+
+
+class RemoteShard(Reader):
+    """The header and tables of a shard in object storage, validated like a
+    local file's (its pages stay remote).
+
+    Args:
+        location: the dataset's prefix.
+        name: the shard's object name.
+        size: the object's size, as the manifest gives it.
+    """
+
+    def __init__(self, location: Location, name: str, size: int) -> None:
+        self.path = location.url_of(name)  # type: ignore[assignment]
+        self._size = size
+        self.storage = None  # type: ignore[assignment]
+        head = np.frombuffer(location.read(name, 0, min(size, L.HEADER_DTYPE.itemsize)), np.uint8)
+        start = size
+        if head.size == L.HEADER_DTYPE.itemsize:
+            header = np.frombuffer(head, L.HEADER_DTYPE, 1)[0]
+            start = min(size, int(header["descriptors_offset"]))
+        self._head, self._tail_start = head, start
+        self._tail = np.frombuffer(location.read(name, start, size), np.uint8) if start < size else np.zeros(0, np.uint8)
+        self.page_checksums = None
+        self._parse()
+
+    def _file_size(self) -> int:
+        return self._size
+
+    def _bytes(self, offset: int, size: int) -> np.ndarray:
+        if offset + size <= self._head.size:
+            return self._head[offset: offset + size]
+        if offset >= self._tail_start:
+            return self._tail[offset - self._tail_start: offset - self._tail_start + size]
+        raise self._fail(f"bytes {offset} to {offset + size} lie in the data pages, not in the tables: the "
+                         f"header is corrupt")
+
+    def verify(self) -> None:
+        """Nothing to compare: each page is checked when it arrives."""
+
+    def close(self) -> None:
+        self.metadata = self.allocations = None  # type: ignore[assignment]
+
+
+class ShardedReader(Reader):
+    """A sharded dataset (a manifest and its shard files), or a dataset file
+    at a URL, as one dataset.  ``slipstream.Reader`` returns one for a
+    folder or prefix holding a manifest, a manifest file, or any URL.
+
+    Attributes, beyond :class:`Reader`'s:
+        manifest: the dataset's :class:`~slipstream.format.manifest.Manifest`.
+        shards: each shard's reader, in order.
+        sample_base, page_base: where each shard's samples and pages start
+            in the dataset's numbering.
+        cache: the node-local page cache (remote datasets), else None.
+
+    Args:
+        path: a folder or prefix with a manifest, a manifest, or a dataset
+            file at a URL.
+        verify_pages: check every page now (downloading them all).
+        remote: object-store options and the page cache (for URLs).
+    """
+
+    def __init__(self, path: str | os.PathLike, *, verify_pages: bool = False, remote: Remote | None = None) -> None:
+        self.remote = remote or Remote()
+        self.path = path if is_url(path) else local_path(path)  # type: ignore[assignment]
+        self.location, single = _resolve(path, self.remote)
+        self.is_remote = not isinstance(self.location, LocalFolder)
+        self._pool = ThreadPoolExecutor(self.remote.requests if self.is_remote else min(8, os.cpu_count() or 1),
+                                        thread_name_prefix="slipstream-pages")
+        try:
+            if single is None:
+                self.manifest = self._read_manifest()
+                entries = self.manifest.shards
+                self.shards = list(self._pool.map(self._open_shard, entries))
+            else:
+                self.shards = [self._open_shard(M.ShardEntry(single, 0, self.location.size(single), -1, -1))]
+                first = self.shards[0]
+                entry = M.ShardEntry(single, len(first), first._file_size(), first.page_count,
+                                     int(first.header["header_crc32"]))
+                self.manifest = M.from_descriptors(first.descriptors, first.page_size, first.page_checksums is not None,
+                                                   first.user_metadata, [entry])
+            self._combine()
+        except BaseException:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        self.cache = PageCache(self.remote.cache_path, self.remote.cache_bytes) if self.is_remote else None
+        self._keys = [shard_key(s.path, self.manifest.shards[k].bytes, self.manifest.shards[k].header_crc32)
+                      for k, s in enumerate(self.shards)] if self.is_remote else []
+        self._fetches: dict[int, Future] = {}
+        self._fetch_lock = threading.Lock()
+        self._fds: collections.OrderedDict[int, int] = collections.OrderedDict()
+        self._fd_lock = threading.Lock()
+        self.page_state = np.zeros(self.page_count, np.uint8)
+        self.pages_checked = 0
+        if self.page_checksums is None:
+            self.page_state[:] = PAGE_GOOD
+        self._next_use = np.full(self.page_count, NEVER, np.int64)
+        if self.cache is not None:
+            self.cache.set_priority(self._priority)
+        if verify_pages:
+            self.verify_pages()
+
+    # ---------------------------------------------------------------- opening
+
+    def _fail(self, problem: str) -> FormatError:
+        return FormatError(f"{self.path}: {problem}")
+
+    def _read_manifest(self) -> M.Manifest:
+        url = self.location.url_of(M.NAME)
+        try:
+            data = self.location.read_all(M.NAME)
+        except DatasetNotFoundError:
+            if not self.is_remote:
+                raise FormatError(f"{self.path} is a folder, not a dataset file, and not a sharded dataset: it has "
+                                  f"no {M.NAME} (a sharded dataset's manifest, written last, when every shard is "
+                                  f"complete)") from None
+            raise DatasetNotFoundError(f"{self.path}: no dataset here ({url} does not exist; a sharded dataset "
+                                       f"has its manifest there, written last, when every shard is complete)") \
+                from None
+        try:
+            return M.decode(data)
+        except ValueError as exc:
+            raise FormatError(f"{url}: {exc}") from None
+
+    def _open_shard(self, entry: M.ShardEntry) -> Reader:
+        """One shard's reader, after checking it against its manifest entry."""
+        try:
+            if self.is_remote:
+                shard: Reader = RemoteShard(self.location, entry.name, entry.bytes if entry.bytes >= 0 else
+                                            self.location.size(entry.name))
+            else:
+                shard = Reader(self.location.path / entry.name)  # type: ignore[attr-defined]
+        except DatasetNotFoundError as exc:
+            raise DatasetNotFoundError(f"{self.path}: shard {entry.name} is missing: {exc}") from None
+        if entry.header_crc32 < 0:
+            return shard  # a single file, not described by a manifest
+        problems = []
+        if shard._file_size() != entry.bytes:
+            problems.append(f"its size is {shard._file_size():,} bytes, the manifest says {entry.bytes:,}")
+        if int(shard.header["header_crc32"]) != entry.header_crc32:
+            problems.append("its header checksum differs from the manifest's (the shard was rewritten or replaced)")
+        if len(shard) != entry.samples:
+            problems.append(f"it holds {len(shard)} samples, the manifest says {entry.samples}")
+        if shard.page_count != entry.pages or shard.page_size != self.manifest.page_size:
+            problems.append(f"it has {shard.page_count} pages of {shard.page_size} bytes, the manifest says "
+                            f"{entry.pages} of {self.manifest.page_size}")
+        if tuple(shard.descriptors) != tuple(self.manifest.fields):
+            problems.append("its fields differ from the manifest's")
+        if (shard.page_checksums is not None) != self.manifest.page_checksums:
+            problems.append("it has no page checksums but the manifest says it has, or the reverse")
+        if problems:
+            raise FormatError(f"{self.path}: the manifest disagrees with shard {entry.name}: {'; '.join(problems)}")
+        return shard
+
+    def _combine(self) -> None:
+        """One index space over the shards (see the module docstring)."""
+        first = self.shards[0] if self.shards else None
+        if first is None:
+            raise self._fail("the manifest lists no shards")
+        self.descriptors = list(self.manifest.fields)
+        self.fields = {d.name: _field(d) for d in self.descriptors}
+        self.user_metadata = dict(self.manifest.user_metadata)
+        self.page_size, self.data_offset = self.manifest.page_size, 0
+        counts = np.array([len(s) for s in self.shards], np.int64)
+        pages = np.array([s.page_count for s in self.shards], np.int64)
+        self.sample_base = np.concatenate([[0], np.cumsum(counts)])
+        self.page_base = np.concatenate([[0], np.cumsum(pages)])
+        self.page_count = int(self.page_base[-1])
+        self._page_lengths = np.concatenate([_page_lengths(s) for s in self.shards]) if self.page_count else \
+            np.zeros(0, np.int64)
+        self.data_size = int(self._page_lengths.sum())
+        parts, allocations = [], []
+        for k, shard in enumerate(self.shards):
+            metadata = np.array(shard.metadata)
+            for d in self.descriptors:
+                if {"offset", "size"} <= set(d.record_dtype.names):
+                    offsets = metadata[d.name]["offset"]
+                    offsets[:] = self._global(k, offsets.astype(np.int64))
+            parts.append(metadata)
+            table = np.array(shard.allocations)
+            table["sample"] += np.uint64(self.sample_base[k])
+            table["offset"] = self._global(k, table["offset"].astype(np.int64))
+            allocations.append(table)
+        self.metadata = np.concatenate(parts)
+        self.allocations = np.concatenate(allocations)
+        self.metadata.flags.writeable = self.allocations.flags.writeable = False
+        self.page_checksums = np.concatenate([s.page_checksums for s in self.shards]) \
+            if self.manifest.page_checksums else None
+
+    def _global(self, shard: int, offsets: np.ndarray) -> np.ndarray:
+        """File offsets of shard ``shard`` in the dataset's page numbering."""
+        return (self.page_base[shard] * self.page_size + offsets - self.shards[shard].data_offset).astype(np.uint64)
+
+    # ---------------------------------------------------------------- pages
+
+    def shard_of(self, page: int) -> tuple[int, int]:
+        """(shard, page within the shard) of dataset page ``page``."""
+        shard = int(np.searchsorted(self.page_base, page, side="right")) - 1
+        return shard, page - int(self.page_base[shard])
+
+    def page_span(self, page: int) -> tuple[int, int]:
+        start = page * self.page_size
+        return start, start + int(self._page_lengths[page])
+
+    def page_problem(self, page: int) -> str:
+        shard, local = self.shard_of(page)
+        start, end = self.shards[shard].page_span(local)
+        return (f"data page {local} of shard {self.manifest.shards[shard].name} ({self.shards[shard].path}, bytes "
+                f"{start:,} to {end:,}) does not match its checksum: the shard is corrupt there")
+
+    def page_samples(self, page: int) -> list[int]:
+        """The samples with bytes in dataset page ``page``."""
+        start, end = self.page_span(page)
+        rows = self.allocations[(self.allocations["offset"] < end)
+                                & (self.allocations["offset"] + self.allocations["size"] > start)]
+        return sorted({int(s) for s in rows["sample"]})
+
+    def set_next_use(self, next_use: np.ndarray) -> None:
+        """When this process next needs each page (a number per page that
+        grows with time; :data:`~slipstream.format.pagecache.NEVER` for
+        none), so that a full page cache removes the pages needed last."""
+        self._next_use = next_use
+
+    def _priority(self, key: str, page: int) -> int:
+        try:
+            shard = self._keys.index(key)
+        except ValueError:
+            return NEVER  # another dataset's page
+        return int(self._next_use[int(self.page_base[shard]) + page])
+
+    def fetch(self, page: int) -> Future:
+        """Start making dataset page ``page`` readable: downloaded into the
+        page cache and checked (remote), or checked (local).  The future's
+        result is None; it raises the page's error."""
+        with self._fetch_lock:
+            future = self._fetches.get(page)
+            if future is None or (future.done() and future.exception() is not None):
+                future = self._fetches[page] = self._pool.submit(self._make_ready, page)
+            return future
+
+    def _make_ready(self, page: int) -> None:
+        if not self.is_remote:
+            if not self.check_page(page):
+                raise FormatError(self._corrupt(page))
+            return
+        shard, local = self.shard_of(page)
+        fd = self.cache.open(self._keys[shard], local, lambda: self._download(page))
+        closed = []
+        with self._fd_lock:
+            old = self._fds.pop(page, None)
+            self._fds[page] = fd
+            while len(self._fds) > OPEN_PAGES:
+                closed.append(self._fds.popitem(last=False))
+        for other, other_fd in [(page, old)] * (old is not None) + closed:
+            os.close(other_fd)
+            if other != page:
+                with self._fetch_lock:
+                    self._fetches.pop(other, None)
+        if self.page_state[page] == PAGE_UNCHECKED:  # found in the cache: checked once per process, like a file
+            data = np.empty(int(self._page_lengths[page]), np.uint8)
+            native.pread(fd, data, 0)
+            if not self.check_page(page, data):
+                raise FormatError(self._corrupt(page))
+
+    def _download(self, page: int) -> memoryview:
+        """The page's bytes by a ranged GET, checked against its checksum
+        (downloaded again when they do not match, in case the transfer
+        garbled them)."""
+        shard, local = self.shard_of(page)
+        reader, name = self.shards[shard], self.manifest.shards[shard].name
+        start, end = reader.page_span(local)
+        for _ in range(CHECKSUM_ATTEMPTS):
+            try:
+                data = self.location.read(name, start, end)
+            except (StorageError, DatasetNotFoundError) as exc:
+                raise type(exc)(f"{exc}; needed for data page {local} of shard {name}, samples "
+                                f"{_short_list(self.page_samples(page))}") from None
+            if len(data) != end - start:
+                raise FormatError(f"{reader.path}: data page {local} came back with {len(data):,} bytes, not "
+                                  f"{end - start:,}: the shard was truncated or replaced")
+            if self.page_checksums is None or L.crc32(data) == self.page_checksums[page]:
+                self.page_state[page] = PAGE_GOOD
+                self.pages_checked += 1
+                return data
+        self.page_state[page] = PAGE_CORRUPT
+        raise FormatError(self._corrupt(page, f" in {CHECKSUM_ATTEMPTS} downloads"))
+
+    def _corrupt(self, page: int, how: str = "") -> str:
+        return f"{self.page_problem(page)}{how}; samples in it: {_short_list(self.page_samples(page))}"
+
+    def check_page(self, page: int, data: np.ndarray | None = None) -> bool:
+        if self.page_state[page] == PAGE_UNCHECKED:
+            if data is None:
+                if self.is_remote:
+                    self.fetch(page).result()
+                    return bool(self.page_state[page] == PAGE_GOOD)
+                shard, local = self.shard_of(page)
+                start, end = self.shards[shard].page_span(local)
+                data = self.shards[shard].storage[start:end]
+            good = L.crc32(data) == self.page_checksums[page]
+            self.page_state[page] = PAGE_GOOD if good else PAGE_CORRUPT
+            self.pages_checked += 1
+        return bool(self.page_state[page] == PAGE_GOOD)
+
+    def verify_pages(self) -> None:
+        """Check every page now (a remote dataset's are downloaded).
+
+        Raises:
+            FormatError: naming the first corrupt page, its shard and samples.
+        """
+        for page in range(self.page_count):
+            self.fetch(page)
+        for page in range(self.page_count):
+            try:
+                self.fetch(page).result()
+            except FormatError as exc:
+                raise self._fail(str(exc)) from None
+
+    def copy(self, offset: int, out: np.ndarray) -> None:
+        """Copy the dataset's bytes ``[offset, offset + out.size)`` into
+        ``out``; their pages must have been fetched (:meth:`fetch`)."""
+        ps, done = self.page_size, 0
+        while done < out.size:
+            page, within = divmod(offset + done, ps)
+            part = out[done: done + min(out.size - done, ps - within)]
+            shard, local = self.shard_of(page)
+            if self.is_remote:
+                fd = self._own_fd(page)
+                try:
+                    native.pread(fd, part, within)
+                finally:
+                    os.close(fd)
+            else:
+                reader = self.shards[shard]
+                start = reader.data_offset + local * ps + within
+                part[:] = reader.storage[start: start + part.size]
+            done += part.size
+
+    def _own_fd(self, page: int) -> int:
+        """A descriptor of the cached page that is the caller's to close
+        (a duplicate, so that closing the reader's own cannot pull it away
+        in the middle of a read)."""
+        while True:
+            with self._fd_lock:
+                fd = self._fds.get(page)
+                if fd is not None:
+                    return os.dup(fd)
+            self.fetch(page).result()
+            with self._fetch_lock:  # closed meanwhile by the bound on open pages: fetch it again
+                if page not in self._fds:
+                    self._fetches.pop(page, None)
+
+    def forget(self, page: int) -> None:
+        """Close the descriptor of a cached page this process no longer needs."""
+        with self._fd_lock:
+            fd = self._fds.pop(page, None)
+        if fd is not None:
+            os.close(fd)
+        with self._fetch_lock:
+            self._fetches.pop(page, None)
+
+    # ---------------------------------------------------------------- access
+
+    def _value_bytes(self, index: int, field: str) -> memoryview | None:
+        record = self.metadata[index][field]
+        if "offset" not in (record.dtype.names or ()):
+            return None
+        offset, size = int(record["offset"]), int(record["size"])
+        out = np.empty(size, np.uint8)
+        if size:
+            for page in range(offset // self.page_size, (offset + size - 1) // self.page_size + 1):
+                try:
+                    self.fetch(page).result()
+                except FormatError as exc:
+                    raise FormatError(str(exc), detail=str(exc)) from None
+            self.copy(offset, out)
+        return memoryview(out)
+
+    def verify(self) -> None:
+        """Check that no local shard changed since it was opened (remote
+        shards are checked page by page as they arrive)."""
+        for shard in self.shards:
+            shard.verify()
+
+    def close(self) -> None:
+        """Release the shards, the open cached pages and the download threads."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        with self._fd_lock:
+            for fd in self._fds.values():
+                os.close(fd)
+            self._fds.clear()
+        for shard in self.shards:
+            shard.close()
+        self.metadata = self.allocations = None  # type: ignore[assignment]
+
+    def __del__(self) -> None:
+        try:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            for fd in self._fds.values():
+                os.close(fd)
+            self._fds.clear()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{n}: {f!r}" for n, f in self.fields.items())
+        return (f"{type(self).__name__}({str(self.path)!r}, {len(self)} samples in {len(self.shards)} shards, "
+                f"{{{fields}}})")
+
+
+def _page_lengths(shard: Reader) -> np.ndarray:
+    lengths = np.full(shard.page_count, shard.page_size, np.int64)
+    if shard.page_count:
+        lengths[-1] = shard.data_size - (shard.page_count - 1) * shard.page_size
+    return lengths
+
+
+def _resolve(path: str | os.PathLike, remote: Remote) -> tuple[Location, str | None]:
+    """The dataset's folder or prefix, and the name of its single file when
+    it is one file rather than a manifest and shards."""
+    text = str(path)
+    if text.rstrip("/").endswith("/" + M.NAME) or text == M.NAME:
+        base = text.rstrip("/")[: -len(M.NAME)].rstrip("/") or "."
+        return open_location(base, remote), None
+    if is_url(text):
+        location = open_location(text, remote)
+        if location.exists(M.NAME):
+            return location, None
+        parent, _, name = text.rstrip("/").rpartition("/")
+        folder = open_location(parent, remote)
+        if name and folder.exists(name):
+            return folder, name
+        raise DatasetNotFoundError(f"{text}: no dataset there (neither {location.url_of(M.NAME)} nor an object "
+                                   f"{text} exists)")
+    local = local_path(path)
+    if local.is_dir():
+        return LocalFolder(local), None
+    if local.is_file():
+        with open(local, "rb") as f:
+            head = f.read(4096)
+        if M.looks_like_manifest(head):
+            return LocalFolder(local.parent), None
+        return LocalFolder(local.parent), local.name
+    raise DatasetNotFoundError(f"{local}: no such dataset")
+
+
+def opens_as_sharded(path: Any) -> bool:
+    """Whether ``Reader(path)`` is a sharded (or remote) dataset: a URL, a
+    folder, or a manifest file."""
+    if not isinstance(path, (str, os.PathLike)):
+        return False
+    if is_url(path):
+        return True
+    local = local_path(path)
+    if local.is_dir():
+        return True
+    try:
+        with open(local, "rb") as f:
+            return M.looks_like_manifest(f.read(4096))
+    except OSError:
+        return False
+

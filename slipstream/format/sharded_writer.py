@@ -1,0 +1,188 @@
+"""Writing sharded datasets: shard files and a manifest, in a local folder
+or under an object-store prefix.
+
+Samples arrive encoded and in source order (from the writer's worker
+processes); they are laid out into one shard file after another, each a
+complete slipstream file, named after its position and its header checksum
+(:func:`slipstream.format.manifest.shard_name`).  The bytes of every shard
+depend only on the input and the plan, never on the number of workers.
+
+Local shards are written under temporary names and renamed when complete;
+remote ones are written to a local staging folder and uploaded (one upload
+overlapping the writing of the next shard), then removed locally.  The
+manifest is written last, atomically: a dataset whose manifest exists is
+whole, and readers of the previous manifest keep finding its shards until
+the new manifest replaces it.  Shards of earlier writes that the new
+manifest does not list are removed after that.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from slipstream.errors import FieldValueError, SlipstreamError
+from slipstream.format import layout as L
+from slipstream.format import manifest as M
+from slipstream.format import tempfiles
+from slipstream.format.location import LocalFolder, open_location
+from slipstream.format.remote import Remote, is_url
+from slipstream.format.writer import WriteResult, _Layout, _ShardPlan
+
+_SHARD_FILE = re.compile(r"shard-[0-9]{5,}-[0-9a-f]{8}\.slip")
+
+
+def write_shards(path: str | os.PathLike, plan: _ShardPlan, descriptors: list[L.FieldDescriptor], page_size: int,
+                 page_checksums: bool, user: bytes, encoded: Iterator[tuple[int, Any]], count: int, on_error: str,
+                 remote: Remote | None, verbose: bool) -> WriteResult:
+    """Lay ``encoded`` samples out into shards at ``path`` and write the
+    manifest (see the module docstring)."""
+    from tqdm import tqdm
+
+    location = open_location(path, remote)
+    local = isinstance(location, LocalFolder)
+    if local:
+        location.path.mkdir(parents=True, exist_ok=True)
+        staging = location.path
+        tempfiles.remove_stale(staging / "shards")
+    else:
+        staging = Path(tempfile.mkdtemp(prefix="slipstream-shards-"))
+    uploads = ThreadPoolExecutor(1, thread_name_prefix="slipstream-upload")
+    pending: list[Future] = []
+    entries: list[M.ShardEntry] = []
+    skipped: list[tuple[int, str]] = []
+    shard: _Shard | None = None
+    name = str(path).rstrip("/").rsplit("/", 1)[-1]
+    try:
+        with tqdm(total=count, unit="img", unit_scale=True, desc=f"writing {name}",
+                  disable=None if verbose else True) as progress:
+            for index, outcome in encoded:
+                progress.update(1)
+                if isinstance(outcome, str):
+                    if on_error == "raise":
+                        raise FieldValueError(outcome)
+                    skipped.append((index, outcome))
+                    continue
+                wanted = plan.shard_of(index)
+                size = sum(len(v.data) for v in outcome if v.data is not None)
+                if shard is not None and shard.layout.samples and _starts_page(shard.layout, outcome) and (
+                        shard.number < wanted if wanted is not None else shard.layout.pos + size > plan.size):
+                    entries.append(_finish(shard, user, location, local, uploads, pending))
+                    shard = None
+                if shard is None:
+                    shard = _Shard(len(entries), staging, descriptors, page_size, page_checksums, count)
+                shard.layout.add(outcome)
+            if shard is not None or not entries:
+                shard = shard or _Shard(0, staging, descriptors, page_size, page_checksums, 0)
+                entries.append(_finish(shard, user, location, local, uploads, pending))
+                shard = None
+            for future in pending:
+                future.result()
+        manifest = M.from_descriptors(descriptors, page_size, page_checksums, _user(user), entries)
+        location.put_bytes(M.NAME, manifest.encode())
+    except BaseException as exc:
+        if shard is not None:
+            shard.discard()
+        uploads.shutdown(wait=True, cancel_futures=True)
+        if not local:
+            shutil.rmtree(staging, ignore_errors=True)
+        _remove_unlisted(location, _listed(location))  # this write's shards: no manifest lists them
+        if isinstance(exc, SlipstreamError):
+            raise type(exc)(f"{location.url} was not written: {exc}", status=exc.status, detail=exc.detail) from exc
+        if isinstance(exc, OSError):
+            raise OSError(exc.errno, f"{location.url} was not written: {exc.strerror or exc}") from exc
+        raise
+    uploads.shutdown(wait=True)
+    if not local:
+        shutil.rmtree(staging, ignore_errors=True)
+    _remove_unlisted(location, {e.name for e in entries})
+    where = str(path) if is_url(path) else location.path  # type: ignore[attr-defined]
+    return WriteResult(where, manifest.samples, tuple(skipped), tuple(e.name for e in entries))
+
+
+def _starts_page(layout: _Layout, encoded: list[Any]) -> bool:
+    """Whether the sample's first stored value would start a new data page.
+
+    Shards end only there, so that every shard's pages are the pages a
+    single file of the same samples has (less the zeros after the last value
+    of each shard): the dataset's page numbering, and with it the
+    ``"quasi_random"`` order, is the same whether it is written as one file
+    or as shards."""
+    for stores, value in zip(layout.stores, encoded):
+        if stores and value.data is not None and len(value.data):
+            return layout.placement(len(value.data)) % layout.page_size == 0
+    return False
+
+
+class _Shard:
+    """One shard being written, under a temporary name in ``folder``."""
+
+    def __init__(self, number: int, folder: Path, descriptors: list[L.FieldDescriptor], page_size: int,
+                 page_checksums: bool, capacity: int) -> None:
+        self.number = number
+        self.tmp, self.file = tempfiles.create(folder / "shards")
+        self.layout = _Layout(self.file, descriptors, page_size, page_checksums, max(1, capacity))
+
+    def discard(self) -> None:
+        self.file.close()
+        self.tmp.unlink(missing_ok=True)
+
+
+def _finish(shard: _Shard, user: bytes, location: Any, local: bool, uploads: ThreadPoolExecutor,
+            pending: list[Future]) -> M.ShardEntry:
+    """Complete a shard: its tables and header, its final name, its upload."""
+    shard.layout.finish(user)
+    shard.file.flush()
+    os.fsync(shard.file.fileno())
+    header = shard.layout.header
+    name = M.shard_name(shard.number, int(header["header_crc32"]))
+    size = os.fstat(shard.file.fileno()).st_size
+    final = shard.tmp.with_name(name)
+    os.replace(shard.tmp, final)
+    shard.file.close()
+    entry = M.ShardEntry(name, shard.layout.samples, size, int(header["page_count"]), int(header["header_crc32"]))
+    if not local:
+        for done in [f for f in pending if f.done()]:
+            done.result()  # an upload that failed stops the write now
+        while sum(not f.done() for f in pending) >= 1:  # one upload at a time beside the writing
+            next(f for f in pending if not f.done()).result()
+        pending.append(uploads.submit(_upload, location, name, final))
+    return entry
+
+
+def _upload(location: Any, name: str, file: Path) -> None:
+    try:
+        location.put_file(name, file)
+    finally:
+        file.unlink(missing_ok=True)
+
+
+def _user(user: bytes) -> dict[str, Any]:
+    import json
+
+    return json.loads(user.decode("utf-8")) if user else {}
+
+
+def _listed(location: Any) -> set[str]:
+    """The shards the manifest now at ``location`` lists (none without one)."""
+    try:
+        return {s.name for s in M.decode(location.read_all(M.NAME)).shards}
+    except (SlipstreamError, ValueError, OSError):
+        return set()
+
+
+def _remove_unlisted(location: Any, keep: set[str]) -> None:
+    """Remove the shard files at ``location`` that ``keep`` does not name."""
+    try:
+        names = location.names()
+    except (SlipstreamError, OSError):
+        return
+    for name in names:
+        if _SHARD_FILE.fullmatch(name) and name not in keep:
+            location.delete(name)
