@@ -61,7 +61,7 @@ $(BIN)/python: | system-deps
 # installed would download the multi-GB CUDA build.
 $(STAMP): $(SOURCES) | $(BIN)/python system-deps
 	@$(BIN)/python -c 'import torch' >/dev/null 2>&1 || $(BIN)/python -m pip install $(TORCH)
-	$(BIN)/python -m pip install '.[test]'
+	$(BIN)/python -m pip install '.[s3,test]'
 	@touch $@
 
 demo: $(STAMP)

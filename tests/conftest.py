@@ -35,3 +35,23 @@ def no_loader_thread_outlives_the_tests():
             break
         time.sleep(0.05)
     assert not left, f"loader threads still running after the tests: {left}"
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A real S3-compatible server (SeaweedFS) on 127.0.0.1 for the session,
+    with one bucket, ``test``; its credentials in ``storage_options()``."""
+    from object_store import S3Server
+
+    with S3Server() as server:
+        server.create_bucket("test")
+        yield server
+
+
+@pytest.fixture
+def s3_proxy(s3_server):
+    """A counting, delaying HTTP relay in front of the session's S3 server."""
+    from object_store import Proxy
+
+    with Proxy(s3_server.endpoint) as proxy:
+        yield proxy

@@ -20,9 +20,10 @@ from __future__ import annotations
 import configparser
 import datetime
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from slipstream.errors import ArgumentError, DatasetNotFoundError, StorageError
 from slipstream.format.remote import Remote, join
@@ -33,6 +34,8 @@ try:
     from obstore.store import from_url
 except ImportError as exc:  # pragma: no cover - depends on the installation
     raise ImportError("reading or writing datasets at URLs needs obstore: pip install 'slipstream[s3]'") from exc
+
+T = TypeVar("T")
 
 _CLIENT_KEYS = {"allow_http", "allow_invalid_certificates", "connect_timeout", "default_content_type",
                 "http1_only", "http2_only", "pool_idle_timeout", "pool_max_idle_per_host", "proxy_url",
@@ -51,6 +54,7 @@ class ObjectPrefix:
 
     def __init__(self, url: str, remote: Remote) -> None:
         self.url = url.rstrip("/")
+        self._retry_timeout = remote.retry_timeout_s
         config, client = _options(self.url, remote.storage_options)
         client.setdefault("timeout", datetime.timedelta(seconds=remote.timeout_s))
         client.setdefault("connect_timeout", datetime.timedelta(seconds=min(10.0, remote.timeout_s)))
@@ -69,18 +73,33 @@ class ObjectPrefix:
 
     def read(self, name: str, start: int, end: int) -> memoryview:
         """Bytes ``[start, end)`` of object ``name``, by one ranged GET."""
-        with self._errors(name):
-            return memoryview(obstore.get_range(self._store, name, start=start, end=end))
+        return self._retrying(name, lambda: memoryview(obstore.get_range(self._store, name, start=start, end=end)))
 
     def read_all(self, name: str) -> bytes:
         """The whole of object ``name``."""
-        with self._errors(name):
-            return bytes(obstore.get(self._store, name).bytes())
+        return self._retrying(name, lambda: bytes(obstore.get(self._store, name).bytes()))
 
     def size(self, name: str) -> int:
         """The size of object ``name`` in bytes."""
-        with self._errors(name):
-            return int(obstore.head(self._store, name)["size"])
+        return self._retrying(name, lambda: int(obstore.head(self._store, name)["size"]))
+
+    def _retrying(self, name: str, request: Callable[[], T]) -> T:
+        """``request()``, tried again while it fails for a reason that may
+        pass (the store unreachable, overloaded or failing) and the time
+        budget lasts.  The client retries each request a few times within
+        seconds; this outer loop carries a request over an outage of a
+        store that restarts, with backoff up to a few seconds."""
+        deadline = time.monotonic() + self._retry_timeout
+        pause = 0.25
+        while True:
+            try:
+                with self._errors(name):
+                    return request()
+            except _Unreachable:
+                if time.monotonic() + pause > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(2 * pause, 4.0)
 
     def exists(self, name: str) -> bool:
         """Whether object ``name`` exists (errors other than "not found" raise)."""
@@ -119,6 +138,11 @@ class ObjectPrefix:
         return _Translate(self.url_of(name) if name else self.url)
 
 
+class _Unreachable(StorageError):
+    """A request failed for a reason that may pass: the store unreachable,
+    a time-out, HTTP 5xx or throttling (not refused credentials)."""
+
+
 class _Translate:
     """Turns obstore's exceptions into slipstream's, naming the URL."""
 
@@ -143,7 +167,7 @@ class _Translate:
                                f"permissions ({text})") from None
         if "NoSuchBucket" in str(exc):
             raise DatasetNotFoundError(f"{self.url}: the bucket does not exist ({text})") from None
-        raise StorageError(f"{self.url}: the request failed after its retries: {text}") from None
+        raise _Unreachable(f"{self.url}: the request failed after its retries: {text}") from None
 
 
 def _first_line(exc: BaseException) -> str:

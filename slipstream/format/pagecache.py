@@ -102,17 +102,22 @@ class PageCache:
             data = memoryview(download()).cast("B")
             self._count("downloads")
             tmp, file = tempfiles.create(target)
+            fd = -1
             try:
                 file.write(data)
                 file.flush()
+                # Opened before the rename: the page may be evicted again at once by another admission.
+                fd = os.open(tmp, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
                 with self._locked_usage() as usage:
                     self._make_room(usage, len(data), key, page)
                     os.replace(tmp, target)
                     usage[0] += len(data)
                     with self._counters:
                         self.peak_bytes = max(self.peak_bytes, usage[0])
-                return os.open(target, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                return fd
             except BaseException:
+                if fd >= 0:
+                    os.close(fd)
                 tmp.unlink(missing_ok=True)
                 raise
             finally:

@@ -90,9 +90,13 @@ class Remote:
             as ``"50GB"``; default: no limit).  When a new page does not fit,
             the pages this process needs farthest in the future go first.
         requests: ranged GETs in flight at once per process.
-        retries: attempts of a failing request (connection errors, time-outs,
-            HTTP 5xx, throttling) before it fails, with exponential backoff.
-        retry_timeout_s: the longest a request is retried, in seconds.
+        retries: quick retries of a failing request by the client
+            (connection errors, time-outs, HTTP 5xx, throttling), with
+            exponential backoff.
+        retry_timeout_s: how long a request that keeps failing for such a
+            reason is tried again (with backoff up to 4 s) before it fails:
+            a store that goes away and comes back within this time costs
+            nothing but the wait.
         timeout_s: the longest one request may take, in seconds.
     """
 
