@@ -87,6 +87,10 @@ _ACTIONS = ["Admin", "Read", "Write", "List", "Tagging"]
 
 _LOOPBACK = "127.0.0.1"
 
+# For the few plain HTTP requests made here: straight to 127.0.0.1, never
+# through a proxy named in the environment (http_proxy).
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
 
 # The keys of obstore's ClientConfig (HTTP client options), as opposed to S3Config's.
 CLIENT_OPTION_KEYS = frozenset({
@@ -218,8 +222,7 @@ class S3Server:
     Attributes:
         endpoint: the S3 endpoint, ``http://127.0.0.1:PORT``.
         access_key, secret_key: the one identity's credentials (generated).
-        region: ``us-east-1``; SeaweedFS accepts any region in signatures,
-            this is the one every client here signs with.
+        region: ``us-east-1``, the region the clients sign with.
         ports: the port of each SeaweedFS component, by flag name.
         log_path: weed's log (stdout and stderr), appended to on each start.
 
@@ -287,17 +290,17 @@ class S3Server:
         return f"http://{_LOOPBACK}:{self.ports['s3.port']}"
 
     def storage_options(self, **overrides: str) -> dict[str, str]:
-        """The settings for obstore's ``S3Store(bucket, **options)`` (also
-        ``S3Store.from_url``), overridden by ``overrides``, e.g.
-        ``endpoint=proxy.endpoint``.
+        """The settings for obstore's ``S3Store(bucket, **options)``, as one
+        flat dict of strings (object_store's convention), overridden by
+        ``overrides``, e.g. ``endpoint=proxy.endpoint``.
 
         Path-style requests (``http://host/bucket/key``) because
         ``127.0.0.1`` has no subdomains to put the bucket name into.
 
         ``allow_http`` (the endpoint is ``http://``) is an HTTP client option:
         obstore takes it among these keyword arguments, but a store made so
-        cannot be pickled; ``split_storage_options`` separates it, as
-        ``store()`` does.
+        cannot be pickled and ``S3Store.from_url`` refuses it:
+        ``split_storage_options`` separates it, as ``store()`` does.
         """
         options = {
             "endpoint": self.endpoint,
@@ -360,7 +363,7 @@ class S3Server:
         url = obstore.sign(self.store(name), "PUT", "", datetime.timedelta(minutes=5))
         request = urllib.request.Request(url, data=b"", method="PUT")
         try:
-            with urllib.request.urlopen(request, timeout=30):
+            with _OPENER.open(request, timeout=30):
                 return
         except urllib.error.HTTPError as error:
             body = error.read().decode(errors="replace")
@@ -544,10 +547,9 @@ class S3Server:
 
 
 def _http_ok(url: str) -> bool:
-    """Whether a GET of ``url`` answers 200 (no proxy from the environment)."""
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    """Whether a GET of ``url`` answers 200."""
     try:
-        with opener.open(url, timeout=1) as response:
+        with _OPENER.open(url, timeout=1) as response:
             return response.status == 200
     except (OSError, ValueError):  # URLError, refused, reset, timeout
         return False
@@ -555,9 +557,8 @@ def _http_ok(url: str) -> bool:
 
 def _has_data_node(master: str) -> bool:
     """Whether the master's topology lists a volume server."""
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
-        with opener.open(f"{master}/dir/status", timeout=1) as response:
+        with _OPENER.open(f"{master}/dir/status", timeout=1) as response:
             topology = json.load(response).get("Topology") or {}
     except (OSError, ValueError):
         return False

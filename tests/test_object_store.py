@@ -5,11 +5,13 @@ counts, delays and drops the requests in front of it."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import http.client
 import os
 import pickle
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -60,6 +62,11 @@ def test_put_get_list_delete(server: S3Server):
     obstore.delete(store, "dir/hello.txt")
     with pytest.raises(FileNotFoundError):
         obstore.head(store, "dir/hello.txt")
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="needs Linux's /proc")
+def test_weed_listens_on_its_loopback_ports_only(server: S3Server):
+    assert _listening(server.pid) == {("127.0.0.1", port) for port in server.ports.values()}
 
 
 def test_stores_pickle_and_options_split(server: S3Server):
@@ -280,3 +287,24 @@ def _alive(pid: int | None) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
     except FileNotFoundError:
         return False
+
+
+def _listening(pid: int | None) -> set[tuple[str, int]]:
+    """The (address, port) of each TCP socket of process ``pid`` that listens."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    found = set()
+    for table in ("tcp", "tcp6"):
+        with contextlib.suppress(FileNotFoundError), open(f"/proc/net/{table}") as lines:
+            for line in list(lines)[1:]:
+                fields = line.split()
+                address, port = fields[1].split(":")
+                if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                    if table == "tcp":
+                        address = socket.inet_ntoa(bytes.fromhex(address)[::-1])
+                    found.add((address, int(port, 16)))
+    return found

@@ -3,6 +3,7 @@ image folder in a fresh interpreter, and trains."""
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -42,3 +43,28 @@ def test_quickstart_trains_on_an_image_folder(tmp_path):
     with ss.Reader(next(f for f in files if f.suffix == ".slip")) as reader:
         assert reader.user_metadata["classes"] == sorted(CLASSES)
         assert len(reader) == 96
+
+
+def object_storage_example() -> str:
+    text = README.read_text()
+    section = text.split("## Datasets in object storage", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 1, "the object storage section holds exactly one Python block"
+    return blocks[0]
+
+
+def test_object_storage_example_runs_against_a_real_s3_server(s3_server, tmp_path):
+    from slipstream.sources import synthetic_folder
+
+    folder = synthetic_folder(tmp_path / "train", count=48, height=120, width=160, verbose=False)
+    code = object_storage_example()
+    assert code.count('"/data/imagenet/train"') == 1 and code.count('"s3://my-bucket/imagenet/train"') == 2
+    code = code.replace('"/data/imagenet/train"', repr(str(folder))).replace("s3://my-bucket/", "s3://test/readme/")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | s3_server.env()
+    env["HOME"] = str(tmp_path)  # the default cache folder, ~/.cache/slipstream/pages
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    stats = ast.literal_eval(proc.stdout.strip().splitlines()[-1])  # the printed dict of the cache counters
+    assert stats["downloads"] > 0 and stats["bytes"] > 0 and stats["evictions"] == 0
+    assert list((tmp_path / ".cache" / "slipstream" / "pages").rglob("*.page"))

@@ -14,6 +14,7 @@ GETs for a remote one.
 from __future__ import annotations
 
 import collections
+import mmap
 import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -21,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from slipstream import native
 from slipstream.errors import DatasetNotFoundError, FormatError, StorageError
 from slipstream.format import layout as L
 from slipstream.format import manifest as M
@@ -34,7 +34,7 @@ CHECKSUM_ATTEMPTS = 3
 """Downloads of a page whose bytes fail their checksum before it is reported corrupt."""
 
 OPEN_PAGES = 1024
-"""Cached pages a remote reader keeps open (the least recently fetched are closed first)."""
+"""Cached pages a remote reader keeps mapped (the least recently fetched are dropped first)."""
 
 
 class RemoteShard(Reader):
@@ -126,8 +126,8 @@ class ShardedReader(Reader):
                       for k, s in enumerate(self.shards)] if self.is_remote else []
         self._fetches: dict[int, Future] = {}
         self._fetch_lock = threading.Lock()
-        self._fds: collections.OrderedDict[int, int] = collections.OrderedDict()
-        self._fd_lock = threading.Lock()
+        self._views: collections.OrderedDict[int, np.ndarray] = collections.OrderedDict()  # mapped cached pages
+        self._views_lock = threading.Lock()
         self.page_state = np.zeros(self.page_count, np.uint8)
         self.pages_checked = 0
         if self.page_checksums is None:
@@ -207,6 +207,7 @@ class ShardedReader(Reader):
         self._page_lengths = np.concatenate([_page_lengths(s) for s in self.shards]) if self.page_count else \
             np.zeros(0, np.int64)
         self.data_size = int(self._page_lengths.sum())
+        self._page_shard = np.repeat(np.arange(len(self.shards)), pages)
         parts, allocations = [], []
         for k, shard in enumerate(self.shards):
             metadata = np.array(shard.metadata)
@@ -233,7 +234,7 @@ class ShardedReader(Reader):
 
     def shard_of(self, page: int) -> tuple[int, int]:
         """(shard, page within the shard) of dataset page ``page``."""
-        shard = int(np.searchsorted(self.page_base, page, side="right")) - 1
+        shard = int(self._page_shard[page])
         return shard, page - int(self.page_base[shard])
 
     def page_span(self, page: int) -> tuple[int, int]:
@@ -283,22 +284,20 @@ class ShardedReader(Reader):
             return
         shard, local = self.shard_of(page)
         fd = self.cache.open(self._keys[shard], local, lambda: self._download(page))
-        closed = []
-        with self._fd_lock:
-            old = self._fds.pop(page, None)
-            self._fds[page] = fd
-            while len(self._fds) > OPEN_PAGES:
-                closed.append(self._fds.popitem(last=False))
-        for other, other_fd in [(page, old)] * (old is not None) + closed:
-            os.close(other_fd)
-            if other != page:
+        try:
+            view = np.frombuffer(mmap.mmap(fd, 0, access=mmap.ACCESS_READ), np.uint8)
+        finally:
+            os.close(fd)  # the mapping keeps the page readable, even once it is evicted from the cache
+        if self.page_state[page] == PAGE_UNCHECKED and not self.check_page(page, view):
+            raise FormatError(self._corrupt(page))  # found in the cache: checked once per process, like a file
+        with self._views_lock:
+            self._views[page] = view
+            self._views.move_to_end(page)
+            while len(self._views) > OPEN_PAGES:
+                # Dropped, not unmapped: a copy still reading it holds its own reference.
+                dropped, _ = self._views.popitem(last=False)
                 with self._fetch_lock:
-                    self._fetches.pop(other, None)
-        if self.page_state[page] == PAGE_UNCHECKED:  # found in the cache: checked once per process, like a file
-            data = np.empty(int(self._page_lengths[page]), np.uint8)
-            native.pread(fd, data, 0)
-            if not self.check_page(page, data):
-                raise FormatError(self._corrupt(page))
+                    self._fetches.pop(dropped, None)
 
     def _download(self, page: int) -> memoryview:
         """The page's bytes by a ranged GET, checked against its checksum
@@ -332,9 +331,7 @@ class ShardedReader(Reader):
                 if self.is_remote:
                     self.fetch(page).result()
                     return bool(self.page_state[page] == PAGE_GOOD)
-                shard, local = self.shard_of(page)
-                start, end = self.shards[shard].page_span(local)
-                data = self.shards[shard].storage[start:end]
+                data = self.page_view(page)
             good = L.crc32(data) == self.page_checksums[page]
             self.page_state[page] = PAGE_GOOD if good else PAGE_CORRUPT
             self.pages_checked += 1
@@ -356,44 +353,34 @@ class ShardedReader(Reader):
 
     def copy(self, offset: int, out: np.ndarray) -> None:
         """Copy the dataset's bytes ``[offset, offset + out.size)`` into
-        ``out``; their pages must have been fetched (:meth:`fetch`)."""
+        ``out`` (fetching their pages first where that is still to do)."""
         ps, done = self.page_size, 0
         while done < out.size:
             page, within = divmod(offset + done, ps)
-            part = out[done: done + min(out.size - done, ps - within)]
-            shard, local = self.shard_of(page)
-            if self.is_remote:
-                fd = self._own_fd(page)
-                try:
-                    native.pread(fd, part, within)
-                finally:
-                    os.close(fd)
-            else:
-                reader = self.shards[shard]
-                start = reader.data_offset + local * ps + within
-                part[:] = reader.storage[start: start + part.size]
-            done += part.size
+            n = min(out.size - done, ps - within)
+            out[done: done + n] = self.page_view(page)[within: within + n]
+            done += n
 
-    def _own_fd(self, page: int) -> int:
-        """A descriptor of the cached page that is the caller's to close
-        (a duplicate, so that closing the reader's own cannot pull it away
-        in the middle of a read)."""
+    def page_view(self, page: int) -> np.ndarray:
+        """The bytes of dataset page ``page``: the mapped shard file's (local)
+        or the mapped page in the cache (remote), fetched if need be."""
+        if not self.is_remote:
+            shard = int(self._page_shard[page])
+            start = self.shards[shard].data_offset + (page - int(self.page_base[shard])) * self.page_size
+            return self.shards[shard].storage[start: start + int(self._page_lengths[page])]
         while True:
-            with self._fd_lock:
-                fd = self._fds.get(page)
-                if fd is not None:
-                    return os.dup(fd)
+            view = self._views.get(page)
+            if view is not None:
+                return view
             self.fetch(page).result()
-            with self._fetch_lock:  # closed meanwhile by the bound on open pages: fetch it again
-                if page not in self._fds:
+            with self._fetch_lock:  # dropped meanwhile by the bound on open pages: fetch it again
+                if page not in self._views:
                     self._fetches.pop(page, None)
 
     def forget(self, page: int) -> None:
-        """Close the descriptor of a cached page this process no longer needs."""
-        with self._fd_lock:
-            fd = self._fds.pop(page, None)
-        if fd is not None:
-            os.close(fd)
+        """Drop the mapping of a cached page this process no longer needs."""
+        with self._views_lock:
+            self._views.pop(page, None)
         with self._fetch_lock:
             self._fetches.pop(page, None)
 
@@ -423,10 +410,8 @@ class ShardedReader(Reader):
     def close(self) -> None:
         """Release the shards, the open cached pages and the download threads."""
         self._pool.shutdown(wait=True, cancel_futures=True)
-        with self._fd_lock:
-            for fd in self._fds.values():
-                os.close(fd)
-            self._fds.clear()
+        with self._views_lock:
+            self._views.clear()
         for shard in self.shards:
             shard.close()
         self.metadata = self.allocations = None  # type: ignore[assignment]
@@ -434,9 +419,6 @@ class ShardedReader(Reader):
     def __del__(self) -> None:
         try:
             self._pool.shutdown(wait=False, cancel_futures=True)
-            for fd in self._fds.values():
-                os.close(fd)
-            self._fds.clear()
         except Exception:
             pass
 

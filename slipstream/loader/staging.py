@@ -22,14 +22,13 @@ full, removes the pages needed farthest in the future.
 from __future__ import annotations
 
 import collections
-import itertools
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from slipstream.errors import ArgumentError, FormatError
-from slipstream.format.layout import ALLOCATION_ALIGNMENT, align
+from slipstream.format.layout import ALLOCATION_ALIGNMENT
 from slipstream.format.pagecache import NEVER
 from slipstream.loader.memory import covered_pages, mark_corrupt, value_pages
 
@@ -39,7 +38,7 @@ class StagedMemory:
 
     Args:
         reader: a :class:`slipstream.format.sharded.ShardedReader`.
-        pool_bytes: the ring's size; a batch's values must fit in half of it.
+        pool_bytes: the ring's size; a batch's values must fit in it.
         batches_ahead: batches staged ahead of the one running.
         pages_ahead: pages fetched ahead of the running batch's (default:
             twice the reader's requests in flight for a remote dataset).
@@ -79,7 +78,7 @@ class StagedMemory:
                 offsets, sizes = records["offset"].astype(np.int64), records["size"].astype(np.int64)
                 fields[field] = (offsets, sizes)
                 total += int(np.sum(-(-sizes // ALLOCATION_ALIGNMENT) * ALLOCATION_ALIGNMENT))
-            if 2 * total > self.storage.size:
+            if total > self.storage.size:
                 raise ArgumentError(f"batch {b} has {total:,} bytes of values but the staging buffer holds "
                                     f"{self.storage.size:,}: pass a larger pool_pages, or a smaller batch")
             self._values.append(fields)
@@ -151,7 +150,9 @@ class StagedMemory:
             return
         budget = len(self._pages[batch]) + self.pages_ahead
         seen: set[int] = set()
-        for b, page in itertools.islice(self._page_order, self._first_entry[batch], None):
+        order = self._page_order
+        for k in range(self._first_entry[batch], len(order)):
+            page = order[k][1]
             if page in seen:
                 continue
             if len(seen) >= budget:
@@ -216,19 +217,33 @@ class StagedMemory:
                 # failed (on_error decides), the rest of the batch goes on.
         staged = {}
         pos = start
+        ps, storage, view_of = self.reader.page_size, self.storage, self.reader.page_view
         for field, (offsets, sizes) in self._values[batch].items():
-            out = np.empty(offsets.size, np.uint64)
-            for k, (offset, size) in enumerate(zip(offsets.tolist(), sizes.tolist())):
-                if size:
-                    self.reader.copy(offset, self.storage[pos: pos + size])
-                out[k] = pos
-                pos += align(size, ALLOCATION_ALIGNMENT)
-            staged[field] = out
+            padded = -(-sizes // ALLOCATION_ALIGNMENT) * ALLOCATION_ALIGNMENT
+            starts = pos + np.concatenate([[0], np.cumsum(padded)[:-1]]) if sizes.size else sizes
+            pages, within = np.divmod(offsets, ps)
+            for page, at, size, to in zip(pages.tolist(), within.tolist(), sizes.tolist(), starts.tolist()):
+                if at + size <= ps:  # within one page: one slice copy
+                    storage[to: to + size] = view_of(page)[at: at + size]
+                elif size:
+                    self.reader.copy(page * ps + at, storage[to: to + size])
+            staged[field] = starts.astype(np.uint64)
+            pos += int(padded.sum())
         return staged
 
     def _cancel(self) -> None:
-        for future in getattr(self, "_staged", {}).values():
+        """Stop the staging of an epoch left early, and wait for copies
+        already running: the next epoch reuses their areas of the ring."""
+        staged = getattr(self, "_staged", {})
+        for future in staged.values():
             future.cancel()
+        for future in staged.values():
+            if not future.cancelled():
+                try:
+                    future.result()
+                except Exception:
+                    pass  # a page that could not be had: the batch was never handed out
+        staged.clear()
 
     def close(self) -> None:
         """Stop the staging threads (the reader owns its downloads)."""

@@ -1,0 +1,216 @@
+"""Loading from object storage against loading from a local file, in images/s
+and raw GB/s.
+
+Usage::
+
+    python benchmarks/remote.py [FOLDER] [--repeat N] [--rounds R] [--latency-ms MS] [--json PATH]
+
+The dataset is FOLDER's JPEGs (default ``../shared/data/imagenet-sample``)
+repeated ``--repeat`` times (default 24: about 2.1 GB), written once as a
+local file and copied, as shards, into a real S3-compatible server started
+on 127.0.0.1 (SeaweedFS, from ``tests/object_store.py``).  Each round runs,
+in a fresh process each, the same loader (batch 128, ``quasi_random``
+order, seed 0, all cores) over:
+
+- the local file (its pages in the OS page cache);
+- the S3 copy, straight to the server (0 ms added) and through a relay that
+  holds every request ``--latency-ms`` (default 50) before passing it on,
+  each with an empty page cache: epoch 1 streams from the server, epoch 2
+  reads the warm cache.
+
+Two pipelines: ImageNet train (RandomResizedCrop 224, flip, Normalize to
+float16, labels), and the stored bytes alone (what the loader moves, in
+GB/s).  Every process compiles its pipeline over the local file before timing
+(one batch), and times whole epochs of what a training step receives.  The
+configurations alternate their order from round to round; the table gives
+medians and ranges over the rounds and the ratios to the local file within
+each round.  The server, the relay and the loader share this machine's
+cores: on 2 cores the server's work is taken from the decoders' (a remote
+store costs the client nothing of the kind), and 2-core timings drift by
+10-40% between runs.  So the script also gives the CPU time of each part:
+the loader's process per image, per epoch, and the server's and the relay's
+during each run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_FOLDER = REPO_ROOT.parent / "shared" / "data" / "imagenet-sample"
+DATA = REPO_ROOT / "benchmarks" / ".data"
+BATCH = 128
+PIPELINES = ("train", "bytes")
+
+
+def child(pipeline: str, path: str, warm: str, options: str, cache: str) -> None:
+    """One fresh process: compile over ``warm`` (the local file of the same
+    samples: the compiled stages are then reused as they are), then time
+    two epochs over ``path``."""
+    import slipstream as ss
+    from slipstream.ops import StoredBytes, presets
+
+    remote = ss.Remote(storage_options=json.loads(options), cache_dir=cache) if options else None
+
+    def pipelines(reader):
+        if pipeline == "bytes":
+            return {"image": [StoredBytes(int(reader.metadata["image"]["size"].max()))], "label": []}
+        return {**presets.imagenet_train(224), "label": []}
+
+    with ss.Loader(warm, BATCH, pipelines(ss.Reader(warm)), order="quasi_random", seed=1, verbose=False) as compiling:
+        next(iter(compiling))
+    reader = ss.Reader(path, remote=remote)
+    sizes = reader.metadata["image"]["size"].astype("int64")
+    epochs = []
+    with ss.Loader(reader, BATCH, pipelines(reader), order="quasi_random", seed=0, verbose=False) as loader:
+        for _ in range(2):
+            start, cpu, count, size = time.perf_counter(), time.process_time(), 0, 0
+            for _, labels in loader:
+                count += len(labels)
+                size += int(sizes[labels.numpy()].sum())  # labels are the sample indices
+            took = time.perf_counter() - start
+            epochs.append({"images_per_s": count / took, "gb_per_s": size / took / 1e9, "images": count,
+                           "cpu_ms_per_image": (time.process_time() - cpu) * 1000 / count})
+    downloads = reader.cache.downloads if getattr(reader, "cache", None) is not None else 0
+    print(json.dumps({"epochs": epochs, "page_downloads": downloads}))
+
+
+def run_child(pipeline: str, path: str, warm: Path, options: dict | None, server_pid: int) -> dict:
+    """A child's result, with the CPU seconds the server and the relay (this
+    process's thread) spent while it ran: the machine's other work."""
+    cache = tempfile.mkdtemp(prefix="slipstream-bench-cache-", dir=DATA)
+    server_cpu, relay_cpu = cpu_seconds(server_pid), time.process_time()
+    try:
+        done = subprocess.run([sys.executable, __file__, "--child", pipeline, path, str(warm),
+                               json.dumps(options) if options else "", cache],
+                              capture_output=True, text=True, cwd=DATA)
+        if done.returncode:
+            raise RuntimeError(f"the {pipeline} run over {path} failed:\n{done.stderr[-3000:]}")
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    result["server_cpu_s"] = cpu_seconds(server_pid) - server_cpu
+    result["relay_cpu_s"] = time.process_time() - relay_cpu
+    return result
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of process ``pid`` and its reaped children (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def summary(values: list[float], digits: int = 0) -> str:
+    return f"{statistics.median(values):,.{digits}f} [{min(values):,.{digits}f}-{max(values):,.{digits}f}]"
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", nargs="?", type=Path, default=DEFAULT_FOLDER, help="folder of JPEGs")
+    parser.add_argument("--repeat", type=int, default=24, help="times the folder is repeated (default: 24)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds (default: 3)")
+    parser.add_argument("--latency-ms", type=float, default=50.0, help="latency the relay adds (default: 50)")
+    parser.add_argument("--json", type=Path, default=None, help="output JSON (default: benchmarks/results/)")
+    parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        child(*args.child)
+        return 0
+
+    import slipstream as ss
+    from slipstream.sources import find_jpegs
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.path.insert(0, str(REPO_ROOT / "tests"))
+    from common import Repeated, write_json
+    from object_store import Proxy, S3Server
+
+    paths = find_jpegs(args.folder)
+    if not paths:
+        print(f"no JPEGs under {args.folder}")
+        return 1
+    fields = {"image": ss.RGBImageField(), "label": ss.IntField()}
+    DATA.mkdir(parents=True, exist_ok=True)
+    local = DATA / f"remote-{args.folder.name}-x{args.repeat}.slip"
+    if not local.exists():
+        ss.write(local, Repeated(paths, args.repeat), fields)
+    latency = args.latency_ms / 1000
+    with S3Server(DATA / "s3-server") as server, Proxy(server.endpoint, delay_s=latency) as proxy:
+        server.create_bucket("bench", exist_ok=True)
+        url = "s3://bench/train"
+        start = time.perf_counter()
+        ss.convert(local, url, shard_size="512MB", remote=ss.Remote(storage_options=server.storage_options()))
+        upload_s = time.perf_counter() - start
+        reader = ss.Reader(local)
+        print(f"{len(reader):,} JPEGs from {args.folder} ({local.stat().st_size / 1e9:.2f} GB, {reader.page_count} "
+              f"pages of {reader.page_size >> 20} MiB); copied to {url} in {upload_s:.0f} s; batch {BATCH}, "
+              f"quasi_random, {os.cpu_count()} cores, {args.rounds} rounds")
+        configs = {"local file": (str(local), None),
+                   "s3, 0 ms": (url, server.storage_options()),
+                   f"s3, {args.latency_ms:.0f} ms": (url, server.storage_options(endpoint=proxy.endpoint))}
+        results: dict[str, dict[str, list[dict]]] = {p: {c: [] for c in configs} for p in PIPELINES}
+        for round_ in range(args.rounds):
+            names = list(configs) if round_ % 2 == 0 else list(configs)[::-1]
+            for pipeline in PIPELINES:
+                for name in names:
+                    path, options = configs[name]
+                    results[pipeline][name].append(run_child(pipeline, path, local, options, server.pid))
+                line = ", ".join(f"{n}: " + " / ".join(f"{e['images_per_s']:,.0f}"
+                                                       for e in results[pipeline][n][-1]["epochs"]) for n in configs)
+                print(f"  round {round_ + 1}, {pipeline}: {line} images/s (epoch 1 / epoch 2)", flush=True)
+
+    print(f"\nCPU per run (both epochs): the loader's ms per image (epoch 1 / epoch 2), and the seconds the "
+          f"server and the relay took meanwhile")
+    for pipeline in PIPELINES:
+        for name in configs:
+            runs = results[pipeline][name]
+            per_image = [summary([r["epochs"][e]["cpu_ms_per_image"] for r in runs], 2) for e in range(2)]
+            print(f"{pipeline:<8} {name:<12} loader {per_image[0]} / {per_image[1]} ms per image; server "
+                  f"{summary([r['server_cpu_s'] for r in runs], 1)} s, relay {summary([r['relay_cpu_s'] for r in runs], 1)} s")
+    ratios: dict[str, dict[str, dict]] = {}
+    print(f"\n{'pipeline':<8} {'source':<12} {'epoch 1 (cold) images/s':>30} {'GB/s':>18} "
+          f"{'epoch 2 (warm) images/s':>30} {'GB/s':>18}  vs local (epoch 1 / 2)")
+    for pipeline in PIPELINES:
+        base = results[pipeline]["local file"]
+        for name in configs:
+            runs = results[pipeline][name]
+            cells = []
+            for e in range(2):
+                cells += [summary([r["epochs"][e]["images_per_s"] for r in runs]),
+                          summary([r["epochs"][e]["gb_per_s"] for r in runs], 2)]
+            paired = [[r["epochs"][e]["images_per_s"] / b["epochs"][e]["images_per_s"] for r, b in zip(runs, base)]
+                      for e in range(2)]
+            ratios.setdefault(pipeline, {})[name] = {
+                f"epoch_{e + 1}": {"median": statistics.median(p), "min": min(p), "max": max(p), "rounds": p}
+                for e, p in enumerate(paired)}
+            vs = " / ".join(f"{statistics.median(p):.3f} [{min(p):.2f}-{max(p):.2f}]" for p in paired)
+            print(f"{pipeline:<8} {name:<12} {cells[0]:>30} {cells[1]:>18} {cells[2]:>30} {cells[3]:>18}  {vs}")
+    now = datetime.now().astimezone()
+    out = args.json or REPO_ROOT / "benchmarks" / "results" / f"remote-{now.date().isoformat()}.json"
+    write_json(out, {
+        "dataset": {"images": len(reader), "bytes": local.stat().st_size, "pages": reader.page_count,
+                    "page_size": reader.page_size, "folder": str(args.folder)},
+        "batch_size": BATCH, "order": "quasi_random", "rounds": args.rounds, "latency_ms": args.latency_ms,
+        "upload_seconds": upload_s, "results": results, "ratios": ratios,
+        "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count()},
+        "versions": {"python": platform.python_version(), "slipstream": ss.__version__},
+        "command": shlex.join([sys.executable, *sys.argv]), "timestamp": now.isoformat(timespec="seconds"),
+    })
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

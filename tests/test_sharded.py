@@ -1,0 +1,196 @@
+"""Sharded datasets on a local disk: shard files and a manifest, read as one
+dataset with the pages, orders and batches of a single file of the same
+samples, and every reader and loader feature working on them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import jpeg_corpus
+import slipstream as ss
+from slipstream.format import manifest as M
+from slipstream.ops import presets
+
+COUNT, PAGE = 120, 16384
+FIELDS = {"image": ss.RGBImageField(), "label": ss.IntField(), "meta": ss.JSONField()}
+
+
+@pytest.fixture(scope="module")
+def samples():
+    sizes = [(48, 64), (40, 56), (72, 96)]
+    return [(jpeg_corpus.make_sample(*sizes[i % 3], seed=i).data, i, {"i": i, "tag": "x" * (i % 7)})
+            for i in range(COUNT)]
+
+
+@pytest.fixture(scope="module")
+def files(samples, tmp_path_factory):
+    root = tmp_path_factory.mktemp("sharded")
+    one = root / "one.slip"
+    ss.write(one, samples, FIELDS, workers=0, page_size=PAGE, verbose=False)
+    by_size = ss.write(root / "by-size", samples, FIELDS, workers=2, page_size=PAGE, shard_size="60kB",
+                       verbose=False)
+    by_count = ss.write(root / "by-count", samples, FIELDS, workers=0, page_size=PAGE, shards=4, verbose=False)
+    assert len(by_size.shards) >= 3 and len(by_count.shards) == 4
+    return one, root / "by-size", root / "by-count"
+
+
+def test_shards_hold_the_pages_of_the_single_file(files):
+    one, *sharded = files
+    with ss.Reader(one) as single:
+        for folder in sharded:
+            with ss.Reader(folder) as reader:
+                assert type(reader).__name__ == "ShardedReader" and len(reader) == COUNT
+                assert reader.page_count == single.page_count
+                np.testing.assert_array_equal(reader.metadata["image"]["offset"],
+                                              single.metadata["image"]["offset"] - single.data_offset)
+                for i in (0, 41, COUNT - 1):
+                    np.testing.assert_array_equal(reader[i]["image"], single[i]["image"])
+                    assert reader[i]["meta"] == single[i]["meta"] and reader[i]["label"] == i
+                assert {k: v.tolist() for k, v in reader.index("label").items()} == \
+                    {k: v.tolist() for k, v in single.index("label").items()}
+                reader.verify_pages()
+                reader.verify()
+
+
+def test_equal_shares_and_sizes(files):
+    _, by_size, by_count = files
+    manifest = M.decode((by_count / M.NAME).read_bytes())
+    counts = [s.samples for s in manifest.shards]
+    assert sum(counts) == COUNT and max(counts) - min(counts) <= COUNT // 4  # cut at the next page boundary
+    for entry in M.decode((by_size / M.NAME).read_bytes()).shards:
+        assert entry.bytes == (by_size / entry.name).stat().st_size
+
+
+def test_the_same_bytes_for_any_number_of_workers(samples, files, tmp_path):
+    _, by_size, _ = files
+    again = ss.write(tmp_path / "again", samples, FIELDS, workers=0, page_size=PAGE, shard_size="60kB",
+                     verbose=False)
+    assert (tmp_path / "again" / M.NAME).read_bytes() == (by_size / M.NAME).read_bytes()
+    for name in again.shards:
+        assert (tmp_path / "again" / name).read_bytes() == (by_size / name).read_bytes()
+
+
+@pytest.mark.parametrize("order", ["sequential", "random", "quasi_random"])
+def test_loaders_give_the_batches_of_the_single_file(files, order):
+    one, by_size, by_count = files
+    pipelines = {"image": presets.imagenet_train(32)["image"], "meta": None}
+    chosen = np.arange(3, COUNT, 2)
+
+    def epochs(path, **options):
+        loader = ss.Loader(path, 16, pipelines, order=order, seed=7, indices=chosen, verbose=False, **options)
+        out = [[(i.numpy().tobytes(), l.tolist()) for i, l in loader] for _ in range(2)]
+        loader.close()
+        return out
+
+    expected = epochs(one)
+    assert epochs(by_size) == expected
+    assert epochs(by_count / M.NAME, pool_pages=4) == expected
+    assert sorted(s for _, labels in expected[0] for s in labels) == chosen.tolist()
+
+
+def test_values_read_in_python_and_resume(files):
+    _, by_size, _ = files
+    loader = ss.Loader(by_size, 10, {"image": None}, order="random", seed=1, verbose=False)
+    iterator = iter(loader)
+    first = [next(iterator) for _ in range(3)]
+    state = loader.state_dict()
+    rest = [(labels.tolist(), meta) for labels, meta in iterator]
+    assert all(m["i"] == l for labels, meta in rest for l, m in zip(labels, meta))
+    resumed = ss.Loader(by_size, 10, {"image": None}, order="random", seed=1, verbose=False)
+    resumed.load_state_dict(state)
+    assert [(labels.tolist(), meta) for labels, meta in resumed] == rest
+    assert len(first) == 3
+
+
+def test_a_new_write_replaces_the_old_shards_after_its_manifest(samples, tmp_path):
+    folder = tmp_path / "data"
+    old = ss.write(folder, samples, FIELDS, workers=0, page_size=PAGE, shards=3, verbose=False)
+    new = ss.write(folder, samples[:50], FIELDS, workers=0, page_size=PAGE, shards=2, verbose=False)
+    assert not set(old.shards) & set(new.shards)
+    assert sorted(p.name for p in folder.iterdir()) == sorted([*new.shards, M.NAME])
+    with ss.Reader(folder) as reader:
+        assert len(reader) == 50
+
+
+def test_a_failed_write_leaves_the_previous_dataset(samples, tmp_path):
+    folder = tmp_path / "data"
+    ss.write(folder, samples, FIELDS, workers=0, page_size=PAGE, shards=3, verbose=False)
+    before = sorted(p.name for p in folder.iterdir())
+    broken = samples[:60] + [(b"not a jpeg", 60, {})] + samples[61:]
+    with pytest.raises(ss.FieldValueError, match="was not written.*sample 60"):
+        ss.write(folder, broken, FIELDS, workers=0, page_size=PAGE, shards=3, verbose=False)
+    assert sorted(p.name for p in folder.iterdir()) == before
+    with ss.Reader(folder) as reader:
+        assert len(reader) == COUNT
+
+
+def test_damaged_manifests_and_shards_are_named(files, tmp_path):
+    _, by_size, _ = files
+    data = (by_size / M.NAME).read_bytes()
+    for name, text, error, message in [
+            ("bad-crc", data.replace(b'"samples":120', b'"samples":121', 1), ss.FormatError, "checksum mismatch"),
+            ("not-json", b"{" + b"slipstream-manifest", ss.FormatError, "not JSON"),
+            ("future", json.dumps({"format": M.FORMAT, "version": 9}).encode(), ss.FormatError, "version 9")]:
+        folder = tmp_path / name
+        folder.mkdir()
+        for shard in by_size.iterdir():
+            (folder / shard.name).write_bytes(shard.read_bytes())
+        (folder / M.NAME).write_bytes(text)
+        with pytest.raises(error, match=message):
+            ss.Reader(folder)
+    folder = tmp_path / "missing"
+    folder.mkdir()
+    manifest = M.decode(data)
+    (folder / M.NAME).write_bytes(data)
+    for entry in manifest.shards[1:]:
+        (folder / entry.name).write_bytes((by_size / entry.name).read_bytes())
+    with pytest.raises(ss.DatasetNotFoundError, match=f"shard {manifest.shards[0].name} is missing"):
+        ss.Loader(folder, 8, verbose=False)
+    (folder / manifest.shards[0].name).write_bytes((by_size / manifest.shards[1].name).read_bytes())
+    with pytest.raises(ss.FormatError, match=f"manifest disagrees with shard {manifest.shards[0].name}"):
+        ss.Reader(folder)
+
+
+def test_a_corrupt_page_in_a_shard_follows_on_error(files, tmp_path):
+    _, by_size, _ = files
+    folder = tmp_path / "corrupt"
+    folder.mkdir()
+    for shard in by_size.iterdir():
+        (folder / shard.name).write_bytes(shard.read_bytes())
+    entry = M.decode((folder / M.NAME).read_bytes()).shards[1]
+    damaged = bytearray((folder / entry.name).read_bytes())
+    damaged[4096 + 50] ^= 0xFF
+    (folder / entry.name).write_bytes(bytes(damaged))
+    loader = ss.Loader(folder, 8, {"image": presets.imagenet_train(32)["image"], "meta": None}, order="sequential",
+                       on_error="skip", verbose=False)
+    with pytest.warns(ss.SampleWarning, match="does not match its checksum"):
+        labels = [s for _, l in loader for s in l.tolist()]
+    assert 0 < COUNT - len(labels) == len(loader.failures)
+    with pytest.raises(ss.FormatError, match=f"data page 0 of shard {entry.name}"):
+        ss.Reader(folder, verify_pages=True)
+
+
+def test_the_command_line_writes_and_describes_sharded_datasets(tmp_path):
+    from slipstream.sources import synthetic_folder
+
+    images = synthetic_folder(tmp_path / "images", count=30, height=60, width=80, verbose=False)
+    slipstream = [sys.executable, "-m", "slipstream"]
+    out = subprocess.run([*slipstream, "write", str(images), str(tmp_path / "ds"), "--shards", "3",
+                          "--page-size", "16384"], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "30 samples in 3 shards and a manifest" in out.stdout
+    out = subprocess.run([*slipstream, "info", str(tmp_path / "ds"), "--verify-pages"], capture_output=True,
+                         text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "ShardedReader, 30 samples" in out.stdout and "shards: 3 (shard-00000-" in out.stdout
+    assert "pages: verified" in out.stdout
+    out = subprocess.run([*slipstream, "convert", str(tmp_path / "ds" / M.NAME), str(tmp_path / "one.slip")],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    with ss.Reader(tmp_path / "one.slip") as one, ss.Reader(tmp_path / "ds") as sharded:
+        assert [one[i]["label"] for i in range(30)] == [sharded[i]["label"] for i in range(30)]
