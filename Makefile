@@ -95,6 +95,7 @@ bench: $(STAMP) bench-peers
 	$(BIN)/python benchmarks/loader_io.py $(IMAGES)
 	$(BIN)/python benchmarks/pipelines.py $(IMAGES)
 	$(BIN)/python benchmarks/integrity.py $(IMAGES)
+	$(BIN)/python benchmarks/remote.py $(IMAGES)
 	$(BIN)/python benchmarks/compare.py $(IMAGES)
 
 # libFuzzer harnesses (native/fuzz) under AddressSanitizer and UndefinedBehaviorSanitizer:

@@ -172,7 +172,7 @@ def main(argv: list[str]) -> int:
                 print(f"  round {round_ + 1}, {pipeline}: {line} images/s (epoch 1 / epoch 2)", flush=True)
 
     print(f"\nCPU per run (both epochs): the loader's ms per image (epoch 1 / epoch 2), and the seconds the "
-          f"server and the relay took meanwhile")
+          "server and the relay took meanwhile")
     for pipeline in PIPELINES:
         for name in configs:
             runs = results[pipeline][name]

@@ -13,8 +13,10 @@ flight (a thread pool, as the page cache's downloads run), straight to the
 server and through a relay adding ``--latency-ms`` to every request.  The
 table gives, per client, the median and range over the rounds (which
 alternate the clients' order) of the throughput in GB/s and of the CPU time
-the client's process spent per GB: on a training machine that CPU is taken
-from decoding.  The server runs on the same cores, so absolute rates are
+the client's process spent per GB (on a training machine that CPU is taken
+from decoding).  A third route fetches straight from the server while
+another thread of the process runs a pure-Python loop: a client whose
+transfers need the GIL (an asyncio loop in a thread) then waits for it.  The server runs on the same cores, so absolute rates are
 this machine's; the ratios between the clients are what matters.
 """
 
@@ -26,6 +28,7 @@ import platform
 import shlex
 import statistics
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -35,11 +38,25 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 PAGE = 8 << 20
 
 
-def fetch_all(get, pages: int, threads: int) -> tuple[float, float]:
-    """Seconds and CPU seconds to fetch every page with ``get(start, end)``."""
+def fetch_all(get, pages: int, threads: int, busy: bool) -> tuple[float, float]:
+    """Seconds and CPU seconds to fetch every page with ``get(start, end)``;
+    with ``busy``, while another thread runs a pure-Python loop (holding
+    the GIL whenever it runs, as a loader's Python threads do at times)."""
+    done = threading.Event()
+
+    def spin() -> None:
+        while not done.is_set():
+            pass
+
+    spinner = threading.Thread(target=spin) if busy else None
     start, cpu = time.perf_counter(), time.process_time()
+    if spinner is not None:
+        spinner.start()
     with ThreadPoolExecutor(threads) as pool:
         sizes = list(pool.map(lambda k: len(get(k * PAGE, (k + 1) * PAGE)), range(pages)))
+    done.set()
+    if spinner is not None:
+        spinner.join()
     assert sizes == [PAGE] * pages
     return time.perf_counter() - start, time.process_time() - cpu
 
@@ -78,28 +95,32 @@ def main(argv: list[str]) -> int:
     with S3Server() as server, Proxy(server.endpoint, delay_s=args.latency_ms / 1000) as proxy:
         server.create_bucket("bench")
         obstore.put(server.store("bench"), "pages", os.urandom(args.pages * PAGE))
-        routes = {"direct": server.storage_options(),
-                  f"+{args.latency_ms:.0f} ms": server.storage_options(endpoint=proxy.endpoint)}
+        # The relay runs in this process: the busy thread would slow it too, so only straight to the server.
+        routes = {"direct": (server.storage_options(), False),
+                  f"+{args.latency_ms:.0f} ms": (server.storage_options(endpoint=proxy.endpoint), False),
+                  "busy GIL": (server.storage_options(), True)}
         results: dict[str, dict[str, list[dict]]] = {}
-        for route, options in routes.items():
+        for route, (options, busy) in routes.items():
             gets = clients(options, args.threads)
             for get in gets.values():
-                fetch_all(get, min(4, args.pages), args.threads)  # connections made, code loaded
+                fetch_all(get, min(4, args.pages), args.threads, False)  # connections made, code loaded
             for round_ in range(args.rounds):
                 for name in (list(gets) if round_ % 2 == 0 else list(gets)[::-1]):
-                    seconds, cpu = fetch_all(gets[name], args.pages, args.threads)
+                    seconds, cpu = fetch_all(gets[name], args.pages, args.threads, busy)
                     size = args.pages * PAGE / 1e9
                     results.setdefault(route, {}).setdefault(name, []).append(
-                        {"gb_per_s": size / seconds, "cpu_s_per_gb": cpu / size})
+                        {"gb_per_s": size / seconds, "cpu_s_per_gb": None if busy else cpu / size})
     print(f"{args.pages} pages of 8 MiB, {args.threads} in flight, {args.rounds} rounds, {os.cpu_count()} cores; "
           f"obstore {obstore.__version__}, s3fs {s3fs.__version__}")
     print(f"{'route':<10} {'client':<8} {'GB/s':>20} {'CPU s per GB':>20}")
     for route, by_client in results.items():
         for name, runs in by_client.items():
-            rate = [r["gb_per_s"] for r in runs]
-            cpu = [r["cpu_s_per_gb"] for r in runs]
-            print(f"{route:<10} {name:<8} {statistics.median(rate):>8.2f} [{min(rate):.2f}-{max(rate):.2f}] "
-                  f"{statistics.median(cpu):>8.2f} [{min(cpu):.2f}-{max(cpu):.2f}]")
+            cells = []
+            for key in ("gb_per_s", "cpu_s_per_gb"):
+                values = [r[key] for r in runs if r[key] is not None]
+                cells.append(f"{statistics.median(values):.2f} [{min(values):.2f}-{max(values):.2f}]" if values
+                             else "-")
+            print(f"{route:<10} {name:<8} {cells[0]:>20} {cells[1]:>20}")
     now = datetime.now().astimezone()
     out = args.json or REPO_ROOT / "benchmarks" / "results" / f"s3-clients-{now.date().isoformat()}.json"
     write_json(out, {

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from slipstream.errors import ArgumentError
 from slipstream.format import tempfiles
 
 try:
@@ -143,7 +144,7 @@ class PageCache:
         if self.limit is None or usage[0] + size <= self.limit:
             return
         if size > self.limit:
-            raise ValueError(f"the page cache's limit ({self.limit:,} bytes) is smaller than one page "
+            raise ArgumentError(f"the page cache's limit ({self.limit:,} bytes) is smaller than one page "
                              f"({size:,} bytes): raise cache_limit")
         pages = _scan(self.root)
         usage[0] = sum(p[3] for p in pages)  # the files are the truth; a crash may have left the counter off

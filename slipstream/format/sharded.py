@@ -13,6 +13,7 @@ GETs for a remote one.
 
 from __future__ import annotations
 
+import bisect
 import collections
 import mmap
 import os
@@ -22,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from slipstream.errors import DatasetNotFoundError, FormatError, StorageError
+from slipstream.errors import ArgumentError, DatasetNotFoundError, FormatError, StorageError
 from slipstream.format import layout as L
 from slipstream.format import manifest as M
 from slipstream.format.location import LocalFolder, Location, open_location
@@ -121,7 +122,12 @@ class ShardedReader(Reader):
         except BaseException:
             self._pool.shutdown(wait=False, cancel_futures=True)
             raise
-        self.cache = PageCache(self.remote.cache_path, self.remote.cache_bytes) if self.is_remote else None
+        limit = self.remote.cache_bytes
+        if self.is_remote and limit is not None and limit < self.page_size:
+            self._pool.shutdown(wait=False)
+            raise ArgumentError(f"{self.path}: cache_limit ({limit:,} bytes) is smaller than one page of the "
+                                f"dataset ({self.page_size:,} bytes): raise it")
+        self.cache = PageCache(self.remote.cache_path, limit) if self.is_remote else None
         self._keys = [shard_key(s.path, self.manifest.shards[k].bytes, self.manifest.shards[k].header_crc32)
                       for k, s in enumerate(self.shards)] if self.is_remote else []
         self._fetches: dict[int, Future] = {}
@@ -132,7 +138,9 @@ class ShardedReader(Reader):
         self.pages_checked = 0
         if self.page_checksums is None:
             self.page_state[:] = PAGE_GOOD
-        self._next_use = np.full(self.page_count, NEVER, np.int64)
+        self._shard_of_key = {key: k for k, key in enumerate(self._keys)}
+        self._uses: dict[int, list[int]] = {}  # page -> the times it is needed, sorted (set_plan)
+        self._now = 0
         if self.cache is not None:
             self.cache.set_priority(self._priority)
         if verify_pages:
@@ -254,18 +262,27 @@ class ShardedReader(Reader):
                                 & (self.allocations["offset"] + self.allocations["size"] > start)]
         return sorted({int(s) for s in rows["sample"]})
 
-    def set_next_use(self, next_use: np.ndarray) -> None:
-        """When this process next needs each page (a number per page that
-        grows with time; :data:`~slipstream.format.pagecache.NEVER` for
-        none), so that a full page cache removes the pages needed last."""
-        self._next_use = next_use
+    def set_plan(self, uses: dict[int, list[int]]) -> None:
+        """When this process will need each page: page -> the (sorted)
+        times, in any unit that grows (a loader gives batch numbers), so
+        that a full page cache removes the pages needed farthest in the
+        future.  Pages not named are not needed."""
+        self._uses, self._now = uses, 0
+
+    def set_time(self, now: int) -> None:
+        """Where this process is in its plan (:meth:`set_plan`)."""
+        self._now = now
 
     def _priority(self, key: str, page: int) -> int:
-        try:
-            shard = self._keys.index(key)
-        except ValueError:
+        """When page ``page`` of the shard whose cache key is ``key`` is next needed."""
+        shard = self._shard_of_key.get(key)
+        if shard is None:
             return NEVER  # another dataset's page
-        return int(self._next_use[int(self.page_base[shard]) + page])
+        uses = self._uses.get(int(self.page_base[shard]) + page)
+        if not uses:
+            return NEVER
+        k = bisect.bisect_left(uses, self._now)
+        return uses[k] if k < len(uses) else NEVER
 
     def fetch(self, page: int) -> Future:
         """Start making dataset page ``page`` readable: downloaded into the
@@ -285,7 +302,10 @@ class ShardedReader(Reader):
         shard, local = self.shard_of(page)
         fd = self.cache.open(self._keys[shard], local, lambda: self._download(page))
         try:
-            view = np.frombuffer(mmap.mmap(fd, 0, access=mmap.ACCESS_READ), np.uint8)
+            # MAP_POPULATE: the page tables are filled here, in the fetching thread, at once, rather
+            # than by a fault per 4 KiB in the decoders.
+            view = np.frombuffer(mmap.mmap(fd, 0, mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
+                                           mmap.PROT_READ), np.uint8)
         finally:
             os.close(fd)  # the mapping keeps the page readable, even once it is evicted from the cache
         if self.page_state[page] == PAGE_UNCHECKED and not self.check_page(page, view):
@@ -376,13 +396,6 @@ class ShardedReader(Reader):
             with self._fetch_lock:  # dropped meanwhile by the bound on open pages: fetch it again
                 if page not in self._views:
                     self._fetches.pop(page, None)
-
-    def forget(self, page: int) -> None:
-        """Drop the mapping of a cached page this process no longer needs."""
-        with self._views_lock:
-            self._views.pop(page, None)
-        with self._fetch_lock:
-            self._fetches.pop(page, None)
 
     # ---------------------------------------------------------------- access
 

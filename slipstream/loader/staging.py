@@ -29,7 +29,6 @@ import numpy as np
 
 from slipstream.errors import ArgumentError, FormatError
 from slipstream.format.layout import ALLOCATION_ALIGNMENT
-from slipstream.format.pagecache import NEVER
 from slipstream.loader.memory import covered_pages, mark_corrupt, value_pages
 
 
@@ -89,22 +88,13 @@ class StagedMemory:
         uses: dict[int, list[int]] = collections.defaultdict(list)
         for b, page in self._page_order:
             uses[page].append(b)
-        self._uses = uses
+        self._uses = dict(uses)
         self._requested: set[int] = set()
         self._staged: dict[int, Future] = {}
         self._ring: collections.deque[tuple[int, int, int]] = collections.deque()  # (batch, start, end)
         self._head = 0
         self._next_stage = 0
-        self._update_next_use(0)
-
-    def _update_next_use(self, batch: int) -> None:
-        """Tell the reader (and so the page cache) when each page is next needed."""
-        next_use = np.full(self.reader.page_count, NEVER, np.int64)
-        for page, batches in self._uses.items():
-            later = [b for b in batches if b >= batch]
-            if later:
-                next_use[page] = later[0]
-        self.reader.set_next_use(next_use)
+        self.reader.set_plan(self._uses)
 
     # ---------------------------------------------------------------- per batch
 
@@ -117,8 +107,7 @@ class StagedMemory:
                 batch cannot be had; the message names the URL or file, the
                 shard, the page and its samples.
         """
-        if batch % 8 == 0:
-            self._update_next_use(batch)
+        self.reader.set_time(batch)
         self._fetch_ahead(batch)
         self._stage_ahead(batch)
         if batch not in self._staged:
@@ -135,10 +124,6 @@ class StagedMemory:
         """Free ``batch``'s area of the ring; stage and fetch further ahead."""
         while self._ring and self._ring[0][0] <= batch:
             self._ring.popleft()
-        if self.reader.is_remote:
-            for page in self._pages[batch]:
-                if self._uses[page][-1] == batch:
-                    self.reader.forget(page)
         self._fetch_ahead(batch + 1)
         self._stage_ahead(batch + 1)
 
