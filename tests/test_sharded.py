@@ -57,6 +57,18 @@ def test_shards_hold_the_pages_of_the_single_file(files):
                 reader.verify()
 
 
+def test_file_urls_and_manifests_open_alike(files):
+    one, by_size, _ = files
+    opened = [ss.Reader(f"file://{by_size}"), ss.Reader(by_size / M.NAME), ss.Reader(f"file://{by_size / M.NAME}")]
+    for reader in opened:
+        assert type(reader).__name__ == "ShardedReader" and reader.read(9, "label") == 9
+        reader.close()
+    with ss.Reader(f"file://{one}") as single:
+        assert type(single).__name__ == "Reader" and len(single) == COUNT
+    with pytest.raises(ss.ArgumentError, match="a path on this machine"):
+        ss.Reader(f"file://elsewhere{one}")
+
+
 def test_equal_shares_and_sizes(files):
     _, by_size, by_count = files
     manifest = M.decode((by_count / M.NAME).read_bytes())
