@@ -13,12 +13,16 @@ from pathlib import Path
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
-def quickstart() -> str:
-    text = README.read_text()
-    section = text.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
+def python_block(heading: str) -> str:
+    """The one Python block of the README section starting with ``heading``."""
+    section = README.read_text().split(heading, 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, re.S)
-    assert len(blocks) == 1, "the quickstart section holds exactly one Python block"
+    assert len(blocks) == 1, f"the section {heading!r} holds exactly one Python block"
     return blocks[0]
+
+
+def quickstart() -> str:
+    return python_block("## Quickstart")
 
 
 def test_quickstart_trains_on_an_image_folder(tmp_path):
@@ -46,11 +50,7 @@ def test_quickstart_trains_on_an_image_folder(tmp_path):
 
 
 def object_storage_example() -> str:
-    text = README.read_text()
-    section = text.split("## Datasets in object storage", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
-    assert len(blocks) == 1, "the object storage section holds exactly one Python block"
-    return blocks[0]
+    return python_block("## Datasets in object storage")
 
 
 def test_object_storage_example_runs_against_a_real_s3_server(s3_server, tmp_path):

@@ -92,7 +92,6 @@ class StagedMemory:
         self._requested: set[int] = set()
         self._staged: dict[int, Future] = {}
         self._ring: collections.deque[tuple[int, int, int]] = collections.deque()  # (batch, start, end)
-        self._head = 0
         self._next_stage = 0
         self.reader.set_plan(self._uses)
 
@@ -180,7 +179,6 @@ class StagedMemory:
         """The start of a free run of ``need`` bytes after the live areas."""
         size = self.storage.size
         if not self._ring:
-            self._head = 0
             return 0 if need <= size else None
         tail = self._ring[0][1]
         head = self._ring[-1][2]
