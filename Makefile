@@ -58,10 +58,12 @@ $(BIN)/python: | system-deps
 	$(PYTHON) -m venv $(VENV)
 
 # torch goes in first and explicitly: a bare `torch` requirement with none
-# installed would download the multi-GB CUDA build.
+# installed would download the multi-GB CUDA build.  LitData goes in without
+# its dependencies: it requires torchvision, which would replace that torch.
 $(STAMP): $(SOURCES) | $(BIN)/python system-deps
 	@$(BIN)/python -c 'import torch' >/dev/null 2>&1 || $(BIN)/python -m pip install $(TORCH)
-	$(BIN)/python -m pip install '.[s3,test]'
+	$(BIN)/python -m pip install '.[s3,ray,test]'
+	$(BIN)/python -m pip install --no-deps 'litdata>=0.2.50'
 	@touch $@
 
 demo: $(STAMP)

@@ -32,6 +32,7 @@ from slipstream.fields import (  # noqa: E402
 from slipstream.format import Reader  # noqa: E402
 from slipstream.format.remote import Remote  # noqa: E402
 from slipstream.loader import Loader  # noqa: E402
+from slipstream.sources import LitData, WebDataset  # noqa: E402
 from slipstream.errors import (  # noqa: E402
     ArgumentError,
     CompileError,
@@ -65,6 +66,7 @@ __all__ = [
     "IntField",
     "JSONField",
     "LibraryError",
+    "LitData",
     "Loader",
     "NDArrayField",
     "NativeIOError",
@@ -77,6 +79,7 @@ __all__ = [
     "SampleIndexError",
     "SampleWarning",
     "SlipstreamError",
+    "WebDataset",
     "cached",
     "convert",
     "fields",

@@ -16,8 +16,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="slipstream", description="Fast data loading for PyTorch vision training.")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    write = commands.add_parser("write", help="write a dataset file from an image folder (root/<class>/<image>)")
-    write.add_argument("folder", help="image folder: one subfolder per class")
+    write = commands.add_parser("write", help="write a dataset from an image folder (root/<class>/<image>) or from "
+                                              "WebDataset tar shards")
+    write.add_argument("folder", help="image folder with one subfolder per class; or WebDataset tar shards: a .tar "
+                                      "file, a brace pattern (train-{000000..000099}.tar), or a folder or URL prefix "
+                                      "ending in / holding .tar files")
     write.add_argument("output", help="dataset file to create, or the folder or URL (s3://bucket/prefix) of a "
                                       "sharded dataset")
     write.add_argument("--workers", type=int, default=None, help="encoding processes (default: one per core)")
@@ -31,6 +34,10 @@ def main(argv: list[str] | None = None) -> int:
     write.add_argument("--page-checksums", action=argparse.BooleanOptionalAction, default=True,
                        help="store a CRC-32 of every page, checked when the page is first read (default: yes)")
     write.add_argument("--skip-errors", action="store_true", help="leave out unreadable images instead of stopping")
+    write.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                       help="convert on a Ray cluster (ADDRESS, e.g. ray://head:10001 or auto; a local one when "
+                            "omitted); writes a sharded dataset")
+    write.add_argument("--overwrite", action="store_true", help="with --ray: replace a dataset already at OUTPUT")
     _shard_options(write)
 
     info = commands.add_parser("info", help="describe a dataset (a slipstream file, a sharded dataset, a URL of "
@@ -79,12 +86,16 @@ def _run(args: argparse.Namespace) -> int:
     import slipstream as ss
 
     if args.command == "write":
-        fields = {"image": ss.RGBImageField(write_mode=args.write_mode, max_resolution=args.max_resolution,
-                                            jpeg_quality=args.jpeg_quality, tile_width=args.tile_width),
-                  "label": ss.IntField()}
-        result = ss.write(args.output, args.folder, fields, workers=args.workers, page_size=args.page_size,
-                          page_checksums=args.page_checksums, on_error="skip" if args.skip_errors else "raise",
-                          shard_size=args.shard_size, shards=args.shards)
+        image = ss.RGBImageField(write_mode=args.write_mode, max_resolution=args.max_resolution,
+                                 jpeg_quality=args.jpeg_quality, tile_width=args.tile_width)
+        source, fields = _write_source(args.folder, image)
+        options = dict(page_size=args.page_size, page_checksums=args.page_checksums,
+                       on_error="skip" if args.skip_errors else "raise", shard_size=args.shard_size,
+                       shards=args.shards)
+        if args.ray is not None:
+            result = _write_on_ray(args.ray, source, fields, args.output, overwrite=args.overwrite, **options)
+        else:
+            result = ss.write(args.output, source, fields, workers=args.workers, **options)
         print(_written(result))
         for index, reason in result.skipped:
             print(f"skipped {reason}")
@@ -109,6 +120,38 @@ def _run(args: argparse.Namespace) -> int:
                threads=args.threads)
         return 0
     return 2
+
+
+def _write_source(name: str, image: object) -> tuple[object, dict[str, object]]:
+    """What ``write`` reads, and its fields: WebDataset tar shards (a
+    ``.tar``, a brace pattern, a URL prefix ending in ``/``, a folder of
+    ``.tar`` files), else an image folder."""
+    import slipstream as ss
+
+    fields = {"image": image, "label": ss.IntField()}
+    path = Path(name)
+    if "{" in name or name.endswith(".tar") or ("://" in name and name.endswith("/")) or \
+            ("://" not in name and path.is_dir() and any(path.glob("*.tar"))):
+        return ss.WebDataset(name, fields), fields
+    return ss.sources.ImageFolder(name), fields
+
+
+def _write_on_ray(address: str, source: object, fields: dict[str, object], output: str, **options: object) -> object:
+    """Write ``source`` at ``output`` on the Ray cluster at ``address`` (``local``: start one here)."""
+    import ray
+
+    import slipstream as ss
+    import slipstream.ray as ssray
+
+    ray.init(address=None if address == "local" else address, include_dashboard=False, log_to_driver=False)
+    try:
+        if isinstance(source, ss.WebDataset):
+            return ssray.write(ssray.read_webdataset(source), output, fields, **options)
+        folder = source  # an ImageFolder: workers read its files by path
+        rows = [{"image": path, "label": label} for path, label in (folder[i] for i in range(len(folder)))]
+        return ssray.write(ray.data.from_items(rows), output, fields, user_metadata=folder.user_metadata(), **options)
+    finally:
+        ray.shutdown()
 
 
 def _shard_options(parser: argparse.ArgumentParser) -> None:

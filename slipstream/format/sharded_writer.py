@@ -22,7 +22,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -31,9 +31,10 @@ from slipstream.errors import FieldValueError, SlipstreamError
 from slipstream.format import layout as L
 from slipstream.format import manifest as M
 from slipstream.format import tempfiles
-from slipstream.format.location import LocalFolder, open_location
+from slipstream.fields.base import Encoded
+from slipstream.format.location import LocalFolder, Location, open_location
 from slipstream.format.remote import Remote, is_url
-from slipstream.format.writer import WriteResult, _Layout, _ShardPlan
+from slipstream.format.writer import WriteResult, _Layout, _ShardPlan, place, stored_fields
 
 _SHARD_FILE = re.compile(r"shard-[0-9]{5,}-[0-9a-f]{8}\.slip")
 
@@ -62,6 +63,8 @@ def write_shards(path: str | os.PathLike, plan: _ShardPlan, descriptors: list[L.
     try:
         with tqdm(total=count, unit="img", unit_scale=True, desc=f"writing {name}",
                   disable=None if verbose else True) as progress:
+            cuts = ShardCuts(plan, page_size)
+            stores = stored_fields(descriptors)
             for index, outcome in encoded:
                 progress.update(1)
                 if isinstance(outcome, str):
@@ -69,14 +72,11 @@ def write_shards(path: str | os.PathLike, plan: _ShardPlan, descriptors: list[L.
                         raise FieldValueError(outcome)
                     skipped.append((index, outcome))
                     continue
-                wanted = plan.shard_of(index)
-                size = sum(len(v.data) for v in outcome if v.data is not None)
-                if shard is not None and shard.layout.samples and _starts_page(shard.layout, outcome) and (
-                        shard.number < wanted if wanted is not None else shard.layout.pos + size > plan.size):
+                if cuts.add(index, stored_sizes(stores, outcome)) and shard is not None:
                     entries.append(_finish(shard, user, location, local, uploads, pending))
                     shard = None
                 if shard is None:
-                    shard = _Shard(len(entries), staging, descriptors, page_size, page_checksums, count)
+                    shard = _Shard(cuts.number, staging, descriptors, page_size, page_checksums, count or 0)
                 shard.layout.add(outcome)
             if shard is not None or not entries:
                 shard = shard or _Shard(0, staging, descriptors, page_size, page_checksums, 0)
@@ -84,15 +84,14 @@ def write_shards(path: str | os.PathLike, plan: _ShardPlan, descriptors: list[L.
                 shard = None
             for future in pending:
                 future.result()
-        manifest = M.from_descriptors(descriptors, page_size, page_checksums, _user(user), entries)
-        location.put_bytes(M.NAME, manifest.encode())
+        manifest = publish(location, descriptors, page_size, page_checksums, user, entries)
     except BaseException as exc:
         if shard is not None:
             shard.discard()
         uploads.shutdown(wait=True, cancel_futures=True)
         if not local:
             shutil.rmtree(staging, ignore_errors=True)
-        _remove_unlisted(location, _listed(location))  # this write's shards: no manifest lists them
+        remove_unfinished(location)  # this write's shards: no manifest lists them
         if isinstance(exc, SlipstreamError):
             raise type(exc)(f"{location.url} was not written: {exc}", status=exc.status, detail=exc.detail) from exc
         if isinstance(exc, OSError):
@@ -101,23 +100,52 @@ def write_shards(path: str | os.PathLike, plan: _ShardPlan, descriptors: list[L.
     uploads.shutdown(wait=True)
     if not local:
         shutil.rmtree(staging, ignore_errors=True)
-    _remove_unlisted(location, {e.name for e in entries})
     where = str(path) if is_url(path) else location.path  # type: ignore[attr-defined]
     return WriteResult(where, manifest.samples, tuple(skipped), tuple(e.name for e in entries))
 
 
-def _starts_page(layout: _Layout, encoded: list[Any]) -> bool:
-    """Whether the sample's first stored value would start a new data page.
+class ShardCuts:
+    """Where a sharded write ends its shards, decided sample by sample from
+    the sizes of the stored values alone: a writer that knows only the sizes
+    (the Ray writer's driver) cuts exactly where one that lays the values
+    out does.
 
-    Shards end only there, so that every shard's pages are the pages a
-    single file of the same samples has (less the zeros after the last value
-    of each shard): the dataset's page numbering, and with it the
+    A shard ends before a sample whose first stored value would start a new
+    data page, and only there, so that every shard's pages are the pages a
+    single file of the same samples has (less the zeros after the last
+    value of each shard): the dataset's page numbering, and with it the
     ``"quasi_random"`` order, is the same whether it is written as one file
-    or as shards."""
-    for stores, value in zip(layout.stores, encoded):
-        if stores and value.data is not None and len(value.data):
-            return layout.placement(len(value.data)) % layout.page_size == 0
-    return False
+    or as shards.  Of those places, it ends at the first where the shard's
+    data would pass ``plan.size``, or where ``plan.shard_of`` moves on.
+    """
+
+    def __init__(self, plan: _ShardPlan, page_size: int) -> None:
+        self.plan = plan
+        self.page_size = page_size
+        self.number = 0  # the current shard
+        self.pos = 0  # its bytes of page data
+        self.samples = 0  # its samples
+
+    def add(self, index: int, sizes: Sequence[int]) -> bool:
+        """Count source sample ``index`` whose stored values have ``sizes``
+        bytes (see :func:`stored_sizes`).  Returns whether it starts a new
+        shard (:attr:`number` is then that shard's)."""
+        first = next((size for size in sizes if size), None)
+        starts_page = first is not None and place(self.pos, first, self.page_size) % self.page_size == 0
+        wanted = self.plan.shard_of(index)
+        cut = bool(self.samples) and starts_page and (
+            self.number < wanted if wanted is not None else self.pos + sum(sizes) > (self.plan.size or 0))
+        if cut:
+            self.number, self.pos, self.samples = self.number + 1, 0, 0
+        for size in sizes:
+            self.pos = place(self.pos, size, self.page_size) + size
+        self.samples += 1
+        return cut
+
+
+def stored_sizes(stores: Sequence[bool], encoded: Sequence[Any]) -> list[int]:
+    """The bytes of each value of ``encoded`` that goes into the pages."""
+    return [0 if value.data is None else len(value.data) for keep, value in zip(stores, encoded) if keep]
 
 
 class _Shard:
@@ -129,6 +157,21 @@ class _Shard:
         self.tmp, self.file = tempfiles.create(folder / "shards")
         self.layout = _Layout(self.file, descriptors, page_size, page_checksums, max(1, capacity))
 
+    def complete(self, user: bytes) -> tuple[M.ShardEntry, Path]:
+        """Write the shard's tables and header, make it durable and give it
+        its final name.  Returns its manifest entry and its path."""
+        self.layout.finish(user)
+        self.file.flush()
+        os.fsync(self.file.fileno())
+        header = self.layout.header
+        name = M.shard_name(self.number, int(header["header_crc32"]))
+        size = os.fstat(self.file.fileno()).st_size
+        final = self.tmp.with_name(name)
+        os.replace(self.tmp, final)
+        self.file.close()
+        return M.ShardEntry(name, self.layout.samples, size, int(header["page_count"]),
+                            int(header["header_crc32"])), final
+
     def discard(self) -> None:
         self.file.close()
         self.tmp.unlink(missing_ok=True)
@@ -136,24 +179,42 @@ class _Shard:
 
 def _finish(shard: _Shard, user: bytes, location: Any, local: bool, uploads: ThreadPoolExecutor,
             pending: list[Future]) -> M.ShardEntry:
-    """Complete a shard: its tables and header, its final name, its upload."""
-    shard.layout.finish(user)
-    shard.file.flush()
-    os.fsync(shard.file.fileno())
-    header = shard.layout.header
-    name = M.shard_name(shard.number, int(header["header_crc32"]))
-    size = os.fstat(shard.file.fileno()).st_size
-    final = shard.tmp.with_name(name)
-    os.replace(shard.tmp, final)
-    shard.file.close()
-    entry = M.ShardEntry(name, shard.layout.samples, size, int(header["page_count"]), int(header["header_crc32"]))
+    """Complete a shard (:meth:`_Shard.complete`) and start its upload."""
+    entry, final = shard.complete(user)
     if not local:
         for done in [f for f in pending if f.done()]:
             done.result()  # an upload that failed stops the write now
         while sum(not f.done() for f in pending) >= 1:  # one upload at a time beside the writing
             next(f for f in pending if not f.done()).result()
-        pending.append(uploads.submit(_upload, location, name, final))
+        pending.append(uploads.submit(_upload, location, entry.name, final))
     return entry
+
+
+def write_shard(location: Location, number: int, samples: Iterable[Sequence[Encoded]],
+                descriptors: list[L.FieldDescriptor], page_size: int, page_checksums: bool,
+                user: bytes) -> M.ShardEntry:
+    """Lay ``samples`` (each one ``Encoded`` per field) out into shard
+    ``number`` at ``location``: the bytes :func:`write_shards` gives the
+    shard holding these samples.  The shard appears under its final name
+    whole or not at all."""
+    local = isinstance(location, LocalFolder)
+    if local:
+        location.path.mkdir(parents=True, exist_ok=True)
+    staging = location.path if local else Path(tempfile.mkdtemp(prefix="slipstream-shard-"))
+    shard = _Shard(number, staging, descriptors, page_size, page_checksums, 1024)
+    try:
+        for encoded in samples:
+            shard.layout.add(list(encoded))
+        entry, final = shard.complete(user)
+        if not local:
+            _upload(location, entry.name, final)
+        return entry
+    except BaseException:
+        shard.discard()
+        raise
+    finally:
+        if not local:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def _upload(location: Any, name: str, file: Path) -> None:
@@ -175,6 +236,22 @@ def _listed(location: Any) -> set[str]:
         return {s.name for s in M.decode(location.read_all(M.NAME)).shards}
     except (SlipstreamError, ValueError, OSError):
         return set()
+
+
+def publish(location: Location, descriptors: list[L.FieldDescriptor], page_size: int, page_checksums: bool,
+            user: bytes, entries: list[M.ShardEntry]) -> M.Manifest:
+    """Write the manifest of shards ``entries`` (already at ``location``),
+    atomically, then remove the shards of earlier writes it does not list."""
+    manifest = M.from_descriptors(descriptors, page_size, page_checksums, _user(user), entries)
+    location.put_bytes(M.NAME, manifest.encode())
+    _remove_unlisted(location, {e.name for e in entries})
+    return manifest
+
+
+def remove_unfinished(location: Location) -> None:
+    """Remove the shards at ``location`` that its manifest does not list
+    (those of a write that failed)."""
+    _remove_unlisted(location, _listed(location))
 
 
 def _remove_unlisted(location: Any, keep: set[str]) -> None:

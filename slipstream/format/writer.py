@@ -11,6 +11,7 @@ its temporary file, which the next write to the same target removes
 
 from __future__ import annotations
 
+import abc
 import collections
 import ctypes
 import dataclasses
@@ -21,7 +22,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -49,6 +50,25 @@ class SampleSource(Protocol):
         ...
 
 
+class SampleStream(abc.ABC):
+    """What the writer reads from sources without random access (tar
+    shards, streaming datasets): samples in order, each once.
+
+    Iterating yields ``(name, values)``: ``name`` names the sample in error
+    messages (e.g. ``shard-000003.tar: n01440764_10026``); ``values`` is a
+    tuple with one value per field (in field order), or the exception that
+    made the sample unreadable, which the writer reports like a sample that
+    cannot be encoded (``on_error``).
+    """
+
+    @abc.abstractmethod
+    def __iter__(self) -> Iterator[tuple[str, Sequence[Any] | Exception]]: ...
+
+    def length_hint(self) -> int | None:
+        """The number of samples when known beforehand (for progress), else None."""
+        return None
+
+
 @dataclasses.dataclass(frozen=True)
 class WriteResult:
     """What :func:`write_dataset` did.
@@ -68,7 +88,7 @@ class WriteResult:
 
 def write_dataset(
     path: str | os.PathLike,
-    source: SampleSource,
+    source: SampleSource | SampleStream,
     fields: Mapping[str, Any],
     *,
     workers: int | None = None,
@@ -88,7 +108,7 @@ def write_dataset(
         path: the file to create (replaced atomically if it exists); with
             ``shard_size`` or ``shards``, or for a URL, the folder or prefix
             of a sharded dataset.
-        source: the samples (see :class:`SampleSource`).
+        source: the samples (see :class:`SampleSource` and :class:`SampleStream`).
         fields: field name -> field object, in the order of the source's values.
         workers: encoding processes; 0 encodes in this process; default: one
             per CPU core.
@@ -124,7 +144,11 @@ def write_dataset(
     user = json.dumps(dict(user_metadata or {}), sort_keys=True, ensure_ascii=False).encode("utf-8")
     descriptors = [L.FieldDescriptor(f.type_id, name, f.arguments(), L.record_spec(f.record_dtype()))
                    for name, f in fields.items()]
-    count = len(source)
+    streamed = isinstance(source, SampleStream)
+    count = source.length_hint() if streamed else len(source)
+    if shards is not None and count is None:
+        raise ArgumentError(f"shards={shards} needs the number of samples beforehand, which a "
+                            f"{type(source).__name__} does not give: use shard_size instead")
     if shards is not None or shard_size is not None or is_url(path):
         if shards is None and shard_size is None:
             shard_size = DEFAULT_SHARD_SIZE
@@ -142,7 +166,7 @@ def write_dataset(
     try:
         with tqdm(total=count, unit="img", unit_scale=True, desc=f"writing {path.name}",
                   disable=None if verbose else True) as progress:
-            layout = _Layout(file, descriptors, page_size, page_checksums, count)
+            layout = _Layout(file, descriptors, page_size, page_checksums, count or 0)
             skipped = []
             for index, outcome in _encoded_samples(source, fields, workers, count):
                 if isinstance(outcome, str):
@@ -246,29 +270,81 @@ def _encode_range(bounds: tuple[int, int]) -> list[Any]:
     return [_encode_sample(source, fields, i) for i in range(*bounds)]
 
 
+def _encode_chunk(chunk: list[tuple[str, Any]]) -> list[Any]:
+    """:func:`_encode_values` of each ``(name, values)`` of a stream's chunk."""
+    assert _worker is not None
+    return [encode_values(_worker[1], name, values) for name, values in chunk]
+
+
 def _encode_sample(source: SampleSource, fields: dict[str, Any], index: int) -> Any:
     try:
         values = source[index]
     except Exception as exc:
         return f"sample {index} ({source.describe(index)}): {type(exc).__name__}: {exc}"
+    return encode_values(fields, f"sample {index} ({source.describe(index)})", values)
+
+
+def encode_values(fields: Mapping[str, Any], name: str, values: Sequence[Any] | Exception) -> Any:
+    """One sample's values encoded by ``fields``: a list with one
+    ``Encoded`` per field, or a text starting with ``name`` that says why
+    the sample cannot be encoded (``values`` may be the exception that made
+    it unreadable)."""
+    if isinstance(values, Exception):
+        return f"{name}: {type(values).__name__}: {values}"
     if len(values) != len(fields):
-        return f"sample {index} ({source.describe(index)}): {len(values)} values for {len(fields)} fields"
+        return f"{name}: {len(values)} values for {len(fields)} fields"
     encoded = []
-    for (name, field), value in zip(fields.items(), values):
+    for (field_name, field), value in zip(fields.items(), values):
         try:
             encoded.append(field.encode(value))
         except Exception as exc:
-            return f"sample {index} ({source.describe(index)}), field {name!r}: {exc}"
+            return f"{name}, field {field_name!r}: {exc}"
     return encoded
 
 
-def _encoded_samples(source: SampleSource, fields: dict[str, Any], workers: int, count: int):
-    """(index, encoded or error text) for every sample, in index order."""
-    chunk = max(1, min(64, -(-count // max(1, workers * 16))))
-    bounds = [(start, min(start + chunk, count)) for start in range(0, count, chunk)]
+def _encoded_samples(source: SampleSource | SampleStream, fields: dict[str, Any], workers: int,
+                     count: int | None) -> Iterator[tuple[int, Any]]:
+    """(index, encoded or error text) for every sample, in source order."""
+    if isinstance(source, SampleStream):
+        chunks: Iterable[Any] = _stream_chunks(source, _STREAM_CHUNK)
+        encode: Any = _encode_chunk
+    else:
+        assert count is not None
+        size = max(1, min(64, -(-count // max(1, workers * 16))))
+        chunks = [(start, min(start + size, count)) for start in range(0, count, size)]
+        encode = _encode_range
+        workers = min(workers, len(chunks))
+    index = 0
+    for results in _in_order(encode, chunks, source, fields, workers):
+        for outcome in results:
+            yield index, outcome
+            index += 1
+
+
+def _stream_chunks(stream: SampleStream, size: int) -> Iterator[list[tuple[str, Any]]]:
+    """The stream's samples in lists of ``size``."""
+    samples = iter(stream)
+    while chunk := list(itertools.islice(samples, size)):
+        yield chunk
+
+
+_STREAM_CHUNK = 16
+"""Samples of a stream sent to a writer worker at once."""
+
+
+def _in_order(encode: Any, chunks: Iterable[Any], source: Any, fields: dict[str, Any],
+              workers: int) -> Iterator[list[Any]]:
+    """``encode(chunk)`` of every chunk, in order: in this process when
+    ``workers`` is 0, else in that many worker processes, which read
+    ``source`` and ``fields`` from :func:`_start_worker`."""
+    global _worker
     if workers == 0:
-        for b in bounds:
-            yield from zip(range(*b), [_encode_sample(source, fields, i) for i in range(*b)])
+        saved, _worker = _worker, (source, fields)
+        try:
+            for chunk in chunks:
+                yield encode(chunk)
+        finally:
+            _worker = saved
         return
     # imported here: only writing with workers needs them
     import multiprocessing
@@ -277,29 +353,37 @@ def _encoded_samples(source: SampleSource, fields: dict[str, Any], workers: int,
 
     # A process pool that fails every pending task when a worker dies (where
     # multiprocessing.Pool would wait forever for the lost task); at most
-    # AHEAD chunks per worker in flight, so memory stays bounded when
+    # _AHEAD chunks per worker in flight, so memory stays bounded when
     # encoding outpaces the disk.
-    processes = min(workers, len(bounds)) or 1
     limits = {int(limit): native.get_limit(limit) for limit in native.Limit}
-    pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context(_start_method()),
-                               initializer=_start_worker, initargs=(source, fields, os.getpid(), limits))
+    streamed = isinstance(source, SampleStream)  # the workers need the fields only
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(_start_method()),
+                               initializer=_start_worker,
+                               initargs=(None if streamed else source, fields, os.getpid(), limits))
     try:
         pending: collections.deque = collections.deque()
-        chunks = iter(bounds)
-        for b in itertools.islice(chunks, processes * _AHEAD):
-            pending.append((b, pool.submit(_encode_range, b)))
+        chunks = iter(chunks)
+        for chunk in itertools.islice(chunks, workers * _AHEAD):
+            pending.append((chunk, pool.submit(encode, chunk)))
         while pending:
-            b, future = pending.popleft()
+            chunk, future = pending.popleft()
             try:
                 results = future.result()
             except BrokenProcessPool:
-                raise SlipstreamError(f"a writer worker process died while encoding samples {b[0]} to {b[1] - 1} "
+                raise SlipstreamError(f"a writer worker process died while encoding {_chunk_text(chunk)} "
                                       f"(killed by a signal or by the out-of-memory killer)") from None
-            for b_next in itertools.islice(chunks, 1):
-                pending.append((b_next, pool.submit(_encode_range, b_next)))
-            yield from zip(range(*b), results)
+            for following in itertools.islice(chunks, 1):
+                pending.append((following, pool.submit(encode, following)))
+            yield results
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _chunk_text(chunk: Any) -> str:
+    """The samples of a chunk, for messages."""
+    if isinstance(chunk, tuple):
+        return f"samples {chunk[0]} to {chunk[1] - 1}"
+    return f"samples {chunk[0][0]} to {chunk[-1][0]}"
 
 
 _AHEAD = 4
@@ -320,6 +404,27 @@ def _start_method() -> str:
 # ---------------------------------------------------------------- layout, in the parent
 
 
+def stored_fields(descriptors: Sequence[L.FieldDescriptor]) -> list[bool]:
+    """Per field, whether its values are stored in the pages (not only in the record)."""
+    return [bool({"offset", "size"} <= set(d.record_dtype.names)) for d in descriptors]
+
+
+def place(pos: int, size: int, page_size: int) -> int:
+    """Where the layout puts a value of ``size`` bytes when ``pos`` bytes of
+    page data are written (data-relative): inside the current page when it
+    fits there, else from the start of a fresh page on.  The layout needs
+    only the sizes of the values, so it can be planned before they exist."""
+    if size == 0:
+        return pos
+    start = L.align(pos, L.ALLOCATION_ALIGNMENT)
+    page_end = (pos // page_size + 1) * page_size
+    if size > page_size:
+        start = L.align(pos, page_size)
+    elif start + size > page_end:
+        start = page_end
+    return start
+
+
 class _Layout:
     """Lays samples out in the file as they arrive, in order."""
 
@@ -330,7 +435,7 @@ class _Layout:
         self.page_size = page_size
         self.data_offset = L.align(L.HEADER_DTYPE.itemsize, L.DATA_ALIGNMENT)
         self.metadata = np.zeros(capacity, L.metadata_dtype(descriptors))
-        self.stores = [bool({"offset", "size"} <= set(d.record_dtype.names)) for d in descriptors]
+        self.stores = stored_fields(descriptors)
         self.allocations = np.zeros(max(16, capacity), L.ALLOCATION_DTYPE)
         self.allocation_count = 0
         self.samples = 0
@@ -340,6 +445,9 @@ class _Layout:
         file.write(bytes(self.data_offset))
 
     def add(self, encoded: list[Any]) -> None:
+        if self.samples == len(self.metadata):  # a stream of unknown length
+            self.metadata = np.concatenate([self.metadata, np.zeros(max(1024, len(self.metadata)),
+                                                                    self.metadata.dtype)])
         record = self.metadata[self.samples]
         for k, (descriptor, value) in enumerate(zip(self.descriptors, encoded)):
             sub = record[descriptor.name]
@@ -360,19 +468,8 @@ class _Layout:
         self.allocation_count += 1
 
     def placement(self, size: int) -> int:
-        """Where a value of ``size`` bytes would go (data-relative): inside
-        the current page when it fits there, else from the start of a fresh
-        page on."""
-        if size == 0:
-            return self.pos
-        ps = self.page_size
-        start = L.align(self.pos, L.ALLOCATION_ALIGNMENT)
-        page_end = (self.pos // ps + 1) * ps
-        if size > ps:
-            start = L.align(self.pos, ps)
-        elif start + size > page_end:
-            start = page_end
-        return start
+        """Where a value of ``size`` bytes would go (data-relative): see :func:`place`."""
+        return place(self.pos, size, self.page_size)
 
     def _allocate(self, data: Any) -> int:
         """Place ``data`` where :meth:`placement` says.  Returns its data-relative offset."""

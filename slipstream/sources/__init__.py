@@ -1,8 +1,12 @@
-"""Where datasets come from: image folders, arrays, indexable datasets."""
+"""Where datasets come from: image folders, arrays, indexable and iterable
+datasets, WebDataset tar shards, Hugging Face and LitData datasets."""
 
-from slipstream.sources.adapters import ArrayRows, IndexableSource, as_source
+from slipstream.sources.adapters import ArrayRows, IndexableSource, IterableSource, as_source, infer_fields
 from slipstream.sources.folders import IMAGE_SUFFIXES, JPEG_SUFFIXES, ImageFolder, find_jpegs
+from slipstream.sources.litdata import LitData
 from slipstream.sources.synthetic import CLASSES, synthetic_folder, synthetic_image
+from slipstream.sources.webdataset import WebDataset, expand_braces, member_value
 
-__all__ = ["ArrayRows", "CLASSES", "IMAGE_SUFFIXES", "ImageFolder", "IndexableSource", "JPEG_SUFFIXES", "as_source",
-           "find_jpegs", "synthetic_folder", "synthetic_image"]
+__all__ = ["ArrayRows", "CLASSES", "IMAGE_SUFFIXES", "ImageFolder", "IndexableSource", "IterableSource",
+           "JPEG_SUFFIXES", "LitData", "WebDataset", "as_source", "expand_braces", "find_jpegs", "infer_fields",
+           "member_value", "synthetic_folder", "synthetic_image"]

@@ -4,13 +4,14 @@ samples, each a tuple with one value per field."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from slipstream.errors import ArgumentError
+from slipstream.format.writer import SampleStream
 from slipstream.sources.folders import ImageFolder
 
 
@@ -49,40 +50,128 @@ class IndexableSource:
         return len(self.dataset)
 
     def __getitem__(self, index: int) -> tuple[Any, ...]:
-        item = self.dataset[index]
-        if isinstance(item, Mapping):
-            missing = [n for n in self.names if n not in item]
-            if missing:
-                raise KeyError(f"the sample has no {', '.join(map(repr, missing))} (its keys: "
-                               f"{', '.join(map(repr, item))})")
-            return tuple(item[n] for n in self.names)
-        if isinstance(item, (tuple, list)):
-            return tuple(item)
-        if len(self.names) == 1:
-            return (item,)
-        raise TypeError(f"a sample is a {type(item).__name__}; with {len(self.names)} fields it must be a tuple, "
-                        f"a list or a dict")
+        return sample_values(self.dataset[index], self.names)
 
     def describe(self, index: int) -> str:
         """``item i of DatasetClass``, for error messages."""
         return f"item {index} of {type(self.dataset).__name__}"
 
 
+def sample_values(item: Any, names: Sequence[str]) -> tuple[Any, ...]:
+    """The values of one sample in field order, from a tuple or list
+    (values in field order), a dict (values by field name), or a single
+    value when there is one field."""
+    if isinstance(item, Mapping):
+        missing = [n for n in names if n not in item]
+        if missing:
+            raise KeyError(f"the sample has no {', '.join(map(repr, missing))} (its keys: "
+                           f"{', '.join(map(repr, item))})")
+        return tuple(item[n] for n in names)
+    if isinstance(item, (tuple, list)):
+        return tuple(item)
+    if len(names) == 1:
+        return (item,)
+    raise TypeError(f"a sample is a {type(item).__name__}; with {len(names)} fields it must be a tuple, "
+                    f"a list or a dict")
+
+
+class IterableSource(SampleStream):
+    """Samples from an iterable without random access (a generator, a
+    Hugging Face ``IterableDataset``, a ``webdataset`` pipeline): each item
+    a tuple, a dict or a single value, as for :class:`IndexableSource`."""
+
+    def __init__(self, iterable: Iterable[Any], names: Sequence[str]) -> None:
+        self.iterable = iterable
+        self.names = list(names)
+
+    def __iter__(self) -> Iterator[tuple[str, Sequence[Any] | Exception]]:
+        kind = type(self.iterable).__name__
+        for index, item in enumerate(self.iterable):
+            name = f"item {index} of {kind}"
+            try:
+                yield name, sample_values(item, self.names)
+            except (KeyError, TypeError) as exc:
+                yield name, exc
+
+    def length_hint(self) -> int | None:
+        try:
+            return len(self.iterable)  # type: ignore[arg-type]
+        except TypeError:
+            return None
+
+
+def infer_fields(item: Any) -> dict[str, Any]:
+    """Fields for samples like ``item``, a dict of values: JPEG bytes, PIL
+    images, image dicts (``{"bytes", "path"}``) and uint8 ``(H, W, 3)``
+    arrays -> :class:`~slipstream.RGBImageField`; integers ->
+    :class:`~slipstream.IntField`; floats -> :class:`~slipstream.FloatField`;
+    other arrays -> :class:`~slipstream.NDArrayField`; bytes ->
+    :class:`~slipstream.BytesField`; text, lists and dicts ->
+    :class:`~slipstream.JSONField`.
+
+    Raises:
+        ArgumentError: ``item`` is not a dict, or a value has none of these kinds.
+    """
+    from slipstream.fields import BytesField, FloatField, IntField, JSONField, NDArrayField, RGBImageField
+    from slipstream.fields.image import JPEG_SOI
+
+    if not isinstance(item, Mapping):
+        raise ArgumentError(f"fields can be inferred from samples that are dicts, not from a {type(item).__name__}: "
+                            f"pass fields=")
+    fields: dict[str, Any] = {}
+    for name, value in item.items():
+        if isinstance(value, (bool, np.bool_)):
+            fields[name] = IntField()
+        elif isinstance(value, (int, np.integer)):
+            fields[name] = IntField()
+        elif isinstance(value, (float, np.floating)):
+            fields[name] = FloatField()
+        elif (isinstance(value, (bytes, bytearray)) and bytes(value[:3]) == JPEG_SOI[:3]) or \
+                (isinstance(value, Mapping) and {"bytes", "path"} <= set(value)) or \
+                type(value).__module__.startswith("PIL.") or \
+                (isinstance(value, np.ndarray) and value.dtype == np.uint8 and value.ndim == 3 and value.shape[2] == 3):
+            fields[name] = RGBImageField()
+        elif isinstance(value, np.ndarray):
+            fields[name] = NDArrayField(value.dtype, value.shape)
+        elif isinstance(value, (bytes, bytearray)):
+            fields[name] = BytesField()
+        elif isinstance(value, (str, list, dict)) or value is None:
+            fields[name] = JSONField()
+        else:
+            raise ArgumentError(f"no field type for {name!r}, a {type(value).__name__}: pass fields=")
+    return fields
+
+
 def as_source(source: Any, fields: Mapping[str, Any] | None) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     """``(samples, fields, user metadata)`` for a source given to
     :func:`slipstream.write`: an image folder path, an :class:`ImageFolder`,
-    a NumPy array, a tuple/list or dict of arrays, or an indexable dataset.
-    ``fields`` may be omitted for folders and dicts of arrays."""
+    a NumPy array, a tuple/list or dict of equal-length arrays, a
+    :class:`~slipstream.sources.WebDataset`, a Hugging Face dataset, a
+    :class:`~slipstream.sources.LitData` dataset, any object with ``len()``
+    and ``[i]``, or any iterable.  ``fields`` may be omitted for folders,
+    dicts of arrays, tar shards, and datasets whose samples are dicts."""
+    from slipstream.sources.huggingface import from_huggingface, is_huggingface
+    from slipstream.sources.litdata import LitData
+    from slipstream.sources.webdataset import WebDataset
+
     if isinstance(source, (str, os.PathLike)):
         source = ImageFolder(Path(source))
     if isinstance(source, ImageFolder):
         return source, dict(fields or source.default_fields()), source.user_metadata()
+    if isinstance(source, WebDataset):
+        if fields is not None and dict(fields) != source.fields:
+            source = WebDataset(source.shards, fields, source.given_members, source.remote)
+        return source, source.fields, {}
+    if is_huggingface(source):
+        return from_huggingface(source, fields)
     if isinstance(source, Mapping) and all(isinstance(a, np.ndarray) for a in source.values()):
         fields = dict(fields or {name: default_array_field(a) for name, a in source.items()})
         missing = [n for n in fields if n not in source]
         if missing:
             raise ArgumentError(f"fields {missing} have no array in the source (arrays: {list(source)})")
         return ArrayRows([source[n] for n in fields]), fields, {}
+    if fields is None and isinstance(source, LitData):
+        fields = infer_fields(source[0])
     if fields is None:
         raise ArgumentError(f"fields must be given for a source of type {type(source).__name__}: "
                             f"fields={{'name': Field(), ...}} in the order of each sample's values")
@@ -93,10 +182,14 @@ def as_source(source: Any, fields: Mapping[str, Any] | None) -> tuple[Any, dict[
         if len(source) != len(fields):
             raise ArgumentError(f"{len(source)} arrays for {len(fields)} fields")
         return ArrayRows(source), fields, {}
-    if not (hasattr(source, "__len__") and hasattr(source, "__getitem__")):
-        raise ArgumentError(f"cannot write from a {type(source).__name__}: give an image folder, arrays, or an "
-                            f"object with len() and [i]")
-    return IndexableSource(source, list(fields)), fields, {}
+    if isinstance(source, SampleStream):
+        return source, fields, {}
+    if isinstance(source, Sequence) or (hasattr(source, "__len__") and hasattr(source, "__getitem__")):
+        return IndexableSource(source, list(fields)), fields, {}
+    if isinstance(source, Iterable):
+        return IterableSource(source, list(fields)), fields, {}
+    raise ArgumentError(f"cannot write from a {type(source).__name__}: give an image folder, arrays, tar shards, an "
+                        f"object with len() and [i], or an iterable")
 
 
 def default_array_field(array: np.ndarray) -> Any:

@@ -1,0 +1,63 @@
+"""LitData optimized datasets (written by ``litdata.optimize``) as a
+source with random access, local or in object storage.
+
+The dataset is read through ``litdata.StreamingDataset`` with its JPEG
+values handed over as their stored bytes instead of decoded, so that they
+are kept byte for byte (and no torchvision is needed to read them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class _StoredJPEG:
+    """A LitData serializer that reads a stored JPEG as its bytes."""
+
+    def serialize(self, item: Any) -> tuple[bytes, None]:
+        raise TypeError("this serializer only reads")
+
+    def deserialize(self, data: bytes) -> bytes:
+        return bytes(data)
+
+    def can_serialize(self, item: Any) -> bool:
+        return False
+
+    def setup(self, data_format: Any) -> None:
+        pass
+
+
+class LitData:
+    """The samples of a LitData optimized dataset: ``len()``, ``[i]`` (the
+    item as ``litdata.optimize`` stored it: a dict, a tuple or one value)
+    and :meth:`describe`, as :func:`slipstream.write` reads them.
+
+    Example::
+
+        slipstream.write("imagenet.slip", LitData("s3://bucket/imagenet-litdata"))
+
+    Args:
+        input_dir: the dataset's folder or URL, as ``StreamingDataset`` takes it.
+        **options: further ``litdata.StreamingDataset`` arguments (e.g.
+            ``storage_options``); shuffling is always off.
+    """
+
+    def __init__(self, input_dir: str, **options: Any) -> None:
+        import litdata
+
+        self.input_dir = input_dir
+        self.dataset = litdata.StreamingDataset(input_dir, shuffle=False, serializers={"jpeg": _StoredJPEG()},
+                                                **options)
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> Any:
+        return self.dataset[index]
+
+    def describe(self, index: int) -> str:
+        """``item i of the LitData dataset at <dir>``, for error messages."""
+        return f"item {index} of the LitData dataset at {self.input_dir}"
+
+    def __repr__(self) -> str:
+        return f"LitData({self.input_dir!r}, {len(self)} items)"

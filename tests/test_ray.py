@@ -1,0 +1,194 @@
+"""Converting on a real Ray cluster (a head node and a second node, as
+processes on this machine) into the real S3 server: the same bytes for any
+number of workers and as ``slipstream.write`` on one machine, a worker
+killed mid-write, a refused overwrite, Hugging Face rows, and the CLI."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import slipstream as ss
+
+ray = pytest.importorskip("ray")
+pytest.importorskip("webdataset")
+import slipstream.ray as ssray  # noqa: E402
+from test_sources import jpegs, write_tars  # noqa: E402
+
+cloudpickle = pytest.importorskip("ray.cloudpickle")
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray's workers cannot import the test modules
+
+SAMPLES = 2000
+OPTIONS = dict(page_size=1 << 16, shard_size="256KB")  # small pages and shards: many of each from small images
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A Ray cluster of two nodes (head: 1 CPU, worker node: 2 CPUs) on 127.0.0.1."""
+    from ray.cluster_utils import Cluster
+
+    # Ray's workers put the driver's folder on their import path: started
+    # from the source tree they would import it instead of the installed package.
+    here = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("ray"))
+    nodes = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    nodes.add_node(num_cpus=2)
+    nodes.wait_for_nodes()
+    ray.init(address=nodes.address, log_to_driver=False)
+    yield nodes
+    ray.shutdown()
+    nodes.shutdown()
+    os.chdir(here)
+
+
+@pytest.fixture(scope="module")
+def tars(tmp_path_factory, s3_server):
+    """2,000 samples as ten WebDataset shards (webdataset's ShardWriter) in the S3 server."""
+    from slipstream.format.objectstore import ObjectPrefix
+
+    folder = tmp_path_factory.mktemp("wds")
+    images = jpegs(SAMPLES, seed=11)
+    remote = ss.Remote(storage_options=s3_server.storage_options(), cache_dir=folder / "cache")
+    prefix = ObjectPrefix("s3://test/ray/wds", remote)
+    for shard in write_tars(folder / "tars", images, per_shard=200):
+        prefix.put_file(shard.rsplit("/", 1)[-1], shard)
+    return images, remote, folder
+
+
+def digests(url: str, remote: ss.Remote) -> dict[str, str]:
+    """SHA-256 of every object under ``url``."""
+    from slipstream.format.objectstore import ObjectPrefix
+
+    prefix = ObjectPrefix(url, remote)
+    return {name: hashlib.sha256(prefix.read_all(name)).hexdigest() for name in prefix.names()}
+
+
+def convert(url: str, remote: ss.Remote, workers: int, sink: type = ssray.SlipstreamDatasink, **extra):
+    source = ss.WebDataset("s3://test/ray/wds/", remote=remote)
+    dataset = ssray.read_webdataset(source)
+    dataset.context.execution_options.preserve_order = True
+    target = sink(url, source.fields, remote=remote, **OPTIONS, **extra)
+    dataset.write_datasink(target, concurrency=workers)
+    return target.result
+
+
+@pytest.fixture(scope="module")
+def one_worker(cluster, tars):
+    images, remote, _ = tars
+    result = convert("s3://test/ray/one", remote, 1)
+    return result, digests("s3://test/ray/one", remote)
+
+
+def test_any_number_of_workers_writes_the_same_bytes_as_write(one_worker, tars, tmp_path):
+    images, remote, _ = tars
+    result, expected = one_worker
+    assert result.samples == SAMPLES and len(result.shards) > 5
+    three = convert("s3://test/ray/three", remote, 3)
+    assert three.shards == result.shards
+    assert digests("s3://test/ray/three", remote) == expected  # manifest and every shard, SHA-256
+    assert set(expected) == {"manifest.json", *result.shards}  # no part or stray shard left
+
+    ss.write(tmp_path / "local", ss.WebDataset("s3://test/ray/wds/", remote=remote), workers=2,
+                     verbose=False, **OPTIONS)
+    assert {n: hashlib.sha256((tmp_path / "local" / n).read_bytes()).hexdigest()
+            for n in os.listdir(tmp_path / "local")} == expected
+    pipelines = {"image": [ss.ops.CenterCrop(16)], "label": None}
+
+    def batches(path, **options):
+        loader = ss.Loader(path, 100, pipelines, order="quasi_random", seed=3, verbose=False, **options)
+        out = [(image.numpy().tobytes(), np.asarray(label).tolist()) for image, label in loader]
+        loader.close()
+        return out
+
+    from_ray, from_write = batches("s3://test/ray/three", remote=remote), batches(tmp_path / "local")
+    assert from_ray == from_write
+    count = sum(len(labels) for _, labels in from_ray)
+    assert count == SAMPLES
+    with ss.Reader("s3://test/ray/three", remote=remote) as reader:
+        assert bytes(reader.value_bytes(1234, "image")) == images[1234]
+        assert reader[1234]["label"] == 1234 % 10
+
+
+class KillsItsWorkerOnce(ssray.SlipstreamDatasink):
+    """Kills the worker process of write task 2 once it has stored its
+    part, the first time (``marker``, a file, says it happened)."""
+
+    def __init__(self, *args, marker: str, **options):
+        super().__init__(*args, **options)
+        self.marker = marker
+
+    def write(self, blocks, ctx):
+        summary = super().write(blocks, ctx)
+        if ctx.task_idx == 2 and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return summary
+
+
+def test_a_killed_worker_is_retried_and_the_bytes_are_the_same(one_worker, tars, tmp_path):
+    _, remote, _ = tars
+    marker = tmp_path / "killed"
+    result = convert("s3://test/ray/killed", remote, 2, sink=KillsItsWorkerOnce, marker=str(marker))
+    assert marker.exists()  # a worker was killed mid-write
+    assert result.samples == SAMPLES
+    assert digests("s3://test/ray/killed", remote) == one_worker[1]
+
+
+def test_an_existing_dataset_is_refused_unless_overwrite(one_worker, tars):
+    _, remote, _ = tars
+    source = ss.WebDataset("s3://test/ray/wds/", remote=remote)
+    with pytest.raises(FileExistsError, match=r"s3://test/ray/one already holds a slipstream dataset "
+                                              r"\(manifest.json\); pass overwrite=True"):
+        ssray.write(ssray.read_webdataset(source), "s3://test/ray/one", source.fields, remote=remote, **OPTIONS)
+    assert digests("s3://test/ray/one", remote) == one_worker[1]  # untouched
+    again = ssray.write(ssray.read_webdataset(source), "s3://test/ray/one", source.fields, remote=remote,
+                        overwrite=True, **OPTIONS)
+    assert again.samples == SAMPLES and digests("s3://test/ray/one", remote) == one_worker[1]
+
+
+def test_bad_rows_follow_on_error(cluster, tmp_path):
+    rows = [{"image": data, "label": k} for k, data in enumerate(jpegs(40, seed=12))]
+    rows[17]["image"] = b"\xff\xd8\xff broken"
+    fields = {"image": ss.RGBImageField(), "label": ss.IntField()}
+    with pytest.raises(Exception, match=r"was not written: row 17 of write task \d+, field 'image'|"
+                                        r"field 'image'"):
+        ssray.write(ray.data.from_items(rows), str(tmp_path / "raise"), fields)
+    assert not (tmp_path / "raise" / "manifest.json").exists()
+    assert not any((tmp_path / "raise").glob("shard-*"))
+    result = ssray.write(ray.data.from_items(rows, override_num_blocks=4), str(tmp_path / "skip"), fields,
+                         on_error="skip")
+    assert [i for i, _ in result.skipped] == [17] and result.samples == 39
+    with ss.Reader(tmp_path / "skip") as reader:
+        assert [reader[i]["label"] for i in range(39)] == [k for k in range(40) if k != 17]
+
+
+def test_hugging_face_rows_through_ray(cluster, tmp_path):
+    from test_sources import hf_dataset
+
+    images, dataset = hf_dataset()
+    fields = {"image": ss.RGBImageField(), "label": ss.IntField()}
+    result = ssray.write(ray.data.from_huggingface(dataset), str(tmp_path / "hf"), fields)
+    assert result.samples == 20
+    with ss.Reader(tmp_path / "hf") as reader:
+        assert [bytes(reader.value_bytes(k, "image")) for k in range(20)] == images
+        assert [reader[k]["label"] for k in range(20)] == [k % 4 for k in range(20)]
+
+
+def test_cli_writes_on_the_cluster(cluster, tars, tmp_path):
+    _, _, folder = tars
+    out = tmp_path / "cli"
+    command = [sys.executable, "-m", "slipstream.cli", "write", str(folder / "tars"), str(out),
+               "--ray", cluster.address, "--page-size", str(1 << 16), "--shard-size", "256KB"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"wrote {out}: {SAMPLES} samples in" in done.stdout
+    again = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert again.returncode == 1 and "already holds a slipstream dataset" in again.stderr
+    with ss.Reader(out) as reader:
+        assert len(reader) == SAMPLES and reader[5]["label"] == 5
