@@ -10,6 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+import pytest
+
+import slipstream as ss
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
@@ -68,3 +73,30 @@ def test_object_storage_example_runs_against_a_real_s3_server(s3_server, tmp_pat
     stats = ast.literal_eval(proc.stdout.strip().splitlines()[-1])  # the printed dict of the cache counters
     assert stats["downloads"] > 0 and stats["bytes"] > 0 and stats["evictions"] == 0
     assert list((tmp_path / ".cache" / "slipstream" / "pages").rglob("*.page"))
+
+
+def test_ray_example_converts_tar_shards_in_a_real_s3_server(s3_server, tmp_path):
+    pytest.importorskip("ray")
+    webdataset = pytest.importorskip("webdataset")
+    from slipstream import native
+    from slipstream.format.objectstore import ObjectPrefix
+
+    code = python_block("## Converting a large dataset on a Ray cluster")
+    assert code.count("s3://my-bucket/") == 2
+    code = code.replace("s3://my-bucket/", "s3://test/readme-ray/")
+    prefix = ObjectPrefix("s3://test/readme-ray/laion", ss.Remote(storage_options=s3_server.storage_options()))
+    for shard in range(4):
+        tar = tmp_path / f"{shard:06d}.tar"
+        with webdataset.TarWriter(str(tar)) as sink:
+            for k in range(10):
+                pixels = np.full((16, 16, 3), 20 * k + shard, np.uint8)
+                sink.write({"__key__": f"{shard}-{k}", "jpg": native.jpeg_encode(pixels, 90), "cls": k})
+        prefix.put_file(tar.name, tar)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | s3_server.env()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "40 samples in 1 shards"
+    with ss.Reader("s3://test/readme-ray/laion-slip", remote=ss.Remote(storage_options=s3_server.storage_options(),
+                                                                       cache_dir=tmp_path / "cache")) as reader:
+        assert [reader[i]["label"] for i in range(40)] == list(range(10)) * 4
