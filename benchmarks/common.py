@@ -5,8 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 from pathlib import Path
 from typing import Any
+
+
+def summary(values: list[float], digits: int = 0) -> str:
+    """``median [min-max]`` of ``values``, with ``digits`` decimals."""
+    return f"{statistics.median(values):,.{digits}f} [{min(values):,.{digits}f}-{max(values):,.{digits}f}]"
 
 
 def write_json(path: Path, report: dict[str, Any]) -> None:

@@ -42,10 +42,6 @@ DATA = REPO_ROOT / "benchmarks" / ".data"
 PER_SHARD = 200
 
 
-def summary(values: list[float], digits: int = 0) -> str:
-    return f"{statistics.median(values):,.{digits}f} [{min(values):,.{digits}f}-{max(values):,.{digits}f}]"
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", nargs="?", type=Path, default=DEFAULT_FOLDER, help="folder of JPEGs")
@@ -64,7 +60,7 @@ def main(argv: list[str]) -> int:
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     sys.path.insert(0, str(REPO_ROOT / "tests"))
-    from common import write_json
+    from common import summary, write_json
     from object_store import S3Server
 
     paths = find_jpegs(args.folder)

@@ -112,10 +112,6 @@ def cpu_seconds(pid: int) -> float:
     return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
-def summary(values: list[float], digits: int = 0) -> str:
-    return f"{statistics.median(values):,.{digits}f} [{min(values):,.{digits}f}-{max(values):,.{digits}f}]"
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", nargs="?", type=Path, default=DEFAULT_FOLDER, help="folder of JPEGs")
@@ -134,7 +130,7 @@ def main(argv: list[str]) -> int:
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     sys.path.insert(0, str(REPO_ROOT / "tests"))
-    from common import Repeated, write_json
+    from common import Repeated, summary, write_json
     from object_store import Proxy, S3Server
 
     paths = find_jpegs(args.folder)
