@@ -1,5 +1,6 @@
-"""What the benchmark scripts share: writing their JSON results, and a
-folder's JPEGs repeated into a bigger dataset."""
+"""What the benchmark scripts share: medians with ranges, CPU seconds of
+another process, writing their JSON results, and a folder's JPEGs
+repeated into a bigger dataset."""
 
 from __future__ import annotations
 
@@ -13,6 +14,18 @@ from typing import Any
 def summary(values: list[float], digits: int = 0) -> str:
     """``median [min-max]`` of ``values``, with ``digits`` decimals."""
     return f"{statistics.median(values):,.{digits}f} [{min(values):,.{digits}f}-{max(values):,.{digits}f}]"
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of process ``pid`` and its reaped children (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_cpu_seconds() -> float:
+    """CPU seconds all processes of this machine have spent busy since boot (Linux)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")  # less idle and iowait
 
 
 def write_json(path: Path, report: dict[str, Any]) -> None:

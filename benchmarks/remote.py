@@ -48,6 +48,8 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from common import Repeated, cpu_seconds, summary, write_json  # benchmarks/, next to this file
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_FOLDER = REPO_ROOT.parent / "shared" / "data" / "imagenet-sample"
 DATA = REPO_ROOT / "benchmarks" / ".data"
@@ -106,12 +108,6 @@ def run_child(pipeline: str, path: str, warm: Path, options: dict | None, server
     return result
 
 
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU seconds of process ``pid`` and its reaped children (Linux)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", nargs="?", type=Path, default=DEFAULT_FOLDER, help="folder of JPEGs")
@@ -128,9 +124,7 @@ def main(argv: list[str]) -> int:
     import slipstream as ss
     from slipstream.sources import find_jpegs
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     sys.path.insert(0, str(REPO_ROOT / "tests"))
-    from common import Repeated, summary, write_json
     from object_store import Proxy, S3Server
 
     paths = find_jpegs(args.folder)
@@ -167,7 +161,7 @@ def main(argv: list[str]) -> int:
                                                        for e in results[pipeline][n][-1]["epochs"]) for n in configs)
                 print(f"  round {round_ + 1}, {pipeline}: {line} images/s (epoch 1 / epoch 2)", flush=True)
 
-    print(f"\nCPU per run (both epochs): the loader's ms per image (epoch 1 / epoch 2), and the seconds the "
+    print("\nCPU per run (both epochs): the loader's ms per image (epoch 1 / epoch 2), and the seconds the "
           "server and the relay took meanwhile")
     for pipeline in PIPELINES:
         for name in configs:

@@ -16,11 +16,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="slipstream", description="Fast data loading for PyTorch vision training.")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    write = commands.add_parser("write", help="write a dataset from an image folder (root/<class>/<image>) or from "
-                                              "WebDataset tar shards")
+    write = commands.add_parser("write", help="write a dataset from an image folder (root/<class>/<image>), "
+                                              "WebDataset tar shards or a LitData dataset")
     write.add_argument("folder", help="image folder with one subfolder per class; or WebDataset tar shards: a .tar "
                                       "file, a brace pattern (train-{000000..000099}.tar), or a folder or URL prefix "
-                                      "ending in / holding .tar files")
+                                      "ending in / holding .tar files; or the folder of a LitData optimized dataset "
+                                      "(index.json) whose items have 'image' and 'label'")
     write.add_argument("output", help="dataset file to create, or the folder or URL (s3://bucket/prefix) of a "
                                       "sharded dataset")
     write.add_argument("--workers", type=int, default=None, help="encoding processes (default: one per core)")
@@ -125,7 +126,8 @@ def _run(args: argparse.Namespace) -> int:
 def _write_source(name: str, image: object) -> tuple[object, dict[str, object]]:
     """What ``write`` reads, and its fields: WebDataset tar shards (a
     ``.tar``, a brace pattern, a URL prefix ending in ``/``, a folder of
-    ``.tar`` files), else an image folder."""
+    ``.tar`` files), a LitData dataset (a folder with ``index.json``), else
+    an image folder."""
     import slipstream as ss
 
     fields = {"image": image, "label": ss.IntField()}
@@ -133,6 +135,8 @@ def _write_source(name: str, image: object) -> tuple[object, dict[str, object]]:
     if "{" in name or name.endswith(".tar") or ("://" in name and name.endswith("/")) or \
             ("://" not in name and path.is_dir() and any(path.glob("*.tar"))):
         return ss.WebDataset(name, fields), fields
+    if "://" not in name and (path / "index.json").is_file():
+        return ss.LitData(name), fields
     return ss.sources.ImageFolder(name), fields
 
 
@@ -147,6 +151,8 @@ def _write_on_ray(address: str, source: object, fields: dict[str, object], outpu
     try:
         if isinstance(source, ss.WebDataset):
             return ssray.write(ssray.read_webdataset(source), output, fields, **options)
+        if isinstance(source, ss.LitData):
+            return ssray.write(ssray.read_litdata(source.input_dir, fields), output, fields, **options)
         folder = source  # an ImageFolder: workers read its files by path
         rows = [{"image": path, "label": label} for path, label in (folder[i] for i in range(len(folder)))]
         return ssray.write(ray.data.from_items(rows), output, fields, user_metadata=folder.user_metadata(), **options)

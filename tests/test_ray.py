@@ -1,7 +1,8 @@
 """Converting on a real Ray cluster (a head node and a second node, as
 processes on this machine) into the real S3 server: the same bytes for any
 number of workers and as ``slipstream.write`` on one machine, a worker
-killed mid-write, a refused overwrite, Hugging Face rows, and the CLI."""
+killed mid-write, a refused overwrite, Hugging Face rows, LitData chunks,
+and the CLI."""
 
 from __future__ import annotations
 
@@ -69,12 +70,16 @@ def digests(url: str, remote: ss.Remote) -> dict[str, str]:
     return {name: hashlib.sha256(prefix.read_all(name)).hexdigest() for name in prefix.names()}
 
 
-def convert(url: str, remote: ss.Remote, workers: int, sink: type = ssray.SlipstreamDatasink, **extra):
+def convert(url: str, remote: ss.Remote, workers: int, sink: type = ssray.SlipstreamDatasink, fused: bool = False,
+            **extra):
+    """Convert the tar shards with ``workers`` write tasks at once; ``fused``:
+    as many read tasks, so that Ray runs each read and its write as one task."""
     source = ss.WebDataset("s3://test/ray/wds/", remote=remote)
-    dataset = ssray.read_webdataset(source)
+    dataset = ssray.read_webdataset(source, concurrency=workers if fused else None)
     dataset.context.execution_options.preserve_order = True
     target = sink(url, source.fields, remote=remote, **OPTIONS, **extra)
     dataset.write_datasink(target, concurrency=workers)
+    assert ("ReadSlipstreamWebDataset->Write" in dataset.stats()) == fused
     return target.result
 
 
@@ -89,7 +94,7 @@ def test_any_number_of_workers_writes_the_same_bytes_as_write(one_worker, tars, 
     images, remote, _ = tars
     result, expected = one_worker
     assert result.samples == SAMPLES and len(result.shards) > 5
-    three = convert("s3://test/ray/three", remote, 3)
+    three = convert("s3://test/ray/three", remote, 3, fused=True)
     assert three.shards == result.shards
     assert digests("s3://test/ray/three", remote) == expected  # manifest and every shard, SHA-256
     assert set(expected) == {"manifest.json", *result.shards}  # no part or stray shard left
@@ -178,6 +183,25 @@ def test_hugging_face_rows_through_ray(cluster, tmp_path):
     with ss.Reader(tmp_path / "hf") as reader:
         assert [bytes(reader.value_bytes(k, "image")) for k in range(20)] == images
         assert [reader[k]["label"] for k in range(20)] == [k % 4 for k in range(20)]
+
+
+def test_litdata_chunks_through_ray(cluster, tmp_path):
+    from test_sources import check_litdata_copy, litdata_dataset
+
+    images, files, folder = litdata_dataset(tmp_path, count=24)
+    dataset = ssray.read_litdata(folder)
+    assert dataset.columns() == ["image", "label", "__key__", "__error__"]
+    result = ssray.write(dataset, str(tmp_path / "lit"), {"image": ss.RGBImageField(), "label": ss.IntField()},
+                         concurrency=2)
+    assert result.samples == 24 and not result.skipped
+    check_litdata_copy(tmp_path / "lit", images, files)
+
+    out = tmp_path / "lit-cli"  # the CLI takes a LitData folder too
+    done = subprocess.run([sys.executable, "-m", "slipstream.cli", "write", folder, str(out), "--ray", cluster.address,
+                           "--shard-size", "64KB"], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"wrote {out}: 24 samples in" in done.stdout
+    check_litdata_copy(out, images, files)
 
 
 def test_cli_writes_on_the_cluster(cluster, tars, tmp_path):

@@ -6,6 +6,8 @@ back against its source."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -139,27 +141,46 @@ def test_hugging_face_datasets_keep_jpeg_bytes_and_class_names(tmp_path, streami
         assert [reader[k]["label"] for k in range(20)] == [k % 4 for k in range(20)]
 
 
-def test_litdata_dataset_converts_with_its_labels_and_pixels(tmp_path):
+def litdata_dataset(folder: Path, count: int = 16) -> tuple[list[bytes], list[Path], str]:
+    """``count`` JPEGs written by ``litdata.optimize`` as items ``{"image":
+    PIL image, "label": 3 * k}`` in chunks of 4 items: (the JPEGs, their
+    files, the dataset's folder)."""
     litdata = pytest.importorskip("litdata")
     import litdata_items
-    from PIL import Image
 
-    images = jpegs(16, seed=5)
+    images = jpegs(count, seed=5)
     files = []
     for k, data in enumerate(images):
-        files.append(tmp_path / f"{k}.jpg")
+        files.append(folder / f"{k}.jpg")
         files[-1].write_bytes(data)
     litdata.optimize(fn=litdata_items.image_and_label, inputs=[(str(f), k) for k, f in enumerate(files)],
-                     output_dir=str(tmp_path / "lit"), chunk_bytes="64KB", num_workers=1, mode="overwrite")
-    source = ss.LitData(str(tmp_path / "lit"))
-    assert len(source) == 16
-    result = ss.write(tmp_path / "lit.slip", source, workers=2, verbose=False)
-    assert result.samples == 16
-    with ss.Reader(tmp_path / "lit.slip") as reader:
-        for k in range(16):
+                     output_dir=str(folder / "lit"), chunk_size=4, num_workers=1, mode="overwrite")
+    return images, files, str(folder / "lit")
+
+
+def check_litdata_copy(path: Path, images: list[bytes], files: list[Path]) -> None:
+    """The dataset at ``path`` holds the items of :func:`litdata_dataset`:
+    labels, JPEG bytes and pixels."""
+    from PIL import Image
+
+    with ss.Reader(path) as reader:
+        assert len(reader) == len(images)
+        for k in range(len(images)):
             assert reader[k]["label"] == 3 * k
             assert bytes(reader.value_bytes(k, "image")) == images[k]  # kept byte for byte
             assert np.array_equal(reader[k]["image"], np.asarray(Image.open(files[k]).convert("RGB")))
+
+
+def test_litdata_dataset_converts_with_its_labels_and_pixels(tmp_path):
+    images, files, folder = litdata_dataset(tmp_path)
+    source = ss.LitData(folder)
+    assert len(source) == 16
+    ranges = source.chunk_ranges()
+    assert len(ranges) > 1 and ranges[0][0] == 0 and ranges[-1][1] == 16  # chunks of 4 items
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+    result = ss.write(tmp_path / "lit.slip", source, workers=2, verbose=False)
+    assert result.samples == 16
+    check_litdata_copy(tmp_path / "lit.slip", images, files)
 
 
 def test_iterables_stream_without_length(tmp_path):

@@ -49,9 +49,11 @@ def write_part(location: Location, name: str, descriptors: Sequence[L.FieldDescr
     stores = stored_fields(descriptors)
     records = np.zeros(len(samples), L.metadata_dtype(descriptors))
     checks = np.zeros(len(samples), "<u4")
-    if isinstance(location, LocalFolder):
-        location.path.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="slipstream-part-")
+    folder = None  # an object store's part is uploaded from a temporary file
+    if isinstance(location, LocalFolder):  # a local one is written in place, then renamed
+        folder = location.path
+        folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".slipstream-part-", dir=folder)
     try:
         with os.fdopen(fd, "wb") as file:
             pos = 0

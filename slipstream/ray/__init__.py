@@ -4,7 +4,9 @@
 :class:`SlipstreamDatasink` with ``Dataset.write_datasink``) writes any Ray
 ``Dataset`` as a sharded slipstream dataset, byte for byte what
 :func:`slipstream.write` gives the same samples;
-:func:`read_webdataset` reads WebDataset tar shards as such a ``Dataset``.
+:func:`read_webdataset` and :func:`read_litdata` read WebDataset tar shards
+and LitData optimized datasets as such a ``Dataset``, one read task per tar
+shard or chunk.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ from typing import Any
 
 from slipstream.format.writer import WriteResult
 from slipstream.ray.datasink import SlipstreamDatasink, check_destination
-from slipstream.ray.datasource import WebDatasetSource, read_webdataset
+from slipstream.ray.datasource import LitDataSource, WebDatasetSource, read_litdata, read_webdataset
 
-__all__ = ["SlipstreamDatasink", "WebDatasetSource", "read_webdataset", "write"]
+__all__ = ["LitDataSource", "SlipstreamDatasink", "WebDatasetSource", "read_litdata", "read_webdataset", "write"]
 
 
 def write(dataset: Any, path: str, fields: Mapping[str, Any], *, concurrency: int | None = None,
@@ -26,8 +28,9 @@ def write(dataset: Any, path: str, fields: Mapping[str, Any], *, concurrency: in
 
     Example::
 
-        ds = slipstream.ray.read_webdataset("s3://bucket/train/{000000..000099}.tar")
-        slipstream.ray.write(ds, "s3://bucket/train-slip", {"image": ss.RGBImageField(), "label": ss.IntField()})
+        ds = slipstream.ray.read_webdataset("s3://bucket/train/{000000..000099}.tar", concurrency=64)
+        slipstream.ray.write(ds, "s3://bucket/train-slip", {"image": ss.RGBImageField(), "label": ss.IntField()},
+                             concurrency=64)
 
     Args:
         dataset: a ``ray.data.Dataset``; its execution is set to keep the
@@ -37,7 +40,9 @@ def write(dataset: Any, path: str, fields: Mapping[str, Any], *, concurrency: in
             ``page_checksums``, ``on_error``, ``user_metadata``,
             ``overwrite``, ``remote``).
         concurrency: the most encoding tasks at once (default: Ray's choice,
-            up to the cluster's CPUs).
+            up to the cluster's CPUs).  With :func:`read_webdataset` or
+            :func:`read_litdata`, give the reader the same, so that Ray runs
+            each read task and its write as one task.
 
     Raises:
         FileExistsError: ``path`` holds a dataset and ``overwrite`` is off.

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -145,29 +145,19 @@ class SlipstreamDatasink(Datasink):
 
     def write(self, blocks: Iterable[Any], ctx: Any) -> PartSummary:
         """Encode this task's rows and store them as one part (step 1)."""
-        from ray.data.block import BlockAccessor
-
         task = int(ctx.task_idx)
         encoded, sizes, skipped, rows = [], [], [], 0
         stores = stored_fields(self.descriptors)
-        for block in blocks:
-            for row in BlockAccessor.for_block(block).iter_rows(public_row_format=True):
-                name = f"row {row['__key__']}" if "__key__" in row else f"row {rows} of write task {task}"
-                try:
-                    values: Any = tuple(row[self.columns[f]] for f in self.fields)
-                except KeyError as exc:
-                    values = KeyError(f"no column {exc.args[0]!r} (columns: {', '.join(map(repr, row.keys()))})")
-                if row.get("__error__"):  # a source's row that could not be read (see datasource.ERROR)
-                    values = ValueError(row["__error__"])
-                outcome = encode_values(self.fields, name, values)
-                if isinstance(outcome, str):
-                    if self.on_error == "raise":
-                        raise FieldValueError(f"{self.path} was not written: {outcome}")
-                    skipped.append((rows, outcome))
-                else:
-                    encoded.append(outcome)
-                    sizes.append(stored_sizes(stores, outcome))
-                rows += 1
+        for name, values in _rows(blocks, list(self.columns.values()), task):
+            outcome = encode_values(self.fields, name, values)
+            if isinstance(outcome, str):
+                if self.on_error == "raise":
+                    raise FieldValueError(f"{self.path} was not written: {outcome}")
+                skipped.append((rows, outcome))
+            else:
+                encoded.append(outcome)
+                sizes.append(stored_sizes(stores, outcome))
+            rows += 1
         name = f"{self.write_id}-part-{task:08d}"
         write_part(self._parts(), name, self.descriptors, encoded)
         return PartSummary(task, name, rows, np.asarray(sizes, np.int64).reshape(len(encoded), sum(stores)),
@@ -213,6 +203,36 @@ def check_destination(path: str, overwrite: bool, remote: Remote) -> None:
     if not overwrite and open_location(path, remote).exists(M.NAME):
         raise FileExistsError(f"{path} already holds a slipstream dataset ({M.NAME}); pass overwrite=True "
                               f"(--overwrite) to replace it")
+
+
+def _rows(blocks: Iterable[Any], columns: list[str], task: int) -> Iterator[tuple[str, Any]]:
+    """Each row of ``blocks`` as ``(name, values of columns)``, or ``(name,
+    exception)`` for a row without them or that its source could not read
+    (the :data:`~slipstream.ray.datasource.ERROR` column).  Rows are named
+    by their :data:`~slipstream.ray.datasource.KEY` column where there is one.
+
+    Blocks are read a column at a time (Ray's NumPy batch format: object
+    arrays of bytes and dicts, tensor columns as arrays), not as a dict per row.
+    """
+    from ray.data.block import BlockAccessor
+
+    from slipstream.ray.datasource import ERROR, KEY
+
+    first = 0
+    for block in blocks:
+        batch = BlockAccessor.for_block(block).to_numpy()
+        count = BlockAccessor.for_block(block).num_rows()
+        names = batch[KEY] if KEY in batch else (f"row {first + k} of write task {task}" for k in range(count))
+        errors = batch[ERROR] if ERROR in batch else ("",) * count
+        missing = [c for c in columns if c not in batch]
+        if missing:
+            problem = KeyError(f"no column {missing[0]!r} (columns: {', '.join(map(repr, batch))})")
+            cells: Iterable[Any] = (problem for _ in range(count))
+        else:
+            cells = zip(*(batch[c] for c in columns))
+        for key, error, values in zip(names, errors, cells):
+            yield (f"row {key}" if KEY in batch else key), (ValueError(error) if error else values)
+        first += count
 
 
 def _shard_specs(summaries: list[PartSummary], plan: _ShardPlan,

@@ -55,6 +55,15 @@ class LitData:
     def __getitem__(self, index: int) -> Any:
         return self.dataset[index]
 
+    def chunk_ranges(self) -> list[tuple[int, int]]:
+        """The item ranges ``[start, stop)`` of the dataset's chunks, in
+        order: a range's items are read from one chunk."""
+        ranges, start = [], 0
+        for first, end in self.dataset.region_of_interest:
+            ranges.append((start, start + end - first))
+            start += end - first
+        return ranges
+
     def describe(self, index: int) -> str:
         """``item i of the LitData dataset at <dir>``, for error messages."""
         return f"item {index} of the LitData dataset at {self.input_dir}"
