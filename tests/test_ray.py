@@ -173,6 +173,18 @@ def test_bad_rows_follow_on_error(cluster, tmp_path):
         assert [reader[i]["label"] for i in range(39)] == [k for k in range(40) if k != 17]
 
 
+def test_samples_a_source_cannot_read_become_named_error_rows():
+    from slipstream.ray.datasource import ERROR, KEY, _ReadUnit
+
+    samples = [("a", (b"x", 1)), ("b", OSError("truncated")), ("c", (b"y",)), ("d", (b"z", 4))]
+    frames = list(_ReadUnit(["image", "label"], lambda unit: iter(samples), "unit")())
+    rows = [row for frame in frames for row in frame.to_dict("records")]
+    assert [r[KEY] for r in rows] == ["a", "b", "c", "d"]
+    assert [r[ERROR] for r in rows] == ["", "OSError: truncated", "ValueError: 1 values for the 2 fields 'image', "
+                                        "'label'", ""]
+    assert [r["label"] for r in rows] == [1, None, None, 4] and type(rows[3]["label"]) is int  # not floats
+
+
 def test_hugging_face_rows_through_ray(cluster, tmp_path):
     from test_sources import hf_dataset
 

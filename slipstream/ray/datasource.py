@@ -70,6 +70,9 @@ class _ReadUnit:
         columns: dict[str, list[Any]] = {name: [] for name in [*self.names, KEY, ERROR]}
         values_of = [columns[name] for name in self.names]
         for key, values in self.read(self.unit):
+            if not isinstance(values, Exception) and len(values) != len(self.names):
+                values = ValueError(f"{len(values)} values for the {len(self.names)} fields "
+                                    f"{', '.join(map(repr, self.names))}")
             failed = isinstance(values, Exception)
             for column, value in zip(values_of, (None,) * len(self.names) if failed else values):
                 column.append(value)
