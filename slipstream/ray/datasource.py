@@ -132,9 +132,8 @@ class LitDataSource(_UnitsSource):
     """The items of a LitData optimized dataset as rows, one read task per
     chunk.  See :func:`read_litdata`."""
 
-    def __init__(self, input_dir: str, names: Sequence[str], options: Mapping[str, Any]) -> None:
-        source = LitData(input_dir, **options)
-        super().__init__(names, source.chunk_ranges(), _LitDataItems(input_dir, list(names), dict(options)),
+    def __init__(self, source: LitData, names: Sequence[str], options: Mapping[str, Any]) -> None:
+        super().__init__(names, source.chunk_ranges(), _LitDataItems(source.input_dir, list(names), dict(options)),
                          "SlipstreamLitData")
 
 
@@ -180,5 +179,6 @@ def read_litdata(input_dir: str, fields: Mapping[str, Any] | None = None, *, con
         **options: further ``litdata.StreamingDataset`` arguments (e.g.
             ``storage_options``).
     """
-    names = list(fields) if fields is not None else list(infer_fields(LitData(input_dir, **options)[0]))
-    return _read(LitDataSource(input_dir, names, options), concurrency)
+    source = LitData(input_dir, **options)
+    names = list(fields) if fields is not None else list(infer_fields(source[0]))
+    return _read(LitDataSource(source, names, options), concurrency)
