@@ -3,6 +3,7 @@ written, in any range, and refused when damaged."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import slipstream as ss
@@ -46,3 +47,24 @@ def test_damaged_parts_are_refused_by_name(tmp_path):
     path.write_bytes(bytes(data[:-10]))
     with pytest.raises(ss.FormatError, match="parts/p: not a part of these fields"):
         list(read_part(location, "p", descriptors(), 0, 50))
+
+
+def test_parts_in_memory_read_back_and_travel_out_of_band():
+    import pickle
+
+    from slipstream.format.parts import pack_part
+
+    written = samples(120)
+    part = pack_part(descriptors(), written)
+    buffers = []
+    back = pickle.loads(pickle.dumps(part, protocol=5, buffer_callback=buffers.append), buffers=buffers)
+    assert len(buffers) >= len(written)  # the values are handed over out of band, not copied into the pickle
+    for start, stop in ((0, 120), (33, 34), (7, 7)):
+        read = list(back.samples(descriptors(), start, stop, "part 3"))
+        assert [(bytes(a.data), b.record["value"]) for a, b in read] == \
+            [(a.data, b.record["value"]) for a, b in written[start:stop]]
+    damaged = np.array(part.values[5])  # sample 5's data (the label is kept in its record)
+    damaged[0] ^= 0xFF
+    part.values[5] = damaged
+    with pytest.raises(ss.FormatError, match=r"part 3: sample 5: the stored values fail their CRC-32"):
+        list(part.samples(descriptors(), 0, 120, "part 3"))

@@ -70,10 +70,18 @@ def digests(url: str, remote: ss.Remote) -> dict[str, str]:
     return {name: hashlib.sha256(prefix.read_all(name)).hexdigest() for name in prefix.names()}
 
 
-def convert(url: str, remote: ss.Remote, workers: int, sink: type = ssray.SlipstreamDatasink, fused: bool = False,
-            **extra):
-    """Convert the tar shards with ``workers`` write tasks at once; ``fused``:
-    as many read tasks, so that Ray runs each read and its write as one task."""
+def convert(url: str, remote: ss.Remote, workers: int, fields: dict | None = None):
+    """Convert the tar shards with ``slipstream.ray.write`` and ``workers`` encoding tasks at once
+    (``fields`` replace those the tar shards map to)."""
+    source = ss.WebDataset("s3://test/ray/wds/", remote=remote)
+    return ssray.write(ssray.read_webdataset(source, concurrency=workers), url, {**source.fields, **(fields or {})},
+                       concurrency=workers, remote=remote, **OPTIONS)
+
+
+def convert_with_datasink(url: str, remote: ss.Remote, workers: int, sink: type = ssray.SlipstreamDatasink,
+                          fused: bool = False, **extra):
+    """Convert the tar shards with ``Dataset.write_datasink`` and ``workers`` write tasks at once;
+    ``fused``: as many read tasks, so that Ray runs each read and its write as one task."""
     source = ss.WebDataset("s3://test/ray/wds/", remote=remote)
     dataset = ssray.read_webdataset(source, concurrency=workers if fused else None)
     dataset.context.execution_options.preserve_order = True
@@ -94,7 +102,7 @@ def test_any_number_of_workers_writes_the_same_bytes_as_write(one_worker, tars, 
     images, remote, _ = tars
     result, expected = one_worker
     assert result.samples == SAMPLES and len(result.shards) > 5
-    three = convert("s3://test/ray/three", remote, 3, fused=True)
+    three = convert("s3://test/ray/three", remote, 3)
     assert three.shards == result.shards
     assert digests("s3://test/ray/three", remote) == expected  # manifest and every shard, SHA-256
     assert set(expected) == {"manifest.json", *result.shards}  # no part or stray shard left
@@ -120,6 +128,38 @@ def test_any_number_of_workers_writes_the_same_bytes_as_write(one_worker, tars, 
         assert reader[1234]["label"] == 1234 % 10
 
 
+def test_the_datasink_writes_the_same_bytes(one_worker, tars):
+    _, remote, _ = tars
+    result, expected = one_worker
+    for workers, fused in ((1, False), (3, True)):
+        url = f"s3://test/ray/sink-{workers}"
+        assert convert_with_datasink(url, remote, workers, fused=fused).shards == result.shards
+        assert digests(url, remote) == expected  # and no part left in _parts/
+
+
+def label_that_kills_its_worker_once(marker: str, label: int) -> ss.IntField:
+    """An ``IntField`` (stored as one) whose encoding kills the worker
+    process the first time it meets ``label`` (``marker``, a file, says it happened)."""
+
+    class KillsItsWorkerOnce(ss.IntField):
+        def encode(self, value):
+            if value == label and not os.path.exists(marker):
+                open(marker, "w").close()
+                os.kill(os.getpid(), signal.SIGKILL)
+            return super().encode(value)
+
+    return KillsItsWorkerOnce()
+
+
+def test_a_worker_killed_while_encoding_is_retried_and_the_bytes_are_the_same(one_worker, tars, tmp_path):
+    _, remote, _ = tars
+    marker = tmp_path / "killed"
+    result = convert("s3://test/ray/killed", remote, 2, {"label": label_that_kills_its_worker_once(str(marker), 7)})
+    assert marker.exists()  # a worker was killed mid-write
+    assert result.samples == SAMPLES
+    assert digests("s3://test/ray/killed", remote) == one_worker[1]
+
+
 class KillsItsWorkerOnce(ssray.SlipstreamDatasink):
     """Kills the worker process of write task 2 once it has stored its
     part, the first time (``marker``, a file, says it happened)."""
@@ -136,13 +176,14 @@ class KillsItsWorkerOnce(ssray.SlipstreamDatasink):
         return summary
 
 
-def test_a_killed_worker_is_retried_and_the_bytes_are_the_same(one_worker, tars, tmp_path):
+def test_a_datasink_worker_killed_after_storing_its_part_is_retried(one_worker, tars, tmp_path):
     _, remote, _ = tars
     marker = tmp_path / "killed"
-    result = convert("s3://test/ray/killed", remote, 2, sink=KillsItsWorkerOnce, marker=str(marker))
+    result = convert_with_datasink("s3://test/ray/killed-sink", remote, 2, sink=KillsItsWorkerOnce,
+                                   marker=str(marker))
     assert marker.exists()  # a worker was killed mid-write
     assert result.samples == SAMPLES
-    assert digests("s3://test/ray/killed", remote) == one_worker[1]
+    assert digests("s3://test/ray/killed-sink", remote) == one_worker[1]
 
 
 def test_an_existing_dataset_is_refused_unless_overwrite(one_worker, tars):
@@ -173,12 +214,31 @@ def test_bad_rows_follow_on_error(cluster, tmp_path):
         assert [reader[i]["label"] for i in range(39)] == [k for k in range(40) if k != 17]
 
 
+def test_shards_by_count_and_an_empty_dataset(cluster, tmp_path):
+    rows = [{"image": data, "label": k} for k, data in enumerate(jpegs(30, seed=13))]
+    fields = {"image": ss.RGBImageField(), "label": ss.IntField()}
+    result = ssray.write(ray.data.from_items(rows, override_num_blocks=7), str(tmp_path / "ray"), fields, shards=3,
+                         concurrency=2, page_size=4096)
+    local = ss.write(tmp_path / "local", rows, fields, shards=3, page_size=4096, workers=0, verbose=False)
+    assert len(result.shards) == 3 and result.shards == local.shards
+    assert all((tmp_path / "ray" / n).read_bytes() == (tmp_path / "local" / n).read_bytes()
+               for n in ["manifest.json", *result.shards])
+
+    empty = ssray.write(ray.data.from_items([{"image": b"", "label": 0}]).filter(lambda row: False),
+                        str(tmp_path / "empty"), fields)
+    assert empty.samples == 0 and len(empty.shards) == 1
+    with ss.Reader(tmp_path / "empty") as reader:
+        assert len(reader) == 0
+    with pytest.raises(ss.ArgumentError, match="concurrency must be a positive integer"):
+        ssray.write(ray.data.from_items(rows), str(tmp_path / "none"), fields, concurrency=0)
+
+
 def test_samples_a_source_cannot_read_become_named_error_rows():
     from slipstream.ray.datasource import ERROR, KEY, _ReadUnit
 
     samples = [("a", (b"x", 1)), ("b", OSError("truncated")), ("c", (b"y",)), ("d", (b"z", 4))]
     frames = list(_ReadUnit(["image", "label"], lambda unit: iter(samples), "unit")())
-    rows = [row for frame in frames for row in frame.to_dict("records")]
+    rows = [row for frame in frames for row in frame.to_pylist()]  # an Arrow table: bytes, integers, text
     assert [r[KEY] for r in rows] == ["a", "b", "c", "d"]
     assert [r[ERROR] for r in rows] == ["", "OSError: truncated", "ValueError: 1 values for the 2 fields 'image', "
                                         "'label'", ""]

@@ -1,10 +1,12 @@
-"""Parts: encoded samples set aside in a folder or an object store, to be
-laid out into shards later, by another process or on another machine.
+"""Parts: encoded samples set aside, in storage or in memory, to be laid
+out into shards later, by another process or on another machine.
 
 A distributed write (:mod:`slipstream.ray`) encodes its samples in many
 tasks at once, but a shard's layout depends on every sample before it.  So
-each task stores what it encoded as a part, and shards are laid out from
-the parts once all their sizes are known.  A part is one object::
+each task sets what it encoded aside as a part, and shards are laid out
+from the parts once their sizes are known.  A part is kept in storage as
+one object (:func:`write_part`, :func:`read_part`), or travels in memory as
+a :class:`Part`, which holds the same bytes::
 
     data      the stored values of every sample, back to back
     records   one metadata record per sample (``layout.metadata_dtype``),
@@ -19,9 +21,11 @@ storage is reported, never laid out into a shard.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,13 +46,89 @@ READ_BYTES = 64 << 20
 """Data read from a part in one request, at most (more for a larger value)."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """A part in memory: its stored values and its closing tables, the bytes
+    :func:`write_part` stores, but not joined into one buffer.
+
+    Pickled with protocol 5 (as Ray stores objects), each value is handed
+    over out of band: copied once, straight into the object store, and
+    read back from it in place.  Read the samples with :meth:`samples`.
+    """
+
+    values: list[np.ndarray]  # uint8, the stored values of every sample in order, one per stored field
+    tables: np.ndarray  # uint8, records, checks and trailer
+
+    def samples(self, descriptors: Sequence[L.FieldDescriptor], start: int, stop: int,
+                where: str) -> Iterator[list[Encoded]]:
+        """Samples ``start .. stop-1``, as :func:`read_part` gives them
+        (values as views of this part's arrays); ``where`` names the part in
+        errors."""
+        tables = memoryview(self.tables).cast("B")
+        data = sum(len(value) for value in self.values)  # the tables follow the values
+
+        def read(first: int, end: int) -> memoryview:
+            if first < data:
+                raise FormatError(f"{where}: records point into the values")
+            return tables[first - data: end - data]
+
+        records, checks = _tables(read, data + len(tables), where, descriptors)
+        if not 0 <= start <= stop <= len(records):
+            raise FormatError(f"{where}: samples {start} to {stop - 1} asked of a part of {len(records)}")
+        stores = stored_fields(descriptors)
+        per_sample = sum(stores)
+        if len(self.values) != per_sample * len(records):
+            raise FormatError(f"{where}: {len(self.values)} values for {len(records)} samples")
+        for k in range(start, stop):
+            values = iter(self.values[k * per_sample: (k + 1) * per_sample])
+            sample, crc = [], 0
+            for descriptor, keep in zip(descriptors, stores):
+                sub = records[k][descriptor.name]
+                kept = {key: sub[key] for key in sub.dtype.names if key not in ("offset", "size")}
+                if keep:
+                    value = next(values)
+                    crc = L.crc32(value, crc)
+                    sample.append(Encoded(kept, value))
+                else:
+                    sample.append(Encoded(kept))
+            if crc != int(checks[k]):
+                raise FormatError(f"{where}: sample {k}: the stored values fail their CRC-32 (the part is damaged)")
+            yield sample
+
+
+def pack_part(descriptors: Sequence[L.FieldDescriptor], samples: Sequence[Sequence[Encoded]]) -> Part:
+    """``samples`` (each one ``Encoded`` per field) as a :class:`Part`; the
+    values are not copied."""
+    stores = stored_fields(descriptors)
+    records = np.zeros(len(samples), L.metadata_dtype(descriptors))
+    checks = np.zeros(len(samples), "<u4")
+    values: list[np.ndarray] = []
+    pos = 0
+    for k, encoded in enumerate(samples):
+        crc = 0
+        for descriptor, keep, value in zip(descriptors, stores, encoded):
+            sub = records[k][descriptor.name]
+            for key, v in value.record.items():
+                sub[key] = v
+            if keep:
+                data = np.frombuffer(b"" if value.data is None else value.data, np.uint8)
+                sub["offset"], sub["size"] = pos, len(data)
+                values.append(data)
+                crc = L.crc32(data, crc)
+                pos += len(data)
+        checks[k] = crc
+    tables = records.tobytes() + checks.tobytes()
+    trailer = np.zeros(1, TRAILER_DTYPE)
+    trailer["magic"], trailer["samples"], trailer["records_offset"] = MAGIC, len(samples), pos
+    trailer["crc32"] = L.crc32(tables)
+    return Part(values, np.frombuffer(tables + trailer.tobytes(), np.uint8))
+
+
 def write_part(location: Location, name: str, descriptors: Sequence[L.FieldDescriptor],
                samples: Sequence[Sequence[Encoded]]) -> None:
     """Store ``samples`` (each one ``Encoded`` per field) as part ``name``
     at ``location``, written whole or not at all."""
-    stores = stored_fields(descriptors)
-    records = np.zeros(len(samples), L.metadata_dtype(descriptors))
-    checks = np.zeros(len(samples), "<u4")
+    part = pack_part(descriptors, samples)
     folder = None  # an object store's part is uploaded from a temporary file
     if isinstance(location, LocalFolder):  # a local one is written in place, then renamed
         folder = location.path
@@ -56,26 +136,9 @@ def write_part(location: Location, name: str, descriptors: Sequence[L.FieldDescr
     fd, tmp = tempfile.mkstemp(prefix=".slipstream-part-", dir=folder)
     try:
         with os.fdopen(fd, "wb") as file:
-            pos = 0
-            for k, encoded in enumerate(samples):
-                crc = 0
-                for descriptor, keep, value in zip(descriptors, stores, encoded):
-                    sub = records[k][descriptor.name]
-                    for key, v in value.record.items():
-                        sub[key] = v
-                    if keep:
-                        data = b"" if value.data is None else value.data
-                        sub["offset"], sub["size"] = pos, len(data)
-                        file.write(data)
-                        crc = L.crc32(data, crc)
-                        pos += len(data)
-                checks[k] = crc
-            tables = records.tobytes() + checks.tobytes()
-            file.write(tables)
-            trailer = np.zeros(1, TRAILER_DTYPE)[0]
-            trailer["magic"], trailer["samples"], trailer["records_offset"] = MAGIC, len(samples), pos
-            trailer["crc32"] = L.crc32(tables)
-            file.write(trailer.tobytes())
+            for value in part.values:
+                file.write(value)
+            file.write(part.tables)
         location.put_file(name, Path(tmp))
     finally:
         Path(tmp).unlink(missing_ok=True)
@@ -91,9 +154,15 @@ def read_part(location: Location, name: str, descriptors: Sequence[L.FieldDescri
             do not match their CRC-32.
     """
     where = location.url_of(name)
-    records, checks = _tables(location, name, where, descriptors)
+    read = functools.partial(location.read, name)
+    records, checks = _tables(read, location.size(name), where, descriptors)
     if not 0 <= start <= stop <= len(records):
         raise FormatError(f"{where}: samples {start} to {stop - 1} asked of a part of {len(records)}")
+    return _values(read, records, checks, descriptors, start, stop, where)
+
+
+def _values(read: Callable[[int, int], memoryview], records: np.ndarray, checks: np.ndarray,
+            descriptors: Sequence[L.FieldDescriptor], start: int, stop: int, where: str) -> Iterator[list[Encoded]]:
     stores = stored_fields(descriptors)
     stored = [d.name for d, keep in zip(descriptors, stores) if keep]
     k = start
@@ -103,23 +172,23 @@ def read_part(location: Location, name: str, descriptors: Sequence[L.FieldDescri
         while end < stop and _data_end(records[end], stored) - first <= READ_BYTES:
             end += 1
         last = max(_data_end(records[j], stored) for j in range(k, end))
-        data = location.read(name, first, last) if last > first else memoryview(b"")
+        data = read(first, last) if last > first else memoryview(b"")
         for j in range(k, end):
             yield _sample(records[j], checks[j], descriptors, stores, data, first, f"{where}: sample {j}")
         k = end
 
 
-def _tables(location: Location, name: str, where: str,
+def _tables(read: Callable[[int, int], memoryview], size: int, where: str,
             descriptors: Sequence[L.FieldDescriptor]) -> tuple[np.ndarray, np.ndarray]:
-    size = location.size(name)
+    """The records and checks of the part of ``size`` bytes that ``read(first, end)`` reads."""
     if size < TRAILER_SIZE:
         raise FormatError(f"{where}: {size} bytes, too short for a part")
-    trailer = np.frombuffer(bytes(location.read(name, size - TRAILER_SIZE, size)), TRAILER_DTYPE)[0]
+    trailer = np.frombuffer(bytes(read(size - TRAILER_SIZE, size)), TRAILER_DTYPE)[0]
     dtype = L.metadata_dtype(descriptors)
     count, offset = int(trailer["samples"]), int(trailer["records_offset"])
     if trailer["magic"] != MAGIC or offset + count * (dtype.itemsize + 4) != size - TRAILER_SIZE:
         raise FormatError(f"{where}: not a part of these fields (wrong magic or sizes)")
-    tables = bytes(location.read(name, offset, size - TRAILER_SIZE))
+    tables = bytes(read(offset, size - TRAILER_SIZE))
     if L.crc32(tables) != int(trailer["crc32"]):
         raise FormatError(f"{where}: the part's records fail their CRC-32")
     records = np.frombuffer(tables, dtype, count)

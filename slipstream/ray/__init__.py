@@ -1,6 +1,6 @@
 """slipstream on Ray Data: convert datasets of any size on a Ray cluster.
 
-``pip install 'slipstream[ray]'``.  :func:`write` (or
+``pip install 'slipstream[ray]'``.  :func:`write` (or, slower,
 :class:`SlipstreamDatasink` with ``Dataset.write_datasink``) writes any Ray
 ``Dataset`` as a sharded slipstream dataset, byte for byte what
 :func:`slipstream.write` gives the same samples;
@@ -14,9 +14,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from slipstream.errors import ArgumentError
 from slipstream.format.writer import WriteResult
-from slipstream.ray.datasink import SlipstreamDatasink, check_destination
+from slipstream.ray.datasink import SlipstreamDatasink
 from slipstream.ray.datasource import LitDataSource, WebDatasetSource, read_litdata, read_webdataset
+from slipstream.ray.options import WriteOptions
+from slipstream.ray.writer import write_dataset
 
 __all__ = ["LitDataSource", "SlipstreamDatasink", "WebDatasetSource", "read_litdata", "read_webdataset", "write"]
 
@@ -24,42 +27,38 @@ __all__ = ["LitDataSource", "SlipstreamDatasink", "WebDatasetSource", "read_litd
 def write(dataset: Any, path: str, fields: Mapping[str, Any], *, concurrency: int | None = None,
           **options: Any) -> WriteResult:
     """Write the Ray ``dataset`` as a sharded slipstream dataset at ``path``
-    (a folder or URL) and return what was written.
+    (a folder or URL) and return what was written: the bytes
+    :func:`slipstream.write` gives the same rows with the same options,
+    whatever the number of workers and nodes.
 
     Example::
 
-        ds = slipstream.ray.read_webdataset("s3://bucket/train/{000000..000099}.tar", concurrency=64)
-        slipstream.ray.write(ds, "s3://bucket/train-slip", {"image": ss.RGBImageField(), "label": ss.IntField()},
-                             concurrency=64)
+        ds = slipstream.ray.read_webdataset("s3://bucket/train/{000000..000099}.tar")
+        slipstream.ray.write(ds, "s3://bucket/train-slip", {"image": ss.RGBImageField(), "label": ss.IntField()})
+
+    Blocks are encoded by Ray tasks as Ray Data reads them, and each shard
+    is laid out by a Ray task as soon as its rows are encoded; the encoded
+    rows wait in Ray's object store, not in storage (see
+    :mod:`slipstream.ray.writer`).  The manifest is written last, so
+    readers never see a half-written dataset.
 
     Args:
         dataset: a ``ray.data.Dataset``; its execution is set to keep the
             rows in order (``preserve_order``).
-        path, fields, options: as for :class:`SlipstreamDatasink`
-            (``columns``, ``shard_size``, ``shards``, ``page_size``,
+        path: the dataset's folder or URL (``s3://bucket/prefix``).
+        fields: field name -> field; a field reads the column of its name.
+        concurrency: the most encoding tasks, and the most shard layouts,
+            at once (default: the cluster's CPUs).
+        **options: ``columns`` (field name -> column, where they differ),
+            ``shard_size`` (default 1 GB) or ``shards``, ``page_size``,
             ``page_checksums``, ``on_error``, ``user_metadata``,
-            ``overwrite``, ``remote``).
-        concurrency: the most encoding tasks at once (default: Ray's choice,
-            up to the cluster's CPUs).  With :func:`read_webdataset` or
-            :func:`read_litdata`, give the reader the same, so that Ray runs
-            each read task and its write as one task.
+            ``overwrite``, ``remote``: as for :class:`SlipstreamDatasink`.
 
     Raises:
         FileExistsError: ``path`` holds a dataset and ``overwrite`` is off.
         FieldValueError: a row cannot be encoded (``on_error="raise"``).
+        ArgumentError: bad options.
     """
-    sink = SlipstreamDatasink(path, fields, **options)
-    check_destination(sink.path, sink.overwrite, sink.remote)
-    dataset.context.execution_options.preserve_order = True
-    dataset.write_datasink(sink, concurrency=concurrency)
-    if sink.result is None:  # an empty dataset: Ray starts no write task
-        sink.on_write_start()
-        sink.on_write_complete(_NoRows())
-    assert sink.result is not None
-    return sink.result
-
-
-class _NoRows:
-    """The result of a write that had no rows."""
-
-    write_returns: list[Any] = []
+    if concurrency is not None and (not isinstance(concurrency, int) or concurrency < 1):
+        raise ArgumentError(f"concurrency must be a positive integer, got {concurrency!r}")
+    return write_dataset(dataset, WriteOptions.create(path, fields, **options), concurrency)

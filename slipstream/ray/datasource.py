@@ -87,12 +87,38 @@ class _ReadUnit:
 
 
 def _frame(columns: dict[str, list[Any]]) -> Any:
-    """A pandas block of ``columns``, each of dtype object: values go to the
-    datasink as the source gave them (an integer column with a missing value
+    """A block of ``columns``, with the values as the source gave them.
+
+    Columns of bytes, integers or text (with None for unreadable rows) go
+    into an Arrow table, which Ray stores and hands to the encoding task
+    without pickling each value; a block with any other value (a JSON
+    object, an array) is a pandas frame of object columns, so that no value
+    is changed by type inference (an integer column with a missing value
     stays integers, not floats)."""
     import pandas as pd
+    import pyarrow as pa
 
+    types = {name: _arrow_type(values) for name, values in columns.items()}
+    if all(t is not None for t in types.values()):
+        return pa.table({name: pa.array(values, types[name]) for name, values in columns.items()})
     return pd.DataFrame({name: pd.Series(values, dtype=object) for name, values in columns.items()})
+
+
+def _arrow_type(values: list[Any]) -> Any:
+    """The Arrow type that holds ``values`` exactly, if they are all bytes,
+    all integers or all text (None allowed); else None."""
+    import pyarrow as pa
+
+    kinds = {type(v) for v in values if v is not None}
+    if not kinds:
+        return pa.null()
+    if kinds == {bytes}:
+        return pa.large_binary()
+    if kinds == {int} and all(-2**63 <= v < 2**63 for v in values if v is not None):
+        return pa.int64()
+    if kinds == {str}:
+        return pa.large_string()
+    return None
 
 
 def _read(datasource: _UnitsSource, concurrency: int | None) -> Dataset:
