@@ -33,7 +33,6 @@ import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-
 from slipstream.errors import FieldValueError
 from slipstream.format import manifest as M
 from slipstream.format.location import open_location
@@ -69,11 +68,10 @@ def write_dataset(dataset: Any, options: WriteOptions, concurrency: int | None) 
 
 @dataclasses.dataclass
 class _Block:
-    """A block being encoded: the first of its rows in the dataset, and the
-    objects its encoding task returns."""
+    """A block being encoded: its position among the dataset's blocks, and
+    the objects its encoding task returns."""
 
     number: int
-    first_row: int
     encoding: Any  # ObjectRef[Encoding]
     part: Any  # ObjectRef[Part]
 
@@ -105,10 +103,10 @@ class _Conversion:
         with self.progress:
             rows = 0
             for number, (block, start, stop) in enumerate(blocks):
-                while len(self.encoding) >= 2 * self.limit or self._unfinished([b.encoding for b in self.encoding]) >= self.limit:
+                while self._busy():
                     self._collect(wait=True)
                 encoding, part = self.encode.remote(self.shared, block, start, stop, rows)
-                self.encoding.append(_Block(number, rows, encoding, part))
+                self.encoding.append(_Block(number, encoding, part))
                 rows += stop - start
                 self._collect(wait=False)
             while self.encoding:
@@ -137,6 +135,12 @@ class _Conversion:
         if self.progress is not None:
             self.progress.close()
         remove_unfinished(open_location(self.options.path, self.options.remote))
+
+    def _busy(self) -> bool:
+        """Whether ``limit`` encoding tasks are running, or twice as many
+        blocks wait for the driver (behind a slow one)."""
+        return (len(self.encoding) >= 2 * self.limit
+                or self._unfinished([block.encoding for block in self.encoding]) >= self.limit)
 
     def _unfinished(self, refs: list[Any]) -> int:
         """How many of ``refs`` are not ready yet."""
