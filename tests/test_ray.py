@@ -20,6 +20,7 @@ import slipstream as ss
 ray = pytest.importorskip("ray")
 pytest.importorskip("webdataset")
 import slipstream.ray as ssray  # noqa: E402
+from ray_cluster import local_cluster  # noqa: E402
 from test_sources import jpegs, write_tars  # noqa: E402
 
 cloudpickle = pytest.importorskip("ray.cloudpickle")
@@ -32,20 +33,8 @@ OPTIONS = dict(page_size=1 << 16, shard_size="256KB")  # small pages and shards:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """A Ray cluster of two nodes (head: 1 CPU, worker node: 2 CPUs) on 127.0.0.1."""
-    from ray.cluster_utils import Cluster
-
-    # Ray's workers put the driver's folder on their import path: started
-    # from the source tree they would import it instead of the installed package.
-    here = os.getcwd()
-    os.chdir(tmp_path_factory.mktemp("ray"))
-    nodes = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-    nodes.add_node(num_cpus=2)
-    nodes.wait_for_nodes()
-    ray.init(address=nodes.address, log_to_driver=False)
-    yield nodes
-    ray.shutdown()
-    nodes.shutdown()
-    os.chdir(here)
+    with local_cluster(tmp_path_factory.mktemp("ray"), head_cpus=1, node_cpus=2) as nodes:
+        yield nodes
 
 
 @pytest.fixture(scope="module")

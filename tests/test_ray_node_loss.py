@@ -22,6 +22,7 @@ import slipstream as ss
 
 ray = pytest.importorskip("ray")
 import slipstream.ray as ssray  # noqa: E402
+from ray_cluster import local_cluster  # noqa: E402
 from test_sources import jpegs  # noqa: E402
 
 cloudpickle = pytest.importorskip("ray.cloudpickle")
@@ -35,18 +36,9 @@ BLOCKS = 4
 
 @pytest.fixture()
 def cluster(tmp_path):
-    from ray.cluster_utils import Cluster
-
-    here = os.getcwd()
-    os.chdir(tmp_path)  # Ray's workers put the driver's folder on their path: not the source tree
-    nodes = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
-    nodes.add_node(num_cpus=2)
-    nodes.wait_for_nodes()
-    ray.init(address=nodes.address, log_to_driver=False)
-    yield nodes
-    ray.shutdown()
-    nodes.shutdown()
-    os.chdir(here)
+    """This test's cluster: a head node without CPUs and a worker node with 2."""
+    with local_cluster(tmp_path, head_cpus=0, node_cpus=2) as nodes:
+        yield nodes
 
 
 def counting_label(log: str) -> ss.IntField:
