@@ -5,11 +5,13 @@ into stages."""
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from slipstream.compiler.nodes import DecoderNode, Node, RefNode, TransformNode
-from slipstream.compiler.operation import Decoder, as_operation
+from slipstream.compiler.operation import Decoder, Operation, as_operation
+from slipstream.compiler.rewrites import FieldOperation
 from slipstream.compiler.state import Allocation
 from slipstream.errors import PipelineError
 
@@ -48,7 +50,8 @@ class Graph:
         self.outputs: dict[str, Node] = {}
         self.pipelines: dict[str, list[Node]] = {}
         next_id = 0
-        for name, items in pipelines.items():
+        for name, given in pipelines.items():
+            items = check_pipeline(name, given)
             if not items:
                 raise PipelineError(f"pipeline {name!r} is empty")
             nodes: list[Node] = []
@@ -124,8 +127,48 @@ class Graph:
         return [node for node in self.nodes if isinstance(node, DecoderNode)]
 
 
+def check_pipeline(pipeline: str, entries: Any) -> list[Any]:
+    """The entries of pipeline ``pipeline`` as a list, each an operation, a
+    node or a torch module; else a :class:`PipelineError` that names the
+    entry and says what to write instead (see :func:`entry_problem`)."""
+    if isinstance(entries, (str, bytes)) or not isinstance(entries, Sequence):
+        raise PipelineError(f"pipeline {pipeline!r} must be a list of operations (None drops a field), "
+                            f"got {entries!r}")
+    for position, item in enumerate(entries):
+        problem = entry_problem(item)
+        if problem is not None:
+            raise PipelineError(f"pipeline {pipeline!r}, entry {position}: {problem}")
+    return list(entries)
+
+
+def entry_problem(item: Any) -> str | None:
+    """What is wrong with ``item`` as an entry of a pipeline list, said so
+    that the user sees what to write instead; None for an operation, a node
+    or a torch module (whether it fits where it stands is checked when the
+    graph is built)."""
+    torch = sys.modules.get("torch")  # a module instance means torch is imported already
+    if isinstance(item, (Operation, Node, FieldOperation)):
+        return None
+    if torch is not None and isinstance(item, torch.nn.Module):
+        return None
+    if isinstance(item, str):
+        return (f"{item!r} is a string; a pipeline lists operation objects, e.g. "
+                f"[slipstream.ops.RandomResizedCrop(224), slipstream.ops.RandomHorizontalFlip()]")
+    if isinstance(item, type):
+        return (f"{item.__qualname__} is a class, not an operation object: write {item.__qualname__}(...) "
+                f"with its arguments")
+    if callable(item):
+        return (f"{item!r} is a plain callable, which a pipeline cannot compile or place: write an Operation "
+                f"(docs/compiler.md), or wrap code over torch tensors in a torch.nn.Module")
+    return f"{item!r} ({type(item).__name__}) is not an Operation, a Node or a torch.nn.Module"
+
+
 def _node_for(item: Any, pipeline: str, position: int) -> Node:
-    """The node for one entry of a pipeline list."""
+    """The node for one entry of a pipeline list (checked by :func:`check_pipeline`)."""
+    if isinstance(item, FieldOperation):
+        raise PipelineError(f"pipeline {pipeline!r}, entry {position}: {item!r} decodes a field of a dataset, so "
+                            f"only slipstream.Loader, which knows the dataset, can place it; a compiled Pipeline "
+                            f"starts with a Decoder (e.g. ArraySource)")
     if isinstance(item, Node):
         if position == 0 and not isinstance(item, (DecoderNode, RefNode)):
             raise PipelineError(f"pipeline {pipeline!r} must start with a decoder or a reference, not {item.describe()}")

@@ -12,8 +12,9 @@ import numba
 import numpy as np
 
 from slipstream.compiler.codegen import StageSource, generate_stage, load_stage, typing_error
-from slipstream.compiler.graph import Graph
+from slipstream.compiler.graph import Graph, check_pipeline
 from slipstream.compiler.operation import Decoder, torch_dtype
+from slipstream.compiler.rewrites import fold
 from slipstream.compiler.state import Allocation, State
 from slipstream.errors import ArgumentError
 
@@ -76,7 +77,9 @@ class Pipeline:
 
     def __init__(self, pipelines: Mapping[str, Sequence[Any]] | Sequence[Any]) -> None:
         self.single = not isinstance(pipelines, Mapping)
-        self.pipelines = {SINGLE_OUTPUT: list(pipelines)} if self.single else dict(pipelines)
+        given = {SINGLE_OUTPUT: pipelines} if self.single else dict(pipelines)
+        # the same rewrites as the loader's: ToTensor() then Normalize(...) run as one operation
+        self.pipelines = {name: fold(check_pipeline(name, entries)) for name, entries in given.items()}
 
     def compile(self, batch_size: int, *, seed: int = 0, slots: int = 2, verbose: bool = False) -> CompiledPipeline:
         """Build the graph, generate and compile its stages, allocate memory.

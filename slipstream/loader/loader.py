@@ -12,8 +12,11 @@ from typing import Any
 import numpy as np
 
 from slipstream.compiler import Decoder, Pipeline
+from slipstream.compiler.graph import check_pipeline
+from slipstream.compiler.rewrites import FieldOperation, fold
 from slipstream.errors import ArgumentError, SlipstreamError
 from slipstream.fields.decoders import DecodeSource
+from slipstream.fields.image import RGBImageField
 from slipstream.format import Reader
 from slipstream.loader import orders
 from slipstream.loader.iterator import EpochIterator, FailureLog
@@ -172,16 +175,17 @@ class Loader:
         outputs decode (SimCLR's second view, multi-crop) is not also
         loaded whole unless it has a pipeline of its own."""
         fields = self.reader.fields
+        given = {name: None if ops is None else check_pipeline(name, ops) for name, ops in given.items()}
         extra: dict[str, list[Any]] = {}
+        decoded_elsewhere: set[str] = set()
         for name, ops in given.items():
             if name not in fields and ops is not None:
                 ops = fold(list(ops))
-                if ops and hasattr(ops[0], "bind"):
+                if ops and isinstance(ops[0], FieldOperation):
                     field = self._image_field(name)
+                    decoded_elsewhere.add(field)
                     ops = [_bind(op, self.source, field) for op in ops]
                 extra[name] = ops
-        decoded_elsewhere = {op.field for ops in extra.values() if ops and hasattr(ops[0], "field")
-                             for op in ops[:1]}
         resolved = {}
         for name, field in fields.items():
             ops = given.get(name, None if name in decoded_elsewhere else ())
@@ -199,7 +203,7 @@ class Loader:
     def _image_field(self, output: str) -> str:
         """The field an extra output's decoding operation reads: the
         dataset's only image field (e.g. the second view of SimCLR)."""
-        images = [n for n, f in self.reader.fields.items() if type(f).__name__ == "RGBImageField"]
+        images = [n for n, f in self.reader.fields.items() if isinstance(f, RGBImageField)]
         if len(images) != 1:
             raise ArgumentError(f"output {output!r} starts with a decoding operation, but {self.reader.path} has "
                                 f"{len(images)} image fields ({images}); name the output after the field it reads")
@@ -389,26 +393,12 @@ def _has_manifest(folder: str | os.PathLike) -> bool:
 def _starts_a_pipeline(op: Any) -> bool:
     from slipstream.compiler import RefNode
 
-    return isinstance(op, (Decoder, RefNode)) or hasattr(op, "bind")
-
-
-def fold(ops: list[Any]) -> list[Any]:
-    """Adjacent operations joined where the first knows how (``a.fold(b)``
-    returns the pair as one operation): a flip into the crop that precedes
-    it, ``ToTensor`` into ``Normalize``, ``Resize`` into the crop after it."""
-    folded: list[Any] = []
-    for op in ops:
-        joined = folded[-1].fold(op) if folded and hasattr(folded[-1], "fold") else None
-        if joined is not None:
-            folded[-1] = joined
-        else:
-            folded.append(op)
-    return folded
+    return isinstance(op, (Decoder, RefNode, FieldOperation))
 
 
 def _bind(op: Any, source: DecodeSource, field: str) -> Any:
     """Operations that read the dataset (the crop decoders) are bound to it here."""
-    return op.bind(source, field) if hasattr(op, "bind") else op
+    return op.bind(source, field) if isinstance(op, FieldOperation) else op
 
 
 def _first_pages(reader: Reader) -> np.ndarray:
@@ -441,9 +431,25 @@ def _distribution(distributed: bool | None, rank: int | None, world_size: int | 
 
 
 def _device(device: Any) -> Any:
+    """``device`` as a ``torch.device``, None for the CPU; checked here, so
+    that a device this machine lacks fails when the loader is built, not at
+    its first batch in the loader's thread."""
     if device is None:
         return None
     import torch
 
-    device = torch.device(device)
-    return None if device.type == "cpu" else device
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ArgumentError(f"device {device!r} is not a torch device: {exc}") from None
+    if device.type == "cpu":
+        return None
+    if device.type != "cuda":
+        return device
+    if not torch.cuda.is_available():
+        raise ArgumentError(f"device {str(device)!r} was asked for, but torch finds no CUDA device here "
+                            f"(torch.cuda.is_available() is False; torch {torch.__version__})")
+    if device.index is not None and device.index >= torch.cuda.device_count():
+        raise ArgumentError(f"device {str(device)!r} was asked for, but torch finds {torch.cuda.device_count()} "
+                            f"CUDA device(s)")
+    return device

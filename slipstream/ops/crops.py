@@ -28,6 +28,7 @@ from numba import njit, uint64
 
 from slipstream import native
 from slipstream.compiler import random as rnd
+from slipstream.compiler.rewrites import FieldOperation, Foldable
 from slipstream.fields.decoders import DecodeSource, ImageFieldDecoder
 
 INTERPOLATIONS = {"bilinear": native.Interp.BILINEAR, "area": native.Interp.AREA}
@@ -212,7 +213,7 @@ def _interpolation(name: str) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class RandomResizedCrop:
+class RandomResizedCrop(FieldOperation, Foldable):
     """A random crop of random area and aspect ratio, resized to ``size``
     (torchvision's ``RandomResizedCrop``: area fraction uniform in ``scale``,
     aspect ratio log-uniform in ``ratio``, 10 tries, then a central crop).
@@ -247,7 +248,7 @@ class RandomResizedCrop:
 
 
 @dataclasses.dataclass(frozen=True)
-class CenterCrop:
+class CenterCrop(FieldOperation, Foldable):
     """The central crop covering ``ratio`` of the shorter side, resized to
     ``size``: ImageNet evaluation's "resize to 256, center crop 224" is
     ``CenterCrop(224, ratio=224/256)``.  After ``Resize``, it is
@@ -276,7 +277,7 @@ class CenterCrop:
 
 
 @dataclasses.dataclass(frozen=True)
-class RandomCrop:
+class RandomCrop(FieldOperation):
     """A ``size`` crop at a uniform position; only after ``Resize`` (which
     fixes the scale), as in ``[Resize(256), RandomCrop(224)]``."""
 
@@ -285,9 +286,14 @@ class RandomCrop:
     def __post_init__(self) -> None:
         _size(self.size)
 
+    def bind(self, source: DecodeSource, field: str) -> Any:
+        """Refused: the crop's scale is set by the ``Resize`` before it, with which it folds."""
+        raise ValueError(f"{self!r} in the pipeline of {field!r} must follow Resize(shorter side), as in "
+                         f"[Resize(256), RandomCrop(224)]; RandomResizedCrop(size) crops at random scales")
+
 
 @dataclasses.dataclass(frozen=True)
-class Resize:
+class Resize(FieldOperation, Foldable):
     """As torchvision's ``Resize``: ``Resize((h, w))`` scales the whole image
     to h x w; ``Resize(s)`` scales it so that its shorter side is ``s`` and
     must be followed by ``CenterCrop(c)`` or ``RandomCrop(c)``, with which it
@@ -329,7 +335,7 @@ class Resize:
 
 
 @dataclasses.dataclass(frozen=True)
-class _ResizedCrop:
+class _ResizedCrop(FieldOperation, Foldable):
     """``Resize(s)`` followed by ``CenterCrop`` or ``RandomCrop``, folded."""
 
     resize: Resize

@@ -29,6 +29,7 @@ from numba import njit, uint64
 from slipstream import native
 from slipstream.compiler import Allocation, Operation, State
 from slipstream.compiler import random as rnd
+from slipstream.compiler.rewrites import FieldOperation
 from slipstream.fields.decoders import DecodeSource, ImageFieldDecoder
 from slipstream.ops.crops import INTERPOLATIONS, random_resized_crop_params
 
@@ -148,7 +149,7 @@ def crop_layout(sizes: tuple[int, ...]) -> list[tuple[int, int]]:
 
 
 @dataclasses.dataclass(frozen=True)
-class MultiCrop:
+class MultiCrop(FieldOperation):
     """The decoding operation of multi-crop: crops of sides ``sizes``, crop
     ``k`` with area fraction in ``scales[k]``, all from one decode.  Use
     :func:`multi_crop_pipelines` to get the outputs wired."""

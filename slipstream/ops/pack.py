@@ -12,6 +12,7 @@ import numpy as np
 
 from slipstream import native
 from slipstream.compiler import Allocation, Operation, State
+from slipstream.compiler.rewrites import Foldable
 
 DTYPES = {np.dtype(np.float32): native.Dtype.FLOAT32, np.dtype(np.float16): native.Dtype.FLOAT16}
 
@@ -26,7 +27,7 @@ def _dtype(dtype: Any) -> np.dtype:
 
 
 @dataclasses.dataclass(frozen=True)
-class Normalize(Operation):
+class Normalize(Operation, Foldable):
     """``(x / 255 - mean) / std`` per channel, into a (3, height, width)
     float sample: torchvision's ``ToTensor`` followed by ``Normalize(mean,
     std)``, in one pass.  ``mean`` and ``std`` are on the 0..1 scale, as in

@@ -5,9 +5,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from slipstream.compiler.rewrites import FieldOperation
+
 
 @dataclasses.dataclass(frozen=True)
-class StoredBytes:
+class StoredBytes(FieldOperation):
     """The first operation of a field's pipeline: each sample's stored bytes,
     undecoded, at the start of a (max_size,) uint8 sample.  For measuring
     what reading alone costs, or for decoding elsewhere (on the GPU).  The

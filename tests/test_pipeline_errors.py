@@ -1,0 +1,85 @@
+"""Mistakes a new user makes in a pipeline or a loader's arguments get a
+message that names the pipeline and the entry and says what to write
+instead, when the pipeline or the loader is built."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import slipstream as ss
+from slipstream.compiler import ArraySource, Pipeline
+from slipstream.ops import RandomHorizontalFlip, RandomResizedCrop
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    path = tmp_path_factory.mktemp("errors") / "small.slip"
+    rng = np.random.default_rng(0)
+    ss.write(path, [(rng.integers(0, 255, (40, 48, 3), dtype=np.uint8), k % 3) for k in range(16)],
+             {"image": ss.RGBImageField("raw"), "label": ss.IntField()}, workers=0, verbose=False)
+    return path
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ("RandomResizedCrop", r"pipeline 'image', entry 0: 'RandomResizedCrop' is a string; a pipeline lists "
+                          r"operation objects, e\.g\. \[slipstream\.ops\.RandomResizedCrop\(224\)"),
+    (RandomResizedCrop, r"pipeline 'image', entry 0: RandomResizedCrop is a class, not an operation "
+                        r"object: write RandomResizedCrop\(\.\.\.\) with its arguments"),
+    (lambda x: x, r"pipeline 'image', entry 0: <function .*> is a plain callable, which a pipeline cannot compile "
+                  r"or place: write an Operation \(docs/compiler\.md\), or wrap code over torch tensors in a "
+                  r"torch\.nn\.Module"),
+    (3, r"pipeline 'image', entry 0: 3 \(int\) is not an Operation, a Node or a torch\.nn\.Module"),
+])
+def test_entries_that_are_not_operations_are_named_with_what_to_write(dataset, entry, message):
+    with pytest.raises(ss.PipelineError, match=message):  # before the loader puts the field's decoder in front
+        ss.Loader(dataset, 4, {"image": [entry, RandomHorizontalFlip()]}, verbose=False)
+    with pytest.raises(ss.PipelineError, match=message.replace("'image'", "'out'")):
+        Pipeline({"out": [entry, ArraySource(np.zeros((4, 2), np.uint8))]}).compile(4)
+
+
+def test_a_pipeline_that_is_not_a_list_is_refused(dataset):
+    with pytest.raises(ss.PipelineError, match=r"pipeline 'image' must be a list of operations \(None drops a "
+                                               r"field\), got RandomResizedCrop\("):
+        ss.Loader(dataset, 4, {"image": RandomResizedCrop(32)}, verbose=False)
+
+
+def test_a_device_this_machine_lacks_fails_when_the_loader_is_built(dataset):
+    import torch
+
+    wanted = f"cuda:{torch.cuda.device_count()}" if torch.cuda.is_available() else "cuda"
+    with pytest.raises(ss.ArgumentError, match=rf"device '{wanted}' was asked for, but torch finds"):
+        ss.Loader(dataset, 4, {"image": [RandomResizedCrop(32)]}, device=wanted, verbose=False)
+    with pytest.raises(ss.ArgumentError, match=r"device 'gpu0' is not a torch device"):
+        ss.Loader(dataset, 4, {"image": [RandomResizedCrop(32)]}, device="gpu0", verbose=False)
+
+
+def test_a_crop_that_needs_a_resize_before_it_says_so(dataset):
+    from slipstream.ops import RandomCrop
+
+    with pytest.raises(ValueError, match=r"RandomCrop\(size=24\) in the pipeline of 'image' must follow "
+                                         r"Resize\(shorter side\), as in \[Resize\(256\), RandomCrop\(224\)\]"):
+        ss.Loader(dataset, 4, {"image": [RandomCrop(24)]}, verbose=False)
+
+
+def test_a_crop_that_decodes_a_field_needs_the_loader():
+    with pytest.raises(ss.PipelineError, match=r"pipeline 'out', entry 0: RandomResizedCrop\(.*\) decodes a field "
+                                               r"of a dataset, so only slipstream.Loader, which knows the dataset, "
+                                               r"can place it"):
+        Pipeline({"out": [RandomResizedCrop(32)]}).compile(4)
+
+
+def test_the_compiler_and_the_loader_take_the_same_operation_list(dataset):
+    from slipstream.ops import Normalize, ToTensor
+
+    def operations():
+        return [ToTensor(), Normalize((0.5, 0.4, 0.3), (0.2, 0.25, 0.3))]  # folded into one pass by both
+
+    with ss.Reader(dataset) as reader:
+        images = np.stack([reader[k]["image"] for k in range(len(reader))])
+    compiled = Pipeline([ArraySource(images), *operations()]).compile(16)
+    expected = np.asarray(compiled(np.arange(16)))
+    with ss.Loader(dataset, 16, {"image": operations(), "label": None}, order="sequential",
+                   verbose=False) as loader:
+        (batch,) = next(iter(loader))
+    assert batch.shape == (16, 3, 40, 48) and np.array_equal(batch.numpy(), expected)
