@@ -83,3 +83,32 @@ def test_the_compiler_and_the_loader_take_the_same_operation_list(dataset):
                    verbose=False) as loader:
         (batch,) = next(iter(loader))
     assert batch.shape == (16, 3, 40, 48) and np.array_equal(batch.numpy(), expected)
+
+
+@pytest.mark.parametrize(("allocation", "says"), [
+    (((4, 2), np.float32), r"allocates \(4, 2\) float32"),
+    (((2, 4), np.uint8), r"allocates \(2, 4\) uint8"),
+])
+def test_an_allocation_that_disagrees_with_the_declared_output_is_refused_at_build(allocation, says):
+    from slipstream.compiler import Allocation, Operation
+
+    class Doubles(Operation):  # declares uint8 (4, 2) samples, but allocates other memory for them
+        def declare(self, state):
+            return state, Allocation(*allocation)
+
+        def generate_code(self):
+            def double(x, out, key):
+                out[:] = x * 2
+                return out
+
+            return double
+
+        def __repr__(self):
+            return "Doubles()"
+
+    pipeline = Pipeline({"out": [ArraySource(np.ones((8, 4, 2), np.uint8)), Doubles()]})
+    with pytest.raises(ss.PipelineError, match=rf"pipeline 'out': Doubles\(\) declares its output as an array of "
+                                               rf"shape \(4, 2\) and dtype uint8 but {says} for it: compiled code "
+                                               rf"returns its first Allocation, so the two must have the same shape "
+                                               rf"and dtype"):
+        pipeline.compile(4)

@@ -9,6 +9,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from slipstream.compiler.nodes import DecoderNode, Node, RefNode, TransformNode
 from slipstream.compiler.operation import Decoder, Operation, as_operation
 from slipstream.compiler.rewrites import FieldOperation
@@ -106,6 +108,14 @@ class Graph:
                 f"pipeline {node.pipeline!r}: {node.parent.describe()} produces {_state_text(node.parent)}, "
                 f"which {node.describe()} cannot take: {exc}"
             ) from exc
+        if node.jit and node.allocations and node.state is not None:
+            # compiled code returns its first allocation as its value (see slipstream.compiler.operation)
+            memory, state = node.allocations[0], node.state
+            if tuple(memory.shape) != tuple(state.shape) or np.dtype(memory.dtype) != np.dtype(state.dtype):
+                raise PipelineError(
+                    f"pipeline {node.pipeline!r}: {node.describe()} declares its output as {_state_text(node)} but "
+                    f"allocates {memory.shape} {np.dtype(memory.dtype)} for it: compiled code returns its first "
+                    f"Allocation, so the two must have the same shape and dtype")
         if node.parent is not None and node.jit and not node.parent.jit and node.parent.state.device != "cpu":
             raise PipelineError(f"pipeline {node.pipeline!r}: {node.describe()} is compiled code but "
                                 f"{node.parent.describe()} leaves its output on {node.parent.state.device}")
@@ -189,8 +199,8 @@ def _node_for(item: Any, pipeline: str, position: int) -> Node:
 def _state_text(node: Node) -> str:
     s = node.state
     where = "" if s.device == "cpu" else f" on {s.device}"
-    kind = "array" if s.jit else "tensor"
-    return f"a {kind} of shape {s.shape} and dtype {s.dtype}{where}"
+    kind = "an array" if s.jit else "a tensor"
+    return f"{kind} of shape {s.shape} and dtype {s.dtype}{where}"
 
 
 __all__ = ["Buffer", "Graph"]
