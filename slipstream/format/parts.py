@@ -80,20 +80,8 @@ class Part:
         if len(self.values) != per_sample * len(records):
             raise FormatError(f"{where}: {len(self.values)} values for {len(records)} samples")
         for k in range(start, stop):
-            values = iter(self.values[k * per_sample: (k + 1) * per_sample])
-            sample, crc = [], 0
-            for descriptor, keep in zip(descriptors, stores):
-                sub = records[k][descriptor.name]
-                kept = {key: sub[key] for key in sub.dtype.names if key not in ("offset", "size")}
-                if keep:
-                    value = next(values)
-                    crc = L.crc32(value, crc)
-                    sample.append(Encoded(kept, value))
-                else:
-                    sample.append(Encoded(kept))
-            if crc != int(checks[k]):
-                raise FormatError(f"{where}: sample {k}: the stored values fail their CRC-32 (the part is damaged)")
-            yield sample
+            yield _sample(records[k], checks[k], descriptors, stores,
+                          iter(self.values[k * per_sample: (k + 1) * per_sample]), f"{where}: sample {k}")
 
 
 def pack_part(descriptors: Sequence[L.FieldDescriptor], samples: Sequence[Sequence[Encoded]]) -> Part:
@@ -174,7 +162,9 @@ def _values(read: Callable[[int, int], memoryview], records: np.ndarray, checks:
         last = max(_data_end(records[j], stored) for j in range(k, end))
         data = read(first, last) if last > first else memoryview(b"")
         for j in range(k, end):
-            yield _sample(records[j], checks[j], descriptors, stores, data, first, f"{where}: sample {j}")
+            name = f"{where}: sample {j}"
+            yield _sample(records[j], checks[j], descriptors, stores,
+                          _slices(records[j], descriptors, stores, data, first, name), name)
         k = end
 
 
@@ -204,7 +194,9 @@ def _data_end(record: Any, stored: list[str]) -> int:
 
 
 def _sample(record: Any, check: int, descriptors: Sequence[L.FieldDescriptor], stores: list[bool],
-            data: memoryview, base: int, name: str) -> list[Encoded]:
+            stored: Iterator[Any], name: str) -> list[Encoded]:
+    """One sample, one ``Encoded`` per field: its record's values, and for
+    each stored field the next of ``stored``; checked against its CRC-32."""
     values, crc = [], 0
     for descriptor, keep in zip(descriptors, stores):
         sub = record[descriptor.name]
@@ -212,12 +204,23 @@ def _sample(record: Any, check: int, descriptors: Sequence[L.FieldDescriptor], s
         if not keep:
             values.append(Encoded(kept))
             continue
-        offset, size = int(sub["offset"]) - base, int(sub["size"])
-        value = bytes(data[offset: offset + size])
-        if len(value) != size:
-            raise FormatError(f"{name}: the part ends inside its {descriptor.name!r} value")
+        value = next(stored)
         crc = L.crc32(value, crc)
         values.append(Encoded(kept, value))
     if crc != int(check):
         raise FormatError(f"{name}: the stored values fail their CRC-32 (the part is damaged)")
     return values
+
+
+def _slices(record: Any, descriptors: Sequence[L.FieldDescriptor], stores: list[bool], data: memoryview, base: int,
+            name: str) -> Iterator[bytes]:
+    """The stored values of a sample of a part in storage, from ``data``
+    (the part's bytes from offset ``base`` on)."""
+    for descriptor, keep in zip(descriptors, stores):
+        if keep:
+            sub = record[descriptor.name]
+            offset, size = int(sub["offset"]) - base, int(sub["size"])
+            value = bytes(data[offset: offset + size])
+            if len(value) != size:
+                raise FormatError(f"{name}: the part ends inside its {descriptor.name!r} value")
+            yield value

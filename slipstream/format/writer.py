@@ -136,14 +136,10 @@ def write_dataset(
 
     fields = dict(fields)
     _check_arguments(fields, page_size, on_error, workers)
-    if shards is not None and (not isinstance(shards, int) or shards < 1):
-        raise ArgumentError(f"shards must be a positive integer, got {shards!r}")
-    if shards is not None and shard_size is not None:
-        raise ArgumentError("give shard_size or shards, not both")
+    check_sharding(shard_size, shards)
     workers = (os.cpu_count() or 1) if workers is None else workers
-    user = json.dumps(dict(user_metadata or {}), sort_keys=True, ensure_ascii=False).encode("utf-8")
-    descriptors = [L.FieldDescriptor(f.type_id, name, f.arguments(), L.record_spec(f.record_dtype()))
-                   for name, f in fields.items()]
+    user = stored_user_metadata(user_metadata)
+    descriptors = field_descriptors(fields)
     streamed = isinstance(source, SampleStream)
     count = source.length_hint() if streamed else len(source)
     if shards is not None and count is None:
@@ -208,6 +204,25 @@ class _ShardPlan:
     def shard_of(self, index: int) -> int | None:
         """The shard of source sample ``index`` under ``shards=N`` (None: by size)."""
         return None if self.count is None else index * self.count // max(1, self.samples)
+
+
+def check_sharding(shard_size: int | str | None, shards: int | None) -> None:
+    """Refuse ``shards`` that is not a positive integer, or given with ``shard_size``."""
+    if shards is not None and (not isinstance(shards, int) or shards < 1):
+        raise ArgumentError(f"shards must be a positive integer, got {shards!r}")
+    if shards is not None and shard_size is not None:
+        raise ArgumentError("give shard_size or shards, not both")
+
+
+def stored_user_metadata(user_metadata: Mapping[str, Any] | None) -> bytes:
+    """The user metadata as a file stores it: JSON, keys sorted, UTF-8."""
+    return json.dumps(dict(user_metadata or {}), sort_keys=True, ensure_ascii=False).encode("utf-8")
+
+
+def field_descriptors(fields: Mapping[str, Any]) -> list[L.FieldDescriptor]:
+    """The descriptor a file stores for each of ``fields`` (name -> field), in order."""
+    return [L.FieldDescriptor(f.type_id, name, f.arguments(), L.record_spec(f.record_dtype()))
+            for name, f in fields.items()]
 
 
 def _check_arguments(fields: dict[str, Any], page_size: int, on_error: str, workers: int | None) -> None:

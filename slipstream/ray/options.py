@@ -4,7 +4,6 @@ layout options, checked once on the driver and sent to every task."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,7 +12,14 @@ from slipstream.format import layout as L
 from slipstream.format import manifest as M
 from slipstream.format.location import open_location
 from slipstream.format.remote import Remote, parse_size
-from slipstream.format.writer import DEFAULT_SHARD_SIZE, _check_arguments, _ShardPlan
+from slipstream.format.writer import (
+    DEFAULT_SHARD_SIZE,
+    _check_arguments,
+    _ShardPlan,
+    check_sharding,
+    field_descriptors,
+    stored_user_metadata,
+)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -47,10 +53,7 @@ class WriteOptions:
         """
         fields = dict(fields)
         _check_arguments(fields, page_size, on_error, None)
-        if shards is not None and shard_size is not None:
-            raise ArgumentError("give shard_size or shards, not both")
-        if shards is not None and (not isinstance(shards, int) or shards < 1):
-            raise ArgumentError(f"shards must be a positive integer, got {shards!r}")
+        check_sharding(shard_size, shards)
         unknown = set(columns or {}) - set(fields)
         if unknown:
             raise ArgumentError(f"columns names {', '.join(map(repr, sorted(unknown)))}, which are not fields "
@@ -65,11 +68,10 @@ class WriteOptions:
             page_size=page_size,
             page_checksums=page_checksums,
             on_error=on_error,
-            user=json.dumps(dict(user_metadata or {}), sort_keys=True, ensure_ascii=False).encode("utf-8"),
+            user=stored_user_metadata(user_metadata),
             overwrite=overwrite,
             remote=remote or Remote(),
-            descriptors=tuple(L.FieldDescriptor(f.type_id, name, f.arguments(), L.record_spec(f.record_dtype()))
-                              for name, f in fields.items()),
+            descriptors=tuple(field_descriptors(fields)),
         )
 
     def plan(self, rows: int) -> _ShardPlan:

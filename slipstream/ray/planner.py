@@ -27,7 +27,6 @@ class ShardPlanner:
 
     Attributes:
         rows: the rows seen, kept or not.
-        shards: the shards handed out.
         skipped: ``(row, why)`` of every row left out.
     """
 
@@ -35,7 +34,6 @@ class ShardPlanner:
         """``rows``: the dataset's rows, needed (and known) only with ``options.shards``."""
         self.cuts = ShardCuts(options.plan(rows), options.page_size)
         self.rows = 0
-        self.shards = 0
         self.skipped: list[tuple[int, str]] = []
         self._open: list[Segment] = []  # the shard not yet handed out
 
@@ -60,14 +58,11 @@ class ShardPlanner:
                 self._open.append((part, kept, kept + 1))
             kept += 1
         self.rows += rows
-        self.shards += len(done)
         return done
 
     def finish(self) -> list[Segment] | None:
         """The last shard's segments (None when no row was kept)."""
         last, self._open = self._open, []
-        if last:
-            self.shards += 1
         return last or None
 
     def needs(self, part: Hashable) -> bool:
