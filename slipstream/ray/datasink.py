@@ -38,11 +38,11 @@ from slipstream.errors import FieldValueError
 from slipstream.format.location import LocalFolder, Location, open_location
 from slipstream.format.parts import read_part, write_part
 from slipstream.format.remote import join
-from slipstream.format.sharded_writer import publish, remove_unfinished
+from slipstream.format.sharded_writer import remove_unfinished
 from slipstream.format.writer import WriteResult
 from slipstream.ray.encode import Encoding, encode_rows
 from slipstream.ray.options import WriteOptions, check_destination
-from slipstream.ray.planner import Segment, ShardPlanner, lay_out_shard
+from slipstream.ray.planner import Segment, ShardPlanner, lay_out_shard, publish_write
 
 PARTS = "_parts"
 """The folder (prefix) under the dataset where a write keeps its parts."""
@@ -150,20 +150,14 @@ class SlipstreamDatasink(Datasink):
         specs += [last] if last else []
         task = ray.remote(num_cpus=1, max_retries=3)(_lay_out_shard)
         try:
-            if specs:
-                refs = [task.remote(options, number, segments, join(options.path, PARTS))
-                        for number, segments in enumerate(specs)]
-                entries = _progress(ray, refs, options.path)
-            else:
-                entries = [lay_out_shard(options, 0, [])]
-            manifest = publish(open_location(options.path, options.remote), list(options.descriptors),
-                               options.page_size, options.page_checksums, options.user, entries)
+            refs = [task.remote(options, number, segments, join(options.path, PARTS))
+                    for number, segments in enumerate(specs)]
+            result = publish_write(options, _progress(ray, refs, options.path), planner.skipped)
         except BaseException:
             self.on_write_failed(None)
             raise
         _clear(self._parts(), prefix=self._write_id)
-        self.result = WriteResult(options.path, manifest.samples, tuple(planner.skipped),
-                                  tuple(e.name for e in entries))
+        self.result = result
 
     def on_write_failed(self, error: Exception | None) -> None:
         """Remove this write's parts and any shard no manifest lists."""

@@ -1,6 +1,6 @@
-"""Cutting a write on Ray into shards from the sizes its tasks report: the
-driver's half of the second step, the same for the datasink and for
-:func:`slipstream.ray.write`."""
+"""Cutting a write on Ray into shards from the sizes its tasks report, and
+publishing the shards: the driver's half of the second step, the same for
+the datasink and for :func:`slipstream.ray.write`."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import numpy as np
 from slipstream.fields.base import Encoded
 from slipstream.format import manifest as M
 from slipstream.format.location import open_location
-from slipstream.format.sharded_writer import ShardCuts, write_shard
-from slipstream.ray.options import WriteOptions
+from slipstream.format.sharded_writer import ShardCuts, publish, write_shard
+from slipstream.format.writer import WriteResult
+from slipstream.ray.options import WriteOptions, check_destination
 
 Segment = tuple[Hashable, int, int]
 """``(part, start, stop)``: the kept rows ``start .. stop-1`` of a part."""
@@ -74,3 +75,15 @@ def lay_out_shard(options: WriteOptions, number: int, samples: Iterable[Sequence
     """Write shard ``number`` of ``options.path`` from its ``samples``."""
     return write_shard(open_location(options.path, options.remote), number, samples, list(options.descriptors),
                        options.page_size, options.page_checksums, options.user)
+
+
+def publish_write(options: WriteOptions, entries: list[M.ShardEntry],
+                  skipped: Sequence[tuple[int, str]]) -> WriteResult:
+    """Write the manifest of the shards ``entries``, stored for ``options``
+    (none: one empty shard, as :func:`slipstream.write` writes), once the
+    destination is checked again; the write's result."""
+    entries = entries or [lay_out_shard(options, 0, [])]
+    check_destination(options.path, options.overwrite, options.remote)
+    manifest = publish(open_location(options.path, options.remote), list(options.descriptors), options.page_size,
+                       options.page_checksums, options.user, entries)
+    return WriteResult(options.path, manifest.samples, tuple(skipped), tuple(e.name for e in entries))

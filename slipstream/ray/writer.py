@@ -37,11 +37,11 @@ from slipstream.errors import FieldValueError
 from slipstream.format import manifest as M
 from slipstream.format.location import open_location
 from slipstream.format.parts import Part, pack_part
-from slipstream.format.sharded_writer import publish, remove_unfinished
+from slipstream.format.sharded_writer import remove_unfinished
 from slipstream.format.writer import WriteResult
 from slipstream.ray.encode import Encoding, encode_rows
 from slipstream.ray.options import WriteOptions, check_destination
-from slipstream.ray.planner import Segment, ShardPlanner, lay_out_shard
+from slipstream.ray.planner import Segment, ShardPlanner, lay_out_shard, publish_write
 
 RETRIES = 3
 """Times Ray re-runs an encoding or layout task whose worker or node died."""
@@ -118,13 +118,8 @@ class _Conversion:
             last = self.planner.finish()
             if last is not None:
                 self._start_layout(last)
-            entries = self._entries()
-        check_destination(self.options.path, self.options.overwrite, self.options.remote)
-        location = open_location(self.options.path, self.options.remote)
-        manifest = publish(location, list(self.options.descriptors), self.options.page_size,
-                           self.options.page_checksums, self.options.user, entries)
-        return WriteResult(self.options.path, manifest.samples, tuple(self.planner.skipped),
-                           tuple(e.name for e in entries))
+            entries = self.ray.get(self.layouts)
+        return publish_write(self.options, entries, self.planner.skipped)
 
     def abandon(self) -> None:
         """Stop this write's tasks and remove the shards it stored."""
@@ -182,12 +177,6 @@ class _Conversion:
         self.layouts.append(self.lay_out.remote(self.shared, len(self.layouts), segments, numbers,
                                                 *[parts[number] for number in numbers]))
         self.progress.set_postfix_str(f"{len(self.layouts)} shards", refresh=False)
-
-    def _entries(self) -> list[M.ShardEntry]:
-        if not self.layouts:  # no row kept: one empty shard, as slipstream.write writes
-            return [lay_out_shard(self.options, 0, [])]
-        return self.ray.get(self.layouts)
-
 
 def _blocks(bundles: Iterable[Any]) -> Iterator[tuple[Any, int, int]]:
     """``(block, start, stop)`` for every block of Ray Data's bundles, in
