@@ -18,6 +18,7 @@ from slipstream.compiler import (
     Allocation,
     ArraySource,
     Graph,
+    Kind,
     Operation,
     Pipeline,
     RandomApply,
@@ -26,6 +27,7 @@ from slipstream.compiler import (
 )
 from slipstream import native
 from slipstream.compiler import random as rnd
+from slipstream.compiler import symbols
 from slipstream.errors import CompileError, PipelineError
 from slipstream.ops import Convert, ToDevice
 
@@ -174,7 +176,7 @@ class DrawUniform(Operation):
 class BatchMeanCenter(Operation):
     """Batch operation: subtract the batch mean of each sample's scalar."""
 
-    batch = True
+    kind = Kind.BATCH
 
     def declare(self, state):
         return state, Allocation(state.shape, np.float64)
@@ -223,8 +225,8 @@ def test_states_and_allocations_propagate():
     # Values that never leave the sample loop get one slot per thread; the
     # stage's output gets slots x batch_size.
     threads = numba.config.NUMBA_NUM_THREADS
-    assert compiled.scratch["b0_0"].shape == (threads, 16, 18, 3) and compiled.scratch["b1_0"].shape == (threads, 8, 8, 3)
-    assert compiled.buffers["b3_0"].shape == (3, 5, 3, 8, 8) and set(compiled.buffers) == {"b3_0"}
+    assert compiled.scratch[symbols.buffer(0, 0)].shape == (threads, 16, 18, 3) and compiled.scratch[symbols.buffer(1, 0)].shape == (threads, 8, 8, 3)
+    assert compiled.buffers[symbols.buffer(3, 0)].shape == (3, 5, 3, 8, 8) and set(compiled.buffers) == {symbols.buffer(3, 0)}
     assert "per thread: ArraySource" in plan and f"{threads * (864 + 192) + 3 * 5 * 384:,}" in plan
 
 
@@ -497,9 +499,27 @@ def test_jit_and_torch_nodes_of_different_pipelines_never_share_a_stage():
     b = [ArraySource(data), DrawUniform(), BatchMeanCenter(), DrawUniform()]
     compiled = Pipeline({"a": a, "b": b}).compile(4)
     for stage in compiled.graph.stages:
-        assert len({node.jit for node in compiled.graph.nodes_in(stage)}) == 1, stage
+        assert len({node.kind.compiled for node in compiled.graph.nodes_in(stage)}) == 1, stage
     assert [n.stage for n in compiled.graph.pipelines["a"]] == [0, 0, 1, 2]
     assert [n.stage for n in compiled.graph.pipelines["b"]] == [0, 0, 0, 2]
     out = compiled(np.arange(4))
     np.testing.assert_array_equal(out["a"], Pipeline(a).compile(4)(np.arange(4)))
     assert out["b"].shape == (4,) and ((0 <= out["b"]) & (out["b"] < 1)).all()
+
+
+def test_the_booleans_that_kind_replaces_still_place_an_operation_with_a_deprecation_warning():
+    with pytest.warns(DeprecationWarning, match="set kind = Kind.SAMPLE, Kind.BATCH or Kind.TORCH"):
+        @dataclasses.dataclass(frozen=True)
+        class LegacyBatchCenter(BatchMeanCenter):
+            kind = Kind.SAMPLE  # overridden by the legacy attribute below, as an old subclass would
+            batch = True
+
+    assert LegacyBatchCenter.kind is Kind.BATCH and LegacyBatchCenter().batch and LegacyBatchCenter().jit
+    values = np.arange(6, dtype=np.float64)
+    out = Pipeline([ArraySource(values), LegacyBatchCenter()]).compile(batch_size=6)(np.arange(6))
+    np.testing.assert_allclose(out, values - values.mean())
+    with pytest.warns(DeprecationWarning):
+        class LegacyTorch(Operation):
+            jit = False
+
+    assert LegacyTorch.kind is Kind.TORCH and not LegacyTorch().jit

@@ -10,6 +10,7 @@ Usable on its own, on in-memory arrays::
 
 from slipstream.compiler.drawing import draw_graph
 from slipstream.compiler.graph import Buffer, Graph
+from slipstream.compiler.kinds import Kind
 from slipstream.compiler.nodes import DecoderNode, EmitContext, Node, RandomApply, RefNode, TransformNode
 from slipstream.compiler.operation import Decoder, Operation, TorchOperation
 from slipstream.compiler.pipeline import ArraySource, CompiledPipeline, Pipeline
@@ -24,6 +25,7 @@ __all__ = [
     "DecoderNode",
     "EmitContext",
     "Graph",
+    "Kind",
     "Node",
     "Operation",
     "Pipeline",

@@ -70,7 +70,6 @@ def ret(values: list[ast.expr]) -> ast.Return:
     return ast.Return(value=ast.Tuple(elts=values, ctx=ast.Load()))
 
 
-def module(body: list[ast.stmt]) -> str:
-    """Source text of a module made of ``body``."""
-    tree = ast.Module(body=body, type_ignores=[])
+def unparse(tree: ast.Module) -> str:
+    """Source text of a module."""
     return ast.unparse(ast.fix_missing_locations(tree)) + "\n"

@@ -22,7 +22,7 @@ import os
 import re
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +31,11 @@ import numpy as np
 
 from slipstream.compiler import astgen as A
 from slipstream.compiler import random as rnd
+from slipstream.compiler import symbols
 from slipstream.compiler.graph import Graph
-from slipstream.compiler.nodes import EmitContext, Node, RefNode
+from slipstream.compiler.kinds import Kind
+from slipstream.compiler.nodes import DecoderNode, EmitContext, Node, RefNode
+from slipstream.compiler.symbols import Symbol
 from slipstream.errors import CompileError
 
 
@@ -105,12 +108,12 @@ class StageSource:
     index: int
     jit: bool
     name: str
-    params: list[str]
+    params: list[Symbol]
     returns: list[Node]
     source: str
     globals: dict[str, Any]
-    lines: dict[int, Node]  # line number of the source -> node emitted there
-    scratch: set[str]  # allocations held per thread instead of per sample of the batch
+    lines: dict[int, Node]  # line number of the source -> node whose statement spans it
+    scratch: set[Symbol]  # allocations held per thread instead of per sample of the batch
 
 
 class _Context(EmitContext):
@@ -119,7 +122,7 @@ class _Context(EmitContext):
         self.stage = stage
         self.globals: dict[str, Any] = {}
         self.external: dict[int, Node] = {}  # earlier-stage nodes read here, by id
-        self.scratch: set[str] = set()  # buffer names held per thread
+        self.scratch: set[Symbol] = set()  # buffers held per thread
 
     def owner(self, node: Node) -> Node:
         """The node whose first allocation holds a per-sample node's value:
@@ -137,14 +140,14 @@ class _Context(EmitContext):
         return node.stage == self.stage
 
     def target(self, node: Node) -> str:
-        return f"v{node.id}"
+        return symbols.value(node.id).name
 
     def _external(self, node: Node) -> ast.expr:
         self.external[node.id] = node
-        return A.name(f"v{node.id}")
+        return A.name(symbols.value(node.id).name)
 
     def _sample_view(self, batch: ast.expr, scalar: bool) -> ast.expr:
-        i = A.name("i")
+        i = self.sample
         return A.span(batch, i, A.add(i, A.const(1))) if scalar else A.index(batch, i)
 
     def value(self, node: Node) -> ast.expr:
@@ -155,44 +158,46 @@ class _Context(EmitContext):
     def batch_value(self, node: Node) -> ast.expr:
         if not self._is_here(node):
             expr = self._external(node)
-            return A.call("as_tensor", expr) if (node.jit and not self.graph.is_jit_stage(self.stage)) else expr
-        if node.batch or not node.jit:
+            return A.call("as_tensor", expr) if (node.kind.compiled and not self.graph.is_jit_stage(self.stage)) else expr
+        if node.kind is not Kind.SAMPLE:
             return A.name(self.target(node))
         owner = self.owner(node)
         if owner.stage != self.stage:
             return self._external(owner)
-        return A.span(A.name(f"b{owner.id}_0"), None, A.name("n"))
+        return A.span(A.name(symbols.buffer(owner.id, 0).name), None, self.count)
 
     def outs(self, node: Node) -> list[ast.expr]:
         views = []
         for k, allocation in enumerate(node.allocations):
             scalar = allocation.shape == ()
-            name = f"b{node.id}_{k}"
-            if name in self.scratch:  # one slot per thread, reused sample after sample
-                tid = A.name("tid")
-                views.append(A.span(A.name(name), tid, A.add(tid, A.const(1))) if scalar
-                             else A.index(A.name(name), tid))
+            symbol = symbols.buffer(node.id, k)
+            if symbol in self.scratch:  # one slot per thread, reused sample after sample
+                tid = A.name(symbols.THREAD.name)
+                views.append(A.span(A.name(symbol.name), tid, A.add(tid, A.const(1))) if scalar
+                             else A.index(A.name(symbol.name), tid))
             else:
-                views.append(self._sample_view(A.name(name), scalar))
+                views.append(self._sample_view(A.name(symbol.name), scalar))
         return views
 
     def batch_outs(self, node: Node) -> list[ast.expr]:
-        return [A.span(A.name(f"b{node.id}_{k}"), None, A.name("n")) for k in range(len(node.allocations))]
+        return [A.span(A.name(symbols.buffer(node.id, k).name), None, self.count)
+                for k in range(len(node.allocations))]
 
     def inputs(self, node: Node) -> list[ast.expr]:
-        return [A.name(f"in{node.id}_{k}") for k in range(len(node.op.inputs()))]
+        return [A.name(symbols.input_array(node.id, k).name) for k in range(len(node.op.inputs()))]
 
     def key(self, node: Node, stream: int = 0) -> ast.expr:
-        return A.call("sample_key", A.name("seed"), A.name("epoch"), A.name("index"), A.const(2 * node.id + stream))
+        return A.call("sample_key", A.name(symbols.SEED.name), A.name(symbols.EPOCH.name), self.index,
+                      A.const(2 * node.id + stream))
 
     def keys(self, node: Node) -> ast.expr:
-        return A.name(f"k{node.id}")
+        return A.name(symbols.keys(node.id).name)
 
     def code(self, node: Node) -> ast.expr:
         fn_name = f"op{node.id}"
         if fn_name not in self.globals:
             code = node.op.generate_code()
-            if node.jit and not isinstance(code, numba.core.registry.CPUDispatcher):
+            if node.kind.compiled and not isinstance(code, numba.core.registry.CPUDispatcher):
                 code = numba.njit(nogil=True)(code)
             self.globals[fn_name] = code
         return A.name(fn_name)
@@ -202,7 +207,28 @@ class _Context(EmitContext):
 
     @property
     def index(self) -> ast.expr:
-        return A.name("index")
+        return A.name(symbols.INDEX.name)
+
+    @property
+    def sample(self) -> ast.expr:
+        return A.name(symbols.SAMPLE.name)
+
+    @property
+    def count(self) -> ast.expr:
+        return A.name(symbols.COUNT.name)
+
+
+def stage_parameters(nodes: list[Node], external: Iterable[int]) -> list[Symbol]:
+    """The parameters of the stage running ``nodes`` and reading the values
+    of the nodes ``external`` from earlier stages: what the runtime binds."""
+    params = list(symbols.BATCH_PARAMETERS)
+    for node in nodes:
+        if isinstance(node, DecoderNode):
+            params += [symbols.input_array(node.id, k) for k in range(len(node.op.inputs()))]
+        params += [symbols.buffer(node.id, k) for k in range(len(node.allocations))]
+        if node.kind is Kind.BATCH and node.op is not None:
+            params.append(symbols.keys(node.id))
+    return params + [symbols.value(i) for i in sorted(external)]
 
 
 def generate_stage(graph: Graph, stage: int) -> StageSource:
@@ -228,57 +254,53 @@ def generate_stage(graph: Graph, stage: int) -> StageSource:
 
     if jit:
         ctx.scratch = _scratch_buffers(ctx, nodes, returns)
-        loop: list[ast.stmt] = [A.assign("index", A.index(A.name("indices"), A.name("i")))]
+        loop: list[ast.stmt] = [A.assign(symbols.INDEX.name, A.index(A.name(symbols.INDICES.name), ctx.sample))]
         if ctx.scratch:
-            loop.append(A.assign("tid", A.call("get_thread_id")))
+            loop.append(A.assign(symbols.THREAD.name, A.call("get_thread_id")))
         loop += emit_all("emit")
-        body = [A.for_range("i", A.call("prange", A.name("n")), loop), *emit_all("emit_batch")]
+        body = [A.for_range(symbols.SAMPLE.name, A.call("prange", ctx.count), loop), *emit_all("emit_batch")]
     else:
         body = emit_all("emit_torch")
     body.append(A.ret([ctx.batch_value(n) for n in returns]))
 
-    params = ["indices", "n", "seed", "epoch"]
-    for node in nodes:
-        if node.parent is None and node.op is not None:
-            params += [f"in{node.id}_{k}" for k in range(len(node.op.inputs()))]
-        params += [f"b{node.id}_{k}" for k in range(len(node.allocations))]
-        if node.batch and node.jit and node.op is not None:
-            params.append(f"k{node.id}")
-    params += [f"v{i}" for i in sorted(ctx.external)]
+    params = stage_parameters(nodes, ctx.external)
     fn_name = f"stage_{stage}"
-    function = A.function(fn_name, params, body)
+    function = A.function(fn_name, [p.name for p in params], body)
     kind = "numba.njit(nogil=True, parallel=True, cache=True)" if jit else "plain Python over torch tensors"
     header = ast.Expr(A.const(f"Stage {stage} ({kind}), generated by slipstream from: "
-                              + "; ".join(f"v{n.id} = {n.describe()}" for n in nodes)))
-    source = A.module([header, function])
+                              + "; ".join(f"{symbols.value(n.id)} = {n.describe()}" for n in nodes)))
+    tree = ast.Module(body=[header, function], type_ignores=[])
+    source = A.unparse(tree)
     return StageSource(stage, jit, fn_name, params, returns, source, {**HELPERS, **ctx.globals},
-                       _line_map(source, emitted), ctx.scratch)
+                       _line_map(tree, source, emitted), ctx.scratch)
 
 
-def _scratch_buffers(ctx: _Context, nodes: list[Node], returns: list[Node]) -> set[str]:
+def _scratch_buffers(ctx: _Context, nodes: list[Node], returns: list[Node]) -> set[Symbol]:
     """Allocations whose values never leave the sample loop: nothing after
     the loop reads them (not returned, not read by a batch operation), so
     one slot per thread serves every sample and the whole chain of a sample
     stays in cache."""
     kept = set()
     for node in nodes:
-        if node in returns and node.jit and not node.batch:
+        if node in returns and node.kind is Kind.SAMPLE:
             kept.add(ctx.owner(node).id)
-        if node.batch and node.parent is not None and node.parent.stage == ctx.stage and not node.parent.batch:
+        if (node.kind is Kind.BATCH and node.parent is not None and node.parent.stage == ctx.stage
+                and node.parent.kind is not Kind.BATCH):
             kept.add(ctx.owner(node.parent).id)
-    return {f"b{node.id}_{k}" for node in nodes if node.jit and not node.batch
+    return {symbols.buffer(node.id, k) for node in nodes if node.kind is Kind.SAMPLE
             for k in range(len(node.allocations)) if not (k == 0 and node.id in kept)}
 
 
-def _line_map(source: str, emitted: list[tuple[Node, list[ast.stmt]]]) -> dict[int, Node]:
-    """Source line -> node, found by the names each node assigns."""
-    owners = {f"v{node.id}": node for node, statements in emitted if statements}
-    lines = {}
-    for number, line in enumerate(source.splitlines(), start=1):
-        for var in re.findall(r"\bv(\d+) =", line) + re.findall(r"\bk(\d+)\[i\] =", line):
-            node = owners.get(f"v{var}")
-            if node is not None:
-                lines[number] = node
+def _line_map(tree: ast.Module, source: str, emitted: list[tuple[Node, list[ast.stmt]]]) -> dict[int, Node]:
+    """Source line -> the node whose emitted statement spans it.  The source
+    is parsed again: its statements come in the order of the tree's, and
+    carry the line numbers the text has."""
+    owners = {id(statement): node for node, statements in emitted for statement in statements}
+    lines: dict[int, Node] = {}
+    for made, parsed in zip(ast.walk(tree), ast.walk(ast.parse(source))):
+        node = owners.get(id(made))
+        if node is not None:
+            lines.update(dict.fromkeys(range(parsed.lineno, parsed.end_lineno + 1), node))
     return lines
 
 

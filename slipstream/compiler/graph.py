@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from slipstream.compiler import symbols
+from slipstream.compiler.kinds import is_compiled_stage
 from slipstream.compiler.nodes import DecoderNode, Node, RefNode, TransformNode
 from slipstream.compiler.operation import Decoder, Operation, as_operation
 from slipstream.compiler.rewrites import FieldOperation
@@ -27,19 +29,18 @@ class Buffer:
     allocation: Allocation
 
     @property
-    def name(self) -> str:
-        """The buffer's variable name in generated code: ``b<node id>_<allocation index>``."""
-        return f"b{self.node.id}_{self.index}"
+    def symbol(self) -> symbols.Symbol:
+        """The buffer's parameter in generated code."""
+        return symbols.buffer(self.node.id, self.index)
 
 
 class Graph:
     """Nodes of every pipeline, in an order where each node follows the
     nodes it reads, with states, allocations and stages assigned.
 
-    Stage numbers grow along a pipeline whenever the code changes between
-    jit and torch, and when a per-sample operation follows a batch
-    operation; nodes of all pipelines with the same stage number are compiled
-    into one function.
+    Stage numbers follow from the kinds of the operations along each
+    pipeline (:mod:`slipstream.compiler.kinds`); nodes of all pipelines with
+    the same stage number are compiled into one function.
 
     A pipeline whose name starts with ``_`` is internal: other pipelines may
     refer to it (``RefNode``), but it is not an output, so its values can
@@ -108,7 +109,7 @@ class Graph:
                 f"pipeline {node.pipeline!r}: {node.parent.describe()} produces {_state_text(node.parent)}, "
                 f"which {node.describe()} cannot take: {exc}"
             ) from exc
-        if node.jit and node.allocations and node.state is not None:
+        if node.kind.compiled and node.allocations and node.state is not None:
             # compiled code returns its first allocation as its value (see slipstream.compiler.operation)
             memory, state = node.allocations[0], node.state
             if tuple(memory.shape) != tuple(state.shape) or np.dtype(memory.dtype) != np.dtype(state.dtype):
@@ -116,7 +117,8 @@ class Graph:
                     f"pipeline {node.pipeline!r}: {node.describe()} declares its output as {_state_text(node)} but "
                     f"allocates {memory.shape} {np.dtype(memory.dtype)} for it: compiled code returns its first "
                     f"Allocation, so the two must have the same shape and dtype")
-        if node.parent is not None and node.jit and not node.parent.jit and node.parent.state.device != "cpu":
+        if (node.parent is not None and node.kind.compiled and not node.parent.kind.compiled
+                and node.parent.state.device != "cpu"):
             raise PipelineError(f"pipeline {node.pipeline!r}: {node.describe()} is compiled code but "
                                 f"{node.parent.describe()} leaves its output on {node.parent.state.device}")
 
@@ -125,8 +127,8 @@ class Graph:
         return [node for node in self.nodes if node.stage == stage]
 
     def is_jit_stage(self, stage: int) -> bool:
-        """Whether every node of ``stage`` compiles with Numba (else it is a torch stage)."""
-        return all(node.jit for node in self.nodes_in(stage))
+        """Whether ``stage`` is compiled with Numba (else it is a torch stage)."""
+        return is_compiled_stage(stage)
 
     def buffers(self) -> list[Buffer]:
         """Every allocation of every node, in node order."""

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from slipstream.compiler import astgen as A
+from slipstream.compiler.kinds import Kind, stage_number
 from slipstream.compiler.operation import Decoder, Operation
 from slipstream.compiler.state import Allocation, State
 
@@ -69,6 +70,16 @@ class EmitContext:
         """The current sample's index in the dataset."""
         raise NotImplementedError
 
+    @property
+    def sample(self) -> ast.expr:
+        """The current sample's position in the batch (inside the sample loop)."""
+        raise NotImplementedError
+
+    @property
+    def count(self) -> ast.expr:
+        """The number of samples in the batch."""
+        raise NotImplementedError
+
 
 class Node:
     """A vertex of the pipeline graph: an operation applied to a parent's value.
@@ -95,16 +106,10 @@ class Node:
         return node
 
     @property
-    def jit(self) -> bool:
-        """Whether this node's code compiles with Numba (its operation's ``jit``;
-        a node without an operation is jit)."""
-        return self.op.jit if self.op is not None else True
-
-    @property
-    def batch(self) -> bool:
-        """Whether this node works on the whole batch after the sample loop
-        (its operation's ``batch``)."""
-        return self.op.batch if self.op is not None else False
+    def kind(self) -> Kind:
+        """Where this node's code runs: its operation's kind (a node without
+        an operation runs per sample)."""
+        return self.op.kind if self.op is not None else Kind.SAMPLE
 
     def dependencies(self) -> Sequence[Node]:
         """Nodes whose values this node reads."""
@@ -116,30 +121,13 @@ class Node:
 
     def stage_number(self) -> int:
         """This node's stage, from those of the nodes it reads (already
-        numbered): a new stage starts where the code changes between jit and
-        torch, and where a per-sample operation follows a batch operation.
-
-        Jit stages have even numbers and torch stages odd ones, so that
-        nodes of different pipelines that share a number (and are compiled
-        into one function) are always of the same kind."""
-        stage = 0
-        for source in self.dependencies():
-            stage = max(stage, source.stage + (1 if source.batch and not self.batch else 0))
-        if (stage % 2 == 0) != self.jit:
-            stage += 1
-        return stage
+        numbered): see :mod:`slipstream.compiler.kinds`."""
+        return stage_number(self.kind, ((source.kind, source.stage) for source in self.dependencies()))
 
     def declare(self) -> tuple[State, tuple[Allocation, ...]]:
         """Output state and allocations, from the parent's state."""
         assert self.op is not None and self.parent is not None and self.parent.state is not None
         return normalize_declared(self.op.declare(self.parent.state))
-
-    def buffer_owner(self) -> Node:
-        """The node whose first allocation holds this node's per-sample value:
-        itself when it allocates, else (in-place operations) its parent's."""
-        if self.allocations or self.parent is None:
-            return self
-        return self.parent.buffer_owner()
 
     def emit(self, ctx: EmitContext) -> list[ast.stmt]:
         """Statements for one sample, inside the stage's sample loop."""
@@ -189,15 +177,15 @@ class TransformNode(Node):
     """An operation applied to the parent's value."""
 
     def emit(self, ctx: EmitContext) -> list[ast.stmt]:
-        if self.batch:  # the loop only prepares the sample's key
-            return [A.assign_item(ctx.keys(self), A.name("i"), ctx.key(self))]
+        if self.kind is Kind.BATCH:  # the loop only prepares the sample's key
+            return [A.assign_item(ctx.keys(self), ctx.sample, ctx.key(self))]
         args = [ctx.value(self.parent), *ctx.outs(self), ctx.key(self)]
         return [A.assign(ctx.target(self), A.call(ctx.code(self), *args))]
 
     def emit_batch(self, ctx: EmitContext) -> list[ast.stmt]:
-        if not self.batch:
+        if self.kind is not Kind.BATCH:
             return []
-        args = [ctx.batch_value(self.parent), *ctx.batch_outs(self), A.span(ctx.keys(self), None, A.name("n"))]
+        args = [ctx.batch_value(self.parent), *ctx.batch_outs(self), A.span(ctx.keys(self), None, ctx.count)]
         return [A.assign(ctx.target(self), A.call(ctx.code(self), *args))]
 
     def emit_torch(self, ctx: EmitContext) -> list[ast.stmt]:
@@ -217,14 +205,9 @@ class RefNode(Node):
         self.target: Node | None = None
 
     @property
-    def jit(self) -> bool:
-        """The referenced node's ``jit``: a reference runs where its target runs."""
-        return self.target.jit if self.target is not None else True
-
-    @property
-    def batch(self) -> bool:
-        """The referenced node's ``batch``."""
-        return self.target.batch if self.target is not None else False
+    def kind(self) -> Kind:
+        """The referenced node's kind: a reference runs where its target runs."""
+        return self.target.kind if self.target is not None else Kind.SAMPLE
 
     def dependencies(self) -> Sequence[Node]:
         return (self.target,) if self.target is not None else ()
@@ -239,14 +222,11 @@ class RefNode(Node):
         assert self.target is not None and self.target.state is not None
         return self.target.state, ()
 
-    def buffer_owner(self) -> Node:
-        return self.target.buffer_owner()
-
     def emit(self, ctx: EmitContext) -> list[ast.stmt]:
-        return [] if self.batch else [A.assign(ctx.target(self), ctx.value(self.target))]
+        return [] if self.kind is Kind.BATCH else [A.assign(ctx.target(self), ctx.value(self.target))]
 
     def emit_batch(self, ctx: EmitContext) -> list[ast.stmt]:
-        return [A.assign(ctx.target(self), ctx.batch_value(self.target))] if self.batch else []
+        return [A.assign(ctx.target(self), ctx.batch_value(self.target))] if self.kind is Kind.BATCH else []
 
     def emit_torch(self, ctx: EmitContext) -> list[ast.stmt]:
         return [A.assign(ctx.target(self), ctx.batch_value(self.target))]
@@ -286,8 +266,8 @@ class RandomApply(TransformNode):
     def __init__(self, op: Operation, p: float = 0.5) -> None:
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"RandomApply: p must lie in [0, 1], got {p}")
-        if not op.jit or op.batch:
-            raise ValueError(f"RandomApply takes a per-sample jit operation, not {op!r}")
+        if op.kind is not Kind.SAMPLE:
+            raise ValueError(f"RandomApply takes a per-sample operation (Kind.SAMPLE), not {op!r} ({op.kind})")
         super().__init__(op)
         self.p = float(p)
 

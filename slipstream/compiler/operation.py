@@ -8,7 +8,10 @@ Subclasses are best written as frozen dataclasses.
 
 Code conventions, for the function ``generate_code()`` returns:
 
-* per-sample jit operation (``batch = False``): ``code(x, *outs, key) -> y``.
+Each operation is of one :class:`~slipstream.compiler.kinds.Kind`, its
+class attribute ``kind``; the stages of a pipeline follow from the kinds.
+
+* per-sample operation (``Kind.SAMPLE``): ``code(x, *outs, key) -> y``.
   ``x`` is the sample's input value, ``outs`` one per-sample array per
   declared :class:`Allocation` (a 1-element array for a scalar allocation),
   ``key`` the sample's random key (see :mod:`slipstream.compiler.random`).
@@ -16,15 +19,15 @@ Code conventions, for the function ``generate_code()`` returns:
   every sample, even one it leaves unchanged: copy ``x`` into it), and ``x``
   itself (possibly modified in place) when it declares none; the compiler
   finds each batch's memory by following that rule.
-* batch jit operation (``batch = True``): ``code(xs, *outs, keys) -> ys``
+* batch operation (``Kind.BATCH``): ``code(xs, *outs, keys) -> ys``
   over the ``n`` samples of the batch, after the per-sample loop; ``keys``
   holds each sample's random key.
 * decoder (:class:`Decoder`): ``code(*inputs, index, *outs, key) -> y``,
   where ``inputs`` are the arrays :meth:`Decoder.inputs` names and ``index``
   the sample's index in the dataset.
-* torch operation (``jit = False``): ``code(x) -> y`` on batch tensors.
+* torch operation (``Kind.TORCH``): ``code(x) -> y`` on batch tensors.
 
-jit code is compiled with ``numba.njit``: plain Python over NumPy arrays,
+Compiled code is compiled with ``numba.njit``: plain Python over NumPy arrays,
 calling other jitted functions and the native intrinsics.  For pixel loops
 that LLVM can vectorize, index flat C-contiguous views (``x.reshape(-1)``)
 with unsigned integers (``numba.uint64``): Numba wraps negative signed
@@ -37,11 +40,13 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 
+from slipstream.compiler.kinds import Kind
 from slipstream.compiler.state import Allocation, State
 
 Declared = tuple[State, "Allocation | Sequence[Allocation] | None"]
@@ -51,14 +56,34 @@ class Operation:
     """Base class of every pipeline operation.
 
     Class attributes:
-        jit: True for compiled (Numba) code over NumPy arrays, False for
-            Python code over torch tensors.
-        batch: True when the code runs once per batch, after the per-sample
-            loop; False when it is fused into the loop, once per sample.
+        kind: what code the operation hands back and where it runs: per
+            sample inside the compiled sample loop (the default), per batch
+            after it, or in Python over torch tensors (:class:`Kind`).
     """
 
-    jit: ClassVar[bool] = True
-    batch: ClassVar[bool] = False
+    kind: ClassVar[Kind] = Kind.SAMPLE
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        legacy = {name: cls.__dict__[name] for name in ("jit", "batch") if isinstance(cls.__dict__.get(name), bool)}
+        if legacy:  # the two booleans that ``kind`` replaces, still read for one release
+            warnings.warn(f"{cls.__qualname__} sets {' and '.join(f'{k} = {v}' for k, v in legacy.items())}; "
+                          f"set kind = Kind.SAMPLE, Kind.BATCH or Kind.TORCH instead "
+                          f"(slipstream.compiler.Kind)", DeprecationWarning, stacklevel=2)
+            jit, batch = legacy.get("jit", cls.kind.compiled), legacy.get("batch", cls.kind is Kind.BATCH)
+            cls.kind = Kind.TORCH if not jit else Kind.BATCH if batch else Kind.SAMPLE
+            for name in legacy:
+                delattr(cls, name)
+
+    @property
+    def jit(self) -> bool:
+        """Whether the code is compiled (``kind.compiled``)."""
+        return self.kind.compiled
+
+    @property
+    def batch(self) -> bool:
+        """Whether the code runs once per batch (``kind is Kind.BATCH``)."""
+        return self.kind is Kind.BATCH
 
     def declare(self, state: State) -> Declared:
         """The outgoing state and the memory needed, from the incoming state.
@@ -104,7 +129,7 @@ class TorchOperation(Operation):
     """
 
     fn: Callable[[Any], Any]
-    jit: ClassVar[bool] = False
+    kind: ClassVar[Kind] = Kind.TORCH
 
     def declare(self, state: State) -> Declared:
         import torch

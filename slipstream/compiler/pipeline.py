@@ -11,11 +11,13 @@ from typing import Any
 import numba
 import numpy as np
 
+from slipstream.compiler import symbols
 from slipstream.compiler.codegen import StageSource, generate_stage, load_stage, typing_error
 from slipstream.compiler.graph import Graph, check_pipeline
 from slipstream.compiler.operation import Decoder, torch_dtype
 from slipstream.compiler.rewrites import fold
 from slipstream.compiler.state import Allocation, State
+from slipstream.compiler.symbols import Role, Symbol
 from slipstream.errors import ArgumentError
 
 SINGLE_OUTPUT = "output"
@@ -119,14 +121,16 @@ class CompiledPipeline:
         self.functions = [load_stage(graph, source) for source in self.sources]
         scratch = set().union(*(source.scratch for source in self.sources))
         threads = numba.config.NUMBA_NUM_THREADS
-        self.buffers = {b.name: _allocate((slots, batch_size, *b.allocation.shape), b.allocation.dtype)
-                        for b in graph.buffers() if b.name not in scratch}
-        self.scratch = {b.name: np.zeros((threads, *b.allocation.shape), b.allocation.dtype)
-                        for b in graph.buffers() if b.name in scratch}
-        self.keys = {f"k{n.id}": np.zeros(batch_size, np.uint64) for n in graph.nodes if n.batch and n.jit}
-        self._inputs = {f"in{n.id}_{k}": _jit_view(a) for n in graph.decoders() for k, a in enumerate(n.op.inputs())}
-        self._jit_buffers = {name: _jit_view(array) for name, array in self.buffers.items()}
-        self._jit_scratch = {name: _jit_view(array) for name, array in self.scratch.items()}
+        self.buffers = {b.symbol: _allocate((slots, batch_size, *b.allocation.shape), b.allocation.dtype)
+                        for b in graph.buffers() if b.symbol not in scratch}
+        self.scratch = {b.symbol: np.zeros((threads, *b.allocation.shape), b.allocation.dtype)
+                        for b in graph.buffers() if b.symbol in scratch}
+        parameters = {p for source in self.sources for p in source.params}
+        self.keys = {p: np.zeros(batch_size, np.uint64) for p in sorted(parameters, key=str) if p.role is Role.KEYS}
+        self._inputs = {symbols.input_array(n.id, k): _jit_view(a) for n in graph.decoders()
+                        for k, a in enumerate(n.op.inputs())}
+        self._jit_buffers = {symbol: _jit_view(array) for symbol, array in self.buffers.items()}
+        self._jit_scratch = {symbol: _jit_view(array) for symbol, array in self.scratch.items()}
         self._slot = 0
         self._compiled = [False] * len(self.sources)
         # Asynchronous copies to a CUDA device read a slot's host memory after
@@ -190,25 +194,29 @@ class CompiledPipeline:
         return tqdm(total=cold, desc="compiling pipeline stages", unit="stage", delay=0.5, leave=False,
                     disable=None)
 
-    def _argument(self, name: str, source: StageSource, idx: np.ndarray, n: int, epoch: int, slot: int,
+    def _argument(self, symbol: Symbol, source: StageSource, idx: np.ndarray, n: int, epoch: int, slot: int,
                   values: dict[int, Any]) -> Any:
-        if name == "indices":
+        """The value bound to one parameter of a stage, by what it stands for."""
+        role = symbol.role
+        if role is Role.INDICES:
             return idx
-        if name == "n":
+        if role is Role.COUNT:
             return n
-        if name == "seed":
+        if role is Role.SEED:
             return np.uint64(self.seed % 2**64)
-        if name == "epoch":
+        if role is Role.EPOCH:
             return np.int64(epoch)
-        if name.startswith("in"):
-            return self._inputs[name]
-        if name in self._jit_scratch:
-            return self._jit_scratch[name]
-        if name.startswith("b"):
-            return self._jit_buffers[name][slot] if source.jit else self.buffers[name][slot]
-        if name.startswith("k"):
-            return self.keys[name]
-        value = values[int(name[1:])]
+        if role is Role.INPUT:
+            return self._inputs[symbol]
+        if role is Role.KEYS:
+            return self.keys[symbol]
+        if role is Role.BUFFER:
+            if symbol in self._jit_scratch:
+                return self._jit_scratch[symbol]
+            return self._jit_buffers[symbol][slot] if source.jit else self.buffers[symbol][slot]
+        if role is not Role.VALUE:
+            raise AssertionError(f"a stage cannot take {symbol} as a parameter")
+        value = values[symbol.node]
         if source.jit:
             if not isinstance(value, np.ndarray):
                 value = value.numpy()  # a CPU tensor from a torch stage, shared memory
@@ -234,15 +242,15 @@ class CompiledPipeline:
         lines = ["=== memory plan ===", f"{'buffer':<10} {'node':<40} {'shape':<24} {'dtype':<10} {'bytes':>12}"]
         total = 0
         for buffer in self.graph.buffers():
-            per_thread = buffer.name in self.scratch
-            array = self.scratch[buffer.name] if per_thread else self.buffers[buffer.name]
+            per_thread = buffer.symbol in self.scratch
+            array = self.scratch[buffer.symbol] if per_thread else self.buffers[buffer.symbol]
             total += array.nbytes
             where = "per thread: " if per_thread else ""
-            lines.append(f"{buffer.name:<10} {(where + buffer.node.describe())[:40]:<40} {str(array.shape):<24} "
-                         f"{str(array.dtype):<10} {array.nbytes:>12,}")
-        for name, array in self.keys.items():
+            lines.append(f"{buffer.symbol.name:<10} {(where + buffer.node.describe())[:40]:<40} "
+                         f"{str(array.shape):<24} {str(array.dtype):<10} {array.nbytes:>12,}")
+        for symbol, array in self.keys.items():
             total += array.nbytes
-            lines.append(f"{name:<10} {'random keys of a batch operation':<40} {str(array.shape):<24} "
+            lines.append(f"{symbol.name:<10} {'random keys of a batch operation':<40} {str(array.shape):<24} "
                          f"{str(array.dtype):<10} {array.nbytes:>12,}")
         lines.append(f"{'total':<10} {'':<40} {'':<24} {'':<10} {total:>12,}")
         return "\n".join(lines)

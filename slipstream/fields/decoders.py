@@ -26,7 +26,7 @@ import numpy as np
 from numba import uint64
 
 from slipstream import native
-from slipstream.compiler import Allocation, Decoder, Operation, State
+from slipstream.compiler import Allocation, Decoder, Kind, Operation, State
 from slipstream.errors import ArgumentError
 
 
@@ -193,7 +193,7 @@ class ReadValues(Operation):
 
     reader: Any = dataclasses.field(repr=False)
     field: str
-    jit: ClassVar[bool] = False
+    kind: ClassVar[Kind] = Kind.TORCH
 
     def declare(self, state: State) -> tuple[State, None]:
         return State(jit=False, shape=(), dtype=np.dtype(object)), None

@@ -127,7 +127,7 @@ def resized_random_crop_params(key, height, width, out_h, out_w, shorter):
 class CropDecoder(ImageFieldDecoder):
     """Decodes one crop per sample of an image field into (h, w, 3) uint8.
 
-    ``kind`` picks the region: ``"random_resized"``, ``"analytic"``,
+    ``region`` picks the region: ``"random_resized"``, ``"analytic"``,
     ``"whole"``, ``"center"`` (``fraction`` of the shorter side), ``"resized_center"``
     and ``"resized_random"`` (a crop of the image resized to shorter side
     ``shorter``).  Made by
@@ -137,7 +137,7 @@ class CropDecoder(ImageFieldDecoder):
 
     source: DecodeSource = dataclasses.field(repr=False)
     field: str
-    kind: str
+    region: str
     size: tuple[int, int]
     scale: tuple[float, float] = (0.08, 1.0)
     ratio: tuple[float, float] = (3 / 4, 4 / 3)
@@ -147,7 +147,7 @@ class CropDecoder(ImageFieldDecoder):
     interpolation: str = "bilinear"
 
     def generate_code(self):
-        kind, (out_h, out_w), flip_p = self.kind, self.size, self.flip_p
+        kind, (out_h, out_w), flip_p = self.region, self.size, self.flip_p
         scale_lo, scale_hi = self.scale
         log_lo, log_hi = math.log(self.ratio[0]), math.log(self.ratio[1])
         fraction, shorter = self.fraction, self.shorter

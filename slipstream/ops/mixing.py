@@ -28,7 +28,7 @@ import numpy as np
 from numba.core import types
 from numba.extending import overload
 
-from slipstream.compiler import Allocation, Node, Operation, State
+from slipstream.compiler import Allocation, Kind, Node, Operation, State
 from slipstream.compiler import astgen as A
 from slipstream.compiler import random as rnd
 from slipstream.compiler.nodes import EmitContext, find_node, normalize_declared
@@ -64,7 +64,7 @@ class _Mix(Operation):
     from Beta(alpha, alpha); its second allocation holds the parameters."""
 
     alpha: float = 1.0
-    batch: ClassVar[bool] = True
+    kind: ClassVar[Kind] = Kind.BATCH
 
     def __post_init__(self) -> None:
         if not self.alpha > 0:
@@ -141,7 +141,7 @@ class CutMix(_Mix):
 @dataclasses.dataclass(frozen=True)
 class _MixLabelsOp(Operation):
     num_classes: int
-    batch: ClassVar[bool] = True
+    kind: ClassVar[Kind] = Kind.BATCH
 
     def declare(self, state: State):
         if state.shape != () or np.dtype(state.dtype).kind not in "iu":

@@ -1,7 +1,7 @@
 """Torch-side operations: element-type conversion and device moves.
 
-They run in a non-jit stage, in Python over whole-batch torch tensors (their
-class sets ``jit = False``; the compiler places them without being told).
+They run in a torch stage, in Python over whole-batch torch tensors (their
+class sets ``kind = Kind.TORCH``; the compiler places them without being told).
 torch is imported when one of them is made, not when this module is, so
 that a pipeline without torch-side operations starts without paying for it.
 """
@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from slipstream.compiler.kinds import Kind
 from slipstream.compiler.operation import Declared, Operation, torch_dtype
 from slipstream.compiler.state import State
 
@@ -25,7 +26,7 @@ class Convert(Operation):
     """
 
     dtype: Any
-    jit: ClassVar[bool] = False
+    kind: ClassVar[Kind] = Kind.TORCH
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dtype", torch_dtype(self.dtype))
@@ -55,7 +56,7 @@ class ToDevice(Operation):
 
     device: Any
     non_blocking: bool = True
-    jit: ClassVar[bool] = False
+    kind: ClassVar[Kind] = Kind.TORCH
 
     def __post_init__(self) -> None:
         import torch

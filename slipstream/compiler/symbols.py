@@ -1,0 +1,92 @@
+"""The names of a generated stage function's parameters and local values.
+
+The code generator writes these names and :class:`~slipstream.compiler.CompiledPipeline`
+binds a value to each parameter; both take them from here, as
+:class:`Symbol` objects that say what they stand for (their :class:`Role`),
+so that no side decodes a name from its spelling.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+
+class Role(enum.Enum):
+    """What a stage parameter or local name stands for."""
+
+    INDICES = "indices"  # the batch's dataset indices, int64 (n,)
+    COUNT = "n"  # the number of samples in the batch
+    SEED = "seed"  # the pipeline's seed, uint64
+    EPOCH = "epoch"  # the epoch, int64
+    INPUT = "in"  # an array a decoder reads (Decoder.inputs())
+    BUFFER = "b"  # one allocation of a node: (batch_size, *shape), or (threads, *shape) when per thread
+    KEYS = "k"  # the per-sample random keys of a batch operation, uint64 (batch_size,)
+    VALUE = "v"  # a node's value: a local inside its stage, a parameter in later stages
+    SAMPLE = "i"  # the sample loop's position in the batch
+    INDEX = "index"  # the current sample's dataset index
+    THREAD = "tid"  # the current thread's number (per-thread buffers)
+
+
+@dataclasses.dataclass(frozen=True)
+class Symbol:
+    """One name in generated code.
+
+    Attributes:
+        role: what the name stands for.
+        node: the id of the node it belongs to (inputs, buffers, keys and
+            values), else -1.
+        position: which of the node's inputs or allocations, else 0.
+    """
+
+    role: Role
+    node: int = -1
+    position: int = 0
+
+    @property
+    def name(self) -> str:
+        """The identifier in generated code, unique per symbol."""
+        if self.node < 0:
+            return self.role.value
+        if self.role in (Role.INPUT, Role.BUFFER):
+            return f"{self.role.value}{self.node}_{self.position}"
+        return f"{self.role.value}{self.node}"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+INDICES = Symbol(Role.INDICES)
+COUNT = Symbol(Role.COUNT)
+SEED = Symbol(Role.SEED)
+EPOCH = Symbol(Role.EPOCH)
+SAMPLE = Symbol(Role.SAMPLE)
+INDEX = Symbol(Role.INDEX)
+THREAD = Symbol(Role.THREAD)
+
+BATCH_PARAMETERS = (INDICES, COUNT, SEED, EPOCH)
+"""The parameters every stage starts with, in this order."""
+
+
+def value(node_id: int) -> Symbol:
+    """The value of node ``node_id``."""
+    return Symbol(Role.VALUE, node_id)
+
+
+def buffer(node_id: int, position: int) -> Symbol:
+    """Allocation ``position`` of node ``node_id``."""
+    return Symbol(Role.BUFFER, node_id, position)
+
+
+def keys(node_id: int) -> Symbol:
+    """The per-sample random keys of batch node ``node_id``."""
+    return Symbol(Role.KEYS, node_id)
+
+
+def input_array(node_id: int, position: int) -> Symbol:
+    """Input ``position`` of decoder node ``node_id``."""
+    return Symbol(Role.INPUT, node_id, position)
+
+
+__all__ = ["BATCH_PARAMETERS", "COUNT", "EPOCH", "INDEX", "INDICES", "Role", "SAMPLE", "SEED", "Symbol", "THREAD",
+           "buffer", "input_array", "keys", "value"]
