@@ -21,8 +21,10 @@ IMAGES = np.stack([picture(20, 28, seed=k) for k in range(24)])
 
 def run(op, images=IMAGES):
     """The op on every image, and each sample's random key (node 1 of the pipeline)."""
-    out = Pipeline([ArraySource(images), op]).compile(len(images), seed=SEED)(np.arange(len(images)))
-    keys = [np.uint64(rnd.sample_key(np.uint64(SEED), 0, i, 2)) for i in range(len(images))]
+    compiled = Pipeline([ArraySource(images), op]).compile(len(images), seed=SEED)
+    out = compiled(np.arange(len(images)))
+    stream = compiled.graph.pipelines["output"][1].stream
+    keys = [np.uint64(rnd.sample_key(np.uint64(SEED), 0, i, stream)) for i in range(len(images))]
     return np.array(out), keys
 
 

@@ -42,10 +42,15 @@ def torchvision_reference(rng: np.random.Generator, height: int, width: int) -> 
     return (height - h) // 2, (width - w) // 2, h, w
 
 
-def key(seed: int, index: int, epoch: int = 0, node: int = 0) -> np.uint64:
-    """The random key the loader gives node ``node`` for a sample (a NumPy
+def key(seed: int, index: int, epoch: int = 0, stream: int = 0) -> np.uint64:
+    """The random key of a sample in random stream ``stream`` (a NumPy
     uint64: Python ints above 2**63 do not convert to Numba's int64)."""
-    return np.uint64(rnd.sample_key(np.uint64(seed), epoch, index, 2 * node))
+    return np.uint64(rnd.sample_key(np.uint64(seed), epoch, index, stream))
+
+
+def decoder_stream(loader: ss.Loader, output: str = "image") -> int:
+    """The random stream of the decoder that starts ``output``'s pipeline."""
+    return loader.compiled.graph.pipelines[output][0].stream
 
 
 def ks_pvalue(a: np.ndarray, b: np.ndarray) -> float:
@@ -117,14 +122,17 @@ def test_fused_crops_match_pillow_decode_crop_resize(photos, size):
     a different low-pass filter, so noisy texture differs by a few levels
     (up to 15 at 1/8 on these noisy test images).  There the bound is on
     quality: against an ideal Lanczos reduction of the full decode, the
-    fused result is no further off than the reference is."""
+    fused result is at most 3 levels (mean absolute, of 255) further off
+    than the reference is.  Over 900 crops of these images (150 random
+    streams), the excess was 0.54 on average and 2.4 at worst, on the 4:2:2
+    image decoded at 1/4 scale."""
     samples, jpeg, raw = photos
     seed = 3
     loader = ss.Loader(jpeg, len(samples), {"image": [RandomResizedCrop(size)]}, order="sequential", seed=seed)
     (batch,) = next(iter(loader))
     within = total = 0
     for k, sample in enumerate(samples):
-        y, x, h, w = random_resized_crop_params(key(seed, k), sample.height, sample.width, *SCALE, *LOG_RATIO, 10)
+        y, x, h, w = random_resized_crop_params(key(seed, k, stream=decoder_stream(loader)), sample.height, sample.width, *SCALE, *LOG_RATIO, 10)
         full = pillow_rgb(sample.data)
         expected = reference_crop(full, (y, x, h, w), (size, size))
         ours = batch[k].numpy().astype(int)
@@ -134,12 +142,13 @@ def test_fused_crops_match_pillow_decode_crop_resize(photos, size):
             total += diff.size
         else:
             ideal = np.asarray(Image.fromarray(full[y:y + h, x:x + w]).resize((size, size), Image.LANCZOS), int)
-            assert np.abs(ours - ideal).mean() <= np.abs(expected.astype(int) - ideal).mean() + 1.0, (k, size)
+            assert np.abs(ours - ideal).mean() <= np.abs(expected.astype(int) - ideal).mean() + 3.0, (k, size)
     assert total == 0 or within / total >= 0.999
     raw_loader = ss.Loader(raw, len(samples), {"image": [RandomResizedCrop(size)]}, order="sequential", seed=seed)
     (raw_batch,) = next(iter(raw_loader))
     for k, sample in enumerate(samples):  # raw images take the same regions, resized exactly like the reference
-        region = random_resized_crop_params(key(seed, k), sample.height, sample.width, *SCALE, *LOG_RATIO, 10)
+        region = random_resized_crop_params(key(seed, k, stream=decoder_stream(raw_loader)), sample.height,
+                                            sample.width, *SCALE, *LOG_RATIO, 10)
         np.testing.assert_array_equal(raw_batch[k].numpy(),
                                       reference_crop(pillow_rgb(sample.data), region, (size, size)))
 
@@ -157,13 +166,13 @@ def test_center_crop_is_exact(photos):
 
 def test_resize_then_random_crop_keeps_the_scale(photos):
     samples, jpeg, raw = photos
-    (batch,) = next(iter(ss.Loader(raw, len(samples), {"image": [Resize(64), RandomCrop(48)]}, order="sequential",
-                                   seed=4)))
+    loader = ss.Loader(raw, len(samples), {"image": [Resize(64), RandomCrop(48)]}, order="sequential", seed=4)
+    (batch,) = next(iter(loader))
     (whole,) = next(iter(ss.Loader(raw, len(samples), {"image": [Resize((40, 30))]}, order="sequential")))
     assert batch.shape == (len(samples), 48, 48, 3) and whole.shape == (len(samples), 40, 30, 3)
     for k, sample in enumerate(samples):
         full = pillow_rgb(sample.data)
-        region = resized_random_crop_params(key(4, k), sample.height, sample.width, 48, 48, 64)
+        region = resized_random_crop_params(key(4, k, stream=decoder_stream(loader)), sample.height, sample.width, 48, 48, 64)
         assert abs(region[2] / min(sample.height, sample.width) - 48 / 64) < 0.02  # the crop keeps Resize's scale
         np.testing.assert_array_equal(batch[k].numpy(), reference_crop(full, region, (48, 48)))
         np.testing.assert_array_equal(whole[k].numpy(), reference_crop(full, (0, 0, *full.shape[:2]), (40, 30)))
@@ -277,7 +286,7 @@ def test_multi_crop_decodes_once_and_matches_its_regions(photos):
     scale_lo = np.array([0.4, 0.4, 0.05, 0.05, 0.05])
     scale_hi = np.array([1.0, 1.0, 0.4, 0.4, 0.4])
     for k, sample in enumerate(samples):
-        regions = multi_crop_regions(key(2, k), sample.height, sample.width, scale_lo, scale_hi, *LOG_RATIO, False)
+        regions = multi_crop_regions(key(2, k, stream=decoder_stream(loader, "_crops")), sample.height, sample.width, scale_lo, scale_hi, *LOG_RATIO, False)
         full = pillow_rgb(sample.data)
         for name, region, side in zip(loader.output_names, regions, (64, 64, 24, 24, 24)):
             ours = np.rint(batch[name][k].numpy().transpose(1, 2, 0) * 255).astype(int)

@@ -188,7 +188,7 @@ class _Context(EmitContext):
 
     def key(self, node: Node, stream: int = 0) -> ast.expr:
         return A.call("sample_key", A.name(symbols.SEED.name), A.name(symbols.EPOCH.name), self.index,
-                      A.const(2 * node.id + stream))
+                      A.const(node.stream + stream))
 
     def keys(self, node: Node) -> ast.expr:
         return A.name(symbols.keys(node.id).name)

@@ -15,6 +15,7 @@ from slipstream.compiler import symbols
 from slipstream.compiler.kinds import is_compiled_stage
 from slipstream.compiler.nodes import DecoderNode, Node, RefNode, TransformNode
 from slipstream.compiler.operation import Decoder, Operation, as_operation
+from slipstream.compiler.random import stream_id
 from slipstream.compiler.rewrites import FieldOperation
 from slipstream.compiler.state import Allocation
 from slipstream.errors import PipelineError
@@ -63,6 +64,7 @@ class Graph:
                 next_id += 1
                 nodes.append(node)
             self.pipelines[name] = nodes
+            _number_streams(name, nodes)
             if not name.startswith("_"):
                 self.outputs[name] = nodes[-1]
         self._resolve_references()
@@ -196,6 +198,17 @@ def _node_for(item: Any, pipeline: str, position: int) -> Node:
     if position == 0:
         raise PipelineError(f"pipeline {pipeline!r} must start with a decoder, not {op!r}")
     return TransformNode(op)
+
+
+def _number_streams(pipeline: str, nodes: list[Node]) -> None:
+    """Give each node of a pipeline its random streams, from the pipeline's
+    name, what the node is and how many alike nodes precede it (see
+    :mod:`slipstream.compiler.random`)."""
+    seen: dict[str, int] = {}
+    for node in nodes:
+        identity = node.identity()
+        node.stream = stream_id(pipeline, identity, seen.get(identity, 0))
+        seen[identity] = seen.get(identity, 0) + 1
 
 
 def _state_text(node: Node) -> str:

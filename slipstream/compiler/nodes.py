@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -98,6 +99,7 @@ class Node:
         self.state: State | None = None
         self.allocations: tuple[Allocation, ...] = ()
         self.stage = 0
+        self.stream = 0  # the first of this node's random streams (slipstream.compiler.random.stream_id)
 
     def placed(self, parent: Node | None, node_id: int, pipeline: str) -> Node:
         """A copy of this node placed in a graph."""
@@ -110,6 +112,15 @@ class Node:
         """Where this node's code runs: its operation's kind (a node without
         an operation runs per sample)."""
         return self.op.kind if self.op is not None else Kind.SAMPLE
+
+    def identity(self) -> str:
+        """What this node is, for keying its random streams: its class, its
+        operation's class and its description (the operation's settings, and
+        the node's own).  Module names are left out, so that a class keeps
+        its streams whether its module runs as a script or is imported."""
+        what = type(self.op).__qualname__ if self.op is not None else ""
+        # an object's default repr names its address, which differs from run to run
+        return re.sub(r" at 0x[0-9a-fA-F]+", "", f"{type(self).__qualname__}:{what}:{self.describe()}")
 
     def dependencies(self) -> Sequence[Node]:
         """Nodes whose values this node reads."""

@@ -16,6 +16,8 @@ from operation code.
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 from numba import njit
 
@@ -43,6 +45,34 @@ def sample_key(seed, epoch, index, op_id):
     k = mix64(k ^ (np.uint64(epoch) * _GOLDEN + _ONE))
     k = mix64(k ^ (np.uint64(index) * _M1 + _ONE))
     return mix64(k ^ (np.uint64(op_id) * _M2 + _ONE))
+
+
+def stream_id(output: str, identity: str, occurrence: int) -> int:
+    """The identity of the ``occurrence``-th operation described by
+    ``identity`` in pipeline ``output``, as an even integer below 2**63: the
+    operation's streams are ``sample_key(seed, epoch, index, stream_id + s)``
+    for s = 0, 1."""
+    digest = hashlib.sha256(f"{output}\0{identity}\0{occurrence}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 2 << 1
+
+
+@njit(cache=True, nogil=True)
+def batch_keys(seed, epoch, indices, n, op_id):
+    """The random keys of operation ``op_id`` for the first ``n`` samples of a
+    batch, as a uint64 array: what a batch operation receives as ``keys``."""
+    keys = np.empty(n, np.uint64)
+    for i in range(n):
+        keys[i] = sample_key(seed, epoch, indices[i], op_id)
+    return keys
+
+
+@njit(cache=True, nogil=True)
+def uniforms(keys, k):
+    """The k-th draw of each key, as float64 values in [0, 1)."""
+    out = np.empty(keys.size, np.float64)
+    for i in range(keys.size):
+        out[i] = uniform(keys[i], k)
+    return out
 
 
 @njit(cache=True, nogil=True)
