@@ -88,3 +88,60 @@ def test_batch_augmentations_run_as_torch_stages_of_a_loader(tmp_path):
     batch, labels = next(iter(loader))
     x = torch.from_numpy(images).permute(0, 3, 1, 2).float() / 255
     torch.testing.assert_close(batch, torch.where(x >= 0.5, 1 - x, x))
+
+
+def _resume_dataset(tmp_path):
+    images = np.stack([picture(16, 16, seed=k) for k in range(40)])
+    path = tmp_path / "resume.slip"
+    ss.write(path, {"image": images, "label": np.arange(40)}, {"image": ss.RGBImageField(write_mode="raw"),
+                                                               "label": ss.IntField()}, workers=0, verbose=False)
+    return path
+
+
+def _augmented():
+    return {"image": [ToTensor(), BatchColorJitter(0.4, 0.4, 0.4, 0.1), BatchRandomErasing(0.5),
+                      BatchGaussianBlur(3, p=0.5), BatchRandomGrayscale(0.3)]}
+
+
+def test_batch_augmentations_in_a_loader_draw_from_its_keys_and_resume_exactly(tmp_path):
+    """The draws depend on the seed, the epoch and the samples only: not on
+    torch's global generator, and a loader resumed mid-epoch from its
+    state_dict() repeats the remaining batches bit for bit."""
+    path = _resume_dataset(tmp_path)
+    loader = ss.Loader(path, 8, _augmented(), order="random", seed=3)
+    for _ in loader:  # epoch 0
+        pass
+    torch.manual_seed(1)
+    iterator = iter(loader)  # epoch 1
+    next(iterator), next(iterator)
+    state = loader.state_dict()
+    rest = [(images.clone(), labels.clone()) for images, labels in iterator]
+    torch.manual_seed(2)  # another global generator state: the draws must not depend on it
+    fresh = ss.Loader(path, 8, _augmented(), order="random", seed=3)
+    fresh.load_state_dict(state)
+    resumed = [(images.clone(), labels.clone()) for images, labels in fresh]
+    assert len(resumed) == len(rest) == 3
+    for (a, la), (b, lb) in zip(rest, resumed):
+        torch.testing.assert_close(la, lb, rtol=0, atol=0)
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    plain = ss.Loader(path, 8, {"image": [ToTensor()]}, order="random", seed=3)
+    assert not torch.equal(next(iter(plain))[0], next(iter(ss.Loader(path, 8, _augmented(), order="random",
+                                                                      seed=3)))[0])  # the augmentations act
+    other_seed = next(iter(ss.Loader(path, 8, _augmented(), order="sequential", seed=4)))[0]
+    same_seed = next(iter(ss.Loader(path, 8, _augmented(), order="sequential", seed=3)))[0]
+    assert not torch.equal(other_seed, same_seed)
+
+
+def test_a_batch_augmentation_draws_each_images_parameters_from_that_images_key():
+    """Two batches sharing a sample give it the same per-image parameters:
+    the k-th draw of its own key, whatever the other samples are."""
+    from slipstream.compiler import random as rnd
+
+    jitter = BatchColorJitter(0.4, 0.4, 0.4, 0.1)
+    keys = rnd.batch_keys(np.uint64(5), 0, np.arange(12), 12, 10)
+    params = jitter.sample(BATCH, keys)
+    shifted = jitter.sample(BATCH[3:], keys[3:])
+    for name in ("brightness", "contrast", "saturation", "hue"):
+        torch.testing.assert_close(params[name][3:], shifted[name], rtol=0, atol=0)
+    expected = 0.6 + 0.8 * torch.tensor([rnd.uniform(key, 0) for key in keys]).float()
+    torch.testing.assert_close(params["brightness"], expected)

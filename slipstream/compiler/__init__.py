@@ -12,7 +12,7 @@ from slipstream.compiler.drawing import draw_graph
 from slipstream.compiler.graph import Buffer, Graph
 from slipstream.compiler.kinds import Kind
 from slipstream.compiler.nodes import DecoderNode, EmitContext, Node, RandomApply, RefNode, TransformNode
-from slipstream.compiler.operation import Decoder, Operation, TorchOperation
+from slipstream.compiler.operation import Decoder, Operation, TakesKeys, TorchOperation
 from slipstream.compiler.pipeline import ArraySource, CompiledPipeline, Pipeline
 from slipstream.compiler.state import Allocation, State
 
@@ -32,6 +32,7 @@ __all__ = [
     "RandomApply",
     "RefNode",
     "State",
+    "TakesKeys",
     "TorchOperation",
     "TransformNode",
     "draw_graph",

@@ -86,6 +86,7 @@ def as_tensor(value: Any) -> Any:
 HELPERS: dict[str, Any] = {
     "uniform": rnd.uniform,
     "sample_key": rnd.sample_key,
+    "batch_keys": rnd.batch_keys,
     "copy_sample": copy_sample,
     "as_tensor": as_tensor,
     "prange": numba.prange,
@@ -192,6 +193,10 @@ class _Context(EmitContext):
 
     def keys(self, node: Node) -> ast.expr:
         return A.name(symbols.keys(node.id).name)
+
+    def batch_keys(self, node: Node) -> ast.expr:
+        return A.call("batch_keys", A.name(symbols.SEED.name), A.name(symbols.EPOCH.name),
+                      A.name(symbols.INDICES.name), self.count, A.const(node.stream))
 
     def code(self, node: Node) -> ast.expr:
         fn_name = f"op{node.id}"

@@ -17,7 +17,7 @@ from typing import Any
 
 from slipstream.compiler import astgen as A
 from slipstream.compiler.kinds import Kind, stage_number
-from slipstream.compiler.operation import Decoder, Operation
+from slipstream.compiler.operation import Decoder, Operation, TorchOperation
 from slipstream.compiler.state import Allocation, State
 
 
@@ -52,6 +52,11 @@ class EmitContext:
 
     def keys(self, node: Node) -> ast.expr:
         """A per-sample array of keys, for a batch node (filled in the loop)."""
+        raise NotImplementedError
+
+    def batch_keys(self, node: Node) -> ast.expr:
+        """The random keys of the batch's samples for this node, computed
+        where they are used (a torch stage)."""
         raise NotImplementedError
 
     def code(self, node: Node) -> ast.expr:
@@ -200,7 +205,10 @@ class TransformNode(Node):
         return [A.assign(ctx.target(self), A.call(ctx.code(self), *args))]
 
     def emit_torch(self, ctx: EmitContext) -> list[ast.stmt]:
-        return [A.assign(ctx.target(self), A.call(ctx.code(self), ctx.batch_value(self.parent)))]
+        args = [ctx.batch_value(self.parent)]
+        if isinstance(self.op, TorchOperation) and self.op.takes_keys:
+            args.append(ctx.batch_keys(self))
+        return [A.assign(ctx.target(self), A.call(ctx.code(self), *args))]
 
 
 class RefNode(Node):

@@ -38,6 +38,7 @@ whenever LLVM cannot prove the index non-negative (a 192 x 192 RGB flip:
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import sys
 import warnings
@@ -118,6 +119,23 @@ class Decoder(Operation):
         raise NotImplementedError(f"{type(self).__name__} must implement declare()")
 
 
+class TakesKeys(abc.ABC):
+    """A torch-side callable (usually a ``torch.nn.Module``) whose random
+    draws can come from the pipeline's counter-based keys.
+
+    In a pipeline it is called as ``fn(x, keys)``: ``keys`` is a uint64
+    NumPy array with the random key of each sample of the batch
+    (:func:`slipstream.compiler.random.batch_keys`), so its draws depend only
+    on the seed, the epoch, the samples and the operation, and a loader
+    resumed from ``state_dict()`` repeats them exactly.  Called with
+    ``keys=None`` (outside a pipeline) it may draw from anywhere.
+    """
+
+    @abc.abstractmethod
+    def __call__(self, x: Any, keys: np.ndarray | None = None) -> Any:
+        """The batch ``x`` transformed, with draws from ``keys`` when given."""
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class TorchOperation(Operation):
     """Python code over batch tensors: a ``torch.nn.Module`` or any callable
@@ -125,7 +143,8 @@ class TorchOperation(Operation):
     in this automatically.
 
     Its output state is found by running the code once on a zero tensor of
-    the input's shape with a batch of one, before the first batch.
+    the input's shape with a batch of one, before the first batch.  A
+    callable that :class:`TakesKeys` also receives the batch's random keys.
     """
 
     fn: Callable[[Any], Any]
@@ -140,8 +159,13 @@ class TorchOperation(Operation):
             raise TypeError(f"returns {type(probe).__name__}, not a torch.Tensor")
         return State(jit=False, shape=tuple(probe.shape[1:]), dtype=probe.dtype, device=str(probe.device)), None
 
-    def generate_code(self) -> Callable[[Any], Any]:
+    def generate_code(self) -> Callable[..., Any]:
         return self.fn
+
+    @property
+    def takes_keys(self) -> bool:
+        """Whether the code is called with the batch's random keys as well."""
+        return isinstance(self.fn, TakesKeys)
 
     def fingerprint(self) -> str:
         return f"{type(self).__qualname__}:{type(self.fn).__module__}.{type(self.fn).__qualname__}"

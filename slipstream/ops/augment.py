@@ -90,10 +90,14 @@ class RandomVerticalFlip(_RandomFlip):
 # clamped to [0, 255], truncated back to uint8; grayscale is
 # 0.2989 R + 0.587 G + 0.114 B.
 
+LUMA = (0.2989, 0.587, 0.114)
+"""torchvision's grayscale weights of R, G and B (ITU-R BT.601, rounded)."""
+_LUMA_R, _LUMA_G, _LUMA_B = (np.float32(w) for w in LUMA)
+
 
 @njit(cache=True, nogil=True)
 def _gray(r, g, b):
-    return np.float32(0.2989) * r + np.float32(0.587) * g + np.float32(0.114) * b
+    return _LUMA_R * r + _LUMA_G * g + _LUMA_B * b
 
 
 @njit(cache=True, nogil=True)

@@ -12,8 +12,14 @@ share an augmentation or mirror it::
     view_2 = jitter.apply(view_2, params)       # the same jitter on the other view
 
 ``forward(x)`` is ``apply(x, sample(x))``, so each is a ``torch.nn.Module``
-that pipelines take as a torch-side operation.  Pass ``generator`` (a
-``torch.Generator`` on the batch's device) for reproducible draws.
+that pipelines take as a torch-side operation.
+
+In a pipeline, the draws come from the loader's counter-based random keys
+(each is a :class:`~slipstream.compiler.TakesKeys`): they depend on the
+seed, the epoch and the batch's samples only, so a loader resumed from
+``state_dict()`` repeats them exactly, like those of the compiled
+operations.  Outside a pipeline, ``sample(x)`` draws from ``generator`` (a
+``torch.Generator`` on the batch's device), or from torch's global generator.
 """
 
 from __future__ import annotations
@@ -21,7 +27,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
+
+from slipstream.compiler import random as rnd
+from slipstream.compiler.operation import TakesKeys
+from slipstream.ops.augment import LUMA
 
 Params = dict[str, torch.Tensor]
 
@@ -40,32 +51,63 @@ def _back(x: torch.Tensor, was_uint8: bool) -> torch.Tensor:
     return (x * 255.0).round().clamp(0, 255).to(torch.uint8) if was_uint8 else x
 
 
-def _uniform(n: int, low: float, high: float, like: torch.Tensor, generator: Any) -> torch.Tensor:
-    # Drawn in float32 (the same numbers whatever the batch's dtype); in a float batch's own dtype, so
-    # that applying them keeps it (a float16 batch stays float16).
-    values = low + (high - low) * torch.rand(n, device=like.device, generator=generator)
-    return values.to(like.dtype) if like.is_floating_point() else values
+class _Draws:
+    """The random numbers of one batch, numbered: draw ``k`` gives one value
+    per image.  From the pipeline's per-sample ``keys`` when given (the k-th
+    draw of each sample's key, :func:`slipstream.compiler.random.uniforms`),
+    else from ``generator`` (torch's global generator when None), in order
+    of the calls."""
+
+    def __init__(self, like: torch.Tensor, generator: torch.Generator | None, keys: np.ndarray | None) -> None:
+        self.like, self.generator = like, generator
+        self.keys = None if keys is None else np.ascontiguousarray(keys[:like.shape[0]], np.uint64)
+
+    def rand(self, k: int) -> torch.Tensor:
+        """Values in [0, 1), one per image: float64 from keys, float32 from a generator."""
+        if self.keys is None:
+            return torch.rand(self.like.shape[0], device=self.like.device, generator=self.generator)
+        return torch.from_numpy(rnd.uniforms(self.keys, k)).to(self.like.device)
+
+    def uniform(self, k: int, low: float, high: float) -> torch.Tensor:
+        """Values in [low, high), one per image, in a float batch's own dtype
+        (so that applying them keeps it: a float16 batch stays float16)."""
+        values = low + (high - low) * self.rand(k).float()
+        return values.to(self.like.dtype) if self.like.is_floating_point() else values
+
+    def permutation(self, k: int, size: int) -> torch.Tensor:
+        """A permutation of ``range(size)`` for the whole batch (from the first
+        image's key: draws k .. k + size - 1)."""
+        if self.keys is None:
+            return torch.randperm(size, device=self.like.device, generator=self.generator)
+        first = np.repeat(self.keys[:1], size)
+        ranks = np.array([rnd.uniform(first[j], k + j) for j in range(size)])
+        return torch.from_numpy(np.argsort(ranks, kind="stable")).to(self.like.device)
 
 
 def _gray(x: torch.Tensor) -> torch.Tensor:
     """(B, 1, H, W) luma with torchvision's weights."""
     r, g, b = x.unbind(1)
-    return (0.2989 * r + 0.587 * g + 0.114 * b).unsqueeze(1)
+    return (LUMA[0] * r + LUMA[1] * g + LUMA[2] * b).unsqueeze(1)
 
 
-class _BatchAugmentation(torch.nn.Module):
+class _BatchAugmentation(torch.nn.Module, TakesKeys):
     def __init__(self, generator: torch.Generator | None = None) -> None:
         super().__init__()
         self.generator = generator
 
-    def sample(self, x: torch.Tensor) -> Params:
+    def sample(self, x: torch.Tensor, keys: np.ndarray | None = None) -> Params:
+        """Per-image parameters for the batch ``x``, drawn from the samples'
+        random ``keys`` when given (in a pipeline), else from ``generator``."""
+        return self.draw(x, _Draws(x, self.generator, keys))
+
+    def draw(self, x: torch.Tensor, draws: _Draws) -> Params:
         raise NotImplementedError
 
     def apply(self, x: torch.Tensor, params: Params) -> torch.Tensor:
         raise NotImplementedError
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.apply(x, self.sample(x))
+    def forward(self, x: torch.Tensor, keys: np.ndarray | None = None) -> torch.Tensor:
+        return self.apply(x, self.sample(x, keys))
 
 
 class BatchColorJitter(_BatchAugmentation):
@@ -82,10 +124,9 @@ class BatchColorJitter(_BatchAugmentation):
                        "contrast": (max(0.0, 1 - contrast), 1 + contrast),
                        "saturation": (max(0.0, 1 - saturation), 1 + saturation), "hue": (-hue, hue)}
 
-    def sample(self, x: torch.Tensor) -> Params:
-        n = x.shape[0]
-        params = {name: _uniform(n, lo, hi, x, self.generator) for name, (lo, hi) in self.ranges.items()}
-        params["order"] = torch.randperm(4, device=x.device, generator=self.generator)
+    def draw(self, x: torch.Tensor, draws: _Draws) -> Params:
+        params = {name: draws.uniform(k, lo, hi) for k, (name, (lo, hi)) in enumerate(self.ranges.items())}
+        params["order"] = draws.permutation(len(self.ranges), 4)
         return params
 
     def apply(self, x: torch.Tensor, params: Params) -> torch.Tensor:
@@ -129,8 +170,8 @@ class BatchRandomGrayscale(_BatchAugmentation):
         super().__init__(generator)
         self.p = p
 
-    def sample(self, x: torch.Tensor) -> Params:
-        return {"apply": torch.rand(x.shape[0], device=x.device, generator=self.generator) < self.p}
+    def draw(self, x: torch.Tensor, draws: _Draws) -> Params:
+        return {"apply": draws.rand(0) < self.p}
 
     def apply(self, x: torch.Tensor, params: Params) -> torch.Tensor:
         y, was_uint8 = _float(x)
@@ -146,8 +187,8 @@ class BatchRandomSolarize(_BatchAugmentation):
         super().__init__(generator)
         self.threshold, self.p = threshold, p
 
-    def sample(self, x: torch.Tensor) -> Params:
-        return {"apply": torch.rand(x.shape[0], device=x.device, generator=self.generator) < self.p}
+    def draw(self, x: torch.Tensor, draws: _Draws) -> Params:
+        return {"apply": draws.rand(0) < self.p}
 
     def apply(self, x: torch.Tensor, params: Params) -> torch.Tensor:
         y, was_uint8 = _float(x)
@@ -167,10 +208,8 @@ class BatchGaussianBlur(_BatchAugmentation):
             raise ValueError(f"kernel_size must be a positive odd int, got {kernel_size}")
         self.kernel_size, self.sigma, self.p = kernel_size, sigma, p
 
-    def sample(self, x: torch.Tensor) -> Params:
-        n = x.shape[0]
-        return {"sigma": _uniform(n, *self.sigma, x, self.generator),
-                "apply": torch.rand(n, device=x.device, generator=self.generator) < self.p}
+    def draw(self, x: torch.Tensor, draws: _Draws) -> Params:
+        return {"sigma": draws.uniform(0, *self.sigma), "apply": draws.rand(1) < self.p}
 
     def apply(self, x: torch.Tensor, params: Params) -> torch.Tensor:
         y, was_uint8 = _float(x)
@@ -198,16 +237,15 @@ class BatchRandomErasing(_BatchAugmentation):
         super().__init__(generator)
         self.p, self.scale, self.ratio, self.value = p, scale, ratio, value
 
-    def sample(self, x: torch.Tensor) -> Params:
-        n, _, h, w = x.shape
-        area = _uniform(n, *self.scale, x, self.generator) * h * w
-        aspect = torch.exp(_uniform(n, math.log(self.ratio[0]), math.log(self.ratio[1]), x, self.generator))
+    def draw(self, x: torch.Tensor, draws: _Draws) -> Params:
+        _, _, h, w = x.shape
+        area = draws.uniform(0, *self.scale) * h * w
+        aspect = torch.exp(draws.uniform(1, math.log(self.ratio[0]), math.log(self.ratio[1])))
         eh = torch.sqrt(area * aspect).round().clamp(1, h)
         ew = torch.sqrt(area / aspect).round().clamp(1, w)
-        top = (torch.rand(n, device=x.device, generator=self.generator) * (h - eh + 1)).floor()
-        left = (torch.rand(n, device=x.device, generator=self.generator) * (w - ew + 1)).floor()
-        return {"box": torch.stack([top, left, eh, ew], 1).long(),
-                "apply": torch.rand(n, device=x.device, generator=self.generator) < self.p}
+        top = (draws.rand(2) * (h - eh + 1)).floor()  # rand < 1, so top <= h - eh
+        left = (draws.rand(3) * (w - ew + 1)).floor()
+        return {"box": torch.stack([top, left, eh, ew], 1).long(), "apply": draws.rand(4) < self.p}
 
     def apply(self, x: torch.Tensor, params: Params) -> torch.Tensor:
         y, was_uint8 = _float(x)
