@@ -98,13 +98,13 @@ class FullDecode:
         return _FullDecoder(source, field)
 
 
-def per_crop_pipelines() -> dict[str, list[Any]]:
+def per_crop_pipelines() -> dict[str, Any]:
     """The multi-crop outputs, each crop decoding its own region."""
     normalize = Normalize(presets.IMAGENET_MEAN, presets.IMAGENET_STD, np.float16)
-    pipelines = {f"global_{k}": [RandomResizedCrop(224, scale=(0.4, 1.0)), RandomHorizontalFlip(), normalize]
-                 for k in range(2)}
-    pipelines.update({f"local_{k}": [RandomResizedCrop(96, scale=(0.05, 0.4)), RandomHorizontalFlip(), normalize]
-                      for k in range(6)})
+    pipelines = {f"global_{k}": ss.View("image", [RandomResizedCrop(224, scale=(0.4, 1.0)), RandomHorizontalFlip(),
+                                                   normalize]) for k in range(2)}
+    pipelines.update({f"local_{k}": ss.View("image", [RandomResizedCrop(96, scale=(0.05, 0.4)), RandomHorizontalFlip(),
+                                                       normalize]) for k in range(6)})
     return pipelines
 
 

@@ -31,7 +31,7 @@ from slipstream.fields import (  # noqa: E402
 )
 from slipstream.format import Reader  # noqa: E402
 from slipstream.format.remote import Remote  # noqa: E402
-from slipstream.loader import Loader  # noqa: E402
+from slipstream.loader import Loader, View  # noqa: E402
 from slipstream.sources import LitData, WebDataset  # noqa: E402
 from slipstream.errors import (  # noqa: E402
     ArgumentError,
@@ -79,6 +79,7 @@ __all__ = [
     "SampleIndexError",
     "SampleWarning",
     "SlipstreamError",
+    "View",
     "WebDataset",
     "cached",
     "convert",

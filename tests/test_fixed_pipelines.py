@@ -27,6 +27,7 @@ TABLE = HERE / "fixtures" / "fixed_pipelines.json"
 
 def loader_cases() -> dict[str, dict[str, Any]]:
     """Name -> loader arguments, every pipeline free of randomness."""
+    import slipstream as ss
     from slipstream.ops import CenterCrop, Convert, Normalize, Resize, ToTensor, presets
 
     return {
@@ -36,7 +37,7 @@ def loader_cases() -> dict[str, dict[str, Any]]:
             Resize(40), CenterCrop(32), ToTensor(), Normalize(dtype=np.float32)]}),
         "two outputs of one field and the label": dict(pipelines={
             "image": [CenterCrop(24), Normalize(dtype=np.float32)],
-            "small": [CenterCrop(16, ratio=1.0)],
+            "small": ss.View("image", [CenterCrop(16, ratio=1.0)]),
             "label": []}),
         "torch stage after a compiled one": dict(pipelines={"image": [
             CenterCrop(16), ToTensor(), Convert("float32")]}),

@@ -296,7 +296,7 @@ def test_multi_crop_decodes_once_and_matches_its_regions(photos):
             # As for single crops: no further from an ideal reduction than the reference is.
             assert np.abs(ours - ideal).mean() <= np.abs(reference - ideal).mean() + 1.0, (k, name, region)
     per_crop = ss.Loader(jpeg, len(samples), {"image": [RandomResizedCrop(64)],
-                                              **{f"crop_{k}": [RandomResizedCrop(24)] for k in range(4)}},
+                                              **{f"crop_{k}": ss.View("image", [RandomResizedCrop(24)]) for k in range(4)}},
                          order="sequential")
     next(iter(per_crop))
     assert per_crop.source.decodes.tolist() == [5] * len(samples)

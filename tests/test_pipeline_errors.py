@@ -112,3 +112,32 @@ def test_an_allocation_that_disagrees_with_the_declared_output_is_refused_at_bui
                                                rf"returns its first Allocation, so the two must have the same shape "
                                                rf"and dtype"):
         pipeline.compile(4)
+
+
+def test_a_misspelt_output_name_is_refused_with_the_field_it_meant(dataset):
+    """{"imgae": [...]} once became an extra view while "image" kept its
+    default pipeline, and `images, labels = batch` swapped the two."""
+    with pytest.raises(ss.ArgumentError, match=r"pipelines names output 'imgae' and gives it operations that do not "
+                                               r"start with a decoder or a RefNode, but .*small\.slip has no field "
+                                               r"'imgae'; did you mean 'image'\? \(fields: image, label\)\.  For "
+                                               r"another output that reads a field, write 'imgae': "
+                                               r"slipstream\.View\(field, \[operations\.\.\.\]\)"):
+        ss.Loader(dataset, 4, {"imgae": [RandomResizedCrop(32)]}, verbose=False)
+    with pytest.raises(ss.ArgumentError, match=r"pipelines names output 'lable' and drops it with None, but .* no "
+                                               r"field 'lable'; did you mean 'label'\?"):
+        ss.Loader(dataset, 4, {"lable": None}, verbose=False)
+    with pytest.raises(ss.ArgumentError, match=r"output 'view_2' is a view of field 'imag', which .*small\.slip "
+                                               r"does not have; did you mean 'image'\? \(fields: image, label\)"):
+        ss.Loader(dataset, 4, {"view_2": ss.View("imag", [RandomResizedCrop(32)])}, verbose=False)
+
+
+def test_outputs_come_in_the_order_the_user_wrote_them(dataset):
+    loader = ss.Loader(dataset, 4, {"label": [], "image": [RandomResizedCrop(16)]}, order="sequential",
+                       verbose=False)
+    assert loader.output_names == ["label", "image"]
+    labels, images = next(iter(loader))
+    assert labels.tolist() == [0, 1, 2, 0] and tuple(images.shape) == (4, 16, 16, 3)
+    views = ss.Loader(dataset, 4, ss.ops.presets.simclr(16), verbose=False)
+    assert views.output_names == ["image", "view_2", "label"]  # the fields not named follow, in the file's order
+    assert not ss.Loader(dataset, 4, {"view_2": ss.View("image", [RandomResizedCrop(16)])},
+                         verbose=False).output_names.count("image")  # a viewed field is not also loaded whole

@@ -16,13 +16,14 @@ def _batches(path, pipelines, seed=5):
 
 
 def test_inserting_an_operation_into_one_pipeline_leaves_another_output_byte_identical(tmp_path):
+    import slipstream as ss
     from slipstream.ops import ColorJitter, RandomHorizontalFlip, RandomResizedCrop, RandomSolarize
 
     path = dataset(tmp_path, raw=True)
 
     def pipelines(extra):
         return {"image": [RandomResizedCrop(32), RandomHorizontalFlip(), *extra],
-                "view_2": [RandomResizedCrop(24), ColorJitter(0.4, 0.4, 0.4)],
+                "view_2": ss.View("image", [RandomResizedCrop(24), ColorJitter(0.4, 0.4, 0.4)]),
                 "label": []}
 
     before = _batches(path, pipelines([]))

@@ -11,15 +11,13 @@ from typing import Any
 
 import numpy as np
 
-from slipstream.compiler import Decoder, Pipeline
-from slipstream.compiler.graph import check_pipeline
-from slipstream.compiler.rewrites import FieldOperation, fold
+from slipstream.compiler import Pipeline
 from slipstream.errors import ArgumentError, SlipstreamError
 from slipstream.fields.decoders import DecodeSource
-from slipstream.fields.image import RGBImageField
 from slipstream.format import Reader
 from slipstream.loader import orders
 from slipstream.loader.iterator import EpochIterator, FailureLog
+from slipstream.loader.outputs import resolve_outputs
 from slipstream.format.manifest import NAME as MANIFEST
 from slipstream.format.remote import Remote, is_url, local_path
 from slipstream.format.sharded import ShardedReader, opens_as_sharded
@@ -47,8 +45,9 @@ class Loader:
                 ...
 
     Iterating gives one epoch: a tuple per batch with one torch tensor per
-    output, in the order of the dataset's fields followed by the other
-    outputs (``as_dict=True``: a dict by output name).  Each ``iter()``
+    output, in the order ``pipelines`` names them, then the fields it does
+    not name in the dataset's order (``as_dict=True``: a dict by output
+    name).  Each ``iter()``
     starts the next epoch; ``set_epoch`` chooses one.  A background thread
     prepares ``batches_ahead`` batches; a batch's memory is reused
     ``batches_ahead + 2`` batches later, so ``.clone()`` a batch to keep it.
@@ -67,10 +66,13 @@ class Loader:
         pipelines: output name -> list of operations.  A list for a field
             that does not start with a decoder gets the field's default
             decoder in front; ``None`` drops the field; fields not named get
-            their default decoder.  Other names must start with a decoder or
-            a ``RefNode``, or with a decoding operation (a crop), which then
-            reads the dataset's image field.  Names starting with ``_`` are
-            internal: other outputs refer to them, they are not yielded.
+            their default decoder.  Another output that reads a field (a
+            second view) is declared as ``slipstream.View(field, [...])``;
+            any other name must start with a decoder or a ``RefNode``.  A
+            name that is none of these is refused, naming the closest field
+            (see :mod:`slipstream.loader.outputs`).  Names starting with
+            ``_`` are internal: other outputs refer to them, they are not
+            yielded.
         order: ``"sequential"``, ``"random"`` or ``"quasi_random"`` (see
             :mod:`slipstream.loader.orders`).
         seed: seed of the order and of every random operation.
@@ -149,7 +151,7 @@ class Loader:
         else:
             self.memory = PagePool(self.reader, pages)
         self.source = DecodeSource(self.reader, self.memory.storage)
-        resolved = self._pipelines(pipelines or {})
+        resolved = resolve_outputs(pipelines or {}, self.reader.fields, self.source, self.reader.path)
         self.output_names = [name for name in resolved if not name.startswith("_")]
         self.compiled = Pipeline(resolved).compile(batch_size, seed=self.seed, slots=batches_ahead + 2,
                                                    verbose=verbose)
@@ -169,45 +171,6 @@ class Loader:
         if chosen.size and (chosen.min() < 0 or chosen.max() >= n):
             raise ArgumentError(f"indices must lie in [0, {n}) for {self.reader.path}")
         return chosen
-
-    def _pipelines(self, given: Mapping[str, Sequence[Any] | None]) -> dict[str, list[Any]]:
-        """Each output's operations, folded and bound.  A field that other
-        outputs decode (SimCLR's second view, multi-crop) is not also
-        loaded whole unless it has a pipeline of its own."""
-        fields = self.reader.fields
-        given = {name: None if ops is None else check_pipeline(name, ops) for name, ops in given.items()}
-        extra: dict[str, list[Any]] = {}
-        decoded_elsewhere: set[str] = set()
-        for name, ops in given.items():
-            if name not in fields and ops is not None:
-                ops = fold(list(ops))
-                if ops and isinstance(ops[0], FieldOperation):
-                    field = self._image_field(name)
-                    decoded_elsewhere.add(field)
-                    ops = [_bind(op, self.source, field) for op in ops]
-                extra[name] = ops
-        resolved = {}
-        for name, field in fields.items():
-            ops = given.get(name, None if name in decoded_elsewhere else ())
-            if ops is None:
-                continue
-            ops = fold(list(ops))
-            if not ops or not _starts_a_pipeline(ops[0]):
-                ops = field.default_pipeline(name, self.source) + ops
-            resolved[name] = [_bind(op, self.source, name) for op in ops]
-        resolved.update(extra)
-        if not any(not name.startswith("_") for name in resolved):
-            raise ArgumentError("every field was dropped: nothing to load")
-        return resolved
-
-    def _image_field(self, output: str) -> str:
-        """The field an extra output's decoding operation reads: the
-        dataset's only image field (e.g. the second view of SimCLR)."""
-        images = [n for n, f in self.reader.fields.items() if isinstance(f, RGBImageField)]
-        if len(images) != 1:
-            raise ArgumentError(f"output {output!r} starts with a decoding operation, but {self.reader.path} has "
-                                f"{len(images)} image fields ({images}); name the output after the field it reads")
-        return images[0]
 
     # ---------------------------------------------------------------- epochs
 
@@ -388,17 +351,6 @@ def _open(source: Any, remote: Remote | None) -> Reader:
 def _has_manifest(folder: str | os.PathLike) -> bool:
     """Whether a local folder is a sharded dataset (rather than images to convert)."""
     return (local_path(folder) / MANIFEST).is_file()
-
-
-def _starts_a_pipeline(op: Any) -> bool:
-    from slipstream.compiler import RefNode
-
-    return isinstance(op, (Decoder, RefNode, FieldOperation))
-
-
-def _bind(op: Any, source: DecodeSource, field: str) -> Any:
-    """Operations that read the dataset (the crop decoders) are bound to it here."""
-    return op.bind(source, field) if isinstance(op, FieldOperation) else op
 
 
 def _first_pages(reader: Reader) -> np.ndarray:

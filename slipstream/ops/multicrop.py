@@ -201,17 +201,19 @@ class TakeCrop(Operation):
 def multi_crop_pipelines(global_crops: int = 2, global_size: int = 224, global_scale: tuple[float, float] = (0.4, 1.0),
                          local_crops: int = 6, local_size: int = 96, local_scale: tuple[float, float] = (0.05, 0.4),
                          flip: float = 0.5, mean: Any = (0.485, 0.456, 0.406), std: Any = (0.229, 0.224, 0.225),
-                         dtype: Any = np.float16, yoked: bool = False) -> dict[str, list[Any]]:
+                         dtype: Any = np.float16, yoked: bool = False, field: str = "image") -> dict[str, Any]:
     """Loader pipelines for multi-crop (DINO, SwAV): outputs ``global_0``..
-    and ``local_0``.., each cropped from one decode of the image, flipped
-    with probability ``flip`` and normalized to (3, side, side) ``dtype``."""
+    and ``local_0``.., each cropped from one decode of image field
+    ``field``, flipped with probability ``flip`` and normalized to (3, side,
+    side) ``dtype``."""
     from slipstream.compiler import RefNode
+    from slipstream.loader.outputs import View
     from slipstream.ops.augment import RandomHorizontalFlip
     from slipstream.ops.pack import Normalize
 
     sizes = (global_size,) * global_crops + (local_size,) * local_crops
     scales = (tuple(global_scale),) * global_crops + (tuple(local_scale),) * local_crops
-    pipelines: dict[str, list[Any]] = {"_crops": [MultiCrop(sizes, scales, yoked=yoked)]}
+    pipelines: dict[str, Any] = {"_crops": View(field, [MultiCrop(sizes, scales, yoked=yoked)])}
     names = [f"global_{k}" for k in range(global_crops)] + [f"local_{k}" for k in range(local_crops)]
     for name, (offset, _), side in zip(names, crop_layout(sizes), sizes):
         pipelines[name] = [RefNode("_crops"), TakeCrop(offset, side), RandomHorizontalFlip(flip),

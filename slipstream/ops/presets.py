@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from slipstream.loader.outputs import View
 from slipstream.ops.augment import RandomHorizontalFlip
 from slipstream.ops.crops import CenterCrop, RandomResizedCrop
 from slipstream.ops.multicrop import multi_crop_pipelines
@@ -31,11 +32,12 @@ def imagenet_val(size: int = 224, ratio: float = 224 / 256, field: str = "image"
 
 
 def simclr(size: int = 224, field: str = "image", second: str = "view_2", dtype: Any = np.float16,
-           mean: Any = IMAGENET_MEAN, std: Any = IMAGENET_STD) -> dict[str, list[Any]]:
+           mean: Any = IMAGENET_MEAN, std: Any = IMAGENET_STD) -> dict[str, Any]:
     """Two independently augmented views of each image, as outputs ``field``
-    and ``second``: RandomResizedCrop(size) and a flip each, normalized."""
+    and ``second`` (a :class:`~slipstream.loader.outputs.View` of ``field``):
+    RandomResizedCrop(size) and a flip each, normalized."""
     view = [RandomResizedCrop(size), RandomHorizontalFlip(), Normalize(mean, std, dtype)]
-    return {field: list(view), second: list(view)}
+    return {field: list(view), second: View(field, list(view))}
 
 
 multi_crop = multi_crop_pipelines

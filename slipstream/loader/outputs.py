@@ -1,0 +1,125 @@
+"""A loader's outputs: from the user's ``pipelines`` mapping to one
+operation list per output, each starting with a decoder.
+
+Every output is one of:
+
+* a field of the dataset, named as the field, with its operations (the
+  field's default decoder goes in front of a list that starts with none) or
+  ``None`` to drop it; fields the mapping does not name get their default
+  pipeline;
+* a :class:`View`: another output reading a field, declared as such (the
+  second view of SimCLR, the crops of multi-crop);
+* a list that starts with a decoder or a reference to another output.
+
+Any other name is refused, with the closest field suggested: a misspelt
+field name would otherwise become an extra output and leave the field it
+meant to configure with its default pipeline.  Outputs come in the order
+the mapping names them, then the fields it does not name, in the dataset's
+order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from slipstream.compiler import Decoder, RefNode
+from slipstream.compiler.graph import check_pipeline
+from slipstream.compiler.rewrites import FieldOperation, fold
+from slipstream.errors import ArgumentError
+
+
+@dataclasses.dataclass(frozen=True)
+class View:
+    """An output that reads field ``field`` of the dataset, besides (or
+    instead of) the field's own output.
+
+    Its operations are placed as a field's would be: a first entry that
+    decodes (a crop) reads ``field``; a list that starts with no decoder
+    gets the field's default decoder in front.  A field that only views
+    read is not loaded whole unless the mapping gives it a pipeline too::
+
+        pipelines = {
+            "image": [RandomResizedCrop(224), RandomHorizontalFlip(), Normalize()],
+            "view_2": slipstream.View("image", [RandomResizedCrop(224), RandomHorizontalFlip(), Normalize()]),
+        }
+    """
+
+    field: str
+    operations: Sequence[Any] = ()
+
+
+Given = Mapping[str, "Sequence[Any] | View | None"]
+
+
+def resolve_outputs(given: Given, fields: Mapping[str, Any], source: Any, dataset: Any) -> dict[str, list[Any]]:
+    """Each output's operations, checked, folded and bound to ``source``
+    (a :class:`~slipstream.fields.decoders.DecodeSource`), in output order.
+
+    Args:
+        given: the user's ``pipelines`` mapping.
+        fields: the dataset's fields by name.
+        source: what decoders read the dataset through.
+        dataset: the dataset's path or URL, for messages.
+
+    Raises:
+        ArgumentError: a name that is neither a field, nor a view, nor a
+            pipeline starting with a decoder; a view of a missing field;
+            every output dropped.
+        PipelineError: an entry that is not an operation.
+    """
+    if not isinstance(given, Mapping):
+        raise ArgumentError(f"pipelines must be a mapping of output name to operations, got {given!r}")
+    views = {name: entry for name, entry in given.items() if isinstance(entry, View)}
+    for name, view in views.items():
+        if view.field not in fields:
+            raise ArgumentError(f"output {name!r} is a view of field {view.field!r}, which {dataset} does not have"
+                                f"{_suggestion(view.field, fields)} (fields: {', '.join(fields)})")
+    viewed = {view.field for view in views.values()}
+    outputs: dict[str, list[Any]] = {}
+    for name in [*given, *(f for f in fields if f not in given and f not in viewed)]:
+        entry = given.get(name, ())
+        if entry is None:
+            if name not in fields:
+                raise ArgumentError(_unknown(name, fields, dataset, "drops it with None"))
+            continue
+        if isinstance(entry, View):
+            outputs[name] = _field_pipeline(name, entry.field, entry.operations, fields, source)
+        elif name in fields:
+            outputs[name] = _field_pipeline(name, name, entry, fields, source)
+        else:
+            operations = fold(check_pipeline(name, entry))
+            if not operations or not isinstance(operations[0], (Decoder, RefNode)):
+                raise ArgumentError(_unknown(name, fields, dataset, "gives it operations that do not start "
+                                                                    "with a decoder or a RefNode"))
+            outputs[name] = operations
+    if not any(not name.startswith("_") for name in outputs):
+        raise ArgumentError(f"every field of {dataset} was dropped: nothing to load")
+    return outputs
+
+
+def _field_pipeline(output: str, field: str, entries: Sequence[Any], fields: Mapping[str, Any],
+                    source: Any) -> list[Any]:
+    """The operations of an output reading ``field``: the field's default
+    decoder in front unless the list starts with one, decoding operations
+    bound to the field."""
+    operations = fold(check_pipeline(output, entries))
+    if not operations or not isinstance(operations[0], (Decoder, RefNode, FieldOperation)):
+        operations = fields[field].default_pipeline(field, source) + operations
+    return [op.bind(source, field) if isinstance(op, FieldOperation) else op for op in operations]
+
+
+def _unknown(name: str, fields: Mapping[str, Any], dataset: Any, what: str) -> str:
+    return (f"pipelines names output {name!r} and {what}, but {dataset} has no field {name!r}"
+            f"{_suggestion(name, fields)} (fields: {', '.join(fields)}).  For another output that reads a field, "
+            f"write {name!r}: slipstream.View(field, [operations...])")
+
+
+def _suggestion(name: str, fields: Mapping[str, Any]) -> str:
+    close = difflib.get_close_matches(name, list(fields), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+__all__ = ["View", "resolve_outputs"]
