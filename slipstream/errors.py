@@ -52,6 +52,13 @@ class PipelineError(SlipstreamError, ValueError):
     reference to a missing pipeline, an operation in the wrong place."""
 
 
+class OperationError(PipelineError):
+    """An operation's compiled code raised an exception on a sample (or, for
+    a batch operation, on a batch); the message names the operation, its
+    pipeline and the sample's index in the dataset, and the operation's own
+    exception is the ``__cause__``."""
+
+
 class CompileError(SlipstreamError):
     """Numba could not compile a generated stage; the message names the
     operation and the generated line that called it."""

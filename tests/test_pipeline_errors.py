@@ -4,11 +4,13 @@ instead, when the pipeline or the loader is built."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 import slipstream as ss
-from slipstream.compiler import ArraySource, Pipeline
+from slipstream.compiler import ArraySource, Operation, Pipeline
 from slipstream.ops import RandomHorizontalFlip, RandomResizedCrop
 
 
@@ -141,3 +143,43 @@ def test_outputs_come_in_the_order_the_user_wrote_them(dataset):
     assert views.output_names == ["image", "view_2", "label"]  # the fields not named follow, in the file's order
     assert not ss.Loader(dataset, 4, {"view_2": ss.View("image", [RandomResizedCrop(16)])},
                          verbose=False).output_names.count("image")  # a viewed field is not also loaded whole
+
+
+@dataclasses.dataclass(frozen=True)
+class RefuseValue(Operation):
+    """Raises on the samples whose first value is ``value``."""
+
+    value: int
+
+    def declare(self, state):
+        return state, None
+
+    def generate_code(self):
+        value = self.value
+
+        def refuse(x, key):
+            if x.reshape(-1)[0] == value:
+                raise ValueError("this value is refused")
+            return x
+
+        return refuse
+
+
+def test_an_exception_in_compiled_code_names_the_operation_the_pipeline_and_the_sample(dataset):
+    data = np.arange(40, dtype=np.int64).reshape(20, 2)
+    compiled = Pipeline({"numbers": [ArraySource(data), RefuseValue(14)]}).compile(10)
+    for _ in range(2):  # the first batch too (Numba loses an exception in a parallel loop's first run)
+        with pytest.raises(ss.OperationError, match=r"^RefuseValue\(value=14\) in pipeline 'numbers' failed on "
+                                                    r"sample 7: ValueError: this value is refused$") as err:
+            compiled(np.arange(10))
+        assert isinstance(err.value.__cause__, ValueError)
+    assert compiled(np.arange(10, 20))["numbers"].shape == (10, 2)  # other batches are fine
+    images = np.stack([np.full((8, 8, 3), k, np.uint8) for k in range(16)])
+    path = dataset.parent / "values.slip"
+    ss.write(path, {"image": images, "label": np.arange(16)}, {"image": ss.RGBImageField("raw"),
+                                                               "label": ss.IntField()}, workers=0, verbose=False)
+    loader = ss.Loader(path, 4, {"image": [RefuseValue(9)]}, order="sequential", verbose=False)
+    with pytest.raises(ss.OperationError, match=r"values\.slip: batch 2 of epoch 0: RefuseValue\(value=9\) in "
+                                                r"pipeline .image. failed on sample 9"):
+        for _ in loader:
+            pass

@@ -223,10 +223,10 @@ class _Context(EmitContext):
         return A.name(symbols.COUNT.name)
 
 
-def stage_parameters(nodes: list[Node], external: Iterable[int]) -> list[Symbol]:
+def stage_parameters(nodes: list[Node], external: Iterable[int], compiled: bool) -> list[Symbol]:
     """The parameters of the stage running ``nodes`` and reading the values
     of the nodes ``external`` from earlier stages: what the runtime binds."""
-    params = list(symbols.BATCH_PARAMETERS)
+    params = list(symbols.BATCH_PARAMETERS) + ([symbols.DONE] if compiled else [])
     for node in nodes:
         if isinstance(node, DecoderNode):
             params += [symbols.input_array(node.id, k) for k in range(len(node.op.inputs()))]
@@ -236,8 +236,14 @@ def stage_parameters(nodes: list[Node], external: Iterable[int]) -> list[Symbol]
     return params + [symbols.value(i) for i in sorted(external)]
 
 
-def generate_stage(graph: Graph, stage: int) -> StageSource:
-    """The source of one stage of the graph."""
+def generate_stage(graph: Graph, stage: int, trace: bool = False) -> StageSource:
+    """The source of one stage of the graph.
+
+    With ``trace``, a diagnostic version of a compiled stage: the samples
+    run one after the other (``range``, not ``prange``), and before each
+    node's statements the stage records in its last parameter, ``trace``,
+    the node's id and the sample's position, so that an exception raised by
+    an operation can be traced to the operation and the sample."""
     ctx = _Context(graph, stage)
     nodes = graph.nodes_in(stage)
     jit = graph.is_jit_stage(stage)
@@ -248,12 +254,15 @@ def generate_stage(graph: Graph, stage: int) -> StageSource:
 
     emitted: list[tuple[Node, list[ast.stmt]]] = []
 
-    def emit_all(method: str) -> list[ast.stmt]:
+    def emit_all(method: str, position: ast.expr) -> list[ast.stmt]:
         """Every node's statements from one of its emit methods, in order."""
         statements: list[ast.stmt] = []
         for node in nodes:
             own = getattr(node, method)(ctx)
             emitted.append((node, own))
+            if trace and own:
+                statements += [A.assign_item(A.name(symbols.TRACE.name), A.const(0), A.const(node.id)),
+                               A.assign_item(A.name(symbols.TRACE.name), A.const(1), position)]
             statements += own
         return statements
 
@@ -262,13 +271,17 @@ def generate_stage(graph: Graph, stage: int) -> StageSource:
         loop: list[ast.stmt] = [A.assign(symbols.INDEX.name, A.index(A.name(symbols.INDICES.name), ctx.sample))]
         if ctx.scratch:
             loop.append(A.assign(symbols.THREAD.name, A.call("get_thread_id")))
-        loop += emit_all("emit")
-        body = [A.for_range(symbols.SAMPLE.name, A.call("prange", ctx.count), loop), *emit_all("emit_batch")]
+        loop += emit_all("emit", ctx.sample)
+        # Numba may lose an exception raised in a parallel loop (the call then returns as if all went
+        # well); the runtime finds such a sample by this mark missing.
+        loop.append(A.assign_item(A.name(symbols.DONE.name), ctx.sample, A.const(1)))
+        samples = A.call("range" if trace else "prange", ctx.count)
+        body = [A.for_range(symbols.SAMPLE.name, samples, loop), *emit_all("emit_batch", A.const(-1))]
     else:
-        body = emit_all("emit_torch")
+        body = emit_all("emit_torch", A.const(-1))
     body.append(A.ret([ctx.batch_value(n) for n in returns]))
 
-    params = stage_parameters(nodes, ctx.external)
+    params = stage_parameters(nodes, ctx.external, jit) + ([symbols.TRACE] if trace else [])
     fn_name = f"stage_{stage}"
     function = A.function(fn_name, [p.name for p in params], body)
     kind = "numba.njit(nogil=True, parallel=True, cache=True)" if jit else "plain Python over torch tensors"
@@ -398,6 +411,14 @@ def load_stage(graph: Graph, stage: StageSource) -> Callable[..., Any]:
         return fn
     _loaded[digest] = numba.njit(nogil=True, parallel=True, cache=True)(fn)
     return _loaded[digest]
+
+
+def load_diagnostic(stage: StageSource) -> Callable[..., Any]:
+    """A stage generated with ``trace=True``, compiled without threads and
+    without the disk cache: it runs only after a batch failed."""
+    namespace = dict(stage.globals)
+    exec(compile(stage.source, f"<diagnostic stage {stage.index}>", "exec"), namespace)
+    return numba.njit(nogil=True)(namespace[stage.name])
 
 
 def typing_error(stage: StageSource, exc: Exception) -> CompileError:

@@ -12,13 +12,13 @@ import numba
 import numpy as np
 
 from slipstream.compiler import symbols
-from slipstream.compiler.codegen import StageSource, generate_stage, load_stage, typing_error
+from slipstream.compiler.codegen import StageSource, generate_stage, load_diagnostic, load_stage, typing_error
 from slipstream.compiler.graph import Graph, check_pipeline
 from slipstream.compiler.operation import Decoder, torch_dtype
 from slipstream.compiler.rewrites import fold
 from slipstream.compiler.state import Allocation, State
 from slipstream.compiler.symbols import Role, Symbol
-from slipstream.errors import ArgumentError
+from slipstream.errors import ArgumentError, OperationError
 
 SINGLE_OUTPUT = "output"
 
@@ -131,6 +131,7 @@ class CompiledPipeline:
                         for k, a in enumerate(n.op.inputs())}
         self._jit_buffers = {symbol: _jit_view(array) for symbol, array in self.buffers.items()}
         self._jit_scratch = {symbol: _jit_view(array) for symbol, array in self.scratch.items()}
+        self._done = np.zeros(batch_size, np.uint8)  # which samples a compiled stage finished (see codegen)
         self._slot = 0
         self._compiled = [False] * len(self.sources)
         # Asynchronous copies to a CUDA device read a slot's host memory after
@@ -160,12 +161,22 @@ class CompiledPipeline:
         try:
             for k, (source, fn) in enumerate(zip(self.sources, self.functions)):
                 args = [self._argument(name, source, idx, n, epoch, slot, values) for name in source.params]
+                self._done[:n] = 0
                 try:
                     results = fn(*args)
                 except numba.core.errors.NumbaError as exc:
                     if self._compiled[k]:
                         raise
                     raise typing_error(source, exc) from exc
+                except Exception:
+                    if source.jit:
+                        self._raise_operation_error(source, args, idx)
+                    raise
+                if source.jit and not self._done[:n].all():  # an exception the parallel loop lost
+                    self._raise_operation_error(source, args, idx)
+                    raise OperationError(f"stage {source.index} stopped before samples "
+                                         f"{idx[:n][self._done[:n] == 0].tolist()} were done, and running them "
+                                         f"again one by one did not fail")
                 if progress is not None and source.jit and not self._compiled[k]:
                     progress.update(1)
                 self._compiled[k] = True
@@ -182,6 +193,24 @@ class CompiledPipeline:
             self._slot_read[slot] = torch.cuda.current_stream().record_event()
         outputs = {name: values[node.id] for name, node in self.graph.outputs.items()}
         return outputs[SINGLE_OUTPUT] if self._single else outputs
+
+    def _raise_operation_error(self, source: StageSource, args: list[Any], idx: np.ndarray) -> None:
+        """After a jit stage failed: run the batch again through the stage's
+        diagnostic version (one sample after the other, recording where it
+        is) and raise an :class:`OperationError` naming the operation, its
+        pipeline and the sample, from the operation's own exception (which
+        a parallel loop may have lost).  Returns when the run does not fail."""
+        trace = np.full(2, -1, np.int64)
+        try:
+            load_diagnostic(generate_stage(self.graph, source.index, trace=True))(*args, trace)
+        except Exception as cause:
+            node = next((n for n in self.graph.nodes if n.id == trace[0]), None)
+            if node is None:
+                return
+            where = (f"sample {int(idx[trace[1]])}" if trace[1] >= 0 else
+                     f"the batch of samples {_shown(idx)}")
+            raise OperationError(f"{node.describe()} in pipeline {node.pipeline!r} failed on {where}: "
+                                 f"{type(cause).__name__}: {cause}") from cause
 
     def _compile_progress(self) -> Any:
         """A progress bar over the jit stages the coming call compiles (None
@@ -210,6 +239,8 @@ class CompiledPipeline:
             return self._inputs[symbol]
         if role is Role.KEYS:
             return self.keys[symbol]
+        if role is Role.DONE:
+            return self._done
         if role is Role.BUFFER:
             if symbol in self._jit_scratch:
                 return self._jit_scratch[symbol]
@@ -254,6 +285,11 @@ class CompiledPipeline:
                          f"{str(array.dtype):<10} {array.nbytes:>12,}")
         lines.append(f"{'total':<10} {'':<40} {'':<24} {'':<10} {total:>12,}")
         return "\n".join(lines)
+
+
+def _shown(indices: np.ndarray) -> str:
+    """The first sample indices of a batch, for messages."""
+    return ", ".join(map(str, indices[:8].tolist())) + (", ..." if indices.size > 8 else "")
 
 
 def _jit_view(array: np.ndarray) -> np.ndarray:

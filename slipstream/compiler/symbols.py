@@ -26,6 +26,8 @@ class Role(enum.Enum):
     SAMPLE = "i"  # the sample loop's position in the batch
     INDEX = "index"  # the current sample's dataset index
     THREAD = "tid"  # the current thread's number (per-thread buffers)
+    TRACE = "trace"  # where a diagnostic stage is: the node running and the sample's position, int64 (2,)
+    DONE = "done"  # 1 for each sample whose statements all ran, uint8 (batch_size,)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,9 +65,12 @@ EPOCH = Symbol(Role.EPOCH)
 SAMPLE = Symbol(Role.SAMPLE)
 INDEX = Symbol(Role.INDEX)
 THREAD = Symbol(Role.THREAD)
+TRACE = Symbol(Role.TRACE)
+DONE = Symbol(Role.DONE)
 
 BATCH_PARAMETERS = (INDICES, COUNT, SEED, EPOCH)
-"""The parameters every stage starts with, in this order."""
+"""The parameters every stage starts with, in this order (a compiled stage
+then takes ``DONE``)."""
 
 
 def value(node_id: int) -> Symbol:
@@ -89,4 +94,4 @@ def input_array(node_id: int, position: int) -> Symbol:
 
 
 __all__ = ["BATCH_PARAMETERS", "COUNT", "EPOCH", "INDEX", "INDICES", "Role", "SAMPLE", "SEED", "Symbol", "THREAD",
-           "buffer", "input_array", "keys", "value"]
+           "DONE", "TRACE", "buffer", "input_array", "keys", "value"]

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from slipstream import native
-from slipstream.errors import DecodeError, PipelineError, SampleWarning, SlipstreamError
+from slipstream.errors import DecodeError, OperationError, PipelineError, SampleWarning, SlipstreamError
 
 _END = object()
 _EMPTY = object()  # a batch whose every sample failed under on_error="skip"
@@ -204,6 +204,8 @@ class _Work:
     def _run(self, b: int, indices: np.ndarray) -> Any:
         try:
             return self.compiled(indices, self.epoch)
+        except OperationError as exc:
+            raise OperationError(f"{self.reader.path}: batch {b} of epoch {self.epoch}: {exc}") from exc.__cause__
         except SlipstreamError:
             raise
         except Exception as exc:
