@@ -73,7 +73,7 @@ def child(pipeline: str, path: str, warm: str, options: str, cache: str) -> None
 
     with ss.Loader(warm, BATCH, pipelines(ss.Reader(warm)), order="quasi_random", seed=1, verbose=False) as compiling:
         next(iter(compiling))
-    reader = ss.Reader(path, remote=remote)
+    reader = ss.open_dataset(path, remote=remote)
     sizes = reader.metadata["image"]["size"].astype("int64")
     epochs = []
     with ss.Loader(reader, BATCH, pipelines(reader), order="quasi_random", seed=0, verbose=False) as loader:

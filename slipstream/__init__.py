@@ -9,7 +9,7 @@ The layers, each usable on its own: :mod:`slipstream.native` (the C kernels,
 from Python and from Numba), :mod:`slipstream.compiler` (pipelines of
 operations compiled into one parallel function per stage, usable on in-memory
 arrays), :mod:`slipstream.format` (the dataset file: :func:`write`,
-:func:`cached`, :class:`Reader`), :mod:`slipstream.fields` (what a file
+:func:`cached`, :func:`open_dataset`, :class:`Reader`), :mod:`slipstream.fields` (what a file
 stores per sample) and :mod:`slipstream.ops` (the operations).
 """
 
@@ -29,7 +29,7 @@ from slipstream.fields import (  # noqa: E402
     NDArrayField,
     RGBImageField,
 )
-from slipstream.format import Reader  # noqa: E402
+from slipstream.format import Reader, open_dataset  # noqa: E402
 from slipstream.format.remote import Remote  # noqa: E402
 from slipstream.loader import Loader, View  # noqa: E402
 from slipstream.sources import LitData, WebDataset  # noqa: E402
@@ -87,6 +87,7 @@ __all__ = [
     "convert",
     "fields",
     "native",
+    "open_dataset",
     "ops",
     "write",
     "__version__",

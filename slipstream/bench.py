@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from slipstream.errors import ArgumentError
-from slipstream.format import Reader
+from slipstream.format import Reader, open_dataset
 from slipstream.loader import Loader
 from slipstream.ops import StoredBytes, presets
 
@@ -38,7 +38,7 @@ def stream(path: str | os.PathLike, pipeline: str = "train", *, field: str | Non
     progress bar shows only on a terminal and with ``verbose``."""
     from tqdm import tqdm
 
-    with Reader(path) as reader:
+    with open_dataset(path) as reader:
         loader = Loader(reader, batch_size, _pipelines(reader, pipeline, field), num_threads=threads, as_dict=True)
         rates = []
         try:

@@ -102,7 +102,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"skipped {reason}")
         return 0
     if args.command == "info":
-        with ss.Reader(args.file, verify_pages=args.verify_pages) as reader:
+        with ss.open_dataset(args.file, verify_pages=args.verify_pages) as reader:
             print(describe(reader, pages_verified=args.verify_pages))
         return 0
     if args.command == "convert":
@@ -181,7 +181,7 @@ def describe(reader: object, pages_verified: bool = False) -> str:
     r = reader  # a slipstream.Reader
     manifest = getattr(r, "manifest", None)  # a sharded or remote dataset
     size = sum(s.bytes for s in manifest.shards) if manifest is not None else Path(r.path).stat().st_size
-    lines = [f"{r.path}: {type(r).__name__}, {len(r):,} samples, {size:,} bytes"]
+    lines = [f"{r.path}: {type(r).__name__}, {len(r):,} samples, {size:,} bytes", f"format: {r.format}"]
     if manifest is not None:
         names = [s.name for s in manifest.shards]
         lines.append(f"shards: {len(names):,} ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})")

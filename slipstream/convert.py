@@ -17,7 +17,7 @@ from slipstream import native
 from slipstream.errors import ArgumentError
 from slipstream.fields import Encoded, RGBImageField
 from slipstream.fields.image import JPEG_MODE
-from slipstream.format import Reader, layout
+from slipstream.format import Reader, layout, open_dataset
 from slipstream.format.remote import Remote
 from slipstream.format.writer import WriteResult, write_dataset
 from slipstream.sources import ImageFolder, as_source
@@ -204,7 +204,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, tile_width: int |
     """
     if tile_width is not None and not (isinstance(tile_width, int) and tile_width > 0):
         raise ArgumentError(f"tile_width must be a positive integer or None, got {tile_width!r}")
-    with Reader(src, remote=remote) as reader:
+    with open_dataset(src, remote=remote) as reader:
         fields = {d.name: _StoredValue(d, tile_width) for d in reader.descriptors}
         return write_dataset(dst, _StoredSamples(reader), fields, workers=0, page_size=page_size,
                              page_checksums=page_checksums, user_metadata=reader.user_metadata, verbose=verbose,

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 import slipstream as ss
-from slipstream.format.ffcv import BetonReader
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ffcv"
 EXPECTED = json.loads((FIXTURES / "expected.json").read_text())
@@ -65,7 +64,7 @@ def check_value(reader, name, field, index, value, expected, stored):
 def test_fixtures_read_back_as_ffcv_reads_them(betons, expected_arrays, name):
     info = EXPECTED[name]
     reader = ss.Reader(betons[name])
-    assert isinstance(reader, BetonReader)
+    assert type(reader) is ss.Reader and reader.format == "ffcv"
     assert len(reader) == info["header"]["num_samples"]
     assert list(reader.fields) == [f["name"] for f in info["fields"]]
     assert reader.page_size == info["header"]["page_size"] and reader.data_offset == info["data_region_start"]
@@ -134,3 +133,13 @@ def test_damaged_beton_files(betons, tmp_path):
         ss.Reader(tmp_path / "custom.beton")
     with pytest.raises(ss.ArgumentError, match="has no page checksums"):
         ss.Reader(betons["images.beton"], verify_pages=True)
+
+
+def test_the_old_beton_reader_name_still_works_with_a_warning(betons):
+    from slipstream.format import ffcv
+
+    with pytest.warns(DeprecationWarning, match="BetonReader is deprecated"):
+        old = ffcv.BetonReader
+    assert old is ss.Reader
+    with pytest.warns(DeprecationWarning, match="looks_like_beton is deprecated"):
+        assert ffcv.looks_like_beton(betons["basic.beton"])

@@ -112,7 +112,7 @@ def test_any_number_of_workers_writes_the_same_bytes_as_write(one_worker, tars, 
     assert from_ray == from_write
     count = sum(len(labels) for _, labels in from_ray)
     assert count == SAMPLES
-    with ss.Reader("s3://test/ray/three", remote=remote) as reader:
+    with ss.open_dataset("s3://test/ray/three", remote=remote) as reader:
         assert bytes(reader.value_bytes(1234, "image")) == images[1234]
         assert reader[1234]["label"] == 1234 % 10
 
@@ -199,7 +199,7 @@ def test_bad_rows_follow_on_error(cluster, tmp_path):
     result = ssray.write(ray.data.from_items(rows, override_num_blocks=4), str(tmp_path / "skip"), fields,
                          on_error="skip")
     assert [i for i, _ in result.skipped] == [17] and result.samples == 39
-    with ss.Reader(tmp_path / "skip") as reader:
+    with ss.open_dataset(tmp_path / "skip") as reader:
         assert [reader[i]["label"] for i in range(39)] == [k for k in range(40) if k != 17]
 
 
@@ -216,7 +216,7 @@ def test_shards_by_count_and_an_empty_dataset(cluster, tmp_path):
     empty = ssray.write(ray.data.from_items([{"image": b"", "label": 0}]).filter(lambda row: False),
                         str(tmp_path / "empty"), fields)
     assert empty.samples == 0 and len(empty.shards) == 1
-    with ss.Reader(tmp_path / "empty") as reader:
+    with ss.open_dataset(tmp_path / "empty") as reader:
         assert len(reader) == 0
     with pytest.raises(ss.ArgumentError, match="concurrency must be a positive integer"):
         ssray.write(ray.data.from_items(rows), str(tmp_path / "none"), fields, concurrency=0)
@@ -241,7 +241,7 @@ def test_hugging_face_rows_through_ray(cluster, tmp_path):
     fields = {"image": ss.RGBImageField(), "label": ss.IntField()}
     result = ssray.write(ray.data.from_huggingface(dataset), str(tmp_path / "hf"), fields)
     assert result.samples == 20
-    with ss.Reader(tmp_path / "hf") as reader:
+    with ss.open_dataset(tmp_path / "hf") as reader:
         assert [bytes(reader.value_bytes(k, "image")) for k in range(20)] == images
         assert [reader[k]["label"] for k in range(20)] == [k % 4 for k in range(20)]
 
@@ -275,5 +275,5 @@ def test_cli_writes_on_the_cluster(cluster, tars, tmp_path):
     assert f"wrote {out}: {SAMPLES} samples in" in done.stdout
     again = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert again.returncode == 1 and "already holds a slipstream dataset" in again.stderr
-    with ss.Reader(out) as reader:
+    with ss.open_dataset(out) as reader:
         assert len(reader) == SAMPLES and reader[5]["label"] == 5

@@ -97,6 +97,6 @@ def test_ray_example_converts_tar_shards_in_a_real_s3_server(s3_server, tmp_path
                           cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().splitlines()[-1] == "40 samples in 1 shards"
-    with ss.Reader("s3://test/readme-ray/laion-slip", remote=ss.Remote(storage_options=s3_server.storage_options(),
+    with ss.open_dataset("s3://test/readme-ray/laion-slip", remote=ss.Remote(storage_options=s3_server.storage_options(),
                                                                        cache_dir=tmp_path / "cache")) as reader:
         assert [reader[i]["label"] for i in range(40)] == list(range(10)) * 4

@@ -89,7 +89,7 @@ def test_write_puts_shards_then_the_manifest(s3_server, remote_dataset, local_fi
 
 
 def test_reader_over_s3_reads_what_was_written(s3_server, remote_dataset, local_file, tmp_path):
-    with ss.Reader(remote_dataset, remote=remote(s3_server, tmp_path)) as reader, ss.Reader(local_file) as one:
+    with ss.open_dataset(remote_dataset, remote=remote(s3_server, tmp_path)) as reader, ss.Reader(local_file) as one:
         assert type(reader).__name__ == "ShardedReader" and len(reader) == COUNT
         assert reader.page_count == one.page_count  # shards end on page boundaries
         for i in (0, 17, COUNT - 1):
@@ -103,7 +103,7 @@ def test_reader_over_s3_reads_what_was_written(s3_server, remote_dataset, local_
 def test_credentials_from_the_environment(s3_server, remote_dataset, tmp_path):
     code = textwrap.dedent("""
         import sys, slipstream as ss
-        reader = ss.Reader(sys.argv[1], remote=ss.Remote(cache_dir=sys.argv[2]))
+        reader = ss.open_dataset(sys.argv[1], remote=ss.Remote(cache_dir=sys.argv[2]))
         print(len(reader), reader.read(5, "label"))
     """)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | s3_server.env()
@@ -191,7 +191,7 @@ def test_two_processes_on_a_node_download_each_page_once(s3_server, s3_proxy, re
              for _ in range(2)]
     results = json_results(procs)
     assert all(r["labels"] == list(range(COUNT)) for r in results)
-    with ss.Reader(remote_dataset, remote=remote(s3_server, tmp_path / "other")) as reader:
+    with ss.open_dataset(remote_dataset, remote=remote(s3_server, tmp_path / "other")) as reader:
         pages = page_ranges(reader)
     gets = [(r.path, r.range) for r in s3_proxy.requests if r.method == "GET" and (r.path, r.range) in pages]
     assert len(gets) == len(pages) == sum(r["downloads"] for r in results)  # every page once, by one of them
@@ -292,7 +292,7 @@ def test_a_manifest_that_disagrees_with_its_shards(s3_server, tmp_path):
     other = bytes(obstore.get(store, f"swapped/{manifest.shards[0].name}").bytes())
     obstore.put(store, f"swapped/{manifest.shards[1].name}", other)
     with pytest.raises(ss.FormatError, match=f"the manifest disagrees with shard {manifest.shards[1].name}"):
-        ss.Reader("s3://test/swapped", remote=remote(s3_server, tmp_path))
+        ss.open_dataset("s3://test/swapped", remote=remote(s3_server, tmp_path))
 
 
 def test_wrong_credentials_missing_buckets_and_datasets(s3_server, remote_dataset, tmp_path):
@@ -301,9 +301,9 @@ def test_wrong_credentials_missing_buckets_and_datasets(s3_server, remote_datase
     with pytest.raises(ss.StorageError, match="s3://test/photos.*access denied: check the credentials"):
         ss.Loader(remote_dataset, 8, remote=wrong, verbose=False)
     with pytest.raises(ss.DatasetNotFoundError, match="s3://no-such-bucket/photos"):
-        ss.Reader("s3://no-such-bucket/photos", remote=remote(s3_server, tmp_path))
+        ss.open_dataset("s3://no-such-bucket/photos", remote=remote(s3_server, tmp_path))
     with pytest.raises(ss.DatasetNotFoundError, match="s3://test/nothing-here: no dataset there"):
-        ss.Reader("s3://test/nothing-here", remote=remote(s3_server, tmp_path))
+        ss.open_dataset("s3://test/nothing-here", remote=remote(s3_server, tmp_path))
     with pytest.raises(ss.ArgumentError, match="cache_limit"):
         ss.Remote(cache_limit="lots")
 
@@ -332,7 +332,7 @@ def test_a_process_killed_mid_download_leaves_no_partial_page(s3_server, s3_prox
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
-    with ss.Reader(remote_dataset, remote=remote(s3_server, tmp_path)) as reader:
+    with ss.open_dataset(remote_dataset, remote=remote(s3_server, tmp_path)) as reader:
         lengths = {}
         for k, shard in enumerate(reader.shards):
             for page in range(shard.page_count):

@@ -5,6 +5,7 @@ samples, and every reader and loader feature working on them."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -43,7 +44,7 @@ def test_shards_hold_the_pages_of_the_single_file(files):
     one, *sharded = files
     with ss.Reader(one) as single:
         for folder in sharded:
-            with ss.Reader(folder) as reader:
+            with ss.open_dataset(folder) as reader:
                 assert type(reader).__name__ == "ShardedReader" and len(reader) == COUNT
                 assert reader.page_count == single.page_count
                 np.testing.assert_array_equal(reader.metadata["image"]["offset"],
@@ -59,7 +60,7 @@ def test_shards_hold_the_pages_of_the_single_file(files):
 
 def test_file_urls_and_manifests_open_alike(files):
     one, by_size, _ = files
-    opened = [ss.Reader(f"file://{by_size}"), ss.Reader(by_size / M.NAME), ss.Reader(f"file://{by_size / M.NAME}")]
+    opened = [ss.open_dataset(f"file://{by_size}"), ss.open_dataset(by_size / M.NAME), ss.open_dataset(f"file://{by_size / M.NAME}")]
     for reader in opened:
         assert type(reader).__name__ == "ShardedReader" and reader.read(9, "label") == 9
         reader.close()
@@ -67,6 +68,19 @@ def test_file_urls_and_manifests_open_alike(files):
         assert type(single).__name__ == "Reader" and len(single) == COUNT
     with pytest.raises(ss.ArgumentError, match="a path on this machine"):
         ss.Reader(f"file://elsewhere{one}")
+
+
+def test_a_reader_sends_sharded_datasets_and_urls_to_open_dataset(files):
+    one, by_size, _ = files
+    for path, what in [(by_size, f"is a sharded dataset \\(a folder with a {M.NAME}\\)"),
+                       (by_size / M.NAME, "is the manifest of a sharded dataset"),
+                       ("s3://bucket/train", "is a URL")]:
+        with pytest.raises(ss.ArgumentError, match=rf"^{re.escape(str(path))} {what}: .*slipstream.open_dataset\(path"):
+            ss.Reader(path)
+    with ss.open_dataset(by_size) as sharded, ss.open_dataset(one) as single:
+        assert type(sharded) is ss.format.ShardedReader and type(single) is ss.Reader
+        assert sharded.format == single.format == "slipstream"
+        assert sharded.read(7, "label") == single.read(7, "label") == 7
 
 
 def test_equal_shares_and_sizes(files):
@@ -125,7 +139,7 @@ def test_a_new_write_replaces_the_old_shards_after_its_manifest(samples, tmp_pat
     new = ss.write(folder, samples[:50], FIELDS, workers=0, page_size=PAGE, shards=2, verbose=False)
     assert not set(old.shards) & set(new.shards)
     assert sorted(p.name for p in folder.iterdir()) == sorted([*new.shards, M.NAME])
-    with ss.Reader(folder) as reader:
+    with ss.open_dataset(folder) as reader:
         assert len(reader) == 50
 
 
@@ -137,7 +151,7 @@ def test_a_failed_write_leaves_the_previous_dataset(samples, tmp_path):
     with pytest.raises(ss.FieldValueError, match="was not written.*sample 60"):
         ss.write(folder, broken, FIELDS, workers=0, page_size=PAGE, shards=3, verbose=False)
     assert sorted(p.name for p in folder.iterdir()) == before
-    with ss.Reader(folder) as reader:
+    with ss.open_dataset(folder) as reader:
         assert len(reader) == COUNT
 
 
@@ -154,7 +168,7 @@ def test_damaged_manifests_and_shards_are_named(files, tmp_path):
             (folder / shard.name).write_bytes(shard.read_bytes())
         (folder / M.NAME).write_bytes(text)
         with pytest.raises(error, match=message):
-            ss.Reader(folder)
+            ss.open_dataset(folder)
     folder = tmp_path / "missing"
     folder.mkdir()
     manifest = M.decode(data)
@@ -165,7 +179,7 @@ def test_damaged_manifests_and_shards_are_named(files, tmp_path):
         ss.Loader(folder, 8, verbose=False)
     (folder / manifest.shards[0].name).write_bytes((by_size / manifest.shards[1].name).read_bytes())
     with pytest.raises(ss.FormatError, match=f"manifest disagrees with shard {manifest.shards[0].name}"):
-        ss.Reader(folder)
+        ss.open_dataset(folder)
 
 
 def test_a_corrupt_page_in_a_shard_follows_on_error(files, tmp_path):
@@ -184,7 +198,7 @@ def test_a_corrupt_page_in_a_shard_follows_on_error(files, tmp_path):
         labels = [s for _, l in loader for s in l.tolist()]
     assert 0 < COUNT - len(labels) == len(loader.failures)
     with pytest.raises(ss.FormatError, match=f"data page 0 of shard {entry.name}"):
-        ss.Reader(folder, verify_pages=True)
+        ss.open_dataset(folder, verify_pages=True)
 
 
 def test_the_command_line_writes_and_describes_sharded_datasets(tmp_path):
@@ -204,5 +218,5 @@ def test_the_command_line_writes_and_describes_sharded_datasets(tmp_path):
     out = subprocess.run([*slipstream, "convert", str(tmp_path / "ds" / M.NAME), str(tmp_path / "one.slip")],
                          capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    with ss.Reader(tmp_path / "one.slip") as one, ss.Reader(tmp_path / "ds") as sharded:
+    with ss.Reader(tmp_path / "one.slip") as one, ss.open_dataset(tmp_path / "ds") as sharded:
         assert [one[i]["label"] for i in range(30)] == [sharded[i]["label"] for i in range(30)]

@@ -163,7 +163,7 @@ def check_litdata_copy(path: Path, images: list[bytes], files: list[Path]) -> No
     labels, JPEG bytes and pixels."""
     from PIL import Image
 
-    with ss.Reader(path) as reader:
+    with ss.open_dataset(path) as reader:
         assert len(reader) == len(images)
         for k in range(len(images)):
             assert reader[k]["label"] == 3 * k
@@ -189,7 +189,7 @@ def test_iterables_stream_without_length(tmp_path):
     result = ss.write(tmp_path / "gen.slip", generator, {"image": ss.RGBImageField(), "label": ss.IntField()},
                       workers=2, shard_size="1MB", verbose=False)
     assert result.samples == 9
-    with ss.Reader(tmp_path / "gen.slip") as reader:
+    with ss.open_dataset(tmp_path / "gen.slip") as reader:
         assert [reader[k]["label"] for k in range(9)] == list(range(9))
     with pytest.raises(ss.ArgumentError, match="shards=2 needs the number of samples beforehand"):
         ss.write(tmp_path / "n", iter(images), {"image": ss.RGBImageField()}, shards=2, verbose=False)

@@ -36,7 +36,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--spec", required=True)
     spec = json.loads(open(parser.parse_args().spec).read())
-    reader = ss.Reader(spec["data"])
+    reader = ss.open_dataset(spec["data"])
     loader = ss.Loader(reader, spec["batch_size"], {**pipelines(spec["scenario"], reader), "label": []},
                        order="random", seed=0, num_threads=spec["threads"], as_dict=True)
     result = {"system": "slipstream", "version": ss.__version__, "scenario": spec["scenario"],

@@ -1,9 +1,11 @@
 """The dataset file: its byte layout, the parallel writer, and readers for
-slipstream files and FFCV ``.beton`` files.  See ``docs/format.md``."""
+slipstream files, FFCV ``.beton`` files and sharded datasets
+(:func:`open_dataset` opens any of them).  See ``docs/format.md``."""
 
 from slipstream.format.layout import DEFAULT_PAGE_SIZE, VERSION, FieldDescriptor
 from slipstream.format.reader import Reader, UnknownField
+from slipstream.format.sharded import ShardedReader, open_dataset
 from slipstream.format.writer import SampleSource, WriteResult, write_dataset
 
-__all__ = ["DEFAULT_PAGE_SIZE", "VERSION", "FieldDescriptor", "Reader", "SampleSource", "UnknownField",
-           "WriteResult", "write_dataset"]
+__all__ = ["DEFAULT_PAGE_SIZE", "VERSION", "FieldDescriptor", "Reader", "SampleSource", "ShardedReader",
+           "UnknownField", "WriteResult", "open_dataset", "write_dataset"]

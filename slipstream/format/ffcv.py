@@ -1,208 +1,41 @@
-"""Reading FFCV ``.beton`` files (FFCV's format version 2) without FFCV.
+"""Former home of the FFCV ``.beton`` reader, kept for one release so that
+old imports keep working.
 
-A ``.beton`` is: a 24-byte header, one 1041-byte descriptor per field, the
-metadata table (one C-aligned record per sample), zero padding to a page
-boundary, the data pages, and the allocation table up to the end of the
-file.  Facts about the layout are from FFCV 1.0.2's sources (``types.py``,
-``writer.py``, ``fields/*.py``) and are checked against files written by
-FFCV itself (``tests/fixtures/ffcv``).
-
-:class:`BetonReader` translates all of it into slipstream's own model when it
-opens the file: the same field classes, canonical metadata records with an
-exact ``offset`` and ``size`` for every stored value, and a sorted
-allocation table, so that everything downstream (``reader[i]``, the loader,
-``slipstream convert``) works on ``.beton`` files unchanged.  What FFCV
-leaves ambiguous is resolved here once: JPEG lengths come from FFCV's
-allocation table (preferring the non-empty entry where an empty value shares
-a pointer), every other length from the metadata or the field's shape, and
-JSON values lose FFCV's trailing NUL.
+``.beton`` files are parsed by :mod:`slipstream.format.beton` and opened by
+:class:`slipstream.Reader` like any dataset file (``reader.format`` is then
+``"ffcv"``).  ``BetonReader`` is :class:`slipstream.Reader`, with a
+``DeprecationWarning``.
 """
 
 from __future__ import annotations
 
-import json
 import os
+import warnings
 from typing import Any
 
-import numpy as np
-
-from slipstream.format import layout as L
-from slipstream.format import registry
+from slipstream.format import beton
+from slipstream.format.beton import (  # noqa: F401  (the layout's names, for old imports)
+    ALLOCATION, BYTES, DESCRIPTOR, FLOAT, HEADER, IMAGE, INT, JSON, METADATA, NAMES, NDARRAY, SLIPSTREAM_TYPE,
+    TORCH_TENSOR, VERSION)
 from slipstream.format.reader import Reader
-
-HEADER = np.dtype([("version", "<u2"), ("num_fields", "<u2"), ("page_size", "<u4"), ("num_samples", "<u8"),
-                   ("alloc_table_ptr", "<u8")])
-DESCRIPTOR = np.dtype([("type_id", "u1"), ("name", "S16"), ("arguments", "V1024")])
-ALLOCATION = np.dtype([("sample_id", "<u8"), ("ptr", "<u8"), ("size", "<u8")])
-VERSION = 2
-
-FLOAT, INT, IMAGE, BYTES, NDARRAY, JSON, TORCH_TENSOR = range(7)
-NAMES = {FLOAT: "FloatField", INT: "IntField", IMAGE: "RGBImageField", BYTES: "BytesField", NDARRAY: "NDArrayField",
-         JSON: "JSONField", TORCH_TENSOR: "TorchTensorField"}
-# FFCV's per-field metadata; the two packed ones have alignment 1.
-METADATA = {
-    FLOAT: np.dtype("<f8"), INT: np.dtype("<i8"), NDARRAY: np.dtype("<u8"), TORCH_TENSOR: np.dtype("<u8"),
-    BYTES: np.dtype([("ptr", "<u8"), ("size", "<u8")]), JSON: np.dtype([("ptr", "<u8"), ("size", "<u8")]),
-    IMAGE: np.dtype([("mode", "u1"), ("width", "<u2"), ("height", "<u2"), ("data_ptr", "<u8")]),
-}
-# slipstream's type ids of the fields FFCV's become.
-SLIPSTREAM_TYPE = {INT: 2, FLOAT: 3, IMAGE: 1, NDARRAY: 4, TORCH_TENSOR: 4, BYTES: 5, JSON: 6}
 
 
 def looks_like_beton(path: str | os.PathLike) -> bool:
-    """Whether the file starts with an FFCV version-2 header (the rest is
-    checked when it is opened, with errors that say what is wrong)."""
+    """Whether the file starts with an FFCV version-2 header (deprecated:
+    :func:`slipstream.format.beton.is_beton_header` takes the first bytes)."""
+    warnings.warn("slipstream.format.ffcv.looks_like_beton is deprecated: use "
+                  "slipstream.format.beton.is_beton_header(first_bytes), or Reader(path).format",
+                  DeprecationWarning, stacklevel=2)
     try:
         with open(path, "rb") as f:
-            head = f.read(HEADER.itemsize)
+            return beton.is_beton_header(f.read(beton.HEADER.itemsize))
     except OSError:
         return False
-    if len(head) < HEADER.itemsize:
-        return False
-    h = np.frombuffer(head, HEADER, 1)[0]
-    page_size = int(h["page_size"])
-    return h["version"] == VERSION and 0 < h["num_fields"] and page_size >= 1024 and page_size & (page_size - 1) == 0
 
 
-class BetonReader(Reader):
-    """An FFCV ``.beton`` file seen as a slipstream dataset (see the module
-    docstring).  Made by ``slipstream.Reader(path)`` when ``path`` is one."""
-
-    def _parse(self) -> None:
-        size = self.storage.size
-        if size < HEADER.itemsize:
-            raise self._fail(f"truncated FFCV file: {size} bytes, the header needs {HEADER.itemsize}")
-        header = np.frombuffer(self._map, HEADER, 1)[0]
-        if header["version"] != VERSION:
-            raise self._fail(f"FFCV format version {int(header['version'])} is not supported (only {VERSION})")
-        fields, count = int(header["num_fields"]), int(header["num_samples"])
-        self.page_size = int(header["page_size"])
-        table = int(header["alloc_table_ptr"])
-        if table == 0:
-            raise self._fail("FFCV's writer did not finish this file (its allocation table pointer is 0)")
-        descriptors_end = HEADER.itemsize + fields * DESCRIPTOR.itemsize
-        if descriptors_end > size:
-            raise self._fail(f"truncated or corrupt FFCV file: {fields} field descriptors need "
-                             f"{descriptors_end} bytes, the file has {size}")
-        raw = np.frombuffer(self._map, DESCRIPTOR, fields, HEADER.itemsize)
-        kinds = [int(d["type_id"]) for d in raw]
-        names = [bytes(d["name"]).split(b"\0")[0].decode("ascii", "replace") for d in raw]
-        for name, kind in zip(names, kinds):
-            if kind not in METADATA:
-                raise self._fail(f"field {name!r} has FFCV type id {kind}, a custom FFCV field slipstream cannot "
-                                 f"read (it reads {', '.join(NAMES.values())})")
-        record = np.dtype([(n, METADATA[k]) for n, k in zip(names, kinds)], align=True)
-        metadata_end = descriptors_end + count * record.itemsize
-        if not metadata_end <= table <= size or (size - table) % ALLOCATION.itemsize:
-            raise self._fail(f"truncated or corrupt FFCV file: the metadata ends at byte {metadata_end}, the "
-                             f"allocation table starts at {table}, the file has {size} bytes")
-        ffcv_metadata = self.storage[descriptors_end:metadata_end].view(record)
-        ffcv_allocations = self.storage[table:].view(ALLOCATION)
-        has_data = table > metadata_end
-        self.data_offset = L.align(metadata_end, self.page_size) if has_data else table
-        self.data_size = table - self.data_offset
-        if self.data_size < 0 or self.data_size % self.page_size:
-            raise self._fail(f"corrupt FFCV file: the pages (from byte {self.data_offset}) do not end at the "
-                             f"allocation table (byte {table})")
-        self.page_count = self.data_size // self.page_size
-        self.page_checksums = None
-        self.user_metadata: dict[str, Any] = {}
-
-        self.descriptors, columns = [], []
-        for name, kind, descriptor in zip(names, kinds, raw):
-            arguments = self._arguments(name, kind, bytes(descriptor["arguments"]))
-            field = registry.lookup(SLIPSTREAM_TYPE[kind]).from_arguments(arguments)
-            self.descriptors.append(L.FieldDescriptor(field.type_id, name, arguments,
-                                                      L.record_spec(field.record_dtype())))
-            columns.append(self._records(name, kind, field, ffcv_metadata[name], ffcv_allocations))
-        self.metadata = np.zeros(count, L.metadata_dtype(self.descriptors))
-        for descriptor, column in zip(self.descriptors, columns):
-            for key, values in column.items():
-                self.metadata[descriptor.name][key] = values
-        self.metadata.flags.writeable = False
-        self.allocations = self._allocation_table()
-        self.fields = {d.name: registry.lookup(d.type_id).from_arguments(d.arguments) for d in self.descriptors}
-        self._check_data_bounds()
-
-    def _arguments(self, name: str, kind: int, arguments: bytes) -> dict[str, Any]:
-        if kind not in (NDARRAY, TORCH_TENSOR):
-            return {}
-        shape = np.frombuffer(arguments, "<u8", 32)
-        text_size = int(np.frombuffer(arguments, "<u8", 1, 256)[0])
-        try:
-            if not 0 < text_size <= len(arguments) - 264:
-                raise ValueError(f"dtype text of {text_size} bytes")
-            descr = json.loads(arguments[264:264 + text_size].decode("ascii"))
-            if len(descr) != 1:
-                raise ValueError(f"{len(descr)} dtype entries")
-            dtype = np.dtype(descr[0][1])
-        except (ValueError, TypeError, IndexError, UnicodeDecodeError) as exc:
-            raise self._fail(f"field {name!r}: unreadable NDArrayField arguments ({exc})") from None
-        dims = [int(d) for d in shape]
-        while dims and dims[-1] == 0:  # FFCV's own rule: trailing zero slots are unused
-            dims.pop()
-        return {"dtype": dtype.str, "shape": dims}
-
-    def _records(self, name: str, kind: int, field: Any, column: np.ndarray, allocations: np.ndarray) -> dict:
-        """slipstream's record values for one FFCV metadata column."""
-        if kind in (INT, FLOAT):
-            return {"value": column}
-        if kind in (NDARRAY, TORCH_TENSOR):
-            sizes = np.full(len(column), field.dtype.itemsize * int(np.prod(field.shape, dtype=np.int64)), np.uint64)
-            return self._placed(column, sizes)
-        if kind in (BYTES, JSON):
-            offsets, sizes = column["ptr"], column["size"].copy()
-            if kind == JSON:  # FFCV stores json.dumps(value) + NUL
-                ends = (offsets + sizes - 1)[sizes > 0].astype(np.int64)
-                self._check_inside(name, ends)
-                if np.any(self.storage[ends] != 0):
-                    raise self._fail(f"field {name!r}: a JSON value lacks FFCV's terminating NUL byte")
-                sizes[sizes > 0] -= 1
-            return self._placed(offsets, sizes)
-        modes, heights, widths = column["mode"], column["height"], column["width"]
-        if np.any(modes > 1):
-            bad = int(np.flatnonzero(modes > 1)[0])
-            raise self._fail(f"field {name!r}, sample {bad}: image mode {int(modes[bad])} is neither JPEG (0) "
-                             f"nor raw (1)")
-        sizes = heights.astype(np.uint64) * widths.astype(np.uint64) * 3
-        jpeg = modes == 0
-        sizes[jpeg] = self._jpeg_sizes(name, column["data_ptr"][jpeg], allocations)
-        return {"height": heights, "width": widths, "mode": modes, **self._placed(column["data_ptr"], sizes)}
-
-    def _jpeg_sizes(self, name: str, pointers: np.ndarray, allocations: np.ndarray) -> np.ndarray:
-        """Lengths of JPEG values, which only FFCV's allocation table has.
-        Where an empty value shares a pointer, the longest entry is the JPEG."""
-        order = np.lexsort((-allocations["size"].astype(np.int64), allocations["ptr"]))
-        ptrs, sizes = allocations["ptr"][order], allocations["size"][order]
-        at = np.searchsorted(ptrs, pointers)
-        found = (at < len(ptrs)) & (ptrs[np.minimum(at, len(ptrs) - 1)] == pointers) if len(ptrs) else at < 0
-        if not np.all(found):
-            raise self._fail(f"field {name!r}: a JPEG at byte {int(pointers[~found][0])} has no entry in the "
-                             f"allocation table")
-        return sizes[at]
-
-    def _placed(self, offsets: np.ndarray, sizes: np.ndarray) -> dict[str, np.ndarray]:
-        # An empty value may point anywhere (FFCV gives some a pointer before the pages): pin it inside.
-        offsets = np.where(sizes == 0, self.data_offset, offsets).astype(np.uint64)
-        return {"offset": offsets, "size": sizes.astype(np.uint64)}
-
-    def _check_inside(self, name: str, positions: np.ndarray) -> None:
-        bad = (positions < self.data_offset) | (positions >= self.data_offset + self.data_size)
-        if np.any(bad):
-            raise self._fail(f"field {name!r}: a value at byte {int(positions[bad][0])} lies outside the data pages")
-
-    def _allocation_table(self) -> np.ndarray:
-        """slipstream's allocation table: one row per stored value, sorted."""
-        parts = []
-        for k, descriptor in enumerate(self.descriptors):
-            if "offset" not in self.metadata.dtype[descriptor.name].names:
-                continue
-            column = self.metadata[descriptor.name]
-            rows = np.zeros(len(column), L.ALLOCATION_DTYPE)
-            rows["sample"], rows["field"] = np.arange(len(column)), k
-            rows["offset"], rows["size"] = column["offset"], column["size"]
-            parts.append(rows)
-        table = np.concatenate(parts) if parts else np.zeros(0, L.ALLOCATION_DTYPE)
-        table = table[np.lexsort((table["field"], table["sample"]))]
-        table.flags.writeable = False
-        return table
+def __getattr__(name: str) -> Any:
+    if name == "BetonReader":
+        warnings.warn("slipstream.format.ffcv.BetonReader is deprecated: slipstream.Reader opens .beton files "
+                      "itself (reader.format == 'ffcv' tells them apart)", DeprecationWarning, stacklevel=2)
+        return Reader
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

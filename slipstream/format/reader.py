@@ -1,17 +1,21 @@
-"""Reading dataset files: the file is memory-mapped and every table is
-validated (bounds and checksum) when it is opened, so that nothing read
-later can point outside the file.  Data pages are checked against their
-checksums the first time they are read in a process, and the mapping is
-guarded, so that a file truncated under a reader becomes an error instead of
-a SIGBUS."""
+"""Reading dataset files: the file is memory-mapped and parsed by the parser
+its first bytes call for (:mod:`slipstream.format.slipfile`,
+:mod:`slipstream.format.beton`), which validates every table (bounds and
+checksum), so that nothing read later can point outside the file.  Data
+pages are checked against their checksums the first time they are read in
+a process, and the mapping is guarded, so that a file truncated under a
+reader becomes an error instead of a SIGBUS.
+
+Sharded datasets and URLs are opened by :func:`slipstream.open_dataset`
+(:mod:`slipstream.format.sharded`)."""
 
 from __future__ import annotations
 
 import gc
-import json
 import mmap
 import os
 import sys
+import warnings
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,44 +25,34 @@ import numpy as np
 
 from slipstream import native
 from slipstream.errors import ArgumentError, DatasetNotFoundError, FormatError, SampleIndexError, SlipstreamError
+from slipstream.format import beton
 from slipstream.format import layout as L
-from slipstream.format import registry
-from slipstream.format.remote import local_path
+from slipstream.format import manifest as M
+from slipstream.format.remote import is_url, local_path
+from slipstream.format.slipfile import parse_slipstream
+from slipstream.format.tables import Tables, UnknownField, format_error
 
 PAGE_UNCHECKED, PAGE_GOOD, PAGE_CORRUPT = 0, 1, 2
 """States of a data page in :attr:`Reader.page_state`."""
 
-
-class UnknownField:
-    """Stands in for a field whose type id no imported class registers: its
-    records and bytes stay readable, its values are given as raw bytes."""
-
-    def __init__(self, descriptor: L.FieldDescriptor) -> None:
-        self.descriptor = descriptor
-        self.type_id = descriptor.type_id
-
-    def read(self, record: np.void, data: memoryview | None) -> Any:
-        """The sample's stored bytes when it has any, else its raw record."""
-        return bytes(data) if data is not None else record
-
-    def default_pipeline(self, name: str, source: Any) -> list[Any]:
-        """None: a loader cannot decode a field whose class is unknown."""
-        raise ArgumentError(f"{source.reader.path}: field {name!r} has type id {self.type_id}, which no imported "
-                            f"field class registers: import the package that defines it, or drop the field with "
-                            f"pipelines={{{name!r}: None}}")
-
-    def __repr__(self) -> str:
-        return f"UnknownField(type_id={self.type_id}, arguments={self.descriptor.arguments})"
+__all__ = ["PAGE_CORRUPT", "PAGE_GOOD", "PAGE_UNCHECKED", "Reader", "UnknownField", "parse_file"]
 
 
 class Reader:
     """A dataset file, memory-mapped and validated.
 
-    ``Reader(path)`` opens slipstream files and FFCV ``.beton`` files alike
-    (the latter through :class:`slipstream.format.ffcv.BetonReader`).
+    ``Reader(path)`` opens a local slipstream file or FFCV ``.beton`` file;
+    which parser reads it is chosen by the file's first bytes
+    (:func:`parse_file`), and :attr:`format` says which it was.  A sharded
+    dataset (a folder or prefix with a manifest, or the manifest itself) and
+    any URL are opened by :func:`slipstream.open_dataset`, which returns a
+    :class:`slipstream.format.sharded.ShardedReader` for them (the same
+    interface over one index space) and a ``Reader`` for a local file.
 
     Attributes:
         path: the file.
+        format: ``"slipstream"`` or ``"ffcv"``: the kind of file read.
+        header: the file's header record, in its format's layout.
         descriptors: what the file says about each field.
         fields: field name -> field object.
         metadata: the per-sample records, a read-only structured array with
@@ -74,33 +68,28 @@ class Reader:
             and never again.
         pages_checked: checksums computed so far (each page's once).
 
-    A sharded dataset (a folder or prefix with a manifest, or the manifest
-    itself) and any URL (``s3://bucket/prefix``...) open as a
-    :class:`slipstream.format.sharded.ShardedReader`, which has the same
-    interface over one index space.
-
     Args:
-        path: the file, folder, manifest or URL.
+        path: the file.
         verify_pages: check every page's CRC-32 now (when the file has them),
             instead of each page when it is first read.
-        remote: a :class:`slipstream.Remote`: object-store options and the
-            page cache, for URLs (unused for a local file).
+        remote: deprecated and unused (a local file needs no object-store
+            options; :func:`slipstream.open_dataset` takes them for URLs).
+
+    Raises:
+        DatasetNotFoundError: there is no such file.
+        FormatError: the file is not a dataset file, or is damaged; the
+            message names the file and what is wrong.
+        ArgumentError: ``path`` is a URL or a sharded dataset, which
+            :func:`slipstream.open_dataset` opens.
     """
 
-    def __new__(cls, path: str | os.PathLike, *args: Any, **kwargs: Any) -> Reader:
-        if cls is Reader:
-            from slipstream.format.sharded import ShardedReader, opens_as_sharded
-
-            if opens_as_sharded(path):
-                return super().__new__(ShardedReader)
-            if _magic(local_path(path)) != L.MAGIC:
-                from slipstream.format.ffcv import BetonReader, looks_like_beton
-
-                if looks_like_beton(path):
-                    return super().__new__(BetonReader)
-        return super().__new__(cls)
-
     def __init__(self, path: str | os.PathLike, *, verify_pages: bool = False, remote: Any = None) -> None:
+        if remote is not None:
+            warnings.warn("Reader(remote=...) is deprecated and unused: Reader opens local files; "
+                          "slipstream.open_dataset(path, remote=...) opens URLs", DeprecationWarning, stacklevel=2)
+        if is_url(path):
+            raise ArgumentError(f"{path} is a URL: Reader opens local files; open it with "
+                                f"slipstream.open_dataset(path, remote=...), which returns a ShardedReader")
         self.path = local_path(path)
         self._map, stat = _map_file(self.path)
         self._identity = _identity(stat)
@@ -108,117 +97,32 @@ class Reader:
         # Unguarded when the reader goes, before its mapping can be unmapped.
         self._guard = _guard(self.storage)
         self._unguard = weakref.finalize(self, native.unguard_mapping, self._guard)
-        self.page_checksums: np.ndarray | None = None
-        self._parse()
-        self.page_state = np.zeros(self.page_count, np.uint8)
-        self.pages_checked = 0
-        if self.page_checksums is None:
-            self.page_state[:] = PAGE_GOOD
+        self._use_tables(parse_file(self.path, self.storage))
         if verify_pages:
             self.verify_pages()
 
     # ---------------------------------------------------------------- opening
 
+    def _use_tables(self, tables: Tables) -> None:
+        """Take what a parser read (or a combination of shards' tables) as
+        this reader's tables, with every page still to be checked."""
+        self.format, self.header = tables.format, tables.header
+        self.descriptors, self.fields = list(tables.descriptors), dict(tables.fields)
+        self.metadata, self.allocations = tables.metadata, tables.allocations
+        self.user_metadata = tables.user_metadata
+        self.page_size, self.data_offset = tables.page_size, tables.data_offset
+        self.data_size, self.page_count = tables.data_size, tables.page_count
+        self.page_checksums = tables.page_checksums
+        self.page_state = np.full(self.page_count, PAGE_UNCHECKED if self.page_checksums is not None else PAGE_GOOD,
+                                  np.uint8)
+        self.pages_checked = 0
+
     def _fail(self, problem: str) -> FormatError:
-        return FormatError(f"{self.path}: {problem}")
-
-    def _parse(self) -> None:
-        size = self._file_size()
-        if size < L.HEADER_DTYPE.itemsize:
-            raise self._fail(f"truncated: {size} bytes, the header alone needs {L.HEADER_DTYPE.itemsize}")
-        header = np.frombuffer(self._bytes(0, L.HEADER_DTYPE.itemsize), L.HEADER_DTYPE, 1)[0]
-        if header["magic"] != L.MAGIC:
-            raise self._fail(f"not a slipstream dataset (starts with {bytes(header['magic'])!r}, "
-                             f"expected {L.MAGIC!r})")
-        if header["version"] != L.VERSION:
-            raise self._fail(f"format version {int(header['version'])} is not supported (this slipstream reads "
-                             f"version {L.VERSION}); upgrade slipstream or rewrite the file")
-        if L.crc32(self._bytes(0, L.HEADER_CRC_SPAN)) != header["header_crc32"]:
-            raise self._fail("header checksum mismatch: the header is corrupt")
-        if header["header_size"] != L.HEADER_DTYPE.itemsize:
-            raise self._fail(f"header size {int(header['header_size'])} is not {L.HEADER_DTYPE.itemsize}")
-        self.header = header
-        self.page_size = int(header["page_size"])
-        try:
-            L.check_page_size(self.page_size)
-        except ValueError as exc:
-            raise self._fail(str(exc)) from None
-        self.data_offset, self.data_size = int(header["data_offset"]), int(header["data_size"])
-        self.page_count = int(header["page_count"])
-        if self.page_count != -(-self.data_size // self.page_size):
-            raise self._fail(f"{self.page_count} pages cannot hold {self.data_size} bytes of {self.page_size}")
-        self._check_span("data pages", self.data_offset, self.data_size)
-        count, field_count = int(header["sample_count"]), int(header["field_count"])
-
-        raw = self._table("descriptors", int(header["descriptors_offset"]), int(header["descriptors_size"]))
-        try:
-            self.descriptors = L.decode_descriptors(raw.tobytes(), field_count)
-            dtype = L.metadata_dtype(self.descriptors)
-        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-            raise self._fail(f"bad field descriptors: {exc}") from None
-        if dtype.itemsize == 0:
-            raise self._fail(f"the {field_count} fields have empty records")
-        if dtype.itemsize != header["record_size"]:
-            raise self._fail(f"the fields need {dtype.itemsize}-byte records, the header says "
-                             f"{int(header['record_size'])}")
-        if header["metadata_size"] != count * dtype.itemsize:
-            raise self._fail(f"metadata table is {int(header['metadata_size'])} bytes, {count} samples need "
-                             f"{count * dtype.itemsize}")
-        self.metadata = self._table("metadata", int(header["metadata_offset"]), count * dtype.itemsize).view(dtype)
-        n_alloc = int(header["allocation_count"])
-        self.allocations = self._table("allocations", int(header["allocations_offset"]),
-                                       n_alloc * L.ALLOCATION_DTYPE.itemsize).view(L.ALLOCATION_DTYPE)
-        user = self._table("user", int(header["user_offset"]), int(header["user_size"]))
-        try:
-            self.user_metadata = json.loads(user.tobytes().decode("utf-8")) if user.size else {}
-        except (ValueError, RecursionError) as exc:
-            raise self._fail(f"user metadata is not JSON: {exc}") from None
-        if header["flags"] & L.FLAG_PAGE_CHECKSUMS:
-            self.page_checksums = self._table("page_checksums", int(header["page_checksums_offset"]),
-                                              4 * self.page_count).view(L.PAGE_CHECKSUM_DTYPE)
-        try:
-            self.fields = {d.name: _field(d) for d in self.descriptors}
-        except ValueError as exc:
-            raise self._fail(str(exc)) from None
-        self._check_data_bounds()
+        return format_error(self.path, problem)
 
     def _file_size(self) -> int:
         """The file's size in bytes."""
         return int(self.storage.size)
-
-    def _bytes(self, offset: int, size: int) -> np.ndarray:
-        """Bytes ``[offset, offset + size)`` of the file, which the tables
-        are read from (a subclass may hold only the header and tables)."""
-        return self.storage[offset: offset + size]
-
-    def _check_span(self, what: str, offset: int, size: int) -> None:
-        if offset < 0 or size < 0 or offset + size > self._file_size():
-            raise self._fail(f"truncated or corrupt: the {what} (bytes {offset} to {offset + size}) extend past the "
-                             f"end of the file ({self._file_size()} bytes)")
-
-    def _table(self, name: str, offset: int, size: int) -> np.ndarray:
-        """The bytes of a table, after checking its bounds and checksum."""
-        self._check_span(f"{name} table", offset, size)
-        data = self._bytes(offset, size)
-        if L.crc32(data) != self.header[f"{name}_crc32"]:
-            raise self._fail(f"{name} table checksum mismatch: the table is corrupt")
-        return data
-
-    def _check_data_bounds(self) -> None:
-        """Every stored value lies inside the data pages."""
-        lo, hi = self.data_offset, self.data_offset + self.data_size
-        spans = [("allocation table", self.allocations["offset"], self.allocations["size"])]
-        spans += [(f"field {name!r}", self.metadata[name]["offset"], self.metadata[name]["size"])
-                  for name, d in zip(self.fields, self.descriptors) if _stores_data(d)]
-        for what, offsets, sizes in spans:
-            bad = np.flatnonzero((offsets < lo) | (offsets > hi) | (sizes > hi - offsets))
-            if bad.size:
-                raise self._fail(f"{what}: sample entry {int(bad[0])} points outside the data pages")
-        for name, field in self.fields.items():
-            check = getattr(field, "check_records", None)  # fields need not derive from Field
-            problem = check(self.metadata[name]) if check is not None else None
-            if problem is not None:
-                raise self._fail(f"field {name!r}: sample {problem[0]} {problem[1]}")
 
     def verify_pages(self) -> None:
         """Check every page against its stored CRC-32 now.
@@ -405,36 +309,38 @@ class Reader:
         return f"{type(self).__name__}({str(self.path)!r}, {len(self)} samples, {{{fields}}})"
 
 
-def _stores_data(descriptor: L.FieldDescriptor) -> bool:
-    return {"offset", "size"} <= set(descriptor.record_dtype.names)
+def parse_file(path: str | os.PathLike, data: np.ndarray) -> Tables:
+    """The validated tables of the dataset file ``path`` whose bytes are
+    ``data``, read by the parser its first bytes call for: slipstream's
+    magic (:data:`slipstream.format.layout.MAGIC`) or an FFCV version-2
+    header.
+
+    Raises:
+        FormatError: naming the file and what is wrong, also when its first
+            bytes are neither format's.
+        ArgumentError: the file is a sharded dataset's manifest.
+    """
+    head = bytes(data[:max(len(L.MAGIC), beton.HEADER.itemsize)])
+    # A file cut inside the magic is still taken for a slipstream file, to be reported as truncated.
+    if head[:len(L.MAGIC)] == L.MAGIC[:len(head)]:
+        return parse_slipstream(path, data.size, lambda offset, size: data[offset: offset + size])
+    if beton.is_beton_header(head):
+        return beton.parse_beton(path, data)
+    if M.looks_like_manifest(bytes(data[:4096])):
+        raise _sharded(path, "the manifest of a sharded dataset")
+    raise format_error(path, f"not a slipstream dataset (starts with {head[:len(L.MAGIC)]!r}, expected "
+                             f"{L.MAGIC!r}) nor an FFCV .beton file (no FFCV version-{beton.VERSION} header)")
 
 
-def _field(descriptor: L.FieldDescriptor) -> Any:
-    cls = registry.lookup(descriptor.type_id)
-    if cls is None:
-        return UnknownField(descriptor)
-    try:
-        field = cls.from_arguments(descriptor.arguments)
-    except (TypeError, ValueError, KeyError, AttributeError) as exc:
-        raise ValueError(f"field {descriptor.name!r} ({cls.__name__}) has bad arguments "
-                         f"{descriptor.arguments!r}: {exc}") from None
-    if field.record_dtype() != descriptor.record_dtype:
-        raise ValueError(f"field {descriptor.name!r} ({cls.__name__}) has records of {descriptor.record_dtype}, "
-                         f"not {field.record_dtype()}")
-    return field
+def _sharded(path: str | os.PathLike, what: str) -> ArgumentError:
+    """The error for a sharded dataset given to :class:`Reader`."""
+    return ArgumentError(f"{path} is {what}: Reader opens one dataset file; open it with "
+                         f"slipstream.open_dataset(path), which returns a ShardedReader")
 
 
 def _short_list(values: list[int], limit: int = 8) -> str:
     shown = ", ".join(map(str, values[:limit]))
     return shown + (f" and {len(values) - limit} more" if len(values) > limit else "") if values else "none"
-
-
-def _magic(path: str | os.PathLike) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read(len(L.MAGIC))
-    except OSError:
-        return b""  # opening it again reports the problem
 
 
 def _identity(stat: os.stat_result) -> tuple[int, int, int, int, int]:
@@ -466,4 +372,6 @@ def _map_file(path: Path) -> tuple[mmap.mmap, os.stat_result]:
     except FileNotFoundError:
         raise DatasetNotFoundError(f"{path}: no such dataset file") from None
     except IsADirectoryError:
+        if (path / M.NAME).is_file():
+            raise _sharded(path, f"a sharded dataset (a folder with a {M.NAME})") from None
         raise FormatError(f"{path} is a folder, not a dataset file") from None

@@ -9,6 +9,9 @@ one dataset with ``data_offset == 0``.  Where the bytes come from is this
 module's business: the mapped shard files for a local dataset, the
 node-local page cache (:mod:`slipstream.format.pagecache`) filled by ranged
 GETs for a remote one.
+
+:func:`open_dataset` opens any dataset: a :class:`ShardedReader` for these,
+a :class:`~slipstream.format.reader.Reader` for a local file.
 """
 
 from __future__ import annotations
@@ -28,8 +31,10 @@ from slipstream.format import layout as L
 from slipstream.format import manifest as M
 from slipstream.format.location import LocalFolder, Location, open_location
 from slipstream.format.pagecache import NEVER, PageCache, shard_key
-from slipstream.format.reader import PAGE_CORRUPT, PAGE_GOOD, PAGE_UNCHECKED, Reader, _field, _short_list
+from slipstream.format.reader import PAGE_CORRUPT, PAGE_GOOD, PAGE_UNCHECKED, Reader, _short_list
 from slipstream.format.remote import Remote, is_url, local_path
+from slipstream.format.slipfile import parse_slipstream
+from slipstream.format.tables import Tables, stores_data
 
 CHECKSUM_ATTEMPTS = 3
 """Downloads of a page whose bytes fail their checksum before it is reported corrupt."""
@@ -59,13 +64,14 @@ class RemoteShard(Reader):
             start = min(size, int(header["descriptors_offset"]))
         self._head, self._tail_start = head, start
         self._tail = np.frombuffer(location.read(name, start, size), np.uint8) if start < size else np.zeros(0, np.uint8)
-        self.page_checksums = None
-        self._parse()
+        self._use_tables(parse_slipstream(self.path, size, self._bytes))
 
     def _file_size(self) -> int:
         return self._size
 
     def _bytes(self, offset: int, size: int) -> np.ndarray:
+        """Bytes ``[offset, offset + size)`` of the shard, from its header or
+        its tables (the parser reads nothing else)."""
         if offset + size <= self._head.size:
             return self._head[offset: offset + size]
         if offset >= self._tail_start:
@@ -82,8 +88,8 @@ class RemoteShard(Reader):
 
 class ShardedReader(Reader):
     """A sharded dataset (a manifest and its shard files), or a dataset file
-    at a URL, as one dataset.  ``slipstream.Reader`` returns one for a
-    folder or prefix holding a manifest, a manifest file, or any URL.
+    at a URL, as one dataset.  :func:`open_dataset` returns one for a folder
+    or prefix holding a manifest, a manifest file, or any URL.
 
     Attributes, beyond :class:`Reader`'s:
         manifest: the dataset's :class:`~slipstream.format.manifest.Manifest`.
@@ -134,10 +140,6 @@ class ShardedReader(Reader):
         self._fetch_lock = threading.Lock()
         self._views: collections.OrderedDict[int, np.ndarray] = collections.OrderedDict()  # mapped cached pages
         self._views_lock = threading.Lock()
-        self.page_state = np.zeros(self.page_count, np.uint8)
-        self.pages_checked = 0
-        if self.page_checksums is None:
-            self.page_state[:] = PAGE_GOOD
         self._shard_of_key = {key: k for k, key in enumerate(self._keys)}
         self._uses: dict[int, list[int]] = {}  # page -> the times it is needed, sorted (set_plan)
         self._now = 0
@@ -147,9 +149,6 @@ class ShardedReader(Reader):
             self.verify_pages()
 
     # ---------------------------------------------------------------- opening
-
-    def _fail(self, problem: str) -> FormatError:
-        return FormatError(f"{self.path}: {problem}")
 
     def _read_manifest(self) -> M.Manifest:
         url = self.location.url_of(M.NAME)
@@ -203,24 +202,19 @@ class ShardedReader(Reader):
         first = self.shards[0] if self.shards else None
         if first is None:
             raise self._fail("the manifest lists no shards")
-        self.descriptors = list(self.manifest.fields)
-        self.fields = {d.name: _field(d) for d in self.descriptors}
-        self.user_metadata = dict(self.manifest.user_metadata)
-        self.page_size, self.data_offset = self.manifest.page_size, 0
+        self.page_size = self.manifest.page_size
         counts = np.array([len(s) for s in self.shards], np.int64)
         pages = np.array([s.page_count for s in self.shards], np.int64)
         self.sample_base = np.concatenate([[0], np.cumsum(counts)])
         self.page_base = np.concatenate([[0], np.cumsum(pages)])
-        self.page_count = int(self.page_base[-1])
-        self._page_lengths = np.concatenate([_page_lengths(s) for s in self.shards]) if self.page_count else \
+        self._page_lengths = np.concatenate([_page_lengths(s) for s in self.shards]) if self.page_base[-1] else \
             np.zeros(0, np.int64)
-        self.data_size = int(self._page_lengths.sum())
         self._page_shard = np.repeat(np.arange(len(self.shards)), pages)
         parts, allocations = [], []
         for k, shard in enumerate(self.shards):
             metadata = np.array(shard.metadata)
-            for d in self.descriptors:
-                if {"offset", "size"} <= set(d.record_dtype.names):
+            for d in self.manifest.fields:
+                if stores_data(d):
                     offsets = metadata[d.name]["offset"]
                     offsets[:] = self._global(k, offsets.astype(np.int64))
             parts.append(metadata)
@@ -228,11 +222,13 @@ class ShardedReader(Reader):
             table["sample"] += np.uint64(self.sample_base[k])
             table["offset"] = self._global(k, table["offset"].astype(np.int64))
             allocations.append(table)
-        self.metadata = np.concatenate(parts)
-        self.allocations = np.concatenate(allocations)
-        self.metadata.flags.writeable = self.allocations.flags.writeable = False
-        self.page_checksums = np.concatenate([s.page_checksums for s in self.shards]) \
-            if self.manifest.page_checksums else None
+        metadata, table = np.concatenate(parts), np.concatenate(allocations)
+        metadata.flags.writeable = table.flags.writeable = False
+        checksums = np.concatenate([s.page_checksums for s in self.shards]) if self.manifest.page_checksums else None
+        # The shards' fields are the manifest's (checked as each shard opened): the first shard's objects serve.
+        self._use_tables(Tables(self.path, first.format, None, tuple(self.manifest.fields), first.fields, metadata,
+                                table, dict(self.manifest.user_metadata), self.page_size, 0,
+                                int(self._page_lengths.sum()), int(self.page_base[-1]), checksums))
 
     def _global(self, shard: int, offsets: np.ndarray) -> np.ndarray:
         """File offsets of shard ``shard`` in the dataset's page numbering."""
@@ -478,8 +474,8 @@ def _resolve(path: str | os.PathLike, remote: Remote) -> tuple[Location, str | N
 
 
 def opens_as_sharded(path: Any) -> bool:
-    """Whether ``Reader(path)`` is a sharded (or remote) dataset: a URL, a
-    folder, or a manifest file."""
+    """Whether :func:`open_dataset` opens ``path`` as a sharded (or remote)
+    dataset: a URL, a folder, or a manifest file."""
     if not isinstance(path, (str, os.PathLike)):
         return False
     if is_url(path):
@@ -493,3 +489,27 @@ def opens_as_sharded(path: Any) -> bool:
     except OSError:
         return False
 
+
+
+def open_dataset(path: str | os.PathLike, *, verify_pages: bool = False, remote: Remote | None = None) -> Reader:
+    """Open any dataset: a local slipstream or FFCV ``.beton`` file as a
+    :class:`~slipstream.format.reader.Reader`; a sharded dataset (a folder
+    or prefix with a manifest, or the manifest itself) or anything at a URL
+    (``s3://bucket/prefix``, ``file://...``) as a :class:`ShardedReader`,
+    which has the same interface over one index space.
+
+    Args:
+        path: the file, folder, manifest or URL.
+        verify_pages: check every page's CRC-32 now (downloading a remote
+            dataset's pages), instead of each page when it is first read.
+        remote: a :class:`slipstream.Remote`: object-store options and the
+            page cache, for URLs (unused for local datasets).
+
+    Raises:
+        DatasetNotFoundError: nothing is there.
+        FormatError: naming the file (or shard, or manifest) and what is
+            wrong with it.
+    """
+    if opens_as_sharded(path):
+        return ShardedReader(path, verify_pages=verify_pages, remote=remote)
+    return Reader(path, verify_pages=verify_pages)

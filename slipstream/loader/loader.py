@@ -20,7 +20,7 @@ from slipstream.loader.iterator import EpochIterator, FailureLog
 from slipstream.loader.outputs import resolve_outputs
 from slipstream.format.manifest import NAME as MANIFEST
 from slipstream.format.remote import Remote, is_url, local_path
-from slipstream.format.sharded import ShardedReader, opens_as_sharded
+from slipstream.format.sharded import ShardedReader, open_dataset
 from slipstream.loader.memory import MappedMemory, PagePool
 from slipstream.loader.staging import StagedMemory
 
@@ -341,8 +341,8 @@ def _open(source: Any, remote: Remote | None) -> Reader:
     if isinstance(source, Reader):
         return source
     if isinstance(source, (str, os.PathLike)) and (is_url(source) or local_path(source).is_file()
-                                                   or opens_as_sharded(source) and _has_manifest(source)):
-        return Reader(source, remote=remote)
+                                                   or _has_manifest(source)):
+        return open_dataset(source, remote=remote)
     from slipstream.convert import cached
 
     return Reader(cached(source))
