@@ -19,7 +19,8 @@ from slipstream.fields import Encoded, RGBImageField
 from slipstream.fields.image import JPEG_MODE
 from slipstream.format import Reader, layout, open_dataset
 from slipstream.format.remote import Remote
-from slipstream.format.writer import WriteResult, write_dataset
+from slipstream.format.write import write_dataset
+from slipstream.format.writer import WriteResult
 from slipstream.sources import ImageFolder, as_source
 
 

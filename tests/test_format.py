@@ -354,36 +354,6 @@ def test_a_file_of_no_known_format_is_named_with_its_first_bytes(tmp_path):
                                f"b'SLIPSTRM') nor an FFCV .beton file (no FFCV version-2 header)")
 
 
-def test_the_reader_is_in_no_import_cycle():
-    """reader.py imports its parsers; nothing it imports, directly or not, imports it back."""
-    import ast
-
-    root = Path(ss.__file__).parent
-
-    def imports(module: str) -> set[str]:
-        path = root.joinpath(*module.split(".")[1:]).with_suffix(".py")
-        found = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, (ast.Import, ast.ImportFrom)) else []
-            base = node.module if isinstance(node, ast.ImportFrom) else None
-            for name in names:
-                for candidate in (f"{base}.{name}" if base else name, base):
-                    if candidate and candidate.startswith("slipstream.format.") and \
-                            root.joinpath(*candidate.split(".")[1:]).with_suffix(".py").is_file():
-                        found.add(candidate)
-                        break
-        return found
-
-    seen, todo = set(), sorted(imports("slipstream.format.reader"))
-    while todo:
-        module = todo.pop()
-        if module not in seen:
-            seen.add(module)
-            todo += imports(module)
-    assert "slipstream.format.reader" not in seen, seen
-    assert {"slipstream.format.slipfile", "slipstream.format.beton", "slipstream.format.tables"} <= seen
-
-
 def test_unsupported_version(good_file, tmp_path):
     data = bytearray(good_file.read_bytes())
     data[8:12] = (7).to_bytes(4, "little")

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from slipstream.format import registry
+from slipstream.fields import registry
 from slipstream.errors import ArgumentError
 
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from slipstream.errors import FormatError
 from slipstream.format import layout as L
-from slipstream.format import registry
+from slipstream.fields import registry
 from slipstream.format.tables import Tables, format_error, stores_data
 
 HEADER = np.dtype([("version", "<u2"), ("num_fields", "<u2"), ("page_size", "<u4"), ("num_samples", "<u8"),

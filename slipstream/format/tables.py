@@ -17,7 +17,7 @@ import numpy as np
 
 from slipstream.errors import ArgumentError, FormatError
 from slipstream.format import layout as L
-from slipstream.format import registry
+from slipstream.fields import registry
 
 FORMATS = ("slipstream", "ffcv")
 """The values of :attr:`Tables.format`: which kind of file the tables were read from."""

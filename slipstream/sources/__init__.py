@@ -1,7 +1,8 @@
 """Where datasets come from: image folders, arrays, indexable and iterable
 datasets, WebDataset tar shards, Hugging Face and LitData datasets."""
 
-from slipstream.sources.adapters import ArrayRows, IndexableSource, IterableSource, as_source, infer_fields
+from slipstream.sources.adapters import ArrayRows, IndexableSource, IterableSource, infer_fields
+from slipstream.sources.any_source import as_source
 from slipstream.sources.folders import IMAGE_SUFFIXES, JPEG_SUFFIXES, ImageFolder, find_jpegs
 from slipstream.sources.litdata import LitData
 from slipstream.sources.synthetic import CLASSES, synthetic_folder, synthetic_image

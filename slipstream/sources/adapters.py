@@ -3,16 +3,13 @@ samples, each a tuple with one value per field."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from slipstream.errors import ArgumentError
 from slipstream.format.writer import SampleStream
-from slipstream.sources.folders import ImageFolder
 
 
 class ArrayRows:
@@ -140,56 +137,6 @@ def infer_fields(item: Any) -> dict[str, Any]:
         else:
             raise ArgumentError(f"no field type for {name!r}, a {type(value).__name__}: pass fields=")
     return fields
-
-
-def as_source(source: Any, fields: Mapping[str, Any] | None) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-    """``(samples, fields, user metadata)`` for a source given to
-    :func:`slipstream.write`: an image folder path, an :class:`ImageFolder`,
-    a NumPy array, a tuple/list or dict of equal-length arrays, a
-    :class:`~slipstream.sources.WebDataset`, a Hugging Face dataset, a
-    :class:`~slipstream.sources.LitData` dataset, any object with ``len()``
-    and ``[i]``, or any iterable.  ``fields`` may be omitted for folders,
-    dicts of arrays, tar shards, and datasets whose samples are dicts."""
-    from slipstream.sources.huggingface import from_huggingface, is_huggingface
-    from slipstream.sources.litdata import LitData
-    from slipstream.sources.webdataset import WebDataset
-
-    if isinstance(source, (str, os.PathLike)):
-        source = ImageFolder(Path(source))
-    if isinstance(source, ImageFolder):
-        return source, dict(fields or source.default_fields()), source.user_metadata()
-    if isinstance(source, WebDataset):
-        if fields is not None and dict(fields) != source.fields:
-            source = WebDataset(source.shards, fields, source.given_members, source.remote)
-        return source, source.fields, {}
-    if is_huggingface(source):
-        return from_huggingface(source, fields)
-    if isinstance(source, Mapping) and all(isinstance(a, np.ndarray) for a in source.values()):
-        fields = dict(fields or {name: default_array_field(a) for name, a in source.items()})
-        missing = [n for n in fields if n not in source]
-        if missing:
-            raise ArgumentError(f"fields {missing} have no array in the source (arrays: {list(source)})")
-        return ArrayRows([source[n] for n in fields]), fields, {}
-    if fields is None and isinstance(source, LitData):
-        fields = infer_fields(source[0])
-    if fields is None:
-        raise ArgumentError(f"fields must be given for a source of type {type(source).__name__}: "
-                            f"fields={{'name': Field(), ...}} in the order of each sample's values")
-    fields = dict(fields)
-    if isinstance(source, np.ndarray):
-        source = (source,)
-    if isinstance(source, (tuple, list)) and source and all(isinstance(a, np.ndarray) for a in source):
-        if len(source) != len(fields):
-            raise ArgumentError(f"{len(source)} arrays for {len(fields)} fields")
-        return ArrayRows(source), fields, {}
-    if isinstance(source, SampleStream):
-        return source, fields, {}
-    if isinstance(source, Sequence) or (hasattr(source, "__len__") and hasattr(source, "__getitem__")):
-        return IndexableSource(source, list(fields)), fields, {}
-    if isinstance(source, Iterable):
-        return IterableSource(source, list(fields)), fields, {}
-    raise ArgumentError(f"cannot write from a {type(source).__name__}: give an image folder, arrays, tar shards, an "
-                        f"object with len() and [i], or an iterable")
 
 
 def default_array_field(array: np.ndarray) -> Any:
