@@ -151,10 +151,8 @@ class CropDecoder(ImageFieldDecoder):
         scale_lo, scale_hi = self.scale
         log_lo, log_hi = math.log(self.ratio[0]), math.log(self.ratio[1])
         fraction, shorter = self.fraction, self.shorter
-        interp = int(INTERPOLATIONS[self.interpolation])
-        raw_mode, flip_flag = uint64(1), int(native.DecodeFlags.FLIP_X)
-        decode_crop = native.slip_jpeg_decode_crop_resize
-        resize = native.slip_resize
+        interp, flip_flag = int(INTERPOLATIONS[self.interpolation]), int(native.DecodeFlags.FLIP_X)
+        decode_crop, resize = native.slip_jpeg_decode_crop_resize, native.slip_resize
 
         @njit(nogil=True)
         def region(key, height, width):
@@ -170,30 +168,28 @@ class CropDecoder(ImageFieldDecoder):
                 return resized_center_crop_params(height, width, out_h, out_w, shorter)
             return resized_random_crop_params(key, height, width, out_h, out_w, shorter)
 
+        @njit(nogil=True, inline="always")
+        def from_pixels(data, out, args):
+            height, width, y, x, h, w, flip = args
+            return resize(data, height, width, 3, width * 3, y, x, h, w, out, out_h, out_w, out.strides[0], interp,
+                          1 if flip else 0)
+
+        @njit(nogil=True, inline="always")
+        def from_jpeg(data, out, args):
+            _, _, y, x, h, w, flip = args
+            return decode_crop(data, uint64(data.size), y, x, h, w, out_h, out_w, flip_flag if flip else 0, interp,
+                               out, out.size, out.strides[0])
+
+        decode_sample = self.sample_decoder(from_pixels, from_jpeg)
+
         def decode(storage, offsets, sizes, heights, widths, modes, errors, decodes, index, out, key):
             height, width = heights[index], widths[index]
             y, x, h, w = region(key, height, width)
             flip = flip_p > 0.0 and rnd.uniform(key, _FLIP) < flip_p
-            start, size = uint64(offsets[index]), uint64(sizes[index])
-            data = storage[start:start + size]
-            if errors[index] != 0:  # its bytes are known to be corrupt
-                status = errors[index]
-            elif uint64(modes[index]) == raw_mode:
-                status = resize(data, height, width, 3, width * 3, y, x, h, w, out, out_h, out_w, out.strides[0],
-                                interp, 1 if flip else 0)
-            else:
-                status = decode_crop(data, size, y, x, h, w, out_h, out_w, flip_flag if flip else 0, interp, out,
-                                     out.size, out.strides[0])
-                decodes[index] += 1
-            if status != 0:
-                errors[index] = status
-                out[:] = 0
-            return out
+            return decode_sample(storage, offsets, sizes, modes, errors, decodes, index, out,
+                                 (height, width, y, x, h, w, flip))
 
         return decode
-
-    def fingerprint(self) -> str:
-        return f"CropDecoder:{self!r}"
 
 
 # ---------------------------------------------------------------- what users write
