@@ -31,7 +31,7 @@ from slipstream.compiler import Allocation, Operation, State
 from slipstream.compiler import random as rnd
 from slipstream.compiler.rewrites import FieldOperation
 from slipstream.fields.decoders import DecodeSource, ImageFieldDecoder
-from slipstream.ops.crops import INTERPOLATIONS, random_resized_crop_params
+from slipstream.ops.crops import ATTEMPTS, INTERPOLATIONS, random_resized_crop_params
 
 
 @njit(cache=True, nogil=True)
@@ -44,7 +44,7 @@ def multi_crop_regions(key, height, width, scale_lo, scale_hi, log_ratio_lo, log
     out = np.empty((count, 4), np.int64)
     for k in range(count):
         y, x, h, w = random_resized_crop_params(rnd.draw(key, 1000 + k), height, width, scale_lo[k], scale_hi[k],
-                                                log_ratio_lo, log_ratio_hi, 10)
+                                                log_ratio_lo, log_ratio_hi, ATTEMPTS)
         if yoked and k > 0:
             cy, cx = out[0, 0] + out[0, 2] // 2, out[0, 1] + out[0, 3] // 2
             y, x = min(max(cy - h // 2, 0), height - h), min(max(cx - w // 2, 0), width - w)
