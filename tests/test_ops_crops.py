@@ -275,7 +275,8 @@ def test_a_small_network_learns_through_the_imagenet_train_pipeline(tmp_path):
 # ---------------------------------------------------------------- multi-crop and presets
 
 
-def test_multi_crop_decodes_once_and_matches_its_regions(photos):
+def test_multi_crop_decodes_once_and_matches_its_regions(photos, monkeypatch):
+    monkeypatch.setenv("SLIPSTREAM_COUNT_DECODES", "1")
     samples, jpeg, raw = photos
     pipelines = ss.ops.multi_crop_pipelines(global_crops=2, global_size=64, local_crops=3, local_size=24, flip=0.0,
                                             mean=(0, 0, 0), std=(1, 1, 1), dtype=np.float32)
@@ -300,6 +301,26 @@ def test_multi_crop_decodes_once_and_matches_its_regions(photos):
                          order="sequential")
     next(iter(per_crop))
     assert per_crop.source.decodes.tolist() == [5] * len(samples)
+
+
+def test_decode_counting_is_off_unless_asked_and_changes_no_pixel(photos, monkeypatch):
+    samples, jpeg, _ = photos
+    pipelines = {"image": [RandomResizedCrop(48), RandomHorizontalFlip()],
+                 **ss.ops.multi_crop_pipelines(global_crops=1, global_size=32, local_crops=1, local_size=16)}
+    batches, fingerprints = {}, {}
+    for switch in ("", "0", "1"):
+        monkeypatch.setenv("SLIPSTREAM_COUNT_DECODES", switch)
+        loader = ss.Loader(jpeg, len(samples), pipelines, order="sequential", seed=4, as_dict=True)
+        batches[switch] = next(iter(loader))
+        counted = 2 if switch == "1" else 0  # the crop's decode and the multi-crop's, per sample
+        assert loader.source.count_decodes == (switch == "1")
+        assert loader.source.decodes.tolist() == [counted] * len(samples)
+        crop = RandomResizedCrop(48).bind(loader.source, "image")
+        fingerprints[switch] = crop.fingerprint()
+        loader.close()
+    assert fingerprints[""] == fingerprints["0"] != fingerprints["1"]  # no cached stage serves both
+    for name in batches[""]:
+        assert torch.equal(batches[""][name], batches["1"][name]), name
 
 
 def test_yoked_crops_share_a_center():

@@ -15,19 +15,28 @@ A sample already marked failed before the batch (its bytes lie in a page
 that failed its checksum) is not decoded at all: its output is zeros.
 After the batch the loader applies its ``on_error`` policy: raise naming the
 sample, leave the sample out of its batch, or keep the zero-filled sample.
+The image decoders share that logic, and the choice between raw stored
+pixels and a JPEG, through :func:`sample_decoder`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
-from numba import uint64
+from numba import njit, uint64
 
 from slipstream import native
 from slipstream.compiler import Allocation, Decoder, Kind, Operation, State
 from slipstream.errors import ArgumentError
+from slipstream.fields.image import RAW_MODE
+
+COUNT_DECODES_VARIABLE = "SLIPSTREAM_COUNT_DECODES"
+"""Environment variable that, set to anything but ``""`` or ``"0"`` when a
+:class:`DecodeSource` is made, turns on its count of JPEG decode calls."""
 
 
 class DecodeSource:
@@ -37,15 +46,26 @@ class DecodeSource:
         reader: the dataset's reader (metadata, fields, path).
         storage: uint8 array the offsets index.
         errors: int32 per dataset sample: a decoder's failure status.
+        count_decodes: whether the image decoders count their native JPEG
+            decode calls in ``decodes``: a debugging switch (does a
+            multi-crop decode each image once?), off by default, set by
+            the argument of the same name or else by
+            ``$SLIPSTREAM_COUNT_DECODES``.  When it is off the compiled
+            decoders hold no counting code at all.
         decodes: int64 per dataset sample: native JPEG decode calls made
-            for it (each sample is written by one thread, so no races).
+            for it while ``count_decodes`` is on, zeros otherwise (each
+            sample is written by one thread, so no races).
     """
 
-    def __init__(self, reader: Any, storage: np.ndarray) -> None:
+    def __init__(self, reader: Any, storage: np.ndarray, count_decodes: bool | None = None) -> None:
         self.reader = reader
         self.storage = storage
         self.errors = np.zeros(len(reader), np.int32)
-        self.decodes = np.zeros(len(reader), np.int64)  # JPEG decode calls per sample, counted by the decoders
+        if count_decodes is None:
+            count_decodes = os.environ.get(COUNT_DECODES_VARIABLE, "") not in ("", "0")
+        self.count_decodes = bool(count_decodes)
+        # Allocated even when not counting: decoders written elsewhere take it as an input (see image_inputs).
+        self.decodes = np.zeros(len(reader), np.int64)
         self._offsets: dict[str, np.ndarray] = {}
 
     def offsets(self, field: str) -> np.ndarray:
@@ -102,11 +122,59 @@ class NDArrayDecoder(Decoder):
         return f"NDArrayDecoder:{np.dtype(self.dtype).str}:{self.shape}"
 
 
+SampleDecode = Callable[..., int]
+"""A compiled ``(data, out, args) -> status`` that makes one sample's output
+``out`` from its stored bytes ``data``, with ``args`` the per-sample values
+it needs (a tuple), and returns a native status (0 on success)."""
+
+
+def sample_decoder(from_pixels: SampleDecode, from_jpeg: SampleDecode,
+                   count_decodes: bool = False) -> Callable[..., Any]:
+    """The per-sample body every image decoder shares: a compiled
+    ``decode_sample(storage, offsets, sizes, modes, errors, decodes, index, out, args) -> out``.
+
+    It takes the sample's stored bytes and hands them to ``from_pixels``
+    when the record's mode is :data:`~slipstream.fields.image.RAW_MODE`
+    (height x width x 3 pixels) and to ``from_jpeg`` otherwise.  A sample
+    already marked failed in ``errors`` is not decoded; a failure, old or
+    new, leaves its status in ``errors[index]`` and zeros in ``out`` (see
+    the module docstring).  With ``count_decodes``, ``decodes[index]`` goes
+    up by one per call of ``from_jpeg``, which must therefore make exactly
+    one native JPEG decode call; without it the compiled code has no
+    counting (the flag is a constant that Numba folds away).
+
+    The three functions are inlined into the decoder that calls
+    ``decode_sample`` (Numba's ``inline="always"``, which the two given
+    functions should have too): each would otherwise be a compilation of
+    its own, nearly doubling a cold compile of the decoder.
+    """
+
+    @njit(nogil=True, inline="always")
+    def decode_sample(storage, offsets, sizes, modes, errors, decodes, index, out, args):
+        start, size = uint64(offsets[index]), uint64(sizes[index])
+        data = storage[start:start + size]
+        if errors[index] != 0:  # its bytes are known to be corrupt
+            status = errors[index]
+        elif modes[index] == RAW_MODE:
+            status = from_pixels(data, out, args)
+        else:
+            status = from_jpeg(data, out, args)
+            if count_decodes:
+                decodes[index] += 1
+        if status != 0:
+            errors[index] = status
+            out[:] = 0
+        return out
+
+    return decode_sample
+
+
 class ImageFieldDecoder(Decoder):
     """Base of the decoders of an ``RGBImageField``: they read
     :meth:`DecodeSource.image_inputs` and give (height, width, 3) uint8
     samples of ``self.size``.  Subclasses have ``source``, ``field`` and
-    ``size`` (a field or a property)."""
+    ``size`` (a field or a property), and build their per-sample code on
+    :meth:`sample_decoder`."""
 
     source: DecodeSource
     field: str
@@ -118,6 +186,16 @@ class ImageFieldDecoder(Decoder):
     def declare(self, state: State | None) -> tuple[State, Allocation]:
         shape = (*self.size, 3)
         return State(jit=True, shape=shape, dtype=np.uint8), Allocation(shape, np.uint8)
+
+    def sample_decoder(self, from_pixels: SampleDecode, from_jpeg: SampleDecode) -> Callable[..., Any]:
+        """:func:`sample_decoder` over these two functions, counting decode
+        calls when the source does (``DecodeSource.count_decodes``)."""
+        return sample_decoder(from_pixels, from_jpeg, self.source.count_decodes)
+
+    def fingerprint(self) -> str:
+        """The class and ``repr`` (see :meth:`Operation.fingerprint`), and
+        whether decode calls are counted, which changes the compiled code."""
+        return f"{super().fingerprint()}:count_decodes={self.source.count_decodes}"
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -144,31 +222,28 @@ class ImageDecoder(ImageFieldDecoder):
         return (int(records["height"][0]), int(records["width"][0])) if len(records) else (0, 0)
 
     def generate_code(self):
-        raw_mode = uint64(1)
-        slip_jpeg_decode = native.slip_jpeg_decode
+        decode_sample = self.sample_decoder(_copy_pixels, _decode_whole_jpeg)
 
         def decode(storage, offsets, sizes, heights, widths, modes, errors, decodes, index, out, key):
-            start, size = uint64(offsets[index]), uint64(sizes[index])
-            if errors[index] != 0:  # its bytes are known to be corrupt
-                out[:] = 0
-            elif uint64(modes[index]) == raw_mode:
-                flat = out.reshape(-1)
-                for j in range(uint64(flat.size)):
-                    flat[j] = storage[start + j]
-            else:
-                data = storage[start:start + size]
-                status = slip_jpeg_decode(data, size, 0, 0, out.shape[0], out.shape[1], 1, 0, out, out.size,
-                                          out.strides[0])
-                decodes[index] += 1
-                if status != 0:
-                    errors[index] = status
-                    out[:] = 0
-            return out
+            return decode_sample(storage, offsets, sizes, modes, errors, decodes, index, out, ())
 
         return decode
 
-    def fingerprint(self) -> str:
-        return "ImageDecoder"
+
+@njit(nogil=True, inline="always")
+def _copy_pixels(data, out, args):
+    """Raw stored pixels of the output's size, copied as they are."""
+    flat = out.reshape(-1)
+    for j in range(uint64(flat.size)):
+        flat[j] = data[j]
+    return 0
+
+
+@njit(nogil=True, inline="always")
+def _decode_whole_jpeg(data, out, args):
+    """A JPEG of the output's size, decoded whole at full scale."""
+    return native.slip_jpeg_decode(data, uint64(data.size), 0, 0, out.shape[0], out.shape[1], 1, 0, out, out.size,
+                                   out.strides[0])
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -11,16 +11,18 @@ pipeline of (``bind``) and folds a directly following
     [RandomResizedCrop(224), RandomHorizontalFlip(), ToTensor(), Normalize(mean, std)]
     [Resize(256), CenterCrop(224), ToTensor(), Normalize(mean, std)]      # ImageNet evaluation
 
-Crop parameters are drawn per sample from the counter-based random keys of
-:mod:`slipstream.compiler.random`, so they are the same for any thread
-count, batch order or resume point.
+Each operation is a :class:`Crop`: it gives its decoder (a
+:class:`CropDecoder`) a compiled region function, which picks the part of
+each stored image to keep.  Crop parameters are drawn per sample from the
+counter-based random keys of :mod:`slipstream.compiler.random`, so they are
+the same for any thread count, batch order or resume point.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,12 +32,16 @@ from slipstream import native
 from slipstream.compiler import random as rnd
 from slipstream.compiler.rewrites import FieldOperation, Foldable
 from slipstream.fields.decoders import DecodeSource, ImageFieldDecoder
+from slipstream.ops.augment import RandomHorizontalFlip
 
 INTERPOLATIONS = {"bilinear": native.Interp.BILINEAR, "area": native.Interp.AREA}
 
 # Draw numbers within a sample's key: attempt a uses 2a (area) and 2a + 1
 # (aspect ratio); then the position, then the flip.
 _TOP, _LEFT, _FLIP = 40, 41, 42
+
+ATTEMPTS = 10
+"""Tries of RandomResizedCrop's rejection sampling before the central crop (torchvision's)."""
 
 
 # ---------------------------------------------------------------- crop parameters (compiled)
@@ -111,6 +117,12 @@ def resized_center_crop_params(height, width, out_h, out_w, shorter):
 
 
 @njit(cache=True, nogil=True)
+def whole_image_region(key, height, width):
+    """The whole image: (0, 0, height, width)."""
+    return 0, 0, height, width
+
+
+@njit(cache=True, nogil=True)
 def resized_random_crop_params(key, height, width, out_h, out_w, shorter):
     """The region of an out_h x out_w crop at a uniform position of the image
     resized so that its shorter side is ``shorter``."""
@@ -125,78 +137,91 @@ def resized_random_crop_params(key, height, width, out_h, out_w, shorter):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class CropDecoder(ImageFieldDecoder):
-    """Decodes one crop per sample of an image field into (h, w, 3) uint8.
-
-    ``region`` picks the region: ``"random_resized"``, ``"analytic"``,
-    ``"whole"``, ``"center"`` (``fraction`` of the shorter side), ``"resized_center"``
-    and ``"resized_random"`` (a crop of the image resized to shorter side
-    ``shorter``).  Made by
-    binding :class:`RandomResizedCrop`, :class:`CenterCrop` or
-    ``Resize`` + ``CenterCrop`` / ``RandomCrop``.
-    """
+    """Decodes one region per sample of an image field into (h, w, 3) uint8:
+    ``crop``, the operation that was bound (a :class:`Crop`), gives the
+    region function, the output size, the flip probability and the
+    interpolation.  Raw stored pixels are cropped and resized with
+    ``slip_resize``, JPEGs with ``slip_jpeg_decode_crop_resize``."""
 
     source: DecodeSource = dataclasses.field(repr=False)
     field: str
-    region: str
-    size: tuple[int, int]
-    scale: tuple[float, float] = (0.08, 1.0)
-    ratio: tuple[float, float] = (3 / 4, 4 / 3)
-    fraction: float = 1.0
-    shorter: int = 0
-    flip_p: float = 0.0
-    interpolation: str = "bilinear"
+    crop: Crop
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """The output (height, width): the crop's."""
+        return self.crop.output_size
 
     def generate_code(self):
-        kind, (out_h, out_w), flip_p = self.region, self.size, self.flip_p
-        scale_lo, scale_hi = self.scale
-        log_lo, log_hi = math.log(self.ratio[0]), math.log(self.ratio[1])
-        fraction, shorter = self.fraction, self.shorter
-        interp = int(INTERPOLATIONS[self.interpolation])
-        raw_mode, flip_flag = uint64(1), int(native.DecodeFlags.FLIP_X)
-        decode_crop = native.slip_jpeg_decode_crop_resize
-        resize = native.slip_resize
+        region = self.crop.region()
+        (out_h, out_w), flip_p = self.size, self.crop.flip_p
+        interp, flip_flag = int(INTERPOLATIONS[self.crop.interpolation]), int(native.DecodeFlags.FLIP_X)
+        decode_crop, resize = native.slip_jpeg_decode_crop_resize, native.slip_resize
 
-        @njit(nogil=True)
-        def region(key, height, width):
-            if kind == "random_resized":
-                return random_resized_crop_params(key, height, width, scale_lo, scale_hi, log_lo, log_hi, 10)
-            if kind == "analytic":
-                return analytic_crop_params(key, height, width, scale_lo, scale_hi, log_lo, log_hi)
-            if kind == "center":
-                return center_crop_params(height, width, out_h, out_w, fraction)
-            if kind == "whole":
-                return 0, 0, height, width
-            if kind == "resized_center":
-                return resized_center_crop_params(height, width, out_h, out_w, shorter)
-            return resized_random_crop_params(key, height, width, out_h, out_w, shorter)
+        @njit(nogil=True, inline="always")
+        def from_pixels(data, out, args):
+            height, width, y, x, h, w, flip = args
+            return resize(data, height, width, 3, width * 3, y, x, h, w, out, out_h, out_w, out.strides[0], interp,
+                          1 if flip else 0)
+
+        @njit(nogil=True, inline="always")
+        def from_jpeg(data, out, args):
+            _, _, y, x, h, w, flip = args
+            return decode_crop(data, uint64(data.size), y, x, h, w, out_h, out_w, flip_flag if flip else 0, interp,
+                               out, out.size, out.strides[0])
+
+        decode_sample = self.sample_decoder(from_pixels, from_jpeg)
 
         def decode(storage, offsets, sizes, heights, widths, modes, errors, decodes, index, out, key):
             height, width = heights[index], widths[index]
             y, x, h, w = region(key, height, width)
             flip = flip_p > 0.0 and rnd.uniform(key, _FLIP) < flip_p
-            start, size = uint64(offsets[index]), uint64(sizes[index])
-            data = storage[start:start + size]
-            if errors[index] != 0:  # its bytes are known to be corrupt
-                status = errors[index]
-            elif uint64(modes[index]) == raw_mode:
-                status = resize(data, height, width, 3, width * 3, y, x, h, w, out, out_h, out_w, out.strides[0],
-                                interp, 1 if flip else 0)
-            else:
-                status = decode_crop(data, size, y, x, h, w, out_h, out_w, flip_flag if flip else 0, interp, out,
-                                     out.size, out.strides[0])
-                decodes[index] += 1
-            if status != 0:
-                errors[index] = status
-                out[:] = 0
-            return out
+            return decode_sample(storage, offsets, sizes, modes, errors, decodes, index, out,
+                                 (height, width, y, x, h, w, flip))
 
         return decode
 
-    def fingerprint(self) -> str:
-        return f"CropDecoder:{self!r}"
-
 
 # ---------------------------------------------------------------- what users write
+
+
+RegionFunction = Callable[[Any, int, int], tuple[int, int, int, int]]
+"""A compiled ``(key, height, width) -> (top, left, h, w)``: the region of a
+height x width stored image that a crop keeps for the sample whose random
+key is ``key``."""
+
+
+class Crop(FieldOperation, Foldable):
+    """Base of the operations that decode one region of each image, resized
+    to one output size: bound to a field, each becomes a
+    :class:`CropDecoder` that calls its :meth:`region` function, and a
+    ``RandomHorizontalFlip`` right after it folds into its ``flip_p``.
+    Subclasses are frozen dataclasses with ``flip_p`` and ``interpolation``
+    fields (or properties) whose ``repr`` holds every parameter their region
+    function depends on: it is the decoder's compile-cache fingerprint."""
+
+    flip_p: float
+    interpolation: str
+
+    @property
+    def output_size(self) -> tuple[int, int]:
+        """The (height, width) of the decoded samples."""
+        raise NotImplementedError(f"{type(self).__name__} must define output_size")
+
+    def region(self) -> RegionFunction:
+        """This operation's compiled region function (see :data:`RegionFunction`)."""
+        raise NotImplementedError(f"{type(self).__name__} must define region()")
+
+    def bind(self, source: DecodeSource, field: str) -> CropDecoder:
+        """The decoder this operation becomes when it is the first of ``field``'s pipeline."""
+        return CropDecoder(source, field, self)
+
+    def fold(self, following: Any) -> Any:
+        """This operation joined with the one that follows it (e.g. a flip becomes the
+        crop's ``flip_p``), or None when the two stay separate."""
+        if isinstance(following, RandomHorizontalFlip) and self.flip_p == 0.0:
+            return dataclasses.replace(self, flip_p=float(following.p))
+        return None
 
 
 def _size(size: int | Sequence[int]) -> tuple[int, int]:
@@ -213,7 +238,7 @@ def _interpolation(name: str) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class RandomResizedCrop(FieldOperation, Foldable):
+class RandomResizedCrop(Crop):
     """A random crop of random area and aspect ratio, resized to ``size``
     (torchvision's ``RandomResizedCrop``: area fraction uniform in ``scale``,
     aspect ratio log-uniform in ``ratio``, 10 tries, then a central crop).
@@ -235,20 +260,32 @@ class RandomResizedCrop(FieldOperation, Foldable):
         if not 0 < self.ratio[0] <= self.ratio[1]:
             raise ValueError(f"ratio must satisfy 0 < low <= high, got {self.ratio}")
 
-    def bind(self, source: DecodeSource, field: str) -> CropDecoder:
-        """The decoder this operation becomes when it is the first of ``field``'s pipeline."""
-        return CropDecoder(source, field, "analytic" if self.analytic else "random_resized", _size(self.size),
-                           tuple(map(float, self.scale)), tuple(map(float, self.ratio)), flip_p=self.flip_p,
-                           interpolation=self.interpolation)
+    @property
+    def output_size(self) -> tuple[int, int]:
+        """The (height, width) of the decoded samples."""
+        return _size(self.size)
 
-    def fold(self, following: Any) -> Any:
-        """This operation joined with the one that follows it (e.g. a flip becomes the
-        crop's ``flip_p``), or None when the two stay separate."""
-        return _fold_flip(self, following)
+    def region(self) -> RegionFunction:
+        """torchvision's sampling (:func:`random_resized_crop_params`), or
+        with ``analytic`` :func:`analytic_crop_params`."""
+        scale_lo, scale_hi = float(self.scale[0]), float(self.scale[1])
+        log_lo, log_hi = math.log(self.ratio[0]), math.log(self.ratio[1])
+        if self.analytic:
+            @njit(nogil=True)
+            def analytic(key, height, width):
+                return analytic_crop_params(key, height, width, scale_lo, scale_hi, log_lo, log_hi)
+
+            return analytic
+
+        @njit(nogil=True)
+        def rejection(key, height, width):
+            return random_resized_crop_params(key, height, width, scale_lo, scale_hi, log_lo, log_hi, ATTEMPTS)
+
+        return rejection
 
 
 @dataclasses.dataclass(frozen=True)
-class CenterCrop(FieldOperation, Foldable):
+class CenterCrop(Crop):
     """The central crop covering ``ratio`` of the shorter side, resized to
     ``size``: ImageNet evaluation's "resize to 256, center crop 224" is
     ``CenterCrop(224, ratio=224/256)``.  After ``Resize``, it is
@@ -265,15 +302,20 @@ class CenterCrop(FieldOperation, Foldable):
         if not 0 < self.ratio <= 1:
             raise ValueError(f"ratio must lie in (0, 1], got {self.ratio}")
 
-    def bind(self, source: DecodeSource, field: str) -> CropDecoder:
-        """The decoder this operation becomes when it is the first of ``field``'s pipeline."""
-        return CropDecoder(source, field, "center", _size(self.size), fraction=float(self.ratio),
-                           flip_p=self.flip_p, interpolation=self.interpolation)
+    @property
+    def output_size(self) -> tuple[int, int]:
+        """The (height, width) of the decoded samples."""
+        return _size(self.size)
 
-    def fold(self, following: Any) -> Any:
-        """This operation joined with the one that follows it (e.g. a flip becomes the
-        crop's ``flip_p``), or None when the two stay separate."""
-        return _fold_flip(self, following)
+    def region(self) -> RegionFunction:
+        """:func:`center_crop_params` with ``ratio`` as the fraction."""
+        (out_h, out_w), fraction = self.output_size, float(self.ratio)
+
+        @njit(nogil=True)
+        def center(key, height, width):
+            return center_crop_params(height, width, out_h, out_w, fraction)
+
+        return center
 
 
 @dataclasses.dataclass(frozen=True)
@@ -293,7 +335,7 @@ class RandomCrop(FieldOperation):
 
 
 @dataclasses.dataclass(frozen=True)
-class Resize(FieldOperation, Foldable):
+class Resize(Crop):
     """As torchvision's ``Resize``: ``Resize((h, w))`` scales the whole image
     to h x w; ``Resize(s)`` scales it so that its shorter side is ``s`` and
     must be followed by ``CenterCrop(c)`` or ``RandomCrop(c)``, with which it
@@ -311,20 +353,30 @@ class Resize(FieldOperation, Foldable):
             _size(self.size)
         _interpolation(self.interpolation)
 
-    def bind(self, source: DecodeSource, field: str) -> Any:
+    @property
+    def output_size(self) -> tuple[int, int]:
+        """The (height, width) of the decoded samples, for ``Resize((h, w))``."""
+        if isinstance(self.size, (int, np.integer)):
+            raise ValueError(f"Resize({self.size}) gives images of different sizes")  # noqa: TRY004  (as bind)
+        return _size(self.size)
+
+    def region(self) -> RegionFunction:
+        """The whole image."""
+        return whole_image_region
+
+    def bind(self, source: DecodeSource, field: str) -> CropDecoder:
         """The decoder this operation becomes when it is the first of ``field``'s pipeline."""
         if isinstance(self.size, (int, np.integer)):
             raise ValueError(f"Resize({self.size}) gives images of different sizes; follow it with "
                              f"CenterCrop(size) or RandomCrop(size) in the pipeline of {field!r}, or give "
                              f"(height, width)")
-        return CropDecoder(source, field, "whole", _size(self.size), flip_p=self.flip_p,
-                           interpolation=self.interpolation)
+        return super().bind(source, field)
 
     def fold(self, following: Any) -> Any:
         """This operation joined with the one that follows it (e.g. a flip becomes the
         crop's ``flip_p``), or None when the two stay separate."""
         if not isinstance(self.size, (int, np.integer)):
-            return _fold_flip(self, following)
+            return super().fold(following)
         if isinstance(following, (CenterCrop, RandomCrop)):
             out_h, out_w = _size(following.size)
             # Two independent flips (the resize's, the crop's) leave the image flipped when exactly one fires.
@@ -335,7 +387,7 @@ class Resize(FieldOperation, Foldable):
 
 
 @dataclasses.dataclass(frozen=True)
-class _ResizedCrop(FieldOperation, Foldable):
+class _ResizedCrop(Crop):
     """``Resize(s)`` followed by ``CenterCrop`` or ``RandomCrop``, folded."""
 
     resize: Resize
@@ -344,21 +396,29 @@ class _ResizedCrop(FieldOperation, Foldable):
     random: bool
     flip_p: float = 0.0
 
-    def bind(self, source: DecodeSource, field: str) -> CropDecoder:
-        """The decoder this operation becomes when it is the first of ``field``'s pipeline."""
-        size = (self.out_h, self.out_w)
-        return CropDecoder(source, field, "resized_random" if self.random else "resized_center", size,
-                           shorter=int(self.resize.size), flip_p=self.flip_p, interpolation=self.resize.interpolation)
+    @property
+    def interpolation(self) -> str:
+        """The interpolation of the ``Resize``."""
+        return self.resize.interpolation
 
-    def fold(self, following: Any) -> Any:
-        """This operation joined with the one that follows it (e.g. a flip becomes the
-        crop's ``flip_p``), or None when the two stay separate."""
-        return _fold_flip(self, following)
+    @property
+    def output_size(self) -> tuple[int, int]:
+        """The (height, width) of the decoded samples: the crop's size."""
+        return self.out_h, self.out_w
 
+    def region(self) -> RegionFunction:
+        """:func:`resized_random_crop_params` or :func:`resized_center_crop_params`
+        with the ``Resize``'s shorter side."""
+        out_h, out_w, shorter = self.out_h, self.out_w, int(self.resize.size)
+        if self.random:
+            @njit(nogil=True)
+            def resized_random(key, height, width):
+                return resized_random_crop_params(key, height, width, out_h, out_w, shorter)
 
-def _fold_flip(crop: Any, following: Any) -> Any:
-    from slipstream.ops.augment import RandomHorizontalFlip
+            return resized_random
 
-    if isinstance(following, RandomHorizontalFlip) and crop.flip_p == 0.0:
-        return dataclasses.replace(crop, flip_p=float(following.p))
-    return None
+        @njit(nogil=True)
+        def resized_center(key, height, width):
+            return resized_center_crop_params(height, width, out_h, out_w, shorter)
+
+        return resized_center

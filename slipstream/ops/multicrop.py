@@ -31,7 +31,7 @@ from slipstream.compiler import Allocation, Operation, State
 from slipstream.compiler import random as rnd
 from slipstream.compiler.rewrites import FieldOperation
 from slipstream.fields.decoders import DecodeSource, ImageFieldDecoder
-from slipstream.ops.crops import INTERPOLATIONS, random_resized_crop_params
+from slipstream.ops.crops import ATTEMPTS, INTERPOLATIONS, random_resized_crop_params
 
 
 @njit(cache=True, nogil=True)
@@ -44,7 +44,7 @@ def multi_crop_regions(key, height, width, scale_lo, scale_hi, log_ratio_lo, log
     out = np.empty((count, 4), np.int64)
     for k in range(count):
         y, x, h, w = random_resized_crop_params(rnd.draw(key, 1000 + k), height, width, scale_lo[k], scale_hi[k],
-                                                log_ratio_lo, log_ratio_hi, 10)
+                                                log_ratio_lo, log_ratio_hi, ATTEMPTS)
         if yoked and k > 0:
             cy, cx = out[0, 0] + out[0, 2] // 2, out[0, 1] + out[0, 3] // 2
             y, x = min(max(cy - h // 2, 0), height - h), min(max(cx - w // 2, 0), width - w)
@@ -65,7 +65,6 @@ class MultiCropDecoder(ImageFieldDecoder):
     yoked: bool = False
     interpolation: str = "bilinear"
 
-
     def declare(self, state: State | None) -> tuple[State, list[Allocation]]:
         records = self.source.reader.metadata[self.field]
         largest = (int(records["height"].max()), int(records["width"].max())) if len(records) else (1, 1)
@@ -82,29 +81,26 @@ class MultiCropDecoder(ImageFieldDecoder):
         scale_lo = np.array([s[0] for s in self.scales])
         scale_hi = np.array([s[1] for s in self.scales])
         log_lo, log_hi = math.log(self.ratio[0]), math.log(self.ratio[1])
-        yoked, interp, raw_mode = self.yoked, int(INTERPOLATIONS[self.interpolation]), uint64(1)
+        yoked, interp = self.yoked, int(INTERPOLATIONS[self.interpolation])
         decode_region, scale_for = native.slip_jpeg_decode, native.slip_jpeg_scale_for
         resize, resize_raw = native.slip_resize_region, native.slip_resize
 
-        def decode(storage, offsets_, sizes_, heights, widths, modes, errors, decodes, index, out, block, key):
-            height, width = heights[index], widths[index]
-            crops = multi_crop_regions(key, height, width, scale_lo, scale_hi, log_lo, log_hi, yoked)
-            start, size = uint64(offsets_[index]), uint64(sizes_[index])
-            data = storage[start:start + size]
-            if errors[index] != 0:  # its bytes are known to be corrupt
-                out[:] = 0
-                return out
-            if uint64(modes[index]) == raw_mode:  # raw pixels: each crop straight from the stored image
-                for k in range(count):
-                    side = sizes[k]
-                    dst = out[offsets[k]:offsets[k] + side * side * 3]
-                    status = resize_raw(data, height, width, 3, width * 3, crops[k, 0], crops[k, 1], crops[k, 2],
-                                        crops[k, 3], dst, side, side, side * 3, interp, 0)
-                    if status != 0:
-                        errors[index] = status
-                if errors[index] != 0:
-                    out[:] = 0
-                return out
+        @njit(nogil=True, inline="always")
+        def from_pixels(data, out, args):  # each crop straight from the stored image
+            height, width, crops, _ = args
+            status = 0
+            for k in range(count):
+                side = sizes[k]
+                dst = out[offsets[k]:offsets[k] + side * side * 3]
+                crop_status = resize_raw(data, height, width, 3, width * 3, crops[k, 0], crops[k, 1], crops[k, 2],
+                                         crops[k, 3], dst, side, side, side * 3, interp, 0)
+                if crop_status != 0:
+                    status = crop_status
+            return status
+
+        @njit(nogil=True, inline="always")
+        def from_jpeg(data, out, args):
+            _, _, crops, block = args
             top, left = crops[:, 0].min(), crops[:, 1].min()
             bottom, right = (crops[:, 0] + crops[:, 2]).max(), (crops[:, 1] + crops[:, 3]).max()
             d = 8
@@ -112,31 +108,31 @@ class MultiCropDecoder(ImageFieldDecoder):
                 d = min(d, scale_for(crops[k, 2], crops[k, 3], sizes[k], sizes[k]))
             origin_y, origin_x = top // d, left // d
             block_h, block_w = -(-bottom // d) - origin_y, -(-right // d) - origin_x
-            status = decode_region(data, size, top, left, bottom - top, right - left, d, 0, block, block.size,
-                                   block.strides[0])
-            decodes[index] += 1
+            status = decode_region(data, uint64(data.size), top, left, bottom - top, right - left, d, 0, block,
+                                   block.size, block.strides[0])
             if status != 0:
-                errors[index] = status
-                out[:] = 0
-                return out
+                return status
             for k in range(count):  # each crop's exact rectangle in the decoded block's pixels
                 cy, cx = crops[k, 0] / d - origin_y, crops[k, 1] / d - origin_x
                 ch = min(crops[k, 2] / d, block_h - cy)
                 cw = min(crops[k, 3] / d, block_w - cx)
                 side = sizes[k]
                 dst = out[offsets[k]:offsets[k] + side * side * 3]
-                status = resize(block, block_h, block_w, 3, block.strides[0], cy, cx, ch, cw, dst, side, side,
-                                side * 3, interp, 0)
-                if status != 0:
-                    errors[index] = status
-            if errors[index] != 0:
-                out[:] = 0
-            return out
+                crop_status = resize(block, block_h, block_w, 3, block.strides[0], cy, cx, ch, cw, dst, side, side,
+                                     side * 3, interp, 0)
+                if crop_status != 0:
+                    status = crop_status
+            return status
+
+        decode_sample = self.sample_decoder(from_pixels, from_jpeg)
+
+        def decode(storage, offsets_, sizes_, heights, widths, modes, errors, decodes, index, out, block, key):
+            height, width = heights[index], widths[index]
+            crops = multi_crop_regions(key, height, width, scale_lo, scale_hi, log_lo, log_hi, yoked)
+            return decode_sample(storage, offsets_, sizes_, modes, errors, decodes, index, out,
+                                 (height, width, crops, block))
 
         return decode
-
-    def fingerprint(self) -> str:
-        return f"MultiCropDecoder:{self!r}"
 
 
 def crop_layout(sizes: tuple[int, ...]) -> list[tuple[int, int]]:
