@@ -11,7 +11,7 @@ Usable on its own, on in-memory arrays::
 from slipstream.compiler.drawing import draw_graph
 from slipstream.compiler.graph import Buffer, Graph
 from slipstream.compiler.kinds import Kind
-from slipstream.compiler.nodes import DecoderNode, EmitContext, Node, RandomApply, RefNode, TransformNode
+from slipstream.compiler.nodes import DecoderNode, EmitContext, Node, RandomApply, RefNode, TransformNode, find_node
 from slipstream.compiler.operation import Decoder, Operation, TakesKeys, TorchOperation
 from slipstream.compiler.pipeline import ArraySource, CompiledPipeline, Pipeline
 from slipstream.compiler.state import Allocation, State
@@ -36,4 +36,5 @@ __all__ = [
     "TorchOperation",
     "TransformNode",
     "draw_graph",
+    "find_node",
 ]

@@ -1,5 +1,12 @@
 """Small constructors of Python AST nodes, so that generating code reads
-like the code it generates."""
+like the code it generates.  A custom :class:`~slipstream.compiler.Node`
+builds its statements with these and the expressions its
+:class:`~slipstream.compiler.EmitContext` hands it::
+
+    from slipstream.compiler import astgen as A
+    A.assign(ctx.target(self), A.call(ctx.code(self), ctx.value(self.parent), ctx.key(self)))
+    # v3 = op3(v2, sample_key(seed, epoch, index, ...))
+"""
 
 from __future__ import annotations
 
@@ -8,22 +15,27 @@ from typing import Any
 
 
 def name(identifier: str) -> ast.Name:
+    """A variable read: ``identifier``."""
     return ast.Name(id=identifier, ctx=ast.Load())
 
 
 def store(identifier: str) -> ast.Name:
+    """A variable written (an assignment's target)."""
     return ast.Name(id=identifier, ctx=ast.Store())
 
 
 def const(value: Any) -> ast.Constant:
+    """A literal: a number, a string, None."""
     return ast.Constant(value=value)
 
 
 def call(func: ast.expr | str, *args: ast.expr) -> ast.Call:
+    """``func(*args)``; ``func`` an expression (``ctx.code(node)``) or a name."""
     return ast.Call(func=name(func) if isinstance(func, str) else func, args=list(args), keywords=[])
 
 
 def index(value: ast.expr, item: ast.expr) -> ast.Subscript:
+    """``value[item]``."""
     return ast.Subscript(value=value, slice=item, ctx=ast.Load())
 
 
@@ -33,6 +45,7 @@ def span(value: ast.expr, lower: ast.expr | None, upper: ast.expr | None) -> ast
 
 
 def assign(target: str, value: ast.expr) -> ast.Assign:
+    """``target = value`` (a node assigns its value to ``ctx.target(node)``)."""
     return ast.Assign(targets=[store(target)], value=value, lineno=0)
 
 
@@ -42,22 +55,32 @@ def assign_item(container: ast.expr, item: ast.expr, value: ast.expr) -> ast.Ass
 
 
 def add(left: ast.expr, right: ast.expr) -> ast.BinOp:
+    """``left + right``."""
     return ast.BinOp(left=left, op=ast.Add(), right=right)
 
 
+def sub(left: ast.expr, right: ast.expr) -> ast.BinOp:
+    """``left - right``."""
+    return ast.BinOp(left=left, op=ast.Sub(), right=right)
+
+
 def less(left: ast.expr, right: ast.expr) -> ast.Compare:
+    """``left < right``."""
     return ast.Compare(left=left, ops=[ast.Lt()], comparators=[right])
 
 
 def if_else(test: ast.expr, body: list[ast.stmt], orelse: list[ast.stmt]) -> ast.If:
+    """``if test: body else: orelse``."""
     return ast.If(test=test, body=body, orelse=orelse)
 
 
 def for_range(target: str, iterator: ast.expr, body: list[ast.stmt]) -> ast.For:
+    """``for target in iterator: body``."""
     return ast.For(target=store(target), iter=iterator, body=body, orelse=[], lineno=0)
 
 
 def function(fn_name: str, params: list[str], body: list[ast.stmt]) -> ast.FunctionDef:
+    """``def fn_name(*params): body`` (the generator's stage functions)."""
     arguments = ast.arguments(
         posonlyargs=[], args=[ast.arg(arg=p) for p in params], vararg=None, kwonlyargs=[], kw_defaults=[],
         kwarg=None, defaults=[],
@@ -67,6 +90,7 @@ def function(fn_name: str, params: list[str], body: list[ast.stmt]) -> ast.Funct
 
 
 def ret(values: list[ast.expr]) -> ast.Return:
+    """``return (values...)``."""
     return ast.Return(value=ast.Tuple(elts=values, ctx=ast.Load()))
 
 

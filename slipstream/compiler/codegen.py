@@ -36,7 +36,7 @@ from slipstream.compiler.graph import Graph
 from slipstream.compiler.kinds import Kind
 from slipstream.compiler.nodes import DecoderNode, EmitContext, Node, RefNode
 from slipstream.compiler.symbols import Symbol
-from slipstream.errors import CompileError
+from slipstream.errors import CompileError, PipelineError
 
 
 def _distinct_symbol_names() -> None:
@@ -125,17 +125,21 @@ class _Context(EmitContext):
         self.external: dict[int, Node] = {}  # earlier-stage nodes read here, by id
         self.scratch: set[Symbol] = set()  # buffers held per thread
 
-    def owner(self, node: Node) -> Node:
-        """The node whose first allocation holds a per-sample node's value:
-        up the in-place chain, stopping at the stage's start (an earlier
-        stage's node then holds it)."""
-        owner = node
-        while not owner.allocations:
-            source = owner.target if isinstance(owner, RefNode) else owner.parent
+    def holder(self, node: Node) -> tuple[Node, int | None]:
+        """Where a per-sample node's value is held: ``(node, k)`` for
+        allocation k of a node of this stage (up the in-place chain, and
+        through references), or ``(node, None)`` for the value of a node of
+        an earlier stage."""
+        holder = node
+        while not holder.allocations:
+            if isinstance(holder, RefNode) and holder.output is not None:
+                source, position = holder.target, holder.target.output_position(holder.output)
+                return (source, position) if source.stage == self.stage else (holder, None)
+            source = holder.target if isinstance(holder, RefNode) else holder.parent
             if source.stage != self.stage:
-                return source
-            owner = source
-        return owner
+                return source, None
+            holder = source
+        return holder, 0
 
     def _is_here(self, node: Node) -> bool:
         return node.stage == self.stage
@@ -162,10 +166,10 @@ class _Context(EmitContext):
             return A.call("as_tensor", expr) if (node.kind.compiled and not self.graph.is_jit_stage(self.stage)) else expr
         if node.kind is not Kind.SAMPLE:
             return A.name(self.target(node))
-        owner = self.owner(node)
-        if owner.stage != self.stage:
-            return self._external(owner)
-        return A.span(A.name(symbols.buffer(owner.id, 0).name), None, self.count)
+        holder, position = self.holder(node)
+        if position is None:
+            return self._external(holder)
+        return A.span(A.name(symbols.buffer(holder.id, position).name), None, self.count)
 
     def outs(self, node: Node) -> list[ast.expr]:
         views = []
@@ -183,6 +187,18 @@ class _Context(EmitContext):
     def batch_outs(self, node: Node) -> list[ast.expr]:
         return [A.span(A.name(symbols.buffer(node.id, k).name), None, self.count)
                 for k in range(len(node.allocations))]
+
+    def output(self, node: Node, name: str) -> ast.expr:
+        if not self._is_here(node):
+            raise PipelineError(f"{node.describe()}'s output {name!r} is read outside its stage; read it through "
+                                f"a RefNode, which runs in the stage of the node it reads")
+        return self.outs(node)[node.output_position(name)]
+
+    def batch_output(self, node: Node, name: str) -> ast.expr:
+        if not self._is_here(node):
+            raise PipelineError(f"{node.describe()}'s output {name!r} is read outside its stage; read it through "
+                                f"a RefNode, which runs in the stage of the node it reads")
+        return self.batch_outs(node)[node.output_position(name)]
 
     def inputs(self, node: Node) -> list[ast.expr]:
         return [A.name(symbols.input_array(node.id, k).name) for k in range(len(node.op.inputs()))]
@@ -301,12 +317,13 @@ def _scratch_buffers(ctx: _Context, nodes: list[Node], returns: list[Node]) -> s
     kept = set()
     for node in nodes:
         if node in returns and node.kind is Kind.SAMPLE:
-            kept.add(ctx.owner(node).id)
+            kept.add(ctx.holder(node))
         if (node.kind is Kind.BATCH and node.parent is not None and node.parent.stage == ctx.stage
                 and node.parent.kind is not Kind.BATCH):
-            kept.add(ctx.owner(node.parent).id)
+            kept.add(ctx.holder(node.parent))
+    # named outputs are read by references anywhere, so they are never per thread
     return {symbols.buffer(node.id, k) for node in nodes if node.kind is Kind.SAMPLE
-            for k in range(len(node.allocations)) if not (k == 0 and node.id in kept)}
+            for k, memory in enumerate(node.allocations) if memory.name is None and (node, k) not in kept}
 
 
 def _line_map(tree: ast.Module, source: str, emitted: list[tuple[Node, list[ast.stmt]]]) -> dict[int, Node]:

@@ -184,8 +184,9 @@ def _node_for(item: Any, pipeline: str, position: int) -> Node:
                             f"only slipstream.Loader, which knows the dataset, can place it; a compiled Pipeline "
                             f"starts with a Decoder (e.g. ArraySource)")
     if isinstance(item, Node):
-        if position == 0 and not isinstance(item, (DecoderNode, RefNode)):
-            raise PipelineError(f"pipeline {pipeline!r} must start with a decoder or a reference, not {item.describe()}")
+        if position == 0 and isinstance(item, TransformNode):
+            raise PipelineError(f"pipeline {pipeline!r} must start with a decoder or a node that reads other "
+                                f"pipelines, not {item.describe()}, which transforms the entry before it")
         return item
     try:
         op = as_operation(item)

@@ -9,6 +9,7 @@ globals (operation code, helpers) the generated code calls.
 
 from __future__ import annotations
 
+import abc
 import ast
 import copy
 import re
@@ -21,70 +22,80 @@ from slipstream.compiler.operation import Decoder, Operation, TorchOperation
 from slipstream.compiler.state import Allocation, State
 
 
-class EmitContext:
-    """What a node's ``emit*`` methods may use.  Implemented by the code
-    generator; every method returns an AST expression."""
+class EmitContext(abc.ABC):
+    """What a node's ``emit*`` methods may use (docs/compiler.md, "Writing a
+    node").  Implemented by the code generator; every method returns an AST
+    expression."""
 
+    @abc.abstractmethod
     def value(self, node: Node) -> ast.expr:
         """The node's value for the current sample (inside the sample loop)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def batch_value(self, node: Node) -> ast.expr:
         """The node's value for the whole batch (after the sample loop)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def outs(self, node: Node) -> list[ast.expr]:
         """The current sample's views of the node's allocations."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def batch_outs(self, node: Node) -> list[ast.expr]:
         """The batch's views of the node's allocations."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
+    def output(self, node: Node, name: str) -> ast.expr:
+        """The current sample's view of the node's output ``name`` (an
+        allocation its operation named: see :class:`Allocation`)."""
+
+    @abc.abstractmethod
+    def batch_output(self, node: Node, name: str) -> ast.expr:
+        """The batch's view of the node's output ``name``."""
+
+    @abc.abstractmethod
     def inputs(self, node: Node) -> list[ast.expr]:
         """The arrays a decoder node reads."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def key(self, node: Node, stream: int = 0) -> ast.expr:
         """The current sample's random key for this node; ``stream`` 0 or 1
         gives two independent keys."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def keys(self, node: Node) -> ast.expr:
         """A per-sample array of keys, for a batch node (filled in the loop)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def batch_keys(self, node: Node) -> ast.expr:
         """The random keys of the batch's samples for this node, computed
         where they are used (a torch stage)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def code(self, node: Node) -> ast.expr:
         """The compiled code of the node's operation."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def helper(self, helper_name: str) -> ast.expr:
-        """A runtime helper: ``uniform``, ``copy_sample``, ``sample_key``, ``as_tensor``."""
-        raise NotImplementedError
+        """A runtime helper: ``uniform``, ``copy_sample``, ``sample_key``, ``batch_keys``, ``as_tensor``."""
 
+    @abc.abstractmethod
     def target(self, node: Node) -> str:
         """The variable name that holds the node's value."""
-        raise NotImplementedError
 
     @property
+    @abc.abstractmethod
     def index(self) -> ast.expr:
         """The current sample's index in the dataset."""
-        raise NotImplementedError
 
     @property
+    @abc.abstractmethod
     def sample(self) -> ast.expr:
         """The current sample's position in the batch (inside the sample loop)."""
-        raise NotImplementedError
 
     @property
+    @abc.abstractmethod
     def count(self) -> ast.expr:
         """The number of samples in the batch."""
-        raise NotImplementedError
 
 
 class Node:
@@ -117,6 +128,17 @@ class Node:
         """Where this node's code runs: its operation's kind (a node without
         an operation runs per sample)."""
         return self.op.kind if self.op is not None else Kind.SAMPLE
+
+    def output_position(self, name: str) -> int:
+        """Which of this node's allocations is its output ``name``."""
+        names = [a.name for a in self.allocations]
+        if name not in names:
+            from slipstream.errors import PipelineError
+
+            given = ", ".join(repr(n) for n in names if n is not None) or "none"
+            raise PipelineError(f"pipeline {self.pipeline!r}: {self.describe()} has no output {name!r} "
+                                f"(its named outputs: {given})")
+        return names.index(name)
 
     def identity(self) -> str:
         """What this node is, for keying its random streams: its class, its
@@ -213,14 +235,16 @@ class TransformNode(Node):
 
 class RefNode(Node):
     """Reuses another pipeline's value: the output of the node running
-    ``op`` in pipeline ``pipeline_name`` (its last node when ``op`` is None).
-    The value is shared, not recomputed: a random parameter drawn in one
-    pipeline reaches the other unchanged."""
+    ``op`` in pipeline ``pipeline_name`` (its last node when ``op`` is None),
+    or, with ``output``, that node's named output (an allocation its
+    operation named).  The value is shared, not recomputed: a random
+    parameter drawn in one pipeline reaches the other unchanged."""
 
-    def __init__(self, pipeline_name: str, op: Operation | None = None) -> None:
+    def __init__(self, pipeline_name: str, op: Operation | None = None, output: str | None = None) -> None:
         super().__init__(None)
         self.source_pipeline = pipeline_name
         self.source_op = op
+        self.output = output
         self.target: Node | None = None
 
     @property
@@ -239,21 +263,31 @@ class RefNode(Node):
 
     def declare(self) -> tuple[State, tuple[Allocation, ...]]:
         assert self.target is not None and self.target.state is not None
-        return self.target.state, ()
+        if self.output is None:
+            return self.target.state, ()
+        if not self.target.kind.compiled:
+            raise ValueError(f"{self.target.describe()} runs in torch, where operations have no named outputs")
+        memory = self.target.allocations[self.target.output_position(self.output)]
+        return State(jit=True, shape=memory.shape, dtype=memory.dtype, device=memory.device), ()
+
+    def _read(self, ctx: EmitContext, batch: bool) -> ast.expr:
+        if self.output is not None:
+            return (ctx.batch_output if batch else ctx.output)(self.target, self.output)
+        return (ctx.batch_value if batch else ctx.value)(self.target)
 
     def emit(self, ctx: EmitContext) -> list[ast.stmt]:
-        return [] if self.kind is Kind.BATCH else [A.assign(ctx.target(self), ctx.value(self.target))]
+        return [] if self.kind is Kind.BATCH else [A.assign(ctx.target(self), self._read(ctx, batch=False))]
 
     def emit_batch(self, ctx: EmitContext) -> list[ast.stmt]:
-        return [A.assign(ctx.target(self), ctx.batch_value(self.target))] if self.kind is Kind.BATCH else []
+        return [A.assign(ctx.target(self), self._read(ctx, batch=True))] if self.kind is Kind.BATCH else []
 
     def emit_torch(self, ctx: EmitContext) -> list[ast.stmt]:
-        return [A.assign(ctx.target(self), ctx.batch_value(self.target))]
+        return [A.assign(ctx.target(self), self._read(ctx, batch=True))]
 
     def describe(self) -> str:
-        """``Ref(pipeline: operation)``: which pipeline's output this reference reads."""
+        """``Ref(pipeline: operation[.output])``: which pipeline's output this reference reads."""
         what = "its output" if self.source_op is None else repr(self.source_op)
-        return f"Ref({self.source_pipeline!r}: {what})"
+        return f"Ref({self.source_pipeline!r}: {what}{'' if self.output is None else '.' + self.output})"
 
 
 def find_node(pipelines: dict[str, list[Node]], referrer: str, pipeline: str, op: Operation | None) -> Node:

@@ -56,11 +56,18 @@ class Allocation:
 
     The compiler turns each allocation into one buffer of shape
     ``(slots, batch_size, *shape)``, made once before the first batch.
+
+    An allocation with a ``name`` is a named output of its operation:
+    besides the operation's value (its first allocation), other nodes read
+    it by name (``RefNode(pipeline, op, output=name)``, or
+    ``EmitContext.output`` in a custom node), so that no reader depends on
+    the order in which an operation lists its allocations.
     """
 
     shape: tuple[int, ...]
     dtype: Any
     device: str = "cpu"
+    name: str | None = None
 
     def __post_init__(self) -> None:
         _normalize_fields(self)

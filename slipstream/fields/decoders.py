@@ -32,7 +32,7 @@ from numba import njit, uint64
 from slipstream import native
 from slipstream.compiler import Allocation, Decoder, Kind, Operation, State
 from slipstream.errors import ArgumentError
-from slipstream.fields.image import RAW_MODE
+from slipstream.fields.image_modes import RAW_MODE
 
 COUNT_DECODES_VARIABLE = "SLIPSTREAM_COUNT_DECODES"
 """Environment variable that, set to anything but ``""`` or ``"0"`` when a

@@ -12,11 +12,7 @@ import numpy as np
 from slipstream import native
 from slipstream.errors import DecodeError
 from slipstream.fields.base import Encoded, Field
-
-JPEG_MODE = 0
-"""Record ``mode``: the stored bytes are a JPEG file."""
-RAW_MODE = 1
-"""Record ``mode``: the stored bytes are height x width x 3 RGB pixels, row-major."""
+from slipstream.fields.image_modes import JPEG_MODE, RAW_MODE
 
 WRITE_MODES = ("jpeg", "raw", "smart")
 JPEG_SOI = b"\xff\xd8\xff"

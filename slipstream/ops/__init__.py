@@ -21,7 +21,7 @@ from slipstream.ops.augment import (
 )
 from slipstream.ops.crops import CenterCrop, RandomCrop, RandomResizedCrop, Resize
 from slipstream.ops.mixing import CutMix, MixLabels, MixUp
-from slipstream.ops.multicrop import MultiCrop, TakeCrop, multi_crop_pipelines
+from slipstream.ops.multicrop import MultiCrop, multi_crop_pipelines
 from slipstream.ops.pack import Normalize, ToTensor
 from slipstream.ops import presets
 from slipstream.ops.stored import StoredBytes
@@ -31,4 +31,4 @@ __all__ = ["CenterCrop", "ColorJitter", "Convert", "CutMix", "Cutout", "Gaussian
            "multi_crop_pipelines", "MultiCrop", "Normalize", "presets", "RandomBrightness", "RandomContrast",
            "RandomCrop", "RandomErasing", "RandomGrayscale", "RandomHorizontalFlip", "RandomHue",
            "RandomResizedCrop", "RandomSaturation", "RandomSolarize", "RandomTranslate", "RandomVerticalFlip",
-           "Resize", "StoredBytes", "TakeCrop", "ToDevice", "ToTensor"]
+           "Resize", "StoredBytes", "ToDevice", "ToTensor"]

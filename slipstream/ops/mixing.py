@@ -61,7 +61,8 @@ def _check_mixable(op: Operation, state: State) -> None:
 @dataclasses.dataclass(frozen=True)
 class _Mix(Operation):
     """A batch operation mixing each sample with its partner, with lambda
-    from Beta(alpha, alpha); its second allocation holds the parameters."""
+    from Beta(alpha, alpha); its output ``params`` holds each sample's
+    partner position and lambda."""
 
     alpha: float = 1.0
     kind: ClassVar[Kind] = Kind.BATCH
@@ -72,7 +73,7 @@ class _Mix(Operation):
 
     def declare(self, state: State):
         self._check(state)
-        return state, [Allocation(state.shape, state.dtype), Allocation((PARAMS,), np.float64)]
+        return state, [Allocation(state.shape, state.dtype), Allocation((PARAMS,), np.float64, name="params")]
 
     def _check(self, state: State) -> None:
         _check_mixable(self, state)
@@ -200,7 +201,7 @@ class MixLabels(Node):
             from slipstream.errors import PipelineError
 
             raise PipelineError(f"MixLabels in pipeline {self.pipeline!r} must run in the same stage as {self.mix!r}")
-        params = ctx.batch_outs(self.target)[1]
+        params = ctx.batch_output(self.target, "params")
         return [A.assign(ctx.target(self), A.call(ctx.code(self), ctx.batch_value(self.parent), params,
                                                   *ctx.batch_outs(self)))]
 

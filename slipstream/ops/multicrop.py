@@ -10,11 +10,12 @@ overlapping parts again for every crop.  With ``yoked=True`` every crop
 shares the center of the first (clamped to the image), as methods that
 compare crops of one location use.
 
-The crops leave the decoder packed one after another in one sample; each
-output takes its crop with :class:`TakeCrop`::
+Crop ``k`` is the decoder's named output ``crop_k``; each output reads
+its crop by name::
 
     pipelines = multi_crop_pipelines(global_crops=2, local_crops=6)
-    # {"_crops": [MultiCrop(...)], "global_0": [RefNode("_crops"), TakeCrop(...), flip, normalize], ...}
+    # {"_crops": View("image", [MultiCrop(...)]),
+    #  "global_0": [RefNode("_crops", output="crop_0"), flip, normalize], ...}
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import numpy as np
 from numba import njit, uint64
 
 from slipstream import native
-from slipstream.compiler import Allocation, Operation, State
+from slipstream.compiler import Allocation, State
 from slipstream.compiler import random as rnd
 from slipstream.compiler.rewrites import FieldOperation
 from slipstream.fields.decoders import DecodeSource, ImageFieldDecoder
@@ -54,8 +55,9 @@ def multi_crop_regions(key, height, width, scale_lo, scale_hi, log_ratio_lo, log
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class MultiCropDecoder(ImageFieldDecoder):
-    """Decodes all crops of a sample with one native decode; the crops are
-    packed in order into one flat uint8 sample (see :func:`crop_layout`)."""
+    """Decodes all crops of a sample with one native decode: crop ``k`` is
+    the named output ``crop_k``, a (side, side, 3) uint8 image (its value is
+    crop 0)."""
 
     source: DecodeSource = dataclasses.field(repr=False)
     field: str
@@ -69,8 +71,10 @@ class MultiCropDecoder(ImageFieldDecoder):
         records = self.source.reader.metadata[self.field]
         largest = (int(records["height"].max()), int(records["width"].max())) if len(records) else (1, 1)
         total = sum(offset_size[1] for offset_size in crop_layout(self.sizes))
-        return State(jit=True, shape=(total,), dtype=np.uint8), [
-            Allocation((total,), np.uint8),  # the packed crops
+        crops = [Allocation((side, side, 3), np.uint8, name=f"crop_{k}") for k, side in enumerate(self.sizes)]
+        return State(jit=True, shape=crops[0].shape, dtype=np.uint8), [
+            *crops,
+            Allocation((total,), np.uint8),  # the crops packed one after another, as decoded (per thread)
             Allocation((*largest, 3), np.uint8),  # the decoded union of the regions (per thread)
         ]
 
@@ -126,13 +130,36 @@ class MultiCropDecoder(ImageFieldDecoder):
 
         decode_sample = self.sample_decoder(from_pixels, from_jpeg)
 
-        def decode(storage, offsets_, sizes_, heights, widths, modes, errors, decodes, index, out, block, key):
+        @njit(nogil=True)
+        def decode_all(storage, offsets_, sizes_, heights, widths, modes, errors, decodes, index, outputs, packed,
+                       block, key):
             height, width = heights[index], widths[index]
             crops = multi_crop_regions(key, height, width, scale_lo, scale_hi, log_lo, log_hi, yoked)
-            return decode_sample(storage, offsets_, sizes_, modes, errors, decodes, index, out,
-                                 (height, width, crops, block))
+            decode_sample(storage, offsets_, sizes_, modes, errors, decodes, index, packed,
+                          (height, width, crops, block))
+            for k in range(count):  # each crop into its own output (zeros for a failed sample)
+                dst = outputs[k].reshape(-1)
+                src = packed[offsets[k]:offsets[k] + dst.size]
+                for j in range(dst.size):
+                    dst[j] = src[j]
+            return outputs[0]
 
-        return decode
+        return _with_outputs(decode_all, count)
+
+
+def _with_outputs(decode_all: Any, count: int) -> Any:
+    """The decoder's code, taking the ``count`` crop outputs one by one as
+    the compiler passes allocations, and handing them on to ``decode_all``
+    as one tuple (a loop can index a tuple of one array type; a function
+    cannot take a variable number of arrays otherwise)."""
+    crops = ", ".join(f"crop_{k}" for k in range(count))
+    source = (f"def decode(storage, offsets, sizes, heights, widths, modes, errors, decodes, index, {crops}, packed, "
+              f"block, key):\n"
+              f"    return decode_all(storage, offsets, sizes, heights, widths, modes, errors, decodes, index, "
+              f"({crops},), packed, block, key)\n")
+    namespace = {"decode_all": decode_all}
+    exec(compile(source, f"<multi-crop decoder of {count} crops>", "exec"), namespace)
+    return namespace["decode"]
 
 
 def crop_layout(sizes: tuple[int, ...]) -> list[tuple[int, int]]:
@@ -169,31 +196,6 @@ class MultiCrop(FieldOperation):
                                 self.yoked, self.interpolation)
 
 
-@dataclasses.dataclass(frozen=True)
-class TakeCrop(Operation):
-    """Crop ``k`` of a :class:`MultiCrop` sample as a (side, side, 3) image."""
-
-    offset: int
-    side: int
-
-    def declare(self, state: State) -> tuple[State, Allocation]:
-        if len(state.shape) != 1 or self.offset + self.side * self.side * 3 > state.shape[0]:
-            raise ValueError(f"TakeCrop takes a packed multi-crop sample, got shape {state.shape}")
-        shape = (self.side, self.side, 3)
-        return State(jit=True, shape=shape, dtype=np.uint8), Allocation(shape, np.uint8)
-
-    def generate_code(self):
-        offset, length = uint64(self.offset), uint64(self.side * self.side * 3)
-
-        def take(x, out, key):
-            dst = out.reshape(-1)
-            for j in range(length):
-                dst[j] = x[offset + j]
-            return out
-
-        return take
-
-
 def multi_crop_pipelines(global_crops: int = 2, global_size: int = 224, global_scale: tuple[float, float] = (0.4, 1.0),
                          local_crops: int = 6, local_size: int = 96, local_scale: tuple[float, float] = (0.05, 0.4),
                          flip: float = 0.5, mean: Any = (0.485, 0.456, 0.406), std: Any = (0.229, 0.224, 0.225),
@@ -211,7 +213,7 @@ def multi_crop_pipelines(global_crops: int = 2, global_size: int = 224, global_s
     scales = (tuple(global_scale),) * global_crops + (tuple(local_scale),) * local_crops
     pipelines: dict[str, Any] = {"_crops": View(field, [MultiCrop(sizes, scales, yoked=yoked)])}
     names = [f"global_{k}" for k in range(global_crops)] + [f"local_{k}" for k in range(local_crops)]
-    for name, (offset, _), side in zip(names, crop_layout(sizes), sizes):
-        pipelines[name] = [RefNode("_crops"), TakeCrop(offset, side), RandomHorizontalFlip(flip),
+    for k, name in enumerate(names):
+        pipelines[name] = [RefNode("_crops", output=f"crop_{k}"), RandomHorizontalFlip(flip),
                            Normalize(mean, std, dtype)]
     return pipelines
