@@ -174,9 +174,10 @@ def operations(images: np.ndarray) -> list:
 # ---------------------------------------------------------------- FFCV v1's execution model
 
 
-def per_operation_runner(images: np.ndarray, seed: int):
+def per_operation_runner(images: np.ndarray, seed: int, streams: list[int]):
     """The same operation code, one compiled batch loop per operation,
-    called in turn from Python."""
+    called in turn from Python; ``streams`` are the random streams the
+    compiler gives the five nodes (see slipstream.compiler.random)."""
     ops = operations(images)
     read = njit(nogil=True)(ops[0].generate_code())
     crop = njit(nogil=True)(ops[1].generate_code())
@@ -184,8 +185,8 @@ def per_operation_runner(images: np.ndarray, seed: int):
     brightness = njit(nogil=True)(ops[3].generate_code())
     normalize = njit(nogil=True)(ops[4].generate_code())
     key, uniform = rnd.sample_key, rnd.uniform
-    # Random streams as the compiler numbers them: 2 * node id (+ 1 for RandomApply's coin).
-    read_id, crop_id, flip_id, coin_id, brightness_id, normalize_id = 0, 2, 4, 5, 6, 8
+    read_id, crop_id, flip_id, brightness_id, normalize_id = streams
+    coin_id = flip_id + 1  # RandomApply's coin: the node's second stream
 
     @njit(nogil=True, parallel=True)
     def gather(data, indices, n, out, seed, epoch):
@@ -246,7 +247,7 @@ def throughput(batches: int, passes: int = 8, seed: int = 0) -> dict[str, float]
     `passes` interleaved passes each (machine noise only ever slows a pass)."""
     images = make_images(SAMPLES)
     fused = Pipeline(operations(images)).compile(BATCH, seed=seed)
-    per_op = per_operation_runner(images, seed)
+    per_op = per_operation_runner(images, seed, [node.stream for node in fused.graph.nodes])
     rng = np.random.default_rng(1)
     plan = [rng.integers(0, SAMPLES, BATCH) for _ in range(batches)]
     for indices in plan[:2]:  # compile and check identical output

@@ -51,6 +51,7 @@ import numpy as np
 import slipstream as ss
 from slipstream import native
 from slipstream.compiler import Allocation, Decoder, State
+from slipstream.compiler.rewrites import FieldOperation
 from slipstream.ops import (Normalize, RandomHorizontalFlip, RandomResizedCrop, Resize, multi_crop_pipelines,
                             presets)
 from slipstream.sources import find_jpegs
@@ -93,7 +94,9 @@ class _FullDecoder(Decoder):
 
 
 @dataclasses.dataclass(frozen=True)
-class FullDecode:
+class FullDecode(FieldOperation):
+    """Decode the image field's images whole (the first entry of its pipeline)."""
+
     def bind(self, source: Any, field: str) -> _FullDecoder:
         return _FullDecoder(source, field)
 
@@ -109,7 +112,7 @@ def per_crop_pipelines() -> dict[str, Any]:
 
 
 SCENARIOS = {
-    "full decode": {"_full": [FullDecode()]},
+    "full decode": {"_full": ss.View("image", [FullDecode()])},
     "decode to 224x224": {"image": [Resize((224, 224))]},
     "ImageNet train": presets.imagenet_train(224),
     "ImageNet val": presets.imagenet_val(224),

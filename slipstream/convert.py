@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from slipstream import native
+from slipstream.cache import cache_root
 from slipstream.errors import ArgumentError
 from slipstream.fields import Encoded, RGBImageField
 from slipstream.fields.image import JPEG_MODE
@@ -84,8 +85,7 @@ def write(
 
 def default_cache_dir() -> Path:
     """``$SLIPSTREAM_CACHE_DIR/datasets``, else ``~/.cache/slipstream/datasets``."""
-    root = os.environ.get("SLIPSTREAM_CACHE_DIR")
-    return (Path(root) if root else Path.home() / ".cache" / "slipstream") / "datasets"
+    return cache_root() / "datasets"
 
 
 def cached(

@@ -36,6 +36,7 @@ from slipstream.compiler.graph import Graph
 from slipstream.compiler.kinds import Kind
 from slipstream.compiler.nodes import DecoderNode, EmitContext, Node, RefNode
 from slipstream.compiler.symbols import Symbol
+from slipstream.cache import cache_root
 from slipstream.errors import CompileError, PipelineError
 
 
@@ -97,9 +98,7 @@ HELPERS: dict[str, Any] = {
 def cache_dir() -> Path:
     """Where generated stage sources (and Numba's cache of them) live:
     ``$SLIPSTREAM_CACHE_DIR``, else ``~/.cache/slipstream``."""
-    configured = os.environ.get("SLIPSTREAM_CACHE_DIR")
-    base = Path(configured) if configured else Path.home() / ".cache" / "slipstream"
-    return base / "stages"
+    return cache_root() / "stages"
 
 
 @dataclasses.dataclass

@@ -7,7 +7,6 @@ import textwrap
 from typing import Any
 
 from slipstream.compiler.graph import Graph
-from slipstream.compiler.nodes import Node
 
 _JIT_COLOURS = ("#cfe2f3", "#d9ead3", "#d0e0e3", "#d9d2e9")
 _TORCH_COLOURS = ("#fce5cd", "#fff2cc", "#f4cccc", "#ead1dc")
@@ -24,12 +23,6 @@ def _graph_of(obj: Any) -> Graph:
         if isinstance(found, Graph):
             return found
     raise TypeError(f"draw_graph takes a Graph, a CompiledPipeline or a Loader, not {type(obj).__name__}")
-
-
-def _state_text(node: Node) -> str:
-    s = node.state
-    where = "" if s.device == "cpu" else f" on {s.device}"
-    return f"{'array' if s.jit else 'tensor'} {s.shape} {str(s.dtype).replace('torch.', '')}{where}"
 
 
 def draw_graph(graph: Any, ax: Any = None) -> Any:
@@ -100,7 +93,7 @@ def draw_graph(graph: Any, ax: Any = None) -> Any:
                                             facecolor=colours[node.stage], edgecolor="#555555", gid=f"node-{node.id}")
             ax.add_patch(boxes[node.id])
             ax.text(column, top - 0.4, texts[node.id], ha="center", va="top", fontsize=fontsize)
-            ax.text(column, top - box_h + 0.4, _state_text(node), ha="center", va="bottom", fontsize=fontsize,
+            ax.text(column, top - box_h + 0.4, node.state.describe(compact=True), ha="center", va="bottom", fontsize=fontsize,
                     color="#333333", style="italic")
     for node in graph.nodes:
         for source in node.dependencies():

@@ -13,7 +13,7 @@ import numpy as np
 
 from slipstream.compiler import symbols
 from slipstream.compiler.kinds import is_compiled_stage
-from slipstream.compiler.nodes import DecoderNode, Node, RefNode, TransformNode
+from slipstream.compiler.nodes import DecoderNode, Node, TransformNode
 from slipstream.compiler.operation import Decoder, Operation, as_operation
 from slipstream.compiler.random import stream_id
 from slipstream.compiler.rewrites import FieldOperation
@@ -108,7 +108,7 @@ class Graph:
                 raise PipelineError(f"pipeline {node.pipeline!r}: {node.describe()} failed to declare its "
                                     f"output: {exc}") from exc
             raise PipelineError(
-                f"pipeline {node.pipeline!r}: {node.parent.describe()} produces {_state_text(node.parent)}, "
+                f"pipeline {node.pipeline!r}: {node.parent.describe()} produces {node.parent.state.describe()}, "
                 f"which {node.describe()} cannot take: {exc}"
             ) from exc
         if node.kind.compiled and node.allocations and node.state is not None:
@@ -116,7 +116,7 @@ class Graph:
             memory, state = node.allocations[0], node.state
             if tuple(memory.shape) != tuple(state.shape) or np.dtype(memory.dtype) != np.dtype(state.dtype):
                 raise PipelineError(
-                    f"pipeline {node.pipeline!r}: {node.describe()} declares its output as {_state_text(node)} but "
+                    f"pipeline {node.pipeline!r}: {node.describe()} declares its output as {node.state.describe()} but "
                     f"allocates {memory.shape} {np.dtype(memory.dtype)} for it: compiled code returns its first "
                     f"Allocation, so the two must have the same shape and dtype")
         if (node.parent is not None and node.kind.compiled and not node.parent.kind.compiled
@@ -210,13 +210,6 @@ def _number_streams(pipeline: str, nodes: list[Node]) -> None:
         identity = node.identity()
         node.stream = stream_id(pipeline, identity, seen.get(identity, 0))
         seen[identity] = seen.get(identity, 0) + 1
-
-
-def _state_text(node: Node) -> str:
-    s = node.state
-    where = "" if s.device == "cpu" else f" on {s.device}"
-    kind = "an array" if s.jit else "a tensor"
-    return f"{kind} of shape {s.shape} and dtype {s.dtype}{where}"
 
 
 __all__ = ["Buffer", "Graph"]

@@ -49,6 +49,14 @@ class State:
         """A copy with some fields changed."""
         return dataclasses.replace(self, **changes)
 
+    def describe(self, compact: bool = False) -> str:
+        """The state in words, for messages ("an array of shape (32, 32, 3)
+        and dtype uint8"), or ``compact`` for drawings ("array (32, 32, 3) uint8")."""
+        where = "" if self.device == "cpu" else f" on {self.device}"
+        if compact:
+            return f"{'array' if self.jit else 'tensor'} {self.shape} {str(self.dtype).replace('torch.', '')}{where}"
+        return f"{'an array' if self.jit else 'a tensor'} of shape {self.shape} and dtype {self.dtype}{where}"
+
 
 @dataclasses.dataclass(frozen=True)
 class Allocation:

@@ -98,12 +98,6 @@ class Field:
         raise ArgumentError(f"{type(self).__name__} has no default decoder: give field {name!r} a pipeline "
                                   f"or drop it with pipelines={{{name!r}: None}}")
 
-    @property
-    def stores_data(self) -> bool:
-        """Whether values have bytes in the pages."""
-        names = self.record_dtype().names or ()
-        return "offset" in names and "size" in names
-
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.arguments().items())
         return f"{type(self).__name__}({args})"

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from slipstream.cache import cache_root
 from slipstream.errors import ArgumentError
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -128,5 +129,4 @@ class Remote:
         """The page cache's folder."""
         if self.cache_dir is not None:
             return Path(self.cache_dir)
-        root = os.environ.get("SLIPSTREAM_CACHE_DIR")
-        return (Path(root) if root else Path.home() / ".cache" / "slipstream") / "pages"
+        return cache_root() / "pages"
