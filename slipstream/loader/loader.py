@@ -86,10 +86,10 @@ class Loader:
             (see :mod:`slipstream.loader.outputs`).  Names starting with
             ``_`` are internal: other outputs refer to them, they are not
             yielded.
-        order: which samples an epoch visits in what sequence, and the
+        order: which samples an epoch visits, in what sequence, with what
             seed: a :class:`slipstream.Order` (default ``Order("random",
-            seed=0)``), or just its kind, ``"sequential"``, ``"random"`` or
-            ``"quasi_random"``, for ``Order(kind)``.
+            seed=0)``), or its kind alone (``"sequential"``, ``"random"``
+            or ``"quasi_random"``), short for ``Order(kind)``.
         sharding: how epochs are shared among ranks and cut into batches
             (``drop_last``): a :class:`slipstream.Sharding` (default: ranks
             from ``torch.distributed``, last batch kept).
