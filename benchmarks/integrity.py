@@ -47,10 +47,10 @@ def child(path: str, warm: str) -> None:
     from slipstream.ops import presets
 
     pipelines = {**presets.imagenet_train(224), "label": []}
-    with ss.Loader(warm, BATCH, pipelines, order="random", seed=1, verbose=False) as compiling:
+    with ss.Loader(warm, BATCH, pipelines, order=ss.Order("random", seed=1), verbose=False) as compiling:
         next(iter(compiling))
     rates = []
-    with ss.Loader(path, BATCH, pipelines, order="random", seed=0, verbose=False) as loader:
+    with ss.Loader(path, BATCH, pipelines, order=ss.Order("random", seed=0), verbose=False) as loader:
         for _ in range(2):
             start, count = time.perf_counter(), 0
             for _, labels in loader:

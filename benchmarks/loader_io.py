@@ -40,9 +40,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_FOLDER = REPO_ROOT.parent / "shared" / "data" / "imagenet-sample"
 BATCH = 128
 CONFIGS = {
-    "mapped, random": {"os_cache": True, "order": "random"},
-    "mapped, quasi_random": {"os_cache": True, "order": "quasi_random"},
-    "page pool, quasi_random": {"os_cache": False, "order": "quasi_random"},
+    "mapped, random": {"memory": ss.Memory(os_cache=True), "order": ss.Order("random", seed=0)},
+    "mapped, quasi_random": {"memory": ss.Memory(os_cache=True), "order": ss.Order("quasi_random", seed=0)},
+    "page pool, quasi_random": {"memory": ss.Memory(os_cache=False), "order": ss.Order("quasi_random", seed=0)},
 }
 
 
@@ -93,7 +93,7 @@ def main(argv: list[str]) -> int:
 
     results = {}
     for name, config in CONFIGS.items():
-        loader = ss.Loader(reader, BATCH, {"image": [ss.ops.StoredBytes(int(sizes.max()))]}, seed=0, **config)
+        loader = ss.Loader(reader, BATCH, {"image": [ss.ops.StoredBytes(int(sizes.max()))]}, **config)
         warm_up = iter(loader)
         next(warm_up)  # compiles before timing
         warm_up.close()
@@ -102,7 +102,7 @@ def main(argv: list[str]) -> int:
         warm = epoch_rate(loader, sizes)
         results[name] = {"cold": {"samples_per_s": cold[0], "gb_per_s": cold[1]},
                          "warm": {"samples_per_s": warm[0], "gb_per_s": warm[1]}, "page_cache_dropped": dropped}
-        if not config["os_cache"]:
+        if not config["memory"].os_cache:
             results[name]["pool_pages"] = loader.memory.capacity
             results[name]["peak_pages_in_use"] = loader.memory.peak_in_use
         loader.close()

@@ -123,7 +123,7 @@ SCENARIOS = {
 
 
 def measure(reader: ss.Reader, pipelines: dict[str, list[Any]], epochs: int) -> float:
-    loader = ss.Loader(reader, BATCH, pipelines, order="random", seed=0)
+    loader = ss.Loader(reader, BATCH, pipelines, order=ss.Order("random", seed=0))
     for _ in loader:  # warm-up: compilation, page cache
         pass
     best = 0.0

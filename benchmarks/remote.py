@@ -71,12 +71,13 @@ def child(pipeline: str, path: str, warm: str, options: str, cache: str) -> None
             return {"image": [StoredBytes(int(reader.metadata["image"]["size"].max()))], "label": []}
         return {**presets.imagenet_train(224), "label": []}
 
-    with ss.Loader(warm, BATCH, pipelines(ss.Reader(warm)), order="quasi_random", seed=1, verbose=False) as compiling:
+    with ss.Loader(warm, BATCH, pipelines(ss.Reader(warm)), order=ss.Order("quasi_random", seed=1),
+                   verbose=False) as compiling:
         next(iter(compiling))
     reader = ss.open_dataset(path, remote=remote)
     sizes = reader.metadata["image"]["size"].astype("int64")
     epochs = []
-    with ss.Loader(reader, BATCH, pipelines(reader), order="quasi_random", seed=0, verbose=False) as loader:
+    with ss.Loader(reader, BATCH, pipelines(reader), order=ss.Order("quasi_random", seed=0), verbose=False) as loader:
         for _ in range(2):
             start, cpu, count, size = time.perf_counter(), time.process_time(), 0, 0
             for _, labels in loader:

@@ -82,7 +82,7 @@ def soak(path: Path, epochs: int, batch_size: int) -> list[dict[str, Any]]:
     import slipstream as ss
 
     rows = []
-    with ss.Loader(path, batch_size, pipelines(), order="random", seed=0, verbose=False) as loader:
+    with ss.Loader(path, batch_size, pipelines(), order=ss.Order("random", seed=0), verbose=False) as loader:
         for epoch in range(1, epochs + 1):
             start, images = time.perf_counter(), 0
             for batch, _ in loader:

@@ -31,7 +31,7 @@ from slipstream.fields import (  # noqa: E402
 )
 from slipstream.format import Reader, open_dataset  # noqa: E402
 from slipstream.format.remote import Remote  # noqa: E402
-from slipstream.loader import Loader, View  # noqa: E402
+from slipstream.loader import Loader, Memory, Order, Sharding, View  # noqa: E402
 from slipstream.sources import LitData, WebDataset  # noqa: E402
 from slipstream.errors import (  # noqa: E402
     ArgumentError,
@@ -69,17 +69,20 @@ __all__ = [
     "LibraryError",
     "LitData",
     "Loader",
+    "Memory",
     "NDArrayField",
     "NativeIOError",
     "Remote",
     "StorageError",
     "NativeMemoryError",
     "OperationError",
+    "Order",
     "PipelineError",
     "RGBImageField",
     "Reader",
     "SampleIndexError",
     "SampleWarning",
+    "Sharding",
     "SlipstreamError",
     "View",
     "WebDataset",

@@ -25,7 +25,7 @@ from slipstream.convert import write
 from slipstream.errors import ArgumentError
 from slipstream.fields import IntField, RGBImageField
 from slipstream.format import Reader
-from slipstream.loader import Loader
+from slipstream.loader import Loader, Order
 from slipstream.ops import presets
 from slipstream.sources import ImageFolder, find_jpegs, synthetic_folder
 
@@ -49,7 +49,7 @@ def run(reader: Reader, epochs: int = 3, batch_size: int = 64) -> tuple[list[flo
     """Stream the dataset through the ImageNet training pipeline for a few
     epochs; returns images/s per epoch and the first batch of the last
     epoch (images, labels)."""
-    loader = Loader(reader, batch_size, presets.imagenet_train(224), order="random", seed=0)
+    loader = Loader(reader, batch_size, presets.imagenet_train(224), order=Order("random", seed=0))
     rates = []
     for epoch in range(epochs):
         start = time.perf_counter()

@@ -38,7 +38,7 @@ def main() -> None:
     spec = json.loads(open(parser.parse_args().spec).read())
     reader = ss.open_dataset(spec["data"])
     loader = ss.Loader(reader, spec["batch_size"], {**pipelines(spec["scenario"], reader), "label": []},
-                       order="random", seed=0, num_threads=spec["threads"], as_dict=True)
+                       order=ss.Order("random", seed=0), num_threads=spec["threads"], as_dict=True)
     result = {"system": "slipstream", "version": ss.__version__, "scenario": spec["scenario"],
               "settings": {"order": "random", "os_cache": True, "threads": spec["threads"],
                            "batches_ahead": loader.batches_ahead, "format": type(reader).__name__}}

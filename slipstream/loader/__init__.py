@@ -1,9 +1,24 @@
 """The loader: orders, memory managers and the epoch iterator that turn a
-dataset file and compiled pipelines into batches of torch tensors."""
+dataset file and compiled pipelines into batches of torch tensors; and the
+option groups that describe them (:mod:`slipstream.loader.options`)."""
 
+from slipstream.loader.iterator import EpochIterator, EpochPlan
 from slipstream.loader.loader import Loader
 from slipstream.loader.memory import MappedMemory, PagePool
+from slipstream.loader.options import LoaderOptions, Memory, Order, Sharding
 from slipstream.loader.orders import ORDERS
 from slipstream.loader.outputs import View
 
-__all__ = ["Loader", "MappedMemory", "ORDERS", "PagePool", "View"]
+__all__ = [
+           "ORDERS",
+           "EpochIterator",
+           "EpochPlan",
+           "Loader",
+           "LoaderOptions",
+           "MappedMemory",
+           "Memory",
+           "Order",
+           "PagePool",
+           "Sharding",
+           "View",
+]

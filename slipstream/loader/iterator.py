@@ -11,10 +11,17 @@ Stopping: the thread checks a stop flag between batches and while it waits;
 ``close()`` sets the flag, drains the queue and joins the thread.  The thread
 holds no reference to the iterator, and the loader only a weak one, so an
 iterator the user drops (``break``) is collected and stops its thread.
+
+The loader's side: it builds an :class:`EpochPlan` (frozen: the batches and
+the parts that make them) per epoch, and learns that the epoch ended through
+the ``on_end`` callback it gives; it reads the iterator's ``position`` and
+``closed``.  Neither reads the other's private attributes, and an iterator
+runs from a plan without any loader.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import threading
 import warnings
@@ -49,6 +56,10 @@ class FailureLog:
         self.count = 0
         self.epoch: list[tuple[int, str]] = []
 
+    def start_epoch(self) -> None:
+        """Forget the failures of an epoch that did not finish."""
+        self.epoch = []
+
     def add(self, index: int, reason: str) -> None:
         """Record one failed sample of the running epoch."""
         self.reasons[index] = reason
@@ -72,21 +83,76 @@ class _Failure:
         self.error = error
 
 
-class EpochIterator:
-    """Batches of one epoch (or of its remainder, after a resume)."""
+@dataclasses.dataclass(frozen=True, eq=False)
+class EpochPlan:
+    """Everything an :class:`EpochIterator` needs, fixed when its epoch
+    starts: the batches to make and the parts that make them.
 
-    def __init__(self, loader: Any, epoch: int, batches: list[np.ndarray], first_batch: int) -> None:
-        self._loader = loader  # kept alive while its batches are iterated
-        self.epoch = epoch
-        self.position = first_batch  # batches of the epoch handed out so far
-        self._remaining = len(batches)
-        self._queue: queue.Queue = queue.Queue(maxsize=loader.batches_ahead)
+    The loader builds one per ``iter()``; the iterator and its thread read
+    nothing else of the loader.
+
+    Attributes:
+        epoch: the epoch number (seeds the random operations).
+        batches: the dataset indices of each batch still to make, in order.
+        first_batch: the position in the epoch of ``batches[0]`` (after a
+            resume, the batches handed out before).
+        pipeline: the compiled pipeline: ``pipeline(indices, epoch)`` makes
+            one batch into the next of its ``slots`` output slots.
+        memory: the memory manager that brings the batches' bytes in
+            (``start_epoch``, ``prepare``, ``release``).
+        source: what the decoders read, with the per-sample ``errors``.
+        reader: the dataset (named in errors; checked for changes under it).
+        names: the outputs yielded, in order.
+        as_dict: yield dicts by output name instead of tuples.
+        device: a ``torch.device`` the batches are copied to on a side
+            stream, or None (the CPU).
+        num_threads: threads of the compiled pipeline (None: Numba's).
+        on_error: ``"raise"``, ``"skip"`` or ``"replace"`` for a sample
+            that cannot be decoded.
+        failures: where skipped or replaced samples are recorded.
+        batches_ahead: finished batches waiting at most.
+    """
+
+    epoch: int
+    batches: tuple[np.ndarray, ...]
+    first_batch: int
+    pipeline: Any
+    memory: Any
+    source: Any
+    reader: Any
+    names: tuple[str, ...]
+    as_dict: bool
+    device: Any
+    num_threads: int | None
+    on_error: str
+    failures: FailureLog
+    batches_ahead: int
+
+
+class EpochIterator:
+    """Batches of one epoch (or of its remainder, after a resume).
+
+    Args:
+        plan: what to make (see :class:`EpochPlan`).
+        on_end: called with the iterator once its last batch has been
+            handed out (not when it is closed early or fails).  The
+            iterator keeps it, and whatever it refers to, alive while it
+            is iterated; its thread does not.
+    """
+
+    def __init__(self, plan: EpochPlan, on_end: Callable[[EpochIterator], None] | None = None) -> None:
+        self.plan = plan
+        self.epoch = plan.epoch
+        self.position = plan.first_batch  # batches of the epoch handed out so far
+        self._on_end = on_end
+        self._remaining = len(plan.batches)
+        self._queue: queue.Queue = queue.Queue(maxsize=plan.batches_ahead)
         self._stop = threading.Event()
         self._done = False
-        loader.memory.start_epoch(batches, loader.source)
-        loader.failure_log.epoch = []
-        work = _Work(loader, epoch, batches, self._queue, self._stop)
-        self._thread = threading.Thread(target=work.run, name=f"slipstream-loader-epoch{epoch}", daemon=True)
+        plan.memory.start_epoch(list(plan.batches), plan.source)
+        plan.failures.start_epoch()
+        self._thread = threading.Thread(target=_produce, args=(plan, self._queue, self._stop),
+                                        name=f"slipstream-loader-epoch{plan.epoch}", daemon=True)
         self._thread.start()
 
     def __iter__(self) -> EpochIterator:
@@ -94,6 +160,12 @@ class EpochIterator:
 
     def __len__(self) -> int:
         return self._remaining
+
+    @property
+    def closed(self) -> bool:
+        """Whether the iterator gives no more batches: its epoch ended, it
+        failed, or it was closed."""
+        return self._done
 
     def __next__(self) -> Any:
         if self._done:
@@ -105,7 +177,8 @@ class EpochIterator:
             item = self._take()
         if item is _END:
             self.close()
-            self._loader._epoch_finished(self)
+            if self._on_end is not None:
+                self._on_end(self)
             raise StopIteration
         if isinstance(item, _Failure):
             self.close()
@@ -150,120 +223,117 @@ class EpochIterator:
             pass
 
 
-class _Work:
-    """What the thread runs; holds the loader's parts, not the iterator."""
-
-    def __init__(self, loader: Any, epoch: int, batches: list[np.ndarray], out: queue.Queue,
-                 stop: threading.Event) -> None:
-        self.compiled, self.memory, self.source = loader.compiled, loader.memory, loader.source
-        self.reader, self.names, self.as_dict = loader.reader, loader.output_names, loader.as_dict
-        self.device, self.threads = loader.device, loader.num_threads
-        self.on_error, self.failure_log = loader.on_error, loader.failure_log
-        self.epoch, self.batches, self.out, self.stop = epoch, batches, out, stop
-        self.convert: Callable[[Any], Any] = _to_tensor
-
-    def run(self) -> None:
-        try:
-            import numba
-
-            if self.threads is not None:
-                numba.set_num_threads(self.threads)  # applies to this thread's parallel launches
-            stream, pending = self._cuda_stream(), []
-            for b, indices in enumerate(self.batches):
-                if self.stop.is_set():
-                    return
-                while len(pending) >= self.compiled.slots:  # the copy out of this slot must be done
-                    pending.pop(0).synchronize()
-                try:
-                    self.memory.prepare(b)
-                    outputs = self._run(b, indices)
-                except Exception:
-                    self.reader.verify()  # a file changed under the loader explains a failure best
-                    raise
-                # Nothing read from a file truncated or rewritten under the
-                # loader is handed on (the mapping reads lost pages as zeros).
-                self.reader.verify()
-                self.memory.release(b)
-                keep = self._check_errors(indices)
-                if keep is not None and not keep.size:
-                    if not self._put(_EMPTY):
-                        return
-                    continue
-                values = [self.convert(_rows(outputs[name], keep)) for name in self.names]
-                ready = None
-                if stream is not None:
-                    values, ready = self._to_device(values, stream)
-                    pending.append(ready)
-                batch = dict(zip(self.names, values)) if self.as_dict else tuple(values)
-                if not self._put((batch, ready)):
-                    return
-            self._put(_END)
-        except BaseException as exc:  # reaches the user's thread
-            self._put(_Failure(exc))
-
-    def _run(self, b: int, indices: np.ndarray) -> Any:
-        try:
-            return self.compiled(indices, self.epoch)
-        except OperationError as exc:
-            raise OperationError(f"{self.reader.path}: batch {b} of epoch {self.epoch}: {exc}") from exc.__cause__
-        except SlipstreamError:
-            raise
-        except Exception as exc:
-            shown = ", ".join(map(str, indices[:8].tolist())) + (", ..." if indices.size > 8 else "")
-            raise PipelineError(f"{self.reader.path}: batch {b} of epoch {self.epoch} (samples {shown}) failed: "
-                                f"{type(exc).__name__}: {exc}") from exc
-
-    def _put(self, item: Any) -> bool:
-        while not self.stop.is_set():
+def _produce(plan: EpochPlan, out: queue.Queue, stop: threading.Event) -> None:
+    """The thread: make the plan's batches into ``out`` until done or
+    ``stop``; an exception goes to the user's thread as a :class:`_Failure`.
+    It holds the plan, never the iterator (see the module's docstring)."""
+    def put(item: Any) -> bool:
+        while not stop.is_set():
             try:
-                self.out.put(item, timeout=_POLL_S)
+                out.put(item, timeout=_POLL_S)
                 return True
             except queue.Full:
                 continue
         return False
 
-    def _check_errors(self, indices: np.ndarray) -> np.ndarray | None:
-        """Apply ``on_error`` to the batch's failed samples: raise, or record
-        them and return the rows to keep (None: all of them)."""
-        errors = self.source.errors[indices]
-        bad = np.flatnonzero(errors)
-        if not bad.size:
-            return None
-        self.source.errors[indices] = 0
-        if self.on_error == "raise":
-            index, status = int(indices[bad[0]]), int(errors[bad[0]])
-            raise DecodeError(f"{self.reader.path}: sample {index} cannot be decoded ({self._reason(index, status)})",
-                              status=status)
-        for row in bad.tolist():
-            index = int(indices[row])
-            self.failure_log.add(index, self._reason(index, int(errors[row])))
-        return np.flatnonzero(errors == 0) if self.on_error == "skip" else None
+    try:
+        import numba
 
-    def _reason(self, index: int, status: int) -> str:
-        """The native status, with the cause from reading the sample again
-        in Python where that fails as well (a corrupt page, the decoder's
-        message, a stored size the JPEG disagrees with)."""
-        try:
-            self.reader[index]
-        except SlipstreamError as exc:  # the reader's message names file and sample again: keep the cause
-            return f"{native.strerror(status)}: {exc.detail or exc}"
-        except Exception:
-            pass
-        return native.strerror(status)
+        if plan.num_threads is not None:
+            numba.set_num_threads(plan.num_threads)  # applies to this thread's parallel launches
+        stream, pending = _cuda_stream(plan.device), []
+        for b, indices in enumerate(plan.batches):
+            if stop.is_set():
+                return
+            while len(pending) >= plan.pipeline.slots:  # the copy out of this slot must be done
+                pending.pop(0).synchronize()
+            try:
+                plan.memory.prepare(b)
+                outputs = _run(plan, b, indices)
+            except Exception:
+                plan.reader.verify()  # a file changed under the loader explains a failure best
+                raise
+            # Nothing read from a file truncated or rewritten under the
+            # loader is handed on (the mapping reads lost pages as zeros).
+            plan.reader.verify()
+            plan.memory.release(b)
+            keep = _check_errors(plan, indices)
+            if keep is not None and not keep.size:
+                if not put(_EMPTY):
+                    return
+                continue
+            values = [_to_tensor(_rows(outputs[name], keep)) for name in plan.names]
+            ready = None
+            if stream is not None:
+                values, ready = _to_device(values, plan.device, stream)
+                pending.append(ready)
+            batch = dict(zip(plan.names, values)) if plan.as_dict else tuple(values)
+            if not put((batch, ready)):
+                return
+        put(_END)
+    except BaseException as exc:  # reaches the user's thread
+        put(_Failure(exc))
 
-    def _cuda_stream(self) -> Any:
-        if self.device is None or self.device.type != "cuda":
-            return None
-        import torch
 
-        return torch.cuda.Stream(device=self.device)
+def _run(plan: EpochPlan, b: int, indices: np.ndarray) -> Any:
+    """Batch ``b``, its failure named by file, batch and epoch."""
+    where = f"{plan.reader.path}: batch {b} of epoch {plan.epoch}"
+    try:
+        return plan.pipeline(indices, plan.epoch)
+    except OperationError as exc:
+        raise OperationError(f"{where}: {exc}") from exc.__cause__
+    except SlipstreamError:
+        raise
+    except Exception as exc:
+        shown = ", ".join(map(str, indices[:8].tolist())) + (", ..." if indices.size > 8 else "")
+        raise PipelineError(f"{where} (samples {shown}) failed: {type(exc).__name__}: {exc}") from exc
 
-    def _to_device(self, values: list[Any], stream: Any) -> tuple[list[Any], Any]:
-        import torch
 
-        with torch.cuda.stream(stream):
-            moved = [v.to(self.device, non_blocking=True) if isinstance(v, torch.Tensor) else v for v in values]
-            return moved, stream.record_event()
+def _check_errors(plan: EpochPlan, indices: np.ndarray) -> np.ndarray | None:
+    """Apply ``on_error`` to the batch's failed samples: raise, or record
+    them and return the rows to keep (None: all of them)."""
+    errors = plan.source.errors[indices]
+    bad = np.flatnonzero(errors)
+    if not bad.size:
+        return None
+    plan.source.errors[indices] = 0
+    if plan.on_error == "raise":
+        index, status = int(indices[bad[0]]), int(errors[bad[0]])
+        raise DecodeError(f"{plan.reader.path}: sample {index} cannot be decoded "
+                          f"({_reason(plan.reader, index, status)})", status=status)
+    for row in bad.tolist():
+        index = int(indices[row])
+        plan.failures.add(index, _reason(plan.reader, index, int(errors[row])))
+    return np.flatnonzero(errors == 0) if plan.on_error == "skip" else None
+
+
+def _reason(reader: Any, index: int, status: int) -> str:
+    """The native status, with the cause from reading the sample again
+    in Python where that fails as well (a corrupt page, the decoder's
+    message, a stored size the JPEG disagrees with)."""
+    try:
+        reader[index]
+    except SlipstreamError as exc:  # the reader's message names file and sample again: keep the cause
+        return f"{native.strerror(status)}: {exc.detail or exc}"
+    except Exception:
+        pass
+    return native.strerror(status)
+
+
+def _cuda_stream(device: Any) -> Any:
+    if device is None or device.type != "cuda":
+        return None
+    import torch
+
+    return torch.cuda.Stream(device=device)
+
+
+def _to_device(values: list[Any], device: Any, stream: Any) -> tuple[list[Any], Any]:
+    import torch
+
+    with torch.cuda.stream(stream):
+        moved = [v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v for v in values]
+        return moved, stream.record_event()
 
 
 def _rows(value: Any, keep: np.ndarray | None) -> Any:

@@ -4,7 +4,9 @@ and an epoch iterator that yields batches of torch tensors."""
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import os
+import warnings
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -16,7 +18,8 @@ from slipstream.errors import ArgumentError, SlipstreamError
 from slipstream.fields.decoders import DecodeSource
 from slipstream.format import Reader
 from slipstream.loader import orders
-from slipstream.loader.iterator import EpochIterator, FailureLog
+from slipstream.loader.iterator import EpochIterator, EpochPlan, FailureLog
+from slipstream.loader.options import FLAT, GROUPS, LoaderOptions, Memory, Order, Sharding, spell
 from slipstream.loader.outputs import resolve_outputs
 from slipstream.format.manifest import NAME as MANIFEST
 from slipstream.format.remote import Remote, is_url, local_path
@@ -32,6 +35,15 @@ ON_ERROR = ("raise", "skip", "replace")
 
 _open_loaders: weakref.WeakSet = weakref.WeakSet()
 
+_POSITIONAL = ("order", "seed", "indices", "drop_last", "batches_ahead", "num_threads", "os_cache", "distributed",
+               "rank", "world_size", "device")
+"""The parameters that once followed ``pipelines`` by position (deprecated)."""
+
+
+def _option(group: str, field: str, doc: str) -> property:
+    """A read-only loader attribute that reads ``field`` of the option group ``group``."""
+    return property(lambda self: getattr(getattr(self.options, group), field), doc=doc)
+
 
 class Loader:
     """Batches of a dataset, decoded and transformed by compiled pipelines.
@@ -39,7 +51,8 @@ class Loader:
     Example::
 
         from slipstream.ops import presets
-        loader = slipstream.Loader("train.slip", batch_size=256, pipelines=presets.imagenet_train(224))
+        loader = slipstream.Loader("train.slip", batch_size=256, pipelines=presets.imagenet_train(224),
+                                   order=slipstream.Order("random", seed=0))
         for epoch in range(epochs):
             for images, labels in loader:   # float16 (256, 3, 224, 224), int64 (256,)
                 ...
@@ -47,10 +60,10 @@ class Loader:
     Iterating gives one epoch: a tuple per batch with one torch tensor per
     output, in the order ``pipelines`` names them, then the fields it does
     not name in the dataset's order (``as_dict=True``: a dict by output
-    name).  Each ``iter()``
-    starts the next epoch; ``set_epoch`` chooses one.  A background thread
-    prepares ``batches_ahead`` batches; a batch's memory is reused
-    ``batches_ahead + 2`` batches later, so ``.clone()`` a batch to keep it.
+    name).  Each ``iter()`` starts the next epoch; ``set_epoch`` chooses
+    one.  A background thread prepares ``memory.batches_ahead`` batches; a
+    batch's memory is reused ``batches_ahead + 2`` batches later, so
+    ``.clone()`` a batch to keep it.
     ``state_dict()``/``load_state_dict()`` save and restore the position in
     an epoch; ``explain()`` shows the generated code and memory plan;
     ``close()`` (or leaving a ``with`` block) stops the thread.
@@ -73,28 +86,23 @@ class Loader:
             (see :mod:`slipstream.loader.outputs`).  Names starting with
             ``_`` are internal: other outputs refer to them, they are not
             yielded.
-        order: ``"sequential"``, ``"random"`` or ``"quasi_random"`` (see
-            :mod:`slipstream.loader.orders`).
-        seed: seed of the order and of every random operation.
-        indices: the dataset indices to load (default: all).
-        drop_last: drop the last, incomplete batch (and, distributed, the
-            samples that do not divide evenly among ranks instead of padding).
-        batches_ahead: batches prepared while the training step runs.
-        num_threads: threads of the compiled pipelines (default: Numba's).
-        os_cache: map the file and let the OS cache pages (default); False
-            reads the pages batches need into a bounded pool.  A sharded
-            or remote dataset always stages the values of upcoming batches
-            into a bounded buffer (:mod:`slipstream.loader.staging`).
-        distributed: shard among ranks; ``None``: when ``torch.distributed``
-            is initialised with more than one process.
-        rank, world_size: default from ``torch.distributed``.
+        order: which samples an epoch visits, in what sequence, with what
+            seed: a :class:`slipstream.Order` (default ``Order("random",
+            seed=0)``), or its kind alone (``"sequential"``, ``"random"``
+            or ``"quasi_random"``), short for ``Order(kind)``.
+        sharding: how epochs are shared among ranks and cut into batches
+            (``drop_last``): a :class:`slipstream.Sharding` (default: ranks
+            from ``torch.distributed``, last batch kept).
+        memory: how the bytes of upcoming batches are held, and how many
+            batches are prepared ahead: a :class:`slipstream.Memory`
+            (default: the file mapped, 3 batches ahead).
+        remote: object-store options and the node-local page cache
+            (:class:`slipstream.Remote`) for a URL; the defaults read
+            credentials from the environment.
         device: where batches go (e.g. ``"cuda"``), copied on a side stream.
         as_dict: yield dicts by output name instead of tuples.
         verbose: a progress bar while the first batch compiles the pipeline
             (only on a terminal, and only when it takes over half a second).
-        pool_pages: pages of the ``os_cache=False`` pool, or of the staging
-            buffer of a sharded dataset (default: 256 MiB worth).
-        window_pages: pages shuffled together by ``"quasi_random"``.
         on_error: what a sample that cannot be decoded (a corrupt, truncated
             or unsupported image) does.  ``"raise"`` (default): the batch
             raises :class:`DecodeError` naming the file, the sample index and
@@ -112,56 +120,79 @@ class Loader:
             (checked the first time the process reads the page) fails too.
             A dataset file changed, truncated or removed under the loader
             raises :class:`FormatError` naming it, whatever the policy.
-        remote: object-store options and the node-local page cache
-            (:class:`slipstream.Remote`) for a URL; the defaults read
-            credentials from the environment.
+        indices: the dataset indices to load (default: all).
+        num_threads: threads of the compiled pipelines (default: Numba's).
 
+    Deprecated (removed in the next release, with one
+    ``DeprecationWarning`` per loader naming the new spelling): the flat
+    keywords ``seed``, ``window_pages`` (now in ``order``), ``drop_last``,
+    ``distributed``, ``rank``, ``world_size`` (in ``sharding``),
+    ``os_cache``, ``pool_pages``, ``batches_ahead`` (in ``memory``), and
+    any argument after ``pipelines`` by position.  A flat keyword together
+    with its group (``seed=1, order=Order(...)``) is an
+    :class:`ArgumentError`.
+
+    Attributes:
+        options: the option groups it runs with
+            (:class:`slipstream.loader.LoaderOptions`, ranks resolved);
+            ``order``, ``seed``, ``window_pages``, ``drop_last``, ``rank``,
+            ``world_size`` and ``batches_ahead`` read them.
     """
 
-    def __init__(self, path_or_reader: Any, batch_size: int, pipelines: Mapping[str, Sequence[Any] | None] | None = None,
-                 order: str = "random", seed: int = 0, indices: Sequence[int] | None = None, drop_last: bool = False,
-                 batches_ahead: int = 3, num_threads: int | None = None, os_cache: bool = True,
-                 distributed: bool | None = None, rank: int | None = None, world_size: int | None = None,
-                 device: Any = None, *, as_dict: bool = False, verbose: bool = True, pool_pages: int | None = None,
-                 window_pages: int = orders.DEFAULT_WINDOW_PAGES, on_error: str = "raise",
-                 remote: Remote | None = None) -> None:
+    def __init__(self, path_or_reader: Any, batch_size: int,
+                 pipelines: Mapping[str, Sequence[Any] | None] | None = None, *positional: Any, order: Order | str | None = None, sharding: Sharding | None = None,
+                 memory: Memory | None = None, remote: Remote | None = None, device: Any = None,
+                 as_dict: bool = False, verbose: bool = True, on_error: str = "raise",
+                 indices: Sequence[int] | None = None, num_threads: int | None = None, **flat: Any) -> None:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ArgumentError(f"batch_size must be a positive integer, got {batch_size!r}")
-        if order not in orders.ORDERS:
-            raise ArgumentError(f"order must be one of {orders.ORDERS}, got {order!r}")
-        if batches_ahead < 1:
-            raise ArgumentError(f"batches_ahead must be at least 1, got {batches_ahead}")
+        given = _fold_deprecated(positional, flat, {"order": order, "sharding": sharding, "memory": memory,
+                                                    "indices": indices, "num_threads": num_threads,
+                                                    "device": device})
         if on_error not in ON_ERROR:
             raise ArgumentError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
         self.on_error = on_error
         self.failure_log = FailureLog()
         self._pid = os.getpid()
         self.reader = _open(path_or_reader, remote)
-        self.batch_size, self.order, self.seed, self.drop_last = batch_size, order, int(seed), bool(drop_last)
-        self.batches_ahead, self.num_threads, self.as_dict = batches_ahead, num_threads, as_dict
-        self.window_pages = window_pages
-        self.indices = self._check_indices(indices)
-        self.rank, self.world_size = _distribution(distributed, rank, world_size)
-        self.device = _device(device)
-        pages = pool_pages or max(1, DEFAULT_POOL_BYTES // self.reader.page_size)
-        if isinstance(self.reader, ShardedReader):
-            self.memory: Any = StagedMemory(self.reader, pages * self.reader.page_size, batches_ahead + 1)
-        elif os_cache:
-            self.memory = MappedMemory(self.reader)
-        else:
-            self.memory = PagePool(self.reader, pages)
+        self.options = LoaderOptions(given["order"], given["sharding"].resolve(), given["memory"], remote)
+        self.batch_size, self.num_threads, self.as_dict = batch_size, given["num_threads"], as_dict
+        self.indices = self._check_indices(given["indices"])
+        self.device = _device(given["device"])
+        self.memory: Any = self._memory_manager(self.options.memory)
         self.source = DecodeSource(self.reader, self.memory.storage)
         resolved = resolve_outputs(pipelines or {}, self.reader.fields, self.source, self.reader.path)
         self.output_names = [name for name in resolved if not name.startswith("_")]
-        self.compiled = Pipeline(resolved).compile(batch_size, seed=self.seed, slots=batches_ahead + 2,
+        self.compiled = Pipeline(resolved).compile(batch_size, seed=self.seed, slots=self.batches_ahead + 2,
                                                    verbose=verbose)
-        self._pages = _first_pages(self.reader) if order == "quasi_random" else None
+        self._pages = _first_pages(self.reader) if self.order == "quasi_random" else None
         self._epoch, self._resume_at = 0, 0
         self._segments: list[tuple[int, list[int]]] = []  # earlier runs of this epoch on other world sizes
         self._iterator: weakref.ref | None = None  # weak: a dropped iterator stops its thread
         _open_loaders.add(self)
 
+    # ---------------------------------------------------------------- options
+
+    order = _option("order", "kind", 'The order\'s kind: ``"random"``, ``"sequential"`` or ``"quasi_random"``.')
+    seed = _option("order", "seed", "Seed of the order and of every random operation.")
+    window_pages = _option("order", "window_pages", 'Pages shuffled together by ``"quasi_random"``.')
+    drop_last = _option("sharding", "drop_last", "Whether incomplete batches (and samples that do not divide "
+                                                 "among ranks) are dropped.")
+    rank = _option("sharding", "rank", "This loader's rank (0 when not distributed).")
+    world_size = _option("sharding", "world_size", "The number of ranks sharing each epoch (1 when not "
+                                                   "distributed).")
+    batches_ahead = _option("memory", "batches_ahead", "Batches prepared while the training step runs.")
+
     # ---------------------------------------------------------------- set-up
+
+    def _memory_manager(self, options: Memory) -> Any:
+        """The memory manager ``options`` choose for this loader's dataset."""
+        pages = options.pool_pages or max(1, DEFAULT_POOL_BYTES // self.reader.page_size)
+        if isinstance(self.reader, ShardedReader):
+            return StagedMemory(self.reader, pages * self.reader.page_size, options.batches_ahead + 1)
+        if options.os_cache:
+            return MappedMemory(self.reader)
+        return PagePool(self.reader, pages)
 
     def _check_indices(self, indices: Sequence[int] | None) -> np.ndarray:
         n = len(self.reader)
@@ -213,7 +244,12 @@ class Loader:
         self.reader.verify()  # planning an epoch reads the file's tables: not from a changed file
         batches = self.epoch_batches(self._epoch)
         start, self._resume_at = self._resume_at, 0
-        iterator = EpochIterator(self, self._epoch, batches[start:], start)
+        plan = EpochPlan(epoch=self._epoch, batches=tuple(batches[start:]), first_batch=start,
+                         pipeline=self.compiled, memory=self.memory, source=self.source, reader=self.reader,
+                         names=tuple(self.output_names), as_dict=self.as_dict, device=self.device,
+                         num_threads=self.num_threads, on_error=self.on_error, failures=self.failure_log,
+                         batches_ahead=self.batches_ahead)
+        iterator = EpochIterator(plan, on_end=self._epoch_finished)
         self._iterator = weakref.ref(iterator)
         return iterator
 
@@ -233,7 +269,7 @@ class Loader:
         that would have come next, on the same number of ranks or another
         (see :meth:`load_state_dict`)."""
         running = self._running()
-        batch = running.position if running is not None and not running._done else self._resume_at
+        batch = running.position if running is not None and not running.closed else self._resume_at
         return {"epoch": self._epoch, "batch": int(batch), "seed": self.seed, "order": self.order,
                 "batch_size": self.batch_size, "world_size": self.world_size, "rank": self.rank,
                 "samples": int(self.indices.size), "drop_last": self.drop_last,
@@ -364,22 +400,60 @@ def _first_pages(reader: Reader) -> np.ndarray:
     return pages
 
 
-def _distribution(distributed: bool | None, rank: int | None, world_size: int | None) -> tuple[int, int]:
-    import torch.distributed as dist
-
-    initialized = dist.is_available() and dist.is_initialized()
-    if distributed is None:
-        distributed = initialized and dist.get_world_size() > 1
-    if not distributed:
-        return 0, 1
-    if rank is None or world_size is None:
-        if not initialized:
-            raise ArgumentError("distributed=True needs torch.distributed initialised, or rank and world_size")
-        rank = dist.get_rank() if rank is None else rank
-        world_size = dist.get_world_size() if world_size is None else world_size
-    if not 0 <= rank < world_size:
-        raise ArgumentError(f"rank {rank} is not in [0, {world_size})")
-    return int(rank), int(world_size)
+def _fold_deprecated(positional: tuple[Any, ...], flat: Mapping[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """The loader's grouped options (and ``indices``, ``num_threads``,
+    ``device``) from its keywords, with the deprecated spellings folded in:
+    arguments after ``pipelines`` by position, and the flat keywords of
+    :data:`slipstream.loader.options.FLAT`.  Warns once about whatever
+    deprecated spelling was used, naming the new one; both spellings of one
+    option is an error."""
+    if len(positional) > len(_POSITIONAL):
+        raise TypeError(f"Loader() takes at most {3 + len(_POSITIONAL)} positional arguments "
+                        f"({3 + len(positional)} given)")
+    old = dict(zip(_POSITIONAL, positional))
+    by_position = list(old)
+    for name, value in flat.items():
+        if name not in FLAT:
+            raise TypeError(f"Loader() got an unexpected keyword argument {name!r}")
+        if name in old:
+            raise TypeError(f"Loader() got multiple values for argument {name!r}")
+        old[name] = value
+    values = dict(given)
+    for name in ("order", "indices", "num_threads", "device"):  # now keyword-only, once positional
+        if name in old:
+            if values[name] is not None:
+                raise TypeError(f"Loader() got multiple values for argument {name!r}")
+            values[name] = old.pop(name)
+    if isinstance(values["order"], str):  # the shorthand order="sequential" for Order("sequential")
+        values["order"] = Order(values["order"])
+        shorthand = True
+    else:
+        shorthand = False
+    news, spelled = [], set()
+    for group, kind in GROUPS.items():
+        fields = {field: old[name] for name, (to, field) in FLAT.items() if to == group and name in old}
+        names = ", ".join(f"{name}=" for name, (to, _) in FLAT.items() if to == group and name in old)
+        current = values[group]
+        if current is not None and not isinstance(current, kind):
+            raise ArgumentError(f"{group} must be a slipstream.{kind.__name__}"
+                                f"{' or one of ' + str(orders.ORDERS) if kind is Order else ''}, got {current!r}")
+        if fields and current is not None and not (group == "order" and shorthand):
+            raise ArgumentError(f"{names} and {group}= both given: {names} is the deprecated spelling of "
+                                f"{group}=slipstream.{kind.__name__}(...); pass {group}= only")
+        if fields:
+            current = dataclasses.replace(current, **fields) if current is not None else kind(**fields)
+            news.append(f"{group}={spell(current, list(fields))}")
+            spelled.add(group)
+        values[group] = current if current is not None else kind()
+    if old or by_position:
+        olds = [f"{name}=" for name in flat]
+        if by_position:
+            olds.append(f"{', '.join(by_position)} by position")
+            news += [f"{name}= by keyword" for name in by_position if name not in FLAT and name not in spelled]
+        one = len(olds) == 1 and len(flat) + len(by_position) == 1
+        warnings.warn(f"{', '.join(olds)} {'is' if one else 'are'} deprecated (removed in the "
+                      f"next release): pass {', '.join(news)}", DeprecationWarning, stacklevel=3)
+    return values
 
 
 def _device(device: Any) -> Any:

@@ -178,7 +178,7 @@ class PagePool:
             need = sum(last - first + 1 for first, last in units)
             if need > self.capacity:
                 raise ArgumentError(f"batch {b} needs {need} pages but the page pool holds {self.capacity}: "
-                                    f"use a larger pool (pool_pages=) or a smaller batch")
+                                    f"use a larger pool (memory=slipstream.Memory(pool_pages=...)) or a smaller batch")
             self._plan.append(sorted(units))
             self._locations.append(locations)
             for unit in units:
@@ -251,7 +251,8 @@ class PagePool:
             victims = [u for u in self._loaded if u not in keep]
             if not victims:
                 raise ArgumentError(f"the page pool ({self.capacity} slots) cannot hold batch {batch}'s pages "
-                                    f"in consecutive slots; use a larger pool (pool_pages=)")
+                                    f"in consecutive slots; use a larger pool "
+                                    f"(memory=slipstream.Memory(pool_pages=...))")
             never = [u for u in victims if self._next_use(u, batch) < 0]
             victim = never[0] if never else max(victims, key=lambda u: self._next_use(u, batch))
             self._evict(victim)

@@ -79,7 +79,8 @@ class StagedMemory:
                 total += int(np.sum(-(-sizes // ALLOCATION_ALIGNMENT) * ALLOCATION_ALIGNMENT))
             if total > self.storage.size:
                 raise ArgumentError(f"batch {b} has {total:,} bytes of values but the staging buffer holds "
-                                    f"{self.storage.size:,}: pass a larger pool_pages, or a smaller batch")
+                                    f"{self.storage.size:,}: pass a larger pool "
+                                    f"(memory=slipstream.Memory(pool_pages=...)), or a smaller batch")
             self._values.append(fields)
             self._pages.append(covered_pages({f: value_pages(self.reader, f, indices) for f in fields}))
             self._need.append(total)
@@ -167,7 +168,7 @@ class StagedMemory:
             if not wait_for_room:
                 return False
             raise ArgumentError(f"the staging buffer ({self.storage.size:,} bytes) cannot hold batch {batch}'s "
-                                f"values: pass a larger pool_pages")
+                                f"values: pass a larger pool (memory=slipstream.Memory(pool_pages=...))")
         self._ring.append((batch, start, start + self._need[batch]))
         for page in self._pages[batch]:
             self._request(page)

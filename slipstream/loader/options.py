@@ -1,0 +1,211 @@
+"""The loader's option groups: frozen, validated descriptions of how a
+:class:`slipstream.Loader` orders, shards and holds its data.
+
+Each group says what it is and checks its own fields when it is made, so a
+wrong value fails where it is written, not when the loader starts.  The
+groups describe; the loader and its parts (orders, memory managers, the
+epoch iterator) are what run.  Object-store options are the fourth group,
+:class:`slipstream.Remote`.
+
+Example::
+
+    loader = slipstream.Loader(
+        "train.slip", 256, pipelines,
+        order=slipstream.Order("quasi_random", seed=1, window_pages=16),
+        sharding=slipstream.Sharding(drop_last=True),      # ranks from torch.distributed
+        memory=slipstream.Memory(os_cache=False, pool_pages=64),
+    )
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from typing import Any
+
+from slipstream.errors import ArgumentError
+from slipstream.loader.orders import DEFAULT_WINDOW_PAGES, ORDERS
+
+
+def _integer(value: Any, name: str, least: int) -> int:
+    """``value`` as an int of at least ``least`` (numpy integers included; no bools, no floats)."""
+    try:
+        number = operator.index(value)
+    except TypeError:
+        number = None
+    if number is None or isinstance(value, bool) or number < least:
+        kind = {0: "a non-negative integer", 1: "a positive integer"}.get(least, "an integer")
+        raise ArgumentError(f"{name} must be {kind}, got {value!r}")
+    return int(number)
+
+
+def _flag(value: Any, name: str, none: bool = False) -> None:
+    if not (isinstance(value, bool) or (none and value is None)):
+        raise ArgumentError(f"{name} must be True{', False or None' if none else ' or False'}, got {value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Order:
+    """Which samples an epoch visits in what sequence, and the seed of its
+    randomness (see :mod:`slipstream.loader.orders`).
+
+    An epoch's order depends only on these fields, the epoch and the
+    dataset's layout, so every run, rank and resume agrees on it.
+
+    Attributes:
+        kind: ``"random"`` (a permutation per epoch), ``"sequential"``
+            (dataset order) or ``"quasi_random"`` (pages shuffled, then the
+            samples within windows of ``window_pages`` pages: bounded
+            memory when the file is not mapped).
+        seed: seed of the order and of every random operation of the
+            pipelines.
+        window_pages: pages shuffled together by ``"quasi_random"``.
+    """
+
+    kind: str = "random"
+    seed: int = 0
+    window_pages: int = DEFAULT_WINDOW_PAGES
+
+    def __post_init__(self) -> None:
+        if self.kind not in ORDERS:
+            raise ArgumentError(f"order must be one of {ORDERS}, got {self.kind!r}")
+        object.__setattr__(self, "seed", _integer(self.seed, "seed", -2**63))
+        object.__setattr__(self, "window_pages", _integer(self.window_pages, "window_pages", 1))
+
+
+@dataclasses.dataclass(frozen=True)
+class Sharding:
+    """How an epoch's order is shared among ranks and cut into batches.
+
+    Every rank computes the same epoch order and takes its contiguous
+    block, so that a resumed job can share what is left among another
+    number of ranks (see :meth:`slipstream.Loader.load_state_dict`).
+
+    Attributes:
+        distributed: shard among ranks.  ``None`` (default): when ``rank``
+            and ``world_size`` are given, or when ``torch.distributed`` is
+            initialised with more than one process.  ``False``: every rank
+            loads everything.
+        rank, world_size: this process's rank and the number of ranks
+            (default: ``torch.distributed``'s).
+        drop_last: drop the last, incomplete batch, and the samples that do
+            not divide evenly among the ranks (by default they are padded by
+            repeating the first samples of the order, as torch's
+            ``DistributedSampler`` does).
+    """
+
+    distributed: bool | None = None
+    rank: int | None = None
+    world_size: int | None = None
+    drop_last: bool = False
+
+    def __post_init__(self) -> None:
+        _flag(self.distributed, "distributed", none=True)
+        _flag(self.drop_last, "drop_last")
+        if self.rank is not None:
+            object.__setattr__(self, "rank", _integer(self.rank, "rank", 0))
+        if self.world_size is not None:
+            object.__setattr__(self, "world_size", _integer(self.world_size, "world_size", 1))
+        if self.rank is not None and self.world_size is not None and self.rank >= self.world_size:
+            raise ArgumentError(f"rank {self.rank} is not in [0, {self.world_size})")
+
+    def resolve(self) -> Sharding:
+        """This sharding with ``distributed``, ``rank`` and ``world_size``
+        filled in (from ``torch.distributed`` where not given): what a
+        loader made now runs."""
+        import torch.distributed as dist
+
+        initialized = dist.is_available() and dist.is_initialized()
+        distributed = self.distributed
+        if distributed is None:
+            given = self.rank is not None and self.world_size is not None
+            distributed = given or (initialized and dist.get_world_size() > 1)
+        if not distributed:
+            return dataclasses.replace(self, distributed=False, rank=0, world_size=1)
+        rank, world_size = self.rank, self.world_size
+        if rank is None or world_size is None:
+            if not initialized:
+                raise ArgumentError("distributed=True needs torch.distributed initialised, or rank and world_size")
+            rank = dist.get_rank() if rank is None else rank
+            world_size = dist.get_world_size() if world_size is None else world_size
+        return dataclasses.replace(self, distributed=True, rank=rank, world_size=world_size)
+
+
+@dataclasses.dataclass(frozen=True)
+class Memory:
+    """How the bytes of upcoming batches are held (see
+    :mod:`slipstream.loader.memory` and :mod:`slipstream.loader.staging`).
+
+    Attributes:
+        os_cache: map the file and let the operating system cache its pages
+            (default: one copy for every process of the machine); ``False``
+            reads the pages the batches need into a bounded pool.  A sharded
+            or remote dataset always stages the values of upcoming batches
+            into a bounded buffer.
+        pool_pages: pages of the ``os_cache=False`` pool, or of the staging
+            buffer of a sharded dataset (default: 256 MiB worth).
+        batches_ahead: batches prepared while the training step runs; a
+            batch's memory is reused ``batches_ahead + 2`` batches later.
+    """
+
+    os_cache: bool = True
+    pool_pages: int | None = None
+    batches_ahead: int = 3
+
+    def __post_init__(self) -> None:
+        _flag(self.os_cache, "os_cache")
+        if self.pool_pages is not None:
+            object.__setattr__(self, "pool_pages", _integer(self.pool_pages, "pool_pages", 1))
+        try:
+            ahead = operator.index(self.batches_ahead)
+        except TypeError:
+            raise ArgumentError(f"batches_ahead must be an integer, got {self.batches_ahead!r}") from None
+        if ahead < 1:
+            raise ArgumentError(f"batches_ahead must be at least 1, got {self.batches_ahead}")
+        object.__setattr__(self, "batches_ahead", int(ahead))
+
+
+@dataclasses.dataclass(frozen=True)
+class LoaderOptions:
+    """The option groups a loader runs with (``Loader.options``): those
+    it was given, the deprecated flat keywords folded in, with the
+    sharding resolved (``rank`` and ``world_size`` filled in).  Another
+    loader takes them as they are: ``Loader(path, 256, pipelines,
+    **vars(loader.options))``.
+
+    Attributes:
+        order: the :class:`Order`.
+        sharding: the resolved :class:`Sharding`.
+        memory: the :class:`Memory`.
+        remote: the :class:`slipstream.Remote`, or None.
+    """
+
+    order: Order
+    sharding: Sharding
+    memory: Memory
+    remote: Any = None
+
+
+GROUPS: dict[str, type] = {"order": Order, "sharding": Sharding, "memory": Memory}
+"""Loader keyword -> the option group it takes."""
+
+FLAT: dict[str, tuple[str, str]] = {
+    "seed": ("order", "seed"), "window_pages": ("order", "window_pages"),
+    "drop_last": ("sharding", "drop_last"), "distributed": ("sharding", "distributed"),
+    "rank": ("sharding", "rank"), "world_size": ("sharding", "world_size"),
+    "os_cache": ("memory", "os_cache"), "pool_pages": ("memory", "pool_pages"),
+    "batches_ahead": ("memory", "batches_ahead"),
+}
+"""The loader's deprecated flat keywords -> (group keyword, field)."""
+
+
+def spell(group: Any, fields: list[str]) -> str:
+    """How ``group`` is written, naming ``fields`` (an Order's kind always,
+    by position): the new spelling a deprecation message shows."""
+    shown = [f"{name}={getattr(group, name)!r}" for name in fields if name != "kind"]
+    if isinstance(group, Order):
+        shown.insert(0, repr(group.kind))
+    return f"slipstream.{type(group).__name__}({', '.join(shown)})"
+
+
+__all__ = ["LoaderOptions", "Memory", "Order", "Sharding"]

@@ -1,0 +1,227 @@
+"""The loader's option groups (Order, Sharding, Memory): their validation,
+the deprecated flat keywords they replace, and the boundary between the
+loader and its epoch iterator (an EpochPlan and a callback)."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import warnings
+
+import numpy as np
+import pytest
+
+import slipstream as ss
+from slipstream.compiler import Pipeline
+from slipstream.fields.decoders import DecodeSource
+from slipstream.loader import EpochIterator, EpochPlan, LoaderOptions, MappedMemory, iterator
+from slipstream.loader import loader as loader_module
+from slipstream.loader.iterator import FailureLog
+from slipstream.loader.outputs import resolve_outputs
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    """97 samples of a raw 8x6 image and a label, on 4 KiB pages."""
+    rng = np.random.default_rng(1)
+    images = rng.integers(0, 256, (97, 8, 6, 3), dtype=np.uint8)
+    fields = {"image": ss.RGBImageField(write_mode="raw"), "label": ss.IntField()}
+    path = tmp_path_factory.mktemp("options") / "data.slip"
+    ss.write(path, [(images[i], i) for i in range(len(images))], fields, workers=0, page_size=4096, verbose=False)
+    return path
+
+
+def batches_of(loader: ss.Loader, epochs: int = 2) -> list[list[np.ndarray]]:
+    with loader:
+        return [[value.numpy().copy() for value in batch] for _ in range(epochs) for batch in loader]
+
+
+def loader_quietly(*args, **kwargs) -> ss.Loader:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return ss.Loader(*args, **kwargs)
+
+
+def assert_same(a: list[list[np.ndarray]], b: list[list[np.ndarray]]) -> None:
+    assert len(a) == len(b)
+    for one, other in zip(a, b):
+        for x, y in zip(one, other, strict=True):
+            np.testing.assert_array_equal(x, y)
+
+
+# ---------------------------------------------------------------- the groups
+
+
+def test_the_groups_are_exported_frozen_and_have_defaults():
+    assert ss.Order is ss.loader.Order and ss.Sharding is ss.loader.Sharding and ss.Memory is ss.loader.Memory
+    assert ss.Order() == ss.Order("random", seed=0, window_pages=8)
+    assert ss.Sharding() == ss.Sharding(distributed=None, rank=None, world_size=None, drop_last=False)
+    assert ss.Memory() == ss.Memory(os_cache=True, pool_pages=None, batches_ahead=3)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ss.Order().seed = 1
+    assert ss.Order(seed=np.int64(7)).seed == 7 and type(ss.Order(seed=np.int64(7)).seed) is int
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: ss.Order("shuffled"), r"order must be one of \(.sequential., .random., .quasi_random.\), got .shuffled."),
+    (lambda: ss.Order(seed=1.5), "seed must be an integer, got 1.5"),
+    (lambda: ss.Order("quasi_random", window_pages=0), "window_pages must be a positive integer, got 0"),
+    (lambda: ss.Sharding(rank=2, world_size=2), r"rank 2 is not in \[0, 2\)"),
+    (lambda: ss.Sharding(rank=-1), "rank must be a non-negative integer, got -1"),
+    (lambda: ss.Sharding(world_size=0), "world_size must be a positive integer, got 0"),
+    (lambda: ss.Sharding(drop_last="yes"), "drop_last must be True or False, got 'yes'"),
+    (lambda: ss.Sharding(distributed=1), "distributed must be True, False or None, got 1"),
+    (lambda: ss.Memory(batches_ahead=0), "batches_ahead must be at least 1, got 0"),
+    (lambda: ss.Memory(pool_pages=0), "pool_pages must be a positive integer, got 0"),
+    (lambda: ss.Memory(os_cache=None), "os_cache must be True or False, got None"),
+])
+def test_each_group_validates_its_fields(make, message):
+    with pytest.raises(ss.ArgumentError, match=message):
+        make()
+
+
+def test_sharding_resolves_ranks():
+    assert ss.Sharding().resolve() == ss.Sharding(distributed=False, rank=0, world_size=1)
+    assert ss.Sharding(rank=1, world_size=3, drop_last=True).resolve() == ss.Sharding(True, 1, 3, True)
+    assert ss.Sharding(False, rank=1, world_size=3).resolve() == ss.Sharding(False, 0, 1)
+    with pytest.raises(ss.ArgumentError, match="distributed=True needs torch.distributed initialised"):
+        ss.Sharding(distributed=True).resolve()
+
+
+# ---------------------------------------------------------------- the loader
+
+
+@pytest.mark.parametrize("kind", ["sequential", "random", "quasi_random"])
+def test_grouped_options_give_the_batches_of_the_flat_keywords(dataset, kind):
+    flat = loader_quietly(dataset, 10, order=kind, seed=5, drop_last=True, os_cache=False, pool_pages=8,
+                          batches_ahead=2, window_pages=2, distributed=True, rank=1, world_size=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        grouped = ss.Loader(dataset, 10, order=ss.Order(kind, seed=5, window_pages=2),
+                            sharding=ss.Sharding(rank=1, world_size=2, drop_last=True),
+                            memory=ss.Memory(os_cache=False, pool_pages=8, batches_ahead=2))
+    assert flat.options == grouped.options
+    assert isinstance(grouped.memory, ss.loader.PagePool) and grouped.compiled.slots == 4
+    assert (grouped.order, grouped.seed, grouped.window_pages) == (kind, 5, 2)
+    assert (grouped.rank, grouped.world_size, grouped.drop_last, grouped.batches_ahead) == (1, 2, True, 2)
+    assert len(grouped) == len(flat) == 4
+    assert_same(batches_of(flat), batches_of(grouped))
+
+
+def test_the_order_shorthand_and_positional_arguments(dataset):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)  # a kind alone is no deprecated spelling
+        short = ss.Loader(dataset, 16, order="quasi_random")
+    assert short.options.order == ss.Order("quasi_random")
+    with pytest.warns(DeprecationWarning) as caught:
+        positional = ss.Loader(dataset, 16, None, "quasi_random", 0, None, False, 3)
+    assert len(caught) == 1
+    assert str(caught[0].message) == ("order, seed, indices, drop_last, batches_ahead by position are deprecated "
+                                      "(removed in the next release): pass order=slipstream.Order('quasi_random', "
+                                      "seed=0), sharding=slipstream.Sharding(drop_last=False), "
+                                      "memory=slipstream.Memory(batches_ahead=3), indices= by keyword")
+    assert positional.options == short.options
+    assert_same(batches_of(short), batches_of(positional))
+
+
+def test_flat_keywords_warn_once_naming_the_new_spelling(dataset):
+    with pytest.warns(DeprecationWarning) as caught:
+        loader = ss.Loader(dataset, 16, order="random", seed=0)
+    assert [str(w.message) for w in caught] == [
+        "seed= is deprecated (removed in the next release): pass order=slipstream.Order('random', seed=0)"]
+    assert caught[0].filename == __file__  # points at the caller
+    with pytest.warns(DeprecationWarning) as caught:
+        ss.Loader(dataset, 16, seed=3, drop_last=True, os_cache=False, rank=0, world_size=1)
+    assert len(caught) == 1
+    message = str(caught[0].message)
+    assert message.startswith("seed=, drop_last=, os_cache=, rank=, world_size= are deprecated")
+    assert message.endswith("pass order=slipstream.Order('random', seed=3), sharding=slipstream.Sharding("
+                            "drop_last=True, rank=0, world_size=1), memory=slipstream.Memory(os_cache=False)")
+    loader.close()
+
+
+@pytest.mark.parametrize("flat, group", [
+    ({"seed": 1}, {"order": ss.Order("random")}),
+    ({"window_pages": 2}, {"order": ss.Order("quasi_random")}),
+    ({"drop_last": True}, {"sharding": ss.Sharding()}),
+    ({"rank": 0, "world_size": 2}, {"sharding": ss.Sharding(drop_last=True)}),
+    ({"batches_ahead": 2, "os_cache": False}, {"memory": ss.Memory()}),
+])
+def test_a_flat_keyword_and_its_group_together_are_refused(dataset, flat, group):
+    name = next(iter(group))
+    with pytest.raises(ss.ArgumentError, match=rf"and {name}= both given: .* is the deprecated spelling of "
+                                               rf"{name}=slipstream\.\w+\(\.\.\.\); pass {name}= only"):
+        ss.Loader(dataset, 16, **flat, **group)
+
+
+def test_the_loader_keeps_its_messages(dataset):
+    with pytest.raises(ss.ArgumentError, match=r"order must be one of .*, got 'shuffled'"):
+        ss.Loader(dataset, 16, order="shuffled")
+    with pytest.raises(ss.ArgumentError, match="batches_ahead must be at least 1, got 0"):
+        loader_quietly(dataset, 16, batches_ahead=0)
+    with pytest.raises(ss.ArgumentError, match=r"rank 3 is not in \[0, 2\)"):
+        loader_quietly(dataset, 16, distributed=True, rank=3, world_size=2)
+    with pytest.raises(ss.ArgumentError, match="memory must be a slipstream.Memory, got 3"):
+        ss.Loader(dataset, 16, memory=3)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'shuffle'"):
+        ss.Loader(dataset, 16, shuffle=True)
+    with pytest.raises(TypeError, match="multiple values for argument 'order'"):
+        ss.Loader(dataset, 16, None, "random", order="random")
+
+
+def test_the_options_rebuild_an_equal_loader_and_its_state_dict_is_unchanged(dataset):
+    loader = ss.Loader(dataset, 16, order=ss.Order("random", seed=4), sharding=ss.Sharding(drop_last=True))
+    assert isinstance(loader.options, LoaderOptions)
+    again = ss.Loader(dataset, 16, **vars(loader.options))
+    assert again.options == loader.options
+    assert set(loader.state_dict()) == {"epoch", "batch", "seed", "order", "batch_size", "world_size", "rank",
+                                        "samples", "drop_last", "segments"}
+    assert loader.state_dict()["order"] == "random" and loader.state_dict()["seed"] == 4
+    other = ss.Loader(dataset, 16, order=ss.Order("random", seed=5), sharding=ss.Sharding(drop_last=True))
+    with pytest.raises(ss.ArgumentError, match="cannot resume: the state has seed=4, this loader 5"):
+        other.load_state_dict(loader.state_dict())
+    for one in (loader, again, other):
+        one.close()
+
+
+# ---------------------------------------------------------------- loader and iterator
+
+
+def test_an_epoch_iterator_runs_from_a_plan_without_any_loader(dataset):
+    """The iterator reads a frozen EpochPlan and calls back on_end: built
+    here from the parts alone, it gives the loader's batches."""
+    loader = ss.Loader(dataset, 16, order=ss.Order("random", seed=2))
+    expected = [[value.numpy().copy() for value in batch] for batch in loader]
+    reader = ss.Reader(dataset)
+    memory = MappedMemory(reader)
+    source = DecodeSource(reader, memory.storage)
+    compiled = Pipeline(resolve_outputs({}, reader.fields, source, reader.path)).compile(16, seed=2, slots=4,
+                                                                                         verbose=False)
+    plan = EpochPlan(epoch=0, batches=tuple(loader.epoch_batches(0)), first_batch=0, pipeline=compiled,
+                     memory=memory, source=source, reader=reader, names=("image", "label"), as_dict=False,
+                     device=None, num_threads=None, on_error="raise", failures=FailureLog(), batches_ahead=2)
+    ended = []
+    it = EpochIterator(plan, on_end=ended.append)
+    got = [[value.numpy().copy() for value in batch] for batch in it]
+    assert ended == [it] and it.closed and it.position == len(expected)
+    assert_same(expected, got)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.epoch = 1
+    loader.close()
+    reader.close()
+
+
+def test_loader_and_iterator_touch_no_private_attribute_of_each_other():
+    """In loader.py and iterator.py, a private attribute (``x._name``) is
+    only ever read on ``self``: everything else crosses through the plan,
+    the callback, ``position`` and ``closed``."""
+    for module in (loader_module, iterator):
+        tree = ast.parse(inspect.getsource(module))
+        foreign = [(module.__name__, node.lineno, ast.unparse(node)) for node in ast.walk(tree)
+                   if isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                   and not node.attr.startswith("__")
+                   and not (isinstance(node.value, ast.Name) and node.value.id == "self")]
+        assert foreign == []
+    assert "_Work" not in vars(iterator)
+    assert list(inspect.signature(EpochIterator).parameters) == ["plan", "on_end"]
