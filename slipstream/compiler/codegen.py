@@ -197,6 +197,9 @@ class _Context(EmitContext):
         if not self._is_here(node):
             raise PipelineError(f"{node.describe()}'s output {name!r} is read outside its stage; read it through "
                                 f"a RefNode, which runs in the stage of the node it reads")
+        if symbols.buffer(node.id, node.output_position(name)) in self.scratch:
+            raise PipelineError(f"{node.describe()}'s output {name!r} is read for the whole batch, but it is "
+                                f"per-thread memory, since no output reads it; read it through a RefNode")
         return self.batch_outs(node)[node.output_position(name)]
 
     def inputs(self, node: Node) -> list[ast.expr]:
@@ -320,9 +323,8 @@ def _scratch_buffers(ctx: _Context, nodes: list[Node], returns: list[Node]) -> s
         if (node.kind is Kind.BATCH and node.parent is not None and node.parent.stage == ctx.stage
                 and node.parent.kind is not Kind.BATCH):
             kept.add(ctx.holder(node.parent))
-    # named outputs are read by references anywhere, so they are never per thread
     return {symbols.buffer(node.id, k) for node in nodes if node.kind is Kind.SAMPLE
-            for k, memory in enumerate(node.allocations) if memory.name is None and (node, k) not in kept}
+            for k in range(len(node.allocations)) if (node, k) not in kept}
 
 
 def _line_map(tree: ast.Module, source: str, emitted: list[tuple[Node, list[ast.stmt]]]) -> dict[int, Node]:
