@@ -152,7 +152,7 @@ class RandomBrightness(Operation):
 class NormalizeFloat16(Operation):
     def declare(self, state):
         h, w, c = state.shape
-        return State(jit=True, shape=(c, h, w), dtype=np.float16), Allocation((c, h, w), np.float16)
+        return State(shape=(c, h, w), dtype=np.float16), Allocation((c, h, w), np.float16)
 
     def generate_code(self):
         mean, std = MEAN.copy(), STD.copy()

@@ -77,7 +77,7 @@ class _FullDecoder(Decoder):
     def declare(self, state):
         records = self.source.reader.metadata[self.field]
         shape = (int(records["height"].max()), int(records["width"].max()), 3)
-        return State(jit=True, shape=shape, dtype=np.uint8), Allocation(shape, np.uint8)
+        return State(shape=shape, dtype=np.uint8), Allocation(shape, np.uint8)
 
     def generate_code(self):
         decode = native.slip_jpeg_decode

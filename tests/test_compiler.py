@@ -140,7 +140,7 @@ class ToFloat16(Operation):
 
     def declare(self, state):
         h, w, c = state.shape
-        return State(jit=True, shape=(c, h, w), dtype=np.float16), Allocation((c, h, w), np.float16)
+        return State(shape=(c, h, w), dtype=np.float16), Allocation((c, h, w), np.float16)
 
     def generate_code(self):
         mean = np.full(3, self.mean)
@@ -160,7 +160,7 @@ class DrawUniform(Operation):
     """Replace the sample by one random float (a per-sample parameter)."""
 
     def declare(self, state):
-        return State(jit=True, shape=(), dtype=np.float64), Allocation((), np.float64)
+        return State(shape=(), dtype=np.float64), Allocation((), np.float64)
 
     def generate_code(self):
         uniform = rnd.uniform
@@ -258,8 +258,9 @@ def test_conversions_and_device_moves_form_a_torch_stage():
                          torch.nn.Flatten()]).compile(4)
     assert [s.jit for s in compiled.sources] == [True, False]
     states = [n.state for n in compiled.graph.pipelines["output"]]
-    assert [(s.jit, s.dtype, s.device) for s in states[2:]] == [
-        (False, torch.float32, "cpu"), (False, torch.float32, "cpu"), (False, torch.float32, "cpu")]
+    assert [(s.tensor, s.dtype, s.device) for s in states[2:]] == [
+        (True, torch.float32, "cpu"), (True, torch.float32, "cpu"), (True, torch.float32, "cpu")]
+    assert not states[1].tensor
     assert states[-1].shape == (8 * 8 * 3,)
     out = compiled(np.array([3, 1, 4]))
     assert isinstance(out, torch.Tensor) and out.dtype == torch.float32
@@ -524,3 +525,7 @@ def test_the_booleans_that_kind_replaces_still_place_an_operation_with_a_depreca
             jit = False
 
     assert LegacyTorch.kind is Kind.TORCH and not LegacyTorch().jit
+    with pytest.warns(DeprecationWarning, match=r"State\(jit=\.\.\.\) is deprecated and ignored"):
+        legacy_state = State(jit=True, shape=(2,), dtype=np.uint8)
+    assert legacy_state == State(shape=(2,), dtype=np.uint8) and legacy_state.describe() == (
+        "an array of shape (2,) and dtype uint8")

@@ -268,7 +268,7 @@ class RefNode(Node):
         if not self.target.kind.compiled:
             raise ValueError(f"{self.target.describe()} runs in torch, where operations have no named outputs")
         memory = self.target.allocations[self.target.output_position(self.output)]
-        return State(jit=True, shape=memory.shape, dtype=memory.dtype, device=memory.device), ()
+        return State(shape=memory.shape, dtype=memory.dtype, device=memory.device), ()
 
     def _read(self, ctx: EmitContext, batch: bool) -> ast.expr:
         if self.output is not None:

@@ -157,7 +157,7 @@ class TorchOperation(Operation):
             probe = self.fn(torch.zeros((1, *state.shape), dtype=torch_dtype(state.dtype), device=state.device))
         if not isinstance(probe, torch.Tensor):
             raise TypeError(f"returns {type(probe).__name__}, not a torch.Tensor")
-        return State(jit=False, shape=tuple(probe.shape[1:]), dtype=probe.dtype, device=str(probe.device)), None
+        return State(shape=tuple(probe.shape[1:]), dtype=probe.dtype, device=str(probe.device)), None
 
     def generate_code(self) -> Callable[..., Any]:
         return self.fn

@@ -41,7 +41,7 @@ class ArraySource(Decoder):
 
     def declare(self, state: State | None) -> tuple[State, Allocation]:
         shape = self.array.shape[1:]
-        return State(jit=True, shape=shape, dtype=self.array.dtype), Allocation(shape, self.array.dtype)
+        return State(shape=shape, dtype=self.array.dtype), Allocation(shape, self.array.dtype)
 
     def generate_code(self):
         from slipstream.compiler.codegen import copy_sample

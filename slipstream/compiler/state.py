@@ -4,6 +4,7 @@ memory an operation asks for."""
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Any
 
 import numpy as np
@@ -25,25 +26,38 @@ def _normalize_fields(obj: Any) -> None:
         raise ValueError(f"shape {obj.shape} has a negative dimension")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, init=False)
 class State:
     """The output of a pipeline node, per sample.
 
+    Whether the value is a NumPy array (made by compiled code) or a torch
+    tensor follows from the kind of the operation that makes it
+    (:class:`~slipstream.compiler.Kind`), not from the state.
+
     Attributes:
-        jit: True when the value is produced by compiled (Numba) code as a
-            NumPy array; False when it is a torch tensor handled in Python.
         shape: per-sample shape (the batch dimension is not included).
-        dtype: NumPy dtype for jit values, torch dtype otherwise.
+        dtype: a NumPy dtype for the values of compiled code, a torch dtype
+            for those of torch operations.
         device: where the value lives: ``"cpu"`` or a torch device string.
     """
 
-    jit: bool
     shape: tuple[int, ...]
     dtype: Any
     device: str = "cpu"
 
-    def __post_init__(self) -> None:
+    def __init__(self, shape: tuple[int, ...], dtype: Any, device: str = "cpu", *, jit: bool | None = None) -> None:
+        if jit is not None:  # the flag of earlier releases, which the operation's kind replaces
+            warnings.warn("State(jit=...) is deprecated and ignored: whether a value is an array or a tensor "
+                          "follows from the kind of the operation that makes it", DeprecationWarning, stacklevel=2)
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "dtype", dtype)
+        object.__setattr__(self, "device", device)
         _normalize_fields(self)
+
+    @property
+    def tensor(self) -> bool:
+        """Whether the value is a torch tensor (its dtype is a torch dtype)."""
+        return not isinstance(self.dtype, np.dtype)
 
     def replace(self, **changes: Any) -> State:
         """A copy with some fields changed."""
@@ -54,8 +68,8 @@ class State:
         and dtype uint8"), or ``compact`` for drawings ("array (32, 32, 3) uint8")."""
         where = "" if self.device == "cpu" else f" on {self.device}"
         if compact:
-            return f"{'array' if self.jit else 'tensor'} {self.shape} {str(self.dtype).replace('torch.', '')}{where}"
-        return f"{'an array' if self.jit else 'a tensor'} of shape {self.shape} and dtype {self.dtype}{where}"
+            return f"{'tensor' if self.tensor else 'array'} {self.shape} {str(self.dtype).replace('torch.', '')}{where}"
+        return f"{'a tensor' if self.tensor else 'an array'} of shape {self.shape} and dtype {self.dtype}{where}"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -104,7 +104,7 @@ class NDArrayDecoder(Decoder):
         return (self.source.storage, self.source.offsets(self.field))
 
     def declare(self, state: State | None) -> tuple[State, Allocation]:
-        return State(jit=True, shape=self.shape, dtype=self.dtype), Allocation(self.shape, self.dtype)
+        return State(shape=self.shape, dtype=self.dtype), Allocation(self.shape, self.dtype)
 
     def generate_code(self):
         nbytes = uint64(np.dtype(self.dtype).itemsize * int(np.prod(self.shape, dtype=np.int64)))
@@ -185,7 +185,7 @@ class ImageFieldDecoder(Decoder):
 
     def declare(self, state: State | None) -> tuple[State, Allocation]:
         shape = (*self.size, 3)
-        return State(jit=True, shape=shape, dtype=np.uint8), Allocation(shape, np.uint8)
+        return State(shape=shape, dtype=np.uint8), Allocation(shape, np.uint8)
 
     def sample_decoder(self, from_pixels: SampleDecode, from_jpeg: SampleDecode) -> Callable[..., Any]:
         """:func:`sample_decoder` over these two functions, counting decode
@@ -251,7 +251,7 @@ class SampleIndex(Decoder):
     """The sample's dataset index, for fields decoded in Python later."""
 
     def declare(self, state: State | None) -> tuple[State, Allocation]:
-        return State(jit=True, shape=(), dtype=np.int64), Allocation((), np.int64)
+        return State(shape=(), dtype=np.int64), Allocation((), np.int64)
 
     def generate_code(self):
         def read(index, out, key):
@@ -271,7 +271,7 @@ class ReadValues(Operation):
     kind: ClassVar[Kind] = Kind.TORCH
 
     def declare(self, state: State) -> tuple[State, None]:
-        return State(jit=False, shape=(), dtype=np.dtype(object)), None
+        return State(shape=(), dtype=np.dtype(object)), None
 
     def generate_code(self):
         reader, field = self.reader, self.field
@@ -303,7 +303,7 @@ class StoredBytesDecoder(Decoder):
 
     def declare(self, state: State | None) -> tuple[State, Allocation]:
         shape = (int(self.max_size),)
-        return State(jit=True, shape=shape, dtype=np.uint8), Allocation(shape, np.uint8)
+        return State(shape=shape, dtype=np.uint8), Allocation(shape, np.uint8)
 
     def generate_code(self):
         too_long = np.int32(native.Status.EBUFFER)

@@ -147,7 +147,7 @@ class _MixLabelsOp(Operation):
     def declare(self, state: State):
         if state.shape != () or np.dtype(state.dtype).kind not in "iu":
             raise ValueError(f"MixLabels takes integer class labels, one per sample, got {state.shape} {state.dtype}")
-        return State(jit=True, shape=(self.num_classes,), dtype=np.float32), Allocation((self.num_classes,),
+        return State(shape=(self.num_classes,), dtype=np.float32), Allocation((self.num_classes,),
                                                                                          np.float32)
 
     def generate_code(self):

@@ -72,7 +72,7 @@ class MultiCropDecoder(ImageFieldDecoder):
         largest = (int(records["height"].max()), int(records["width"].max())) if len(records) else (1, 1)
         total = sum(offset_size[1] for offset_size in crop_layout(self.sizes))
         crops = [Allocation((side, side, 3), np.uint8, name=f"crop_{k}") for k, side in enumerate(self.sizes)]
-        return State(jit=True, shape=crops[0].shape, dtype=np.uint8), [
+        return State(shape=crops[0].shape, dtype=np.uint8), [
             *crops,
             Allocation((total,), np.uint8),  # the crops packed one after another, as decoded (per thread)
             Allocation((*largest, 3), np.uint8),  # the decoded union of the regions (per thread)

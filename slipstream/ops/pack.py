@@ -48,7 +48,7 @@ class Normalize(Operation, Foldable):
         if len(state.shape) != 3 or state.shape[2] != 3 or state.dtype != np.uint8:
             raise ValueError(f"Normalize takes (height, width, 3) uint8 images, got {state.shape} {state.dtype}")
         h, w, c = state.shape
-        return State(jit=True, shape=(c, h, w), dtype=self.dtype), Allocation((c, h, w), self.dtype)
+        return State(shape=(c, h, w), dtype=self.dtype), Allocation((c, h, w), self.dtype)
 
     def fold(self, following: Any) -> Any:
         """``ToTensor()`` then ``Normalize(mean, std)``: one pass."""

@@ -32,7 +32,7 @@ class Convert(Operation):
         object.__setattr__(self, "dtype", torch_dtype(self.dtype))
 
     def declare(self, state: State) -> Declared:
-        return State(jit=False, shape=state.shape, dtype=self.dtype, device=state.device), None
+        return State(shape=state.shape, dtype=self.dtype, device=state.device), None
 
     def generate_code(self) -> Callable[[Any], Any]:
         dtype = self.dtype
@@ -64,7 +64,7 @@ class ToDevice(Operation):
         object.__setattr__(self, "device", torch.device(self.device))
 
     def declare(self, state: State) -> Declared:
-        return State(jit=False, shape=state.shape, dtype=torch_dtype(state.dtype), device=str(self.device)), None
+        return State(shape=state.shape, dtype=torch_dtype(state.dtype), device=str(self.device)), None
 
     def generate_code(self) -> Callable[[Any], Any]:
         device, non_blocking = self.device, self.non_blocking
