@@ -25,7 +25,6 @@ operations.  Outside a pipeline, ``sample(x)`` draws from ``generator`` (a
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import torch
