@@ -187,20 +187,22 @@ class _Context(EmitContext):
         return [A.span(A.name(symbols.buffer(node.id, k).name), None, self.count)
                 for k in range(len(node.allocations))]
 
-    def output(self, node: Node, name: str) -> ast.expr:
+    def _output_position(self, node: Node, name: str) -> int:
+        """Which allocation of ``node`` (a node of this stage) is its output ``name``."""
         if not self._is_here(node):
             raise PipelineError(f"{node.describe()}'s output {name!r} is read outside its stage; read it through "
                                 f"a RefNode, which runs in the stage of the node it reads")
-        return self.outs(node)[node.output_position(name)]
+        return node.output_position(name)
+
+    def output(self, node: Node, name: str) -> ast.expr:
+        return self.outs(node)[self._output_position(node, name)]
 
     def batch_output(self, node: Node, name: str) -> ast.expr:
-        if not self._is_here(node):
-            raise PipelineError(f"{node.describe()}'s output {name!r} is read outside its stage; read it through "
-                                f"a RefNode, which runs in the stage of the node it reads")
-        if symbols.buffer(node.id, node.output_position(name)) in self.scratch:
+        position = self._output_position(node, name)
+        if symbols.buffer(node.id, position) in self.scratch:
             raise PipelineError(f"{node.describe()}'s output {name!r} is read for the whole batch, but it is "
                                 f"per-thread memory, since no output reads it; read it through a RefNode")
-        return self.batch_outs(node)[node.output_position(name)]
+        return self.batch_outs(node)[position]
 
     def inputs(self, node: Node) -> list[ast.expr]:
         return [A.name(symbols.input_array(node.id, k).name) for k in range(len(node.op.inputs()))]

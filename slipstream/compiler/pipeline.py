@@ -161,7 +161,8 @@ class CompiledPipeline:
         try:
             for k, (source, fn) in enumerate(zip(self.sources, self.functions)):
                 args = [self._argument(name, source, idx, n, epoch, slot, values) for name in source.params]
-                self._done[:n] = 0
+                if source.jit:
+                    self._done[:n] = 0
                 try:
                     results = fn(*args)
                 except numba.core.errors.NumbaError as exc:
@@ -208,7 +209,7 @@ class CompiledPipeline:
             if node is None:
                 return
             where = (f"sample {int(idx[trace[1]])}" if trace[1] >= 0 else
-                     f"the batch of samples {_shown(idx)}")
+                     f"the batch of samples {shown_indices(idx)}")
             raise OperationError(f"{node.describe()} in pipeline {node.pipeline!r} failed on {where}: "
                                  f"{type(cause).__name__}: {cause}") from cause
 
@@ -287,7 +288,7 @@ class CompiledPipeline:
         return "\n".join(lines)
 
 
-def _shown(indices: np.ndarray) -> str:
+def shown_indices(indices: np.ndarray) -> str:
     """The first sample indices of a batch, for messages."""
     return ", ".join(map(str, indices[:8].tolist())) + (", ..." if indices.size > 8 else "")
 

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from slipstream import native
+from slipstream.compiler.pipeline import shown_indices
 from slipstream.errors import DecodeError, OperationError, PipelineError, SampleWarning, SlipstreamError
 
 _END = object()
@@ -285,8 +286,7 @@ def _run(plan: EpochPlan, b: int, indices: np.ndarray) -> Any:
     except SlipstreamError:
         raise
     except Exception as exc:
-        shown = ", ".join(map(str, indices[:8].tolist())) + (", ..." if indices.size > 8 else "")
-        raise PipelineError(f"{where} (samples {shown}) failed: {type(exc).__name__}: {exc}") from exc
+        raise PipelineError(f"{where} (samples {shown_indices(indices)}) failed: {type(exc).__name__}: {exc}") from exc
 
 
 def _check_errors(plan: EpochPlan, indices: np.ndarray) -> np.ndarray | None:

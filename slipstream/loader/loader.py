@@ -140,7 +140,8 @@ class Loader:
     """
 
     def __init__(self, path_or_reader: Any, batch_size: int,
-                 pipelines: Mapping[str, Sequence[Any] | None] | None = None, *positional: Any, order: Order | str | None = None, sharding: Sharding | None = None,
+                 pipelines: Mapping[str, Sequence[Any] | None] | None = None, *positional: Any,
+                 order: Order | str | None = None, sharding: Sharding | None = None,
                  memory: Memory | None = None, remote: Remote | None = None, device: Any = None,
                  as_dict: bool = False, verbose: bool = True, on_error: str = "raise",
                  indices: Sequence[int] | None = None, num_threads: int | None = None, **flat: Any) -> None:
