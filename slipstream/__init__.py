@@ -27,6 +27,7 @@ from slipstream.fields import (  # noqa: E402
     IntField,
     JSONField,
     NDArrayField,
+    RaggedField,
     RGBImageField,
 )
 from slipstream.format import Reader, open_dataset  # noqa: E402
@@ -71,6 +72,7 @@ __all__ = [
     "Loader",
     "Memory",
     "NDArrayField",
+    "RaggedField",
     "NativeIOError",
     "Remote",
     "StorageError",

@@ -7,5 +7,7 @@ that :class:`slipstream.Reader` can rebuild the fields a file describes.
 from slipstream.fields.base import Encoded, Field
 from slipstream.fields.basic import BytesField, FloatField, IntField, JSONField, NDArrayField
 from slipstream.fields.image import RGBImageField
+from slipstream.fields.ragged import RaggedField
 
-__all__ = ["BytesField", "Encoded", "Field", "FloatField", "IntField", "JSONField", "NDArrayField", "RGBImageField"]
+__all__ = ["BytesField", "Encoded", "Field", "FloatField", "IntField", "JSONField", "NDArrayField", "RGBImageField",
+           "RaggedField"]
