@@ -25,6 +25,7 @@ from slipstream.ops.detection import (
     Count,
     InstanceMasks,
     KeptWithBoxes,
+    Keypoints,
     RandomIoUCrop,
     SegmentationMask,
     unpad,
@@ -37,7 +38,7 @@ from slipstream.ops.stored import StoredBytes
 from slipstream.ops.tensor import Convert, ToDevice
 
 __all__ = ["BoundingBoxes", "CenterCrop", "ColorJitter", "Convert", "Count", "CutMix", "Cutout", "GaussianBlur",
-           "InstanceMasks", "KeptWithBoxes", "MixLabels", "MixUp", "multi_crop_pipelines", "MultiCrop", "Normalize",
+           "InstanceMasks", "KeptWithBoxes", "Keypoints", "MixLabels", "MixUp", "multi_crop_pipelines", "MultiCrop", "Normalize",
            "presets", "RandomBrightness", "RandomContrast", "RandomCrop", "RandomErasing", "RandomGrayscale",
            "RandomHorizontalFlip", "RandomHue", "RandomIoUCrop", "RandomResizedCrop", "RandomSaturation",
            "RandomSolarize", "RandomTranslate", "RandomVerticalFlip", "Resize", "SegmentationMask", "StoredBytes",

@@ -391,6 +391,76 @@ class KeptWithBoxes(Following):
         return _KeptRowsDecoder(source, field, self.boxes, self.fill)
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class _KeypointsDecoder(FollowingDecoder):
+    source: DecodeSource = dataclasses.field(repr=False)
+    field: str
+    follow: str
+    boxes: str
+    flip_indices: tuple[int, ...] | None
+
+    def __post_init__(self) -> None:
+        stored = _stored(self.source, self.field, RaggedField, "Keypoints")
+        if len(stored.inner_shape) != 2 or stored.inner_shape[1] != 3 or stored.dtype != np.float32:
+            raise ArgumentError(f"{self.source.reader.path}: Keypoints reads field {self.field!r} as "
+                                f"RaggedField(np.float32, (K, 3)) rows of (x, y, visibility), but it is {stored!r}")
+        if self.flip_indices is not None and sorted(self.flip_indices) != list(range(stored.inner_shape[0])):
+            raise ArgumentError(f"flip_indices must order the {stored.inner_shape[0]} keypoints of field "
+                                f"{self.field!r}, got {self.flip_indices}")
+
+    def inputs(self) -> tuple[np.ndarray, ...]:
+        return (self.source.storage, self.source.offsets(self.field), _lengths(self.source, self.field))
+
+    def declare_following(self, node: FollowingNode) -> Any:
+        _check_one_per_box(self.source, self.field, node, "keypoint rows")
+        points = self.source.reader.fields[self.field].inner_shape[0]
+        return _following_image((node.boxes_node.state.shape[0], points, 3), np.float32)
+
+    def generate_code(self):
+        points = self.source.reader.fields[self.field].inner_shape[0]
+        order = np.array(self.flip_indices if self.flip_indices is not None else range(points), np.int64)
+        row_bytes, compose = uint64(points * 12), geometry.compose
+
+        def keypoints(storage, offsets, lengths, index, transforms, kept, count, out, transform, key):
+            t = compose(transforms, transform)
+            sy, sx, ty, tx, out_h, out_w = t[0], t[1], t[2], t[3], t[4], t[5]
+            n, start = count[0], uint64(offsets[index])
+            for k in range(n):  # the kept rows first, in the boxes' order ...
+                copy_bytes(storage, start + uint64(kept[k]) * row_bytes, row_bytes, out[k])
+            for k in range(n):  # ... then moved, and mirrored left-right when the image was
+                row = out[k].copy() if sx < 0 else out[k]
+                for p in range(points):
+                    source = order[p] if sx < 0 else p
+                    x, y, v = sx * row[source, 0] + tx, sy * row[source, 1] + ty, row[source, 2]
+                    out[k, p, 0], out[k, p, 1] = x, y
+                    out[k, p, 2] = v if 0.0 <= x < out_w and 0.0 <= y < out_h else 0.0
+            out[n:] = 0.0
+            return out
+
+        return keypoints
+
+
+@dataclasses.dataclass(frozen=True)
+class Keypoints(Following):
+    """The keypoints of the boxes :class:`BoundingBoxes` of pipeline
+    ``boxes`` kept, moved with the image of pipeline ``follow``: a
+    ``RaggedField(np.float32, (K, 3))`` with one row of K ``(x, y,
+    visibility)`` points per box, as COCO's keypoints.  A point the image
+    left out gets visibility 0.  When the image was mirrored left-right,
+    ``flip_indices`` (K indices, for COCO's person keypoints the left and
+    right of each pair swapped) reorders the points so that a "left eye"
+    stays the left eye.  Gives ``(max_n, K, 3)`` float32, kept boxes first."""
+
+    follow: str = "image"
+    boxes: str = "boxes"
+    flip_indices: tuple[int, ...] | None = None
+
+    def decoder(self, source: DecodeSource, field: str) -> _KeypointsDecoder:
+        """The decoder of field ``field``."""
+        flip = None if self.flip_indices is None else tuple(int(i) for i in self.flip_indices)
+        return _KeypointsDecoder(source, field, self.follow, self.boxes, flip)
+
+
 class Count(RefNode):
     """How many boxes :class:`BoundingBoxes` of pipeline ``boxes`` kept, per
     sample (int64): an output of its own, ``"counts": [Count("boxes")]``."""
