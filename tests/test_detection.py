@@ -86,6 +86,17 @@ def shape_pixels(image: np.ndarray, label: int) -> np.ndarray:
     return np.all(np.abs(image.astype(np.int32) - COLOURS[label - 1]) <= 100, axis=-1)
 
 
+def half_shape_pixels(image: np.ndarray, label: int, box: np.ndarray) -> np.ndarray:
+    """The pixels of the box (and a pixel around it) that are at least half
+    the colour of shape ``label``: its mask as the decoded image shows it."""
+    colour = COLOURS[label - 1].astype(np.int32)
+    half = np.all(np.where(colour > 0, image >= 128, image < 128), axis=-1)
+    (x1, y1), (x2, y2) = (np.floor(box[:2]) - 1).astype(int), (np.ceil(box[2:]) + 1).astype(int)
+    near = np.zeros_like(half)
+    near[max(y1, 0):y2, max(x1, 0):x2] = True
+    return half & near
+
+
 def moved_mask(mask: np.ndarray, transform: np.ndarray) -> np.ndarray:
     """A stored mask on the output grid (nearest neighbour, the rule of
     slipstream.fields.geometry), computed with NumPy."""
@@ -258,9 +269,12 @@ def test_keypoints_follow_the_image_and_swap_sides_when_mirrored(tmp_path):
     for b, n, p, t in zip(boxes, counts, points, transforms):
         assert not p[n:].any()
         flipped += t[1] < 0
+        mirrored = t[1] < 0
         for box, (left, right) in zip(b[:n], p[:n]):
-            # the top-left corner stays the top-left corner, mirrored or not, while it is in the image
-            for point, (x, y), visibility in ((left, box[:2], 1.0), (right, box[2:0:-1], 2.0)):
+            # point 0 is the top-left corner, mirrored or not (when mirrored, it is the stored right corner,
+            # with that point's visibility)
+            for point, (x, y), visibility in ((left, box[:2], 2.0 if mirrored else 1.0),
+                                              (right, box[2:0:-1], 1.0 if mirrored else 2.0)):
                 seen = 0 <= point[0] < t[5] and 0 <= point[1] < t[4]
                 assert point[2] == (visibility if seen else 0.0)
                 if seen and abs(point[0] - x) < 1e-3 and abs(point[1] - y) < 1e-3:
@@ -299,15 +313,15 @@ def test_masks_coincide_with_their_shapes_in_the_decoded_image(shapes_with_masks
     measured = []
     with ss.Loader(path, 16, pipelines, order=ss.Order("random", seed=4), verbose=False) as loader:
         for batch, indices in zip(loader, loader.epoch_batches(0)):
-            images, _, labels, counts, masks, semantic, transforms = (t.numpy() for t in batch)
-            for image, lab, n, inst, sem, t, index in zip(images, labels, counts, masks, semantic, transforms,
-                                                          indices):
+            images, all_boxes, labels, counts, masks, semantic, transforms = (t.numpy() for t in batch)
+            for image, boxes, lab, n, inst, sem, t, index in zip(images, all_boxes, labels, counts, masks, semantic,
+                                                                 transforms, indices):
                 assert not inst[n:].any()
                 covered = moved_mask(np.ones(source.samples[index][0].shape[:2], np.uint8), t).astype(bool)
                 assert (sem[~covered] == 255).all() and (sem[covered] != 255).all()
                 inter = union = 0
                 for k in range(n):
-                    pixels = shape_pixels(image, lab[k])
+                    pixels = half_shape_pixels(image, lab[k], boxes[k])
                     inter += (pixels & (inst[k] == 1)).sum()
                     union += (pixels | (inst[k] == 1)).sum()
                     assert ((sem == lab[k]) == (inst[k] == 1)).all()  # one shape, two masks, the same pixels
