@@ -352,3 +352,16 @@ def test_an_image_without_its_mask_names_both_files(voc, tmp_path):
     (images / f"{voc.names[1]}.jpg").unlink()
     with pytest.raises(ss.ArgumentError, match=rf"mask {masks / voc.names[1]}\.png has no image"):
         SegmentationFolder(images, masks, ids=[voc.names[1]])
+
+
+def test_sixteen_bit_masks_need_a_wide_dtype(voc, tmp_path):
+    images, masks = tmp_path / "images", tmp_path / "masks"
+    images.mkdir()
+    masks.mkdir()
+    name = voc.names[0]
+    shutil.copy(voc.images / f"{name}.jpg", images)
+    classes = voc.class_maps[0].astype(np.uint16) * 3  # ids up to 765
+    Image.fromarray(classes).save(masks / f"{name}.png")
+    with pytest.raises(ValueError, match=rf"{name}\.png holds class ids 0 to 765, which uint8 cannot hold"):
+        SegmentationFolder(images, masks)[0]
+    np.testing.assert_array_equal(SegmentationFolder(images, masks, mask_dtype=np.uint16)[0]["mask"], classes)

@@ -126,7 +126,7 @@ def _read_ids(ids: Sequence[str] | str | os.PathLike) -> list[str]:
     names = [str(name) for name in ids]
     if len(set(names)) != len(names):
         repeated = sorted({n for n in names if names.count(n) > 1})
-        raise ArgumentError(f"ids names {repeated[:5]} more than once")
+        raise ArgumentError(f"ids= names {', '.join(repeated[:5])} more than once")
     return names
 
 
@@ -152,8 +152,8 @@ class SegmentationFolder:
             ``classes`` (index = class id).
         ignore_index: the id of pixels a loss should ignore (VOC: 255),
             stored in the user metadata as ``ignore_index``.
-        mask_dtype: the integer type of the stored masks (``uint16`` for
-            datasets with more than 256 classes).
+        mask_dtype: ``uint8`` or ``uint16`` (for more than 256 classes):
+            the type of the stored masks.
         image_suffixes: file name endings of images.
         mask_suffixes: file name endings of masks.
 
@@ -171,8 +171,9 @@ class SegmentationFolder:
                  mask_suffixes: frozenset[str] = MASK_SUFFIXES) -> None:
         self.images_root, self.masks_root = Path(images), Path(masks)
         self.mask_dtype = np.dtype(mask_dtype)
-        if self.mask_dtype.kind not in "iu":
-            raise ArgumentError(f"mask_dtype must be an integer type, got {self.mask_dtype}")
+        if self.mask_dtype not in (np.uint8, np.uint16):
+            raise ArgumentError(f"mask_dtype must be uint8 or uint16 (as SegmentationMaskField stores), got "
+                                f"{self.mask_dtype}")
         self.classes = None if classes is None else [str(c) for c in classes]
         self.ignore_index = None if ignore_index is None else int(ignore_index)
         image_files, image_repeats = _files_by_key(self.images_root, frozenset(s.lower() for s in image_suffixes),
@@ -188,20 +189,22 @@ class SegmentationFolder:
                 raise ArgumentError(f"image {image_files[name]} has no mask: {self.masks_root / name}"
                                     f"{min(mask_suffixes)} does not exist{hint}")
             if name not in image_files:
-                raise ArgumentError(f"mask {mask_files[name]} has no image: {self.images_root / name}"
-                                    f"{{{','.join(sorted(image_suffixes))}}} does not exist")
+                raise self._no_image(mask_files[name], name)
             for what, repeats in (("images", image_repeats), ("masks", mask_repeats)):
                 if name in repeats:
                     raise ArgumentError(f"{name!r} has several {what}: {', '.join(map(str, repeats[name]))}")
         if ids is None:
             for name in sorted(mask_files):
                 if name not in image_files:
-                    raise ArgumentError(f"mask {mask_files[name]} has no image: {self.images_root / name}"
-                                        f"{{{','.join(sorted(image_suffixes))}}} does not exist")
+                    raise self._no_image(mask_files[name], name)
         if not names:
             raise ArgumentError(f"{self.images_root} has no images (suffixes {', '.join(sorted(image_suffixes))})")
         self.names = names
         self.samples = [(image_files[n], mask_files[n]) for n in names]
+
+    def _no_image(self, mask: Path, name: str) -> ArgumentError:
+        return ArgumentError(f"mask {mask} has no image: {self.images_root / name}.jpg (or another image "
+                             f"suffix) does not exist")
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -227,7 +230,7 @@ class SegmentationFolder:
         ``mask_dtype``)."""
         from slipstream.fields import RGBImageField, SegmentationMaskField
 
-        return {"image": RGBImageField(), "mask": SegmentationMaskField(self.mask_dtype)}
+        return {"image": RGBImageField(), "mask": SegmentationMaskField(dtype=self.mask_dtype)}
 
     def user_metadata(self) -> dict[str, Any]:
         """Stored in the file's metadata: ``classes`` and ``ignore_index``, when given."""
