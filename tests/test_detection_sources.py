@@ -22,11 +22,6 @@ from slipstream.sources import COCODetection, SegmentationFolder
 pycocotools_coco = pytest.importorskip("pycocotools.coco")
 pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")  # pycocotools, NumPy 2
 
-needs_instance_masks = pytest.mark.skipif(not hasattr(ss, "InstanceMasksField"),
-                                          reason="InstanceMasksField is not in this build yet")
-needs_segmentation_masks = pytest.mark.skipif(not hasattr(ss, "SegmentationMaskField"),
-                                              reason="SegmentationMaskField is not in this build yet")
-HAS_MASKS = hasattr(ss, "InstanceMasksField")
 PAGE = 4096
 """Small pages, so that a dozen small images span enough of them for three shards (shards end at page starts)."""
 
@@ -63,7 +58,7 @@ def expected(reference, image_id: int, crowd: str = "keep") -> dict[str, np.ndar
 def coco_file(coco, tmp_path_factory):
     """The generated COCO dataset written with the default fields, by one worker."""
     path = tmp_path_factory.mktemp("coco-out") / "coco.slip"
-    ss.write(path, COCODetection(coco.images_root, coco.annotation_file, masks=HAS_MASKS), workers=1,
+    ss.write(path, COCODetection(coco.images_root, coco.annotation_file, masks=True), workers=1,
              page_size=PAGE, verbose=False)
     return path
 
@@ -116,7 +111,6 @@ def test_coco_source_decodes_masks_as_pycocotools_does(coco, reference):
             assert np.abs(np.median(pixels[mask], axis=0) - colour).max() < 40
 
 
-@needs_instance_masks
 def test_coco_masks_round_trip(coco, reference, coco_file):
     with ss.Reader(coco_file) as reader:
         assert isinstance(reader.fields["masks"], ss.InstanceMasksField)
@@ -129,7 +123,7 @@ def test_coco_masks_round_trip(coco, reference, coco_file):
 
 
 def test_workers_and_shards_give_the_same_dataset(coco, coco_file, tmp_path):
-    source = COCODetection(coco.images_root, coco.annotation_file, masks=HAS_MASKS)
+    source = COCODetection(coco.images_root, coco.annotation_file, masks=True)
     two = tmp_path / "two.slip"
     ss.write(two, source, workers=2, page_size=PAGE, verbose=False)
     assert two.read_bytes() == coco_file.read_bytes()
@@ -292,7 +286,6 @@ def test_segmentation_folder_gives_palette_indices_as_class_ids(voc):
     assert any((folder[i]["mask"] == 255).any() for i in range(len(folder)))  # VOC's boundaries kept
 
 
-@needs_segmentation_masks
 def test_segmentation_folder_round_trip_and_shards(voc, tmp_path):
     folder = SegmentationFolder(voc.images, voc.masks, classes=detection_data.SEGMENTATION_CLASSES)
     one = ss.write(tmp_path / "voc.slip", folder, workers=1, page_size=PAGE, verbose=False).path
