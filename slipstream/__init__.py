@@ -35,7 +35,7 @@ from slipstream.fields import (  # noqa: E402
 from slipstream.format import Reader, open_dataset  # noqa: E402
 from slipstream.format.remote import Remote  # noqa: E402
 from slipstream.loader import Loader, Memory, Order, Sharding, View  # noqa: E402
-from slipstream.sources import LitData, WebDataset  # noqa: E402
+from slipstream.sources import COCODetection, LitData, SegmentationFolder, WebDataset  # noqa: E402
 from slipstream.errors import (  # noqa: E402
     ArgumentError,
     CompileError,
@@ -72,6 +72,8 @@ __all__ = [
     "JSONField",
     "LibraryError",
     "LitData",
+    "COCODetection",
+    "SegmentationFolder",
     "Loader",
     "Memory",
     "NDArrayField",

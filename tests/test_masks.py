@@ -465,8 +465,9 @@ def test_no_read_outside_the_data_even_for_corrupt_bytes(tmp_path):
         print("failures", failures)
     """)
     env = dict(os.environ, NUMBA_BOUNDSCHECK="1", NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"))
+    # run outside the checkout, so that the installed package (with its native library) is imported
     result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300,
-                            check=False)
+                            check=False, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "failures" in result.stdout and int(result.stdout.split()[-1]) > 300  # the corruption was noticed
 

@@ -43,17 +43,13 @@ bounding box, so instances may overlap and small ones stay small.
 
 Geometry
 --------
-The compiled decoders sample the mask on the grid of a transformed image.
-A transform is 6 float64 values ``(scale_y, scale_x, offset_y, offset_x,
-out_h, out_w)``: the point ``(y, x)`` of the stored mask (pixel ``(r, c)``
-covers ``[r, r + 1) x [c, c + 1)``) lands at ``(scale_y * y + offset_y,
-scale_x * x + offset_x)`` of an ``out_h x out_w`` output; a negative scale
-mirrors.  Output pixel ``(i, j)`` takes stored pixel
-``(floor((i + 0.5 - offset_y) / scale_y), floor((j + 0.5 - offset_x) / scale_x))``
-(nearest neighbour), computed in exactly that order of float64 operations,
-and ``fill`` (0 for instances) where that lies outside the mask.
-:func:`crop_transform` makes the transform of a crop box, and
-:func:`resample_nearest` is the NumPy reference of the decoders.
+The compiled decoders sample the mask on the grid of a transformed image,
+the transform of :mod:`slipstream.fields.geometry`: output pixel ``(i, j)``
+takes stored pixel ``(floor((i + 0.5 - offset_y) / scale_y), floor((j + 0.5
+- offset_x) / scale_x))`` (nearest neighbour), computed in exactly that order
+of float64 operations, and ``fill`` (0 for instances) where that lies
+outside the mask.  :func:`crop_transform` makes the transform of a crop box,
+and :func:`resample_nearest` is the NumPy reference of the decoders.
 """
 
 from __future__ import annotations
