@@ -24,11 +24,13 @@ from slipstream.convert import cached, convert, write  # noqa: E402
 from slipstream.fields import (  # noqa: E402
     BytesField,
     FloatField,
+    InstanceMasksField,
     IntField,
     JSONField,
     NDArrayField,
     RaggedField,
     RGBImageField,
+    SegmentationMaskField,
 )
 from slipstream.format import Reader, open_dataset  # noqa: E402
 from slipstream.format.remote import Remote  # noqa: E402
@@ -65,6 +67,7 @@ __all__ = [
     "FieldValueError",
     "FloatField",
     "FormatError",
+    "InstanceMasksField",
     "IntField",
     "JSONField",
     "LibraryError",
@@ -84,6 +87,7 @@ __all__ = [
     "Reader",
     "SampleIndexError",
     "SampleWarning",
+    "SegmentationMaskField",
     "Sharding",
     "SlipstreamError",
     "View",
