@@ -480,6 +480,9 @@ class Count(RefNode):
         """``Count('boxes')``."""
         return f"Count({self.source_pipeline!r})"
 
+    def __repr__(self) -> str:
+        return self.describe()
+
 
 def unpad(values: Any, counts: Any) -> list[Any]:
     """A padded batch (``(B, max_n, ...)``, a tensor or an array) as the list
