@@ -329,3 +329,40 @@ def test_masks_coincide_with_their_shapes_in_the_decoded_image(shapes_with_masks
                     measured.append(inter / union)
     assert len(measured) > 10
     assert min(measured) >= 0.98, (name, sorted(measured)[:3])
+
+
+def test_batches_do_not_depend_on_the_thread_count(shapes_with_masks):
+    path, _ = shapes_with_masks
+    from slipstream.ops import presets
+
+    pipelines = {**presets.detection_train(96, masks="masks"), "mask": [SegmentationMask(follow="image")]}
+    runs = []
+    for threads in (1, 2):
+        with ss.Loader(path, 8, pipelines, order=ss.Order("random", seed=5), num_threads=threads,
+                       verbose=False) as loader:
+            runs.append([[t.numpy().copy() for t in batch] for batch in loader])
+    assert len(runs[0]) == 4
+    for a, b in zip(*runs):
+        assert all(np.array_equal(x, y) for x, y in zip(a, b))
+
+
+def test_fixed_and_batch_own_padding(shapes):
+    path, _ = shapes
+    from slipstream.ops import TrimToCounts
+
+    def batches(trim: bool) -> list[list[np.ndarray]]:
+        end = [TrimToCounts("counts")] if trim else []
+        pipelines = {"image": [RandomResizedCrop(64, scale=(0.05, 0.3))],
+                     "boxes": [BoundingBoxes(follow="image", max_boxes=10), *end],
+                     "labels": [KeptWithBoxes("boxes"), *end], "counts": [Count("boxes")]}
+        with ss.Loader(path, 16, pipelines, order=ss.Order("sequential"), verbose=False) as loader:
+            return [[t.numpy().copy() for t in batch[1:]] for batch in loader]
+
+    for (boxes, labels, counts), (padded, padded_labels, _) in zip(batches(True), batches(False)):
+        m = int(counts.max())
+        assert padded.shape == (len(counts), 10, 4) and padded_labels.shape == (len(counts), 10)
+        assert boxes.shape == (len(counts), m, 4) and labels.shape == (len(counts), m)
+        assert np.array_equal(boxes, padded[:, :m]) and not padded[:, m:].any()
+        assert np.array_equal(labels, padded_labels[:, :m])
+    with pytest.raises(ss.ArgumentError, match="has 6 boxes in field 'boxes', more than max_boxes=5"):
+        ss.Loader(path, 8, {"image": [RandomResizedCrop(64)], "boxes": [BoundingBoxes(max_boxes=5)]}, verbose=False)

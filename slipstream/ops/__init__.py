@@ -28,6 +28,7 @@ from slipstream.ops.detection import (
     Keypoints,
     RandomIoUCrop,
     SegmentationMask,
+    TrimToCounts,
     unpad,
 )
 from slipstream.ops.mixing import CutMix, MixLabels, MixUp
@@ -42,4 +43,4 @@ __all__ = ["BoundingBoxes", "CenterCrop", "ColorJitter", "Convert", "Count", "Cu
            "presets", "RandomBrightness", "RandomContrast", "RandomCrop", "RandomErasing", "RandomGrayscale",
            "RandomHorizontalFlip", "RandomHue", "RandomIoUCrop", "RandomResizedCrop", "RandomSaturation",
            "RandomSolarize", "RandomTranslate", "RandomVerticalFlip", "Resize", "SegmentationMask", "StoredBytes",
-           "ToDevice", "ToTensor", "unpad"]
+           "ToDevice", "ToTensor", "TrimToCounts", "unpad"]
