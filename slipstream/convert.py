@@ -22,7 +22,7 @@ from slipstream.format import Reader, layout, open_dataset
 from slipstream.format.remote import Remote
 from slipstream.format.write import write_dataset
 from slipstream.format.writer import WriteResult
-from slipstream.sources import ImageFolder, as_source
+from slipstream.sources import COCODetection, ImageFolder, SegmentationFolder, as_source
 
 
 def write(
@@ -103,7 +103,8 @@ def cached(
     use, reused afterwards.
 
     The file name carries a hash of what identifies the source (for a
-    folder: every image's path, size and modification time; for anything
+    folder, a ``COCODetection`` or a ``SegmentationFolder``: every file's
+    path, size and modification time, and the annotations; for anything
     else: ``name`` and ``version``, which must then be given), the fields
     and the format version.  Changing any of them builds a new file.
     Processes asking for the same file at once (e.g. the ranks of a
@@ -113,13 +114,19 @@ def cached(
     Args:
         source, fields, workers, page_size: as for :func:`write`.
         cache_dir: where files are kept (default: :func:`default_cache_dir`).
-        name, version: identify a source that is not a folder.
+        name, version: identify a source that is none of those.
     """
     folder = ImageFolder(source) if isinstance(source, (str, os.PathLike)) else source
     samples, fields, _ = as_source(folder, fields)
     if isinstance(folder, ImageFolder):
         identity = {"folder": str(folder.root.resolve()), "content": folder.fingerprint()}
         stem = folder.root.resolve().name
+    elif isinstance(folder, COCODetection):
+        identity = {"coco": str(folder.annotation_file.resolve()), "content": folder.fingerprint()}
+        stem = folder.annotation_file.stem
+    elif isinstance(folder, SegmentationFolder):
+        identity = {"segmentation": str(folder.images_root.resolve()), "content": folder.fingerprint()}
+        stem = folder.images_root.resolve().name
     elif name is not None:
         identity = {"name": name, "version": version}
         stem = name

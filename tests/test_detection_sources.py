@@ -358,3 +358,15 @@ def test_sixteen_bit_masks_need_a_wide_dtype(voc, tmp_path):
     with pytest.raises(ValueError, match=rf"{name}\.png holds class ids 0 to 765, which uint8 cannot hold"):
         SegmentationFolder(images, masks)[0]
     np.testing.assert_array_equal(SegmentationFolder(images, masks, mask_dtype=np.uint16)[0]["mask"], classes)
+
+
+def test_cached_identifies_detection_sources_by_their_files(tmp_path):
+    data = detection_data.make_coco(tmp_path / "coco", count=6, seed=4)
+    source = ss.COCODetection(data.images_root, data.annotation_file)
+    first = ss.cached(source, cache_dir=tmp_path / "cache", verbose=False)
+    assert ss.cached(ss.COCODetection(data.images_root, data.annotation_file), cache_dir=tmp_path / "cache",
+                     verbose=False) == first
+    data.annotation_file.write_text(data.annotation_file.read_text() + "\n")  # the annotations changed
+    second = ss.cached(ss.COCODetection(data.images_root, data.annotation_file), cache_dir=tmp_path / "cache",
+                       verbose=False)
+    assert second != first and ss.Reader(second).read(0, "boxes").shape[1] == 4
