@@ -192,6 +192,10 @@ def describe(reader: object, pages_verified: bool = False) -> str:
         lines.append(f"  {name}: {field!r}{stored}")
         if {"height", "width"} <= set(records.dtype.names) and len(records):
             lines += _image_sizes(records)
+        if "length" in records.dtype.names and len(records):
+            lengths = records["length"].astype(np.int64)
+            lines.append(f"    rows: {int(lengths.sum()):,} in all, {lengths.min()}..{lengths.max()} per sample "
+                         f"(median {int(np.median(lengths))})")
     if r.user_metadata:
         text = ", ".join(f"{k}={v!r}" for k, v in r.user_metadata.items())
         lines.append(f"user metadata: {text[:300]}{' ...' if len(text) > 300 else ''}")
@@ -204,16 +208,18 @@ def describe(reader: object, pages_verified: bool = False) -> str:
 
 def _image_sizes(records: np.ndarray) -> list[str]:
     heights, widths = records["height"].astype(np.int64), records["width"].astype(np.int64)
-    modes = np.bincount(records["mode"], minlength=2)
     longer = np.maximum(heights, widths)
     edges = [0, 64, 128, 256, 384, 512, 768, 1024, 2048, np.iinfo(np.int64).max]
     counts, _ = np.histogram(longer, bins=edges)
     histogram = ", ".join(f"{'>' + str(lo) if hi == edges[-1] else f'{lo}-{hi}'}: {c:,}"
                           for lo, hi, c in zip(edges[:-1], edges[1:], counts) if c)
-    return [f"    sizes: height {heights.min()}..{heights.max()} (median {int(np.median(heights))}), "
-            f"width {widths.min()}..{widths.max()} (median {int(np.median(widths))})",
-            f"    longer side: {histogram}",
-            f"    stored as: {modes[0]:,} JPEG, {modes[1]:,} raw"]
+    lines = [f"    sizes: height {heights.min()}..{heights.max()} (median {int(np.median(heights))}), "
+             f"width {widths.min()}..{widths.max()} (median {int(np.median(widths))})",
+             f"    longer side: {histogram}"]
+    if "mode" in records.dtype.names:  # an image field: JPEG or raw pixels
+        modes = np.bincount(records["mode"], minlength=2)
+        lines.append(f"    stored as: {modes[0]:,} JPEG, {modes[1]:,} raw")
+    return lines
 
 
 if __name__ == "__main__":

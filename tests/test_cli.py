@@ -96,3 +96,16 @@ def test_bench_streams_a_file_through_each_pipeline(tmp_path):
         assert len(epochs) == 2 and all("20 images" in line for line in epochs), bench.stdout
     wrong = run("bench", "d.slip", "--field", "caption", cwd=tmp_path)
     assert wrong.returncode == 1 and "has no field 'caption'" in wrong.stderr
+
+
+def test_info_describes_a_detection_dataset(tmp_path):
+    from detection_data import make_coco
+
+    data = make_coco(tmp_path / "coco", count=6, seed=2)
+    path = tmp_path / "coco.slip"
+    ss.write(path, ss.COCODetection(data.images_root, data.annotation_file), verbose=False)
+    result = run("info", str(path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    boxes = sum(len(image.boxes) for image in data.images)
+    assert "  boxes: RaggedField" in result.stdout and f"    rows: {boxes:,} in all" in result.stdout
+    assert "  masks: InstanceMasksField()" in result.stdout and "stored as" not in result.stdout.split("masks:")[1]
