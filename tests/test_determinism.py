@@ -115,7 +115,44 @@ def hashes(folder: Path) -> dict[str, list[dict[str, str]]]:
     jpeg = dataset(folder, raw=False)
     with ss.Loader(jpeg, 8, {"image": [RandomResizedCrop(32)]}, seed=14, as_dict=True, verbose=False) as loader:
         table[f"jpeg decode, libjpeg-turbo {libjpeg_version()}"] = _first_batches(loader)
+    with ss.Loader(detection_dataset(folder), 8, detection_pipelines(), order=ss.Order("random", seed=15),
+                   as_dict=True, verbose=False) as loader:
+        table["detection: IoU crop, flip, boxes, labels, keypoints, instance masks"] = _first_batches(loader)
     return table
+
+
+def detection_dataset(folder: Path) -> Path:
+    """The pictures (raw) with 0 to 3 boxes each, a label and two keypoints
+    per box, and each box's rectangle as its instance mask."""
+    import slipstream as ss
+
+    path = folder / "detection.slip"
+    if not path.exists():
+        samples = []
+        for i in range(40):
+            image = picture(i)
+            height, width = image.shape[:2]
+            boxes = np.array([[(7 * i + 5 * k) % (width // 2), (3 * i + 11 * k) % (height // 2),
+                               width // 2 + (5 * i + k) % (width // 2), height // 2 + (i + 7 * k) % (height // 2)]
+                              for k in range(i % 4)], np.float32).reshape(-1, 4)
+            masks = np.zeros((len(boxes), height, width), np.uint8)
+            for mask, (x1, y1, x2, y2) in zip(masks, boxes.astype(int)):
+                mask[y1:y2, x1:x2] = 1
+            points = np.stack([boxes[:, :2], boxes[:, 2:]], 1)
+            points = np.concatenate([points, np.ones((len(boxes), 2, 1), np.float32)], -1)
+            samples.append((image, boxes, np.arange(1, len(boxes) + 1), points, masks))
+        fields = {"image": ss.RGBImageField("raw"), "boxes": ss.RaggedField(np.float32, (4,)),
+                  "labels": ss.RaggedField(np.int64), "points": ss.RaggedField(np.float32, (2, 3)),
+                  "masks": ss.InstanceMasksField()}
+        ss.write(path, samples, fields, page_size=4096, workers=0, verbose=False)
+    return path
+
+
+def detection_pipelines() -> dict[str, Any]:
+    from slipstream.ops import Keypoints, presets
+
+    return {**presets.detection_train(32, masks="masks", dtype=np.float32),
+            "points": [Keypoints(follow="image", boxes="boxes", flip_indices=(1, 0))]}
 
 
 def _first_batches(loader: Any) -> list[dict[str, str]]:
