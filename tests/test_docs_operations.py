@@ -21,7 +21,7 @@ PAGE = DOCS / "operations.md"
 TEXT = PAGE.read_text(encoding="utf-8")
 LINES = TEXT.splitlines()
 HEADING = re.compile(r"^(#{1,6}) (.*)$")
-PRESETS = ["imagenet_train", "imagenet_val", "simclr", "multi_crop"]
+PRESETS = ["imagenet_train", "imagenet_val", "simclr", "multi_crop", "detection_train", "segmentation_train"]
 
 
 def documented() -> dict[str, object]:

@@ -89,6 +89,11 @@ def function(fn_name: str, params: list[str], body: list[ast.stmt]) -> ast.Funct
                            returns=None, lineno=0)
 
 
+def tuple_of(values: list[ast.expr]) -> ast.Tuple:
+    """``(values...,)``: a tuple expression."""
+    return ast.Tuple(elts=list(values), ctx=ast.Load())
+
+
 def ret(values: list[ast.expr]) -> ast.Return:
     """``return (values...)``."""
     return ast.Return(value=ast.Tuple(elts=values, ctx=ast.Load()))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import abc
 from typing import Any
 
+from slipstream.compiler.nodes import DecoderNode
 from slipstream.compiler.operation import Decoder
 
 
@@ -26,9 +27,13 @@ class FieldOperation(abc.ABC):
     is a decoder only once bound to the dataset and the field."""
 
     @abc.abstractmethod
-    def bind(self, source: Any, field: str) -> Decoder:
+    def bind(self, source: Any, field: str) -> Decoder | DecoderNode:
         """The decoder this entry becomes as the first of ``field``'s
-        pipeline over ``source`` (a :class:`~slipstream.fields.decoders.DecodeSource`).
+        pipeline over ``source`` (a :class:`~slipstream.fields.decoders.DecodeSource`):
+        a :class:`~slipstream.compiler.Decoder`, or a
+        :class:`~slipstream.compiler.DecoderNode` for a decoder that also
+        reads other pipelines (the boxes and masks of
+        :mod:`slipstream.ops.detection` read the image's transforms).
 
         Raises:
             ValueError: the entry cannot decode this field as it stands (the

@@ -32,6 +32,7 @@ from numba import njit, uint64
 from slipstream import native
 from slipstream.compiler import Allocation, Decoder, Kind, Operation, State
 from slipstream.errors import ArgumentError
+from slipstream.fields import geometry
 from slipstream.fields.image_modes import RAW_MODE
 
 COUNT_DECODES_VARIABLE = "SLIPSTREAM_COUNT_DECODES"
@@ -198,10 +199,22 @@ class ImageFieldDecoder(Decoder):
         return f"{super().fingerprint()}:count_decodes={self.source.count_decodes}"
 
 
+class GeometricImageDecoder(ImageFieldDecoder, geometry.Geometric):
+    """An image decoder that also gives, as its output ``transform``, where
+    each stored pixel lands in the decoded sample (see
+    :mod:`slipstream.fields.geometry`): its code takes the transform's
+    per-sample array after the image's."""
+
+    def declare(self, state: State | None) -> tuple[State, list[Allocation]]:
+        image, memory = super().declare(state)
+        return image, [memory, Allocation((geometry.SIZE,), np.float64, name=geometry.TRANSFORM)]
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
-class ImageDecoder(ImageFieldDecoder):
+class ImageDecoder(GeometricImageDecoder):
     """Decodes an ``RGBImageField`` whose images all have one size into
-    (height, width, 3) uint8 samples, JPEG or raw."""
+    (height, width, 3) uint8 samples, JPEG or raw; its ``transform`` is the
+    identity."""
 
     source: DecodeSource = dataclasses.field(repr=False)
     field: str
@@ -223,8 +236,11 @@ class ImageDecoder(ImageFieldDecoder):
 
     def generate_code(self):
         decode_sample = self.sample_decoder(_copy_pixels, _decode_whole_jpeg)
+        set_region = geometry.set_region
 
-        def decode(storage, offsets, sizes, heights, widths, modes, errors, decodes, index, out, key):
+        def decode(storage, offsets, sizes, heights, widths, modes, errors, decodes, index, out, transform, key):
+            height, width = heights[index], widths[index]
+            set_region(transform, 0, 0, height, width, height, width, False)
             return decode_sample(storage, offsets, sizes, modes, errors, decodes, index, out, ())
 
         return decode

@@ -20,6 +20,15 @@ from slipstream.ops.augment import (
     RandomVerticalFlip,
 )
 from slipstream.ops.crops import CenterCrop, RandomCrop, RandomResizedCrop, Resize
+from slipstream.ops.detection import (
+    BoundingBoxes,
+    Count,
+    InstanceMasks,
+    KeptWithBoxes,
+    RandomIoUCrop,
+    SegmentationMask,
+    unpad,
+)
 from slipstream.ops.mixing import CutMix, MixLabels, MixUp
 from slipstream.ops.multicrop import MultiCrop, multi_crop_pipelines
 from slipstream.ops.pack import Normalize, ToTensor
@@ -27,8 +36,9 @@ from slipstream.ops import presets
 from slipstream.ops.stored import StoredBytes
 from slipstream.ops.tensor import Convert, ToDevice
 
-__all__ = ["CenterCrop", "ColorJitter", "Convert", "CutMix", "Cutout", "GaussianBlur", "MixLabels", "MixUp",
-           "multi_crop_pipelines", "MultiCrop", "Normalize", "presets", "RandomBrightness", "RandomContrast",
-           "RandomCrop", "RandomErasing", "RandomGrayscale", "RandomHorizontalFlip", "RandomHue",
-           "RandomResizedCrop", "RandomSaturation", "RandomSolarize", "RandomTranslate", "RandomVerticalFlip",
-           "Resize", "StoredBytes", "ToDevice", "ToTensor"]
+__all__ = ["BoundingBoxes", "CenterCrop", "ColorJitter", "Convert", "Count", "CutMix", "Cutout", "GaussianBlur",
+           "InstanceMasks", "KeptWithBoxes", "MixLabels", "MixUp", "multi_crop_pipelines", "MultiCrop", "Normalize",
+           "presets", "RandomBrightness", "RandomContrast", "RandomCrop", "RandomErasing", "RandomGrayscale",
+           "RandomHorizontalFlip", "RandomHue", "RandomIoUCrop", "RandomResizedCrop", "RandomSaturation",
+           "RandomSolarize", "RandomTranslate", "RandomVerticalFlip", "Resize", "SegmentationMask", "StoredBytes",
+           "ToDevice", "ToTensor", "unpad"]

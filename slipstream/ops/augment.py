@@ -14,6 +14,7 @@ from numba import njit, uint64
 from slipstream.compiler import Allocation, Operation, State
 from slipstream.compiler import random as rnd
 from slipstream.compiler.codegen import copy_sample
+from slipstream.fields import geometry
 
 
 def _check_image(op: Operation, state: State) -> None:
@@ -22,9 +23,17 @@ def _check_image(op: Operation, state: State) -> None:
                          f"{state.shape} {state.dtype}")
 
 
+def _moved(state: State) -> tuple[State, list[Allocation]]:
+    """The declaration of a geometric operation that keeps the image's shape:
+    the moved image, and where its pixels went (:mod:`slipstream.fields.geometry`)."""
+    return state, [Allocation(state.shape, state.dtype),
+                   Allocation((geometry.SIZE,), np.float64, name=geometry.TRANSFORM)]
+
+
 @dataclasses.dataclass(frozen=True)
-class _RandomFlip(Operation):
-    """A mirror applied with probability ``p``, into its own output."""
+class _RandomFlip(Operation, geometry.Geometric):
+    """A mirror applied with probability ``p``, into its own output; its
+    output ``transform`` says whether it was."""
 
     p: float = 0.5
 
@@ -34,7 +43,7 @@ class _RandomFlip(Operation):
 
     def declare(self, state):
         _check_image(self, state)
-        return state, Allocation(state.shape, state.dtype)
+        return _moved(state)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,10 +52,12 @@ class RandomHorizontalFlip(_RandomFlip):
     crop it costs nothing: the loader folds it into the decode call."""
 
     def generate_code(self):
-        p, one = self.p, uint64(1)
+        p, one, set_shift = self.p, uint64(1), geometry.set_shift
 
-        def flip(x, out, key):
-            if not rnd.uniform(key, 0) < p:  # the output is always ``out``: the compiler relies on it
+        def flip(x, out, transform, key):
+            flipped = rnd.uniform(key, 0) < p
+            set_shift(transform, x.shape[0], x.shape[1], 0, 0, False, flipped)
+            if not flipped:  # the output is always ``out``: the compiler relies on it
                 return copy_sample(out, x)
             height, width, channels = uint64(x.shape[0]), uint64(x.shape[1]), uint64(x.shape[2])
             src, dst = x.reshape(-1), out.reshape(-1)
@@ -67,10 +78,12 @@ class RandomVerticalFlip(_RandomFlip):
     """Mirror top-bottom with probability ``p``."""
 
     def generate_code(self):
-        p, one = self.p, uint64(1)
+        p, one, set_shift = self.p, uint64(1), geometry.set_shift
 
-        def flip(x, out, key):
-            if not rnd.uniform(key, 0) < p:
+        def flip(x, out, transform, key):
+            flipped = rnd.uniform(key, 0) < p
+            set_shift(transform, x.shape[0], x.shape[1], 0, 0, flipped, False)
+            if not flipped:
                 return copy_sample(out, x)
             height = uint64(x.shape[0])
             row = uint64(x.shape[1] * x.shape[2])
@@ -459,25 +472,28 @@ class Cutout(Operation):
 
 
 @dataclasses.dataclass(frozen=True)
-class RandomTranslate(Operation):
+class RandomTranslate(Operation, geometry.Geometric):
     """Shift the image by a random offset in [-padding, padding] on each
     axis, filling the uncovered border with ``fill`` (a crop of the image
-    padded by ``padding``, as FFCV's RandomTranslate)."""
+    padded by ``padding``, as FFCV's RandomTranslate); its output
+    ``transform`` holds the shift."""
 
     padding: int
     fill: Any = (0, 0, 0)
 
     def declare(self, state):
         _check_image(self, state)
-        return state, Allocation(state.shape, state.dtype)
+        return _moved(state)
 
     def generate_code(self):
-        pad = int(self.padding)
+        pad, set_shift = int(self.padding), geometry.set_shift
         fill = np.broadcast_to(np.asarray(self.fill, np.float64), (3,)).astype(np.uint8)
 
-        def translate(x, out, key):
+        def translate(x, out, transform, key):
             dy, dx = rnd.integers(key, 0, -pad, pad + 1), rnd.integers(key, 1, -pad, pad + 1)
             height, width, channels = x.shape
+            # out[r, c] = x[r + dy, c + dx]: the content moves by (-dy, -dx)
+            set_shift(transform, height, width, -dy, -dx, False, False)
             for r in range(height):
                 sr = r + dy
                 for c in range(width):

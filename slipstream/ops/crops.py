@@ -31,7 +31,8 @@ from numba import njit, uint64
 from slipstream import native
 from slipstream.compiler import random as rnd
 from slipstream.compiler.rewrites import FieldOperation, Foldable
-from slipstream.fields.decoders import DecodeSource, ImageFieldDecoder
+from slipstream.fields import geometry
+from slipstream.fields.decoders import DecodeSource, GeometricImageDecoder
 from slipstream.ops.augment import RandomHorizontalFlip
 
 INTERPOLATIONS = {"bilinear": native.Interp.BILINEAR, "area": native.Interp.AREA}
@@ -136,12 +137,14 @@ def resized_random_crop_params(key, height, width, out_h, out_w, shorter):
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class CropDecoder(ImageFieldDecoder):
+class CropDecoder(GeometricImageDecoder):
     """Decodes one region per sample of an image field into (h, w, 3) uint8:
     ``crop``, the operation that was bound (a :class:`Crop`), gives the
     region function, the output size, the flip probability and the
     interpolation.  Raw stored pixels are cropped and resized with
-    ``slip_resize``, JPEGs with ``slip_jpeg_decode_crop_resize``."""
+    ``slip_resize``, JPEGs with ``slip_jpeg_decode_crop_resize``.  Its
+    output ``transform`` says where the stored pixels went
+    (:mod:`slipstream.fields.geometry`)."""
 
     source: DecodeSource = dataclasses.field(repr=False)
     field: str
@@ -153,10 +156,26 @@ class CropDecoder(ImageFieldDecoder):
         return self.crop.output_size
 
     def generate_code(self):
-        region = self.crop.region()
+        region, decode_region = self.crop.region(), self.region_decoder()
+
+        def decode(storage, offsets, sizes, heights, widths, modes, errors, decodes, index, out, transform, key):
+            y, x, h, w = region(key, heights[index], widths[index])
+            return decode_region(storage, offsets, sizes, heights, widths, modes, errors, decodes, index, out,
+                                 transform, key, y, x, h, w)
+
+        return decode
+
+    def region_decoder(self) -> Callable[..., Any]:
+        """The compiled ``decode_region(storage, offsets, sizes, heights,
+        widths, modes, errors, decodes, index, out, transform, key, y, x, h, w)
+        -> out``: decodes the region (``y``, ``x``, ``h``, ``w``) of sample
+        ``index`` into ``out``, flipped with the crop's probability, and
+        writes where the pixels went into ``transform``.  Decoders whose
+        region needs more than the image's size (:class:`RandomIoUCrop`
+        reads the boxes) build on it."""
         (out_h, out_w), flip_p = self.size, self.crop.flip_p
         interp, flip_flag = int(INTERPOLATIONS[self.crop.interpolation]), int(native.DecodeFlags.FLIP_X)
-        decode_crop, resize = native.slip_jpeg_decode_crop_resize, native.slip_resize
+        decode_crop, resize, set_region = native.slip_jpeg_decode_crop_resize, native.slip_resize, geometry.set_region
 
         @njit(nogil=True, inline="always")
         def from_pixels(data, out, args):
@@ -172,14 +191,15 @@ class CropDecoder(ImageFieldDecoder):
 
         decode_sample = self.sample_decoder(from_pixels, from_jpeg)
 
-        def decode(storage, offsets, sizes, heights, widths, modes, errors, decodes, index, out, key):
-            height, width = heights[index], widths[index]
-            y, x, h, w = region(key, height, width)
+        @njit(nogil=True, inline="always")
+        def decode_region(storage, offsets, sizes, heights, widths, modes, errors, decodes, index, out, transform,
+                          key, y, x, h, w):
             flip = flip_p > 0.0 and rnd.uniform(key, _FLIP) < flip_p
+            set_region(transform, y, x, h, w, out_h, out_w, flip)
             return decode_sample(storage, offsets, sizes, modes, errors, decodes, index, out,
-                                 (height, width, y, x, h, w, flip))
+                                 (heights[index], widths[index], y, x, h, w, flip))
 
-        return decode
+        return decode_region
 
 
 # ---------------------------------------------------------------- what users write

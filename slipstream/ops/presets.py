@@ -11,6 +11,7 @@ import numpy as np
 from slipstream.loader.outputs import View
 from slipstream.ops.augment import RandomHorizontalFlip
 from slipstream.ops.crops import CenterCrop, RandomResizedCrop
+from slipstream.ops.detection import BoundingBoxes, Count, InstanceMasks, KeptWithBoxes, RandomIoUCrop, SegmentationMask
 from slipstream.ops.multicrop import multi_crop_pipelines
 from slipstream.ops.pack import Normalize
 
@@ -38,6 +39,38 @@ def simclr(size: int = 224, field: str = "image", second: str = "view_2", dtype:
     RandomResizedCrop(size) and a flip each, normalized."""
     view = [RandomResizedCrop(size), RandomHorizontalFlip(), Normalize(mean, std, dtype)]
     return {field: list(view), second: View(field, list(view))}
+
+
+def detection_train(size: int = 300, image: str = "image", boxes: str = "boxes", labels: str = "labels",
+                    counts: str = "counts", masks: str | None = None, dtype: Any = np.float16,
+                    mean: Any = IMAGENET_MEAN, std: Any = IMAGENET_STD) -> dict[str, Any]:
+    """SSD's training augmentation: a random crop with a minimum IoU against
+    the boxes (:class:`~slipstream.ops.detection.RandomIoUCrop`), a
+    horizontal flip, resized to ``size`` x ``size`` and normalized to
+    (3, size, size) ``dtype``; the boxes follow (XYXY, the boxes whose
+    centre the crop left out dropped together with their labels), padded to
+    the dataset's most boxes per image, with their number in ``counts``.
+    With ``masks``, that field's instance masks follow too."""
+    pipelines: dict[str, Any] = {
+        image: [RandomIoUCrop(size, boxes=boxes), RandomHorizontalFlip(), Normalize(mean, std, dtype)],
+        boxes: [BoundingBoxes(follow=image, center_inside=True)],
+        labels: [KeptWithBoxes(boxes)],
+        counts: [Count(boxes)],
+    }
+    if masks is not None:
+        pipelines[masks] = [InstanceMasks(follow=image, boxes=boxes)]
+    return pipelines
+
+
+def segmentation_train(size: int = 512, scale: tuple[float, float] = (0.25, 1.0), image: str = "image",
+                       mask: str = "mask", fill: int = 255, dtype: Any = np.float16, mean: Any = IMAGENET_MEAN,
+                       std: Any = IMAGENET_STD) -> dict[str, list[Any]]:
+    """A random crop of ``scale`` of the image's area (aspect ratio 3/4 to
+    4/3) resized to ``size``, a horizontal flip, normalized; the mask
+    follows on the same pixels (nearest neighbour, ``fill`` outside the
+    image)."""
+    return {image: [RandomResizedCrop(size, scale=scale), RandomHorizontalFlip(), Normalize(mean, std, dtype)],
+            mask: [SegmentationMask(follow=image, fill=fill)]}
 
 
 multi_crop = multi_crop_pipelines

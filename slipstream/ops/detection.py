@@ -1,0 +1,680 @@
+"""Detection and segmentation: boxes, per-box values and masks that follow
+every geometric transform of the image they belong to.
+
+Every operation that moves an image's pixels (a decoding crop, a flip, a
+translation) says where they went in its output ``transform``
+(:mod:`slipstream.fields.geometry`).  The operations here read those
+outputs, composed along the image's pipeline, and apply the same map; so a
+sample's image, boxes and masks still come out of one fused, compiled loop::
+
+    pipelines = {
+        "image": [RandomIoUCrop(300, boxes="boxes"), RandomHorizontalFlip(), Normalize(mean, std)],
+        "boxes": [BoundingBoxes(follow="image", center_inside=True)],   # (max_n, 4) float32, XYXY
+        "labels": [KeptWithBoxes("boxes")],                             # (max_n,) the kept boxes' labels
+        "counts": [Count("boxes")],                                     # () int64 boxes kept
+        "masks": [InstanceMasks(follow="image", boxes="boxes")],        # (max_n, 300, 300) uint8
+    }
+
+Box coordinates follow ``torchvision.tv_tensors.BoundingBoxes``: absolute
+pixel coordinates, ``XYXY`` unless ``format`` says otherwise.  Boxes are
+stored as ``RaggedField(np.float32, (4,))`` rows in the stored image's
+pixels; a box is clipped to the output, and dropped (with its labels, masks
+and any other rows that follow it) when it keeps less than ``min_size``
+pixels of width or height, less than ``min_visibility`` of its area, or,
+with ``center_inside``, when its centre left the output (SSD's rule after
+an IoU crop).  Batches hold ``max_n`` rows per sample, the most boxes any
+sample of the dataset has, padded with zeros; ``Count`` gives how many are
+real, and :func:`unpad` turns a batch into the list of per-sample tensors
+torchvision's detection models take.
+
+Masks are nearest-neighbour resampled on the image's own pixel grid, so
+that a mask pixel and an image pixel of one position always describe the
+same point of the stored image.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numba import njit, uint64
+
+from slipstream.compiler import Allocation, Decoder, DecoderNode, Node, RefNode, State
+from slipstream.compiler import astgen as A
+from slipstream.compiler import random as rnd
+from slipstream.compiler.nodes import EmitContext, normalize_declared
+from slipstream.compiler.rewrites import FieldOperation
+from slipstream.errors import ArgumentError, PipelineError
+from slipstream.fields import geometry
+from slipstream.fields.decoders import DecodeSource
+from slipstream.fields.ragged import COUNT, RaggedField, longest
+from slipstream.ops.crops import Crop, CropDecoder, _interpolation, _size
+
+KEPT = "kept"
+"""The output of :class:`BoundingBoxes` that holds, per sample, the stored
+row of each kept box (then -1): what the operations following the boxes select."""
+
+FORMATS = ("XYXY", "XYWH", "CXCYWH")
+"""Box formats, as ``torchvision.tv_tensors.BoundingBoxFormat`` names them."""
+
+
+# ---------------------------------------------------------------- nodes that read other pipelines
+
+
+class FollowingDecoder(Decoder):
+    """A decoder that also reads outputs of other pipelines: the transforms
+    of the geometric operations of pipeline ``follow``, composed, and the
+    boxes kept by the :class:`BoundingBoxes` of pipeline ``boxes``.  Its
+    compiled code is called as ``code(*inputs, index, [transforms],
+    [kept, count], *outs, key)``, with ``transforms`` a tuple of transform
+    arrays when ``follow`` is set and ``kept``/``count`` when ``boxes`` is."""
+
+    follow: str | None
+    boxes: str | None
+
+    def declare_following(self, node: FollowingNode) -> Any:
+        """Output state and allocations, knowing the nodes ``node`` reads
+        (``node.geometric`` and ``node.boxes_node``, declared already)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement declare_following()")
+
+    def declare(self, state: State | None) -> Any:
+        raise PipelineError(f"{self!r} reads other pipelines, so it is placed by its FollowingNode")
+
+
+class FollowingNode(DecoderNode):
+    """The node of a :class:`FollowingDecoder`: finds the nodes it reads
+    once every pipeline exists, and passes their outputs to its code."""
+
+    def __init__(self, op: FollowingDecoder) -> None:
+        super().__init__(op)
+        self.geometric: list[Node] = []
+        self.boxes_node: Node | None = None
+
+    def resolve(self, pipelines: dict[str, list[Node]]) -> None:
+        op = self.op
+        if op.follow is not None:
+            followed = _pipeline(pipelines, self.pipeline, op.follow)
+            self.geometric = [n for n in followed if isinstance(n.op, geometry.Geometric)]
+            if not followed or followed[0] not in self.geometric:
+                # the decoder sets the stored image's coordinates; everything after it that moves pixels says so
+                raise PipelineError(f"pipeline {self.pipeline!r}: {self.describe()} follows pipeline {op.follow!r}, "
+                                    f"which does not start with a geometric image decoder (a crop, Resize, or "
+                                    f"the image field's own decoder)")
+        if op.boxes is not None:
+            found = [n for n in _pipeline(pipelines, self.pipeline, op.boxes) if isinstance(n.op, BoxesDecoder)]
+            if not found:
+                raise PipelineError(f"pipeline {self.pipeline!r}: {self.describe()} selects the boxes kept in "
+                                    f"pipeline {op.boxes!r}, which has no BoundingBoxes")
+            self.boxes_node = found[-1]
+
+    def dependencies(self) -> Sequence[Node]:
+        return (*self.geometric, *(() if self.boxes_node is None else (self.boxes_node,)))
+
+    def declare(self) -> tuple[State, tuple[Allocation, ...]]:
+        return normalize_declared(self.op.declare_following(self))
+
+    def emit(self, ctx: EmitContext) -> list[ast.stmt]:
+        args = [*ctx.inputs(self), ctx.index]
+        if self.geometric:
+            args.append(A.tuple_of([ctx.output(n, geometry.TRANSFORM) for n in self.geometric]))
+        if self.boxes_node is not None:
+            args += [ctx.output(self.boxes_node, KEPT), ctx.output(self.boxes_node, COUNT)]
+        args += [*ctx.outs(self), ctx.key(self)]
+        return [A.assign(ctx.target(self), A.call(ctx.code(self), *args))]
+
+
+def _pipeline(pipelines: dict[str, list[Node]], referrer: str, name: str) -> list[Node]:
+    if name not in pipelines:
+        raise PipelineError(f"pipeline {referrer!r} refers to pipeline {name!r}, which does not exist "
+                            f"(pipelines: {', '.join(pipelines)})")
+    return pipelines[name]
+
+
+class Following(FieldOperation):
+    """Base of the user-facing operations here: bound to a field, each
+    becomes a :class:`FollowingNode` running its decoder."""
+
+    def decoder(self, source: DecodeSource, field: str) -> FollowingDecoder:
+        """The decoder of field ``field``."""
+        raise NotImplementedError
+
+    def bind(self, source: DecodeSource, field: str) -> FollowingNode:  # type: ignore[override]
+        """The node this operation becomes as the first entry of ``field``'s pipeline."""
+        return FollowingNode(self.decoder(source, field))
+
+
+def _ragged(source: DecodeSource, field: str, inner_shape: tuple[int, ...] | None, what: str) -> RaggedField:
+    stored = source.reader.fields[field]
+    if not isinstance(stored, RaggedField) or (inner_shape is not None and stored.inner_shape != inner_shape):
+        want = f"RaggedField(dtype, inner_shape={inner_shape})" if inner_shape is not None else "RaggedField"
+        raise ArgumentError(f"{source.reader.path}: {what} reads field {field!r} as a {want}, but it is {stored!r}")
+    return stored
+
+
+def _lengths(source: DecodeSource, field: str) -> np.ndarray:
+    return np.ascontiguousarray(source.reader.metadata[field]["length"], np.int64)
+
+
+def _stored(source: DecodeSource, field: str, kind: type, what: str) -> Any:
+    """Field ``field``, which ``what`` reads as a ``kind``; else an ArgumentError saying what it is."""
+    stored = source.reader.fields[field]
+    if not isinstance(stored, kind):
+        raise ArgumentError(f"{source.reader.path}: {what} reads field {field!r} as a {kind.__name__}, but it is "
+                            f"{stored!r}")
+    return stored
+
+
+def _check_one_per_box(source: DecodeSource, field: str, node: FollowingNode, rows: str) -> None:
+    """Refuse a field that does not hold as many rows per sample as the boxes ``node`` selects from."""
+    boxes = node.boxes_node.op
+    mine, theirs = _lengths(source, field), _lengths(boxes.source, boxes.field)
+    differ = np.flatnonzero(mine != theirs)
+    if differ.size:
+        i = int(differ[0])
+        raise ValueError(f"sample {i} has {mine[i]} {rows} in field {field!r} but {theirs[i]} boxes in field "
+                         f"{boxes.field!r}: one per box is needed")
+
+
+def _following_image(shape: tuple[int, ...], dtype: Any) -> tuple[State, list[Allocation]]:
+    """The declaration of a value on the image's pixels: the value, and the composed transform."""
+    return State(shape=shape, dtype=dtype), [Allocation(shape, dtype),
+                                             Allocation((geometry.SIZE,), np.float64, name=geometry.TRANSFORM)]
+
+
+# ---------------------------------------------------------------- boxes
+
+
+@njit(cache=True, nogil=True)
+def _to_xyxy(a, b, c, d, stored):
+    """A stored box as (x1, y1, x2, y2); ``stored`` indexes :data:`FORMATS`."""
+    if stored == 1:
+        return a, b, a + c, b + d
+    if stored == 2:
+        return a - c / 2, b - d / 2, a + c / 2, b + d / 2
+    return a, b, c, d
+
+
+@njit(cache=True, nogil=True)
+def _from_xyxy(x1, y1, x2, y2, fmt):
+    """(x1, y1, x2, y2) in the format ``fmt`` indexes in :data:`FORMATS`."""
+    if fmt == 1:
+        return x1, y1, x2 - x1, y2 - y1
+    if fmt == 2:
+        return (x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1
+    return x1, y1, x2, y2
+
+
+@njit(cache=True, nogil=True)
+def copy_bytes(storage, start, nbytes, out):
+    """Copy ``nbytes`` bytes from ``storage[start:]`` to the start of array
+    ``out`` (C-contiguous): stored values need not be aligned, so they are
+    read through an aligned copy."""
+    dst = out.reshape(-1).view(np.uint8)
+    start = uint64(start)
+    for j in range(uint64(nbytes)):
+        dst[j] = storage[start + j]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class BoxesDecoder(FollowingDecoder):
+    """The decoder :class:`BoundingBoxes` binds to (see it)."""
+
+    source: DecodeSource = dataclasses.field(repr=False)
+    field: str
+    follow: str | None
+    format: str
+    stored_format: str
+    min_size: float
+    min_visibility: float
+    center_inside: bool
+    boxes: None = dataclasses.field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        stored = _ragged(self.source, self.field, (4,), "BoundingBoxes")
+        if stored.dtype != np.float32:
+            raise ArgumentError(f"{self.source.reader.path}: BoundingBoxes reads float32 boxes; field "
+                                f"{self.field!r} stores {stored.dtype} (write it as RaggedField(np.float32, (4,)))")
+
+    def inputs(self) -> tuple[np.ndarray, ...]:
+        return (self.source.storage, self.source.offsets(self.field), _lengths(self.source, self.field))
+
+    def declare_following(self, node: FollowingNode) -> list[Allocation] | Any:
+        max_n = max(longest(self.source, self.field)[0], 1)
+        return State(shape=(max_n, 4), dtype=np.float32), [
+            Allocation((max_n, 4), np.float32), Allocation((), np.int64, name=COUNT),
+            Allocation((max_n,), np.int64, name=KEPT),
+            Allocation((geometry.SIZE,), np.float64, name=geometry.TRANSFORM)]
+
+    def generate_code(self):
+        fmt, stored_fmt = FORMATS.index(self.format), FORMATS.index(self.stored_format)
+        min_size, min_visibility, center_inside = float(self.min_size), float(self.min_visibility), self.center_inside
+        compose = geometry.compose
+
+        def boxes(storage, offsets, lengths, index, transforms, out, count, kept, transform, key):
+            t = compose(transforms, transform)
+            sy, sx, ty, tx, out_h, out_w = t[0], t[1], t[2], t[3], t[4], t[5]
+            n, m = lengths[index], 0
+            copy_bytes(storage, offsets[index], n * 16, out)  # then moved, filtered and compacted in place
+            for r in range(n):
+                x1, y1, x2, y2 = _to_xyxy(out[r, 0], out[r, 1], out[r, 2], out[r, 3], stored_fmt)
+                x1, x2 = sx * x1 + tx, sx * x2 + tx
+                y1, y2 = sy * y1 + ty, sy * y2 + ty
+                x1, x2 = min(x1, x2), max(x1, x2)
+                y1, y2 = min(y1, y2), max(y1, y2)
+                area = (x2 - x1) * (y2 - y1)
+                cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
+                x1, x2 = min(max(x1, 0.0), out_w), min(max(x2, 0.0), out_w)
+                y1, y2 = min(max(y1, 0.0), out_h), min(max(y2, 0.0), out_h)
+                if x2 - x1 < min_size or y2 - y1 < min_size:
+                    continue
+                if (x2 - x1) * (y2 - y1) < min_visibility * area:
+                    continue
+                if center_inside and not (0.0 < cx < out_w and 0.0 < cy < out_h):
+                    continue
+                out[m, 0], out[m, 1], out[m, 2], out[m, 3] = _from_xyxy(x1, y1, x2, y2, fmt)
+                kept[m] = r
+                m += 1
+            out[m:] = 0.0
+            kept[m:] = -1
+            count[0] = m
+            return out
+
+        return boxes
+
+
+@dataclasses.dataclass(frozen=True)
+class BoundingBoxes(Following):
+    """Boxes that follow the image of pipeline ``follow``: each stored box
+    (``RaggedField(np.float32, (4,))`` rows in the stored image's pixels,
+    ``stored_format``) is moved by the image's transforms, clipped to the
+    output image, and kept when it holds at least ``min_size`` pixels of
+    width and height, at least ``min_visibility`` of its moved area, and,
+    with ``center_inside``, its centre inside the output.  Gives
+    ``(max_n, 4)`` float32 boxes in ``format`` (kept boxes first, then
+    zeros), and the outputs ``count`` (kept boxes, int64) and ``kept`` (the
+    stored row of each kept box, then -1) that :class:`KeptWithBoxes`,
+    :class:`InstanceMasks` and :class:`Count` read.
+
+    Args:
+        follow: the pipeline of the image the boxes belong to.
+        format: ``"XYXY"`` (default), ``"XYWH"`` or ``"CXCYWH"``, absolute
+            pixels, as ``torchvision.tv_tensors.BoundingBoxFormat``.
+        stored_format: the format the field stores.
+        min_size: the smallest width and height (pixels) of a kept box,
+            after clipping (torchvision's ``SanitizeBoundingBoxes``).
+        min_visibility: the smallest fraction of its area a kept box keeps
+            inside the image.
+        center_inside: drop boxes whose centre left the image.
+    """
+
+    follow: str = "image"
+    format: str = "XYXY"
+    stored_format: str = "XYXY"
+    min_size: float = 1.0
+    min_visibility: float = 0.0
+    center_inside: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("format", "stored_format"):
+            if getattr(self, name) not in FORMATS:
+                raise ValueError(f"{name} must be one of {', '.join(FORMATS)}, got {getattr(self, name)!r}")
+        if not self.min_size >= 0:
+            raise ValueError(f"min_size must be at least 0, got {self.min_size}")
+        if not 0 <= self.min_visibility <= 1:
+            raise ValueError(f"min_visibility must lie in [0, 1], got {self.min_visibility}")
+
+    def decoder(self, source: DecodeSource, field: str) -> BoxesDecoder:
+        """The decoder of field ``field``."""
+        return BoxesDecoder(source, field, self.follow, self.format, self.stored_format, float(self.min_size),
+                            float(self.min_visibility), bool(self.center_inside))
+
+
+# ---------------------------------------------------------------- what follows the kept boxes
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _KeptRowsDecoder(FollowingDecoder):
+    source: DecodeSource = dataclasses.field(repr=False)
+    field: str
+    boxes: str
+    fill: float
+    follow: None = dataclasses.field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        _ragged(self.source, self.field, None, "KeptWithBoxes")
+
+    def inputs(self) -> tuple[np.ndarray, ...]:
+        return (self.source.storage, self.source.offsets(self.field), _lengths(self.source, self.field))
+
+    def declare_following(self, node: FollowingNode) -> Any:
+        _check_one_per_box(self.source, self.field, node, "rows")
+        stored = self.source.reader.fields[self.field]
+        shape = (node.boxes_node.state.shape[0], *stored.inner_shape)
+        return State(shape=shape, dtype=stored.dtype), Allocation(shape, stored.dtype)
+
+    def generate_code(self):
+        stored = self.source.reader.fields[self.field]
+        row_bytes, fill = uint64(stored.row_bytes), stored.dtype.type(self.fill)
+
+        def rows(storage, offsets, lengths, index, kept, count, out, key):
+            start, n = uint64(offsets[index]), count[0]
+            dst = out.reshape(-1).view(np.uint8)
+            for k in range(n):
+                src, base = start + uint64(kept[k]) * row_bytes, uint64(k) * row_bytes
+                for j in range(row_bytes):
+                    dst[base + j] = storage[src + j]
+            flat = out.reshape(-1)
+            per_row = uint64(flat.size) // uint64(out.shape[0])
+            for j in range(uint64(n) * per_row, uint64(flat.size)):
+                flat[j] = fill
+            return out
+
+        return rows
+
+
+@dataclasses.dataclass(frozen=True)
+class KeptWithBoxes(Following):
+    """The rows of a ``RaggedField`` with one row per box (labels, crowd
+    flags, scores) for the boxes that :class:`BoundingBoxes` of pipeline
+    ``boxes`` kept, in its order; the rest of the ``(max_n, ...)`` sample
+    is ``fill``."""
+
+    boxes: str = "boxes"
+    fill: float = 0
+
+    def decoder(self, source: DecodeSource, field: str) -> _KeptRowsDecoder:
+        """The decoder of field ``field``."""
+        return _KeptRowsDecoder(source, field, self.boxes, self.fill)
+
+
+class Count(RefNode):
+    """How many boxes :class:`BoundingBoxes` of pipeline ``boxes`` kept, per
+    sample (int64): an output of its own, ``"counts": [Count("boxes")]``."""
+
+    def __init__(self, boxes: str = "boxes") -> None:
+        super().__init__(boxes, None, output=COUNT)
+
+    def resolve(self, pipelines: dict[str, list[Node]]) -> None:
+        found = [n for n in _pipeline(pipelines, self.pipeline, self.source_pipeline)
+                 if isinstance(n.op, BoxesDecoder)]
+        if not found:
+            raise PipelineError(f"pipeline {self.pipeline!r} counts the boxes of pipeline {self.source_pipeline!r}, "
+                                f"which has no BoundingBoxes")
+        self.target = found[-1]
+
+    def describe(self) -> str:
+        """``Count('boxes')``."""
+        return f"Count({self.source_pipeline!r})"
+
+
+def unpad(values: Any, counts: Any) -> list[Any]:
+    """A padded batch (``(B, max_n, ...)``, a tensor or an array) as the list
+    of each sample's first ``counts[i]`` rows (views, no copies): the
+    per-sample targets torchvision's detection models take."""
+    return [values[i, :n] for i, n in enumerate(counts.tolist())]
+
+
+# ---------------------------------------------------------------- masks
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _MaskDecoder(FollowingDecoder):
+    source: DecodeSource = dataclasses.field(repr=False)
+    field: str
+    follow: str
+    fill: int
+    boxes: str | None = dataclasses.field(default=None, repr=False)
+
+    def inputs(self) -> tuple[np.ndarray, ...]:
+        records = self.source.reader.metadata[self.field]
+        return (self.source.storage, self.source.offsets(self.field), self.source.sizes(self.field),
+                np.ascontiguousarray(records["height"], np.int64), np.ascontiguousarray(records["width"], np.int64),
+                self.source.errors)
+
+    def output_size(self, node: FollowingNode) -> tuple[int, int]:
+        """The (height, width) of the image followed: its last geometric operation's output."""
+        shape = node.geometric[-1].state.shape
+        if len(shape) != 3:
+            raise ValueError(f"follows {node.geometric[-1].describe()}, whose output {shape} is not an image")
+        return int(shape[0]), int(shape[1])
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _SegmentationDecoder(_MaskDecoder):
+    def __post_init__(self) -> None:
+        from slipstream.fields.masks import SegmentationMaskField
+
+        stored = _stored(self.source, self.field, SegmentationMaskField, "SegmentationMask")
+        if not 0 <= self.fill <= np.iinfo(stored.dtype).max:
+            raise ArgumentError(f"fill {self.fill} does not fit the {stored.dtype} masks of field {self.field!r}")
+
+    def declare_following(self, node: FollowingNode) -> Any:
+        return _following_image(self.output_size(node), self.source.reader.fields[self.field].dtype)
+
+    def generate_code(self):
+        from slipstream.fields.masks import decode_mask
+
+        fill, compose = self.source.reader.fields[self.field].dtype.type(self.fill), geometry.compose
+
+        def mask(storage, offsets, sizes, heights, widths, errors, index, transforms, out, transform, key):
+            t = compose(transforms, transform)
+            start, size = uint64(offsets[index]), uint64(sizes[index])
+            status = errors[index]
+            if status == 0:
+                status = decode_mask(storage[start:start + size], heights[index], widths[index], t, out, fill)
+            if status != 0:
+                errors[index] = status
+                out[:] = fill
+            return out
+
+        return mask
+
+
+@dataclasses.dataclass(frozen=True)
+class SegmentationMask(Following):
+    """A ``SegmentationMaskField`` (one class per pixel) resampled with
+    nearest neighbour onto the pixels of the image of pipeline ``follow``:
+    (height, width) of the field's dtype, ``fill`` where the image shows
+    no stored pixel (255, the usual "ignore" class, by default)."""
+
+    follow: str = "image"
+    fill: int = 255
+
+    def decoder(self, source: DecodeSource, field: str) -> _SegmentationDecoder:
+        """The decoder of field ``field``."""
+        return _SegmentationDecoder(source, field, self.follow, int(self.fill))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _InstancesDecoder(_MaskDecoder):
+    def __post_init__(self) -> None:
+        from slipstream.fields.masks import InstanceMasksField
+
+        _stored(self.source, self.field, InstanceMasksField, "InstanceMasks")
+
+    def inputs(self) -> tuple[np.ndarray, ...]:
+        return (*super().inputs(), _lengths(self.source, self.field))
+
+    def declare_following(self, node: FollowingNode) -> Any:
+        _check_one_per_box(self.source, self.field, node, "masks")
+        return _following_image((node.boxes_node.state.shape[0], *self.output_size(node)), np.uint8)
+
+    def generate_code(self):
+        from slipstream.fields.masks import decode_instances
+
+        compose = geometry.compose
+
+        def masks(storage, offsets, sizes, heights, widths, errors, lengths, index, transforms, kept, count, out,
+                  transform, key):
+            t = compose(transforms, transform)
+            start, size = uint64(offsets[index]), uint64(sizes[index])
+            status = errors[index]
+            if status == 0:
+                status = decode_instances(storage[start:start + size], heights[index], widths[index], lengths[index],
+                                          kept, count[0], t, out)
+            if status != 0:
+                errors[index] = status
+                out[:] = 0
+            return out
+
+        return masks
+
+
+@dataclasses.dataclass(frozen=True)
+class InstanceMasks(Following):
+    """The instance masks (an ``InstanceMasksField``, one per box) of the
+    boxes :class:`BoundingBoxes` of pipeline ``boxes`` kept, resampled with
+    nearest neighbour onto the pixels of the image of pipeline ``follow``:
+    ``(max_n, height, width)`` uint8, 1 inside an instance, the masks of
+    kept boxes first, then zeros."""
+
+    follow: str = "image"
+    boxes: str = "boxes"
+
+    def decoder(self, source: DecodeSource, field: str) -> _InstancesDecoder:
+        """The decoder of field ``field``."""
+        return _InstancesDecoder(source, field, self.follow, 0, self.boxes)
+
+
+# ---------------------------------------------------------------- SSD's IoU crop
+
+
+@njit(cache=True, nogil=True)
+def iou_crop_params(key, height, width, boxes, n, options, min_scale, max_scale, min_ratio, max_ratio,
+                    trials, rounds):
+    """SSD's crop (torchvision.transforms.v2.RandomIoUCrop) for an image with
+    the ``n`` XYXY ``boxes``: draw a minimum
+    IoU from ``options`` (1 or more: no crop), then up to ``trials`` crops
+    whose sides are ``min_scale``..``max_scale`` of the image's and whose
+    aspect ratio lies in [min_ratio, max_ratio], at a uniform position; the
+    first that holds the centre of a box and overlaps one such box with at
+    least the minimum IoU is taken.  After ``rounds`` draws of the minimum
+    without a crop (and for an image without boxes), the whole image.
+    Returns (top, left, h, w)."""
+    if n == 0:
+        return 0, 0, height, width
+    draw = _IOU_DRAWS
+    for _ in range(rounds):
+        min_iou = options[rnd.integers(key, draw, 0, len(options))]
+        draw += 1
+        if min_iou >= 1.0:
+            return 0, 0, height, width
+        for _ in range(trials):
+            u = rnd.uniform(key, draw), rnd.uniform(key, draw + 1), rnd.uniform(key, draw + 2), rnd.uniform(key, draw + 3)
+            draw += 4
+            w = int(width * (min_scale + (max_scale - min_scale) * u[0]))
+            h = int(height * (min_scale + (max_scale - min_scale) * u[1]))
+            if w < 1 or h < 1 or not min_ratio <= w / h <= max_ratio:
+                continue
+            left, top = int((width - w) * u[2]), int((height - h) * u[3])
+            right, bottom = left + w, top + h
+            best, centred = -1.0, False
+            for r in range(n):
+                x1, y1, x2, y2 = boxes[r, 0], boxes[r, 1], boxes[r, 2], boxes[r, 3]
+                cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
+                if not (left < cx < right and top < cy < bottom):
+                    continue
+                centred = True
+                iw = min(x2, right) - max(x1, left)
+                ih = min(y2, bottom) - max(y1, top)
+                inter = max(iw, 0.0) * max(ih, 0.0)
+                union = (x2 - x1) * (y2 - y1) + w * h - inter
+                best = max(best, inter / union if union > 0 else 0.0)
+            if centred and best >= min_iou:
+                return top, left, h, w
+    return 0, 0, height, width
+
+
+_IOU_DRAWS = 1000  # the IoU crop's draws start here, clear of the flip's (crops._FLIP)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _IoUCropDecoder(CropDecoder):
+    """A :class:`CropDecoder` whose region also reads the sample's boxes,
+    through a per-sample copy of them (its third allocation)."""
+
+    def inputs(self) -> tuple[np.ndarray, ...]:
+        boxes = self.crop.boxes
+        stored = _ragged(self.source, boxes, (4,), "RandomIoUCrop")
+        if stored.dtype != np.float32:
+            raise ArgumentError(f"{self.source.reader.path}: RandomIoUCrop reads float32 boxes; field {boxes!r} "
+                                f"stores {stored.dtype}")
+        return (*super().inputs(), self.source.offsets(boxes), _lengths(self.source, boxes))
+
+    def declare(self, state: State | None) -> tuple[State, list[Allocation]]:
+        image, memory = super().declare(state)
+        most = max(longest(self.source, self.crop.boxes)[0], 1)
+        return image, [*memory, Allocation((most, 4), np.float32)]
+
+    def generate_code(self):
+        crop, decode_region = self.crop, self.region_decoder()
+        options = np.array([float(o) for o in crop.sampler_options])
+        lo, hi, rlo, rhi = float(crop.min_scale), float(crop.max_scale), float(crop.min_aspect_ratio), \
+            float(crop.max_aspect_ratio)
+        trials, rounds = int(crop.trials), int(crop.rounds)
+
+        def decode(storage, offsets, sizes, heights, widths, modes, errors, decodes, box_offsets, box_lengths,
+                   index, out, transform, boxes, key):
+            n = box_lengths[index]
+            copy_bytes(storage, box_offsets[index], n * 16, boxes)
+            y, x, h, w = iou_crop_params(key, heights[index], widths[index], boxes, n, options, lo, hi, rlo, rhi,
+                                         trials, rounds)
+            return decode_region(storage, offsets, sizes, heights, widths, modes, errors, decodes, index, out,
+                                 transform, key, y, x, h, w)
+
+        return decode
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomIoUCrop(Crop):
+    """SSD's random crop with a minimum IoU against the sample's boxes
+    (torchvision.transforms.v2's ``RandomIoUCrop``, see
+    :func:`iou_crop_params`), resized to ``size`` (SSD's fixed square input).
+    The boxes are read from field ``boxes`` (``RaggedField(np.float32,
+    (4,))``, XYXY in the stored image's pixels).  Follow the boxes with
+    ``BoundingBoxes(follow=..., center_inside=True)``, which drops the boxes
+    whose centre the crop left out, as torchvision does.  Starts an image
+    field's pipeline."""
+
+    size: int | tuple[int, int]
+    boxes: str = "boxes"
+    min_scale: float = 0.3
+    max_scale: float = 1.0
+    min_aspect_ratio: float = 0.5
+    max_aspect_ratio: float = 2.0
+    sampler_options: tuple[float, ...] = (0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 2.0)
+    trials: int = 40
+    rounds: int = 50
+    interpolation: str = "bilinear"
+    flip_p: float = 0.0
+
+    def __post_init__(self) -> None:
+        _size(self.size)
+        _interpolation(self.interpolation)
+        if not 0 < self.min_scale <= self.max_scale <= 1:
+            raise ValueError(f"need 0 < min_scale <= max_scale <= 1, got {self.min_scale}, {self.max_scale}")
+        if not 0 < self.min_aspect_ratio <= self.max_aspect_ratio:
+            raise ValueError(f"need 0 < min_aspect_ratio <= max_aspect_ratio, got {self.min_aspect_ratio}, "
+                             f"{self.max_aspect_ratio}")
+        if not self.sampler_options or any(not math.isfinite(o) or o < 0 for o in self.sampler_options):
+            raise ValueError(f"sampler_options must be non-negative IoUs (1 or more: no crop), got "
+                             f"{self.sampler_options}")
+        if self.trials < 1 or self.rounds < 1:
+            raise ValueError(f"trials and rounds must be positive, got {self.trials}, {self.rounds}")
+
+    @property
+    def output_size(self) -> tuple[int, int]:
+        """The (height, width) of the decoded samples."""
+        return _size(self.size)
+
+    def region(self) -> Any:
+        """Refused: the region depends on the boxes as well (see :class:`_IoUCropDecoder`)."""
+        raise NotImplementedError("RandomIoUCrop's region reads the sample's boxes: bind it to an image field")
+
+    def bind(self, source: DecodeSource, field: str) -> CropDecoder:
+        """The decoder this operation becomes when it is the first of ``field``'s pipeline."""
+        return _IoUCropDecoder(source, field, self)

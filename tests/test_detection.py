@@ -1,0 +1,231 @@
+"""Boxes and masks follow the image: geometry checked against the decoded
+pixels of generated images whose shapes are known.
+
+Each image holds a few shapes (rectangles and ellipses) of distinct, pure
+colours on black, none overlapping; its boxes are the shapes' exact extents
+and its masks their pixels.  After a pipeline's random crops, flips, resizes
+and shifts, every kept box must still bound the pixels of its shape's
+colour in the decoded image, and every mask must coincide with them.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import slipstream as ss
+from slipstream.fields import geometry
+from slipstream.ops import (BoundingBoxes, CenterCrop, Count, KeptWithBoxes, RandomHorizontalFlip, RandomIoUCrop,
+                            RandomResizedCrop, RandomTranslate, RandomVerticalFlip, Resize, RandomCrop, unpad)
+
+COLOURS = np.array([(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0), (0, 255, 255), (255, 0, 255)], np.uint8)
+
+
+def shapes_image(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """An image with up to 6 shapes in a 3 x 2 grid of cells: (pixels,
+    XYXY boxes, labels = colour index + 1, instance masks (n, H, W))."""
+    height, width = int(rng.integers(160, 360)), int(rng.integers(160, 360))
+    image = np.zeros((height, width, 3), np.uint8)
+    yy, xx = np.mgrid[:height, :width]
+    boxes, labels, masks = [], [], []
+    cell_h, cell_w = height // 2, width // 3
+    for k in rng.permutation(6)[:int(rng.integers(1, 7))]:
+        top, left = (k // 3) * cell_h, (k % 3) * cell_w
+        h, w = int(rng.integers(cell_h // 3, cell_h - 4)), int(rng.integers(cell_w // 3, cell_w - 4))
+        y0, x0 = top + int(rng.integers(2, cell_h - h - 1)), left + int(rng.integers(2, cell_w - w - 1))
+        if rng.random() < 0.5:
+            mask = (yy >= y0) & (yy < y0 + h) & (xx >= x0) & (xx < x0 + w)
+        else:
+            cy, cx = y0 + h / 2, x0 + w / 2
+            mask = ((yy + 0.5 - cy) / (h / 2)) ** 2 + ((xx + 0.5 - cx) / (w / 2)) ** 2 <= 1
+        rows, cols = np.flatnonzero(mask.any(1)), np.flatnonzero(mask.any(0))
+        image[mask] = COLOURS[k]
+        boxes.append([cols[0], rows[0], cols[-1] + 1, rows[-1] + 1])
+        labels.append(k + 1)
+        masks.append(mask)
+    return image, np.array(boxes, np.float32), np.array(labels, np.int64), np.array(masks, np.uint8)
+
+
+class Shapes:
+    """``count`` generated images as (JPEG bytes, boxes, labels)."""
+
+    def __init__(self, count: int, seed: int = 0) -> None:
+        rng = np.random.default_rng(seed)
+        self.samples = [shapes_image(rng) for _ in range(count)]
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, i: int) -> tuple[bytes, np.ndarray, np.ndarray]:
+        image, boxes, labels, _ = self.samples[i]
+        data = io.BytesIO()
+        Image.fromarray(image).save(data, "JPEG", quality=98, subsampling=0)
+        return data.getvalue(), boxes, labels
+
+
+FIELDS = {"image": ss.RGBImageField(), "boxes": ss.RaggedField(np.float32, (4,)), "labels": ss.RaggedField(np.int64)}
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory) -> tuple[str, Shapes]:
+    source = Shapes(48, seed=5)
+    path = str(tmp_path_factory.mktemp("detection") / "shapes.slip")
+    ss.write(path, source, FIELDS, verbose=False)
+    return path, source
+
+
+def shape_pixels(image: np.ndarray, label: int) -> np.ndarray:
+    """Where the decoded image shows the colour of shape ``label``: within
+    100 of it in every channel, so that an edge pixel counts when it is
+    mostly the shape's and JPEG's ringing around other shapes never does."""
+    return np.all(np.abs(image.astype(np.int32) - COLOURS[label - 1]) <= 100, axis=-1)
+
+
+def moved_mask(mask: np.ndarray, transform: np.ndarray) -> np.ndarray:
+    """A stored mask on the output grid (nearest neighbour, the rule of
+    slipstream.fields.geometry), computed with NumPy."""
+    sy, sx, ty, tx, out_h, out_w = transform
+    rows = np.floor((np.arange(int(out_h)) + 0.5 - ty) / sy).astype(np.int64)
+    cols = np.floor((np.arange(int(out_w)) + 0.5 - tx) / sx).astype(np.int64)
+    inside = (rows[:, None] >= 0) & (rows[:, None] < mask.shape[0]) & (cols >= 0) & (cols < mask.shape[1])
+    return np.where(inside, mask[rows.clip(0, mask.shape[0] - 1)][:, cols.clip(0, mask.shape[1] - 1)], 0)
+
+
+def clipped(box: np.ndarray, transform: np.ndarray) -> bool:
+    """Whether the stored box, moved by ``transform``, reaches past the output."""
+    corners = geometry.apply_to_points(transform, np.reshape(box, (2, 2)))
+    return bool(corners.min() < 0 or corners[:, 0].max() > transform[5] or corners[:, 1].max() > transform[4])
+
+
+GEOMETRIES = {
+    "random resized crop + flip": [RandomResizedCrop(224, scale=(0.3, 1.0)), RandomHorizontalFlip()],
+    "center crop": [CenterCrop(200, ratio=0.9)],
+    "resize + random crop + vertical flip": [Resize(256), RandomCrop(224), RandomVerticalFlip(p=0.5)],
+    "whole image resized, unfolded flip, translate": [Resize((180, 240)), RandomTranslate(padding=30),
+                                                      RandomHorizontalFlip()],
+    "IoU crop + flip": [RandomIoUCrop(256, boxes="boxes"), RandomHorizontalFlip()],
+}
+
+
+@pytest.mark.parametrize("name", list(GEOMETRIES))
+def test_kept_boxes_bound_their_shapes_in_the_decoded_image(shapes, name):
+    path, source = shapes
+    min_visibility = 0.3
+    pipelines = {"image": GEOMETRIES[name],
+                 "boxes": [BoundingBoxes(follow="image", min_visibility=min_visibility)],
+                 "labels": [KeptWithBoxes("boxes")], "counts": [Count("boxes")],
+                 "transform": [ss.compiler.RefNode("boxes", None, output=geometry.TRANSFORM)]}
+    checked = dropped = tight = 0
+    with ss.Loader(path, 16, pipelines, order=ss.Order("random", seed=3), verbose=False) as loader:
+        for epoch in range(2):
+            loader.set_epoch(epoch)
+            for batch, indices in zip(loader, loader.epoch_batches(epoch)):
+                images, boxes, labels, counts, transforms = (t.numpy() for t in batch)
+                for image, b, lab, n, t, index in zip(images, boxes, labels, counts, transforms, indices):
+                    _, stored_boxes, stored_labels, masks = source.samples[index]
+                    assert set(lab[:n]) <= set(stored_labels) and not lab[n:].any() and not b[n:].any()
+                    for box, label in zip(b[:n], lab[:n]):
+                        pixels = shape_pixels(image, label)
+                        rows, cols = np.flatnonzero(pixels.any(1)), np.flatnonzero(pixels.any(0))
+                        assert rows.size, f"{name}: sample {index} kept box {box} of shape {label}, not in the image"
+                        extent = np.array([cols[0], rows[0], cols[-1] + 1, rows[-1] + 1])
+                        # the box holds its shape's pixels, within a pixel ...
+                        assert extent[0] >= box[0] - 1 and extent[1] >= box[1] - 1, (name, index, label, box, extent)
+                        assert extent[2] <= box[2] + 1 and extent[3] <= box[3] + 1, (name, index, label, box, extent)
+                        # ... and, unless clipping cut the shape, no more than them
+                        if not clipped(stored_boxes[list(stored_labels).index(label)], t):
+                            assert np.all(np.abs(extent - box) <= 1), (name, index, label, box, extent)
+                            tight += 1
+                        checked += 1
+                    for label, mask in zip(stored_labels, masks):
+                        if label in lab[:n]:
+                            continue
+                        moved = moved_mask(mask, t)
+                        visible = moved.sum() / (mask.sum() * abs(t[0] * t[1]))
+                        assert visible < min_visibility + 0.05 or min(moved.any(0).sum(), moved.any(1).sum()) <= 1, \
+                            (name, index, label, visible)
+                        dropped += 1
+    assert checked > 50 and tight > 30
+    if name == "random resized crop + flip":
+        assert dropped > 5  # the crops do cut shapes out
+
+
+def test_dropped_boxes_leave_with_their_labels_and_counts_match(shapes):
+    path, source = shapes
+    pipelines = {"image": [RandomResizedCrop(128, scale=(0.05, 0.2))],
+                 "boxes": [BoundingBoxes(follow="image", min_visibility=0.5, format="XYWH")],
+                 "labels": [KeptWithBoxes("boxes", fill=-1)], "counts": [Count("boxes")]}
+    with ss.Loader(path, 48, pipelines, order=ss.Order("sequential"), verbose=False) as loader:
+        images, boxes, labels, counts = next(iter(loader))
+    counts = counts.numpy()
+    assert boxes.shape == (48, 6, 4) and labels.shape == (48, 6)
+    assert counts.min() == 0 and (counts < np.array([len(s[1]) for s in source.samples])).any()
+    for b, lab, n in zip(boxes.numpy(), labels.numpy(), counts):
+        assert (lab[:n] > 0).all() and (lab[n:] == -1).all()
+        assert (b[:n, 2:] >= 1).all()  # XYWH: widths and heights of at least min_size
+    per_sample = unpad(boxes, counts)
+    assert [len(p) for p in per_sample] == counts.tolist()
+
+
+def test_iou_crop_keeps_a_box_centre_and_overlap(shapes):
+    path, source = shapes
+    pipelines = {"image": [RandomIoUCrop(200, boxes="boxes", sampler_options=(0.5,))],
+                 "boxes": [BoundingBoxes(follow="image", center_inside=True)], "counts": [Count("boxes")],
+                 "labels": None}
+    with ss.Loader(path, 48, pipelines, order=ss.Order("sequential"), verbose=False) as loader:
+        _, boxes, counts = next(iter(loader))
+    assert (counts.numpy() >= 1).all()  # every image has a box, and every crop holds a box's centre
+
+
+def test_boxes_are_deterministic_and_resume_exactly(shapes):
+    path, _ = shapes
+    from slipstream.ops import presets
+
+    def run(skip: int | None = None, state=None):
+        with ss.Loader(path, 8, presets.detection_train(160), order=ss.Order("random", seed=11),
+                       verbose=False) as loader:
+            if state is not None:
+                loader.load_state_dict(state)
+            out, saved = [], None
+            for k, batch in enumerate(loader):
+                out.append([t.numpy().copy() for t in batch])
+                if k + 1 == skip:
+                    saved = loader.state_dict()
+                    break
+            return out, saved
+
+    whole, _ = run()
+    again, _ = run()
+    first, state = run(skip=2)
+    rest, _ = run(state=state)
+    for a, b in zip(whole, again):
+        assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    for a, b in zip(whole, first + rest):
+        assert all(np.array_equal(x, y) for x, y in zip(a, b))
+
+
+def test_errors_name_the_problem(shapes, tmp_path):
+    path, _ = shapes
+    with pytest.raises(ss.PipelineError, match="pipeline 'boxes' refers to pipeline 'picture', which does not exist"):
+        ss.Loader(path, 8, {"image": [RandomResizedCrop(64)], "boxes": [BoundingBoxes(follow="picture")]},
+                  verbose=False)
+    with pytest.raises(ss.ArgumentError, match="reads field 'labels' as a RaggedField\\(dtype, inner_shape=\\(4,\\)\\)"):
+        ss.Loader(path, 8, {"image": [RandomResizedCrop(64)], "labels": [BoundingBoxes(follow="image")]},
+                  verbose=False)
+    with pytest.raises(ValueError, match="format must be one of XYXY, XYWH, CXCYWH"):
+        BoundingBoxes(format="xyxy")
+    with pytest.raises(ss.PipelineError, match="which has no BoundingBoxes"):
+        ss.Loader(path, 8, {"image": [RandomResizedCrop(64)], "labels": [KeptWithBoxes("image")]}, verbose=False)
+    with pytest.raises(ss.ArgumentError, match="sample .* has 6 rows in field 'boxes', more than max_length=2"):
+        _ragged_decoder(path, 2)
+
+
+def _ragged_decoder(path: str, max_length: int):
+    from slipstream.fields.decoders import DecodeSource
+    from slipstream.fields.ragged import RaggedDecoder
+
+    reader = ss.Reader(path)
+    return RaggedDecoder(DecodeSource(reader, np.zeros(0, np.uint8)), "boxes", max_length=max_length)
