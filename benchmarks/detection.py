@@ -48,9 +48,11 @@ import argparse
 import hashlib
 import math
 import os
+import resource
 import shlex
 import statistics
 import sys
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -61,7 +63,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE / "peers")]
 
 # benchmarks/ and benchmarks/peers/, put on sys.path just above.
-from common import summary, write_json
+from common import machine_cpu_seconds, summary, write_json
 from compare import DEFAULT_FOLDER, PEERS, REPO, VENVS, available, machine, run
 from peer_common import JPEG_SUFFIXES, read_coco
 
@@ -263,12 +265,12 @@ def measure(names: list[str], chosen: dict[str, dict[str, Any]], data: dict[str,
             args: argparse.Namespace) -> dict[str, Any]:
     """``args.repeats`` rounds of one run per system, the order rotating."""
     results: dict[str, Any] = {name: {"samples_per_s": [], "epoch_samples_per_s": [], "cpu_ms_per_sample": [],
-                                      "rss_mb": [], "rounds": []} for name in names}
+                                      "rss_mb": [], "rounds": [], "others_cpu_share": []} for name in names}
     errors, settings, versions = [], {}, {}
     for repeat in range(args.repeats):
         order = names[repeat % len(names):] + names[:repeat % len(names)]  # rotate: drift hits all
         for name in order:
-            out = run(chosen[name], spec(chosen[name], data, args))
+            out, others = run_measuring_others(chosen[name], spec(chosen[name], data, args))
             if "error" in out:
                 errors.append({"system": name, "round": repeat + 1, "error": out["error"]})
                 print(f"  round {repeat + 1}, {name}: ERROR {out['error'].strip().splitlines()[-1][:300]}",
@@ -280,14 +282,33 @@ def measure(names: list[str], chosen: dict[str, dict[str, Any]], data: dict[str,
             entry["cpu_ms_per_sample"].append(1000 * out["cpu_seconds_per_image"])
             entry["rss_mb"].append(out["peak_rss_mb"])
             entry["rounds"].append(repeat + 1)
+            entry["others_cpu_share"].append(others)
             settings[name], versions[name] = out.get("settings", {}), out.get("version")
-            print(f"  round {repeat + 1}, {name}: {entry['samples_per_s'][-1]:,.0f} samples/s", flush=True)
+            print(f"  round {repeat + 1}, {name}: {entry['samples_per_s'][-1]:,.0f} samples/s "
+                  f"(other processes used {others:.0%} of the machine's CPU meanwhile)", flush=True)
     for entry in results.values():
         if entry["samples_per_s"]:
             rates = entry["samples_per_s"]
             entry.update(median=statistics.median(rates), min=min(rates), max=max(rates))
     return {"throughput": results, "ratios": ratios(results), "errors": errors, "settings": settings,
             "versions": versions}
+
+
+def run_measuring_others(system: dict[str, Any], run_spec: dict[str, Any]) -> tuple[dict[str, Any], float]:
+    """One runner process (``compare.run``) and the share of the machine's
+    CPU time that other processes took while it ran: the machine's busy CPU
+    seconds less those of the runner and its children (reaped with it), over
+    the wall time times the cores.  It tells a run slowed by other work from
+    a slow one."""
+    def own() -> float:
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return kids.ru_utime + kids.ru_stime
+
+    busy, mine, started = machine_cpu_seconds(), own(), time.monotonic()
+    out = run(system, run_spec)
+    wall = time.monotonic() - started
+    others = (machine_cpu_seconds() - busy) - (own() - mine)
+    return out, max(0.0, others / (wall * (os.cpu_count() or 1)))
 
 
 def ratios(results: dict[str, Any]) -> dict[str, Any]:
@@ -317,7 +338,7 @@ def table(report: dict[str, Any]) -> str:
     throughput = report["results"]["throughput"]
     checks = report["check"]
     lines = [(f"{'system':<12} {'samples/s: median [range]':>28} {'CPU ms/sample':>14} {'peak RSS MB':>12} "
-             f"{'boxes kept/img':>15} {'box area %':>11}")]
+              f"{'boxes kept/img':>15} {'box area %':>11} {'others CPU %':>13}")]
     for name, entry in throughput.items():
         check = checks.get(name, {})
         kept = f"{check['mean_boxes_kept']:.2f}" if check.get("mean_boxes_kept") is not None else "-"
@@ -325,14 +346,17 @@ def table(report: dict[str, Any]) -> str:
         if not entry["samples_per_s"]:
             lines.append(f"{name:<12} {'(no successful run)':>28}")
             continue
-        lines.append(f"{name:<12} {summary(entry['samples_per_s']):>28} {statistics.median(entry['cpu_ms_per_sample']):>14.2f} "
-                     f"{statistics.median(entry['rss_mb']):>12,.0f} {kept:>15} {area:>11}")
+        others = 100 * statistics.median(entry["others_cpu_share"])
+        lines.append(f"{name:<12} {summary(entry['samples_per_s']):>28} "
+                     f"{statistics.median(entry['cpu_ms_per_sample']):>14.2f} "
+                     f"{statistics.median(entry['rss_mb']):>12,.0f} {kept:>15} {area:>11} {others:>13.0f}")
     lines.append(f"{'annotations':<12} {'':>28} {'':>14} {'':>12} {report['data']['mean_boxes_per_image']:>15.2f}")
     for pair, ratio in report["results"]["ratios"].items():
         per_round = ratio["per_round"]
         spread = f" (per round {summary(per_round, 2)})" if per_round else ""
         target = f", target >= {ratio['target']:g}x" if ratio["target"] else ""
         lines.append(f"{pair}: {ratio['of_medians']:.2f}x{spread}{target}")
+    lines.append("others CPU %: the median share of the machine's CPU time other processes took during the runs")
     lines.append(f"note: {DRIFT_NOTE}")
     return "\n".join(lines)
 
