@@ -74,6 +74,24 @@ BOX_SIDE = (0.05, 0.8)  # sqrt(box area / image area), drawn log-uniformly
 BOX_ASPECT = (1 / 3, 3.0)  # box width / height, drawn log-uniformly
 AGREEMENT = 0.1  # the check's statistics over 2 epochs vary by about 2%; a different crop moves them more
 TARGETS = {"dali": 3.0, "dataloader": 5.0}  # slipstream's aim, as a multiple of each system's samples/s
+SEMANTIC_DIFFERENCES = [
+    ("DALI's random_bbox_crop accepts a window when any box reaches the minimum IoU with it (max over all boxes, "
+     "all_boxes_above_threshold=False) and at least one box has its centre inside; torchvision, the DataLoader and "
+     "slipstream take the IoU only over the boxes whose centres are inside, so DALI accepts a few more windows"),
+    ("DALI draws the window in continuous coordinates relative to the image (image_slice rounds it to pixels and the "
+     "boxes follow the unrounded window); torchvision, the DataLoader and slipstream draw integer pixel sizes and "
+     "offsets"),
+    ("slipstream gives up after 50 draws of the minimum IoU without a window and keeps the whole image; torchvision, "
+     "the DataLoader and DALI draw until one succeeds (every image here has a box, so this almost never matters)"),
+    ("pixels: slipstream decodes only the window, at the coarsest JPEG DCT scale that still covers the output, then "
+     "resizes with an antialiased bilinear (triangle) filter; the DataLoader decodes the full image and crops + "
+     "resizes in one Pillow BILINEAR resize (antialiased); DALI decodes the window (image_slice) and resizes with "
+     "its antialiased linear filter: same geometry, slightly different pixel values"),
+    ("DALI's reader pads the last batch of an epoch (ceil(N / batch) * batch samples processed for N counted: 832 "
+     "for 800 with batches of 64) and shuffles through a 1024-sample buffer (all of the 800 default images); the "
+     "DataLoader and slipstream process N"),
+    "each system draws from its own random generator: the same distributions, not the same samples",
+]
 DRIFT_NOTE = ("timings on a 2-core machine drift by 10-40% from run to run (other load, frequency, caches); "
               "compare medians within one run of this script, whose rounds interleave the systems")
 
@@ -413,6 +431,7 @@ def main(argv: list[str]) -> int:
         "size": args.size, "batch_size": args.batch_size, "threads": args.threads, "repeats": args.repeats,
         "epochs": args.epochs, "warmup_epochs": 1, "check_epochs": args.check_epochs,
         "order": "rounds of one run per system, the order rotating by one each round",
+        "semantic_differences": SEMANTIC_DIFFERENCES,
         "note": DRIFT_NOTE,
         "machine": machine(), "slipstream": ss.__version__,
         "command": shlex.join([sys.executable, *sys.argv]),
