@@ -51,6 +51,7 @@ import os
 import resource
 import shlex
 import statistics
+import subprocess
 import sys
 import time
 from datetime import datetime
@@ -379,6 +380,16 @@ def table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def commit() -> str | None:
+    """The checkout's commit (with ``+changes`` when its tracked files differ
+    from it), or None outside a git checkout."""
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], check=False, capture_output=True, text=True)
+    if head.returncode != 0:
+        return None
+    dirty = subprocess.run(["git", "-C", str(REPO), "diff", "--quiet", "HEAD"], check=False).returncode != 0
+    return head.stdout.strip() + ("+changes" if dirty else "")
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=Path, default=DEFAULT_FOLDER, help="folder of JPEGs (default: %(default)s)")
@@ -433,7 +444,8 @@ def main(argv: list[str]) -> int:
         "order": "rounds of one run per system, the order rotating by one each round",
         "semantic_differences": SEMANTIC_DIFFERENCES,
         "note": DRIFT_NOTE,
-        "machine": machine(), "slipstream": ss.__version__,
+        "machine": machine(), "slipstream": ss.__version__, "slipstream_module": ss.__file__,
+        "commit": commit(),
         "command": shlex.join([sys.executable, *sys.argv]),
         "timestamp": started.isoformat(timespec="seconds"),
     }
