@@ -24,16 +24,18 @@ from slipstream.convert import cached, convert, write  # noqa: E402
 from slipstream.fields import (  # noqa: E402
     BytesField,
     FloatField,
+    InstanceMasksField,
     IntField,
     JSONField,
     NDArrayField,
     RaggedField,
     RGBImageField,
+    SegmentationMaskField,
 )
 from slipstream.format import Reader, open_dataset  # noqa: E402
 from slipstream.format.remote import Remote  # noqa: E402
 from slipstream.loader import Loader, Memory, Order, Sharding, View  # noqa: E402
-from slipstream.sources import LitData, WebDataset  # noqa: E402
+from slipstream.sources import COCODetection, LitData, SegmentationFolder, WebDataset  # noqa: E402
 from slipstream.errors import (  # noqa: E402
     ArgumentError,
     CompileError,
@@ -65,10 +67,13 @@ __all__ = [
     "FieldValueError",
     "FloatField",
     "FormatError",
+    "InstanceMasksField",
     "IntField",
     "JSONField",
     "LibraryError",
     "LitData",
+    "COCODetection",
+    "SegmentationFolder",
     "Loader",
     "Memory",
     "NDArrayField",
@@ -84,6 +89,7 @@ __all__ = [
     "Reader",
     "SampleIndexError",
     "SampleWarning",
+    "SegmentationMaskField",
     "Sharding",
     "SlipstreamError",
     "View",

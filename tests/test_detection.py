@@ -11,6 +11,7 @@ colour in the decoded image, and every mask must coincide with them.
 from __future__ import annotations
 
 import io
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,8 +19,9 @@ from PIL import Image
 
 import slipstream as ss
 from slipstream.fields import geometry
-from slipstream.ops import (BoundingBoxes, CenterCrop, Count, KeptWithBoxes, RandomHorizontalFlip, RandomIoUCrop,
-                            RandomResizedCrop, RandomTranslate, RandomVerticalFlip, Resize, RandomCrop, unpad)
+from slipstream.ops import (BoundingBoxes, CenterCrop, Count, InstanceMasks, KeptWithBoxes, Keypoints, RandomCrop,
+                            RandomHorizontalFlip, RandomIoUCrop, RandomResizedCrop, RandomTranslate, RandomVerticalFlip,
+                            Resize, SegmentationMask, unpad)
 
 COLOURS = np.array([(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0), (0, 255, 255), (255, 0, 255)], np.uint8)
 
@@ -82,6 +84,17 @@ def shape_pixels(image: np.ndarray, label: int) -> np.ndarray:
     100 of it in every channel, so that an edge pixel counts when it is
     mostly the shape's and JPEG's ringing around other shapes never does."""
     return np.all(np.abs(image.astype(np.int32) - COLOURS[label - 1]) <= 100, axis=-1)
+
+
+def half_shape_pixels(image: np.ndarray, label: int, box: np.ndarray) -> np.ndarray:
+    """The pixels of the box (and a pixel around it) that are at least half
+    the colour of shape ``label``: its mask as the decoded image shows it."""
+    colour = COLOURS[label - 1].astype(np.int32)
+    half = np.all(np.where(colour > 0, image >= 128, image < 128), axis=-1)
+    (x1, y1), (x2, y2) = (np.floor(box[:2]) - 1).astype(int), (np.ceil(box[2:]) + 1).astype(int)
+    near = np.zeros_like(half)
+    near[max(y1, 0):y2, max(x1, 0):x2] = True
+    return half & near
 
 
 def moved_mask(mask: np.ndarray, transform: np.ndarray) -> np.ndarray:
@@ -229,3 +242,127 @@ def _ragged_decoder(path: str, max_length: int):
 
     reader = ss.Reader(path)
     return RaggedDecoder(DecodeSource(reader, np.zeros(0, np.uint8)), "boxes", max_length=max_length)
+
+
+class CornerKeypoints(Shapes):
+    """The shapes with two keypoints per box: its top-left corner ("left",
+    visible) and its top-right corner ("right", visibility 2)."""
+
+    def __getitem__(self, i: int) -> tuple[bytes, np.ndarray, np.ndarray, np.ndarray]:
+        jpeg, boxes, labels = super().__getitem__(i)
+        points = np.stack([np.stack([boxes[:, 0], boxes[:, 1], np.ones(len(boxes))], -1),
+                           np.stack([boxes[:, 2], boxes[:, 1], np.full(len(boxes), 2.0)], -1)], 1)
+        return jpeg, boxes, labels, points.astype(np.float32)
+
+
+def test_keypoints_follow_the_image_and_swap_sides_when_mirrored(tmp_path):
+    path = str(tmp_path / "keypoints.slip")
+    ss.write(path, CornerKeypoints(24, seed=8), {**FIELDS, "points": ss.RaggedField(np.float32, (2, 3))},
+             verbose=False)
+    pipelines = {"image": [RandomResizedCrop(160, scale=(0.5, 1.0)), RandomHorizontalFlip()],
+                 "boxes": [BoundingBoxes(follow="image")], "counts": [Count("boxes")],
+                 "points": [Keypoints(follow="image", boxes="boxes", flip_indices=(1, 0))],
+                 "transform": [ss.compiler.RefNode("boxes", None, output=geometry.TRANSFORM)], "labels": None}
+    inside = flipped = 0
+    with ss.Loader(path, 24, pipelines, order=ss.Order("random", seed=2), verbose=False) as loader:
+        images, boxes, counts, points, transforms = (t.numpy() for t in next(iter(loader)))
+    for b, n, p, t in zip(boxes, counts, points, transforms):
+        assert not p[n:].any()
+        flipped += t[1] < 0
+        mirrored = t[1] < 0
+        for box, (left, right) in zip(b[:n], p[:n]):
+            # point 0 is the top-left corner, mirrored or not (when mirrored, it is the stored right corner,
+            # with that point's visibility)
+            for point, (x, y), visibility in ((left, box[:2], 2.0 if mirrored else 1.0),
+                                              (right, box[2:0:-1], 1.0 if mirrored else 2.0)):
+                seen = 0 <= point[0] < t[5] and 0 <= point[1] < t[4]
+                assert point[2] == (visibility if seen else 0.0)
+                if seen and abs(point[0] - x) < 1e-3 and abs(point[1] - y) < 1e-3:
+                    inside += 1
+    assert flipped and inside > 20
+
+
+class ShapesWithMasks(Shapes):
+    """The shapes with their instance masks (one per box) and a semantic
+    mask (each pixel its shape's label, 0 for the background)."""
+
+    def __getitem__(self, i: int) -> tuple[Any, ...]:
+        jpeg, boxes, labels = super().__getitem__(i)
+        masks = self.samples[i][3]
+        semantic = (masks * labels[:, None, None]).max(0).astype(np.uint8)
+        return jpeg, boxes, labels, masks, semantic
+
+
+@pytest.fixture(scope="module")
+def shapes_with_masks(tmp_path_factory) -> tuple[str, ShapesWithMasks]:
+    source = ShapesWithMasks(32, seed=9)
+    path = str(tmp_path_factory.mktemp("masks") / "shapes.slip")
+    ss.write(path, source, {**FIELDS, "masks": ss.InstanceMasksField(), "mask": ss.SegmentationMaskField()},
+             verbose=False)
+    return path, source
+
+
+@pytest.mark.parametrize("name", list(GEOMETRIES))
+def test_masks_coincide_with_their_shapes_in_the_decoded_image(shapes_with_masks, name):
+    path, source = shapes_with_masks
+    pipelines = {"image": GEOMETRIES[name], "boxes": [BoundingBoxes(follow="image")],
+                 "labels": [KeptWithBoxes("boxes")], "counts": [Count("boxes")],
+                 "masks": [InstanceMasks(follow="image", boxes="boxes")],
+                 "mask": [SegmentationMask(follow="image", fill=255)],
+                 "transform": [ss.compiler.RefNode("boxes", None, output=geometry.TRANSFORM)]}
+    measured = []
+    with ss.Loader(path, 16, pipelines, order=ss.Order("random", seed=4), verbose=False) as loader:
+        for batch, indices in zip(loader, loader.epoch_batches(0)):
+            images, all_boxes, labels, counts, masks, semantic, transforms = (t.numpy() for t in batch)
+            for image, boxes, lab, n, inst, sem, t, index in zip(images, all_boxes, labels, counts, masks, semantic,
+                                                                 transforms, indices):
+                assert not inst[n:].any()
+                covered = moved_mask(np.ones(source.samples[index][0].shape[:2], np.uint8), t).astype(bool)
+                assert (sem[~covered] == 255).all() and (sem[covered] != 255).all()
+                inter = union = 0
+                for k in range(n):
+                    pixels = half_shape_pixels(image, lab[k], boxes[k])
+                    inter += (pixels & (inst[k] == 1)).sum()
+                    union += (pixels | (inst[k] == 1)).sum()
+                    assert ((sem == lab[k]) == (inst[k] == 1)).all()  # one shape, two masks, the same pixels
+                if union >= 2000:
+                    measured.append(inter / union)
+    assert len(measured) > 10
+    assert min(measured) >= 0.98, (name, sorted(measured)[:3])
+
+
+def test_batches_do_not_depend_on_the_thread_count(shapes_with_masks):
+    path, _ = shapes_with_masks
+    from slipstream.ops import presets
+
+    pipelines = {**presets.detection_train(96, masks="masks"), "mask": [SegmentationMask(follow="image")]}
+    runs = []
+    for threads in (1, 2):
+        with ss.Loader(path, 8, pipelines, order=ss.Order("random", seed=5), num_threads=threads,
+                       verbose=False) as loader:
+            runs.append([[t.numpy().copy() for t in batch] for batch in loader])
+    assert len(runs[0]) == 4
+    for a, b in zip(*runs):
+        assert all(np.array_equal(x, y) for x, y in zip(a, b))
+
+
+def test_fixed_and_batch_own_padding(shapes):
+    path, _ = shapes
+    from slipstream.ops import TrimToCounts
+
+    def batches(trim: bool) -> list[list[np.ndarray]]:
+        end = [TrimToCounts("counts")] if trim else []
+        pipelines = {"image": [RandomResizedCrop(64, scale=(0.05, 0.3))],
+                     "boxes": [BoundingBoxes(follow="image", max_boxes=10), *end],
+                     "labels": [KeptWithBoxes("boxes"), *end], "counts": [Count("boxes")]}
+        with ss.Loader(path, 16, pipelines, order=ss.Order("sequential"), verbose=False) as loader:
+            return [[t.numpy().copy() for t in batch[1:]] for batch in loader]
+
+    for (boxes, labels, counts), (padded, padded_labels, _) in zip(batches(True), batches(False)):
+        m = int(counts.max())
+        assert padded.shape == (len(counts), 10, 4) and padded_labels.shape == (len(counts), 10)
+        assert boxes.shape == (len(counts), m, 4) and labels.shape == (len(counts), m)
+        assert np.array_equal(boxes, padded[:, :m]) and not padded[:, m:].any()
+        assert np.array_equal(labels, padded_labels[:, :m])
+    with pytest.raises(ss.ArgumentError, match="has 6 boxes in field 'boxes', more than max_boxes=5"):
+        ss.Loader(path, 8, {"image": [RandomResizedCrop(64)], "boxes": [BoundingBoxes(max_boxes=5)]}, verbose=False)

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
-EXPECTED = ["01_quickstart", "02_custom_operation", "03_inside_the_compiler", "04_visual_checks", "05_from_ffcv"]
+EXPECTED = ["01_quickstart", "02_custom_operation", "03_inside_the_compiler", "04_visual_checks", "05_from_ffcv",
+            "06_detection"]
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")

@@ -100,3 +100,19 @@ def test_ray_example_converts_tar_shards_in_a_real_s3_server(s3_server, tmp_path
     with ss.open_dataset("s3://test/readme-ray/laion-slip", remote=ss.Remote(storage_options=s3_server.storage_options(),
                                                                        cache_dir=tmp_path / "cache")) as reader:
         assert [reader[i]["label"] for i in range(40)] == list(range(10)) * 4
+
+
+def test_detection_example_runs_on_a_generated_coco_dataset(tmp_path):
+    from detection_data import make_coco
+
+    data = make_coco(tmp_path / "coco", count=12, seed=3)
+    code = python_block("## Detection and segmentation")
+    code = code.replace('"/data/coco/train2017"', repr(str(data.images_root)))
+    code = code.replace('"/data/coco/instances_train2017.json"', repr(str(data.annotation_file)))
+    env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = re.search(r"(\d+) images, (\d+) boxes", proc.stdout)
+    assert found and int(found.group(1)) == 12, proc.stdout
+    assert 0 < int(found.group(2)) <= sum(len(image.boxes) for image in data.images)

@@ -7,7 +7,8 @@ that :class:`slipstream.Reader` can rebuild the fields a file describes.
 from slipstream.fields.base import Encoded, Field
 from slipstream.fields.basic import BytesField, FloatField, IntField, JSONField, NDArrayField
 from slipstream.fields.image import RGBImageField
+from slipstream.fields.masks import InstanceMasksField, SegmentationMaskField
 from slipstream.fields.ragged import RaggedField
 
-__all__ = ["BytesField", "Encoded", "Field", "FloatField", "IntField", "JSONField", "NDArrayField", "RGBImageField",
-           "RaggedField"]
+__all__ = ["BytesField", "Encoded", "Field", "FloatField", "InstanceMasksField", "IntField", "JSONField",
+           "NDArrayField", "RGBImageField", "RaggedField", "SegmentationMaskField"]

@@ -25,8 +25,10 @@ from slipstream.ops.detection import (
     Count,
     InstanceMasks,
     KeptWithBoxes,
+    Keypoints,
     RandomIoUCrop,
     SegmentationMask,
+    TrimToCounts,
     unpad,
 )
 from slipstream.ops.mixing import CutMix, MixLabels, MixUp
@@ -37,8 +39,8 @@ from slipstream.ops.stored import StoredBytes
 from slipstream.ops.tensor import Convert, ToDevice
 
 __all__ = ["BoundingBoxes", "CenterCrop", "ColorJitter", "Convert", "Count", "CutMix", "Cutout", "GaussianBlur",
-           "InstanceMasks", "KeptWithBoxes", "MixLabels", "MixUp", "multi_crop_pipelines", "MultiCrop", "Normalize",
+           "InstanceMasks", "KeptWithBoxes", "Keypoints", "MixLabels", "MixUp", "multi_crop_pipelines", "MultiCrop", "Normalize",
            "presets", "RandomBrightness", "RandomContrast", "RandomCrop", "RandomErasing", "RandomGrayscale",
            "RandomHorizontalFlip", "RandomHue", "RandomIoUCrop", "RandomResizedCrop", "RandomSaturation",
            "RandomSolarize", "RandomTranslate", "RandomVerticalFlip", "Resize", "SegmentationMask", "StoredBytes",
-           "ToDevice", "ToTensor", "unpad"]
+           "ToDevice", "ToTensor", "TrimToCounts", "unpad"]

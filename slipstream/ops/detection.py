@@ -23,8 +23,9 @@ and any other rows that follow it) when it keeps less than ``min_size``
 pixels of width or height, less than ``min_visibility`` of its area, or,
 with ``center_inside``, when its centre left the output (SSD's rule after
 an IoU crop).  Batches hold ``max_n`` rows per sample, the most boxes any
-sample of the dataset has, padded with zeros; ``Count`` gives how many are
-real, and :func:`unpad` turns a batch into the list of per-sample tensors
+sample of the dataset has (or ``max_boxes``), padded with zeros; ``Count``
+gives how many are real, :class:`TrimToCounts` cuts a batch to its own
+most, and :func:`unpad` turns a batch into the list of per-sample tensors
 torchvision's detection models take.
 
 Masks are nearest-neighbour resampled on the image's own pixel grid, so
@@ -38,12 +39,12 @@ import ast
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from numba import njit, uint64
 
-from slipstream.compiler import Allocation, Decoder, DecoderNode, Node, RefNode, State
+from slipstream.compiler import Allocation, Decoder, DecoderNode, Kind, Node, Operation, RefNode, State
 from slipstream.compiler import astgen as A
 from slipstream.compiler import random as rnd
 from slipstream.compiler.nodes import EmitContext, normalize_declared
@@ -231,6 +232,7 @@ class BoxesDecoder(FollowingDecoder):
     min_size: float
     min_visibility: float
     center_inside: bool
+    max_boxes: int | None = None
     boxes: None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -238,12 +240,22 @@ class BoxesDecoder(FollowingDecoder):
         if stored.dtype != np.float32:
             raise ArgumentError(f"{self.source.reader.path}: BoundingBoxes reads float32 boxes; field "
                                 f"{self.field!r} stores {stored.dtype} (write it as RaggedField(np.float32, (4,)))")
+        most, sample = longest(self.source, self.field)
+        if self.max_boxes is not None and most > self.max_boxes:
+            raise ArgumentError(f"{self.source.reader.path}: sample {sample} has {most} boxes in field "
+                                f"{self.field!r}, more than max_boxes={self.max_boxes}; raise max_boxes (None pads "
+                                f"to the dataset's most boxes)")
+
+    @property
+    def rows(self) -> int:
+        """The padded number of boxes per sample."""
+        return self.max_boxes if self.max_boxes is not None else max(longest(self.source, self.field)[0], 1)
 
     def inputs(self) -> tuple[np.ndarray, ...]:
         return (self.source.storage, self.source.offsets(self.field), _lengths(self.source, self.field))
 
     def declare_following(self, node: FollowingNode) -> list[Allocation] | Any:
-        max_n = max(longest(self.source, self.field)[0], 1)
+        max_n = self.rows
         return State(shape=(max_n, 4), dtype=np.float32), [
             Allocation((max_n, 4), np.float32), Allocation((), np.int64, name=COUNT),
             Allocation((max_n,), np.int64, name=KEPT),
@@ -295,7 +307,8 @@ class BoundingBoxes(Following):
     width and height, at least ``min_visibility`` of its moved area, and,
     with ``center_inside``, its centre inside the output.  Gives
     ``(max_n, 4)`` float32 boxes in ``format`` (kept boxes first, then
-    zeros), and the outputs ``count`` (kept boxes, int64) and ``kept`` (the
+    zeros; ``max_n`` rows, see ``max_boxes``), and the outputs ``count``
+    (kept boxes, int64) and ``kept`` (the
     stored row of each kept box, then -1) that :class:`KeptWithBoxes`,
     :class:`InstanceMasks` and :class:`Count` read.
 
@@ -309,6 +322,10 @@ class BoundingBoxes(Following):
         min_visibility: the smallest fraction of its area a kept box keeps
             inside the image.
         center_inside: drop boxes whose centre left the image.
+        max_boxes: the padded number of boxes per sample, a fixed shape
+            for every dataset (``None``: the most boxes a sample of this
+            dataset holds).  A dataset with a sample holding more is
+            refused, so that no box is lost.
     """
 
     follow: str = "image"
@@ -317,8 +334,11 @@ class BoundingBoxes(Following):
     min_size: float = 1.0
     min_visibility: float = 0.0
     center_inside: bool = False
+    max_boxes: int | None = None
 
     def __post_init__(self) -> None:
+        if self.max_boxes is not None and (not isinstance(self.max_boxes, int) or self.max_boxes < 1):
+            raise ValueError(f"max_boxes must be a positive int or None, got {self.max_boxes!r}")
         for name in ("format", "stored_format"):
             if getattr(self, name) not in FORMATS:
                 raise ValueError(f"{name} must be one of {', '.join(FORMATS)}, got {getattr(self, name)!r}")
@@ -330,7 +350,7 @@ class BoundingBoxes(Following):
     def decoder(self, source: DecodeSource, field: str) -> BoxesDecoder:
         """The decoder of field ``field``."""
         return BoxesDecoder(source, field, self.follow, self.format, self.stored_format, float(self.min_size),
-                            float(self.min_visibility), bool(self.center_inside))
+                            float(self.min_visibility), bool(self.center_inside), self.max_boxes)
 
 
 # ---------------------------------------------------------------- what follows the kept boxes
@@ -391,6 +411,76 @@ class KeptWithBoxes(Following):
         return _KeptRowsDecoder(source, field, self.boxes, self.fill)
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class _KeypointsDecoder(FollowingDecoder):
+    source: DecodeSource = dataclasses.field(repr=False)
+    field: str
+    follow: str
+    boxes: str
+    flip_indices: tuple[int, ...] | None
+
+    def __post_init__(self) -> None:
+        stored = _stored(self.source, self.field, RaggedField, "Keypoints")
+        if len(stored.inner_shape) != 2 or stored.inner_shape[1] != 3 or stored.dtype != np.float32:
+            raise ArgumentError(f"{self.source.reader.path}: Keypoints reads field {self.field!r} as "
+                                f"RaggedField(np.float32, (K, 3)) rows of (x, y, visibility), but it is {stored!r}")
+        if self.flip_indices is not None and sorted(self.flip_indices) != list(range(stored.inner_shape[0])):
+            raise ArgumentError(f"flip_indices must order the {stored.inner_shape[0]} keypoints of field "
+                                f"{self.field!r}, got {self.flip_indices}")
+
+    def inputs(self) -> tuple[np.ndarray, ...]:
+        return (self.source.storage, self.source.offsets(self.field), _lengths(self.source, self.field))
+
+    def declare_following(self, node: FollowingNode) -> Any:
+        _check_one_per_box(self.source, self.field, node, "keypoint rows")
+        points = self.source.reader.fields[self.field].inner_shape[0]
+        return _following_image((node.boxes_node.state.shape[0], points, 3), np.float32)
+
+    def generate_code(self):
+        points = self.source.reader.fields[self.field].inner_shape[0]
+        order = np.array(self.flip_indices if self.flip_indices is not None else range(points), np.int64)
+        row_bytes, compose = uint64(points * 12), geometry.compose
+
+        def keypoints(storage, offsets, lengths, index, transforms, kept, count, out, transform, key):
+            t = compose(transforms, transform)
+            sy, sx, ty, tx, out_h, out_w = t[0], t[1], t[2], t[3], t[4], t[5]
+            n, start = count[0], uint64(offsets[index])
+            for k in range(n):  # the kept rows first, in the boxes' order ...
+                copy_bytes(storage, start + uint64(kept[k]) * row_bytes, row_bytes, out[k])
+            for k in range(n):  # ... then moved, and mirrored left-right when the image was
+                row = out[k].copy() if sx < 0 else out[k]
+                for p in range(points):
+                    source = order[p] if sx < 0 else p
+                    x, y, v = sx * row[source, 0] + tx, sy * row[source, 1] + ty, row[source, 2]
+                    out[k, p, 0], out[k, p, 1] = x, y
+                    out[k, p, 2] = v if 0.0 <= x < out_w and 0.0 <= y < out_h else 0.0
+            out[n:] = 0.0
+            return out
+
+        return keypoints
+
+
+@dataclasses.dataclass(frozen=True)
+class Keypoints(Following):
+    """The keypoints of the boxes :class:`BoundingBoxes` of pipeline
+    ``boxes`` kept, moved with the image of pipeline ``follow``: a
+    ``RaggedField(np.float32, (K, 3))`` with one row of K ``(x, y,
+    visibility)`` points per box, as COCO's keypoints.  A point the image
+    left out gets visibility 0.  When the image was mirrored left-right,
+    ``flip_indices`` (K indices, for COCO's person keypoints the left and
+    right of each pair swapped) reorders the points so that a "left eye"
+    stays the left eye.  Gives ``(max_n, K, 3)`` float32, kept boxes first."""
+
+    follow: str = "image"
+    boxes: str = "boxes"
+    flip_indices: tuple[int, ...] | None = None
+
+    def decoder(self, source: DecodeSource, field: str) -> _KeypointsDecoder:
+        """The decoder of field ``field``."""
+        flip = None if self.flip_indices is None else tuple(int(i) for i in self.flip_indices)
+        return _KeypointsDecoder(source, field, self.follow, self.boxes, flip)
+
+
 class Count(RefNode):
     """How many boxes :class:`BoundingBoxes` of pipeline ``boxes`` kept, per
     sample (int64): an output of its own, ``"counts": [Count("boxes")]``."""
@@ -409,6 +499,53 @@ class Count(RefNode):
     def describe(self) -> str:
         """``Count('boxes')``."""
         return f"Count({self.source_pipeline!r})"
+
+    def __repr__(self) -> str:
+        return self.describe()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Trim(Operation):
+    kind: ClassVar[Kind] = Kind.TORCH
+
+    def declare(self, state: State) -> Any:
+        return state, None
+
+    def generate_code(self):
+        def trim(values: Any, counts: Any) -> Any:
+            return values[:, :int(counts.max()) if len(counts) else 0]
+
+        return trim
+
+
+class TrimToCounts(Node):
+    """The batch's own padding instead of the dataset's: a padded batch
+    (boxes, labels, masks, ``(B, max_n, ...)``) cut to ``(B, m, ...)``, with
+    ``m`` the most rows a sample of this batch kept, as the output
+    ``counts`` counts them (a view, no copy; in the torch stage).  Place it
+    last in the pipelines of the padded outputs."""
+
+    def __init__(self, counts: str = "counts") -> None:
+        super().__init__(_Trim())
+        self.counts_pipeline = counts
+        self.counts_node: Node | None = None
+
+    def resolve(self, pipelines: dict[str, list[Node]]) -> None:
+        self.counts_node = _pipeline(pipelines, self.pipeline, self.counts_pipeline)[-1]
+
+    def dependencies(self) -> Sequence[Node]:
+        return (self.parent, self.counts_node)
+
+    def emit_torch(self, ctx: EmitContext) -> list[ast.stmt]:
+        return [A.assign(ctx.target(self), A.call(ctx.code(self), ctx.batch_value(self.parent),
+                                                  ctx.batch_value(self.counts_node)))]
+
+    def describe(self) -> str:
+        """``TrimToCounts('counts')``."""
+        return f"TrimToCounts({self.counts_pipeline!r})"
+
+    def __repr__(self) -> str:
+        return self.describe()
 
 
 def unpad(values: Any, counts: Any) -> list[Any]:

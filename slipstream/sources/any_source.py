@@ -14,17 +14,41 @@ import numpy as np
 
 from slipstream.errors import ArgumentError
 from slipstream.format.writer import SampleStream
-from slipstream.sources.adapters import ArrayRows, IndexableSource, IterableSource, default_array_field, infer_fields
+from slipstream.sources.adapters import (
+    ArrayRows,
+    IndexableSource,
+    IterableSource,
+    default_array_field,
+    infer_fields,
+)
+from slipstream.sources.coco import COCODetection
 from slipstream.sources.folders import ImageFolder
 from slipstream.sources.huggingface import from_huggingface, is_huggingface
 from slipstream.sources.litdata import LitData
+from slipstream.sources.segmentation import SegmentationFolder
 from slipstream.sources.webdataset import WebDataset
+
+_NAMED_SOURCES = (COCODetection, SegmentationFolder)
+"""Sources whose samples are dicts of their :meth:`default_fields`' names."""
+
+
+class NamedSamples(IndexableSource):
+    """The samples of a source whose items are dicts (such as
+    :class:`~slipstream.sources.COCODetection`), as tuples of the values of
+    the fields' names, in order; ``describe`` is the source's own (an image
+    id and path rather than an item number)."""
+
+    def describe(self, index: int) -> str:
+        """The source's own description of sample ``index``."""
+        return self.dataset.describe(index)
 
 
 def as_source(source: Any, fields: Mapping[str, Any] | None) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     """``(samples, fields, user metadata)`` for a source given to
     :func:`slipstream.write`: an image folder path, an :class:`ImageFolder`,
     a NumPy array, a tuple/list or dict of equal-length arrays, a
+    :class:`~slipstream.sources.COCODetection` or
+    :class:`~slipstream.sources.SegmentationFolder`, a
     :class:`~slipstream.sources.WebDataset`, a Hugging Face dataset, a
     :class:`~slipstream.sources.LitData` dataset, any object with ``len()``
     and ``[i]``, or any iterable.  ``fields`` may be omitted for folders,
@@ -33,6 +57,9 @@ def as_source(source: Any, fields: Mapping[str, Any] | None) -> tuple[Any, dict[
         source = ImageFolder(Path(source))
     if isinstance(source, ImageFolder):
         return source, dict(fields or source.default_fields()), source.user_metadata()
+    if isinstance(source, _NAMED_SOURCES):
+        fields = dict(fields or source.default_fields())
+        return NamedSamples(source, list(fields)), fields, source.user_metadata()
     if isinstance(source, WebDataset):
         if fields is not None and dict(fields) != source.fields:
             source = WebDataset(source.shards, fields, source.given_members, source.remote)
