@@ -1,5 +1,6 @@
 """What every peer's runner (and FFCV's writer) shares: the folder's
-samples and labels, and the CPU-time and memory accounting that RUNNERS.md
+samples and labels, the detection benchmark's COCO annotations and its
+``--check`` summary, and the CPU-time and memory accounting that RUNNERS.md
 asks for.  Standard library only: it is imported from each peer's own
 environment."""
 
@@ -140,3 +141,86 @@ def timed_epochs(loader, images_in, warmup: int, epochs: int) -> dict:
     cpu = cpu_seconds() - cpu_start if cpu_start is not None else 0.0
     return {"epoch_images_per_s": rates, "images": counts[0] if counts else 0,
             "cpu_seconds_per_image": cpu / sum(counts) if counts and sum(counts) else None}
+
+
+# ---------------------------------------------------------------- detection (RUNNERS.md, "Detection")
+
+
+def read_coco(annotations: str | os.PathLike) -> list[tuple[str, list[list[float]], list[int]]]:
+    """``(file_name, boxes, labels)`` per image of a COCO instances file, in
+    the order of its ``images`` list: ``boxes`` XYXY in absolute pixels
+    (COCO's ``[x, y, w, h]`` plus the corner), ``labels`` the category ids.
+    Every system reads its annotations from here or from the file itself,
+    so that all of them see the same boxes."""
+    with open(annotations) as fh:
+        coco = json.load(fh)
+    per_image: dict[int, tuple[list[list[float]], list[int]]] = {image["id"]: ([], []) for image in coco["images"]}
+    for ann in coco["annotations"]:
+        x, y, w, h = ann["bbox"]
+        boxes, labels = per_image[ann["image_id"]]
+        boxes.append([x, y, x + w, y + h])
+        labels.append(int(ann["category_id"]))
+    return [(image["file_name"], *per_image[image["id"]]) for image in coco["images"]]
+
+
+def detection_check(loader, unpack, size: int, epochs: int) -> dict:
+    """The ``check`` entry of a detection runner's result (RUNNERS.md,
+    "Detection"): ``epochs`` epochs of ``loader``, whose batches
+    ``unpack(batch)`` turns into ``(image, boxes, labels, counts)`` tensors.
+    It holds the first batch's padded boxes, labels and counts as nested
+    lists, the image batch's shape and dtype and the other outputs' shapes
+    and dtypes, and over all epochs the fewest and most boxes kept in an
+    image, how many kept boxes are not a box within [0, size] (``x0 < x1``,
+    ``y0 < y1``, a tolerance of size / 1000), and the mean number of boxes
+    kept per image and the mean area of a kept box as a fraction of the
+    ``size`` x ``size`` output, which differ between systems only if their
+    crop semantics do."""
+    first: dict = {}
+    kept, areas, outside = [], [], 0
+    low, high = -1e-3 * size, size * (1 + 1e-3)
+    for _ in range(epochs):
+        for batch in loader:
+            image, boxes, labels, counts = unpack(batch)
+            box_rows, count_list = boxes.tolist(), counts.tolist()
+            if not first:
+                first = {
+                    "image_shape": list(image.shape),
+                    "image_dtype": str(image.dtype),
+                    "boxes_shape": list(boxes.shape),
+                    "boxes_dtype": str(boxes.dtype),
+                    "labels_shape": list(labels.shape),
+                    "labels_dtype": str(labels.dtype),
+                    "counts_shape": list(counts.shape),
+                    "counts_dtype": str(counts.dtype),
+                    "boxes": box_rows,
+                    "labels": labels.tolist(),
+                    "counts": count_list,
+                }
+            kept.extend(count_list)
+            for rows, n in zip(box_rows, count_list):
+                for x0, y0, x1, y1 in rows[:n]:
+                    areas.append((x1 - x0) * (y1 - y0) / (size * size))
+                    outside += not (low <= x0 < x1 <= high and low <= y0 < y1 <= high)
+    return {
+        **first,
+        "epochs": epochs,
+        "epoch_images": len(kept),
+        "min_count": min(kept, default=None),
+        "max_count": max(kept, default=None),
+        "boxes_outside": outside,
+        "mean_boxes_kept": sum(kept) / len(kept) if kept else None,
+        "mean_box_area_fraction": sum(areas) / len(areas) if areas else None,
+    }
+
+
+def detection_spec(spec: dict) -> dict:
+    """``spec`` (from :func:`read_spec`) with the detection keys RUNNERS.md
+    defines filled in: ``size`` (300), ``max_boxes`` (required),
+    ``check`` (false) and ``check_epochs`` (2)."""
+    if "max_boxes" not in spec:
+        raise SystemExit(f"{Path(sys.argv[0]).stem}: the spec has no max_boxes")
+    spec["size"] = int(spec.get("size", 300))
+    spec["max_boxes"] = int(spec["max_boxes"])
+    spec["check"] = bool(spec.get("check", False))
+    spec["check_epochs"] = int(spec.get("check_epochs", 2))
+    return spec
