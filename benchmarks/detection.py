@@ -22,8 +22,12 @@ Data: the JPEGs of ``--images`` (default ``../shared/data/imagenet-sample``,
 800 ImageNet images) with generated annotations: 1 to 12 boxes per image
 (log-uniform size and aspect ratio, uniform position, one of 80 categories),
 seeded by ``--seed``, written once as a COCO instances file under
-``benchmarks/.data/detection/``, which DALI and the DataLoader read, and as a
-slipstream file of the same JPEGs (byte for byte) and boxes.
+``benchmarks/.data/detection/``, which DALI and the DataLoader read, and as
+two slipstream files of the same boxes: the JPEGs re-coded losslessly into
+32-pixel restart-marker tiles (system ``slipstream``, as in the
+classification comparison of ``compare.py``: a crop entropy-decodes only
+the tiles it touches) and the JPEGs byte for byte (``slipstream-bytes``,
+the file ``ss.write`` makes by default).
 
 Every measurement runs in a fresh process of the system's own environment
 (DALI and the DataLoader: ``benchmarks/.venvs/``, made by ``make
@@ -65,7 +69,7 @@ sys.path[:0] = [str(HERE), str(HERE / "peers")]
 
 # benchmarks/ and benchmarks/peers/, put on sys.path just above.
 from common import machine_cpu_seconds, summary, write_json
-from compare import DEFAULT_FOLDER, PEERS, REPO, VENVS, available, machine, run
+from compare import DEFAULT_FOLDER, PEERS, REPO, TILE_WIDTH, VENVS, available, machine, run
 from peer_common import JPEG_SUFFIXES, read_coco
 
 DATA = REPO / "benchmarks" / ".data" / "detection"
@@ -100,7 +104,13 @@ DRIFT_NOTE = ("timings on a 2-core machine drift by 10-40% from run to run (othe
 def systems() -> dict[str, dict[str, Any]]:
     """Every system: interpreter, runner and which copy of the data it reads."""
     return {
-        "slipstream": {"python": sys.executable, "runner": PEERS / "slipstream_detection_runner.py", "data": "slip"},
+        # slipstream's own file, as in the classification comparison (compare.py): the JPEGs re-coded losslessly
+        # into restart-marker tiles, so that a crop entropy-decodes only the tiles it touches; and the JPEGs
+        # byte for byte, the file ss.write makes by default.
+        "slipstream": {"python": sys.executable, "runner": PEERS / "slipstream_detection_runner.py",
+                       "data": "tiled"},
+        "slipstream-bytes": {"python": sys.executable, "runner": PEERS / "slipstream_detection_runner.py",
+                             "data": "slip"},
         "dali": {"python": VENVS / "dali" / "bin" / "python", "runner": PEERS / "dali_detection_runner.py",
                  "data": "coco"},
         "dataloader": {"python": VENVS / "dataloader" / "bin" / "python",
@@ -190,8 +200,12 @@ def prepare_data(folder: Path, seed: int) -> dict[str, Any]:
         ss.write(slip, DetectionSource(folder, annotations),
                  fields={"image": ss.RGBImageField(), "boxes": ss.RaggedField(np.float32, (4,)),
                          "labels": ss.RaggedField(np.int64)}, verbose=False)
+    tiled = base / f"data-tiles{TILE_WIDTH}.slip"
+    if not tiled.exists():
+        print(f"writing {tiled}", flush=True)
+        ss.convert(slip, tiled, tile_width=TILE_WIDTH, verbose=False)
     counts = [len(labels) for _, _, labels in read_coco(annotations)]
-    return {"images": folder, "annotations": annotations, "slip": slip, "max_boxes": max(counts),
+    return {"images": folder, "annotations": annotations, "slip": slip, "tiled": tiled, "max_boxes": max(counts),
             "image_count": len(counts), "boxes": sum(counts), "mean_boxes_per_image": sum(counts) / len(counts)}
 
 
@@ -200,7 +214,7 @@ def prepare_data(folder: Path, seed: int) -> dict[str, Any]:
 
 def spec(system: dict[str, Any], data: dict[str, Any], args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
     """The SPEC.json of one run of ``system`` (RUNNERS.md, "Detection")."""
-    where = ({"data": str(data["slip"])} if system["data"] == "slip"
+    where = ({"data": str(data[system["data"]])} if system["data"] in ("slip", "tiled")
              else {"images": str(data["images"]), "annotations": str(data["annotations"])})
     return {"scenario": "detection", **where, "size": args.size, "max_boxes": data["max_boxes"],
             "batch_size": args.batch_size, "threads": args.threads, "epochs": args.epochs, "warmup_epochs": 1,
@@ -335,20 +349,22 @@ def ratios(results: dict[str, Any]) -> dict[str, Any]:
     medians, and per round (the runs of one round are closest in time) its
     median and range, with the target."""
     out: dict[str, Any] = {}
-    mine = results.get("slipstream")
-    if not mine or not mine["samples_per_s"]:
-        return out
-    by_round = dict(zip(mine["rounds"], mine["samples_per_s"]))
-    for name, entry in results.items():
-        if name == "slipstream" or not entry["samples_per_s"]:
+    for variant in ("slipstream", "slipstream-bytes"):
+        mine = results.get(variant)
+        if not mine or not mine["samples_per_s"]:
             continue
-        per_round = [by_round[r] / rate for r, rate in zip(entry["rounds"], entry["samples_per_s"]) if r in by_round]
-        out[f"slipstream / {name}"] = {
-            "of_medians": mine["median"] / entry["median"],
-            "per_round": per_round,
-            "per_round_median": statistics.median(per_round) if per_round else None,
-            "target": TARGETS.get(name),
-        }
+        by_round = dict(zip(mine["rounds"], mine["samples_per_s"]))
+        for name, entry in results.items():
+            if name.startswith("slipstream") or not entry["samples_per_s"]:
+                continue
+            per_round = [by_round[r] / rate for r, rate in zip(entry["rounds"], entry["samples_per_s"])
+                         if r in by_round]
+            out[f"{variant} / {name}"] = {
+                "of_medians": mine["median"] / entry["median"],
+                "per_round": per_round,
+                "per_round_median": statistics.median(per_round) if per_round else None,
+                "target": TARGETS.get(name),
+            }
     return out
 
 
@@ -356,20 +372,20 @@ def table(report: dict[str, Any]) -> str:
     """The results as a text table."""
     throughput = report["results"]["throughput"]
     checks = report["check"]
-    lines = [(f"{'system':<12} {'samples/s: median [range]':>28} {'CPU ms/sample':>14} {'peak RSS MB':>12} "
+    lines = [(f"{'system':<16} {'samples/s: median [range]':>28} {'CPU ms/sample':>14} {'peak RSS MB':>12} "
               f"{'boxes kept/img':>15} {'box area %':>11} {'others CPU %':>13}")]
     for name, entry in throughput.items():
         check = checks.get(name, {})
         kept = f"{check['mean_boxes_kept']:.2f}" if check.get("mean_boxes_kept") is not None else "-"
         area = f"{100 * check['mean_box_area_fraction']:.1f}" if check.get("mean_box_area_fraction") else "-"
         if not entry["samples_per_s"]:
-            lines.append(f"{name:<12} {'(no successful run)':>28}")
+            lines.append(f"{name:<16} {'(no successful run)':>28}")
             continue
         others = 100 * statistics.median(entry["others_cpu_share"])
-        lines.append(f"{name:<12} {summary(entry['samples_per_s']):>28} "
+        lines.append(f"{name:<16} {summary(entry['samples_per_s']):>28} "
                      f"{statistics.median(entry['cpu_ms_per_sample']):>14.2f} "
                      f"{statistics.median(entry['rss_mb']):>12,.0f} {kept:>15} {area:>11} {others:>13.0f}")
-    lines.append(f"{'annotations':<12} {'':>28} {'':>14} {'':>12} {report['data']['mean_boxes_per_image']:>15.2f}")
+    lines.append(f"{'annotations':<16} {'':>28} {'':>14} {'':>12} {report['data']['mean_boxes_per_image']:>15.2f}")
     for pair, ratio in report["results"]["ratios"].items():
         per_round = ratio["per_round"]
         spread = f" (per round {summary(per_round, 2)})" if per_round else ""

@@ -11,11 +11,11 @@ import json
 import shutil
 import sys
 
+import detection_data
 import numpy as np
 import pytest
 from PIL import Image
 
-import detection_data
 import slipstream as ss
 from slipstream.sources import COCODetection, SegmentationFolder
 

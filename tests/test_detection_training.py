@@ -7,12 +7,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from test_detection import FIELDS, ShapesWithMasks
 
 import slipstream as ss
-from slipstream.ops import BoundingBoxes, Count, KeptWithBoxes, Normalize, RandomHorizontalFlip, RandomResizedCrop
-from slipstream.ops import presets
-
-from test_detection import FIELDS, ShapesWithMasks
+from slipstream.ops import (
+    BoundingBoxes,
+    Count,
+    KeptWithBoxes,
+    Normalize,
+    RandomHorizontalFlip,
+    RandomResizedCrop,
+    presets,
+)
 
 STEPS = 30
 

@@ -40,7 +40,7 @@ SIZE = 6
 SCALE_Y, SCALE_X, OFFSET_Y, OFFSET_X, OUT_H, OUT_W = range(SIZE)
 
 
-class Geometric(abc.ABC):  # noqa: B024  (a marker: what it promises is an output, not a method)
+class Geometric(abc.ABC):  # a marker: what it promises is an output, not a method
     """An operation that moves pixels and says where: it declares an
     allocation named :data:`TRANSFORM` of shape ``(SIZE,)`` float64 and
     writes each sample's transform (see the module docstring) into it."""

@@ -701,7 +701,8 @@ def iou_crop_params(key, height, width, boxes, n, options, min_scale, max_scale,
         if min_iou >= 1.0:
             return 0, 0, height, width
         for _ in range(trials):
-            u = rnd.uniform(key, draw), rnd.uniform(key, draw + 1), rnd.uniform(key, draw + 2), rnd.uniform(key, draw + 3)
+            u = (rnd.uniform(key, draw), rnd.uniform(key, draw + 1), rnd.uniform(key, draw + 2),
+                 rnd.uniform(key, draw + 3))
             draw += 4
             w = int(width * (min_scale + (max_scale - min_scale) * u[0]))
             h = int(height * (min_scale + (max_scale - min_scale) * u[1]))
