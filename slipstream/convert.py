@@ -125,7 +125,8 @@ def cached(
         identity = {"coco": str(folder.annotation_file.resolve()), "content": folder.fingerprint()}
         stem = folder.annotation_file.stem
     elif isinstance(folder, SegmentationFolder):
-        identity = {"segmentation": str(folder.images_root.resolve()), "content": folder.fingerprint()}
+        identity = {"segmentation": str(folder.images_root.resolve()), "masks": str(folder.masks_root.resolve()),
+                    "content": folder.fingerprint()}
         stem = folder.images_root.resolve().name
     elif name is not None:
         identity = {"name": name, "version": version}

@@ -283,16 +283,17 @@ def test_keypoints_follow_the_image_and_swap_sides_when_mirrored(tmp_path):
         _, boxes, counts, points, transforms = (t.numpy() for t in next(iter(loader)))
     for b, n, p, t in zip(boxes, counts, points, transforms):
         assert not p[n:].any()
-        flipped += t[1] < 0
         mirrored = t[1] < 0
+        flipped += mirrored
         for box, (left, right) in zip(b[:n], p[:n]):
             # point 0 is the top-left corner, mirrored or not (when mirrored, it is the stored right corner,
-            # with that point's visibility)
+            # with that point's visibility); a point the crop left out is (0, 0, 0)
             for point, (x, y), visibility in ((left, box[:2], 2.0 if mirrored else 1.0),
                                               (right, box[2:0:-1], 1.0 if mirrored else 2.0)):
-                seen = 0 <= point[0] < t[5] and 0 <= point[1] < t[4]
-                assert point[2] == (visibility if seen else 0.0)
-                if seen and abs(point[0] - x) < 1e-3 and abs(point[1] - y) < 1e-3:
+                if not point.any():
+                    continue
+                assert point[2] == visibility and 0 <= point[0] <= t[5] and 0 <= point[1] <= t[4]
+                if abs(point[0] - x) < 1e-3 and abs(point[1] - y) < 1e-3:
                     inside += 1
     assert flipped and inside > 20
 
@@ -381,3 +382,66 @@ def test_fixed_and_batch_own_padding(shapes):
         assert np.array_equal(labels, padded_labels[:, :m])
     with pytest.raises(ss.ArgumentError, match="has 6 boxes in field 'boxes', more than max_boxes=5"):
         ss.Loader(path, 8, {"image": [RandomResizedCrop(64)], "boxes": [BoundingBoxes(max_boxes=5)]}, verbose=False)
+
+
+def _boxes_dataset(path, boxes: list[np.ndarray], extra: dict[str, tuple[Any, list[Any]]] | None = None) -> str:
+    """A dataset of plain 64 x 80 images with the given boxes (and extra fields)."""
+    image = np.zeros((64, 80, 3), np.uint8)
+    extra = extra or {}
+    samples = [(image, b, np.arange(1, len(b) + 1), *(values[i] for _, values in extra.values()))
+               for i, b in enumerate(boxes)]
+    fields = {"image": ss.RGBImageField("raw"), "boxes": ss.RaggedField(np.float32, (4,)),
+              "labels": ss.RaggedField(np.int64), **{name: field for name, (field, _) in extra.items()}}
+    ss.write(path, samples, fields, verbose=False)
+    return str(path)
+
+
+def test_boxes_with_a_nan_are_dropped(tmp_path):
+    path = _boxes_dataset(tmp_path / "nan.slip", [np.array([[np.nan, 10, 50, 60], [4, 5, 24, 25]], np.float32)])
+    pipelines = {"image": [Resize((64, 80))], "boxes": [BoundingBoxes()], "labels": [KeptWithBoxes()],
+                 "counts": [Count()]}
+    with ss.Loader(path, 1, pipelines, verbose=False) as loader:
+        _, boxes, labels, counts = next(iter(loader))
+    assert counts.tolist() == [1] and labels[0, 0] == 2 and np.isfinite(boxes.numpy()).all()
+
+
+def test_a_per_box_field_read_in_full_while_boxes_are_dropped_is_refused(tmp_path):
+    boxes = [np.array([[4, 5, 24, 25], [70, 50, 80, 64]], np.float32)]
+    path = _boxes_dataset(tmp_path / "crowd.slip", boxes,
+                          {"iscrowd": (ss.RaggedField(np.uint8), [np.array([0, 1], np.uint8)])})
+    from slipstream.ops import presets
+
+    with pytest.raises(ss.PipelineError, match="output 'iscrowd' reads field 'iscrowd', which holds a row per box, "
+                                               "in full"):
+        ss.Loader(path, 1, presets.detection_train(64), verbose=False)
+    with ss.Loader(path, 1, presets.detection_train(64, per_box=("iscrowd",)), verbose=False) as loader:
+        names = loader.output_names
+        batch = dict(zip(names, next(iter(loader))))
+    n = int(batch["counts"][0])
+    assert batch["iscrowd"][0, :n].tolist() == [[0, 1][k] for k in (batch["labels"][0, :n] - 1).tolist()]
+    with pytest.raises(ss.ArgumentError, match="fill -1 does not fit the uint8 rows of field 'iscrowd'"):
+        ss.Loader(path, 1, {**presets.detection_train(64), "iscrowd": [KeptWithBoxes(fill=-1)]}, verbose=False)
+
+
+def test_iou_crop_reads_boxes_in_their_stored_format(tmp_path):
+    xyxy = [np.array([[20, 16, 40, 32]], np.float32)] * 32
+    xywh = [np.array([[20, 16, 20, 16]], np.float32)] * 32
+    kept = []
+    for name, boxes, fmt in (("xyxy", xyxy, "XYXY"), ("xywh", xywh, "XYWH")):
+        path = _boxes_dataset(tmp_path / f"{name}.slip", boxes)
+        pipelines = {"image": [RandomIoUCrop(48, stored_format=fmt)],
+                     "boxes": [BoundingBoxes(stored_format=fmt, center_inside=True)], "labels": [KeptWithBoxes()],
+                     "counts": [Count()]}
+        with ss.Loader(path, 32, pipelines, order=ss.Order("sequential"), verbose=False) as loader:
+            kept.append(next(iter(loader))[3].numpy())
+    assert (kept[0] == 1).all() and np.array_equal(kept[0], kept[1])
+
+
+def test_masks_of_another_size_than_their_images_are_refused(tmp_path):
+    image = np.zeros((64, 80, 3), np.uint8)
+    path = tmp_path / "masks.slip"
+    ss.write(path, [(image, np.zeros((32, 40), np.uint8))],
+             {"image": ss.RGBImageField("raw"), "mask": ss.SegmentationMaskField()}, verbose=False)
+    with pytest.raises(ss.PipelineError, match="sample 0's mask in field 'mask' is 32x40, but its image in field "
+                                               "'image' is 64x80: masks must have their image's size"):
+        ss.Loader(path, 1, {"image": [Resize((32, 32))], "mask": [SegmentationMask()]}, verbose=False)

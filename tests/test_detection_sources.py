@@ -370,3 +370,10 @@ def test_cached_identifies_detection_sources_by_their_files(tmp_path):
     second = ss.cached(ss.COCODetection(data.images_root, data.annotation_file), cache_dir=tmp_path / "cache",
                        verbose=False)
     assert second != first and ss.Reader(second).read(0, "boxes").shape[1] == 4
+
+
+def test_detection_sources_refuse_resized_images(coco, tmp_path):
+    source = ss.COCODetection(coco.images_root, coco.annotation_file)
+    fields = {**source.default_fields(), "image": ss.RGBImageField(max_resolution=100)}
+    with pytest.raises(ss.ArgumentError, match="field 'image' resizes images \\(max_resolution=100\\)"):
+        ss.write(tmp_path / "resized.slip", source, fields, verbose=False)

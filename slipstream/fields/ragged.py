@@ -80,7 +80,9 @@ class RaggedField(Field, type_id=7):
 
     def check_records(self, records: np.ndarray) -> tuple[int, str] | None:
         """Every value must hold exactly ``length`` rows."""
-        bad = np.flatnonzero(records["size"] != records["length"] * np.uint64(self.row_bytes))
+        # compared by division: a crafted length times the row size could wrap around 2**64
+        row = np.uint64(self.row_bytes)
+        bad = np.flatnonzero((records["size"] % row != 0) | (records["size"] // row != records["length"]))
         if bad.size:
             i = int(bad[0])
             return i, (f"holds {int(records['size'][i])} bytes, {int(records['length'][i])} rows of "

@@ -105,6 +105,8 @@ class FollowingNode(DecoderNode):
                 raise PipelineError(f"pipeline {self.pipeline!r}: {self.describe()} follows pipeline {op.follow!r}, "
                                     f"which does not start with a geometric image decoder (a crop, Resize, or "
                                     f"the image field's own decoder)")
+        if isinstance(op, BoxesDecoder):
+            _refuse_unfiltered_rows(pipelines, self.pipeline, op)
         if op.boxes is not None:
             found = [n for n in _pipeline(pipelines, self.pipeline, op.boxes) if isinstance(n.op, BoxesDecoder)]
             if not found:
@@ -126,6 +128,23 @@ class FollowingNode(DecoderNode):
             args += [ctx.output(self.boxes_node, KEPT), ctx.output(self.boxes_node, COUNT)]
         args += [*ctx.outs(self), ctx.key(self)]
         return [A.assign(ctx.target(self), A.call(ctx.code(self), *args))]
+
+
+def _refuse_unfiltered_rows(pipelines: dict[str, list[Node]], boxes_pipeline: str, boxes: BoxesDecoder) -> None:
+    """Refuse an output that reads a field with one row per box in full
+    (its default decoder) while ``boxes`` drops boxes: its rows would no
+    longer match the kept boxes."""
+    from slipstream.fields.ragged import RaggedDecoder
+
+    box_lengths = _lengths(boxes.source, boxes.field)
+    for name, nodes in pipelines.items():
+        op = nodes[0].op
+        if (isinstance(op, RaggedDecoder) and op.source is boxes.source and op.field != boxes.field
+                and box_lengths.any() and np.array_equal(_lengths(op.source, op.field), box_lengths)):
+            raise PipelineError(f"output {name!r} reads field {op.field!r}, which holds a row per box, in full, "
+                                f"while BoundingBoxes in pipeline {boxes_pipeline!r} drops boxes: its rows would not "
+                                f"match the kept boxes; give it [KeptWithBoxes({boxes_pipeline!r})], or None to "
+                                f"leave it out")
 
 
 def _pipeline(pipelines: dict[str, list[Node]], referrer: str, name: str) -> list[Node]:
@@ -176,8 +195,8 @@ def _check_one_per_box(source: DecodeSource, field: str, node: FollowingNode, ro
     differ = np.flatnonzero(mine != theirs)
     if differ.size:
         i = int(differ[0])
-        raise ValueError(f"sample {i} has {mine[i]} {rows} in field {field!r} but {theirs[i]} boxes in field "
-                         f"{boxes.field!r}: one per box is needed")
+        raise ValueError(f"{source.reader.path}: sample {i} has {mine[i]} {rows} in field {field!r} but {theirs[i]} "
+                         f"boxes in field {boxes.field!r}: one per box is needed")
 
 
 def _following_image(shape: tuple[int, ...], dtype: Any) -> tuple[State, list[Allocation]]:
@@ -281,9 +300,10 @@ class BoxesDecoder(FollowingDecoder):
                 cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
                 x1, x2 = min(max(x1, 0.0), out_w), min(max(x2, 0.0), out_w)
                 y1, y2 = min(max(y1, 0.0), out_h), min(max(y2, 0.0), out_h)
-                if x2 - x1 < min_size or y2 - y1 < min_size:
+                # written so that a box with a NaN coordinate fails every test and is dropped
+                if not (x2 - x1 >= min_size and y2 - y1 >= min_size):
                     continue
-                if (x2 - x1) * (y2 - y1) < min_visibility * area:
+                if not ((x2 - x1) * (y2 - y1) >= min_visibility * area):
                     continue
                 if center_inside and not (0.0 < cx < out_w and 0.0 < cy < out_h):
                     continue
@@ -365,7 +385,10 @@ class _KeptRowsDecoder(FollowingDecoder):
     follow: None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        _ragged(self.source, self.field, None, "KeptWithBoxes")
+        stored = _ragged(self.source, self.field, None, "KeptWithBoxes")
+        if not np.can_cast(np.min_scalar_type(self.fill), stored.dtype, "same_kind") or \
+                stored.dtype.type(self.fill) != self.fill:
+            raise ArgumentError(f"fill {self.fill!r} does not fit the {stored.dtype} rows of field {self.field!r}")
 
     def inputs(self) -> tuple[np.ndarray, ...]:
         return (self.source.storage, self.source.offsets(self.field), _lengths(self.source, self.field))
@@ -445,15 +468,18 @@ class _KeypointsDecoder(FollowingDecoder):
             t = compose(transforms, transform)
             sy, sx, ty, tx, out_h, out_w = t[0], t[1], t[2], t[3], t[4], t[5]
             n, start = count[0], uint64(offsets[index])
+            mirrored = sx * sy < 0  # an odd number of flips: left and right trade places
             for k in range(n):  # the kept rows first, in the boxes' order ...
                 copy_bytes(storage, start + uint64(kept[k]) * row_bytes, row_bytes, out[k])
-            for k in range(n):  # ... then moved, and mirrored left-right when the image was
-                row = out[k].copy() if sx < 0 else out[k]
+            for k in range(n):  # ... then moved, and reordered when the image was mirrored
+                row = out[k].copy() if mirrored else out[k]
                 for p in range(points):
-                    source = order[p] if sx < 0 else p
+                    source = order[p] if mirrored else p
                     x, y, v = sx * row[source, 0] + tx, sy * row[source, 1] + ty, row[source, 2]
-                    out[k, p, 0], out[k, p, 1] = x, y
-                    out[k, p, 2] = v if 0.0 <= x < out_w and 0.0 <= y < out_h else 0.0
+                    if v > 0 and 0.0 <= x <= out_w and 0.0 <= y <= out_h:
+                        out[k, p, 0], out[k, p, 1], out[k, p, 2] = x, y, v
+                    else:  # not labelled, or left out of the image: (0, 0, 0), as COCO writes unlabelled points
+                        out[k, p, 0], out[k, p, 1], out[k, p, 2] = 0.0, 0.0, 0.0
             out[n:] = 0.0
             return out
 
@@ -466,10 +492,11 @@ class Keypoints(Following):
     ``boxes`` kept, moved with the image of pipeline ``follow``: a
     ``RaggedField(np.float32, (K, 3))`` with one row of K ``(x, y,
     visibility)`` points per box, as COCO's keypoints.  A point the image
-    left out gets visibility 0.  When the image was mirrored left-right,
-    ``flip_indices`` (K indices, for COCO's person keypoints the left and
-    right of each pair swapped) reorders the points so that a "left eye"
-    stays the left eye.  Gives ``(max_n, K, 3)`` float32, kept boxes first."""
+    left out, or one stored unlabelled (visibility 0), comes out as (0, 0,
+    0), as COCO writes unlabelled points.  When the image was mirrored (an
+    odd number of flips), ``flip_indices`` (K indices, for COCO's person
+    keypoints the left and right of each pair swapped) reorders the points
+    so that a "left eye" stays the left eye.  Gives ``(max_n, K, 3)`` float32, kept boxes first."""
 
     follow: str = "image"
     boxes: str = "boxes"
@@ -573,7 +600,17 @@ class _MaskDecoder(FollowingDecoder):
                 self.source.errors)
 
     def output_size(self, node: FollowingNode) -> tuple[int, int]:
-        """The (height, width) of the image followed: its last geometric operation's output."""
+        """The (height, width) of the image followed (its last geometric
+        operation's output), once the masks are known to have the stored
+        images' sizes."""
+        image = node.geometric[0].op  # the image field's decoder: the stored pixels the masks must cover
+        masks, images = self.source.reader.metadata[self.field], image.source.reader.metadata[image.field]
+        differ = np.flatnonzero((masks["height"] != images["height"]) | (masks["width"] != images["width"]))
+        if differ.size:
+            i = int(differ[0])
+            raise ValueError(f"{self.source.reader.path}: sample {i}'s mask in field {self.field!r} is "
+                             f"{masks['height'][i]}x{masks['width'][i]}, but its image in field {image.field!r} is "
+                             f"{images['height'][i]}x{images['width'][i]}: masks must have their image's size")
         shape = node.geometric[-1].state.shape
         if len(shape) != 3:
             raise ValueError(f"follows {node.geometric[-1].describe()}, whose output {shape} is not an image")
@@ -753,12 +790,15 @@ class _IoUCropDecoder(CropDecoder):
         options = np.array([float(o) for o in crop.sampler_options])
         lo, hi, rlo, rhi = float(crop.min_scale), float(crop.max_scale), float(crop.min_aspect_ratio), \
             float(crop.max_aspect_ratio)
-        trials, rounds = int(crop.trials), int(crop.rounds)
+        trials, rounds, stored_fmt = int(crop.trials), int(crop.rounds), FORMATS.index(crop.stored_format)
 
         def decode(storage, offsets, sizes, heights, widths, modes, errors, decodes, box_offsets, box_lengths,
                    index, out, transform, boxes, key):
             n = box_lengths[index]
             copy_bytes(storage, box_offsets[index], n * 16, boxes)
+            for r in range(n):
+                boxes[r, 0], boxes[r, 1], boxes[r, 2], boxes[r, 3] = _to_xyxy(boxes[r, 0], boxes[r, 1], boxes[r, 2],
+                                                                          boxes[r, 3], stored_fmt)
             y, x, h, w = iou_crop_params(key, heights[index], widths[index], boxes, n, options, lo, hi, rlo, rhi,
                                          trials, rounds)
             return decode_region(storage, offsets, sizes, heights, widths, modes, errors, decodes, index, out,
@@ -773,7 +813,7 @@ class RandomIoUCrop(Crop):
     (torchvision.transforms.v2's ``RandomIoUCrop``, see
     :func:`iou_crop_params`), resized to ``size`` (SSD's fixed square input).
     The boxes are read from field ``boxes`` (``RaggedField(np.float32,
-    (4,))``, XYXY in the stored image's pixels).  Follow the boxes with
+    (4,))`` in the stored image's pixels, ``stored_format``).  Follow the boxes with
     ``BoundingBoxes(follow=..., center_inside=True)``, which drops the boxes
     whose centre the crop left out, as torchvision does.  Starts an image
     field's pipeline."""
@@ -787,11 +827,14 @@ class RandomIoUCrop(Crop):
     sampler_options: tuple[float, ...] = (0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 2.0)
     trials: int = 40
     rounds: int = 50
+    stored_format: str = "XYXY"
     interpolation: str = "bilinear"
     flip_p: float = 0.0
 
     def __post_init__(self) -> None:
         _size(self.size)
+        if self.stored_format not in FORMATS:
+            raise ValueError(f"stored_format must be one of {', '.join(FORMATS)}, got {self.stored_format!r}")
         _interpolation(self.interpolation)
         if not 0 < self.min_scale <= self.max_scale <= 1:
             raise ValueError(f"need 0 < min_scale <= max_scale <= 1, got {self.min_scale}, {self.max_scale}")

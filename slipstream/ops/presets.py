@@ -42,15 +42,16 @@ def simclr(size: int = 224, field: str = "image", second: str = "view_2", dtype:
 
 
 def detection_train(size: int = 300, image: str = "image", boxes: str = "boxes", labels: str = "labels",
-                    counts: str = "counts", masks: str | None = None, dtype: Any = np.float16,
-                    mean: Any = IMAGENET_MEAN, std: Any = IMAGENET_STD) -> dict[str, Any]:
+                    counts: str = "counts", masks: str | None = None, per_box: tuple[str, ...] = (),
+                    dtype: Any = np.float16, mean: Any = IMAGENET_MEAN, std: Any = IMAGENET_STD) -> dict[str, Any]:
     """SSD's training augmentation: a random crop with a minimum IoU against
     the boxes (:class:`~slipstream.ops.detection.RandomIoUCrop`), a
     horizontal flip, resized to ``size`` x ``size`` and normalized to
     (3, size, size) ``dtype``; the boxes follow (XYXY, the boxes whose
     centre the crop left out dropped together with their labels), padded to
     the dataset's most boxes per image, with their number in ``counts``.
-    With ``masks``, that field's instance masks follow too."""
+    With ``masks``, that field's instance masks follow too, and so do the
+    rows of the fields ``per_box`` names (crowd flags, areas)."""
     pipelines: dict[str, Any] = {
         image: [RandomIoUCrop(size, boxes=boxes), RandomHorizontalFlip(), Normalize(mean, std, dtype)],
         boxes: [BoundingBoxes(follow=image, center_inside=True)],
@@ -59,6 +60,8 @@ def detection_train(size: int = 300, image: str = "image", boxes: str = "boxes",
     }
     if masks is not None:
         pipelines[masks] = [InstanceMasks(follow=image, boxes=boxes)]
+    for field in per_box:
+        pipelines[field] = [KeptWithBoxes(boxes)]
     return pipelines
 
 

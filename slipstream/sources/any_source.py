@@ -59,6 +59,11 @@ def as_source(source: Any, fields: Mapping[str, Any] | None) -> tuple[Any, dict[
         return source, dict(fields or source.default_fields()), source.user_metadata()
     if isinstance(source, _NAMED_SOURCES):
         fields = dict(fields or source.default_fields())
+        for name, field in fields.items():
+            if getattr(field, "max_resolution", None) is not None:  # RGBImageField's resizing
+                raise ArgumentError(f"field {name!r} resizes images (max_resolution={field.max_resolution}), but "
+                                    f"the boxes and masks of a {type(source).__name__} are in the pixels of the "
+                                    f"images as they are: store them unresized")
         return NamedSamples(source, list(fields)), fields, source.user_metadata()
     if isinstance(source, WebDataset):
         if fields is not None and dict(fields) != source.fields:
