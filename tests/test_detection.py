@@ -445,3 +445,16 @@ def test_masks_of_another_size_than_their_images_are_refused(tmp_path):
     with pytest.raises(ss.PipelineError, match="sample 0's mask in field 'mask' is 32x40, but its image in field "
                                                "'image' is 64x80: masks must have their image's size"):
         ss.Loader(path, 1, {"image": [Resize((32, 32))], "mask": [SegmentationMask()]}, verbose=False)
+
+
+def test_segmentation_fill_comes_from_the_dataset(tmp_path):
+    image, mask = np.zeros((64, 80, 3), np.uint8), np.full((64, 80), 300, np.uint16)
+    fields = {"image": ss.RGBImageField("raw"), "mask": ss.SegmentationMaskField(np.uint16)}
+    pipelines = {"image": [RandomTranslate(padding=40)], "mask": [SegmentationMask()]}
+    seen = []
+    for name, metadata in (("plain", None), ("ignore", {"ignore_index": 500})):
+        path = tmp_path / f"{name}.slip"
+        ss.write(path, [(image, mask)] * 8, fields, user_metadata=metadata, verbose=False)
+        with ss.Loader(path, 8, pipelines, verbose=False) as loader:
+            seen.append(set(np.unique(next(iter(loader))[1].numpy()).tolist()))
+    assert seen == [{300, 65535}, {300, 500}]  # the dtype's largest value, then the dataset's ignore_index

@@ -653,14 +653,22 @@ class SegmentationMask(Following):
     """A ``SegmentationMaskField`` (one class per pixel) resampled with
     nearest neighbour onto the pixels of the image of pipeline ``follow``:
     (height, width) of the field's dtype, ``fill`` where the image shows
-    no stored pixel (255, the usual "ignore" class, by default)."""
+    no stored pixel.  ``fill=None`` takes the dataset's ``ignore_index``
+    (its user metadata, as ``SegmentationFolder`` writes it), else the
+    largest value of the field's dtype (255 for uint8 masks, the usual
+    "ignore" class)."""
 
     follow: str = "image"
-    fill: int = 255
+    fill: int | None = None
 
     def decoder(self, source: DecodeSource, field: str) -> _SegmentationDecoder:
         """The decoder of field ``field``."""
-        return _SegmentationDecoder(source, field, self.follow, int(self.fill))
+        fill = self.fill
+        if fill is None:
+            fill = source.reader.user_metadata.get("ignore_index")
+        if fill is None:
+            fill = np.iinfo(getattr(source.reader.fields[field], "dtype", np.uint8)).max
+        return _SegmentationDecoder(source, field, self.follow, int(fill))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -66,12 +66,12 @@ def detection_train(size: int = 300, image: str = "image", boxes: str = "boxes",
 
 
 def segmentation_train(size: int = 512, scale: tuple[float, float] = (0.25, 1.0), image: str = "image",
-                       mask: str = "mask", fill: int = 255, dtype: Any = np.float16, mean: Any = IMAGENET_MEAN,
+                       mask: str = "mask", fill: int | None = None, dtype: Any = np.float16, mean: Any = IMAGENET_MEAN,
                        std: Any = IMAGENET_STD) -> dict[str, list[Any]]:
     """A random crop of ``scale`` of the image's area (aspect ratio 3/4 to
     4/3) resized to ``size``, a horizontal flip, normalized; the mask
     follows on the same pixels (nearest neighbour, ``fill`` outside the
-    image)."""
+    image: see :class:`~slipstream.ops.detection.SegmentationMask`)."""
     return {image: [RandomResizedCrop(size, scale=scale), RandomHorizontalFlip(), Normalize(mean, std, dtype)],
             mask: [SegmentationMask(follow=image, fill=fill)]}
 
