@@ -220,18 +220,29 @@ def _exit_when_orphaned(parent: int, interval: float = 0.5) -> None:
     os._exit(1)
 
 
-def _encode_range(bounds: tuple[int, int]) -> list[Any]:
+Context = tuple[Any, dict[str, Any]]
+"""What encoding reads: the source (None for a stream) and the fields."""
+
+
+def _encode_range(bounds: tuple[int, int], context: Context | None = None) -> list[Any]:
     """Encoded samples ``start .. stop-1``: per sample, a list with one
-    ``Encoded`` per field, or a text saying why it cannot be encoded."""
-    assert _worker is not None
-    source, fields = _worker
+    ``Encoded`` per field, or a text saying why it cannot be encoded.
+    ``context`` is the worker's (:func:`_start_worker`) unless given."""
+    source, fields = context if context is not None else _worker_context()
     return [_encode_sample(source, fields, i) for i in range(*bounds)]
 
 
-def _encode_chunk(chunk: list[tuple[str, Any]]) -> list[Any]:
+def _encode_chunk(chunk: list[tuple[str, Any]], context: Context | None = None) -> list[Any]:
     """:func:`_encode_values` of each ``(name, values)`` of a stream's chunk."""
-    assert _worker is not None
-    return [encode_values(_worker[1], name, values) for name, values in chunk]
+    fields = (context if context is not None else _worker_context())[1]
+    return [encode_values(fields, name, values) for name, values in chunk]
+
+
+def _worker_context() -> Context:
+    """The source and fields :func:`_start_worker` gave this worker process."""
+    if _worker is None:
+        raise RuntimeError("a writer worker was asked to encode before its initializer ran")
+    return _worker
 
 
 def _encode_sample(source: SampleSource, fields: dict[str, Any], index: int) -> Any:
@@ -295,14 +306,11 @@ def _in_order(encode: Any, chunks: Iterable[Any], source: Any, fields: dict[str,
     """``encode(chunk)`` of every chunk, in order: in this process when
     ``workers`` is 0, else in that many worker processes, which read
     ``source`` and ``fields`` from :func:`_start_worker`."""
-    global _worker
     if workers == 0:
-        saved, _worker = _worker, (source, fields)
-        try:
-            for chunk in chunks:
-                yield encode(chunk)
-        finally:
-            _worker = saved
+        # The context is passed, not set as the workers' global: a generator left suspended holding such a
+        # global would restore it when collected, possibly inside a worker forked later, after its initializer.
+        for chunk in chunks:
+            yield encode(chunk, (source, fields))
         return
     # imported here: only writing with workers needs them
     import multiprocessing
