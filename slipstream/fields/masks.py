@@ -61,6 +61,7 @@ import numpy as np
 from numba import int64, njit, uint64
 
 from slipstream.errors import DecodeError
+from slipstream.fields import geometry
 from slipstream.fields.base import Encoded, Field
 from slipstream.native import Status
 
@@ -308,10 +309,9 @@ def crop_transform(top: float, left: float, height: float, width: float, out_hei
     if not (height > 0 and width > 0 and out_height >= 0 and out_width >= 0):
         raise ValueError(f"a crop box needs a positive size and the output a non-negative one, got "
                          f"{height}x{width} onto {out_height}x{out_width}")
-    scale_y, scale_x = out_height / height, out_width / width
-    if flip:
-        return np.array([scale_y, -scale_x, -top * scale_y, out_width + left * scale_x, out_height, out_width])
-    return np.array([scale_y, scale_x, -top * scale_y, -left * scale_x, out_height, out_width])
+    transform = np.empty(geometry.SIZE)
+    geometry.set_region(transform, top, left, height, width, out_height, out_width, bool(flip))
+    return transform
 
 
 def resample_nearest(mask: np.ndarray, transform: Any, fill: int = 0) -> np.ndarray:

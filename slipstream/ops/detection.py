@@ -52,7 +52,7 @@ from slipstream.compiler.rewrites import FieldOperation
 from slipstream.errors import ArgumentError, PipelineError
 from slipstream.fields import geometry
 from slipstream.fields.decoders import DecodeSource
-from slipstream.fields.ragged import COUNT, RaggedField, longest
+from slipstream.fields.ragged import COUNT, RaggedDecoder, RaggedField, longest
 from slipstream.ops.crops import Crop, CropDecoder, _interpolation, _size
 
 KEPT = "kept"
@@ -134,8 +134,6 @@ def _refuse_unfiltered_rows(pipelines: dict[str, list[Node]], boxes_pipeline: st
     """Refuse an output that reads a field with one row per box in full
     (its default decoder) while ``boxes`` drops boxes: its rows would no
     longer match the kept boxes."""
-    from slipstream.fields.ragged import RaggedDecoder
-
     box_lengths = _lengths(boxes.source, boxes.field)
     for name, nodes in pipelines.items():
         op = nodes[0].op
