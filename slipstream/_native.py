@@ -17,7 +17,7 @@ from numba.extending import intrinsic
 
 from slipstream import _abi
 
-HEADER_SHA256 = "941b258fe2d2f128ed727dce49fdac19b9fd08f56c22175535f99bac327b4853"
+HEADER_SHA256 = "07fac881b32a9a9b947a5020fbfa6c0e0eb0d62ae57bbd734a1bd6eb9cabc620"
 """SHA-256 of the header this module was generated from."""
 
 ABI_VERSION = 4

@@ -104,6 +104,24 @@ def test_pack_float16_rounding_covers_subnormals_and_ties():
                                       .transpose(2, 0, 1).view(np.uint16))
 
 
+def test_pack_rgb_float16_is_exact_for_any_normalization():
+    """Planar float16 from RGB, the loader's case, has a vector path that is
+    taken only where it gives the double-precision result exactly: every
+    byte value of every channel, at widths around its 8-pixel step, for
+    usual and awkward normalizations (ties, subnormals, overflow)."""
+    rng = np.random.default_rng(9)
+    values = np.arange(256, dtype=np.uint8)
+    norms = [((123.675, 116.28, 103.53), (58.395, 57.12, 57.375)), ((0.0, 0.0, 0.0), (1.0, 1.0, 1.0)),
+             ((127.5, 127.5, 127.5), (127.5, 127.5, 127.5)), ((127.5, 0.0, 100.0), (1e-3, 65519.0, 3e5)),
+             ((1.0, 2.0, 3.0), (2.0 ** 20, 2.0 ** -10, 7.0))]
+    norms += [(tuple(rng.uniform(-300, 300, 3)), tuple(rng.uniform(1e-3, 300, 3))) for _ in range(20)]
+    for (mean, std), width in zip(norms, [8, 9, 15, 16, 17, 23, 31, 37] * 4):
+        img = np.stack([rng.permutation(np.resize(values, width * 32)).reshape(32, width) for _ in range(3)], axis=-1)
+        got = native.pack(img, np.float16, mean, std)
+        np.testing.assert_array_equal(got.view(np.uint16),
+                                      pack_reference(img, mean, std, np.float16).transpose(2, 0, 1).view(np.uint16))
+
+
 def test_pack_into_a_batch_slot_of_a_torch_tensor():
     import torch
 
@@ -128,3 +146,53 @@ def test_pack_rejects_bad_arguments():
         native.pack(img, np.float64)
     with pytest.raises(ArgumentError, match="writes"):
         native.pack(img, np.float32, out=np.zeros((4, 4, 3), np.float32))
+
+
+KERNEL_OUTPUTS = r'''
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[2])
+import jpeg_corpus
+from slipstream import native
+from slipstream.native import Interp
+
+rng = np.random.default_rng(11)
+out = {}
+for i in range(120):
+    channels = (1, 3, 4)[i % 3]
+    h, w = int(rng.integers(1, 200)), int(rng.integers(1, 200))
+    img = rng.integers(0, 256, (h, w, channels), dtype=np.uint8)
+    y, x = float(rng.uniform(0, h - 0.5)), float(rng.uniform(0, w - 0.5))
+    ch, cw = float(rng.uniform(0.5, h - y)), float(rng.uniform(0.5, w - x))
+    oh, ow = int(rng.integers(1, 260)), int(rng.integers(1, 260))
+    out[f"resize{i}"] = native.resize_region(img, y, x, ch, cw, oh, ow, Interp(i % 2), flip_x=bool(i % 4 > 1))
+    if channels == 3:
+        mean, std = tuple(rng.uniform(0, 255, 3)), tuple(rng.uniform(1, 100, 3))
+        out[f"pack{i}"] = native.pack(img, np.float16, mean, std).view(np.uint16)
+for i, (h, w) in enumerate([(375, 500), (333, 250), (480, 640)]):
+    data = jpeg_corpus.make_sample(h, w).data
+    out[f"decode{i}"] = native.jpeg_decode_crop_resize(data, 17, 30, h - 40, w - 61, 300, 300)
+np.savez(sys.argv[1], **out)
+'''
+
+
+def test_vector_kernels_give_the_bytes_of_the_portable_ones(tmp_path):
+    """Resampling and float16 packing have vector code for CPUs with AVX2;
+    a process told to use the portable code produces the same bytes."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "kernels.py"
+    script.write_text(KERNEL_OUTPUTS)
+    tests = str(Path(__file__).resolve().parent)
+    results = {}
+    for name, portable in (("vector", "0"), ("portable", "1")):
+        env = {**os.environ, "SLIPSTREAM_PORTABLE_KERNELS": portable}
+        subprocess.run([sys.executable, str(script), str(tmp_path / f"{name}.npz"), tests], env=env, cwd=tmp_path,
+                       check=True)
+        results[name] = np.load(tmp_path / f"{name}.npz")
+    assert len(results["vector"].files) == len(results["portable"].files) > 150
+    for key in results["vector"].files:
+        np.testing.assert_array_equal(results["vector"][key], results["portable"][key], err_msg=key)

@@ -35,14 +35,25 @@ typedef struct slip_pack_tables {
   int valid;
   int32_t dtype, channels;
   double mean[4], std[4];
+  /* The vector path of float16 RGB output computes ((float)v - fmean[c]) *
+   * finv[c] and converts that to binary16; it runs only when `vector` says
+   * that this gives every table entry exactly (checked when the tables are
+   * built) and the CPU has the instructions. */
+  int vector;
+  float fmean[4], finv[4];
   union {
     float f32[4][256];
     uint16_t f16[4][256];
   } table;
 } slip_pack_tables;
 
+/* Instruction-set extensions that vector kernels may use (bits of
+ * slip_thread_state.isa). */
+enum { SLIP__ISA_AVX2 = 1, SLIP__ISA_F16C = 2 };
+
 /* Everything a thread reuses from call to call. */
 typedef struct slip_thread_state {
+  int32_t isa; /* SLIP__ISA_* bits this thread's kernels use: the CPU's, none with SLIPSTREAM_PORTABLE_KERNELS */
   struct jpeg_decompress_struct dec;
   slip_jpeg_error dec_err;
   int dec_ready;

@@ -123,17 +123,13 @@ static void convert_row(const uint8_t *src, int components, int32_t n, int flip,
 }
 
 /*
- * Decode the scaled block of rows [sy, sy + sh) and columns [sx, sx + sw) of
- * the image opened by open_jpeg() into out (RGB, out_stride bytes per row),
- * and reset the decompressor.
+ * Start decompressing the image opened by open_jpeg() for the scaled block
+ * of rows [sy, ...) and columns [sx, sx + sw): crop the scanlines to the
+ * block's MCU columns and skip the rows above it.  Returns the block's first
+ * column within the cropped scanlines.  Errors longjmp to the caller's
+ * setjmp, which must reset the decompressor.
  */
-static int32_t read_block(slip_thread_state *ts, int32_t sy, int32_t sx, int32_t sh, int32_t sw, int flip,
-                          uint8_t *out, int64_t out_stride) {
-  struct jpeg_decompress_struct *dec = &ts->dec;
-  if (setjmp(ts->dec_err.jump)) {
-    jpeg_abort_decompress(dec);
-    return ts->dec_err.status;
-  }
+static int32_t start_block(struct jpeg_decompress_struct *dec, int32_t sy, int32_t sx, int32_t sw) {
   jpeg_start_decompress(dec);
 
   /* Crop MCU columns.  One extra pixel on each side keeps the block's edge
@@ -151,7 +147,47 @@ static int32_t read_block(slip_thread_state *ts, int32_t sy, int32_t sx, int32_t
   }
   JDIMENSION cw = xend - xoff;
   if (xoff > 0 || cw < full_w) jpeg_crop_scanline(dec, &xoff, &cw);
-  int32_t col0 = sx - (int32_t)xoff;
+
+  if (sy > 0) {
+    JDIMENSION skipped = jpeg_skip_scanlines(dec, (JDIMENSION)sy);
+    if (skipped != (JDIMENSION)sy) slip__jpeg_fail((j_common_ptr)dec, SLIP_ECORRUPT, "could not skip to the region");
+  }
+  return sx - (int32_t)xoff;
+}
+
+/* Read the next `want` scanlines into rows, failing if the data ends first;
+ * returns how many libjpeg produced (at least one). */
+static JDIMENSION next_scanlines(struct jpeg_decompress_struct *dec, JSAMPROW *rows, JDIMENSION want) {
+  JDIMENSION got = jpeg_read_scanlines(dec, rows, want);
+  if (got == 0) slip__jpeg_fail((j_common_ptr)dec, SLIP_ETRUNCATED, "no more scanlines in the JPEG data");
+  return got;
+}
+
+/* Reset the decompressor after a block.  A block down to the last row has
+ * read the whole scan: reading on to the end of the image checks that no
+ * entropy data is left over, which is how damage that shortens a scan shows
+ * (a corrupt-data warning, an error here).  Blocks that end higher stop
+ * without reading the rest. */
+static void end_block(struct jpeg_decompress_struct *dec) {
+  if (dec->output_scanline == dec->output_height)
+    jpeg_finish_decompress(dec);
+  else
+    jpeg_abort_decompress(dec);
+}
+
+/*
+ * Decode the scaled block of rows [sy, sy + sh) and columns [sx, sx + sw) of
+ * the image opened by open_jpeg() into out (RGB, out_stride bytes per row),
+ * and reset the decompressor.
+ */
+static int32_t read_block(slip_thread_state *ts, int32_t sy, int32_t sx, int32_t sh, int32_t sw, int flip,
+                          uint8_t *out, int64_t out_stride) {
+  struct jpeg_decompress_struct *dec = &ts->dec;
+  if (setjmp(ts->dec_err.jump)) {
+    jpeg_abort_decompress(dec);
+    return ts->dec_err.status;
+  }
+  int32_t col0 = start_block(dec, sy, sx, sw);
 
   int components = dec->out_color_components;
   int group = dec->rec_outbuf_height > 0 ? dec->rec_outbuf_height : 1;
@@ -162,10 +198,6 @@ static int32_t read_block(slip_thread_state *ts, int32_t sy, int32_t sx, int32_t
   if (group > 16) group = 16;
   for (int i = 0; i < group; i++) pointers[i] = rows + (size_t)i * row_bytes;
 
-  if (sy > 0) {
-    JDIMENSION skipped = jpeg_skip_scanlines(dec, (JDIMENSION)sy);
-    if (skipped != (JDIMENSION)sy) slip__jpeg_fail((j_common_ptr)dec, SLIP_ECORRUPT, "could not skip to the region");
-  }
   /* Whole RGB rows, unmirrored, go straight into out; anything else through
    * the row buffer. */
   int direct = components == 3 && !flip && col0 == 0 && (JDIMENSION)sw == dec->output_width;
@@ -175,21 +207,68 @@ static int32_t read_block(slip_thread_state *ts, int32_t sy, int32_t sx, int32_t
     if (direct) {
       for (JDIMENSION i = 0; i < want; i++) pointers[i] = out + (int64_t)(done + (int32_t)i) * out_stride;
     }
-    JDIMENSION got = jpeg_read_scanlines(dec, pointers, want);
-    if (got == 0) slip__jpeg_fail((j_common_ptr)dec, SLIP_ETRUNCATED, "no more scanlines in the JPEG data");
+    JDIMENSION got = next_scanlines(dec, pointers, want);
     for (JDIMENSION i = 0; i < got && !direct; i++)
       convert_row(pointers[i] + (size_t)col0 * (size_t)components, components, sw, flip,
                   out + (int64_t)(done + (int32_t)i) * out_stride);
     done += (int32_t)got;
   }
-  /* A block down to the last row has read the whole scan: reading on to the
-   * end of the image checks that no entropy data is left over, which is how
-   * damage that shortens a scan shows (a corrupt-data warning, an error
-   * here).  Blocks that end higher stop without reading the rest. */
-  if (dec->output_scanline == dec->output_height)
-    jpeg_finish_decompress(dec);
-  else
+  end_block(dec);
+  return SLIP_OK;
+}
+
+/*
+ * Decode the scaled block of rows [sy, sy + sh) and columns [sx, sx + sw) of
+ * the image opened by open_jpeg() into the thread's block buffer, and reset
+ * the decompressor; *pixels then points at the block's first pixel (RGB),
+ * *stride bytes per row.  RGB scanlines are read straight into the buffer,
+ * cropped to MCU columns and so a little wider than the block, which saves
+ * copying every row once; CMYK ones are converted row by row.
+ */
+static int32_t read_block_view(slip_thread_state *ts, int32_t sy, int32_t sx, int32_t sh, int32_t sw,
+                               const uint8_t **pixels, int64_t *stride) {
+  struct jpeg_decompress_struct *dec = &ts->dec;
+  if (dec->out_color_components != 3) {
+    size_t bytes = (size_t)sh * (size_t)sw * 3;
+    uint8_t *out = NULL;
+    int32_t status = SLIP_OK;
+    if (bytes > SLIP_MAX_DECODE_MEMORY)
+      status = slip__fail(SLIP_ETOOBIG, "a %d x %d block exceeds SLIP_MAX_DECODE_MEMORY", sh, sw);
+    else if (!(out = slip__scratch_reserve(&ts->block, bytes)))
+      status = SLIP_ENOMEM;
+    if (status != SLIP_OK) {
+      jpeg_abort_decompress(dec);
+      return status;
+    }
+    *pixels = out;
+    *stride = (int64_t)sw * 3;
+    return read_block(ts, sy, sx, sh, sw, 0, out, *stride);
+  }
+  if (setjmp(ts->dec_err.jump)) {
     jpeg_abort_decompress(dec);
+    return ts->dec_err.status;
+  }
+  int32_t col0 = start_block(dec, sy, sx, sw);
+  size_t row_bytes = (size_t)dec->output_width * 3;
+  if ((size_t)sh * row_bytes > SLIP_MAX_DECODE_MEMORY) {
+    char what[96];
+    snprintf(what, sizeof what, "a %d x %u block exceeds SLIP_MAX_DECODE_MEMORY", sh, (unsigned)dec->output_width);
+    slip__jpeg_fail((j_common_ptr)dec, SLIP_ETOOBIG, what);
+  }
+  uint8_t *block = slip__scratch_reserve(&ts->block, (size_t)sh * row_bytes);
+  if (!block) slip__jpeg_fail((j_common_ptr)dec, SLIP_ENOMEM, slip_last_error());
+  JSAMPROW pointers[16];
+  int group = dec->rec_outbuf_height > 0 ? dec->rec_outbuf_height : 1;
+  if (group > 16) group = 16;
+  int32_t done = 0;
+  while (done < sh) {
+    JDIMENSION want = (JDIMENSION)(sh - done < group ? sh - done : group);
+    for (JDIMENSION i = 0; i < want; i++) pointers[i] = block + (size_t)(done + (int32_t)i) * row_bytes;
+    done += (int32_t)next_scanlines(dec, pointers, want);
+  }
+  end_block(dec);
+  *pixels = block + (size_t)col0 * 3;
+  *stride = (int64_t)row_bytes;
   return SLIP_OK;
 }
 
@@ -460,20 +539,12 @@ SLIP_API int32_t slip_jpeg_decode_crop_resize(const uint8_t *data, size_t size, 
   block_rect b;
   status = open_region(data, size, d, flags, y, x, h, w, &ts, &b);
   if (status != SLIP_OK) return status;
-  size_t bytes = (size_t)b.h * (size_t)b.w * 3;
-  uint8_t *pixels = NULL;
-  if (bytes > SLIP_MAX_DECODE_MEMORY)
-    status = slip__fail(SLIP_ETOOBIG, "a %d x %d block exceeds SLIP_MAX_DECODE_MEMORY", b.h, b.w);
-  else if (!(pixels = slip__scratch_reserve(&ts->block, bytes)))
-    status = SLIP_ENOMEM;
-  if (status != SLIP_OK) {
-    jpeg_abort_decompress(&ts->dec);
-    return status;
-  }
-  status = read_block(ts, b.y, b.x, b.h, b.w, 0, pixels, (int64_t)b.w * 3);
+  const uint8_t *pixels;
+  int64_t stride;
+  status = read_block_view(ts, b.y, b.x, b.h, b.w, &pixels, &stride);
   if (status != SLIP_OK) return status;
   /* The crop in block coordinates, with the fractional edges the scale leaves. */
   double inv = 1.0 / d;
-  return slip__resample(ts, pixels, b.h, b.w, 3, (int64_t)b.w * 3, (y - b.oy) * inv - b.y, (x - b.ox) * inv - b.x,
-                        h * inv, w * inv, out, out_h, out_w, out_stride, interp, flags & SLIP_DECODE_FLIP_X);
+  return slip__resample(ts, pixels, b.h, b.w, 3, stride, (y - b.oy) * inv - b.y, (x - b.ox) * inv - b.x, h * inv,
+                        w * inv, out, out_h, out_w, out_stride, interp, flags & SLIP_DECODE_FLIP_X);
 }

@@ -16,6 +16,11 @@
 
 #include "internal.h"
 
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define SLIP_RESAMPLE_VECTOR 1
+#endif
+
 /* Four floats, for the three channels of a pixel (GCC/Clang vector extension). */
 typedef float v4f __attribute__((vector_size(16)));
 
@@ -95,6 +100,92 @@ static inline __attribute__((always_inline)) void horizontal3(const float *acc, 
   }
 }
 
+/*
+ * Vertical filter of n samples: acc[i] = sum over k < taps of w[k] *
+ * row[k * stride + i], summed in order of k in a register (the same
+ * rounding as summing into acc tap by tap, without storing and reloading
+ * acc for every tap).  Inlined with a constant `taps` the tap loop unrolls.
+ */
+static inline __attribute__((always_inline)) void vertical(const uint8_t *row, int64_t stride, const float *w,
+                                                           int32_t taps, size_t n, float *acc) {
+  for (size_t i = 0; i < n; i++) {
+    float sum = w[0] * row[i];
+    for (int32_t k = 1; k < taps; k++) sum += w[k] * row[(int64_t)k * stride + (int64_t)i];
+    acc[i] = sum;
+  }
+}
+
+/* vertical() with the tap loop unrolled for the usual counts. */
+static inline __attribute__((always_inline)) void vertical_unrolled(const uint8_t *row, int64_t stride,
+                                                                    const float *w, int32_t taps, size_t n,
+                                                                    float *acc) {
+  switch (taps) {
+  case 1: vertical(row, stride, w, 1, n, acc); break;
+  case 2: vertical(row, stride, w, 2, n, acc); break;
+  case 3: vertical(row, stride, w, 3, n, acc); break;
+  case 4: vertical(row, stride, w, 4, n, acc); break;
+  case 5: vertical(row, stride, w, 5, n, acc); break;
+  default: vertical(row, stride, w, taps, n, acc);
+  }
+}
+
+static void vertical_any(const uint8_t *row, int64_t stride, const float *w, int32_t taps, size_t n, float *acc) {
+  vertical_unrolled(row, stride, w, taps, n, acc);
+}
+
+#if SLIP_RESAMPLE_VECTOR
+/* The same, compiled for AVX2: eight samples per instruction, each with the
+ * same operations (AVX2 brings no fused multiply-add, so none is formed). */
+__attribute__((target("avx2"))) static void vertical_avx2(const uint8_t *row, int64_t stride, const float *w,
+                                                          int32_t taps, size_t n, float *acc) {
+  vertical_unrolled(row, stride, w, taps, n, acc);
+}
+
+/* Output pixels j and j + 1: taps k of both, a pixel per 128-bit half. */
+__attribute__((target("avx2"))) static inline __m256 pixel_pair(const float *a0, const float *a1, int32_t k) {
+  return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(a0 + 3 * k)), _mm_loadu_ps(a1 + 3 * k), 1);
+}
+
+/*
+ * horizontal3 two output pixels at a time in 256-bit vectors: each lane
+ * does the same multiplications and additions in the same order as
+ * horizontal3's (adding the first product to zero changes nothing, the
+ * products being non-negative), so the results are identical.  pair_w
+ * holds, for each pair and tap, pixel j's weight four times and then pixel
+ * j + 1's.  An odd last pixel goes through horizontal3.
+ */
+__attribute__((target("avx2"))) static inline __attribute__((always_inline)) void horizontal3_pairs_taps(
+    const float *acc, int32_t col_lo, const axis_taps *tx, const float *pair_w, const float *wx, int32_t kx,
+    int32_t dst_w, int32_t taps, float *hrow) {
+  int32_t j = 0;
+  for (; j + 2 <= dst_w; j += 2) {
+    const float *a0 = acc + (size_t)(tx[j].first - col_lo) * 3, *a1 = acc + (size_t)(tx[j + 1].first - col_lo) * 3;
+    const float *w = pair_w + (size_t)(j / 2) * (size_t)taps * 8;
+    __m256 sum = _mm256_mul_ps(_mm256_loadu_ps(w), pixel_pair(a0, a1, 0));
+    for (int32_t k = 1; k < taps; k++)
+      sum = _mm256_add_ps(sum, _mm256_mul_ps(_mm256_loadu_ps(w + 8 * k), pixel_pair(a0, a1, k)));
+    /* Pixel j's fourth lane is overwritten by pixel j + 1, as in horizontal3. */
+    _mm_storeu_ps(hrow + (size_t)j * 3, _mm256_castps256_ps128(sum));
+    _mm_storeu_ps(hrow + (size_t)j * 3 + 3, _mm256_extractf128_ps(sum, 1));
+  }
+  if (j < dst_w) horizontal3(acc, col_lo, tx + j, wx + (size_t)j * (size_t)kx, kx, 1, taps, hrow + (size_t)j * 3);
+}
+
+__attribute__((target("avx2"))) static void horizontal3_pairs(const float *acc, int32_t col_lo, const axis_taps *tx,
+                                                               const float *pair_w, const float *wx, int32_t kx,
+                                                               int32_t dst_w, int32_t taps, float *hrow) {
+  switch (taps) {
+  case 1: horizontal3_pairs_taps(acc, col_lo, tx, pair_w, wx, kx, dst_w, 1, hrow); break;
+  case 2: horizontal3_pairs_taps(acc, col_lo, tx, pair_w, wx, kx, dst_w, 2, hrow); break;
+  case 3: horizontal3_pairs_taps(acc, col_lo, tx, pair_w, wx, kx, dst_w, 3, hrow); break;
+  case 4: horizontal3_pairs_taps(acc, col_lo, tx, pair_w, wx, kx, dst_w, 4, hrow); break;
+  case 5: horizontal3_pairs_taps(acc, col_lo, tx, pair_w, wx, kx, dst_w, 5, hrow); break;
+  case 6: horizontal3_pairs_taps(acc, col_lo, tx, pair_w, wx, kx, dst_w, 6, hrow); break;
+  default: horizontal3_pairs_taps(acc, col_lo, tx, pair_w, wx, kx, dst_w, taps, hrow);
+  }
+}
+#endif
+
 static int32_t max_taps_for(double length, int32_t n, int32_t interp) {
   double scale = length / n;
   double support = scale > 1.0 ? scale : 1.0;
@@ -140,11 +231,13 @@ int32_t slip__resample(slip_thread_state *ts, const uint8_t *src, int32_t src_h,
 
   int32_t ky = max_taps_for(ch, dst_h, interp), kx = max_taps_for(cw, dst_w, interp);
   size_t taps_bytes = ((size_t)dst_h + (size_t)dst_w) * sizeof(axis_taps);
-  size_t weight_bytes = ((size_t)dst_h * (size_t)ky + (size_t)dst_w * (size_t)kx) * sizeof(float);
+  /* wy, wx, and the pair weights of horizontal3_pairs: 4 floats per output pixel and tap. */
+  size_t weight_bytes = ((size_t)dst_h * (size_t)ky + (size_t)dst_w * (size_t)kx * 5 + 8 * (size_t)kx) * sizeof(float);
   uint8_t *mem = slip__scratch_reserve(&ts->weights, taps_bytes + weight_bytes);
   if (!mem) return SLIP_ENOMEM;
   axis_taps *ty = (axis_taps *)mem, *tx = ty + dst_h;
   float *wy = (float *)(mem + taps_bytes), *wx = wy + (size_t)dst_h * (size_t)ky;
+  float *pair_w = wx + (size_t)dst_w * (size_t)kx;
   compute_taps(cy, ch, dst_h, y_lo, y_hi, interp, ky, ty, wy);
   compute_taps(cx, cw, dst_w, x_lo, x_hi, interp, kx, tx, wx);
 
@@ -172,6 +265,21 @@ int32_t slip__resample(slip_thread_state *ts, const uint8_t *src, int32_t src_h,
     }
   }
 
+#if SLIP_RESAMPLE_VECTOR
+  int avx2 = (ts->isa & SLIP__ISA_AVX2) != 0;
+  if (avx2 && channels == 3) {
+    for (int32_t j = 0; j + 2 <= dst_w; j += 2) {
+      float *p = pair_w + (size_t)(j / 2) * (size_t)kmax * 8;
+      for (int32_t k = 0; k < kmax; k++, p += 8) {
+        for (int lane = 0; lane < 4; lane++) {
+          p[lane] = wx[(size_t)j * (size_t)kx + (size_t)k];
+          p[4 + lane] = wx[(size_t)(j + 1) * (size_t)kx + (size_t)k];
+        }
+      }
+    }
+  }
+#endif
+
   /* Columns any horizontal tap reads. */
   int32_t col_lo = tx[0].first, col_hi = tx[0].first + tx[0].count;
   for (int32_t j = 1; j < dst_w; j++) {
@@ -191,13 +299,18 @@ int32_t slip__resample(slip_thread_state *ts, const uint8_t *src, int32_t src_h,
   for (int32_t r = 0; r < dst_h; r++) {
     const float *w = wy + (size_t)r * (size_t)ky;
     const uint8_t *row = src + (int64_t)ty[r].first * src_stride + (size_t)col_lo * (size_t)channels;
-    for (size_t i = 0; i < row_len; i++) acc[i] = w[0] * row[i];
-    for (int32_t k = 1; k < ty[r].count; k++) {
-      row += src_stride;
-      float wk = w[k];
-      for (size_t i = 0; i < row_len; i++) acc[i] += wk * row[i];
-    }
+#if SLIP_RESAMPLE_VECTOR
+    if (avx2)
+      vertical_avx2(row, src_stride, w, ty[r].count, row_len, acc);
+    else
+#endif
+      vertical_any(row, src_stride, w, ty[r].count, row_len, acc);
     /* Horizontal pass into a float row, then one conversion pass to bytes. */
+#if SLIP_RESAMPLE_VECTOR
+    if (avx2 && channels == 3) {
+      horizontal3_pairs(acc, col_lo, tx, pair_w, wx, kx, dst_w, kmax, hrow);
+    } else
+#endif
     if (channels == 3) {
       switch (kmax) {
       case 1: horizontal3(acc, col_lo, tx, wx, kx, dst_w, 1, hrow); break;

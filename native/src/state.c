@@ -65,6 +65,36 @@ static void make_state_key(void) {
   (void)pthread_key_create(&state_key, destroy_state);
 }
 
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+
+/* The SLIP__ISA_* extensions of this x86 CPU whose registers the operating
+ * system saves: CPUID for the CPU, XGETBV for the OS's AVX state.
+ * (__builtin_cpu_supports would do, but not every compiler knows "f16c".) */
+static int32_t cpu_isa(void) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+  const unsigned osxsave = 1u << 27, avx = 1u << 28, f16c = 1u << 29;
+  if ((c & (osxsave | avx)) != (osxsave | avx)) return 0;
+  unsigned xcr0_lo, xcr0_hi;
+  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  if ((xcr0_lo & 6u) != 6u) return 0; /* XMM and YMM state */
+  int32_t isa = (c & f16c) ? SLIP__ISA_F16C : 0;
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 5))) isa |= SLIP__ISA_AVX2;
+  return isa;
+}
+#else
+static int32_t cpu_isa(void) { return 0; }
+#endif
+
+/* The SLIP__ISA_* extensions the kernels may use: the CPU's, unless the
+ * environment asks for the portable kernels. */
+static int32_t usable_isa(void) {
+  const char *portable = getenv("SLIPSTREAM_PORTABLE_KERNELS");
+  if (portable && *portable && strcmp(portable, "0") != 0) return 0;
+  return cpu_isa();
+}
+
 slip_thread_state *slip__thread_state(void) {
   if (thread_state) return thread_state;
   pthread_once(&state_key_once, make_state_key);
@@ -73,6 +103,7 @@ slip_thread_state *slip__thread_state(void) {
     slip__fail(SLIP_ENOMEM, "cannot allocate %zu bytes of per-thread state", sizeof *ts);
     return NULL;
   }
+  ts->isa = usable_isa();
   pthread_setspecific(state_key, ts);
   thread_state = ts;
   return ts;
