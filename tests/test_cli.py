@@ -1,19 +1,13 @@
-"""The command line: write, info, convert, bench and demo, run as a user runs them."""
+"""The command line: write, info, convert, bench and demo, run as a user
+runs them: the installed ``slipstream`` command."""
 
 from __future__ import annotations
-
-import subprocess
-import sys
 
 import numpy as np
 
 import slipstream as ss
+from cli_command import run_slipstream as run
 from jpeg_corpus import make_sample
-
-
-def run(*args: str, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "slipstream", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=300)
 
 
 def test_write_info_and_convert(tmp_path):

@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 import jpeg_corpus
 import slipstream as ss
+from cli_command import slipstream_command
 from slipstream.format import manifest as M
 from slipstream.ops import presets
 
@@ -205,7 +205,7 @@ def test_the_command_line_writes_and_describes_sharded_datasets(tmp_path):
     from slipstream.sources import synthetic_folder
 
     images = synthetic_folder(tmp_path / "images", count=30, height=60, width=80, verbose=False)
-    slipstream = [sys.executable, "-m", "slipstream"]
+    slipstream = [slipstream_command()]
     out = subprocess.run([*slipstream, "write", str(images), str(tmp_path / "ds"), "--shards", "3",
                           "--page-size", "16384"], capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
