@@ -16,12 +16,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="slipstream", description="Fast data loading for PyTorch vision training.")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    write = commands.add_parser("write", help="write a dataset from an image folder (root/<class>/<image>), "
+    write = commands.add_parser("write", help="write a dataset from an image folder (root/<class>/<image>, or flat), "
                                               "WebDataset tar shards or a LitData dataset")
-    write.add_argument("folder", help="image folder with one subfolder per class; or WebDataset tar shards: a .tar "
-                                      "file, a brace pattern (train-{000000..000099}.tar), or a folder or URL prefix "
-                                      "ending in / holding .tar files; or the folder of a LitData optimized dataset "
-                                      "(index.json) whose items have 'image' and 'label'")
+    write.add_argument("folder", help="image folder with one subfolder per class (labels number the sorted class "
+                                      "names), or a flat folder of images (all labelled 0); or WebDataset tar "
+                                      "shards: a .tar file, a brace pattern (train-{000000..000099}.tar), or a "
+                                      "folder or URL prefix ending in / holding .tar files; or the folder of a LitData "
+                                      "optimized dataset (index.json) whose items have 'image' and 'label'")
     write.add_argument("output", help="dataset file to create, or the folder or URL (s3://bucket/prefix) of a "
                                       "sharded dataset")
     write.add_argument("--workers", type=int, default=None, help="encoding processes (default: one per core)")

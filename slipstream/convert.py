@@ -47,11 +47,14 @@ def write(
         slipstream.write("s3://bucket/imagenet/train", "/data/imagenet/train", shard_size="1GB")
 
     Args:
-        path: the file to create; with ``shard_size`` or ``shards``, or for
-            a URL (``s3://bucket/prefix``), the folder or prefix of a
-            sharded dataset: shard files and a manifest, written last.
-        source: an image folder (``root/<class>/<image>``: fields ``image``
-            and ``label``, class names stored as ``classes`` in the user
+        path: the file to create, in a folder that exists; with
+            ``shard_size`` or ``shards``, or for a URL
+            (``s3://bucket/prefix``), the folder or prefix of a sharded
+            dataset: shard files and a manifest, written last.
+        source: an image folder (``root/<class>/<image>``, or a flat folder
+            of images, all labelled 0; see
+            :class:`~slipstream.sources.ImageFolder`: fields ``image`` and
+            ``label``, class names stored as ``classes`` in the user
             metadata), a NumPy array, a tuple/list or dict of equal-length
             arrays, or any object with ``len()`` and ``[i]`` giving a tuple
             or a dict per sample (e.g. a Hugging Face ``datasets.Dataset``).

@@ -75,7 +75,7 @@ def test_demo_reads_a_flat_folder_of_the_users_jpegs(tmp_path):
         (tmp_path / "mine" / f"{k}.jpg").write_bytes(make_sample(64, 80, seed=k).data)
     demo = run("demo", "--data", "mine", "--epochs", "1", "--grid", "", cwd=tmp_path)
     assert demo.returncode == 0, demo.stderr
-    assert "5 JPEGs from mine (no class folders: label 0)" in demo.stdout
+    assert "5 images from mine (no class folders: label 0)" in demo.stdout
     assert not list(tmp_path.glob("*.png"))
 
 
@@ -103,3 +103,14 @@ def test_info_describes_a_detection_dataset(tmp_path):
     boxes = sum(len(image.boxes) for image in data.images)
     assert "  boxes: RaggedField" in result.stdout and f"    rows: {boxes:,} in all" in result.stdout
     assert "  masks: InstanceMasksField()" in result.stdout and "stored as" not in result.stdout.split("masks:")[1]
+
+
+def test_write_labels_a_flat_folder_as_the_demo_does(tmp_path):
+    (tmp_path / "flat").mkdir()
+    for k in range(4):
+        (tmp_path / "flat" / f"{k}.jpg").write_bytes(make_sample(48, 64, seed=k).data)
+    written = run("write", "flat", "flat.slip", "--workers", "0", cwd=tmp_path)
+    assert written.returncode == 0, written.stderr
+    with ss.Reader(tmp_path / "flat.slip") as reader:
+        assert [reader[i]["label"] for i in range(len(reader))] == [0, 0, 0, 0]
+        assert reader.user_metadata["classes"] == ["flat"]
