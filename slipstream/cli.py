@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     write.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
                        help="convert on a Ray cluster (ADDRESS, e.g. ray://head:10001 or auto; a local one when "
                             "omitted); writes a sharded dataset")
-    write.add_argument("--overwrite", action="store_true", help="with --ray: replace a dataset already at OUTPUT")
+    _overwrite_option(write)
     _shard_options(write)
 
     info = commands.add_parser("info", help="describe a dataset (a slipstream file, a sharded dataset, a URL of "
@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     convert.add_argument("--page-size", type=int, default=8 << 20, help="bytes per page (default 8 MiB)")
     convert.add_argument("--page-checksums", action=argparse.BooleanOptionalAction, default=True,
                          help="store a CRC-32 of every page, checked when the page is first read (default: yes)")
+    _overwrite_option(convert)
     _shard_options(convert)
 
     bench = commands.add_parser("bench", help="stream a dataset file through a standard pipeline, print images/s")
@@ -97,7 +98,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.ray is not None:
             result = _write_on_ray(args.ray, source, fields, args.output, overwrite=args.overwrite, **options)
         else:
-            result = ss.write(args.output, source, fields, workers=args.workers, **options)
+            result = ss.write(args.output, source, fields, workers=args.workers, overwrite=args.overwrite, **options)
         print(_written(result))
         for index, reason in result.skipped:
             print(f"skipped {reason}")
@@ -108,7 +109,8 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if args.command == "convert":
         result = ss.convert(args.input, args.output, tile_width=args.tile_width, page_size=args.page_size,
-                            page_checksums=args.page_checksums, shard_size=args.shard_size, shards=args.shards)
+                            page_checksums=args.page_checksums, shard_size=args.shard_size, shards=args.shards,
+                            overwrite=args.overwrite)
         print(_written(result))
         return 0
     if args.command == "demo":
@@ -159,6 +161,11 @@ def _write_on_ray(address: str, source: object, fields: dict[str, object], outpu
         return ssray.write(ray.data.from_items(rows), output, fields, user_metadata=folder.user_metadata(), **options)
     finally:
         ray.shutdown()
+
+
+def _overwrite_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace a dataset already at OUTPUT (without it, an existing OUTPUT is refused)")
 
 
 def _shard_options(parser: argparse.ArgumentParser) -> None:

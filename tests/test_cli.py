@@ -3,7 +3,10 @@ runs them: the installed ``slipstream`` command."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import pytest
 
 import slipstream as ss
 from cli_command import run_slipstream as run
@@ -103,6 +106,40 @@ def test_info_describes_a_detection_dataset(tmp_path):
     boxes = sum(len(image.boxes) for image in data.images)
     assert "  boxes: RaggedField" in result.stdout and f"    rows: {boxes:,} in all" in result.stdout
     assert "  masks: InstanceMasksField()" in result.stdout and "stored as" not in result.stdout.split("masks:")[1]
+
+
+def class_tree(root: Path, per_class: int = 3) -> Path:
+    """A small ``root/<class>/<image>`` folder of JPEGs, two classes."""
+    for label, name in enumerate(["ant", "bee"]):
+        (root / name).mkdir(parents=True)
+        for k in range(per_class):
+            (root / name / f"{k}.jpg").write_bytes(make_sample(40 + k, 60 + 30 * label, seed=k).data)
+    return root
+
+
+@pytest.mark.parametrize("command", ["write", "convert"])
+def test_an_existing_output_is_replaced_only_with_overwrite(tmp_path, command):
+    class_tree(tmp_path / "tree")
+    assert run("write", "tree", "source.slip", "--workers", "0", cwd=tmp_path).returncode == 0
+    source = "tree" if command == "write" else "source.slip"
+    (tmp_path / "out.slip").write_bytes(b"the user's own file")
+    refused = run(command, source, "out.slip", cwd=tmp_path)
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr == (f"slipstream {command}: out.slip already exists; pass overwrite=True (--overwrite) to "
+                              f"replace it\n")
+    assert (tmp_path / "out.slip").read_bytes() == b"the user's own file"
+    replaced = run(command, source, "out.slip", "--overwrite", cwd=tmp_path)
+    assert replaced.returncode == 0, replaced.stderr
+    with ss.Reader(tmp_path / "out.slip") as reader:
+        assert len(reader) == 6
+
+
+def test_an_output_folder_that_does_not_exist_is_named(tmp_path):
+    class_tree(tmp_path / "tree")
+    result = run("write", "tree", "missing/out.slip", "--workers", "0", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr == "slipstream write: missing/out.slip cannot be written: the folder missing does not exist\n"
+    assert not (tmp_path / "missing").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["tree"]
 
 
 def test_write_labels_a_flat_folder_as_the_demo_does(tmp_path):

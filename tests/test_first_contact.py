@@ -1,8 +1,10 @@
 """What a new user meets first, from Python: how a folder of images is
-labelled wherever slipstream reads one."""
+labelled wherever slipstream reads one, and what writing does when the
+output exists or its folder does not."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -71,3 +73,57 @@ def test_a_folder_without_images_names_both_layouts(tmp_path):
                                                r"\(root/<class>/<image>\) nor directly in it \(root/<image>\)"):
         ss.write(tmp_path / "x.slip", tmp_path / "nothing", verbose=False)
     assert not (tmp_path / "x.slip").exists()
+
+
+# ---------------------------------------------------------------- where a dataset is written
+
+
+def test_an_existing_file_is_refused_before_encoding_unless_overwrite(tmp_path):
+    target = tmp_path / "out.slip"
+    target.write_bytes(b"not to be lost")
+    undecodable = [(b"not a jpeg",)]  # encoding it would fail: the refusal comes first
+    fields = {"image": ss.RGBImageField()}
+    with pytest.raises(FileExistsError, match=rf"^{re.escape(str(target))} already exists; pass overwrite=True "
+                                              r"\(--overwrite\) to replace it$"):
+        ss.write(target, undecodable, fields, workers=0, verbose=False)
+    assert target.read_bytes() == b"not to be lost"
+
+    good = [(make_sample(32, 32, seed=1).data,)]
+    assert ss.write(target, good, fields, workers=0, verbose=False, overwrite=True).samples == 1
+    with pytest.raises(FileExistsError, match="already exists"):
+        ss.convert(target, target, verbose=False)
+    copy = ss.convert(target, tmp_path / "copy.slip", verbose=False).path
+    assert ss.convert(target, copy, verbose=False, overwrite=True).samples == 1
+
+
+def test_an_existing_sharded_dataset_is_refused_unless_overwrite(tmp_path):
+    samples = [(make_sample(32, 32, seed=k).data,) for k in range(6)]
+    fields = {"image": ss.RGBImageField()}
+    first = ss.write(tmp_path / "ds", samples, fields, shards=2, workers=0, verbose=False)
+    with pytest.raises(FileExistsError, match=r"ds already holds a slipstream dataset \(manifest.json\); "
+                                              r"pass overwrite=True"):
+        ss.write(tmp_path / "ds", samples[:3], fields, shards=3, workers=0, verbose=False)
+    assert sorted(p.name for p in (tmp_path / "ds").iterdir()) == sorted([*first.shards, "manifest.json"])
+    again = ss.write(tmp_path / "ds", samples[:3], fields, shards=3, workers=0, verbose=False, overwrite=True)
+    with ss.open_dataset(tmp_path / "ds") as reader:
+        assert len(reader) == 3
+    assert sorted(p.name for p in (tmp_path / "ds").iterdir()) == sorted([*again.shards, "manifest.json"])
+
+
+def test_the_output_folder_is_named_when_it_does_not_exist_or_is_no_folder(tmp_path):
+    fields = {"x": ss.IntField()}
+    missing = tmp_path / "no-such-folder" / "out.slip"
+    with pytest.raises(FileNotFoundError) as caught:
+        ss.write(missing, [(1,)], fields, workers=0, verbose=False)
+    assert str(caught.value) == f"{missing} cannot be written: the folder {missing.parent} does not exist"
+    assert ".tmp" not in str(caught.value) and not missing.parent.exists()
+
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(NotADirectoryError, match=r"a-file/out.slip cannot be written: .*a-file is not a folder"):
+        ss.write(tmp_path / "a-file" / "out.slip", [(1,)], fields, workers=0, verbose=False)
+    (tmp_path / "a-folder").mkdir()
+    with pytest.raises(IsADirectoryError, match=r"a-folder is a folder; give the path of a file to write, or "
+                                                r"shard_size= or shards="):
+        ss.write(tmp_path / "a-folder", [(1,)], fields, workers=0, verbose=False)
+    with pytest.raises(NotADirectoryError, match=r"a-file is a file; a sharded dataset is written into a folder"):
+        ss.write(tmp_path / "a-file", [(1,)], fields, shards=1, workers=0, verbose=False)
