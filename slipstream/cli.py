@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -45,7 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     info = commands.add_parser("info", help="describe a dataset (a slipstream file, a sharded dataset, a URL of "
                                             "either, or an FFCV .beton)")
     info.add_argument("file", help="dataset file, sharded dataset folder or manifest, or URL")
-    info.add_argument("--verify-pages", action="store_true", help="check every page's CRC-32")
+    info.add_argument("--verify-pages", action="store_true",
+                      help="check every page's CRC-32 now (a file written with --no-page-checksums has none to "
+                           "check: the report says so, and the exit status stays 0)")
 
     convert = commands.add_parser("convert", help="copy a dataset file (e.g. an FFCV .beton) into a slipstream file")
     convert.add_argument("input")
@@ -104,8 +107,12 @@ def _run(args: argparse.Namespace) -> int:
             print(f"skipped {reason}")
         return 0
     if args.command == "info":
-        with ss.open_dataset(args.file, verify_pages=args.verify_pages) as reader:
-            print(describe(reader, pages_verified=args.verify_pages))
+        with ss.open_dataset(args.file) as reader:
+            pages, problem = verify_pages(reader) if args.verify_pages else (None, None)
+            print(describe(reader, pages=pages))
+        if problem is not None:  # after the report, which holds everything else there is to know
+            print(f"slipstream info: {problem.message}", file=sys.stderr)
+            return 1 if problem.fatal else 0
         return 0
     if args.command == "convert":
         result = ss.convert(args.input, args.output, tile_width=args.tile_width, page_size=args.page_size,
@@ -184,8 +191,44 @@ def _written(result: object) -> str:
     return f"wrote {r.path}: {r.samples} samples, {Path(r.path).stat().st_size:,} bytes"
 
 
-def describe(reader: object, pages_verified: bool = False) -> str:
-    """What ``slipstream info`` prints: fields, counts, sizes, image sizes, checksums."""
+@dataclasses.dataclass(frozen=True)
+class PageProblem:
+    """Why ``info --verify-pages`` could not vouch for every page: a
+    one-line ``message``, and whether it is ``fatal`` (a damaged page: exit
+    status 1) or a check that could not run (no checksums: exit status 0)."""
+
+    message: str
+    fatal: bool
+
+
+def verify_pages(reader: object) -> tuple[str, PageProblem | None]:
+    """Check every page of ``reader`` against its CRC-32, for ``info
+    --verify-pages``: what the report's checksums line says of the pages,
+    and the problem to report after it (``None``: every page is good)."""
+    from slipstream.errors import FormatError
+
+    r = reader  # a slipstream.Reader or ShardedReader
+    if r.page_checksums is None:
+        if r.format == "ffcv":
+            why = "an FFCV file, which has none"
+        else:
+            why = "written with --no-page-checksums or page_checksums=False"
+        return ("none stored, so not verified",
+                PageProblem(f"--verify-pages: {r.path} has no page checksums ({why}), so its pages were not checked; "
+                            f"`slipstream convert {r.path} COPY` copies it, without re-encoding, into a file that has "
+                            f"them (as `slipstream write` writes by default: --page-checksums, page_checksums=True)",
+                            fatal=False))
+    try:
+        r.verify_pages()
+    except FormatError as exc:
+        return "a damaged page (below)", PageProblem(str(exc), fatal=True)
+    return "verified", None
+
+
+def describe(reader: object, pages: str | None = None) -> str:
+    """What ``slipstream info`` prints: fields, counts, sizes, image sizes,
+    checksums.  ``pages``: what ``--verify-pages`` found (see
+    :func:`verify_pages`), or ``None`` when the pages were not checked."""
     r = reader  # a slipstream.Reader
     manifest = getattr(r, "manifest", None)  # a sharded or remote dataset
     size = sum(s.bytes for s in manifest.shards) if manifest is not None else Path(r.path).stat().st_size
@@ -207,9 +250,9 @@ def describe(reader: object, pages_verified: bool = False) -> str:
     if r.user_metadata:
         text = ", ".join(f"{k}={v!r}" for k, v in r.user_metadata.items())
         lines.append(f"user metadata: {text[:300]}{' ...' if len(text) > 300 else ''}")
-    checks = getattr(r, "page_checksums", None)
-    pages = ("verified" if pages_verified else "stored, each checked when first read (--verify-pages: all now)") \
-        if checks is not None else "none stored"
+    if pages is None:
+        pages = "stored, each checked when first read (--verify-pages: all now)" \
+            if getattr(r, "page_checksums", None) is not None else "none stored"
     lines.append(f"checksums: header and tables verified; pages: {pages}")
     return "\n".join(lines)
 

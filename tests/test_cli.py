@@ -3,6 +3,8 @@ runs them: the installed ``slipstream`` command."""
 
 from __future__ import annotations
 
+import re
+import shlex
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +13,8 @@ import pytest
 import slipstream as ss
 from cli_command import run_slipstream as run
 from jpeg_corpus import make_sample
+
+README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 def test_write_info_and_convert(tmp_path):
@@ -115,6 +119,62 @@ def class_tree(root: Path, per_class: int = 3) -> Path:
         for k in range(per_class):
             (root / name / f"{k}.jpg").write_bytes(make_sample(40 + k, 60 + 30 * label, seed=k).data)
     return root
+
+
+def readme_commands(block_marker: str) -> list[list[str]]:
+    """The commands of the README's bash block that holds ``block_marker``,
+    each split into words, comments left out."""
+    blocks = re.findall(r"```bash\n(.*?)```", README.read_text(), flags=re.DOTALL)
+    [block] = [b for b in blocks if block_marker in b]
+    return [shlex.split(line, comments=True) for line in block.splitlines() if line.strip()]
+
+
+def test_the_readmes_write_then_info_verify_pages_works_as_documented(tmp_path):
+    commands = readme_commands("slipstream info train.slip --verify-pages")
+    write, info = commands[0], commands[1]
+    assert write[:2] == ["slipstream", "write"] and info == ["slipstream", "info", "train.slip", "--verify-pages"]
+    folder = class_tree(tmp_path / "images")
+    written = run(*[str(folder) if word == "/data/imagenet/train" else word for word in write[1:]], cwd=tmp_path)
+    assert written.returncode == 0, written.stderr
+    assert "wrote train.slip: 6 samples" in written.stdout
+    described = run(*info[1:], cwd=tmp_path)
+    assert described.returncode == 0, described.stderr
+    assert "6 samples" in described.stdout and "pages: verified" in described.stdout
+    assert described.stderr == ""
+
+
+def test_info_verify_pages_without_checksums_prints_the_report_and_names_the_fix(tmp_path):
+    class_tree(tmp_path / "tree")
+    written = run("write", "tree", "bare.slip", "--workers", "0", "--no-page-checksums", cwd=tmp_path)
+    assert written.returncode == 0, written.stderr
+    info = run("info", "bare.slip", "--verify-pages", cwd=tmp_path)
+    assert info.returncode == 0, info.stderr  # the check could not run; nothing is known to be wrong
+    for expected in ("bare.slip: Reader, 6 samples", "label: IntField()", "classes=['ant', 'bee']",
+                     "pages: none stored, so not verified"):
+        assert expected in info.stdout, (expected, info.stdout)
+    assert info.stderr.startswith("slipstream info: --verify-pages: bare.slip has no page checksums")
+    for named in ("were not checked", "slipstream convert bare.slip COPY", "--page-checksums", "page_checksums=True"):
+        assert named in info.stderr, (named, info.stderr)
+    # The fix the message names gives a file whose pages verify.
+    copied = run("convert", "bare.slip", "checked.slip", cwd=tmp_path)
+    assert copied.returncode == 0, copied.stderr
+    verified = run("info", "checked.slip", "--verify-pages", cwd=tmp_path)
+    assert verified.returncode == 0 and "pages: verified" in verified.stdout, verified.stderr
+
+
+def test_info_verify_pages_names_a_damaged_page_after_the_report(tmp_path):
+    class_tree(tmp_path / "tree")
+    assert run("write", "tree", "d.slip", "--workers", "0", cwd=tmp_path).returncode == 0
+    with ss.Reader(tmp_path / "d.slip") as reader:
+        start, _ = reader.page_span(0)
+    data = bytearray((tmp_path / "d.slip").read_bytes())
+    data[start + 100] ^= 0xFF
+    (tmp_path / "d.slip").write_bytes(bytes(data))
+    info = run("info", "d.slip", "--verify-pages", cwd=tmp_path)
+    assert info.returncode == 1
+    assert "d.slip: Reader, 6 samples" in info.stdout and "pages: a damaged page (below)" in info.stdout
+    assert info.stderr.startswith("slipstream info: ") and "data page 0" in info.stderr
+    assert "does not match its checksum" in info.stderr
 
 
 @pytest.mark.parametrize("command", ["write", "convert"])
