@@ -14,7 +14,10 @@ BENCH_PIPELINES = ("bytes", "simclr", "train", "val")
 
 
 def main(argv: list[str] | None = None) -> int:
+    from slipstream import __version__
+
     parser = argparse.ArgumentParser(prog="slipstream", description="Fast data loading for PyTorch vision training.")
+    parser.add_argument("--version", action="version", version=f"slipstream {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     write = commands.add_parser("write", help="write a dataset from an image folder (root/<class>/<image>, or flat), "

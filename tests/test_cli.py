@@ -3,8 +3,10 @@ runs them: the installed ``slipstream`` command."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import re
 import shlex
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -119,6 +121,19 @@ def class_tree(root: Path, per_class: int = 3) -> Path:
         for k in range(per_class):
             (root / name / f"{k}.jpg").write_bytes(make_sample(40 + k, 60 + 30 * label, seed=k).data)
     return root
+
+
+def test_version_is_the_installed_distributions(tmp_path):
+    version = importlib.metadata.version("slipstream")
+    result = run("--version", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"slipstream {version}\n"
+    assert ss.__version__ == version
+    if sys.version_info >= (3, 11):  # tomllib: pyproject.toml is where the version is written
+        import tomllib
+
+        pyproject = tomllib.loads((README.parent / "pyproject.toml").read_text())
+        assert pyproject["project"]["version"] == version, "the installed slipstream is not this checkout's"
 
 
 def readme_commands(block_marker: str) -> list[list[str]]:

@@ -1,9 +1,12 @@
 """What a new user meets first, from Python: how a folder of images is
-labelled wherever slipstream reads one, and what writing does when the
-output exists or its folder does not."""
+labelled wherever slipstream reads one, what writing does when the output
+exists or its folder does not, and what the installed package says of
+itself (version, licence, platforms, Python versions, type information)."""
 
 from __future__ import annotations
 
+import importlib.metadata
+import inspect
 import re
 from pathlib import Path
 
@@ -12,6 +15,8 @@ import pytest
 import slipstream as ss
 from jpeg_corpus import make_sample
 from slipstream.sources import ImageFolder
+
+README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 def flat_folder(root: Path) -> Path:
@@ -127,3 +132,37 @@ def test_the_output_folder_is_named_when_it_does_not_exist_or_is_no_folder(tmp_p
         ss.write(tmp_path / "a-folder", [(1,)], fields, workers=0, verbose=False)
     with pytest.raises(NotADirectoryError, match=r"a-file is a file; a sharded dataset is written into a folder"):
         ss.write(tmp_path / "a-file", [(1,)], fields, shards=1, workers=0, verbose=False)
+
+
+# ---------------------------------------------------------------- what the package says of itself
+
+
+def test_the_installed_metadata_names_licence_platform_and_python_versions():
+    metadata = importlib.metadata.metadata("slipstream")
+    assert metadata["Version"] == ss.__version__
+    assert metadata["Requires-Python"] == ">=3.10"
+    assert metadata["License"] == "Apache-2.0"
+    classifiers = set(metadata.get_all("Classifier"))
+    assert "License :: OSI Approved :: Apache Software License" in classifiers
+    assert {c for c in classifiers if c.startswith("Operating System ::")} == {"Operating System :: POSIX :: Linux"}
+    assert {c for c in classifiers if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)} == \
+        {f"Programming Language :: Python :: 3.{minor}" for minor in (10, 11, 12, 13)}
+    assert "Typing :: Typed" in classifiers
+    assert {"test", "s3", "ray", "coco", "notebooks"} <= set(metadata.get_all("Provides-Extra"))
+    files = importlib.metadata.files("slipstream")
+    assert any(f.name == "LICENSE" for f in files), "the licence text is not in the installed distribution"
+
+
+def test_the_package_ships_its_type_information():
+    assert (Path(ss.__file__).parent / "py.typed").is_file()
+    for function in (ss.write, ss.cached, ss.convert, ss.open_dataset):
+        hints = inspect.get_annotations(function)
+        assert "return" in hints and set(inspect.signature(function).parameters) <= set(hints), function.__name__
+
+
+def test_the_readme_claims_the_platforms_the_classifiers_name():
+    text = README.read_text()
+    assert "**Platforms.** slipstream is built and tested on Linux" in text
+    assert "Windows is not supported" in text and "fcntl" in text
+    claims = re.findall(r"on macOS and Windows|\(any OS\)", text)
+    assert claims == [], f"the README claims platforms nothing tests: {claims}"
