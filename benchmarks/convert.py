@@ -112,7 +112,7 @@ def main(argv: list[str]) -> int:
         def with_write(workers: int) -> float:
             start = time.perf_counter()
             ss.write(f"s3://bench/out-write-{workers}", ss.WebDataset(source_url, fields, remote=remote),
-                     workers=workers, remote=remote, verbose=False, shard_size=SHARD_SIZE)
+                     workers=workers, remote=remote, verbose=False, shard_size=SHARD_SIZE, overwrite=True)
             return time.perf_counter() - start
 
         def with_ray(workers: int, source: str = source_url) -> float:

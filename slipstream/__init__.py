@@ -55,7 +55,19 @@ from slipstream.errors import (  # noqa: E402
     StorageError,
 )
 
-__version__ = "0.1.0"
+
+def _installed_version() -> str:
+    """The version of the installed distribution, as pyproject.toml gives
+    it (the one place it is written)."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("slipstream")
+    except importlib.metadata.PackageNotFoundError:  # imported from a source tree that was never installed
+        return "0+unknown"
+
+
+__version__ = _installed_version()
 
 __all__ = [
     "ArgumentError",

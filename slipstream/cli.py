@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -13,15 +14,19 @@ BENCH_PIPELINES = ("bytes", "simclr", "train", "val")
 
 
 def main(argv: list[str] | None = None) -> int:
+    from slipstream import __version__
+
     parser = argparse.ArgumentParser(prog="slipstream", description="Fast data loading for PyTorch vision training.")
+    parser.add_argument("--version", action="version", version=f"slipstream {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    write = commands.add_parser("write", help="write a dataset from an image folder (root/<class>/<image>), "
+    write = commands.add_parser("write", help="write a dataset from an image folder (root/<class>/<image>, or flat), "
                                               "WebDataset tar shards or a LitData dataset")
-    write.add_argument("folder", help="image folder with one subfolder per class; or WebDataset tar shards: a .tar "
-                                      "file, a brace pattern (train-{000000..000099}.tar), or a folder or URL prefix "
-                                      "ending in / holding .tar files; or the folder of a LitData optimized dataset "
-                                      "(index.json) whose items have 'image' and 'label'")
+    write.add_argument("folder", help="image folder with one subfolder per class (labels number the sorted class "
+                                      "names), or a flat folder of images (all labelled 0); or WebDataset tar "
+                                      "shards: a .tar file, a brace pattern (train-{000000..000099}.tar), or a "
+                                      "folder or URL prefix ending in / holding .tar files; or the folder of a LitData "
+                                      "optimized dataset (index.json) whose items have 'image' and 'label'")
     write.add_argument("output", help="dataset file to create, or the folder or URL (s3://bucket/prefix) of a "
                                       "sharded dataset")
     write.add_argument("--workers", type=int, default=None, help="encoding processes (default: one per core)")
@@ -38,13 +43,15 @@ def main(argv: list[str] | None = None) -> int:
     write.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
                        help="convert on a Ray cluster (ADDRESS, e.g. ray://head:10001 or auto; a local one when "
                             "omitted); writes a sharded dataset")
-    write.add_argument("--overwrite", action="store_true", help="with --ray: replace a dataset already at OUTPUT")
+    _overwrite_option(write)
     _shard_options(write)
 
     info = commands.add_parser("info", help="describe a dataset (a slipstream file, a sharded dataset, a URL of "
                                             "either, or an FFCV .beton)")
     info.add_argument("file", help="dataset file, sharded dataset folder or manifest, or URL")
-    info.add_argument("--verify-pages", action="store_true", help="check every page's CRC-32")
+    info.add_argument("--verify-pages", action="store_true",
+                      help="check every page's CRC-32 now (a file written with --no-page-checksums has none to "
+                           "check: the report says so, and the exit status stays 0)")
 
     convert = commands.add_parser("convert", help="copy a dataset file (e.g. an FFCV .beton) into a slipstream file")
     convert.add_argument("input")
@@ -54,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     convert.add_argument("--page-size", type=int, default=8 << 20, help="bytes per page (default 8 MiB)")
     convert.add_argument("--page-checksums", action=argparse.BooleanOptionalAction, default=True,
                          help="store a CRC-32 of every page, checked when the page is first read (default: yes)")
+    _overwrite_option(convert)
     _shard_options(convert)
 
     bench = commands.add_parser("bench", help="stream a dataset file through a standard pipeline, print images/s")
@@ -96,18 +104,23 @@ def _run(args: argparse.Namespace) -> int:
         if args.ray is not None:
             result = _write_on_ray(args.ray, source, fields, args.output, overwrite=args.overwrite, **options)
         else:
-            result = ss.write(args.output, source, fields, workers=args.workers, **options)
+            result = ss.write(args.output, source, fields, workers=args.workers, overwrite=args.overwrite, **options)
         print(_written(result))
         for index, reason in result.skipped:
             print(f"skipped {reason}")
         return 0
     if args.command == "info":
-        with ss.open_dataset(args.file, verify_pages=args.verify_pages) as reader:
-            print(describe(reader, pages_verified=args.verify_pages))
+        with ss.open_dataset(args.file) as reader:
+            pages, problem = verify_pages(reader) if args.verify_pages else (None, None)
+            print(describe(reader, pages=pages))
+        if problem is not None:  # after the report, which holds everything else there is to know
+            print(f"slipstream info: {problem.message}", file=sys.stderr)
+            return 1 if problem.fatal else 0
         return 0
     if args.command == "convert":
         result = ss.convert(args.input, args.output, tile_width=args.tile_width, page_size=args.page_size,
-                            page_checksums=args.page_checksums, shard_size=args.shard_size, shards=args.shards)
+                            page_checksums=args.page_checksums, shard_size=args.shard_size, shards=args.shards,
+                            overwrite=args.overwrite)
         print(_written(result))
         return 0
     if args.command == "demo":
@@ -160,6 +173,11 @@ def _write_on_ray(address: str, source: object, fields: dict[str, object], outpu
         ray.shutdown()
 
 
+def _overwrite_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace a dataset already at OUTPUT (without it, an existing OUTPUT is refused)")
+
+
 def _shard_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--shard-size", default=None,
@@ -176,8 +194,44 @@ def _written(result: object) -> str:
     return f"wrote {r.path}: {r.samples} samples, {Path(r.path).stat().st_size:,} bytes"
 
 
-def describe(reader: object, pages_verified: bool = False) -> str:
-    """What ``slipstream info`` prints: fields, counts, sizes, image sizes, checksums."""
+@dataclasses.dataclass(frozen=True)
+class PageProblem:
+    """Why ``info --verify-pages`` could not vouch for every page: a
+    one-line ``message``, and whether it is ``fatal`` (a damaged page: exit
+    status 1) or a check that could not run (no checksums: exit status 0)."""
+
+    message: str
+    fatal: bool
+
+
+def verify_pages(reader: object) -> tuple[str, PageProblem | None]:
+    """Check every page of ``reader`` against its CRC-32, for ``info
+    --verify-pages``: what the report's checksums line says of the pages,
+    and the problem to report after it (``None``: every page is good)."""
+    from slipstream.errors import FormatError
+
+    r = reader  # a slipstream.Reader or ShardedReader
+    if r.page_checksums is None:
+        if r.format == "ffcv":
+            why = "an FFCV file, which has none"
+        else:
+            why = "written with --no-page-checksums or page_checksums=False"
+        return ("none stored, so not verified",
+                PageProblem(f"--verify-pages: {r.path} has no page checksums ({why}), so its pages were not checked; "
+                            f"`slipstream convert {r.path} COPY` copies it, without re-encoding, into a file that has "
+                            f"them (as `slipstream write` writes by default: --page-checksums, page_checksums=True)",
+                            fatal=False))
+    try:
+        r.verify_pages()
+    except FormatError as exc:
+        return "a damaged page (below)", PageProblem(str(exc), fatal=True)
+    return "verified", None
+
+
+def describe(reader: object, pages: str | None = None) -> str:
+    """What ``slipstream info`` prints: fields, counts, sizes, image sizes,
+    checksums.  ``pages``: what ``--verify-pages`` found (see
+    :func:`verify_pages`), or ``None`` when the pages were not checked."""
     r = reader  # a slipstream.Reader
     manifest = getattr(r, "manifest", None)  # a sharded or remote dataset
     size = sum(s.bytes for s in manifest.shards) if manifest is not None else Path(r.path).stat().st_size
@@ -199,9 +253,9 @@ def describe(reader: object, pages_verified: bool = False) -> str:
     if r.user_metadata:
         text = ", ".join(f"{k}={v!r}" for k, v in r.user_metadata.items())
         lines.append(f"user metadata: {text[:300]}{' ...' if len(text) > 300 else ''}")
-    checks = getattr(r, "page_checksums", None)
-    pages = ("verified" if pages_verified else "stored, each checked when first read (--verify-pages: all now)") \
-        if checks is not None else "none stored"
+    if pages is None:
+        pages = "stored, each checked when first read (--verify-pages: all now)" \
+            if getattr(r, "page_checksums", None) is not None else "none stored"
     lines.append(f"checksums: header and tables verified; pages: {pages}")
     return "\n".join(lines)
 

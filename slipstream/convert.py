@@ -39,6 +39,7 @@ def write(
     shard_size: int | str | None = None,
     shards: int | None = None,
     remote: Remote | None = None,
+    overwrite: bool = False,
 ) -> WriteResult:
     """Write a dataset file from ``source``, or a sharded dataset.
 
@@ -47,11 +48,14 @@ def write(
         slipstream.write("s3://bucket/imagenet/train", "/data/imagenet/train", shard_size="1GB")
 
     Args:
-        path: the file to create; with ``shard_size`` or ``shards``, or for
-            a URL (``s3://bucket/prefix``), the folder or prefix of a
-            sharded dataset: shard files and a manifest, written last.
-        source: an image folder (``root/<class>/<image>``: fields ``image``
-            and ``label``, class names stored as ``classes`` in the user
+        path: the file to create, in a folder that exists; with
+            ``shard_size`` or ``shards``, or for a URL
+            (``s3://bucket/prefix``), the folder or prefix of a sharded
+            dataset: shard files and a manifest, written last.
+        source: an image folder (``root/<class>/<image>``, or a flat folder
+            of images, all labelled 0; see
+            :class:`~slipstream.sources.ImageFolder`: fields ``image`` and
+            ``label``, class names stored as ``classes`` in the user
             metadata), a NumPy array, a tuple/list or dict of equal-length
             arrays, or any object with ``len()`` and ``[i]`` giving a tuple
             or a dict per sample (e.g. a Hugging Face ``datasets.Dataset``).
@@ -72,15 +76,23 @@ def write(
             ``"1GB"``; default for a URL: 1 GB).
         shards: this many shards of equal sample counts instead.
         remote: object-store options (:class:`slipstream.Remote`) for a URL.
+        overwrite: replace a dataset already at ``path`` (the old one stays
+            whole until the new one is complete).  Without it, a file (or a
+            sharded dataset) already there is refused before anything is
+            encoded.
 
     Returns:
         A :class:`~slipstream.format.WriteResult`: path, sample count,
         skipped samples, shard names.
+
+    Raises:
+        FileExistsError: ``path`` exists and ``overwrite`` is off.
+        FileNotFoundError: the folder that is to hold the file does not exist.
     """
     samples, fields, meta = as_source(source, fields)
     return write_dataset(path, samples, fields, workers=workers, page_size=page_size, page_checksums=page_checksums,
                          on_error=on_error, user_metadata={**meta, **(user_metadata or {})}, verbose=verbose,
-                         shard_size=shard_size, shards=shards, remote=remote)
+                         shard_size=shard_size, shards=shards, remote=remote, overwrite=overwrite)
 
 
 def default_cache_dir() -> Path:
@@ -197,7 +209,7 @@ class _StoredSamples:
 def convert(src: str | os.PathLike, dst: str | os.PathLike, *, tile_width: int | None = None,
             page_size: int = layout.DEFAULT_PAGE_SIZE, page_checksums: bool = True,
             verbose: bool = True, shard_size: int | str | None = None, shards: int | None = None,
-            remote: Remote | None = None) -> WriteResult:
+            remote: Remote | None = None, overwrite: bool = False) -> WriteResult:
     """Copy a dataset (a slipstream file, a sharded dataset, a URL of
     either, or an FFCV ``.beton``) into a slipstream file or a sharded
     dataset at ``dst``.  Stored values are copied as they are: images are
@@ -208,8 +220,9 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, tile_width: int |
             losslessly into tiles at most this many pixels wide, as
             :class:`~slipstream.RGBImageField`'s ``tile_width`` does: the
             same pixels, faster crops.
-        page_size, page_checksums, verbose, shard_size, shards, remote: as
-            for :func:`write` (``remote`` serves ``src`` and ``dst``).
+        page_size, page_checksums, verbose, shard_size, shards, remote,
+            overwrite: as for :func:`write` (``remote`` serves ``src`` and
+            ``dst``).
     """
     if tile_width is not None and not (isinstance(tile_width, int) and tile_width > 0):
         raise ArgumentError(f"tile_width must be a positive integer or None, got {tile_width!r}")
@@ -217,4 +230,4 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, tile_width: int |
         fields = {d.name: _StoredValue(d, tile_width) for d in reader.descriptors}
         return write_dataset(dst, _StoredSamples(reader), fields, workers=0, page_size=page_size,
                              page_checksums=page_checksums, user_metadata=reader.user_metadata, verbose=verbose,
-                             shard_size=shard_size, shards=shards, remote=remote)
+                             shard_size=shard_size, shards=shards, remote=remote, overwrite=overwrite)

@@ -22,12 +22,11 @@ import numpy as np
 
 from slipstream import native
 from slipstream.convert import write
-from slipstream.errors import ArgumentError
 from slipstream.fields import IntField, RGBImageField
 from slipstream.format import Reader
 from slipstream.loader import Loader, Order
 from slipstream.ops import presets
-from slipstream.sources import ImageFolder, find_jpegs, synthetic_folder
+from slipstream.sources import ImageFolder, synthetic_folder
 
 
 def _source(data: str | None, tmp: Path, count: int) -> tuple[Any, str]:
@@ -35,14 +34,10 @@ def _source(data: str | None, tmp: Path, count: int) -> tuple[Any, str]:
     if data is None:
         folder = synthetic_folder(tmp / "images", count)
         return ImageFolder(folder), f"{count} generated JPEGs (shapes, 6 classes) in {folder}"
-    try:
-        folder = ImageFolder(data)  # root/<class>/<image>
-        return folder, f"{len(folder)} images in {len(folder.classes)} classes from {data}"
-    except ArgumentError:  # a flat folder: every image gets label 0
-        paths = find_jpegs(data)
-        if not paths:
-            raise ArgumentError(f"no images under {data} (expected root/<class>/<image>, or JPEG files)") from None
-        return [(str(p), 0) for p in paths], f"{len(paths)} JPEGs from {data} (no class folders: label 0)"
+    folder = ImageFolder(data)  # root/<class>/<image>, or a flat folder: label 0
+    if folder.flat:
+        return folder, f"{len(folder)} images from {data} (no class folders: label 0)"
+    return folder, f"{len(folder)} images in {len(folder.classes)} classes from {data}"
 
 
 def run(reader: Reader, epochs: int = 3, batch_size: int = 64) -> tuple[list[float], Any, Any]:
@@ -104,7 +99,7 @@ def main(data: str | None = None, epochs: int = 3, count: int = 240, grid: str |
         print(f"libslipstream {native.version()} on {os.cpu_count()} cores; the first epoch includes compilation")
         with Reader(dataset) as reader:
             rates, images, labels = run(reader, epochs=epochs)
-            names = list(getattr(source, "classes", []))
+            names = source.classes
         print(f"best epoch: {max(rates):,.0f} images/s (Numba threading layer: {numba.threading_layer()})")
         if grid:
             width, height = save_grid(images, labels, names, Path(grid))

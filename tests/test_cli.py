@@ -1,19 +1,22 @@
-"""The command line: write, info, convert, bench and demo, run as a user runs them."""
+"""The command line: write, info, convert, bench and demo, run as a user
+runs them: the installed ``slipstream`` command."""
 
 from __future__ import annotations
 
-import subprocess
+import importlib.metadata
+import re
+import shlex
 import sys
+from pathlib import Path
 
 import numpy as np
+import pytest
 
 import slipstream as ss
+from cli_command import run_slipstream as run
 from jpeg_corpus import make_sample
 
-
-def run(*args: str, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "slipstream", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=300)
+README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 def test_write_info_and_convert(tmp_path):
@@ -81,7 +84,7 @@ def test_demo_reads_a_flat_folder_of_the_users_jpegs(tmp_path):
         (tmp_path / "mine" / f"{k}.jpg").write_bytes(make_sample(64, 80, seed=k).data)
     demo = run("demo", "--data", "mine", "--epochs", "1", "--grid", "", cwd=tmp_path)
     assert demo.returncode == 0, demo.stderr
-    assert "5 JPEGs from mine (no class folders: label 0)" in demo.stdout
+    assert "5 images from mine (no class folders: label 0)" in demo.stdout
     assert not list(tmp_path.glob("*.png"))
 
 
@@ -109,3 +112,117 @@ def test_info_describes_a_detection_dataset(tmp_path):
     boxes = sum(len(image.boxes) for image in data.images)
     assert "  boxes: RaggedField" in result.stdout and f"    rows: {boxes:,} in all" in result.stdout
     assert "  masks: InstanceMasksField()" in result.stdout and "stored as" not in result.stdout.split("masks:")[1]
+
+
+def class_tree(root: Path, per_class: int = 3) -> Path:
+    """A small ``root/<class>/<image>`` folder of JPEGs, two classes."""
+    for label, name in enumerate(["ant", "bee"]):
+        (root / name).mkdir(parents=True)
+        for k in range(per_class):
+            (root / name / f"{k}.jpg").write_bytes(make_sample(40 + k, 60 + 30 * label, seed=k).data)
+    return root
+
+
+def test_version_is_the_installed_distributions(tmp_path):
+    version = importlib.metadata.version("slipstream")
+    result = run("--version", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"slipstream {version}\n"
+    assert ss.__version__ == version
+    if sys.version_info >= (3, 11):  # tomllib: pyproject.toml is where the version is written
+        import tomllib
+
+        pyproject = tomllib.loads((README.parent / "pyproject.toml").read_text())
+        assert pyproject["project"]["version"] == version, "the installed slipstream is not this checkout's"
+
+
+def readme_commands(block_marker: str) -> list[list[str]]:
+    """The commands of the README's bash block that holds ``block_marker``,
+    each split into words, comments left out."""
+    blocks = re.findall(r"```bash\n(.*?)```", README.read_text(), flags=re.DOTALL)
+    [block] = [b for b in blocks if block_marker in b]
+    return [shlex.split(line, comments=True) for line in block.splitlines() if line.strip()]
+
+
+def test_the_readmes_write_then_info_verify_pages_works_as_documented(tmp_path):
+    commands = readme_commands("slipstream info train.slip --verify-pages")
+    write, info = commands[0], commands[1]
+    assert write[:2] == ["slipstream", "write"] and info == ["slipstream", "info", "train.slip", "--verify-pages"]
+    folder = class_tree(tmp_path / "images")
+    written = run(*[str(folder) if word == "/data/imagenet/train" else word for word in write[1:]], cwd=tmp_path)
+    assert written.returncode == 0, written.stderr
+    assert "wrote train.slip: 6 samples" in written.stdout
+    described = run(*info[1:], cwd=tmp_path)
+    assert described.returncode == 0, described.stderr
+    assert "6 samples" in described.stdout and "pages: verified" in described.stdout
+    assert described.stderr == ""
+
+
+def test_info_verify_pages_without_checksums_prints_the_report_and_names_the_fix(tmp_path):
+    class_tree(tmp_path / "tree")
+    written = run("write", "tree", "bare.slip", "--workers", "0", "--no-page-checksums", cwd=tmp_path)
+    assert written.returncode == 0, written.stderr
+    info = run("info", "bare.slip", "--verify-pages", cwd=tmp_path)
+    assert info.returncode == 0, info.stderr  # the check could not run; nothing is known to be wrong
+    for expected in ("bare.slip: Reader, 6 samples", "label: IntField()", "classes=['ant', 'bee']",
+                     "pages: none stored, so not verified"):
+        assert expected in info.stdout, (expected, info.stdout)
+    assert info.stderr.startswith("slipstream info: --verify-pages: bare.slip has no page checksums")
+    for named in ("were not checked", "slipstream convert bare.slip COPY", "--page-checksums", "page_checksums=True"):
+        assert named in info.stderr, (named, info.stderr)
+    # The fix the message names gives a file whose pages verify.
+    copied = run("convert", "bare.slip", "checked.slip", cwd=tmp_path)
+    assert copied.returncode == 0, copied.stderr
+    verified = run("info", "checked.slip", "--verify-pages", cwd=tmp_path)
+    assert verified.returncode == 0 and "pages: verified" in verified.stdout, verified.stderr
+
+
+def test_info_verify_pages_names_a_damaged_page_after_the_report(tmp_path):
+    class_tree(tmp_path / "tree")
+    assert run("write", "tree", "d.slip", "--workers", "0", cwd=tmp_path).returncode == 0
+    with ss.Reader(tmp_path / "d.slip") as reader:
+        start, _ = reader.page_span(0)
+    data = bytearray((tmp_path / "d.slip").read_bytes())
+    data[start + 100] ^= 0xFF
+    (tmp_path / "d.slip").write_bytes(bytes(data))
+    info = run("info", "d.slip", "--verify-pages", cwd=tmp_path)
+    assert info.returncode == 1
+    assert "d.slip: Reader, 6 samples" in info.stdout and "pages: a damaged page (below)" in info.stdout
+    assert info.stderr.startswith("slipstream info: ") and "data page 0" in info.stderr
+    assert "does not match its checksum" in info.stderr
+
+
+@pytest.mark.parametrize("command", ["write", "convert"])
+def test_an_existing_output_is_replaced_only_with_overwrite(tmp_path, command):
+    class_tree(tmp_path / "tree")
+    assert run("write", "tree", "source.slip", "--workers", "0", cwd=tmp_path).returncode == 0
+    source = "tree" if command == "write" else "source.slip"
+    (tmp_path / "out.slip").write_bytes(b"the user's own file")
+    refused = run(command, source, "out.slip", cwd=tmp_path)
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr == (f"slipstream {command}: out.slip already exists; pass overwrite=True (--overwrite) to "
+                              f"replace it\n")
+    assert (tmp_path / "out.slip").read_bytes() == b"the user's own file"
+    replaced = run(command, source, "out.slip", "--overwrite", cwd=tmp_path)
+    assert replaced.returncode == 0, replaced.stderr
+    with ss.Reader(tmp_path / "out.slip") as reader:
+        assert len(reader) == 6
+
+
+def test_an_output_folder_that_does_not_exist_is_named(tmp_path):
+    class_tree(tmp_path / "tree")
+    result = run("write", "tree", "missing/out.slip", "--workers", "0", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr == "slipstream write: missing/out.slip cannot be written: the folder missing does not exist\n"
+    assert not (tmp_path / "missing").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["tree"]
+
+
+def test_write_labels_a_flat_folder_as_the_demo_does(tmp_path):
+    (tmp_path / "flat").mkdir()
+    for k in range(4):
+        (tmp_path / "flat" / f"{k}.jpg").write_bytes(make_sample(48, 64, seed=k).data)
+    written = run("write", "flat", "flat.slip", "--workers", "0", cwd=tmp_path)
+    assert written.returncode == 0, written.stderr
+    with ss.Reader(tmp_path / "flat.slip") as reader:
+        assert [reader[i]["label"] for i in range(len(reader))] == [0, 0, 0, 0]
+        assert reader.user_metadata["classes"] == ["flat"]

@@ -441,7 +441,7 @@ def test_undecodable_source_image_fails_the_write_with_its_path(tmp_path):
     broken.write_bytes(original)
     (folder / "eel" / "000.jpg").write_bytes(b"GIF89a not really")
     with pytest.raises(ss.FieldValueError, match="eel/000.jpg.*not a readable image"):
-        ss.write(target, folder, workers=0)
+        ss.write(target, folder, workers=0, overwrite=True)
 
 
 @pytest.mark.parametrize("field, value, message", [
@@ -473,7 +473,7 @@ def test_an_interrupted_write_leaves_no_file(tmp_path):
     target = tmp_path / "out.slip"
     target.write_bytes(b"previous version")
     with pytest.raises(KeyboardInterrupt):
-        ss.write(target, Interrupting([{"x": i} for i in range(10)]), {"x": ss.IntField()}, workers=0)
+        ss.write(target, Interrupting([{"x": i} for i in range(10)]), {"x": ss.IntField()}, workers=0, overwrite=True)
     assert target.read_bytes() == b"previous version"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.slip"]
 

@@ -20,6 +20,7 @@ import slipstream as ss
 ray = pytest.importorskip("ray")
 pytest.importorskip("webdataset")
 import slipstream.ray as ssray  # noqa: E402
+from cli_command import slipstream_command  # noqa: E402
 from ray_cluster import local_cluster  # noqa: E402
 from test_sources import jpegs, write_tars  # noqa: E402
 
@@ -258,7 +259,7 @@ def test_litdata_chunks_through_ray(cluster, tmp_path):
     check_litdata_copy(tmp_path / "lit", images, files)
 
     out = tmp_path / "lit-cli"  # the CLI takes a LitData folder too
-    done = subprocess.run([sys.executable, "-m", "slipstream.cli", "write", folder, str(out), "--ray", cluster.address,
+    done = subprocess.run([slipstream_command(), "write", folder, str(out), "--ray", cluster.address,
                            "--shard-size", "64KB"], capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"wrote {out}: 24 samples in" in done.stdout
@@ -268,7 +269,7 @@ def test_litdata_chunks_through_ray(cluster, tmp_path):
 def test_cli_writes_on_the_cluster(cluster, tars, tmp_path):
     _, _, folder = tars
     out = tmp_path / "cli"
-    command = [sys.executable, "-m", "slipstream.cli", "write", str(folder / "tars"), str(out),
+    command = [slipstream_command(), "write", str(folder / "tars"), str(out),
                "--ray", cluster.address, "--page-size", str(1 << 16), "--shard-size", "256KB"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 import jpeg_corpus
 import slipstream as ss
+from cli_command import slipstream_command
 from slipstream.format import manifest as M
 from slipstream.ops import presets
 
@@ -136,7 +136,7 @@ def test_values_read_in_python_and_resume(files):
 def test_a_new_write_replaces_the_old_shards_after_its_manifest(samples, tmp_path):
     folder = tmp_path / "data"
     old = ss.write(folder, samples, FIELDS, workers=0, page_size=PAGE, shards=3, verbose=False)
-    new = ss.write(folder, samples[:50], FIELDS, workers=0, page_size=PAGE, shards=2, verbose=False)
+    new = ss.write(folder, samples[:50], FIELDS, workers=0, page_size=PAGE, shards=2, verbose=False, overwrite=True)
     assert not set(old.shards) & set(new.shards)
     assert sorted(p.name for p in folder.iterdir()) == sorted([*new.shards, M.NAME])
     with ss.open_dataset(folder) as reader:
@@ -149,7 +149,7 @@ def test_a_failed_write_leaves_the_previous_dataset(samples, tmp_path):
     before = sorted(p.name for p in folder.iterdir())
     broken = samples[:60] + [(b"not a jpeg", 60, {})] + samples[61:]
     with pytest.raises(ss.FieldValueError, match="was not written.*sample 60"):
-        ss.write(folder, broken, FIELDS, workers=0, page_size=PAGE, shards=3, verbose=False)
+        ss.write(folder, broken, FIELDS, workers=0, page_size=PAGE, shards=3, verbose=False, overwrite=True)
     assert sorted(p.name for p in folder.iterdir()) == before
     with ss.open_dataset(folder) as reader:
         assert len(reader) == COUNT
@@ -205,7 +205,7 @@ def test_the_command_line_writes_and_describes_sharded_datasets(tmp_path):
     from slipstream.sources import synthetic_folder
 
     images = synthetic_folder(tmp_path / "images", count=30, height=60, width=80, verbose=False)
-    slipstream = [sys.executable, "-m", "slipstream"]
+    slipstream = [slipstream_command()]
     out = subprocess.run([*slipstream, "write", str(images), str(tmp_path / "ds"), "--shards", "3",
                           "--page-size", "16384"], capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 0, out.stderr

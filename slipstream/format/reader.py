@@ -132,7 +132,8 @@ class Reader:
             ArgumentError: the file was written without page checksums.
         """
         if self.page_checksums is None:
-            raise ArgumentError(f"{self.path} has no page checksums (write it with page_checksums=True)")
+            raise ArgumentError(f"{self.path} has no page checksums (write it with page_checksums=True, or "
+                                f"`slipstream write --page-checksums`, the default of both)")
         for page in range(self.page_count):
             if not self.check_page(page):
                 start, end = self.page_span(page)

@@ -11,7 +11,9 @@ from typing import Any
 
 from slipstream.errors import ArgumentError
 from slipstream.format import layout as L
-from slipstream.format.remote import Remote, is_url, parse_size
+from slipstream.format import manifest as M
+from slipstream.format.location import open_location
+from slipstream.format.remote import Remote, is_url, local_path, parse_size
 from slipstream.format.sharded_writer import write_shards
 from slipstream.format.writer import (
     DEFAULT_SHARD_SIZE,
@@ -42,12 +44,13 @@ def write_dataset(
     shard_size: int | str | None = None,
     shards: int | None = None,
     remote: Remote | None = None,
+    overwrite: bool = False,
 ) -> WriteResult:
     """Write every sample of ``source`` into a dataset file at ``path``, or
     into a sharded dataset (shard files and a manifest) there.
 
     Args:
-        path: the file to create (replaced atomically if it exists); with
+        path: the file to create, in a folder that exists; with
             ``shard_size`` or ``shards``, or for a URL, the folder or prefix
             of a sharded dataset.
         source: the samples (see :class:`SampleSource` and :class:`SampleStream`).
@@ -69,14 +72,22 @@ def write_dataset(
         shards: split the samples into this many shards of (nearly) equal
             sample counts instead.
         remote: object-store options, for a URL.
+        overwrite: replace a dataset already at ``path`` (atomically: the
+            old one stays whole until the new one is complete).  Without
+            it, an existing file, or a sharded dataset's manifest, is
+            refused before anything is encoded.
 
     Raises:
         FieldValueError: a sample cannot be encoded (``on_error="raise"``).
         ArgumentError: bad arguments.
+        FileExistsError: ``path`` exists and ``overwrite`` is off.
+        FileNotFoundError: the folder that is to hold the file does not exist.
     """
     fields = dict(fields)
     _check_arguments(fields, page_size, on_error, workers)
     check_sharding(shard_size, shards)
+    sharded = shards is not None or shard_size is not None or is_url(path)
+    check_destination(path, sharded=sharded, overwrite=overwrite, remote=remote)
     workers = (os.cpu_count() or 1) if workers is None else workers
     user = stored_user_metadata(user_metadata)
     descriptors = field_descriptors(fields)
@@ -86,10 +97,48 @@ def write_dataset(
     if shards is not None and count is None:
         raise ArgumentError(f"shards={shards} needs the number of samples beforehand, which a "
                             f"{type(source).__name__} does not give: use shard_size instead")
-    if shards is not None or shard_size is not None or is_url(path):
+    if sharded:
         if shards is None and shard_size is None:
             shard_size = DEFAULT_SHARD_SIZE
         plan = _ShardPlan(parse_size(shard_size, "shard_size"), shards, count)
         return write_shards(path, plan, descriptors, page_size, page_checksums, user, encoded, count, on_error,
                             remote, verbose)
     return write_file(path, descriptors, page_size, page_checksums, user, encoded, count, on_error, verbose)
+
+
+def check_destination(path: str | os.PathLike, *, sharded: bool, overwrite: bool, remote: Remote | None) -> None:
+    """Refuse a destination the write would fail at only after encoding
+    everything, or would replace without being asked to.
+
+    Args:
+        path: where the dataset goes: a file, or for ``sharded``, the folder
+            or prefix of shards and a manifest.
+        sharded: whether a sharded dataset is written there.
+        overwrite: whether a dataset already there may be replaced.
+        remote: object-store options, for a URL.
+
+    Raises:
+        FileExistsError: a file (or a sharded dataset's manifest) is at
+            ``path`` and ``overwrite`` is off.
+        FileNotFoundError: the folder that is to hold the file does not exist.
+        NotADirectoryError, IsADirectoryError: ``path``, or the folder that
+            is to hold it, is the wrong kind of thing.
+    """
+    if sharded:
+        if not is_url(path) and local_path(path).is_file():
+            raise NotADirectoryError(f"{path} is a file; a sharded dataset is written into a folder")
+        if not overwrite and open_location(path, remote).exists(M.NAME):
+            raise FileExistsError(f"{path} already holds a slipstream dataset ({M.NAME}); pass overwrite=True "
+                                  f"(--overwrite) to replace it")
+        return
+    target = local_path(path)
+    folder = target.parent
+    if not folder.is_dir():
+        if folder.exists():
+            raise NotADirectoryError(f"{target} cannot be written: {folder} is not a folder")
+        raise FileNotFoundError(f"{target} cannot be written: the folder {folder} does not exist")
+    if target.is_dir():
+        raise IsADirectoryError(f"{target} is a folder; give the path of a file to write, or shard_size= or "
+                                f"shards= (--shard-size, --shards) to write a sharded dataset into the folder")
+    if target.exists() and not overwrite:
+        raise FileExistsError(f"{target} already exists; pass overwrite=True (--overwrite) to replace it")

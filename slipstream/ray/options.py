@@ -9,8 +9,7 @@ from typing import Any
 
 from slipstream.errors import ArgumentError
 from slipstream.format import layout as L
-from slipstream.format import manifest as M
-from slipstream.format.location import open_location
+from slipstream.format.write import check_destination as check_write_destination
 from slipstream.format.remote import Remote, parse_size
 from slipstream.format.writer import (
     DEFAULT_SHARD_SIZE,
@@ -80,7 +79,6 @@ class WriteOptions:
 
 
 def check_destination(path: str, overwrite: bool, remote: Remote) -> None:
-    """Refuse ``path`` when it holds a dataset (a manifest) and ``overwrite`` is off."""
-    if not overwrite and open_location(path, remote).exists(M.NAME):
-        raise FileExistsError(f"{path} already holds a slipstream dataset ({M.NAME}); pass overwrite=True "
-                              f"(--overwrite) to replace it")
+    """Refuse ``path`` when it holds a dataset (a manifest) and ``overwrite``
+    is off, or is a file: the checks of a sharded ``slipstream.write``."""
+    check_write_destination(path, sharded=True, overwrite=overwrite, remote=remote)

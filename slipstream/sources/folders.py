@@ -32,12 +32,20 @@ def _find(root: Path, suffixes: frozenset[str]) -> list[Path]:
 
 
 class ImageFolder:
-    """An image classification tree, ``root/<class name>/**/<image>``, as
-    torchvision's ``ImageFolder`` reads it: class names sorted, label ``k``
-    for the ``k``-th, images sorted by path within a class.
+    """A folder of images, labelled by one rule wherever slipstream reads a
+    folder (:func:`slipstream.write`, :func:`slipstream.cached`,
+    :class:`slipstream.Loader`, ``slipstream write`` and ``slipstream demo``):
+
+    - a classification tree, ``root/<class name>/**/<image>``, as
+      torchvision's ``ImageFolder`` reads it: class names sorted, label
+      ``k`` for the ``k``-th, images sorted by path within a class (images
+      directly in ``root`` are not read, as torchvision leaves them out);
+    - a flat folder, ``root/<image>`` with no subfolder holding an image:
+      one class, named after the folder, so every image has label 0.
 
     ``folder[i]`` is ``(path, label)``; :meth:`user_metadata` gives the
-    class names to store in the dataset file.
+    class names to store in the dataset file; :attr:`flat` tells which of
+    the two the folder is.
     """
 
     def __init__(self, root: str | os.PathLike, suffixes: frozenset[str] = IMAGE_SUFFIXES) -> None:
@@ -47,9 +55,14 @@ class ImageFolder:
         self.classes = sorted(d.name for d in self.root.iterdir() if d.is_dir())
         self.samples = [(path, label) for label, name in enumerate(self.classes)
                         for path in _find(self.root / name, suffixes)]
+        self.flat = not self.samples
+        if self.flat:
+            # No class folder holds an image: the images are all directly in root.
+            self.classes = [self.root.resolve().name]
+            self.samples = [(path, 0) for path in _find(self.root, suffixes)]
         if not self.samples:
-            raise ArgumentError(f"{self.root} has no images in class subfolders (root/<class>/<image>, with "
-                                f"suffixes {', '.join(sorted(suffixes))})")
+            raise ArgumentError(f"{self.root} has no images, neither in class subfolders (root/<class>/<image>) nor "
+                                f"directly in it (root/<image>); image suffixes: {', '.join(sorted(suffixes))}")
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -82,4 +95,5 @@ class ImageFolder:
         return digest.hexdigest()
 
     def __repr__(self) -> str:
-        return f"ImageFolder({str(self.root)!r}, {len(self.samples)} images, {len(self.classes)} classes)"
+        kind = "flat, label 0" if self.flat else f"{len(self.classes)} classes"
+        return f"ImageFolder({str(self.root)!r}, {len(self.samples)} images, {kind})"
