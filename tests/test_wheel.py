@@ -79,6 +79,17 @@ def test_the_library_needs_only_the_c_library(library):
     assert "RPATH" not in dynamic and "RUNPATH" not in dynamic
 
 
+def test_the_library_can_be_loaded_late_by_any_glibc(library):
+    # An executable stack (an assembly object without .note.GNU-stack) makes
+    # glibc 2.41+ refuse to load the library; initial-exec thread-locals
+    # (STATIC_TLS, libjpeg-turbo keeps its SIMD flags per thread) can fail to
+    # load into a process that has already started, as a ctypes load is.
+    segments = binutils("readelf", "--program-headers", "--wide", str(library))
+    stack = re.search(r"^\s*GNU_STACK\s+(?:0x[0-9a-f]+\s+){5}([RWE ]+?)\s+(?:0x)?[0-9a-f]+$", segments, re.MULTILINE)
+    assert stack and "E" not in stack[1], segments
+    assert "STATIC_TLS" not in binutils("readelf", "--dynamic", "--wide", str(library))
+
+
 def test_the_library_asks_for_no_newer_glibc_than_its_tag(library):
     versions = set(re.findall(r"\bGLIBC_([0-9.]+)", binutils("objdump", "-T", str(library))))
     assert versions
