@@ -45,11 +45,16 @@ mkdir -p "$WORK/downloads"
 
 # nasm: without it libjpeg-turbo would build without SIMD (REQUIRE_SIMD below
 # makes that an error rather than a wheel that decodes several times slower).
-if ! command -v nasm >/dev/null 2>&1; then
-  echo "installing nasm"
+# python3-venv: for the tools' environment.
+missing=""
+command -v nasm >/dev/null 2>&1 || missing="$missing nasm"
+"$PYTHON" -c 'import venv, ensurepip' >/dev/null 2>&1 || missing="$missing python3-venv"
+if [ -n "$missing" ]; then
+  echo "installing$missing"
   SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
   $SUDO apt-get update -qq
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nasm
+  # shellcheck disable=SC2086
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing
 fi
 
 if [ ! -f "$WORK/tools/.installed" ] || [ "$(cat "$WORK/tools/.installed")" != "$TOOLS" ]; then
