@@ -25,7 +25,7 @@ FUZZ_DIR := build/fuzz
 CLANG ?= $(shell command -v clang || command -v clang-14 || echo clang)
 FUZZ_FLAGS = -std=c11 -g -O1 -fno-sanitize-recover=undefined -fno-omit-frame-pointer -Inative/include
 
-.PHONY: help demo test bindings asan fuzz bench bench-peers system-deps clean
+.PHONY: help demo test bindings asan fuzz bench bench-peers system-deps wheel clean
 
 help:
 	@echo "make demo     set up, then stream JPEGs through the fused kernel (DATA=folder to use your own)"
@@ -35,7 +35,8 @@ help:
 	@echo "make fuzz     run the libFuzzer harnesses, FUZZ_SECONDS each (default 600), sanitized"
 	@echo "make bench    all benchmarks, then BENCHMARKS.md against FFCV, the DataLoader and DALI (IMAGES=folder)"
 	@echo "make bench-peers  the peers' virtual environments under benchmarks/.venvs"
-	@echo "make clean    remove .venv and build/"
+	@echo "make wheel    dist/: the sdist and a self-contained manylinux wheel, libjpeg-turbo linked in (Linux x86-64)"
+	@echo "make clean    remove .venv, build/ and dist/"
 
 # System packages: a C compiler, pkg-config, libjpeg-turbo headers, venv support.
 system-deps:
@@ -136,6 +137,10 @@ bench-peers:
 	bash benchmarks/peers/install-ffcv.sh
 	bash benchmarks/peers/install-dataloader.sh
 	if [ -f benchmarks/peers/install-dali.sh ]; then bash benchmarks/peers/install-dali.sh; fi
+
+# The tools it needs (Zig, auditwheel, nasm, libjpeg-turbo's source) are fetched into build/wheel: see the script.
+wheel:
+	PYTHON=$(PYTHON) bash packaging/build-wheel.sh
 
 clean:
 	rm -rf $(VENV) build dist
