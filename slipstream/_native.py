@@ -17,7 +17,7 @@ from numba.extending import intrinsic
 
 from slipstream import _abi
 
-HEADER_SHA256 = "07fac881b32a9a9b947a5020fbfa6c0e0eb0d62ae57bbd734a1bd6eb9cabc620"
+HEADER_SHA256 = "dd7c5741627adf407023183fceea763ded5ed504df3f2ef5e14deb49c2025290"
 """SHA-256 of the header this module was generated from."""
 
 ABI_VERSION = 4
@@ -264,7 +264,9 @@ lib = _abi.load_library(ABI_VERSION, FUNCTIONS.values())
 def slip_version(typingctx):
     """Numba intrinsic calling C ``slip_version``.
 
-    Version of the library as "MAJOR.MINOR.PATCH".
+    Version of the slipstream package the library was built with, as its
+    pyproject.toml gives it (for example "0.1.0"); "0+unknown" for a build of
+    the sources outside the package build (the sanitizer and fuzzing harnesses).
 
     @return a static, NUL-terminated string.
     """

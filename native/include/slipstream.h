@@ -173,7 +173,9 @@ typedef struct slip_jpeg_info_t {
 } slip_jpeg_info_t;
 
 /**
- * Version of the library as "MAJOR.MINOR.PATCH".
+ * Version of the slipstream package the library was built with, as its
+ * pyproject.toml gives it (for example "0.1.0"); "0+unknown" for a build of
+ * the sources outside the package build (the sanitizer and fuzzing harnesses).
  *
  * @return a static, NUL-terminated string.
  */

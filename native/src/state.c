@@ -9,7 +9,12 @@
 
 #include "internal.h"
 
-#define SLIP_VERSION_STRING "0.1.0"
+/* The package's version, which the build passes from pyproject.toml (its
+ * one written place); builds of the sources alone, such as the sanitizer
+ * and fuzzing harnesses, have none. */
+#ifndef SLIP_VERSION_STRING
+#define SLIP_VERSION_STRING "0+unknown"
+#endif
 
 static _Thread_local char last_error[512];
 static _Thread_local slip_thread_state *thread_state;
