@@ -276,9 +276,9 @@ def test_a_silently_wrong_jpeg_is_caught_by_its_page_checksum_on_first_load(flip
     first = min(page_mates)
     with ss.Loader(path, 4, {"image": [CenterCrop(CROP)]}, order="sequential", os_cache=os_cache,
                    verbose=False) as loader:
-        with pytest.raises(ss.DecodeError, match=rf"flipped.slip: sample {first} cannot be decoded \(SLIP_ECORRUPT: "
-                                                 rf"corrupt JPEG data: data page \d+ \(bytes [\d,]+ to [\d,]+\) does "
-                                                 rf"not match its checksum"):
+        with pytest.raises(ss.DecodeError, match=rf"flipped.slip: sample {first} cannot be decoded \(field 'image': "
+                                                 rf"data page \d+ \(bytes [\d,]+ to [\d,]+\) does not match its "
+                                                 rf"checksum"):
             list(loader)
 
 
@@ -365,6 +365,6 @@ def test_a_stored_size_that_disagrees_with_the_jpeg_header_names_both(tmp_path):
     with pytest.raises(ss.DecodeError, match=rf"sizes.slip: sample 2, field 'image': .*{expected}"):
         ss.Reader(path)[2]
     with ss.Loader(path, 4, {"image": [RandomResizedCrop(CROP, scale=(0.9, 1.0))]}, verbose=False) as loader:
-        with pytest.raises(ss.DecodeError, match=rf"sizes.slip: sample 2 cannot be decoded \(SLIP_EINVAL: invalid "
-                                                 rf"argument: {expected}"):
+        with pytest.raises(ss.DecodeError, match=rf"sizes.slip: sample 2 cannot be decoded \(field 'image': "
+                                                 rf".*{expected}"):
             list(loader)

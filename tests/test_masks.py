@@ -16,6 +16,7 @@ import pytest
 import slipstream as ss
 from slipstream.fields import masks as M
 from slipstream.native import Status
+from slipstream.ops import RandomResizedCrop, SegmentationMask
 
 STATUSES = {int(Status.EINVAL), int(Status.ECORRUPT), int(Status.ETRUNCATED)}
 
@@ -537,3 +538,24 @@ def test_reading_corrupt_bytes_raises_a_decode_error_naming_the_sample(tmp_path)
     with ss.Reader(path) as reader, pytest.raises(ss.DecodeError, match=r"sample 0, field 'm': the stored mask "
                                                                          r"cannot be decoded \(ECORRUPT"):
         reader.read(0, "m")
+
+
+def test_a_loader_names_the_mask_field_that_cannot_be_decoded(tmp_path):
+    """The loader's error for a corrupt mask names the field and the
+    mask's own problem, not a JPEG one."""
+    path = tmp_path / "d.slip"
+    image = np.full((50, 40, 3), 90, np.uint8)
+    ss.write(path, [{"image": image, "m": np.full((50, 40), 3, np.uint8)}],
+             {"image": ss.RGBImageField(), "m": ss.SegmentationMaskField()}, workers=0, verbose=False,
+             page_checksums=False)
+    with ss.Reader(path) as reader:
+        offset = int(reader.metadata["m"]["offset"][0])
+    raw = bytearray(path.read_bytes())
+    raw[offset + M.SEMANTIC_HEADER + 8] = 0x05
+    path.write_bytes(bytes(raw))
+    pipelines = {"image": [RandomResizedCrop(32)], "m": [SegmentationMask(follow="image")]}
+    with ss.Loader(path, 1, pipelines, verbose=False) as loader:
+        with pytest.raises(ss.DecodeError, match=r"d.slip: sample 0 cannot be decoded \(field 'm': the stored mask "
+                                                 r"cannot be decoded") as err:
+            list(loader)
+    assert "JPEG" not in str(err.value)

@@ -308,15 +308,16 @@ def _check_errors(plan: EpochPlan, indices: np.ndarray) -> np.ndarray | None:
 
 
 def _reason(reader: Any, index: int, status: int) -> str:
-    """The native status, with the cause from reading the sample again
-    in Python where that fails as well (a corrupt page, the decoder's
-    message, a stored size the JPEG disagrees with)."""
-    try:
-        reader[index]
-    except SlipstreamError as exc:  # the reader's message names file and sample again: keep the cause
-        return f"{native.strerror(status)}: {exc.detail or exc}"
-    except Exception:
-        pass
+    """The cause: the first field that fails again when read in Python,
+    with its message (a corrupt page, the decoder's message, a stored size
+    the JPEG disagrees with); the native status where every field reads."""
+    for field in reader.fields:
+        try:
+            reader.read(index, field)
+        except SlipstreamError as exc:  # the reader's message names file and sample again: keep the cause
+            return f"field {field!r}: {exc.detail or exc}"
+        except Exception:
+            break
     return native.strerror(status)
 
 
