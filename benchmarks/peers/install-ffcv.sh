@@ -11,18 +11,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/venv-lib.sh"
 req="$peers/ffcv-requirements.txt"
 
 # 1. System packages (only when something is missing).
-apt_pkgs=(libopencv-dev libturbojpeg0-dev pkg-config g++)
-missing=()
-for p in "${apt_pkgs[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-    echo "install-ffcv: apt-get install ${missing[*]}"
-    sudo_cmd=""
-    [[ $(id -u) -ne 0 ]] && sudo_cmd="sudo"
-    $sudo_cmd apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}"
-fi
+apt_require ffcv libopencv-dev libturbojpeg0-dev pkg-config g++
 
 peer_venv ffcv "$req" "${FFCV_VENV:-$repo/benchmarks/.venvs/ffcv}"
 

@@ -117,6 +117,8 @@ def read_spec(argv: list[str], description: str, started: float) -> dict:
     spec["epochs"] = int(spec.get("epochs", 1))
     spec["warmup_epochs"] = int(spec.get("warmup_epochs", 0))
     spec["first_batch_only"] = bool(spec.get("first_batch_only", False))
+    spec["check"] = bool(spec.get("check", False))
+    spec["check_epochs"] = int(spec.get("check_epochs", 2))
     spec["start"] = started if spec.get("start_monotonic") is None else float(spec["start_monotonic"])
     return spec
 
@@ -141,6 +143,61 @@ def timed_epochs(loader, images_in, warmup: int, epochs: int) -> dict:
     cpu = cpu_seconds() - cpu_start if cpu_start is not None else 0.0
     return {"epoch_images_per_s": rates, "images": counts[0] if counts else 0,
             "cpu_seconds_per_image": cpu / sum(counts) if counts and sum(counts) else None}
+
+
+# ---------------------------------------------------------------- classification check (RUNNERS.md, "Check")
+
+
+def bytes_tag(data: bytes) -> int:
+    """A signed 64-bit tag of one image's encoded bytes (BLAKE2b, 8 bytes),
+    small enough to travel through a batch as an int64 tensor: two systems
+    that tag the same files read the same bytes."""
+    import hashlib
+
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little", signed=True)
+
+
+def bytes_digest(tags) -> str:
+    """The order-free digest of a set of :func:`bytes_tag` values: the hex
+    SHA-256 of their sorted list.  Equal between two systems exactly when
+    they decoded the same multiset of files."""
+    import hashlib
+
+    return hashlib.sha256(",".join(str(t) for t in sorted(tags)).encode()).hexdigest()
+
+
+def folder_digest(folder: Path) -> dict:
+    """What a correct ``check`` over ``folder`` reports: its number of
+    images and the :func:`bytes_digest` of its files' bytes."""
+    samples = find_samples(folder)
+    return {"images": len(samples), "bytes_digest": bytes_digest(bytes_tag(p.read_bytes()) for p, _ in samples)}
+
+
+def classification_check(loader, unpack, epochs: int) -> dict:
+    """The ``check`` entry of a classification runner's result (RUNNERS.md,
+    "Check"): ``epochs`` epochs of ``loader``, whose batches ``unpack(batch)``
+    turns into ``(outputs, labels, tags)``: the list of output tensors (one
+    per view, or the raw rows), the label batch and the :func:`bytes_tag`
+    of the bytes each sample was decoded from.  It reports the images of
+    each epoch, the first batch's shapes and dtypes, and over each epoch the
+    digest of the tags, which equals :func:`folder_digest`'s when every
+    image of the folder was read once, from its original bytes."""
+    first: dict = {}
+    counts, digests, distinct = [], [], []
+    for _ in range(epochs):
+        tags: list[int] = []
+        for batch in loader:
+            outputs, labels, batch_tags = unpack(batch)
+            if not first:
+                first = {"output_shapes": [list(o.shape) for o in outputs],
+                         "output_dtypes": [str(o.dtype) for o in outputs],
+                         "labels_dtype": str(labels.dtype)}
+            tags.extend(int(t) for t in batch_tags)
+        counts.append(len(tags))
+        distinct.append(len(set(tags)))
+        digests.append(bytes_digest(tags))
+    return {**first, "epochs": epochs, "epoch_images": counts, "epoch_distinct_images": distinct,
+            "epoch_bytes_digests": digests}
 
 
 # ---------------------------------------------------------------- detection (RUNNERS.md, "Detection")

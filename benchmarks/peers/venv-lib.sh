@@ -4,6 +4,7 @@
 #   peer_venv NAME REQUIREMENTS DEFAULT_VENV   # sets $name, $req, $venv, $py; creates the venv
 #   pin PACKAGE                                # the version REQUIREMENTS pins
 #   install_torch [CONSTRAINTS]                # torch 2.13.0 from the local CPU wheel only
+#   apt_require INSTALLER PACKAGE...           # Debian packages, with apt-get only when some are missing
 #
 # Env overrides: PYTHON (interpreter for the venv; default pyenv 3.11.7, else
 # python3.11), TORCH_WHEEL_DIR (folder holding a torch 2.13.0 CPU wheel;
@@ -49,4 +50,20 @@ install_torch() {
         exit 1
     fi
     "$py" -m pip install "$wheel" -c "$constraints"
+}
+
+# Debian packages a peer needs outside its venv (build headers, shared
+# libraries), installed with apt-get only when some are missing.
+apt_require() {
+    local who="$1" p sudo_cmd=""
+    shift
+    local missing=()
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    ((${#missing[@]})) || return 0
+    echo "install-$who: apt-get install ${missing[*]}"
+    [[ $(id -u) -ne 0 ]] && sudo_cmd="sudo"
+    $sudo_cmd apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
