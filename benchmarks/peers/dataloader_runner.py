@@ -37,6 +37,7 @@ import time
 
 _T0 = time.monotonic()  # first statement: as RUNNERS.md asks
 
+import io
 import math
 import os
 import random
@@ -49,7 +50,7 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
-from peer_common import emit, find_samples, live_children_hwm_mb, peak_rss_mb, read_spec, timed_epochs  # noqa: E402  (benchmarks/peers, next to this file)
+from peer_common import bytes_tag, emit, find_samples, live_children_hwm_mb, peak_rss_mb, read_spec, timed_epochs  # noqa: E402  (benchmarks/peers, next to this file)
 
 SYSTEM = "dataloader"
 SCENARIOS = ("raw", "train", "val", "simclr", "multicrop")
@@ -146,6 +147,46 @@ class FolderDataset(Dataset):
         if self.scenario == "val":
             return val_view(img), label
         return (*(train_view(img, size, scale) for size, scale in VIEWS[self.scenario]), label)
+
+
+def sample_from_bytes(data, label: int, scenario: str, raw_bytes: int, check: bool) -> tuple:
+    """One sample of ``scenario`` made this runner's way from an image's
+    encoded bytes, for the peers that store the bytes in their own format
+    (LitData, MosaicML streaming): the views (or, for ``raw``, the bytes in
+    a zero-padded uint8 row of ``raw_bytes``), the label, and with ``check``
+    the :func:`peer_common.bytes_tag` of the bytes (else 0)."""
+    tag = bytes_tag(data) if check else 0
+    if scenario == "raw":
+        row = np.zeros(raw_bytes, dtype=np.uint8)
+        row[: len(data)] = np.frombuffer(data, dtype=np.uint8)
+        return torch.from_numpy(row), label, tag
+    with Image.open(io.BytesIO(data)) as im:
+        img = im.convert("RGB")
+    if scenario == "val":
+        return val_view(img), label, tag
+    return (*(train_view(img, size, scale) for size, scale in VIEWS[scenario]), label, tag)
+
+
+def unpack_views(batch) -> tuple:
+    """A collated batch of :func:`sample_from_bytes` samples as
+    ``(outputs, labels, tags)``, the form ``peer_common.run_classification`` takes."""
+    return list(batch[:-2]), batch[-2], batch[-1]
+
+
+def bytes_sample_settings(spec: dict, raw_bytes: int) -> dict:
+    """The settings :func:`sample_from_bytes` runs with, for a runner's report."""
+    scenario = spec["scenario"]
+    return {
+        "worker_torch_threads": 1,
+        "decoder": "PIL Image.open(BytesIO(bytes)).convert('RGB') (the DataLoader peer's decode, from the stored bytes)",
+        "resize": "Pillow BILINEAR (Image.resize with box for crops)",
+        "output": "uint8 rows padded to the largest file" if scenario == "raw"
+        else "float16 NCHW (contiguous), label int64",
+        "jpeg_decodes_per_image": 0 if scenario == "raw" else 1,
+        "raw_row_bytes": raw_bytes or None,
+        "first_batch_clock": "start_monotonic" if spec.get("start_monotonic") is not None else "runner first line",
+        "cpu_accounting": "getrusage SELF+CHILDREN + utime/stime of live worker processes from /proc",
+    }
 
 
 def worker_init(_worker_id: int) -> None:

@@ -8,6 +8,7 @@ import json
 import os
 import resource
 import sys
+import time
 from pathlib import Path
 
 JPEG_SUFFIXES = {".jpg", ".jpeg"}
@@ -32,6 +33,35 @@ def find_samples(folder: Path) -> list[tuple[Path, int]]:
     classes = sorted({class_of(p) for p in paths})
     index = {c: i for i, c in enumerate(classes)}
     return [(p, index[class_of(p)]) for p in paths]
+
+
+SIDECAR = "slipstream-bench.json"
+
+
+def write_sidecar(folder: Path, samples: list[tuple[str, int]]) -> None:
+    """Record, beside a peer's converted dataset, what its runner needs
+    without scanning the samples: their number and the largest file's size
+    in bytes (the ``raw`` scenario pads each image's bytes to it)."""
+    sizes = [os.path.getsize(p) for p, _ in samples]
+    with open(Path(folder) / SIDECAR, "w") as fh:
+        json.dump({"images": len(sizes), "max_bytes": max(sizes)}, fh)
+
+
+def publish_dataset(partial: Path, out: Path, samples: list[tuple[str, int]]) -> None:
+    """Put a peer's dataset, written completely into ``partial``, in place
+    at ``out`` with its :func:`write_sidecar` record: a writer that fails
+    half-way leaves only ``partial`` behind, never a short ``out``."""
+    import shutil
+
+    write_sidecar(partial, samples)
+    shutil.rmtree(out, ignore_errors=True)
+    Path(partial).rename(out)
+
+
+def read_sidecar(folder: str | os.PathLike) -> dict:
+    """What :func:`write_sidecar` recorded for ``folder``."""
+    with open(Path(folder) / SIDECAR) as fh:
+        return json.load(fh)
 
 
 def _child_pids() -> list[int]:
@@ -127,8 +157,6 @@ def timed_epochs(loader, images_in, warmup: int, epochs: int) -> dict:
     """``warmup`` untimed epochs, then ``epochs`` timed ones that only count
     the images of each batch (``images_in(batch)``), as a training step
     receiving them would; RUNNERS.md's throughput and CPU-time keys."""
-    import time
-
     rates, counts, cpu_start = [], [], None
     for epoch in range(warmup + epochs):
         if epoch == warmup:
@@ -198,6 +226,37 @@ def classification_check(loader, unpack, epochs: int) -> dict:
         digests.append(bytes_digest(tags))
     return {**first, "epochs": epochs, "epoch_images": counts, "epoch_distinct_images": distinct,
             "epoch_bytes_digests": digests}
+
+
+def run_classification(spec: dict, base: dict, settings: dict, loader, unpack, close=None) -> None:
+    """Measure ``loader`` as ``spec`` asks and print the result: with
+    ``check`` the :func:`classification_check`, with ``first_batch_only``
+    the time to the first batch, else the timed epochs (RUNNERS.md).
+    ``unpack(batch)`` gives ``(outputs, labels, tags)``; images are counted
+    as the length of ``labels``.  ``close()`` stops the loader's workers
+    before the last memory reading."""
+    close = close or (lambda: None)
+    if spec["check"]:
+        check = classification_check(loader, unpack, spec["check_epochs"])
+        close()
+        emit({**base, "check": check, "settings": settings})
+        return
+    if spec["first_batch_only"]:
+        batches = iter(loader)
+        batch = next(batches)
+        first = time.monotonic() - spec["start"]
+        if hasattr(batches, "close"):  # a generator: end its epoch (and its threads) now
+            batches.close()
+        close()
+        emit({**base, "first_batch_s": first, "images": len(unpack(batch)[1]), "peak_rss_mb": peak_rss_mb(),
+              "settings": settings})
+        return
+    measured = timed_epochs(loader, lambda batch: len(unpack(batch)[1]), spec["warmup_epochs"], spec["epochs"])
+    workers = live_children_hwm_mb()
+    if workers:
+        settings["workers_peak_rss_sum_mb"] = workers
+    close()
+    emit({**base, **measured, "peak_rss_mb": peak_rss_mb(), "settings": settings})
 
 
 # ---------------------------------------------------------------- detection (RUNNERS.md, "Detection")

@@ -70,7 +70,7 @@ import spdl.io.utils
 import torch
 from spdl.pipeline import PipelineBuilder
 
-from peer_common import bytes_tag, classification_check, emit, find_samples, peak_rss_mb, read_spec, timed_epochs  # noqa: E402  (benchmarks/peers, next to this file)
+from peer_common import bytes_tag, emit, find_samples, read_spec, run_classification  # noqa: E402  (benchmarks/peers, next to this file)
 from dataloader_runner import VIEWS, random_resized_crop_box  # noqa: E402  (the DataLoader peer's crop sampling)
 
 SYSTEM = "spdl"
@@ -211,20 +211,7 @@ def main(argv: list[str]) -> int:
         "first_batch_clock": "start_monotonic" if spec.get("start_monotonic") is not None else "runner first line",
         "cpu_accounting": "getrusage SELF (one process, threads only)",
     }
-    if spec["check"]:
-        check = classification_check(loader, lambda batch: batch, spec["check_epochs"])
-        emit({**base, "check": check, "settings": settings})
-        return 0
-    if spec["first_batch_only"]:
-        batches = iter(loader)
-        batch = next(batches)
-        first = time.monotonic() - spec["start"]
-        batches.close()
-        emit({**base, "first_batch_s": first, "images": len(batch[1]), "peak_rss_mb": peak_rss_mb(),
-              "settings": settings})
-        return 0
-    measured = timed_epochs(loader, lambda batch: len(batch[1]), spec["warmup_epochs"], spec["epochs"])
-    emit({**base, **measured, "peak_rss_mb": peak_rss_mb(), "settings": settings})
+    run_classification(spec, base, settings, loader, lambda batch: batch)
     return 0
 
 
