@@ -137,6 +137,9 @@ bench-peers:
 	bash benchmarks/peers/install-ffcv.sh
 	bash benchmarks/peers/install-dataloader.sh
 	if [ -f benchmarks/peers/install-dali.sh ]; then bash benchmarks/peers/install-dali.sh; fi
+	bash benchmarks/peers/install-spdl.sh
+	bash benchmarks/peers/install-litdata.sh
+	bash benchmarks/peers/install-mosaic.sh
 
 # The tools it needs (Zig, auditwheel, nasm, libjpeg-turbo's source) are fetched into build/wheel: see the script.
 wheel:

@@ -1,5 +1,6 @@
-"""slipstream against FFCV, the PyTorch DataLoader (+ Pillow) and DALI on
-CPU, side by side on the same machine, data and pipeline semantics.
+"""slipstream against FFCV, the PyTorch DataLoader (+ Pillow), DALI, SPDL,
+LitData and MosaicML streaming on CPU, side by side on the same machine, data
+and pipeline semantics.
 
 Usage::
 
@@ -11,8 +12,16 @@ FFCV and slipstream (through its FFCV reader) then both read: identical
 bytes.  slipstream's own files are copies of that ``.beton`` made by
 ``slipstream convert``: "slipstream" with ``--tile-width 32`` (the same
 JPEGs re-coded losslessly into restart-marker tiles: identical pixels) and
-"slipstream (byte for byte)" without.  The DataLoader and DALI read the
-original folder.
+"slipstream (byte for byte)" without.  The DataLoader, DALI and SPDL read
+the original folder; LitData and MosaicML streaming read their own formats,
+written once from the folder by their own writers (``litdata.optimize``,
+``MDSWriter``) with each file's bytes unchanged.
+
+The runners that have a check mode (RUNNERS.md, "Check") first run each
+scenario once with it: the images counted per epoch must be the folder's
+number of images, and the digest of the bytes each decoded must be the
+folder's own (``peer_common.folder_digest``), so that every system counts
+exactly the images it decodes, from the same JPEG bytes.
 
 Every measurement runs in a fresh process of the system's own virtual
 environment (``benchmarks/.venvs/``, made by ``make bench-peers``) through
@@ -67,7 +76,26 @@ def systems() -> dict[str, dict[str, Any]]:
         "dataloader": {"python": VENVS / "dataloader" / "bin" / "python", "runner": PEERS / "dataloader_runner.py",
                        "data": "folder"},
         "dali": {"python": VENVS / "dali" / "bin" / "python", "runner": PEERS / "dali_runner.py", "data": "folder"},
+        "spdl": {"python": VENVS / "spdl" / "bin" / "python", "runner": PEERS / "spdl_runner.py", "data": "folder",
+                 "check": True},
+        "litdata": {"python": VENVS / "litdata" / "bin" / "python", "runner": PEERS / "litdata_runner.py",
+                    "data": "litdata", "writer": PEERS / "litdata_write.py", "check": True},
+        "mosaic": {"python": VENVS / "mosaic" / "bin" / "python", "runner": PEERS / "mosaic_runner.py",
+                   "data": "mds", "writer": PEERS / "mosaic_write.py", "check": True},
     }
+
+
+# What the report says of a peer beyond its settings: where it departs from its
+# own documented fast path, and why.
+NOTES = {
+    "litdata": "decodes with Pillow (the DataLoader peer's decode) from the bytes it stores: its JPEG serializer "
+               "decodes with torchvision, whose PyPI wheel for torch 2.13.0 is CUDA-built and does not load with "
+               "the CPU torch.",
+    "mosaic": "`import streaming` runs with an empty stand-in for `streaming.vision` (its ready-made vision "
+              "datasets, which need torchvision: see litdata); the runner uses `streaming.base` only.",
+    "spdl": "crops happen in FFmpeg's filter graph on the YUV frame, whose crop offsets round down to the "
+            "chroma subsampling (at most 1 pixel on 4:2:0 JPEGs); normalisation is torch on the uint8 batch.",
+}
 
 
 def available(system: dict[str, Any]) -> str | None:
@@ -79,11 +107,14 @@ def available(system: dict[str, Any]) -> str | None:
     return None
 
 
-def prepare_data(folder: Path) -> dict[str, Path]:
+def prepare_data(folder: Path, names: list[str] | None = None) -> dict[str, Path]:
     """The files every system reads: the .beton written by FFCV from
     ``folder`` and slipstream's copy of it, and for the raw-bytes scenario a
     .beton whose image field is a BytesField of the files' bytes (FFCV has no
-    way to hand over an RGBImageField's bytes) and slipstream's copy of that."""
+    way to hand over an RGBImageField's bytes) and slipstream's copy of that;
+    and for each system of ``names`` (default: all) with a writer of its
+    own and an environment, its own copy of the folder's bytes, which serves
+    the raw-bytes scenario too."""
     import slipstream as ss
 
     DATA.mkdir(parents=True, exist_ok=True)
@@ -106,6 +137,15 @@ def prepare_data(folder: Path) -> dict[str, Path]:
         ss.convert(paths["beton"], tiled, tile_width=TILE_WIDTH, verbose=False)
     # Raw bytes are not decoded: tiles change nothing there.
     paths["tiled"], paths["bytes-tiled"] = tiled, paths["bytes-slip"]
+    for name, system in systems().items():
+        if "writer" not in system or (names is not None and name not in names) or available(system):
+            continue
+        copy = DATA / f"{folder.name}.{system['data']}"
+        if not copy.exists():
+            print(f"writing {copy} with {name}'s writer", flush=True)
+            subprocess.run([str(system["python"]), str(system["writer"]), str(folder), str(copy)], check=True,
+                           cwd=REPO)
+        paths[system["data"]] = paths[f"bytes-{system['data']}"] = copy
     return paths
 
 
@@ -140,7 +180,8 @@ def measure(args: argparse.Namespace, data: dict[str, Path]) -> dict[str, Any]:
     runnable = [name for name in chosen if name not in skipped]
     threads = os.cpu_count() or 1
     results: dict[str, Any] = {"throughput": {}, "first_batch": {}, "scaling": {}, "skipped": skipped,
-                               "errors": [], "settings": {}, "versions": {}}
+                               "errors": [], "settings": {}, "versions": {},
+                               "notes": {name: NOTES[name] for name in runnable if name in NOTES}}
 
     def spec(name: str, scenario: str, **extra: Any) -> dict[str, Any]:
         copy = chosen[name]["data"]
@@ -149,6 +190,8 @@ def measure(args: argparse.Namespace, data: dict[str, Path]) -> dict[str, Any]:
         return {"scenario": scenario, "data": str(data[copy]), "batch_size": BATCH,
                 "threads": threads, "epochs": args.epochs, "warmup_epochs": 1, **extra}
 
+    if any(chosen[name].get("check") for name in runnable):
+        results["check"] = check_systems(args, data, {name: chosen[name] for name in runnable}, spec)
     for repeat in range(args.repeats):
         order = runnable[repeat % len(runnable):] + runnable[:repeat % len(runnable)]  # rotate: drift hits all
         for scenario in args.scenarios:
@@ -186,6 +229,37 @@ def measure(args: argparse.Namespace, data: dict[str, Path]) -> dict[str, Any]:
         print(f"  scaling ceiling (independent decoding processes): {results['scaling_ceiling']['ratio']:.2f}x",
               flush=True)
     return results
+
+
+def check_systems(args: argparse.Namespace, data: dict[str, Path], chosen: dict[str, dict[str, Any]],
+                  spec: Any) -> dict[str, Any]:
+    """Each scenario once in check mode (RUNNERS.md, "Check") for the systems
+    that have it: ``ok`` when every epoch counted the folder's images and
+    decoded exactly the folder's bytes."""
+    from peer_common import folder_digest  # noqa: E402  (benchmarks/peers)
+
+    expected = folder_digest(data["folder"])
+    checks: dict[str, Any] = {"expected": expected}
+    for name, system in chosen.items():
+        if not system.get("check"):
+            continue
+        for scenario in args.scenarios:
+            out = run(system, spec(name, scenario, check=True, check_epochs=args.check_epochs))
+            if "check" not in out:
+                verdict = {"ok": False, "error": out.get("error") or out.get("unsupported") or "no check result"}
+            else:
+                got = out["check"]
+                verdict = {"ok": all(n == expected["images"] for n in got["epoch_images"])
+                           and all(d == expected["bytes_digest"] for d in got["epoch_bytes_digests"]),
+                           "epoch_images": got["epoch_images"],
+                           "epoch_distinct_images": got["epoch_distinct_images"],
+                           "bytes_digest_matches": [d == expected["bytes_digest"]
+                                                    for d in got["epoch_bytes_digests"]],
+                           "output_shapes": got.get("output_shapes")}
+            checks.setdefault(name, {})[scenario] = verdict
+            print(f"  check, {scenario}, {name}: {'ok' if verdict['ok'] else 'FAILED'} "
+                  f"{verdict.get('epoch_images', verdict.get('error', ''))}", flush=True)
+    return checks
 
 
 def _summary(out: dict[str, Any]) -> str:
@@ -228,6 +302,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--epochs", type=int, default=3, help="timed epochs per run (default 3)")
     parser.add_argument("--systems", nargs="*", default=list(systems()))
     parser.add_argument("--scenarios", nargs="*", default=SCENARIOS)
+    parser.add_argument("--check-epochs", type=int, default=1,
+                        help="epochs of each check-mode run (RUNNERS.md, 'Check'; default 1)")
     parser.add_argument("--report-only", type=Path, default=None, help="regenerate the report from this JSON")
     args = parser.parse_args(argv)
     from common import write_json  # noqa: E402  (benchmarks/, next to this file)
@@ -236,7 +312,7 @@ def main(argv: list[str]) -> int:
     if args.report_only:
         write_report(json.loads(args.report_only.read_text()), args.report_only)
         return 0
-    data = prepare_data(args.folder)
+    data = prepare_data(args.folder, args.systems)
     started = datetime.now().astimezone()
     results = measure(args, data)
     import slipstream as ss
@@ -254,4 +330,5 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.path.insert(1, str(PEERS))
     sys.exit(main(sys.argv[1:]))

@@ -178,15 +178,43 @@ def write_report(report: dict[str, Any], json_path: Path) -> None:
     dali_notes = REPO / "benchmarks" / "peers" / "DALI.md"
     if dali_notes.exists() and "dali" in results.get("skipped", {}):
         lines += ["See [benchmarks/peers/DALI.md](benchmarks/peers/DALI.md) for why DALI is not measured.", ""]
+    lines += check_section(results.get("check"))
     lines += ["## Settings", "",
               "Each system runs with its own documented best settings; what each runner used:", ""]
     for system, settings in sorted(results.get("settings", {}).items()):
         lines.append(f"- {system}: " + ", ".join(f"{k}={v}" for k, v in settings.items()))
-    lines += ["", "## Reproduce", "", "```bash", "make bench-peers   # FFCV, DataLoader (and DALI) environments",
+    if results.get("notes"):
+        lines += ["", "Where a peer departs from its own fast path, and why:", ""]
+        lines += [f"- {system}: {note}" for system, note in sorted(results["notes"].items())]
+    lines += ["", "## Reproduce", "", "```bash",
+              "make bench-peers   # FFCV, DataLoader, SPDL, LitData, MosaicML streaming (and DALI) environments",
               "make bench         # everything, then this page", "```", ""]
     (REPO / "BENCHMARKS.md").write_text("\n".join(lines))
     _update_readme(results, report)
     print(f"wrote {REPO / 'BENCHMARKS.md'} and {chart}; updated README.md's headline table")
+
+
+def check_section(checks: dict[str, Any] | None) -> list[str]:
+    """The check-mode runs (RUNNERS.md, "Check"): per system and scenario,
+    the images each epoch counted against the folder's, and whether they
+    were decoded from exactly the folder's bytes."""
+    if not checks:
+        return []
+    expected = checks["expected"]
+    lines = ["## Checks", "",
+             f"Each scenario once in check mode: images counted per epoch (the folder has {expected['images']}) "
+             "and whether the bytes decoded were exactly the folder's files, each once (digest of per-image "
+             "BLAKE2b tags).", "", "| system | scenario | images per epoch | same bytes | verdict |",
+             "|---|---|---|---|---|"]
+    for system, by_scenario in checks.items():
+        if system == "expected":
+            continue
+        for scenario, verdict in by_scenario.items():
+            counted = ", ".join(str(n) for n in verdict.get("epoch_images", [])) or verdict.get("error", "")[-80:]
+            same = ", ".join("yes" if m else "no" for m in verdict.get("bytes_digest_matches", [])) or "–"
+            lines.append(f"| {system} | {NAMES.get(scenario, scenario)} | {counted} | {same} | "
+                         f"{'ok' if verdict['ok'] else 'FAILED'} |")
+    return lines + [""]
 
 
 def integrity_section() -> list[str]:
