@@ -15,8 +15,8 @@ streams:
   transforms applied in its ``__getitem__`` on what ``super().__getitem__``
   deserialized;
 * ``StreamingDataLoader`` (README: "Prefer StreamingDataLoader over a plain
-  PyTorch DataLoader for optimized datasets",
-  https://github.com/Lightning-AI/litData#speed-up-model-training) with
+  PyTorch DataLoader for optimized / combined / parallel datasets",
+  https://github.com/Lightning-AI/litData#streaming-kwargs) with
   ``num_workers`` = the CPU count (``os.cpu_count()``, the benchmark's
   default and the README's resumable-loader example), ``batch_size`` 128;
 * ``max_pre_download`` left at 2 and no ``cache_dir``/``max_cache_size``:
