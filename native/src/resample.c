@@ -231,8 +231,9 @@ int32_t slip__resample(slip_thread_state *ts, const uint8_t *src, int32_t src_h,
 
   int32_t ky = max_taps_for(ch, dst_h, interp), kx = max_taps_for(cw, dst_w, interp);
   size_t taps_bytes = ((size_t)dst_h + (size_t)dst_w) * sizeof(axis_taps);
-  /* wy, wx, and the pair weights of horizontal3_pairs: 4 floats per output pixel and tap. */
-  size_t weight_bytes = ((size_t)dst_h * (size_t)ky + (size_t)dst_w * (size_t)kx * 5 + 8 * (size_t)kx) * sizeof(float);
+  /* wy, wx, and horizontal3_pairs' weights: 8 floats per pair of output pixels and tap, at most
+   * dst_w * kx * 4. */
+  size_t weight_bytes = ((size_t)dst_h * (size_t)ky + (size_t)dst_w * (size_t)kx * 5) * sizeof(float);
   uint8_t *mem = slip__scratch_reserve(&ts->weights, taps_bytes + weight_bytes);
   if (!mem) return SLIP_ENOMEM;
   axis_taps *ty = (axis_taps *)mem, *tx = ty + dst_h;
