@@ -33,7 +33,7 @@ help:
 	@echo "make bindings regenerate slipstream/_native.py from native/include/slipstream.h"
 	@echo "make asan     run the native tests under AddressSanitizer and UndefinedBehaviorSanitizer"
 	@echo "make fuzz     run the libFuzzer harnesses, FUZZ_SECONDS each (default 600), sanitized"
-	@echo "make bench    all benchmarks, then BENCHMARKS.md against FFCV, the DataLoader and DALI (IMAGES=folder)"
+	@echo "make bench    all benchmarks, then BENCHMARKS.md against FFCV, the DataLoader, DALI, SPDL, LitData and MosaicML streaming on the same bytes (IMAGES=folder)"
 	@echo "make bench-peers  the peers' virtual environments under benchmarks/.venvs"
 	@echo "make wheel    dist/: the sdist and a self-contained manylinux wheel, libjpeg-turbo linked in (Linux x86-64)"
 	@echo "make clean    remove .venv, build/ and dist/"
@@ -132,7 +132,7 @@ fuzz: $(STAMP)
 	  $(CURDIR)/$(BIN)/python $(CURDIR)/native/fuzz/fuzz_format.py -max_total_time=$(FUZZ_SECONDS) \
 	  -print_final_stats=1 -max_len=65536 corpus/format $(CURDIR)/native/fuzz/corpus/format
 
-# The peers' own virtual environments under benchmarks/.venvs (FFCV, DataLoader + Pillow, DALI when it installs).
+# The peers' own virtual environments under benchmarks/.venvs (FFCV, DataLoader + Pillow, DALI when it installs, SPDL, LitData, MosaicML streaming).
 bench-peers:
 	bash benchmarks/peers/install-ffcv.sh
 	bash benchmarks/peers/install-dataloader.sh

@@ -1,27 +1,28 @@
-"""slipstream against FFCV, the PyTorch DataLoader (+ Pillow), DALI, SPDL,
-LitData and MosaicML streaming on CPU, side by side on the same machine, data
-and pipeline semantics.
+"""slipstream against FFCV, the PyTorch DataLoader (+ Pillow, stock and with
+``draft()``), DALI, SPDL, LitData and MosaicML streaming on CPU, side by side
+on the same machine, the same JPEG bytes and the same pipeline semantics.
 
 Usage::
 
-    python benchmarks/compare.py [FOLDER] [--repeats R] [--epochs E] [--systems ...] [--scenarios ...]
+    python benchmarks/compare.py [FOLDER] [--repeats R] [--epochs E] [--sets ...] [--systems ...] [--scenarios ...]
 
-FOLDER defaults to ``../shared/data/imagenet-sample``.  Its JPEGs are written
-once with FFCV's own writer into a ``.beton`` (FFCV re-encodes them), which
-FFCV and slipstream (through its FFCV reader) then both read: identical
-bytes.  slipstream's own files are copies of that ``.beton`` made by
-``slipstream convert``: "slipstream" with ``--tile-width 32`` (the same
-JPEGs re-coded losslessly into restart-marker tiles: identical pixels) and
-"slipstream (byte for byte)" without.  The DataLoader, DALI and SPDL read
-the original folder; LitData and MosaicML streaming read their own formats,
-written once from the folder by their own writers (``litdata.optimize``,
-``MDSWriter``) with each file's bytes unchanged.
+FOLDER defaults to ``../shared/data/imagenet-sample``.  The comparison runs
+on three sets of JPEG bytes made from it (``bytesets.py``): the photos as
+they are, FFCV's re-encoding of them, and the photos at a 1024-pixel longer
+side.  In each row (a set and a scenario) every system decodes exactly the
+same bytes: the set's folder, or its own format's copy of the folder's bytes
+unchanged, which ``bytesets.verify_row`` checks before anything is timed
+(the run stops when a copy differs).  slipstream's tiled file (the same
+JPEGs re-coded losslessly into restart-marker tiles: the same pixels,
+checked) is a row of its own beside slipstream's byte-for-byte row.  FFCV
+is in the rows of the two sets its own writer made, and in the raw-bytes
+row, whose ``BytesField`` holds the files unchanged.
 
-The runners that have a check mode (RUNNERS.md, "Check") first run each
-scenario once with it: the images counted per epoch must be the folder's
-number of images, and the digest of the bytes each decoded must be the
-folder's own (``peer_common.folder_digest``), so that every system counts
-exactly the images it decodes, from the same JPEG bytes.
+The runners that have a check mode (RUNNERS.md, "Check") first run each row
+once with it: the images counted per epoch must be the folder's number of
+images, and the digest of the bytes each decoded must be the folder's own
+(``peer_common.folder_digest``), so that every system counts exactly the
+images it decodes, from the same JPEG bytes; a failed check stops the run.
 
 Every measurement runs in a fresh process of the system's own virtual
 environment (``benchmarks/.venvs/``, made by ``make bench-peers``) through
@@ -53,36 +54,47 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-PEERS = REPO / "benchmarks" / "peers"
-VENVS = REPO / "benchmarks" / ".venvs"
-DATA = REPO / "benchmarks" / ".data"
+import bytesets
+from bytesets import PEERS, REPO, VENVS
+
 DEFAULT_FOLDER = REPO.parent / "shared" / "data" / "imagenet-sample"
 SCENARIOS = ["raw", "train", "val", "simclr", "multicrop"]
-SCENARIO_NAMES = {"raw": "raw bytes (no decode)", "train": "ImageNet train", "val": "ImageNet val",
-                  "simclr": "SimCLR, 2 views", "multicrop": "multi-crop 2x224 + 6x96"}
+# The scenarios of each byte set: every scenario on the photos as they are;
+# the two single-view ones on the others, where the bytes, not the pipeline, change.
+PLAN = {"original": SCENARIOS, "reencoded": ["train", "val"], "1024": ["train", "val"]}
+# Time to first batch and the scaling table: the set every system reads.
+REFERENCE_SET = "reencoded"
 BATCH = 128
-TILE_WIDTH = 32  # slipstream's own file: the .beton's JPEGs re-coded losslessly into tiles (RGBImageField.tile_width)
 
 
 def systems() -> dict[str, dict[str, Any]]:
-    """Every system: interpreter, runner and which copy of the data it reads."""
+    """Every system: interpreter, runner, the kind of copy of a byte set it
+    reads (``bytesets.RELATION``), extra SPEC.json keys, and whether its
+    runner has a check mode."""
+    main = sys.executable
     return {
-        "slipstream": {"python": sys.executable, "runner": PEERS / "slipstream_runner.py", "data": "tiled"},
-        "slipstream (byte for byte)": {"python": sys.executable, "runner": PEERS / "slipstream_runner.py",
-                                       "data": "slip"},
-        "slipstream (.beton)": {"python": sys.executable, "runner": PEERS / "slipstream_runner.py", "data": "beton"},
-        "ffcv": {"python": VENVS / "ffcv" / "bin" / "python", "runner": PEERS / "ffcv_runner.py", "data": "beton"},
+        "slipstream": {"python": main, "runner": PEERS / "slipstream_runner.py", "reads": "tiled"},
+        "slipstream (byte for byte)": {"python": main, "runner": PEERS / "slipstream_runner.py", "reads": "slip"},
+        "slipstream (.beton)": {"python": main, "runner": PEERS / "slipstream_runner.py", "reads": "beton"},
+        "ffcv": {"python": VENVS / "ffcv" / "bin" / "python", "runner": PEERS / "ffcv_runner.py", "reads": "beton"},
         "dataloader": {"python": VENVS / "dataloader" / "bin" / "python", "runner": PEERS / "dataloader_runner.py",
-                       "data": "folder"},
-        "dali": {"python": VENVS / "dali" / "bin" / "python", "runner": PEERS / "dali_runner.py", "data": "folder"},
-        "spdl": {"python": VENVS / "spdl" / "bin" / "python", "runner": PEERS / "spdl_runner.py", "data": "folder",
+                       "reads": "folder", "check": True},
+        "dataloader (draft)": {"python": VENVS / "dataloader" / "bin" / "python",
+                               "runner": PEERS / "dataloader_runner.py", "reads": "folder", "check": True,
+                               "spec": {"draft": True}},
+        "dali": {"python": VENVS / "dali" / "bin" / "python", "runner": PEERS / "dali_runner.py", "reads": "folder",
+                 "check": True},
+        "spdl": {"python": VENVS / "spdl" / "bin" / "python", "runner": PEERS / "spdl_runner.py", "reads": "folder",
                  "check": True},
         "litdata": {"python": VENVS / "litdata" / "bin" / "python", "runner": PEERS / "litdata_runner.py",
-                    "data": "litdata", "writer": PEERS / "litdata_write.py", "check": True},
+                    "reads": "litdata", "writer": PEERS / "litdata_write.py", "check": True},
         "mosaic": {"python": VENVS / "mosaic" / "bin" / "python", "runner": PEERS / "mosaic_runner.py",
-                   "data": "mds", "writer": PEERS / "mosaic_write.py", "check": True},
+                   "reads": "mds", "writer": PEERS / "mosaic_write.py", "check": True},
     }
+
+
+# slipstream reading FFCV's file directly is a feature, not a separate system to compare.
+DEFAULT_SYSTEMS = [name for name in systems() if name != "slipstream (.beton)"]
 
 
 # What the report says of a peer beyond its settings: where it departs from its
@@ -95,6 +107,9 @@ NOTES = {
               "datasets, which need torchvision: see litdata); the runner uses `streaming.base` only.",
     "spdl": "crops happen in FFmpeg's filter graph on the YUV frame, whose crop offsets round down to the "
             "chroma subsampling (at most 1 pixel on 4:2:0 JPEGs); normalisation is torch on the uint8 batch.",
+    "ffcv": "its writer re-encodes every photo (OpenCV, quality 90) and cannot store a file's JPEG bytes "
+            "unchanged in an image field, so it has no row on the photos as they are, except raw bytes "
+            "(a BytesField of the files).",
 }
 
 
@@ -107,46 +122,40 @@ def available(system: dict[str, Any]) -> str | None:
     return None
 
 
-def prepare_data(folder: Path, names: list[str] | None = None) -> dict[str, Path]:
-    """The files every system reads: the .beton written by FFCV from
-    ``folder`` and slipstream's copy of it, and for the raw-bytes scenario a
-    .beton whose image field is a BytesField of the files' bytes (FFCV has no
-    way to hand over an RGBImageField's bytes) and slipstream's copy of that;
-    and for each system of ``names`` (default: all) with a writer of its
-    own and an environment, its own copy of the folder's bytes, which serves
-    the raw-bytes scenario too."""
-    import slipstream as ss
+def copy_kind(system: dict[str, Any], scenario: str) -> str | None:
+    """The kind of copy (``bytesets.RELATION``) ``system`` reads in ``scenario``:
+    for raw bytes, the files' bytes as a byte string where its own image
+    format would hand over pixels; None where the system is no row of its
+    own (tiles change nothing in bytes that are not decoded)."""
+    kind = system["reads"]
+    if scenario == "raw" and kind in ("slip", "tiled", "beton"):
+        return {"slip": "bytes-slip", "beton": "bytes-beton"}.get(kind)
+    return kind
 
-    DATA.mkdir(parents=True, exist_ok=True)
-    ffcv_python = VENVS / "ffcv" / "bin" / "python"
-    paths: dict[str, Path] = {"folder": folder}
-    for key, flags in (("", []), ("bytes-", ["--bytes"])):
-        beton = DATA / f"{folder.name}{'-bytes' if flags else ''}.beton"
-        slip = beton.with_suffix(".slip")
-        if not beton.exists():
-            if not ffcv_python.exists():
-                raise SystemExit("FFCV's environment is missing: run `make bench-peers` first")
-            print(f"writing {beton} with FFCV's writer", flush=True)
-            subprocess.run([str(ffcv_python), str(PEERS / "ffcv_write.py"), str(folder), str(beton), *flags],
-                           check=True)
-        if not slip.exists():
-            ss.convert(beton, slip, verbose=False)
-        paths[f"{key}beton"], paths[f"{key}slip"] = beton, slip
-    tiled = DATA / f"{folder.name}-tiles{TILE_WIDTH}.slip"
-    if not tiled.exists():
-        ss.convert(paths["beton"], tiled, tile_width=TILE_WIDTH, verbose=False)
-    # Raw bytes are not decoded: tiles change nothing there.
-    paths["tiled"], paths["bytes-tiled"] = tiled, paths["bytes-slip"]
-    for name, system in systems().items():
-        if "writer" not in system or (names is not None and name not in names) or available(system):
-            continue
-        copy = DATA / f"{folder.name}.{system['data']}"
-        if not copy.exists():
-            print(f"writing {copy} with {name}'s writer", flush=True)
-            subprocess.run([str(system["python"]), str(system["writer"]), str(folder), str(copy)], check=True,
-                           cwd=REPO)
-        paths[system["data"]] = paths[f"bytes-{system['data']}"] = copy
-    return paths
+
+def prepare_data(folder: Path, sets: list[str], chosen: dict[str, dict[str, Any]]) -> dict[str, dict[str, Path]]:
+    """Every copy of every byte set the chosen systems read (``bytesets.prepare``)."""
+    writers = {s["reads"]: (Path(s["python"]), s["writer"]) for s in chosen.values()
+               if "writer" in s and not available(s)}
+    return {byte_set: bytesets.prepare(folder, byte_set, writers) for byte_set in sets}
+
+
+def describe_set(byte_set: str, paths: dict[str, Path]) -> dict[str, Any]:
+    """The set's folder, image count, mean size and bytes per image."""
+    import numpy as np
+    import slipstream as ss
+    from peer_common import find_samples
+
+    files = [path for path, _ in find_samples(paths["folder"])]
+    sizes = []
+    for path in files:
+        info = ss.native.jpeg_info(path.read_bytes())
+        sizes.append((info.width, info.height))
+    pixels = np.array([w * h for w, h in sizes], dtype=np.float64)
+    return {"description": bytesets.SETS[byte_set], "folder": str(paths["folder"]), "images": len(files),
+            "mean_megapixels": float(pixels.mean() / 1e6),
+            "median_size": [int(np.median([w for w, _ in sizes])), int(np.median([h for _, h in sizes]))],
+            "mean_bytes": float(np.mean([path.stat().st_size for path in files])), "reads": {}}
 
 
 def run(system: dict[str, Any], spec: dict[str, Any], env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -174,47 +183,62 @@ def import_torch_s(system: dict[str, Any]) -> float | None:
     return float(proc.stdout.strip()) - start if proc.returncode == 0 else None
 
 
-def measure(args: argparse.Namespace, data: dict[str, Path]) -> dict[str, Any]:
+def measure(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     chosen = {name: s for name, s in systems().items() if name in args.systems}
     skipped = {name: why for name, s in chosen.items() if (why := available(s))}
-    runnable = [name for name in chosen if name not in skipped]
+    runnable = {name: s for name, s in chosen.items() if name not in skipped}
+    data = prepare_data(folder, args.sets, runnable)
     threads = os.cpu_count() or 1
-    results: dict[str, Any] = {"throughput": {}, "first_batch": {}, "scaling": {}, "skipped": skipped,
-                               "errors": [], "settings": {}, "versions": {},
+    results: dict[str, Any] = {"sets": {}, "throughput": {}, "first_batch": {}, "scaling": {}, "scaling_runs": {},
+                               "skipped": skipped, "errors": [], "settings": {}, "versions": {}, "threads": threads,
+                               "reference_set": REFERENCE_SET,
                                "notes": {name: NOTES[name] for name in runnable if name in NOTES}}
 
-    def spec(name: str, scenario: str, **extra: Any) -> dict[str, Any]:
-        copy = chosen[name]["data"]
-        if scenario == "raw" and copy != "folder":
-            copy = f"bytes-{copy}"
-        return {"scenario": scenario, "data": str(data[copy]), "batch_size": BATCH,
-                "threads": threads, "epochs": args.epochs, "warmup_epochs": 1, **extra}
+    def row(byte_set: str, scenario: str) -> list[str]:
+        """The systems that have a copy of ``byte_set`` for ``scenario``."""
+        return [name for name, s in runnable.items() if (kind := copy_kind(s, scenario)) and kind in data[byte_set]]
 
-    if any(chosen[name].get("check") for name in runnable):
-        results["check"] = check_systems(args, data, {name: chosen[name] for name in runnable}, spec)
+    def spec(byte_set: str, name: str, scenario: str, **extra: Any) -> dict[str, Any]:
+        system = runnable[name]
+        return {"scenario": scenario, "data": str(data[byte_set][copy_kind(system, scenario)]),
+                "batch_size": BATCH, "threads": threads, "epochs": args.epochs, "warmup_epochs": 1,
+                **system.get("spec", {}), **extra}
+
+    rows = [(byte_set, scenario) for byte_set in args.sets for scenario in PLAN[byte_set]
+            if scenario in args.scenarios]
+    for byte_set in args.sets:
+        results["sets"][byte_set] = describe_set(byte_set, data[byte_set])
+    for byte_set, scenario in rows:  # the same bytes in every row, before anything is timed
+        reads = {name: copy_kind(runnable[name], scenario) for name in row(byte_set, scenario)}
+        results["sets"][byte_set]["reads"][scenario] = bytesets.verify_row(byte_set, data[byte_set], reads)
+    results["check"] = check_systems(args, data, runnable, rows, row, spec)
     for repeat in range(args.repeats):
-        order = runnable[repeat % len(runnable):] + runnable[:repeat % len(runnable)]  # rotate: drift hits all
-        for scenario in args.scenarios:
+        for byte_set, scenario in rows:
+            names = row(byte_set, scenario)
+            order = names[repeat % len(names):] + names[:repeat % len(names)]  # rotate: drift hits all
             for name in order:
-                out = run(chosen[name], spec(name, scenario))
-                print(f"  repeat {repeat + 1}, {scenario}, {name}: "
-                      f"{_summary(out)}", flush=True)
-                _record(results, name, scenario, out)
+                out = run(runnable[name], spec(byte_set, name, scenario))
+                print(f"  repeat {repeat + 1}, {byte_set}, {scenario}, {name}: {_summary(out)}", flush=True)
+                _record(results, results["throughput"].setdefault(byte_set, {}).setdefault(scenario, {}),
+                        name, f"{byte_set}/{scenario}", out)
+    reference = REFERENCE_SET if REFERENCE_SET in args.sets else args.sets[0]
+    results["reference_set"] = reference
     if "train" in args.scenarios:
-        for name in runnable:  # time to first batch: a cold compile cache, then warm
+        for name in row(reference, "train"):  # time to first batch: a cold compile cache, then warm
             with tempfile.TemporaryDirectory(prefix="bench-cache-") as cache:
                 env = {"SLIPSTREAM_CACHE_DIR": cache}
-                runs = [run(chosen[name], spec(name, "train", first_batch_only=True), env) for _ in range(4)]
+                runs = [run(runnable[name], spec(reference, name, "train", first_batch_only=True), env)
+                        for _ in range(4)]
             times = [r.get("first_batch_s") for r in runs]
-            floor = [import_torch_s(chosen[name]) for _ in range(3)]
+            floor = [import_torch_s(runnable[name]) for _ in range(3)]
             results["first_batch"][name] = {"cold_s": times[0], "warm_s": times[1:], "import_torch_s": floor}
             print(f"  first batch, {name}: cold {times[0]}, warm {times[1:]}, import torch alone {floor}", flush=True)
-        for name in runnable:  # scaling: 1 thread against all, back to back so that drift cancels in each ratio
+        for name in row(reference, "train"):  # scaling: 1 thread against all, back to back: drift cancels in each ratio
             pairs = []
             for _ in range(args.repeats):
-                one = run(chosen[name], spec(name, "train", threads=1))
-                every = run(chosen[name], spec(name, "train"))
-                _record(results, name, "train/1 thread", one)
+                one = run(runnable[name], spec(reference, name, "train", threads=1))
+                every = run(runnable[name], spec(reference, name, "train"))
+                _record(results, results["scaling_runs"], name, f"{reference}/train, 1 thread", one)
                 if "epoch_images_per_s" in one and "epoch_images_per_s" in every:
                     pairs.append((statistics.median(one["epoch_images_per_s"]),
                                   statistics.median(every["epoch_images_per_s"])))
@@ -222,29 +246,31 @@ def measure(args: argparse.Namespace, data: dict[str, Path]) -> dict[str, Any]:
                 results["scaling"][name] = {"threads": threads, "one": [a for a, _ in pairs],
                                             "all": [b for _, b in pairs], "ratios": [b / a for a, b in pairs]}
                 print(f"  scaling, {name}: {[round(b / a, 2) for a, b in pairs]}", flush=True)
-    if "train" in args.scenarios and threads > 1:
-        from ceiling import measure as ceiling
+        if threads > 1:
+            from ceiling import measure as ceiling
 
-        results["scaling_ceiling"] = ceiling(data["folder"])
-        print(f"  scaling ceiling (independent decoding processes): {results['scaling_ceiling']['ratio']:.2f}x",
-              flush=True)
+            results["scaling_ceiling"] = ceiling(data[reference]["folder"])
+            print(f"  scaling ceiling (independent decoding processes): {results['scaling_ceiling']['ratio']:.2f}x",
+                  flush=True)
     return results
 
 
-def check_systems(args: argparse.Namespace, data: dict[str, Path], chosen: dict[str, dict[str, Any]],
-                  spec: Any) -> dict[str, Any]:
-    """Each scenario once in check mode (RUNNERS.md, "Check") for the systems
-    that have it: ``ok`` when every epoch counted the folder's images and
-    decoded exactly the folder's bytes."""
+def check_systems(args: argparse.Namespace, data: dict[str, dict[str, Path]], runnable: dict[str, dict[str, Any]],
+                  rows: list[tuple[str, str]], row: Any, spec: Any) -> dict[str, Any]:
+    """Each row once in check mode (RUNNERS.md, "Check") for the systems
+    that have it: ``ok`` when every epoch counted the set's images and
+    decoded exactly the set's bytes.  Stops the run, naming every failure,
+    when one is not."""
     from peer_common import folder_digest  # noqa: E402  (benchmarks/peers)
 
-    expected = folder_digest(data["folder"])
-    checks: dict[str, Any] = {"expected": expected}
-    for name, system in chosen.items():
-        if not system.get("check"):
-            continue
-        for scenario in args.scenarios:
-            out = run(system, spec(name, scenario, check=True, check_epochs=args.check_epochs))
+    checks: dict[str, Any] = {}
+    failures = []
+    for byte_set, scenario in rows:
+        expected = checks.setdefault(byte_set, {"expected": folder_digest(data[byte_set]["folder"])})["expected"]
+        for name in row(byte_set, scenario):
+            if not runnable[name].get("check"):
+                continue
+            out = run(runnable[name], spec(byte_set, name, scenario, check=True, check_epochs=args.check_epochs))
             if "check" not in out:
                 verdict = {"ok": False, "error": out.get("error") or out.get("unsupported") or "no check result"}
             else:
@@ -256,9 +282,15 @@ def check_systems(args: argparse.Namespace, data: dict[str, Path], chosen: dict[
                            "bytes_digest_matches": [d == expected["bytes_digest"]
                                                     for d in got["epoch_bytes_digests"]],
                            "output_shapes": got.get("output_shapes")}
-            checks.setdefault(name, {})[scenario] = verdict
-            print(f"  check, {scenario}, {name}: {'ok' if verdict['ok'] else 'FAILED'} "
+            checks[byte_set].setdefault(name, {})[scenario] = verdict
+            print(f"  check, {byte_set}, {scenario}, {name}: {'ok' if verdict['ok'] else 'FAILED'} "
                   f"{verdict.get('epoch_images', verdict.get('error', ''))}", flush=True)
+            if not verdict["ok"]:
+                failures.append(f"{name} on {byte_set}/{scenario}: {verdict.get('epoch_images', '')} "
+                                f"{verdict.get('bytes_digest_matches', verdict.get('error', ''))}")
+    if failures:
+        raise bytesets.DifferentBytes("check mode failed (not every image once, from the set's bytes):\n  "
+                                      + "\n  ".join(failures))
     return checks
 
 
@@ -270,11 +302,11 @@ def _summary(out: dict[str, Any]) -> str:
     return f"{statistics.median(out['epoch_images_per_s']):,.0f} images/s"
 
 
-def _record(results: dict[str, Any], name: str, scenario: str, out: dict[str, Any]) -> None:
-    entry = results["throughput"].setdefault(scenario, {}).setdefault(name, {"images_per_s": [], "cpu_s": [],
-                                                                             "rss_mb": []})
+def _record(results: dict[str, Any], by_system: dict[str, Any], name: str, where: str, out: dict[str, Any]) -> None:
+    """One run's figures into ``by_system[name]`` (errors into ``results``)."""
+    entry = by_system.setdefault(name, {"images_per_s": [], "cpu_s": [], "rss_mb": []})
     if "error" in out:
-        results["errors"].append({"system": name, "scenario": scenario, "error": out["error"]})
+        results["errors"].append({"system": name, "row": where, "error": out["error"]})
         return
     if "unsupported" in out:
         entry["unsupported"] = out["unsupported"]
@@ -282,7 +314,7 @@ def _record(results: dict[str, Any], name: str, scenario: str, out: dict[str, An
     entry["images_per_s"].append(statistics.median(out["epoch_images_per_s"]))
     entry["cpu_s"].append(out["cpu_seconds_per_image"])
     entry["rss_mb"].append(out["peak_rss_mb"])
-    if "/" not in scenario:  # the main runs' settings (not the one-thread runs of the scaling table)
+    if "1 thread" not in where:  # the main runs' settings (not the one-thread runs of the scaling table)
         results["settings"][name] = out.get("settings", {})
     results["versions"][name] = out.get("version")
 
@@ -300,8 +332,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("folder", nargs="?", type=Path, default=DEFAULT_FOLDER)
     parser.add_argument("--repeats", type=int, default=3, help="runs per system and scenario (default 3)")
     parser.add_argument("--epochs", type=int, default=3, help="timed epochs per run (default 3)")
-    parser.add_argument("--systems", nargs="*", default=list(systems()))
-    parser.add_argument("--scenarios", nargs="*", default=SCENARIOS)
+    parser.add_argument("--sets", nargs="*", default=list(PLAN), choices=list(PLAN),
+                        help="byte sets (default: all; see bytesets.py)")
+    parser.add_argument("--systems", nargs="*", default=DEFAULT_SYSTEMS, choices=list(systems()))
+    parser.add_argument("--scenarios", nargs="*", default=SCENARIOS, choices=SCENARIOS,
+                        help="scenarios, each run on the sets whose plan has it (PLAN)")
     parser.add_argument("--check-epochs", type=int, default=1,
                         help="epochs of each check-mode run (RUNNERS.md, 'Check'; default 1)")
     parser.add_argument("--report-only", type=Path, default=None, help="regenerate the report from this JSON")
@@ -312,9 +347,8 @@ def main(argv: list[str]) -> int:
     if args.report_only:
         write_report(json.loads(args.report_only.read_text()), args.report_only)
         return 0
-    data = prepare_data(args.folder, args.systems)
     started = datetime.now().astimezone()
-    results = measure(args, data)
+    results = measure(args, args.folder)
     import slipstream as ss
 
     report = {"results": results, "machine": machine(), "folder": str(args.folder), "batch_size": BATCH,

@@ -10,20 +10,13 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 NAMES = {"raw": "raw bytes (no decode)", "train": "ImageNet train", "val": "ImageNet val",
          "simclr": "SimCLR, 2 views", "multicrop": "multi-crop 2x224 + 6x96"}
+SET_NAMES = {"original": "photos as they are", "reencoded": "FFCV's re-encoding", "1024": "1024 px"}
 TARGETS = "slipstream"
+BYTES = "slipstream (byte for byte)"  # the like-for-like row: the set's JPEGs unchanged
 
 
 def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
-
-
-def _pairs(scaling: dict[str, Any]) -> dict[str, Any]:
-    """A scaling entry as lists of back-to-back pairs; results written
-    before pairs were recorded hold one figure for each side."""
-    if "ratios" in scaling:
-        return scaling
-    return {**scaling, "one": [scaling["one"]], "all": [scaling["all"]], "ratios": [scaling["all"] / scaling["one"]],
-            "unpaired": True}
 
 
 def _cell(entry: dict[str, Any]) -> str:
@@ -35,52 +28,127 @@ def _cell(entry: dict[str, Any]) -> str:
     return f"{statistics.median(rates):,.0f} ({min(rates):,.0f}–{max(rates):,.0f})"
 
 
+def _rate(by_system: dict[str, Any], system: str) -> float | None:
+    return _median(by_system.get(system, {}).get("images_per_s", []))
+
+
+def best_peer(by_system: dict[str, Any]) -> tuple[str, float] | None:
+    """The fastest system of a row that is not slipstream, with its images/s."""
+    rates = {s: r for s in by_system if not s.startswith(TARGETS) and (r := _rate(by_system, s)) is not None}
+    if not rates:
+        return None
+    best = max(rates, key=rates.get)
+    return best, rates[best]
+
+
+def rows(results: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(byte set, scenario, figures by system) for every row measured."""
+    return [(byte_set, scenario, by_system) for byte_set, by_scenario in results["throughput"].items()
+            for scenario, by_system in by_scenario.items()]
+
+
+def row_title(results: dict[str, Any], byte_set: str, scenario: str) -> str:
+    size = results["sets"][byte_set]["median_size"]
+    return f"{NAMES.get(scenario, scenario)}, {SET_NAMES.get(byte_set, byte_set)} (median {size[0]}x{size[1]})"
+
+
 def targets(results: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
-    """(target, measured, met) for each target of the comparison."""
-    rows: list[tuple[str, str, bool | None]] = []
+    """(target, measured, met) for each target of the comparison.  Ratios
+    are slipstream's byte-for-byte row, like for like on the same bytes;
+    its tiled row's ratio is given beside it."""
+    out: list[tuple[str, str, bool | None]] = []
     tp = results["throughput"]
 
-    def rate(scenario: str, system: str) -> float | None:
-        return _median(tp.get(scenario, {}).get(system, {}).get("images_per_s", []))
+    def ratio_row(label: str, byte_set: str, scenario: str, peer: str | None, wanted: float) -> None:
+        by_system = tp.get(byte_set, {}).get(scenario, {})
+        theirs = best_peer(by_system) if peer is None else (peer, _rate(by_system, peer))
+        ours, tiled = _rate(by_system, BYTES), _rate(by_system, TARGETS)
+        if ours is None or theirs is None or theirs[1] is None:
+            out.append((label, "not measured", None))
+            return
+        name, rate = theirs
+        beside = f"; tiled {tiled / rate:.2f}x" if tiled else ""
+        out.append((label, f"{ours / rate:.2f}x {name} ({ours:,.0f} against {rate:,.0f}){beside}", ours / rate >= wanted))
 
-    def ratio_row(label: str, scenario: str, peer: str, wanted: float) -> None:
-        ours, theirs = rate(scenario, TARGETS), rate(scenario, peer)
-        if ours is None or theirs is None:
-            why = "unsupported by " + peer if tp.get(scenario, {}).get(peer, {}).get("unsupported") else "no result"
-            rows.append((label, f"not measured: {why} (see above)", None))
-        else:
-            rows.append((label, f"{ours / theirs:.2f}x", ours / theirs >= wanted))
-
-    ratio_row("ImageNet train >= 1.5x FFCV", "train", "ffcv", 1.5)
-    ratio_row("ImageNet train >= 5x the PyTorch DataLoader", "train", "dataloader", 5.0)
-    ratio_row("ImageNet val >= 1.2x FFCV", "val", "ffcv", 1.2)
-    ratio_row("raw bytes >= 2x FFCV", "raw", "ffcv", 2.0)
+    ratio_row("ImageNet train, photos as they are: >= 1.5x the best peer", "original", "train", None, 1.5)
+    ratio_row("ImageNet train, 1024 px: >= 2x the best peer", "1024", "train", None, 2.0)
+    ratio_row("ImageNet train, FFCV's bytes: >= 1.5x FFCV", "reencoded", "train", "ffcv", 1.5)
+    ratio_row("ImageNet train, FFCV's bytes: >= 5x the PyTorch DataLoader", "reencoded", "train", "dataloader", 5.0)
+    ratio_row("ImageNet val, FFCV's bytes: >= 1.2x FFCV", "reencoded", "val", "ffcv", 1.2)
+    ratio_row("raw bytes: >= 2x FFCV", "original", "raw", "ffcv", 2.0)
+    for byte_set, scenario, by_system in rows(results):
+        cpu = {s: _median(e.get("cpu_s", [])) for s, e in by_system.items() if e.get("cpu_s")}
+        if BYTES in cpu and len(cpu) > 1:
+            best = min(cpu, key=cpu.get)
+            out.append((f"lowest CPU ms per image, {row_title(results, byte_set, scenario)}",
+                        f"{cpu[BYTES] * 1e3:.2f} ms byte for byte (lowest: {best}, {cpu[best] * 1e3:.2f} ms)",
+                        best.startswith(TARGETS)))
     first = results.get("first_batch", {})
     ours = _median(first.get(TARGETS, {}).get("warm_s") or [])
     theirs = _median(first.get("ffcv", {}).get("warm_s") or [])
     floor = _median(first.get(TARGETS, {}).get("import_torch_s") or [])
     if ours is not None:
         beyond = f"; {ours - floor:.2f} s beyond `import torch` ({floor:.2f} s)" if floor is not None else ""
-        rows.append(("warm time to first batch <= 1 s", f"{ours:.2f} s{beyond}", ours <= 1.0))
+        out.append(("warm time to first batch <= 1 s", f"{ours:.2f} s{beyond}", ours <= 1.0))
     if ours is not None and theirs:
-        rows.append(("... and <= 1/5 of FFCV's", f"{ours / theirs:.2f} of FFCV's {theirs:.2f} s", ours <= theirs / 5))
-    for scenario, by_system in tp.items():
-        if "/" in scenario:
-            continue
-        cpu = {s: _median(e.get("cpu_s", [])) for s, e in by_system.items() if e.get("cpu_s")}
-        if TARGETS in cpu and len(cpu) > 1:
-            best = min(cpu, key=cpu.get)
-            rows.append((f"lowest CPU seconds per image, {NAMES.get(scenario, scenario)}",
-                         f"{cpu[TARGETS] * 1e3:.2f} ms (lowest: {best}, {cpu[best] * 1e3:.2f} ms)",
-                         best.startswith(TARGETS)))
+        out.append(("... and <= 1/5 of FFCV's", f"{ours / theirs:.2f} of FFCV's {theirs:.2f} s", ours <= theirs / 5))
     scaling = results.get("scaling", {}).get(TARGETS)
     if scaling:
-        scaling = _pairs(scaling)
         speedup = _median(scaling["ratios"])
         ceiling = results.get("scaling_ceiling", {}).get("ratio")
-        rows.append((f"scaling from 1 to {scaling['threads']} threads >= 1.8x",
-                     f"{speedup:.2f}x" + (f" (machine ceiling {ceiling:.2f}x)" if ceiling else ""), speedup >= 1.8))
-    return rows
+        out.append((f"scaling from 1 to {scaling['threads']} threads >= 1.8x",
+                    f"{speedup:.2f}x" + (f" (machine ceiling {ceiling:.2f}x)" if ceiling else ""), speedup >= 1.8))
+    return out
+
+
+def throughput_table(results: dict[str, Any], byte_set: str, scenario: str, by_system: dict[str, Any]) -> list[str]:
+    """One row's table: each system's images/s, its ratio to the row's best
+    peer, and the per-core figures."""
+    cores = results["threads"]
+    megapixels = results["sets"][byte_set]["mean_megapixels"]
+    best = best_peer(by_system)
+    lines = [f"### {row_title(results, byte_set, scenario)}", "",
+             "| system | images/s | vs best peer | images/s per core | MP/s per core | CPU ms/image | peak RSS MB |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for system in sorted(by_system, key=lambda s: (not s.startswith(TARGETS), -(_rate(by_system, s) or 0))):
+        entry = by_system[system]
+        rate, cpu = _rate(by_system, system), _median(entry.get("cpu_s", []))
+        if rate is None or cpu is None:
+            lines.append(f"| {system} | {_cell(entry)} | – | – | – | – | – |")
+            continue
+        ratio = f"{rate / best[1]:.2f}x" if best else "–"
+        mp = "–" if scenario == "raw" else f"{rate * megapixels / cores:,.0f}"
+        lines.append(f"| {system} | {_cell(entry)} | {ratio} | {rate / cores:,.0f} | {mp} | {cpu * 1e3:.2f} | "
+                     f"{max(entry.get('rss_mb') or [0]):,.0f} |")
+    unsupported = [(system, e["unsupported"]) for system, e in by_system.items() if e.get("unsupported")]
+    lines += [""] + [f"*{system}, unsupported:* {why}" for system, why in unsupported] + ([""] if unsupported else [])
+    return lines
+
+
+def bytes_section(results: dict[str, Any]) -> list[str]:
+    """Which bytes each system decoded, set by set (``bytesets.py``)."""
+    lines = ["## The bytes each system decodes", "",
+             "Every row is run on one set of JPEG bytes, and every system of the row decodes exactly those bytes:",
+             "`compare.py` checks each copy against the set's folder before timing anything (the JPEG bytes of",
+             "slipstream's and FFCV's files by digest; slipstream's tiled file by decoding every image to the",
+             "same pixels as the byte-for-byte file) and then runs each runner with a check mode once per row",
+             "(section Checks). A run whose copies differ stops.", ""]
+    for byte_set, info in results["sets"].items():
+        lines += [f"### {SET_NAMES.get(byte_set, byte_set)}", "",
+                  f"{info['description']}: `{info['folder']}`, {info['images']} images, median "
+                  f"{info['median_size'][0]}x{info['median_size'][1]}, {info['mean_megapixels']:.3f} MP and "
+                  f"{info['mean_bytes'] / 1e3:.0f} kB on average.", "",
+                  "| system | scenarios | reads | which holds |", "|---|---|---|---|"]
+        seen: dict[tuple[str, str], list[str]] = {}
+        holds: dict[tuple[str, str], str] = {}
+        for scenario, reads in info["reads"].items():
+            for system, what in reads.items():
+                seen.setdefault((system, what["file"]), []).append(NAMES.get(scenario, scenario))
+                holds[(system, what["file"])] = what["holds"]
+        for (system, file), scenarios in seen.items():
+            lines.append(f"| {system} | {', '.join(scenarios)} | `{Path(file).name}` | {holds[(system, file)]} |")
+        lines.append("")
+    return lines
 
 
 def write_report(report: dict[str, Any], json_path: Path) -> None:
@@ -88,52 +156,41 @@ def write_report(report: dict[str, Any], json_path: Path) -> None:
     chart = json_path.resolve().with_suffix(".png")
     _chart(results, chart)
     lines = ["# Benchmarks", "",
-             "slipstream against FFCV, the PyTorch DataLoader with Pillow, and DALI on CPU: same machine, same",
-             "run, same bytes (FFCV writes the `.beton` that both FFCV and slipstream read), same pipeline",
-             "semantics. Generated by `make bench` (`benchmarks/compare.py`); do not edit by hand.", "",
-             "\"slipstream\" reads its own file made from that `.beton` with `slipstream convert --tile-width 32`:",
-             "the same JPEGs re-coded losslessly with restart markers, so that crops entropy-decode only the tiles",
-             "they touch (decoded pixels are identical). \"slipstream (byte for byte)\" reads a copy holding the",
-             "`.beton`'s JPEG bytes unchanged, \"slipstream (.beton)\" the `.beton` itself.", "",
+             "slipstream against FFCV, the PyTorch DataLoader with Pillow (stock, and with Pillow's `draft()`",
+             "reduced-size decoding), DALI on CPU, SPDL, LitData and MosaicML streaming: same machine, same run,",
+             "same JPEG bytes in every row, same pipeline semantics. Generated by `make bench`",
+             "(`benchmarks/compare.py`); do not edit by hand.", "",
+             "\"slipstream (byte for byte)\" reads its file holding each JPEG unchanged: the like-for-like row,",
+             "which the targets use. \"slipstream\" reads the same JPEGs re-coded losslessly into 32-pixel",
+             "restart-marker tiles (`RGBImageField(tile_width=32)`), so that crops entropy-decode only the tiles",
+             "they touch; the decoded pixels are identical. MP/s per core is megapixels of the stored images",
+             "(each image's full size, whether a system decodes all of it or not) per second, over the cores",
+             "used; libjpeg-turbo decodes roughly 150-350 MP/s per core.", "",
              f"![images/s per scenario]({chart.relative_to(REPO)})", "",
              "## Machine", "",
              f"- CPU: {report['machine']['cpu']}, {report['machine']['cores']} cores, "
              f"{report['machine']['memory_gib']} GiB",
              f"- {report['machine']['platform']}, Python {report['machine']['python']}",
              f"- slipstream {report['slipstream']} (libslipstream {report['libslipstream']}); peers: "
-             + ", ".join(f"{name} {version}" for name, version in sorted(results.get("versions", {}).items())
-                         if not name.startswith("slipstream")),
-             f"- data: `{report['folder']}`, batch {report['batch_size']}, {report['repeats']} runs per system "
-             f"and scenario, {report['epochs']} timed epochs per run after a warm-up epoch",
+             + "; ".join(f"{name}: {version}" for name, version in sorted(results.get("versions", {}).items())
+                         if not name.startswith(TARGETS)),
+             f"- photos: `{report['folder']}`, batch {report['batch_size']}, {report['repeats']} runs per system "
+             f"and row, {report['epochs']} timed epochs per run after a warm-up epoch, systems in rotating order",
              f"- {report['timestamp']}: `{report['command']}`", "",
-             "## Images per second", "",
-             "Median over runs of each run's median epoch (range in parentheses); ratio to FFCV; CPU time per",
-             "image (all processes of the system); peak resident memory.", ""]
-    systems = sorted({s for by in results["throughput"].values() for s in by},
-                     key=lambda s: (not s.startswith("slipstream"), s))
-    for scenario, by_system in results["throughput"].items():
-        if "/" in scenario:
-            continue
-        ffcv = _median(by_system.get("ffcv", {}).get("images_per_s", []))
-        lines += [f"### {NAMES.get(scenario, scenario)}", "",
-                  "| system | images/s | vs FFCV | CPU ms/image | peak RSS MB |", "|---|---:|---:|---:|---:|"]
-        for system in systems:
-            entry = by_system.get(system)
-            if entry is None:
-                continue
-            rate = _median(entry.get("images_per_s", []))
-            ratio = f"{rate / ffcv:.2f}x" if rate and ffcv else "–"
-            cpu = _median(entry.get("cpu_s", []))
-            rss = max(entry.get("rss_mb", []) or [0])
-            lines.append(f"| {system} | {_cell(entry)} | {ratio} | {cpu * 1e3:.2f} | {rss:,.0f} |" if cpu else
-                         f"| {system} | {_cell(entry)} | – | – | – |")
-        unsupported = [(system, e["unsupported"]) for system, e in by_system.items() if e.get("unsupported")]
-        lines += [""] + [f"*{system}, unsupported:* {why}" for system, why in unsupported] + ([""] if unsupported else [])
+             "2-core timings drift by 10-40% from run to run; the ratios are of medians taken in the same run.", ""]
+    lines += bytes_section(results)
+    lines += ["## Images per second", "",
+              "Median over runs of each run's median epoch (range in parentheses); ratio to the row's fastest",
+              "system other than slipstream; per-core figures over the cores used; CPU time per image (all",
+              "processes of the system); peak resident memory.", ""]
+    for byte_set, scenario, by_system in rows(results):
+        lines += throughput_table(results, byte_set, scenario, by_system)
+    reference = SET_NAMES.get(results["reference_set"], results["reference_set"])
     if results.get("first_batch"):
         lines += ["## Time to first batch", "",
-                  "Seconds from starting a fresh interpreter to holding the first ImageNet-train batch: with an",
-                  "empty compile cache, then again (median of 3) with the cache the first run left. Every system",
-                  "but DALI hands over torch tensors, so each pays for `import torch`; its own column is the",
+                  f"Seconds from starting a fresh interpreter to holding the first ImageNet-train batch ({reference}):",
+                  "with an empty compile cache, then again (median of 3) with the cache the first run left. Every",
+                  "system but DALI hands over torch tensors, so each pays for `import torch`; its own column is the",
                   "median of 3 fresh interpreters of that system's environment that only import torch.", "",
                   "| system | cold | warm | `import torch` alone | warm beyond `import torch` |",
                   "|---|---:|---:|---:|---:|"]
@@ -148,17 +205,13 @@ def write_report(report: dict[str, Any], json_path: Path) -> None:
         lines.append("")
     if results.get("scaling"):
         lines += ["## Scaling", "",
-                  "ImageNet train, images/s with one thread (or worker) and with all, each pair run back to back",
-                  "so that machine drift cancels in its ratio; median over pairs (range in parentheses).", "",
-                  "| system | 1 | all | speed-up |", "|---|---:|---:|---:|"]
+                  f"ImageNet train ({reference}), images/s with one thread (or worker) and with all, each pair run",
+                  "back to back so that machine drift cancels in its ratio; median over pairs (range in parentheses).",
+                  "", "| system | 1 | all | speed-up |", "|---|---:|---:|---:|"]
         for system, sc in results["scaling"].items():
-            sc = _pairs(sc)
             ratios = sc["ratios"]
             lines.append(f"| {system} | {_median(sc['one']):,.0f} | {_median(sc['all']):,.0f} ({sc['threads']}) | "
                          f"{_median(ratios):.2f}x ({min(ratios):.2f}–{max(ratios):.2f}) |")
-        if any(_pairs(sc).get("unpaired") for sc in results["scaling"].values()):
-            lines += ["", "These results predate back-to-back pairs: the one-thread runs came after all the main "
-                      "runs, so machine drift between them is not cancelled."]
         ceiling = results.get("scaling_ceiling")
         if ceiling:
             lines += ["", f"The machine's own ceiling (`benchmarks/ceiling.py`): {ceiling['cores']} independent "
@@ -173,47 +226,49 @@ def write_report(report: dict[str, Any], json_path: Path) -> None:
     for label, measured, met in targets(results):
         lines.append(f"| {label} | {measured} | {'yes' if met else ('no' if met is False else '–')} |")
     lines.append("")
+    if results.get("errors"):
+        lines += ["## Failed runs", ""] + [f"- {e['system']}, {e['row']}: {e['error'].strip().splitlines()[-1][:200]}"
+                                          for e in results["errors"]] + [""]
     if results.get("skipped"):
         lines += ["## Not measured", ""] + [f"- {name}: {why}" for name, why in results["skipped"].items()] + [""]
-    dali_notes = REPO / "benchmarks" / "peers" / "DALI.md"
-    if dali_notes.exists() and "dali" in results.get("skipped", {}):
-        lines += ["See [benchmarks/peers/DALI.md](benchmarks/peers/DALI.md) for why DALI is not measured.", ""]
-    lines += check_section(results.get("check"))
+    lines += check_section(results)
     lines += ["## Settings", "",
               "Each system runs with its own documented best settings; what each runner used:", ""]
     for system, settings in sorted(results.get("settings", {}).items()):
         lines.append(f"- {system}: " + ", ".join(f"{k}={v}" for k, v in settings.items()))
     if results.get("notes"):
-        lines += ["", "Where a peer departs from its own fast path, and why:", ""]
+        lines += ["", "Where a peer departs from its own fast path, or cannot run a row, and why:", ""]
         lines += [f"- {system}: {note}" for system, note in sorted(results["notes"].items())]
     lines += ["", "## Reproduce", "", "```bash",
-              "make bench-peers   # FFCV, DataLoader, SPDL, LitData, MosaicML streaming (and DALI) environments",
+              "make bench-peers   # the peers' environments: FFCV, DataLoader, DALI, SPDL, LitData, MosaicML streaming",
               "make bench         # everything, then this page", "```", ""]
     (REPO / "BENCHMARKS.md").write_text("\n".join(lines))
     _update_readme(results, report)
     print(f"wrote {REPO / 'BENCHMARKS.md'} and {chart}; updated README.md's headline table")
 
 
-def check_section(checks: dict[str, Any] | None) -> list[str]:
-    """The check-mode runs (RUNNERS.md, "Check"): per system and scenario,
-    the images each epoch counted against the folder's, and whether they
-    were decoded from exactly the folder's bytes."""
+def check_section(results: dict[str, Any]) -> list[str]:
+    """The check-mode runs (RUNNERS.md, "Check"): per set, system and
+    scenario, the images each epoch counted against the set's, and whether
+    they were decoded from exactly the set's bytes."""
+    checks = results.get("check")
     if not checks:
         return []
-    expected = checks["expected"]
     lines = ["## Checks", "",
-             f"Each scenario once in check mode: images counted per epoch (the folder has {expected['images']}) "
-             "and whether the bytes decoded were exactly the folder's files, each once (digest of per-image "
-             "BLAKE2b tags).", "", "| system | scenario | images per epoch | same bytes | verdict |",
-             "|---|---|---|---|---|"]
-    for system, by_scenario in checks.items():
-        if system == "expected":
-            continue
-        for scenario, verdict in by_scenario.items():
-            counted = ", ".join(str(n) for n in verdict.get("epoch_images", [])) or verdict.get("error", "")[-80:]
-            same = ", ".join("yes" if m else "no" for m in verdict.get("bytes_digest_matches", [])) or "–"
-            lines.append(f"| {system} | {NAMES.get(scenario, scenario)} | {counted} | {same} | "
-                         f"{'ok' if verdict['ok'] else 'FAILED'} |")
+             "Each row once in check mode, for the runners that have it: images counted per epoch against the",
+             "set's, and whether the bytes decoded were exactly the set's files, each once (digest of per-image",
+             "BLAKE2b tags).", "", "| set | system | scenario | images per epoch (of) | same bytes | verdict |",
+             "|---|---|---|---|---|---|"]
+    for byte_set, by_system in checks.items():
+        expected = by_system["expected"]["images"]
+        for system, by_scenario in by_system.items():
+            if system == "expected":
+                continue
+            for scenario, verdict in by_scenario.items():
+                counted = ", ".join(str(n) for n in verdict.get("epoch_images", [])) or verdict.get("error", "")[-80:]
+                same = ", ".join("yes" if m else "no" for m in verdict.get("bytes_digest_matches", [])) or "–"
+                lines.append(f"| {SET_NAMES.get(byte_set, byte_set)} | {system} | {NAMES.get(scenario, scenario)} | "
+                             f"{counted} ({expected}) | {same} | {'ok' if verdict['ok'] else 'FAILED'} |")
     return lines + [""]
 
 
@@ -375,28 +430,23 @@ README_START, README_END = "<!-- benchmarks:start -->", "<!-- benchmarks:end -->
 
 
 def headline(results: dict[str, Any], report: dict[str, Any]) -> list[str]:
-    """The README's table: images/s per scenario, slipstream and its peers, with ratios to FFCV."""
-    peers = [s for s in ("slipstream", "ffcv", "dataloader", "dali")
-             if any(s in by for by in results["throughput"].values())]
+    """The README's table: per row, slipstream (byte for byte and tiled)
+    against the row's fastest peer."""
     lines = [f"{report['machine']['cores']} cores ({report['machine']['cpu']}), batch {report['batch_size']}, "
-             f"images/s, median of {report['repeats']} runs, and in parentheses the ratio to FFCV (details in "
-             "[BENCHMARKS.md](BENCHMARKS.md)); slipstream reads its own file of the `.beton`'s JPEGs, re-coded "
-             "losslessly into tiles (`--tile-width 32`):", "",
-             "| scenario | " + " | ".join(peers) + " |", "|---|" + "---:|" * len(peers)]
-    for scenario, by_system in results["throughput"].items():
-        if "/" in scenario:
-            continue
-        ffcv = _median(by_system.get("ffcv", {}).get("images_per_s", []))
+             f"images/s, median of {report['repeats']} runs, every system of a row decoding the same JPEG bytes; in "
+             "parentheses the ratio to the row's fastest peer (details, per-core figures and CPU time in "
+             "[BENCHMARKS.md](BENCHMARKS.md)):", "",
+             "| scenario | bytes | slipstream, byte for byte | slipstream, tiled | fastest peer |",
+             "|---|---|---:|---:|---|"]
+    for byte_set, scenario, by_system in rows(results):
+        best = best_peer(by_system)
         cells = []
-        for system in peers:
-            rate = _median(by_system.get(system, {}).get("images_per_s", []))
-            if rate is None:
-                cells.append("–")
-            elif system != "ffcv" and ffcv:
-                cells.append(f"{rate:,.0f} ({rate / ffcv:.2f}x)")
-            else:
-                cells.append(f"{rate:,.0f}")
-        lines.append(f"| {NAMES.get(scenario, scenario)} | " + " | ".join(cells) + " |")
+        for system in (BYTES, TARGETS):
+            rate = _rate(by_system, system)
+            cells.append("–" if rate is None else f"{rate:,.0f}" + (f" ({rate / best[1]:.2f}x)" if best else ""))
+        peer = f"{best[0]}: {best[1]:,.0f}" if best else "–"
+        lines.append(f"| {NAMES.get(scenario, scenario)} | {SET_NAMES.get(byte_set, byte_set)} | "
+                     + " | ".join(cells) + f" | {peer} |")
     return lines
 
 
@@ -416,19 +466,19 @@ def _chart(results: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    scenarios = [s for s in results["throughput"] if "/" not in s]
-    systems = sorted({name for sc in scenarios for name in results["throughput"][sc]},
-                     key=lambda s: (not s.startswith("slipstream"), s))
+    measured = rows(results)
+    systems = sorted({name for _, _, by_system in measured for name in by_system},
+                     key=lambda s: (not s.startswith(TARGETS), s))
     width = 0.8 / max(1, len(systems))
-    fig, ax = plt.subplots(figsize=(10, 4.5))
+    fig, ax = plt.subplots(figsize=(12, 4.8))
     for k, system in enumerate(systems):
-        values = [_median(results["throughput"][sc].get(system, {}).get("images_per_s", [])) or 0 for sc in scenarios]
-        ax.bar([i + k * width for i in range(len(scenarios))], values, width, label=system)
-    ax.set_xticks([i + width * (len(systems) - 1) / 2 for i in range(len(scenarios))])
-    ax.set_xticklabels([NAMES.get(s, s) for s in scenarios], rotation=10)
+        values = [_rate(by_system, system) or 0 for _, _, by_system in measured]
+        ax.bar([i + k * width for i in range(len(measured))], values, width, label=system)
+    ax.set_xticks([i + width * (len(systems) - 1) / 2 for i in range(len(measured))])
+    ax.set_xticklabels([f"{NAMES.get(sc, sc)}\n{SET_NAMES.get(bs, bs)}" for bs, sc, _ in measured], fontsize=8)
     ax.set_yscale("log")  # raw bytes run two orders of magnitude above decoding
     ax.set_ylabel("images/s (median, log scale)")
-    ax.legend()
+    ax.legend(fontsize=7, ncol=2)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -1,0 +1,78 @@
+"""The comparison's same-bytes check (benchmarks/bytesets.py): a row whose
+systems would decode different JPEG bytes stops the run, naming the system
+and its file; copies holding the set's bytes unchanged, and a tiled file of
+the same pixels, pass."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+import slipstream as ss
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS / "peers"))
+sys.path.insert(0, str(BENCHMARKS))
+
+import bytesets  # noqa: E402
+
+PHOTOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
+
+
+@pytest.fixture
+def row(tmp_path: Path) -> dict[str, Path]:
+    """A set's folder of 6 photos in two classes, slipstream's byte-for-byte
+    file of it and the tiled copy of that file."""
+    folder = tmp_path / "set"
+    for i, photo in enumerate(sorted(PHOTOS.glob("*.JPEG"))[:6]):
+        (folder / f"c{i % 2}").mkdir(parents=True, exist_ok=True)
+        shutil.copy(photo, folder / f"c{i % 2}" / photo.name)
+    slip, tiled = tmp_path / "set.slip", tmp_path / "set-tiles.slip"
+    bytesets.write_slip(folder, slip)
+    ss.convert(slip, tiled, tile_width=bytesets.TILE_WIDTH, verbose=False)
+    return {"folder": folder, "slip": slip, "tiled": tiled}
+
+
+def test_copies_of_the_same_bytes_pass_and_say_what_they_hold(row):
+    reads = bytesets.verify_row("original", row, {"a": "folder", "b": "slip", "c": "tiled"})
+    assert reads["b"] == {"file": str(row["slip"]), "holds": bytesets.RELATION["slip"]}
+    assert reads["c"]["holds"] == bytesets.RELATION["tiled"]
+    assert bytesets.stored_digest(row["tiled"]) != bytesets.stored_digest(row["slip"])  # not the same bytes
+
+
+def test_a_reencoded_copy_stops_the_run_naming_the_system_and_file(row, tmp_path):
+    other = tmp_path / "reencoded.slip"
+    samples = [(str(p), 0) for p in sorted(row["folder"].rglob("*.JPEG"))]
+    ss.write(other, samples, {"image": ss.RGBImageField(max_resolution=200), "label": ss.IntField()}, verbose=False)
+    with pytest.raises(bytesets.DifferentBytes, match=r"slipstream \(byte for byte\) would not read the 'original' "
+                                                      r"bytes from .*reencoded\.slip: it holds 6 images with bytes"):
+        bytesets.verify_row("original", {**row, "slip": other}, {"dataloader": "folder",
+                                                                 "slipstream (byte for byte)": "slip"})
+
+
+def test_a_missing_or_extra_image_stops_the_run(row, tmp_path):
+    extra = row["folder"] / "c0" / "extra.JPEG"
+    Image.new("RGB", (40, 30), (10, 200, 30)).save(extra, quality=90)
+    with pytest.raises(bytesets.DifferentBytes, match=r"it holds 6 images .* the folder 7"):
+        bytesets.verify_row("original", row, {"slipstream (byte for byte)": "slip"})
+
+
+def test_a_tiled_file_of_other_pixels_stops_the_run(row, tmp_path):
+    shifted = tmp_path / "shifted"
+    shutil.copytree(row["folder"], shifted)
+    first = sorted(shifted.rglob("*.JPEG"))[0]
+    Image.open(first).rotate(90, expand=True).save(first, quality=90)
+    tiled = tmp_path / "shifted-tiles.slip"
+    bytesets.write_slip(shifted, tmp_path / "shifted.slip")
+    ss.convert(tmp_path / "shifted.slip", tiled, tile_width=bytesets.TILE_WIDTH, verbose=False)
+    with pytest.raises(bytesets.DifferentBytes, match=r"slipstream would not read .*: sample \d decodes to different"):
+        bytesets.verify_row("original", {**row, "tiled": tiled}, {"slipstream": "tiled"})
+
+
+def test_a_system_without_a_copy_of_the_set_stops_the_run(row):
+    with pytest.raises(bytesets.DifferentBytes, match=r"ffcv has no copy of the 'original' bytes \(beton\)"):
+        bytesets.verify_row("original", row, {"ffcv": "beton"})
