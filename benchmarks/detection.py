@@ -68,8 +68,9 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE / "peers")]
 
 # benchmarks/ and benchmarks/peers/, put on sys.path just above.
+from bytesets import TILE_WIDTH
 from common import machine_cpu_seconds, summary, write_json
-from compare import DEFAULT_FOLDER, PEERS, REPO, TILE_WIDTH, VENVS, available, machine, run
+from compare import DEFAULT_FOLDER, PEERS, REPO, VENVS, available, machine, run
 from peer_common import JPEG_SUFFIXES, read_coco
 
 DATA = REPO / "benchmarks" / ".data" / "detection"
