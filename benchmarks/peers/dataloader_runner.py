@@ -23,6 +23,31 @@ Pillow and numpy only (no torchvision in this venv):
   6 x 96 (scale (0.05, 0.4)) views, each flipped and normalised; both decode
   each image once and crop it several times.
 
+With ``draft: true`` in SPEC.json (system ``"dataloader (draft)"``) the
+images are decoded the way a user tuning this pipeline would, with Pillow's
+reduced-size JPEG decoding ``Image.draft('RGB', size)`` (libjpeg's DCT
+scaling by 1/2, 1/4 or 1/8: a smaller image for less work), keeping what the
+output shows:
+
+* ``train`` / ``simclr`` / ``multicrop``: ``Image.open`` reads the size
+  from the header; every view's crop box is drawn on that full size first;
+  the reduction 1/a is the strongest of 1/8, 1/4, 1/2, 1 that leaves every
+  crop at least its output size on both sides; ``draft('RGB', (W // a,
+  H // a))`` asks for it (draft picks the strongest reduction whose image is
+  still at least the requested size, which for that request is 1/a); after
+  ``convert('RGB')`` each box is mapped into the reduced image by the box
+  ``draft`` returns (where the original image lies in the reduced one), in
+  floats, so each view is the same region of the photo, resized, flipped
+  and normalised as without draft;
+* ``val``: the strongest reduction that keeps the shorter side at least
+  256, then the same resize (output size computed from the full size, the
+  whole image given as ``box``) and centre crop;
+* ``raw``: no decoding, so no draft.
+
+With ``check`` (RUNNERS.md, "Check") each sample also carries
+:func:`peer_common.bytes_tag` of its file's bytes, read separately from the
+path so that the timed path stays ``Image.open(path)``.
+
 DataLoader: ``num_workers=threads``, ``pin_memory=True``,
 ``persistent_workers=True``, ``prefetch_factor`` default, ``shuffle=True``,
 ``drop_last=False``, ``worker_init_fn`` = ``torch.set_num_threads(1)``.  The
@@ -50,7 +75,7 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
-from peer_common import bytes_tag, emit, find_samples, live_children_hwm_mb, peak_rss_mb, read_spec, timed_epochs  # noqa: E402  (benchmarks/peers, next to this file)
+from peer_common import bytes_tag, emit, find_samples, read_spec, run_classification  # noqa: E402  (benchmarks/peers, next to this file)
 
 SYSTEM = "dataloader"
 SCENARIOS = ("raw", "train", "val", "simclr", "multicrop")
@@ -58,6 +83,7 @@ MEAN255 = (np.array([0.485, 0.456, 0.406]) * 255).astype(np.float32)
 INV_STD255 = (1.0 / (np.array([0.229, 0.224, 0.225]) * 255)).astype(np.float32)
 RATIO = (3 / 4, 4 / 3)
 BILINEAR = Image.Resampling.BILINEAR
+DRAFT_REDUCTIONS = (8, 4, 2, 1)  # the DCT scalings Image.draft chooses from, strongest first
 
 
 
@@ -106,13 +132,17 @@ def train_view(img: Image.Image, size: int, scale: tuple[float, float]) -> torch
     return normalize(out)
 
 
-def val_view(img: Image.Image) -> torch.Tensor:
-    w, h = img.size
+def val_view(img: Image.Image, full_size: tuple[int, int] | None = None,
+             box: tuple[float, float, float, float] | None = None) -> torch.Tensor:
+    """Shorter side to 256, centre crop 224.  For a reduced (drafted) image,
+    ``full_size`` is the photo's own size, which sets the output size, and
+    ``box`` where the photo lies in ``img``."""
+    w, h = full_size or img.size
     if w <= h:
         size = (256, int(256 * h / w))
     else:
         size = (int(256 * w / h), 256)
-    img = img.resize(size, BILINEAR)
+    img = img.resize(size, BILINEAR, box=box)
     top = round((size[1] - 224) / 2.0)
     left = round((size[0] - 224) / 2.0)
     return normalize(img.crop((left, top, left + 224, top + 224)))
@@ -125,10 +155,72 @@ VIEWS = {
 }
 
 
+def draft_reduction(ratio: float) -> int:
+    """The ``a`` of the strongest JPEG reduction 1/a (a in 8, 4, 2, 1) with
+    ``ratio >= a``, where ``ratio`` is the shortest side that must survive
+    the reduction over the length it must keep (a crop side over its output
+    size): after 1/a that side is still at least that length."""
+    return next(a for a in DRAFT_REDUCTIONS if ratio >= a or a == 1)
+
+
+def draft(im: Image.Image, reduction: int) -> tuple[float, float]:
+    """Have ``im`` (opened, not loaded) decode at 1/``reduction`` with
+    ``Image.draft('RGB', (W // reduction, H // reduction))``, the request
+    for which draft picks exactly that reduction, and return the factors
+    that map full-size coordinates into the image it will decode (from the
+    box draft returns; (1, 1) when nothing is reduced, e.g. not a JPEG)."""
+    if reduction == 1:
+        return 1.0, 1.0
+    width, height = im.size
+    drafted = im.draft("RGB", (width // reduction, height // reduction))
+    if drafted is None:
+        return 1.0, 1.0
+    _, box = drafted
+    return box[2] / width, box[3] / height
+
+
+def drafted_views(im: Image.Image, scenario: str) -> list[torch.Tensor]:
+    """The views of ``scenario`` from ``im`` decoded at the strongest
+    reduction that keeps them what a full decode gives (module docstring,
+    ``draft``)."""
+    width, height = im.size
+    if scenario == "val":
+        sx, sy = draft(im, draft_reduction(min(width, height) / 256))
+        return [val_view(im.convert("RGB"), (width, height), (0.0, 0.0, width * sx, height * sy))]
+    views = VIEWS[scenario]
+    boxes = [random_resized_crop_box(width, height, scale) for _, scale in views]
+    ratio = min(min(right - left, bottom - top) / size for (size, _), (left, top, right, bottom) in zip(views, boxes))
+    sx, sy = draft(im, draft_reduction(ratio))
+    img = im.convert("RGB")
+    out = []
+    for (size, _), (left, top, right, bottom) in zip(views, boxes):
+        view = img.resize((size, size), BILINEAR, box=(left * sx, top * sy, right * sx, bottom * sy))
+        if random.random() < 0.5:
+            view = view.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+        out.append(normalize(view))
+    return out
+
+
+def image_views(im: Image.Image, scenario: str, use_draft: bool = False) -> list[torch.Tensor]:
+    """The views of ``scenario`` (not ``raw``) from an opened image: a full
+    ``convert('RGB')`` decode, or with ``use_draft`` :func:`drafted_views`."""
+    if use_draft:
+        return drafted_views(im, scenario)
+    img = im.convert("RGB")
+    if scenario == "val":
+        return [val_view(img)]
+    return [train_view(img, size, scale) for size, scale in VIEWS[scenario]]
+
+
 class FolderDataset(Dataset):
-    def __init__(self, samples: list[tuple[str, int]], scenario: str):
+    """The folder's samples as ``(*views, label, tag)`` (``raw``: the padded
+    bytes row as the one view); ``tag`` is the file's
+    :func:`peer_common.bytes_tag` with ``check``, else 0."""
+
+    def __init__(self, samples: list[tuple[str, int]], scenario: str, use_draft: bool = False, check: bool = False):
         self.samples = samples
         self.scenario = scenario
+        self.use_draft, self.check = use_draft, check
         self.max_bytes = max(os.path.getsize(p) for p, _ in samples) if scenario == "raw" else 0
 
     def __len__(self) -> int:
@@ -141,30 +233,29 @@ class FolderDataset(Dataset):
             with open(path, "rb") as fh:
                 n = fh.readinto(memoryview(row))
             assert n is not None and n > 0
-            return torch.from_numpy(row), label
+            tag = bytes_tag(row[:n].tobytes()) if self.check else 0
+            return torch.from_numpy(row), label, tag
         with Image.open(path) as im:
-            img = im.convert("RGB")
-        if self.scenario == "val":
-            return val_view(img), label
-        return (*(train_view(img, size, scale) for size, scale in VIEWS[self.scenario]), label)
+            views = image_views(im, self.scenario, self.use_draft)
+        tag = bytes_tag(Path(path).read_bytes()) if self.check else 0
+        return (*views, label, tag)
 
 
-def sample_from_bytes(data, label: int, scenario: str, raw_bytes: int, check: bool) -> tuple:
+def sample_from_bytes(data, label: int, scenario: str, raw_bytes: int, check: bool, use_draft: bool = False) -> tuple:
     """One sample of ``scenario`` made this runner's way from an image's
     encoded bytes, for the peers that store the bytes in their own format
     (LitData, MosaicML streaming): the views (or, for ``raw``, the bytes in
     a zero-padded uint8 row of ``raw_bytes``), the label, and with ``check``
-    the :func:`peer_common.bytes_tag` of the bytes (else 0)."""
+    the :func:`peer_common.bytes_tag` of the bytes (else 0).  ``use_draft``
+    decodes as the ``draft`` spec key does (module docstring)."""
     tag = bytes_tag(data) if check else 0
     if scenario == "raw":
         row = np.zeros(raw_bytes, dtype=np.uint8)
         row[: len(data)] = np.frombuffer(data, dtype=np.uint8)
         return torch.from_numpy(row), label, tag
     with Image.open(io.BytesIO(data)) as im:
-        img = im.convert("RGB")
-    if scenario == "val":
-        return val_view(img), label, tag
-    return (*(train_view(img, size, scale) for size, scale in VIEWS[scenario]), label, tag)
+        views = image_views(im, scenario, use_draft)
+    return (*views, label, tag)
 
 
 def unpack_views(batch) -> tuple:
@@ -207,18 +298,26 @@ def main(argv: list[str]) -> int:
     spec = read_spec(argv, "PyTorch DataLoader + Pillow peer runner (see RUNNERS.md)", _T0)
 
     scenario = spec["scenario"]
+    use_draft = bool(spec.get("draft", False))
     version = f"torch {torch.__version__}, pillow {metadata.version('pillow')}, numpy {np.__version__}"
-    base = {"system": SYSTEM, "version": version, "scenario": scenario}
+    base = {"system": f"{SYSTEM} (draft)" if use_draft else SYSTEM, "version": version, "scenario": scenario}
     if scenario not in SCENARIOS:
         emit({**base, "unsupported": f"unknown scenario {scenario!r}"})
         return 0
 
-    batch_size, threads, epochs = spec["batch_size"], spec["threads"], spec["epochs"]
-    warmup, first_batch_only, start = spec["warmup_epochs"], spec["first_batch_only"], spec["start"]
-
-    dataset = FolderDataset(find_samples(Path(spec["data"])), scenario)
+    batch_size, threads = spec["batch_size"], spec["threads"]
+    dataset = FolderDataset(find_samples(Path(spec["data"])), scenario, use_draft, spec["check"])
     accel = getattr(torch, "accelerator", None)
     pin_effective = bool(accel.is_available()) if accel is not None else torch.cuda.is_available()
+    if use_draft and scenario != "raw":
+        decoder = ("PIL Image.open(path) + draft('RGB', (W // a, H // a)) + convert('RGB'): libjpeg DCT scaling "
+                   "by 1/a, a in (8, 4, 2, 1)")
+        draft_rule = ("crop boxes drawn on the full size first; a = largest with every view's crop >= its output "
+                      "size on both sides after 1/a; boxes mapped by draft's returned box, in floats"
+                      if scenario != "val" else "a = largest with the shorter side >= 256 after 1/a; "
+                      "resize 256 sized from the full image, box = the whole image in the reduced one")
+    else:
+        decoder, draft_rule = "PIL Image.open(path).convert('RGB')", None
     settings = {
         "data": spec["data"],
         "order": "shuffle=True (RandomSampler)",
@@ -231,7 +330,9 @@ def main(argv: list[str]) -> int:
         "prefetch_factor": 2,
         "worker_torch_threads": 1,
         "multiprocessing_start_method": torch.multiprocessing.get_start_method(),
-        "decoder": "PIL Image.open(path).convert('RGB')",
+        "decoder": decoder,
+        "draft": use_draft,
+        "draft_rule": draft_rule,
         "resize": "Pillow BILINEAR (Image.resize with box for crops)",
         "output": "uint8 rows padded to the largest file"
         if scenario == "raw"
@@ -255,26 +356,7 @@ def main(argv: list[str]) -> int:
         persistent_workers=threads > 0,
         worker_init_fn=worker_init if threads > 0 else None,
     )
-
-    if first_batch_only:
-        batch = next(iter(loader))
-        first = time.monotonic() - start
-        n = len(batch[-1])
-        shutdown_workers(loader)
-        emit({**base, "first_batch_s": first, "images": n, "peak_rss_mb": peak_rss_mb(), "settings": settings})
-        return 0
-
-    measured = timed_epochs(loader, lambda batch: len(batch[-1]), warmup, epochs)
-    settings["workers_peak_rss_sum_mb"] = live_children_hwm_mb()
-    shutdown_workers(loader)
-    emit(
-        {
-            **base,
-            **measured,
-            "peak_rss_mb": peak_rss_mb(),
-            "settings": settings,
-        }
-    )
+    run_classification(spec, base, settings, loader, unpack_views, close=lambda: shutdown_workers(loader))
     return 0
 
 
