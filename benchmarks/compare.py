@@ -69,11 +69,13 @@ BATCH = 128
 
 def systems() -> dict[str, dict[str, Any]]:
     """Every system: interpreter, runner, the kind of copy of a byte set it
-    reads (``bytesets.RELATION``), extra SPEC.json keys, and whether its
-    runner has a check mode."""
+    reads (``bytesets.RELATION``), extra SPEC.json keys, whether its runner
+    has a check mode, and whether it is a variant of another system that
+    differs only in how it decodes."""
     main = sys.executable
     return {
-        "slipstream": {"python": main, "runner": PEERS / "slipstream_runner.py", "reads": "tiled"},
+        "slipstream": {"python": main, "runner": PEERS / "slipstream_runner.py", "reads": "tiled",
+                       "decoding_variant": True},
         "slipstream (byte for byte)": {"python": main, "runner": PEERS / "slipstream_runner.py", "reads": "slip"},
         "slipstream (.beton)": {"python": main, "runner": PEERS / "slipstream_runner.py", "reads": "beton"},
         "ffcv": {"python": VENVS / "ffcv" / "bin" / "python", "runner": PEERS / "ffcv_runner.py", "reads": "beton"},
@@ -81,7 +83,7 @@ def systems() -> dict[str, dict[str, Any]]:
                        "reads": "folder", "check": True},
         "dataloader (draft)": {"python": VENVS / "dataloader" / "bin" / "python",
                                "runner": PEERS / "dataloader_runner.py", "reads": "folder", "check": True,
-                               "spec": {"draft": True}},
+                               "spec": {"draft": True}, "decoding_variant": True},
         "dali": {"python": VENVS / "dali" / "bin" / "python", "runner": PEERS / "dali_runner.py", "reads": "folder",
                  "check": True},
         "spdl": {"python": VENVS / "spdl" / "bin" / "python", "runner": PEERS / "spdl_runner.py", "reads": "folder",
@@ -125,12 +127,15 @@ def available(system: dict[str, Any]) -> str | None:
 def copy_kind(system: dict[str, Any], scenario: str) -> str | None:
     """The kind of copy (``bytesets.RELATION``) ``system`` reads in ``scenario``:
     for raw bytes, the files' bytes as a byte string where its own image
-    format would hand over pixels; None where the system is no row of its
-    own (tiles change nothing in bytes that are not decoded)."""
+    format would hand over pixels; None where the system has no such row
+    (a variant that only decodes differently is its base system's twin
+    when nothing is decoded)."""
     kind = system["reads"]
-    if scenario == "raw" and kind in ("slip", "tiled", "beton"):
-        return {"slip": "bytes-slip", "beton": "bytes-beton"}.get(kind)
-    return kind
+    if scenario != "raw":
+        return kind
+    if system.get("decoding_variant"):
+        return None
+    return {"slip": "bytes-slip", "beton": "bytes-beton"}.get(kind, kind)
 
 
 def prepare_data(folder: Path, sets: list[str], chosen: dict[str, dict[str, Any]]) -> dict[str, dict[str, Path]]:
@@ -331,7 +336,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", nargs="?", type=Path, default=DEFAULT_FOLDER)
     parser.add_argument("--repeats", type=int, default=3, help="runs per system and scenario (default 3)")
-    parser.add_argument("--epochs", type=int, default=3, help="timed epochs per run (default 3)")
+    parser.add_argument("--epochs", type=int, default=2, help="timed epochs per run (default 2)")
     parser.add_argument("--sets", nargs="*", default=list(PLAN), choices=list(PLAN),
                         help="byte sets (default: all; see bytesets.py)")
     parser.add_argument("--systems", nargs="*", default=DEFAULT_SYSTEMS, choices=list(systems()))
