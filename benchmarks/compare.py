@@ -320,7 +320,8 @@ def _record(results: dict[str, Any], by_system: dict[str, Any], name: str, where
     entry["cpu_s"].append(out["cpu_seconds_per_image"])
     entry["rss_mb"].append(out["peak_rss_mb"])
     if "1 thread" not in where:  # the main runs' settings (not the one-thread runs of the scaling table)
-        results["settings"][name] = out.get("settings", {})
+        settings = {key: value for key, value in out.get("settings", {}).items() if key != "data"}
+        results["settings"].setdefault(name, {})[where] = settings
     results["versions"][name] = out.get("version")
 
 

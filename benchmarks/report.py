@@ -234,8 +234,8 @@ def write_report(report: dict[str, Any], json_path: Path) -> None:
     lines += check_section(results)
     lines += ["## Settings", "",
               "Each system runs with its own documented best settings; what each runner used:", ""]
-    for system, settings in sorted(results.get("settings", {}).items()):
-        lines.append(f"- {system}: " + ", ".join(f"{k}={v}" for k, v in settings.items()))
+    for system, by_row in sorted(results.get("settings", {}).items()):
+        lines.append(f"- {system}: {settings_text(by_row)}")
     if results.get("notes"):
         lines += ["", "Where a peer departs from its own fast path, or cannot run a row, and why:", ""]
         lines += [f"- {system}: {note}" for system, note in sorted(results["notes"].items())]
@@ -245,6 +245,25 @@ def write_report(report: dict[str, Any], json_path: Path) -> None:
     (REPO / "BENCHMARKS.md").write_text("\n".join(lines))
     _update_readme(results, report)
     print(f"wrote {REPO / 'BENCHMARKS.md'} and {chart}; updated README.md's headline table")
+
+
+def settings_text(by_row: dict[str, dict[str, Any]]) -> str:
+    """A system's settings over the rows it ran (``set/scenario`` -> settings):
+    each setting once, and where it changes from row to row, each value with
+    the rows it held in."""
+    if not all(isinstance(settings, dict) for settings in by_row.values()):  # results of 2026-11-25 and before:
+        return ", ".join(f"{key}={value}" for key, value in by_row.items())  # the settings of the last row
+    keys = list(dict.fromkeys(key for settings in by_row.values() for key in settings))
+    parts = []
+    for key in keys:
+        values: dict[str, tuple[Any, list[str]]] = {}
+        for where, settings in by_row.items():
+            values.setdefault(repr(settings.get(key)), (settings.get(key), []))[1].append(where)
+        if len(values) == 1:
+            parts.append(f"{key}={next(iter(values.values()))[0]}")
+        else:
+            parts.append(f"{key}: " + "; ".join(f"{value} ({', '.join(wheres)})" for value, wheres in values.values()))
+    return ", ".join(parts)
 
 
 def check_section(results: dict[str, Any]) -> list[str]:

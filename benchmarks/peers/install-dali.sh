@@ -34,15 +34,5 @@ assert len(out) == 2
 PY
 }
 
-if check; then
-    echo "install-dali: $venv already complete"
-    exit 0
-fi
-
-install_torch
-
 # DALI and everything else, exactly pinned (torch is already satisfied).
-"$py" -m pip install -r "$req"
-
-check || { echo "install-dali: import/CPU pipeline check failed" >&2; exit 1; }
-echo "install-dali: ok ($venv)"
+finish_install "import/CPU pipeline" "$req" -r "$req"

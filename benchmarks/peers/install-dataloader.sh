@@ -22,15 +22,5 @@ assert PIL.__version__ == os.environ["PILLOW_PIN"]
 PY
 }
 
-if check; then
-    echo "install-dataloader: $venv already complete"
-    exit 0
-fi
-
-install_torch
-
 # Everything else, exactly pinned (torch is already satisfied).
-"$py" -m pip install -r "$req"
-
-check || { echo "install-dataloader: import check failed" >&2; exit 1; }
-echo "install-dataloader: ok ($venv)"
+finish_install "import" "$req" -r "$req"

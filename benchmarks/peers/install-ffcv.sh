@@ -10,7 +10,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/venv-lib.sh"
 req="$peers/ffcv-requirements.txt"
 
-# 1. System packages (only when something is missing).
+# System packages (only when something is missing).
 apt_require ffcv libopencv-dev libturbojpeg0-dev pkg-config g++
 
 peer_venv ffcv "$req" "${FFCV_VENV:-$repo/benchmarks/.venvs/ffcv}"
@@ -27,16 +27,6 @@ assert torch.__version__.split("+")[0] == "2.13.0"
 PY
 }
 
-if check; then
-    echo "install-ffcv: $venv already complete"
-    exit 0
-fi
-
-# 3. torch first, from the local CPU wheel only (ffcv itself is built in step 4).
-install_torch <(grep -v '^ffcv==' "$req")
-
-# 4. Everything else, exactly pinned. ffcv builds its C extension here.
-"$py" -m pip install --no-build-isolation -r "$req"
-
-check || { echo "install-ffcv: import check failed" >&2; exit 1; }
-echo "install-ffcv: ok ($venv)"
+# torch first, from the local CPU wheel only, then everything else, exactly pinned: ffcv builds its C
+# extension against that torch, without build isolation.
+finish_install "import" <(grep -v '^ffcv==' "$req") --no-build-isolation -r "$req"

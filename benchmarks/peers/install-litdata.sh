@@ -48,15 +48,5 @@ PY
     return $rc
 }
 
-if check; then
-    echo "install-litdata: $venv already complete"
-    exit 0
-fi
-
-install_torch
-
 # litdata and its dependencies, exactly pinned, without pip's resolver: it would add torchvision.
-"$py" -m pip install --no-deps -r "$req"
-
-check || { echo "install-litdata: import/optimize check failed" >&2; exit 1; }
-echo "install-litdata: ok ($venv)"
+finish_install "import/optimize" "$req" --no-deps -r "$req"

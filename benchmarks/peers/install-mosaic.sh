@@ -39,15 +39,5 @@ with tempfile.TemporaryDirectory() as tmp:
 PY
 }
 
-if check; then
-    echo "install-mosaic: $venv already complete"
-    exit 0
-fi
-
-install_torch
-
 # mosaicml-streaming and its dependencies, exactly pinned, without pip's resolver: it would add torchvision.
-"$py" -m pip install --no-deps -r "$req"
-
-check || { echo "install-mosaic: import/write check failed" >&2; exit 1; }
-echo "install-mosaic: ok ($venv)"
+finish_install "import/write" "$req" --no-deps -r "$req"

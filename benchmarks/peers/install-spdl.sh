@@ -34,15 +34,5 @@ assert spdl.io.to_numpy(spdl.io.convert_frames(frames)).shape == (24, 32, 3)
 PY
 }
 
-if check; then
-    echo "install-spdl: $venv already complete"
-    exit 0
-fi
-
-install_torch
-
 # spdl and everything else, exactly pinned (torch is already satisfied).
-"$py" -m pip install -r "$req"
-
-check || { echo "install-spdl: import/decode check failed" >&2; exit 1; }
-echo "install-spdl: ok ($venv)"
+finish_install "import/decode" "$req" -r "$req"

@@ -5,6 +5,7 @@
 #   pin PACKAGE                                # the version REQUIREMENTS pins
 #   install_torch [CONSTRAINTS]                # torch 2.13.0 from the local CPU wheel only
 #   apt_require INSTALLER PACKAGE...           # Debian packages, with apt-get only when some are missing
+#   finish_install WHAT CONSTRAINTS PIP_ARGS... # the installer's last step (below)
 #
 # Env overrides: PYTHON (interpreter for the venv; default pyenv 3.11.7, else
 # python3.11), TORCH_WHEEL_DIR (folder holding a torch 2.13.0 CPU wheel;
@@ -66,4 +67,21 @@ apt_require() {
     [[ $(id -u) -ne 0 ]] && sudo_cmd="sudo"
     $sudo_cmd apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+# Every installer's last step, after defining its own `check` function: exit
+# at once when `check` passes (the venv is complete); else torch
+# (install_torch CONSTRAINTS), then `pip install PIP_ARGS...`, then `check`
+# again, which must pass ("install-NAME: WHAT check failed" otherwise).
+finish_install() {
+    local what="$1" constraints="$2"
+    shift 2
+    if check; then
+        echo "install-$name: $venv already complete"
+        exit 0
+    fi
+    install_torch "$constraints"
+    "$py" -m pip install "$@"
+    check || { echo "install-$name: $what check failed" >&2; exit 1; }
+    echo "install-$name: ok ($venv)"
 }
