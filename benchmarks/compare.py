@@ -196,7 +196,6 @@ def measure(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     threads = os.cpu_count() or 1
     results: dict[str, Any] = {"sets": {}, "throughput": {}, "first_batch": {}, "scaling": {}, "scaling_runs": {},
                                "skipped": skipped, "errors": [], "settings": {}, "versions": {}, "threads": threads,
-                               "reference_set": REFERENCE_SET,
                                "notes": {name: NOTES[name] for name in runnable if name in NOTES}}
 
     def row(byte_set: str, scenario: str) -> list[str]:
