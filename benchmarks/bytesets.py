@@ -63,6 +63,7 @@ class DifferentBytes(SystemExit):
 
 
 def ffcv_python() -> Path:
+    """The FFCV environment's interpreter, which runs ``ffcv_write.py``."""
     python = VENVS / "ffcv" / "bin" / "python"
     if not python.exists():
         raise SystemExit("FFCV's environment is missing: run `make bench-peers` first")
