@@ -69,7 +69,7 @@ from pathlib import Path
 
 import numpy as np
 
-from peer_common import bytes_tag, emit, find_samples, read_spec, run_classification  # noqa: E402  (benchmarks/peers, next to this file)
+from peer_common import bytes_tag, find_samples, read_spec, result_base, run_classification  # noqa: E402  (benchmarks/peers, next to this file)
 
 SYSTEM = "dali"
 SCENARIOS = ("raw", "train", "val", "simclr", "multicrop")
@@ -200,9 +200,8 @@ def main(argv: list[str]) -> int:
     from nvidia import dali
 
     scenario = spec["scenario"]
-    base = {"system": SYSTEM, "version": dali.__version__, "scenario": scenario}
-    if scenario not in SCENARIOS:
-        emit({**base, "unsupported": f"unknown scenario {scenario!r}"})
+    base = result_base(spec, SYSTEM, dali.__version__, SCENARIOS)
+    if base is None:
         return 0
 
     batch_size, threads = spec["batch_size"], spec["threads"]

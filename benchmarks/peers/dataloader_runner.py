@@ -75,7 +75,7 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
-from peer_common import bytes_tag, emit, find_samples, read_spec, run_classification  # noqa: E402  (benchmarks/peers, next to this file)
+from peer_common import bytes_tag, find_samples, read_spec, result_base, run_classification  # noqa: E402  (benchmarks/peers, next to this file)
 
 SYSTEM = "dataloader"
 SCENARIOS = ("raw", "train", "val", "simclr", "multicrop")
@@ -300,9 +300,8 @@ def main(argv: list[str]) -> int:
     scenario = spec["scenario"]
     use_draft = bool(spec.get("draft", False))
     version = f"torch {torch.__version__}, pillow {metadata.version('pillow')}, numpy {np.__version__}"
-    base = {"system": f"{SYSTEM} (draft)" if use_draft else SYSTEM, "version": version, "scenario": scenario}
-    if scenario not in SCENARIOS:
-        emit({**base, "unsupported": f"unknown scenario {scenario!r}"})
+    base = result_base(spec, f"{SYSTEM} (draft)" if use_draft else SYSTEM, version, SCENARIOS)
+    if base is None:
         return 0
 
     batch_size, threads = spec["batch_size"], spec["threads"]

@@ -43,7 +43,7 @@ from importlib import metadata
 
 import numpy as np
 
-from peer_common import emit, peak_rss_mb, read_spec, timed_epochs  # noqa: E402  (benchmarks/peers, next to this file)
+from peer_common import emit, peak_rss_mb, read_spec, result_base, timed_epochs  # noqa: E402  (benchmarks/peers, next to this file)
 
 SYSTEM = "ffcv"
 MEAN = np.array([0.485, 0.456, 0.406]) * 255
@@ -137,9 +137,8 @@ def main(argv: list[str]) -> int:
 
     scenario = spec["scenario"]
     version = metadata.version("ffcv")  # ffcv.__version__ still says 0.0.3rc1 in 1.0.2
-    base = {"system": SYSTEM, "version": version, "scenario": scenario}
-    if scenario not in SCENARIOS:
-        emit({**base, "unsupported": f"unknown scenario {scenario!r}"})
+    base = result_base(spec, SYSTEM, version, SCENARIOS)
+    if base is None:
         return 0
     batch_size, threads, epochs = spec["batch_size"], spec["threads"], spec["epochs"]
     warmup, first_batch_only, start = spec["warmup_epochs"], spec["first_batch_only"], spec["start"]

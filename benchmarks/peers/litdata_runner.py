@@ -51,7 +51,7 @@ import torch
 from litdata import StreamingDataLoader, StreamingDataset
 
 from dataloader_runner import bytes_sample_settings, sample_from_bytes, shutdown_workers, unpack_views, worker_init  # noqa: E402  (the DataLoader peer's decode and views)
-from peer_common import emit, read_sidecar, read_spec, run_classification  # noqa: E402
+from peer_common import read_sidecar, read_spec, result_base, run_classification  # noqa: E402
 
 SYSTEM = "litdata"
 SCENARIOS = ("raw", "train", "val", "simclr", "multicrop")
@@ -74,9 +74,8 @@ def main(argv: list[str]) -> int:
     spec = read_spec(argv, "LitData peer runner (see RUNNERS.md)", _T0)
     scenario = spec["scenario"]
     version = f"litdata {metadata.version('litdata')}, torch {torch.__version__}, pillow {metadata.version('pillow')}"
-    base = {"system": SYSTEM, "version": version, "scenario": scenario}
-    if scenario not in SCENARIOS:
-        emit({**base, "unsupported": f"unknown scenario {scenario!r}"})
+    base = result_base(spec, SYSTEM, version, SCENARIOS)
+    if base is None:
         return 0
     batch_size, threads = spec["batch_size"], spec["threads"]
     raw_bytes = read_sidecar(spec["data"])["max_bytes"] if scenario == "raw" else 0

@@ -58,7 +58,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from dataloader_runner import bytes_sample_settings, sample_from_bytes, shutdown_workers, unpack_views, worker_init  # noqa: E402  (the DataLoader peer's decode and views)
-from peer_common import emit, read_sidecar, read_spec, run_classification  # noqa: E402
+from peer_common import read_sidecar, read_spec, result_base, run_classification  # noqa: E402
 
 SYSTEM = "mosaic"
 SCENARIOS = ("raw", "train", "val", "simclr", "multicrop")
@@ -94,9 +94,8 @@ def main(argv: list[str]) -> int:
     scenario = spec["scenario"]
     version = (f"mosaicml-streaming {metadata.version('mosaicml-streaming')}, torch {torch.__version__}, "
                f"pillow {metadata.version('pillow')}")
-    base = {"system": SYSTEM, "version": version, "scenario": scenario}
-    if scenario not in SCENARIOS:
-        emit({**base, "unsupported": f"unknown scenario {scenario!r}"})
+    base = result_base(spec, SYSTEM, version, SCENARIOS)
+    if base is None:
         return 0
     from streaming.base.util import clean_stale_shared_memory
 

@@ -132,6 +132,17 @@ def emit(result: dict) -> None:
     sys.stdout.flush()
 
 
+def result_base(spec: dict, system: str, version: str, scenarios) -> dict | None:
+    """The keys every result of this run starts with (``system``,
+    ``version``, ``scenario``); None, after printing the ``unsupported``
+    result, when the runner has no such scenario (``scenarios``)."""
+    base = {"system": system, "version": version, "scenario": spec["scenario"]}
+    if spec["scenario"] not in scenarios:
+        emit({**base, "unsupported": f"unknown scenario {spec['scenario']!r}"})
+        return None
+    return base
+
+
 def read_spec(argv: list[str], description: str, started: float) -> dict:
     """The SPEC.json named by ``--spec``, with every key RUNNERS.md defines
     filled in: defaults, and ``start`` (the orchestrator's clock, else this

@@ -70,7 +70,7 @@ import spdl.io.utils
 import torch
 from spdl.pipeline import PipelineBuilder
 
-from peer_common import bytes_tag, emit, find_samples, read_spec, run_classification  # noqa: E402  (benchmarks/peers, next to this file)
+from peer_common import bytes_tag, find_samples, read_spec, result_base, run_classification  # noqa: E402  (benchmarks/peers, next to this file)
 from dataloader_runner import VIEWS, random_resized_crop_box  # noqa: E402  (the DataLoader peer's crop sampling)
 
 SYSTEM = "spdl"
@@ -187,9 +187,8 @@ def main(argv: list[str]) -> int:
     spec = read_spec(argv, "SPDL peer runner (see RUNNERS.md)", _T0)
     scenario = spec["scenario"]
     version = f"spdl {metadata.version('spdl')}, spdl_io {metadata.version('spdl_io')}, torch {torch.__version__}"
-    base = {"system": SYSTEM, "version": version, "scenario": scenario}
-    if scenario not in SCENARIOS:
-        emit({**base, "unsupported": f"unknown scenario {scenario!r}"})
+    base = result_base(spec, SYSTEM, version, SCENARIOS)
+    if base is None:
         return 0
     batch_size, threads = spec["batch_size"], spec["threads"]
     samples = [(str(p), label) for p, label in find_samples(Path(spec["data"]))]
