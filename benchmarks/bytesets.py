@@ -178,30 +178,39 @@ def same_pixels(a: Path, b: Path) -> str | None:
     return None
 
 
-def verify_row(byte_set: str, paths: dict[str, Path], reads: dict[str, str]) -> dict[str, dict[str, str]]:
-    """Check that the systems of one row decode the same bytes: ``reads``
-    maps each system to the kind of copy it reads.  Returns, per system, the
-    file and what it is; raises :class:`DifferentBytes`, naming the system
-    and its file, when a copy does not hold the set's bytes (or, for the
-    tiled file, its pixels)."""
+def verify_set(byte_set: str, paths: dict[str, Path],
+               reads: dict[str, dict[str, str]]) -> dict[str, dict[str, dict[str, str]]]:
+    """Check that the systems of each row of ``byte_set`` decode the same
+    bytes: ``reads`` maps each row's scenario to {system: kind of copy it
+    reads}.  Each copy is checked once, however many rows read it.  Returns,
+    per scenario and system, the file and what it is; raises
+    :class:`DifferentBytes`, naming the system and its file, when a copy
+    does not hold the set's bytes (or, for the tiled file, its pixels)."""
     from peer_common import folder_digest
 
     expected = folder_digest(paths["folder"])
-    digests: dict[str, dict[str, Any]] = {}
-    out = {}
-    for system, kind in reads.items():
-        path = paths.get(kind)
-        if path is None:
-            raise DifferentBytes(f"{system} has no copy of the {byte_set!r} bytes ({kind})")
-        problem = None
-        if kind == "tiled":
-            problem = same_pixels(path, paths["slip"])
-        elif kind in ("slip", "beton", "bytes-slip", "bytes-beton"):
-            got = digests.setdefault(kind, stored_digest(path))
-            if got != expected:
-                problem = (f"it holds {got['images']} images with bytes digest {got['bytes_digest'][:16]}, the "
-                           f"folder {expected['images']} with {expected['bytes_digest'][:16]}")
-        if problem:
-            raise DifferentBytes(f"{system} would not read the {byte_set!r} bytes from {path}: {problem}")
-        out[system] = {"file": str(path), "holds": RELATION[kind]}
+    problems: dict[str, str | None] = {}
+
+    def problem(kind: str) -> str | None:
+        if kind not in problems:
+            problems[kind] = None
+            if kind == "tiled":
+                problems[kind] = same_pixels(paths[kind], paths["slip"])
+            elif kind in ("slip", "beton", "bytes-slip", "bytes-beton"):
+                got = stored_digest(paths[kind])
+                if got != expected:
+                    problems[kind] = (f"it holds {got['images']} images with bytes digest "
+                                      f"{got['bytes_digest'][:16]}, the folder {expected['images']} with "
+                                      f"{expected['bytes_digest'][:16]}")
+        return problems[kind]
+
+    out: dict[str, dict[str, dict[str, str]]] = {}
+    for scenario, by_system in reads.items():
+        for system, kind in by_system.items():
+            path = paths.get(kind)
+            if path is None:
+                raise DifferentBytes(f"{system} has no copy of the {byte_set!r} bytes ({kind})")
+            if (why := problem(kind)) is not None:
+                raise DifferentBytes(f"{system} would not read the {byte_set!r} bytes from {path}: {why}")
+            out.setdefault(scenario, {})[system] = {"file": str(path), "holds": RELATION[kind]}
     return out

@@ -11,7 +11,7 @@ on three sets of JPEG bytes made from it (``bytesets.py``): the photos as
 they are, FFCV's re-encoding of them, and the photos at a 1024-pixel longer
 side.  In each row (a set and a scenario) every system decodes exactly the
 same bytes: the set's folder, or its own format's copy of the folder's bytes
-unchanged, which ``bytesets.verify_row`` checks before anything is timed
+unchanged, which ``bytesets.verify_set`` checks before anything is timed
 (the run stops when a copy differs).  slipstream's tiled file (the same
 JPEGs re-coded losslessly into restart-marker tiles: the same pixels,
 checked) is a row of its own beside slipstream's byte-for-byte row.  FFCV
@@ -212,9 +212,10 @@ def measure(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             if scenario in args.scenarios]
     for byte_set in args.sets:
         results["sets"][byte_set] = describe_set(byte_set, data[byte_set])
-    for byte_set, scenario in rows:  # the same bytes in every row, before anything is timed
-        reads = {name: copy_kind(runnable[name], scenario) for name in row(byte_set, scenario)}
-        results["sets"][byte_set]["reads"][scenario] = bytesets.verify_row(byte_set, data[byte_set], reads)
+    for byte_set in args.sets:  # the same bytes in every row, before anything is timed
+        reads = {scenario: {name: copy_kind(runnable[name], scenario) for name in row(byte_set, scenario)}
+                 for bs, scenario in rows if bs == byte_set}
+        results["sets"][byte_set]["reads"] = bytesets.verify_set(byte_set, data[byte_set], reads)
     results["check"] = check_systems(args, data, runnable, rows, row, spec)
     for repeat in range(args.repeats):
         for byte_set, scenario in rows:

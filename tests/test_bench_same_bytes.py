@@ -38,7 +38,10 @@ def row(tmp_path: Path) -> dict[str, Path]:
 
 
 def test_copies_of_the_same_bytes_pass_and_say_what_they_hold(row):
-    reads = bytesets.verify_row("original", row, {"a": "folder", "b": "slip", "c": "tiled"})
+    reads = bytesets.verify_set("original", row, {"train": {"a": "folder", "b": "slip", "c": "tiled"},
+                                                  "val": {"b": "slip"}})
+    assert reads["val"] == {"b": reads["train"]["b"]}
+    reads = reads["train"]
     assert reads["b"] == {"file": str(row["slip"]), "holds": bytesets.RELATION["slip"]}
     assert reads["c"]["holds"] == bytesets.RELATION["tiled"]
     assert bytesets.stored_digest(row["tiled"]) != bytesets.stored_digest(row["slip"])  # not the same bytes
@@ -50,15 +53,15 @@ def test_a_reencoded_copy_stops_the_run_naming_the_system_and_file(row, tmp_path
     ss.write(other, samples, {"image": ss.RGBImageField(max_resolution=200), "label": ss.IntField()}, verbose=False)
     with pytest.raises(bytesets.DifferentBytes, match=r"slipstream \(byte for byte\) would not read the 'original' "
                                                       r"bytes from .*reencoded\.slip: it holds 6 images with bytes"):
-        bytesets.verify_row("original", {**row, "slip": other}, {"dataloader": "folder",
-                                                                 "slipstream (byte for byte)": "slip"})
+        bytesets.verify_set("original", {**row, "slip": other},
+                            {"train": {"dataloader": "folder", "slipstream (byte for byte)": "slip"}})
 
 
 def test_a_missing_or_extra_image_stops_the_run(row, tmp_path):
     extra = row["folder"] / "c0" / "extra.JPEG"
     Image.new("RGB", (40, 30), (10, 200, 30)).save(extra, quality=90)
     with pytest.raises(bytesets.DifferentBytes, match=r"it holds 6 images .* the folder 7"):
-        bytesets.verify_row("original", row, {"slipstream (byte for byte)": "slip"})
+        bytesets.verify_set("original", row, {"train": {"slipstream (byte for byte)": "slip"}})
 
 
 def test_a_tiled_file_of_other_pixels_stops_the_run(row, tmp_path):
@@ -70,9 +73,9 @@ def test_a_tiled_file_of_other_pixels_stops_the_run(row, tmp_path):
     bytesets.write_slip(shifted, tmp_path / "shifted.slip")
     ss.convert(tmp_path / "shifted.slip", tiled, tile_width=bytesets.TILE_WIDTH, verbose=False)
     with pytest.raises(bytesets.DifferentBytes, match=r"slipstream would not read .*: sample \d decodes to different"):
-        bytesets.verify_row("original", {**row, "tiled": tiled}, {"slipstream": "tiled"})
+        bytesets.verify_set("original", {**row, "tiled": tiled}, {"train": {"slipstream": "tiled"}})
 
 
 def test_a_system_without_a_copy_of_the_set_stops_the_run(row):
     with pytest.raises(bytesets.DifferentBytes, match=r"ffcv has no copy of the 'original' bytes \(beton\)"):
-        bytesets.verify_row("original", row, {"ffcv": "beton"})
+        bytesets.verify_set("original", row, {"train": {"ffcv": "beton"}})
