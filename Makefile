@@ -25,7 +25,15 @@ FUZZ_DIR := build/fuzz
 CLANG ?= $(shell command -v clang || command -v clang-14 || echo clang)
 FUZZ_FLAGS = -std=c11 -g -O1 -fno-sanitize-recover=undefined -fno-omit-frame-pointer -Inative/include
 
-.PHONY: help demo test bindings asan fuzz bench bench-peers system-deps wheel clean
+# The GPU check (benchmarks/gpu_check.py) runs in the GPU machine's own Python;
+# what that Python lacks travels as wheels (GPU_WHEELS, for GPU_PYTHON_VERSION).
+GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
+GPU_PYTHON_VERSION ?= 3.12
+GPU_WHEELS := build/gpu-wheels
+GPU_EXTRA_WHEELS ?= tbb==2023.2.0 tcmlib==1.6.0
+GPU_PHOTO_MB ?= 32
+
+.PHONY: help demo test bindings asan fuzz bench bench-peers system-deps wheel gpu-bundle gpu-check clean
 
 help:
 	@echo "make demo     set up, then stream JPEGs through the fused kernel (DATA=folder to use your own)"
@@ -36,6 +44,8 @@ help:
 	@echo "make bench    all benchmarks, then BENCHMARKS.md against FFCV, the DataLoader, DALI, SPDL, LitData and MosaicML streaming on the same bytes (IMAGES=folder)"
 	@echo "make bench-peers  the peers' virtual environments under benchmarks/.venvs"
 	@echo "make wheel    dist/: the sdist and a self-contained manylinux wheel, libjpeg-turbo linked in (Linux x86-64)"
+	@echo "make gpu-bundle  what make gpu-check needs on a GPU machine: dist/ (the wheel), build/gpu-wheels, build/gpu-photos"
+	@echo "make gpu-check   on a GPU machine: CUDA tests, training-step and scaling benchmarks (one line and exit 0 without CUDA)"
 	@echo "make clean    remove .venv, build/ and dist/"
 
 # System packages: a C compiler, pkg-config, libjpeg-turbo headers, venv support.
@@ -144,6 +154,23 @@ bench-peers:
 # The tools it needs (Zig, auditwheel, nasm, libjpeg-turbo's source) are fetched into build/wheel: see the script.
 wheel:
 	PYTHON=$(PYTHON) bash packaging/build-wheel.sh
+
+# Everything make gpu-check needs that is not in the repository, for a machine
+# that cannot fetch anything: the wheel, the wheels its Python lacks, and as
+# many of the sample photos as fit in GPU_PHOTO_MB.  Carry the three folders.
+gpu-bundle: wheel | $(BIN)/python
+	rm -rf $(GPU_WHEELS) && mkdir -p $(GPU_WHEELS)
+	$(BIN)/python -m pip download -q --no-deps --only-binary=:all: --python-version $(GPU_PYTHON_VERSION) \
+	  --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+	  --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d $(GPU_WHEELS) $(GPU_EXTRA_WHEELS)
+	$(BIN)/python benchmarks/gpu_data.py bundle --megabytes $(GPU_PHOTO_MB)
+	@du -sh dist $(GPU_WHEELS) build/gpu-photos
+	@echo "on the GPU machine, with dist, $(GPU_WHEELS) and build/gpu-photos carried: make gpu-check"
+
+# On a GPU machine: installs dist/'s wheel and build/gpu-wheels into GPU_PYTHON,
+# then checks and measures (benchmarks/gpu_check.py; output in $$OUT or build/gpu-check).
+gpu-check:
+	$(GPU_PYTHON) benchmarks/gpu_check.py
 
 clean:
 	rm -rf $(VENV) build dist

@@ -6,9 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import statistics
+import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def summary(values: list[float], digits: int = 0) -> str:
@@ -34,6 +39,20 @@ def write_json(path: Path, report: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(report, indent=2) + "\n")
     os.replace(tmp, path)
+
+
+def record(result: dict[str, Any], name: str, out: Path | None = None) -> Path:
+    """Add the machine and versions (``machine_info.describe``), the command
+    and the time to a benchmark's ``result`` and write it to ``out``
+    (default ``benchmarks/results/NAME-DATE.json``); the path written."""
+    from machine_info import describe
+
+    now = datetime.now().astimezone()
+    result.update({"machine": describe(), "command": shlex.join([sys.executable, *sys.argv]),
+                   "timestamp": now.isoformat(timespec="seconds")})
+    out = out or RESULTS / f"{name}-{now.date().isoformat()}.json"
+    write_json(out, result)
+    return out
 
 
 class Repeated:

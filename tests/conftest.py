@@ -1,10 +1,46 @@
-"""Shared fixtures: the generated JPEG corpus, built once per test session."""
+"""Shared fixtures: the generated JPEG corpus, built once per test session;
+the ``cuda`` marker; the device the loader tests ask for their batches on."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
 import jpeg_corpus
+
+DEVICE_VARIABLE = "SLIPSTREAM_TEST_DEVICE"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "cuda: needs a CUDA device; skipped without one (make gpu-check runs them "
+                                       "on a GPU machine)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip the tests marked ``cuda`` where torch finds no CUDA device."""
+    marked = [item for item in items if item.get_closest_marker("cuda") is not None]
+    if not marked:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device (make gpu-check runs it on a GPU machine)")
+    for item in marked:
+        item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def device():
+    """The device loader tests ask for their batches on: ``$SLIPSTREAM_TEST_DEVICE``
+    (``make gpu-check`` runs the loader's suite with ``cuda``), else the CPU."""
+    import torch
+
+    wanted = torch.device(os.environ.get(DEVICE_VARIABLE) or "cpu")
+    if wanted.type == "cuda" and not torch.cuda.is_available():
+        pytest.fail(f"{DEVICE_VARIABLE}={wanted} but torch finds no CUDA device")
+    return wanted
 
 
 @pytest.fixture(scope="session")

@@ -273,7 +273,7 @@ def test_convert_names_what_is_not_a_dtype():
         Convert("pixels")
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.cuda
 def test_asynchronous_device_copies_never_read_a_later_batch():
     data = images(count=64, size=64)
     compiled = Pipeline([ArraySource(data), ToDevice("cuda")]).compile(64, slots=2)

@@ -1,5 +1,9 @@
 """The loader on generated datasets: orders, subsets, drop_last,
-determinism, epochs, resume, decoders, errors, memory managers, threads."""
+determinism, epochs, resume, decoders, errors, memory managers, threads.
+
+The tests that take the ``device`` fixture ask for their batches there:
+the CPU, or the device ``$SLIPSTREAM_TEST_DEVICE`` names (``make
+gpu-check`` runs them with ``cuda``)."""
 
 from __future__ import annotations
 
@@ -45,34 +49,40 @@ def labels_of(loader) -> list[list[int]]:
     return [batch[1].tolist() for batch in loader]
 
 
+def host(tensor: torch.Tensor) -> np.ndarray:
+    """A batch's values as a NumPy array, wherever the batch is."""
+    return tensor.cpu().numpy()
+
+
 # ---------------------------------------------------------------- decoding
 
 
-def test_every_field_decodes_with_its_default_decoder(dataset):
+def test_every_field_decodes_with_its_default_decoder(dataset, device):
     path, images = dataset
-    loader = ss.Loader(path, 16, order="sequential", as_dict=True)
+    loader = ss.Loader(path, 16, order="sequential", as_dict=True, device=device)
     assert loader.output_names == ["image", "label", "score", "vec", "blob", "meta"] and len(loader) == 13
     count = 0
     for batch in loader:
-        labels = batch["label"].numpy()
+        labels = host(batch["label"])
         assert batch["image"].dtype == torch.uint8 and batch["image"].shape[1:] == (12, 10, 3)
-        np.testing.assert_array_equal(batch["image"].numpy(), images[labels])
-        np.testing.assert_array_equal(batch["score"].numpy(), labels / 8)
-        np.testing.assert_array_equal(batch["vec"].numpy(), np.arange(5, dtype=np.float32) * labels[:, None])
+        assert batch["image"].device.type == device.type
+        np.testing.assert_array_equal(host(batch["image"]), images[labels])
+        np.testing.assert_array_equal(host(batch["score"]), labels / 8)
+        np.testing.assert_array_equal(host(batch["vec"]), np.arange(5, dtype=np.float32) * labels[:, None])
         assert batch["blob"] == [bytes([i % 256]) * (i % 7) for i in labels]
         assert batch["meta"] == [{"i": int(i), "name": f"s{i}"} for i in labels]
         count += len(labels)
     assert count == 203
 
 
-def test_pipelines_drop_fields_and_add_operations(dataset):
+def test_pipelines_drop_fields_and_add_operations(dataset, device):
     path, images = dataset
 
     loader = ss.Loader(path, 50, {"image": [Invert()], "score": None, "vec": None, "blob": None, "meta": None},
-                       order="sequential")
+                       order="sequential", device=device)
     assert loader.output_names == ["image", "label"]
     image, label = next(iter(loader))
-    np.testing.assert_array_equal(image.numpy(), 255 - images[:50])
+    np.testing.assert_array_equal(host(image), 255 - images[:50])
 
 
 def dataclasses_frozen(cls):
@@ -81,21 +91,21 @@ def dataclasses_frozen(cls):
     return dataclasses.dataclass(frozen=True)(cls)
 
 
-def test_jpeg_images_of_one_size_and_mixed_sizes(tmp_path):
+def test_jpeg_images_of_one_size_and_mixed_sizes(tmp_path, device):
     samples = [make_sample(24, 32, seed=k) for k in range(10)]
     path = tmp_path / "jpeg.slip"
     ss.write(path, [(s.data, k) for k, s in enumerate(samples)], {"image": ss.RGBImageField(),
                                                                    "label": ss.IntField()}, workers=0)
-    images, labels = next(iter(ss.Loader(path, 10, order="sequential")))
+    images, labels = next(iter(ss.Loader(path, 10, order="sequential", device=device)))
     for k in range(10):
-        np.testing.assert_array_equal(images[k].numpy(), ss.native.jpeg_decode(samples[k].data))
+        np.testing.assert_array_equal(host(images[k]), ss.native.jpeg_decode(samples[k].data))
     mixed = tmp_path / "mixed.slip"
     ss.write(mixed, [(make_sample(20 + k, 30).data,) for k in range(3)], {"image": ss.RGBImageField()}, workers=0)
     with pytest.raises(ss.ArgumentError, match=r"3 different sizes .* starts with a crop \(RandomResizedCrop"):
         ss.Loader(mixed, 2)
 
 
-def test_a_corrupt_image_is_reported_with_its_sample_index(tmp_path):
+def test_a_corrupt_image_is_reported_with_its_sample_index(tmp_path, device):
     samples = [make_sample(64, 64, seed=k) for k in range(12)]
     path = tmp_path / "bad.slip"
     ss.write(path, [(s.data,) for s in samples], {"image": ss.RGBImageField()}, workers=0, page_checksums=False)
@@ -104,13 +114,13 @@ def test_a_corrupt_image_is_reported_with_its_sample_index(tmp_path):
     data = bytearray(path.read_bytes())
     data[start + size // 2: start + size // 2 + 2] = b"\xff\xd9"  # an end-of-image marker mid-way
     path.write_bytes(bytes(data))  # pages carry no checksums here: the loader itself must notice
-    loader = ss.Loader(path, 4, order="sequential")
+    loader = ss.Loader(path, 4, order="sequential", device=device)
     with pytest.raises(ss.DecodeError, match=r"bad.slip: sample 7 cannot be decoded"):
         for _ in loader:
             pass
 
 
-def test_an_exception_in_a_torch_stage_names_the_batch_samples(dataset):
+def test_an_exception_in_a_torch_stage_names_the_batch_samples(dataset, device):
     path, _ = dataset
 
     class Fails(torch.nn.Module):
@@ -120,7 +130,7 @@ def test_an_exception_in_a_torch_stage_names_the_batch_samples(dataset):
             return x
 
     loader = ss.Loader(path, 8, {"label": [Fails()], "image": None, "score": None, "vec": None, "blob": None,
-                                 "meta": None}, order="sequential")
+                                 "meta": None}, order="sequential", device=device)
     with pytest.raises(ss.PipelineError, match=r"batch 0 of epoch 0 \(samples 0, 1, 2, 3, 4, 5, 6, 7\) failed: "
                                                r"RuntimeError: boom"):
         next(iter(loader))
@@ -130,9 +140,9 @@ def test_an_exception_in_a_torch_stage_names_the_batch_samples(dataset):
 
 
 @pytest.mark.parametrize("order", ORDERS)
-def test_each_index_once_per_epoch_and_epochs_differ(dataset, order):
+def test_each_index_once_per_epoch_and_epochs_differ(dataset, order, device):
     path, _ = dataset
-    loader = ss.Loader(path, 16, order=order, seed=3)
+    loader = ss.Loader(path, 16, order=order, seed=3, device=device)
     first, second = labels_of(loader), labels_of(loader)
     for epoch in (first, second):
         flat = [i for batch in epoch for i in batch]
@@ -146,14 +156,14 @@ def test_each_index_once_per_epoch_and_epochs_differ(dataset, order):
 
 
 @pytest.mark.parametrize("order", ORDERS)
-def test_subsets_and_drop_last(dataset, order):
+def test_subsets_and_drop_last(dataset, order, device):
     path, _ = dataset
     subset = np.arange(0, 203, 3)  # 68 samples
-    kept = ss.Loader(path, 10, order=order, indices=subset)
+    kept = ss.Loader(path, 10, order=order, indices=subset, device=device)
     batches = labels_of(kept)
     assert len(kept) == 7 and [len(b) for b in batches] == [10] * 6 + [8]
     assert sorted(i for b in batches for i in b) == subset.tolist()
-    dropped = ss.Loader(path, 10, order=order, indices=subset, drop_last=True)
+    dropped = ss.Loader(path, 10, order=order, indices=subset, drop_last=True, device=device)
     batches = labels_of(dropped)
     assert len(dropped) == 6 and [len(b) for b in batches] == [10] * 6
     assert set(i for b in batches for i in b) <= set(subset.tolist())
@@ -171,12 +181,12 @@ def test_quasi_random_keeps_consecutive_samples_within_a_window_of_pages(dataset
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_same_batches_for_any_thread_count_and_run(dataset, threads):
+def test_same_batches_for_any_thread_count_and_run(dataset, threads, device):
     path, _ = dataset
     reference = [b[0].numpy().copy() for b in ss.Loader(path, 32, order="random", seed=5)]
-    loader = ss.Loader(path, 32, order="random", seed=5, num_threads=threads)
+    loader = ss.Loader(path, 32, order="random", seed=5, num_threads=threads, device=device)
     for expected, batch in zip(reference, loader):
-        np.testing.assert_array_equal(batch[0].numpy(), expected)
+        np.testing.assert_array_equal(host(batch[0]), expected)
 
 
 # ---------------------------------------------------------------- resume
@@ -203,20 +213,20 @@ class RandomShift(Operation):
 
 
 @pytest.mark.parametrize("order", ORDERS)
-def test_resume_mid_epoch_repeats_the_following_batches_exactly(dataset, order):
+def test_resume_mid_epoch_repeats_the_following_batches_exactly(dataset, order, device):
     path, _ = dataset
     pipelines = {"image": [RandomShift()], "blob": None, "meta": None}
-    loader = ss.Loader(path, 16, pipelines, order=order, seed=11)
+    loader = ss.Loader(path, 16, pipelines, order=order, seed=11, device=device)
     labels_of(loader)  # epoch 0
     iterator = iter(loader)  # epoch 1
     for _ in range(5):
         next(iterator)
     state = loader.state_dict()
     assert state["epoch"] == 1 and state["batch"] == 5
-    rest = [(b[0].numpy().copy(), b[1].numpy().copy()) for b in iterator]
-    fresh = ss.Loader(path, 16, pipelines, order=order, seed=11)
+    rest = [(host(b[0]).copy(), host(b[1]).copy()) for b in iterator]
+    fresh = ss.Loader(path, 16, pipelines, order=order, seed=11, device=device)
     fresh.load_state_dict(state)
-    resumed = [(b[0].numpy().copy(), b[1].numpy().copy()) for b in fresh]
+    resumed = [(host(b[0]).copy(), host(b[1]).copy()) for b in fresh]
     assert len(resumed) == len(rest) == 8
     for (a_img, a_lab), (b_img, b_lab) in zip(rest, resumed):
         np.testing.assert_array_equal(a_lab, b_lab)
@@ -229,7 +239,7 @@ def test_resume_mid_epoch_repeats_the_following_batches_exactly(dataset, order):
 # ---------------------------------------------------------------- memory managers
 
 
-def test_page_pool_stays_within_its_bound(tmp_path):
+def test_page_pool_stays_within_its_bound(tmp_path, device):
     images = np.random.default_rng(1).integers(0, 256, (1500, 12, 10, 3), dtype=np.uint8)
     path = tmp_path / "many.slip"
     ss.write(path, {"image": images, "label": np.arange(1500)}, {"image": ss.RGBImageField(write_mode="raw"),
@@ -237,11 +247,11 @@ def test_page_pool_stays_within_its_bound(tmp_path):
     reader = ss.Reader(path)
     pool = 4
     assert reader.page_count >= 20 * pool
-    loader = ss.Loader(path, 8, order="quasi_random", os_cache=False, pool_pages=pool, window_pages=1)
+    loader = ss.Loader(path, 8, order="quasi_random", os_cache=False, pool_pages=pool, window_pages=1, device=device)
     for epoch in range(2):
         seen = []
         for image, label in loader:
-            np.testing.assert_array_equal(image.numpy(), images[label.numpy()])
+            np.testing.assert_array_equal(host(image), images[host(label)])
             seen += label.tolist()
         assert sorted(seen) == list(range(1500))
     assert loader.memory.peak_in_use <= pool and loader.memory.capacity == pool
@@ -250,11 +260,11 @@ def test_page_pool_stays_within_its_bound(tmp_path):
         iter(ss.Loader(path, 64, order="random", os_cache=False, pool_pages=1))
 
 
-def test_both_memory_managers_give_the_same_batches(dataset):
+def test_both_memory_managers_give_the_same_batches(dataset, device):
     path, _ = dataset
-    mapped = [b[0].numpy().copy() for b in ss.Loader(path, 20, order="random", seed=2)]
-    pooled = [b[0].numpy().copy() for b in ss.Loader(path, 20, order="random", seed=2, os_cache=False,
-                                                       pool_pages=16)]
+    mapped = [host(b[0]).copy() for b in ss.Loader(path, 20, order="random", seed=2, device=device)]
+    pooled = [host(b[0]).copy() for b in ss.Loader(path, 20, order="random", seed=2, os_cache=False,
+                                                   pool_pages=16, device=device)]
     assert len(mapped) == len(pooled)
     for a, b in zip(mapped, pooled):
         np.testing.assert_array_equal(a, b)
@@ -263,10 +273,10 @@ def test_both_memory_managers_give_the_same_batches(dataset):
 # ---------------------------------------------------------------- threads and clean-up
 
 
-def test_two_loaders_alternately_and_from_two_threads(dataset):
+def test_two_loaders_alternately_and_from_two_threads(dataset, device):
     path, _ = dataset
-    train = ss.Loader(path, 16, order="random", seed=1)
-    val = ss.Loader(path, 16, order="sequential")
+    train = ss.Loader(path, 16, order="random", seed=1, device=device)
+    val = ss.Loader(path, 16, order="sequential", device=device)
     expected_val = labels_of(val)
     for batch in train:  # a validation pass inside the training loop
         assert labels_of(val) == expected_val
@@ -296,9 +306,9 @@ def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def test_no_thread_or_memory_leaks(dataset):
+def test_no_thread_or_memory_leaks(dataset, device):
     path, _ = dataset
-    loader = ss.Loader(path, 8, order="random")
+    loader = ss.Loader(path, 8, order="random", device=device)
     next(iter(loader))
     gc.collect()
     threads, rss = threading.active_count(), rss_mb()
@@ -308,7 +318,7 @@ def test_no_thread_or_memory_leaks(dataset):
     gc.collect()
     assert threading.active_count() == threads
     for _ in range(20):
-        other = ss.Loader(path, 8, order="random")
+        other = ss.Loader(path, 8, order="random", device=device)
         next(iter(other))
         del other
     gc.collect()
@@ -316,22 +326,23 @@ def test_no_thread_or_memory_leaks(dataset):
     assert rss_mb() - rss < 200
 
 
-def test_stored_bytes_hands_over_undecoded_values(tmp_path):
+def test_stored_bytes_hands_over_undecoded_values(tmp_path, device):
     samples = [make_sample(16 + k, 20, seed=k).data for k in range(6)]
     path = tmp_path / "raw.slip"
     ss.write(path, [(s,) for s in samples], {"image": ss.RGBImageField()}, workers=0)
     longest = max(map(len, samples))
-    (batch,) = next(iter(ss.Loader(path, 6, {"image": [ss.ops.StoredBytes(longest)]}, order="sequential")))
+    (batch,) = next(iter(ss.Loader(path, 6, {"image": [ss.ops.StoredBytes(longest)]}, order="sequential",
+                                   device=device)))
     assert batch.shape == (6, longest) and batch.dtype == torch.uint8
     for k, data in enumerate(samples):
-        assert batch[k, :len(data)].numpy().tobytes() == data
+        assert host(batch[k, :len(data)]).tobytes() == data
     with pytest.raises(ss.DecodeError, match="sample 0 cannot be decoded"):
         next(iter(ss.Loader(path, 6, {"image": [ss.ops.StoredBytes(100)]}, order="sequential")))
 
 
 STOPPING = """
 import sys, time, numpy as np, slipstream as ss
-loader = ss.Loader(sys.argv[1], 4, order="random")
+loader = ss.Loader(sys.argv[1], 4, order="random", device=sys.argv[3])
 batches = iter(loader)
 next(batches)
 print("running", flush=True)
@@ -344,9 +355,9 @@ for epoch in range(10**6):
 
 
 @pytest.mark.parametrize("how", ["exit", "sigint"])
-def test_interpreter_exit_and_ctrl_c_stop_promptly(dataset, tmp_path, how):
+def test_interpreter_exit_and_ctrl_c_stop_promptly(dataset, tmp_path, how, device):
     path, _ = dataset
-    proc = subprocess.Popen([sys.executable, "-c", STOPPING, str(path), how], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-c", STOPPING, str(path), how, str(device)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     assert proc.stdout.readline().strip() == "running"
     if how == "sigint":
@@ -374,7 +385,7 @@ def test_a_source_is_converted_once_and_loaded(tmp_path, monkeypatch):
     assert ss.Loader(tmp_path / "tree", 4).reader.path == loader.reader.path
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.cuda
 def test_batches_on_the_device_match_and_slots_are_not_overwritten_early(dataset):
     path, images = dataset
     loader = ss.Loader(path, 8, {"blob": None, "meta": None}, order="random", seed=9, device="cuda",
@@ -385,4 +396,4 @@ def test_batches_on_the_device_match_and_slots_are_not_overwritten_early(dataset
         received.append((image, label))
     torch.cuda.synchronize()
     for image, label in received:
-        np.testing.assert_array_equal(image.cpu().numpy(), images[label.cpu().numpy()])
+        np.testing.assert_array_equal(host(image), images[host(label)])
