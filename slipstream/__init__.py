@@ -38,6 +38,7 @@ from slipstream.loader import Loader, Memory, Order, Sharding, View  # noqa: E40
 from slipstream.sources import COCODetection, LitData, SegmentationFolder, WebDataset  # noqa: E402
 from slipstream.errors import (  # noqa: E402
     ArgumentError,
+    CacheWarning,
     CompileError,
     DatasetNotFoundError,
     DecodeError,
@@ -101,6 +102,7 @@ __all__ = [
     "Reader",
     "SampleIndexError",
     "SampleWarning",
+    "CacheWarning",
     "SegmentationMaskField",
     "Sharding",
     "SlipstreamError",

@@ -90,6 +90,13 @@ class SampleWarning(UserWarning):
     counts them and names the first ones."""
 
 
+class CacheWarning(UserWarning):
+    """A page read back from the node-local page cache failed its checksum
+    (the copy on the cache's disk was damaged, not the object in the store):
+    it was removed from the cache and downloaded again.  The message names
+    the page file, the shard and its URL."""
+
+
 class FieldValueError(SlipstreamError, ValueError):
     """A value given to a field while writing has the wrong type, dtype or
     shape, or a source image cannot be read; the message names the sample
@@ -111,4 +118,5 @@ __all__ = [
     "SampleIndexError",
     "FieldValueError",
     "SampleWarning",
+    "CacheWarning",
 ]

@@ -42,14 +42,18 @@ def local_file(samples, tmp_path_factory):
     return path
 
 
+def write_remote(server, samples, url):
+    """The samples as a sharded dataset at ``url`` (about 4 shards)."""
+    result = ss.write(url, samples, FIELDS, workers=0, page_size=PAGE, shard_size=50_000, verbose=False,
+                      remote=ss.Remote(storage_options=server.storage_options()))
+    assert len(result.shards) >= 3
+    return url
+
+
 @pytest.fixture(scope="module")
 def remote_dataset(s3_server, samples):
     """The samples as a sharded dataset in the bucket (about 4 shards)."""
-    url = "s3://test/photos"
-    result = ss.write(url, samples, FIELDS, workers=0, page_size=PAGE, shard_size=50_000, verbose=False,
-                      remote=ss.Remote(storage_options=s3_server.storage_options()))
-    assert len(result.shards) >= 3
-    return url
+    return write_remote(s3_server, samples, "s3://test/photos")
 
 
 def remote(server, cache, endpoint=None, **options):
@@ -245,27 +249,34 @@ def test_the_server_stopped_for_3_s_mid_epoch_loses_no_sample(s3_server, s3_prox
     loader.close()
 
 
-def copy_dataset(s3_server, name):
-    """A fresh copy of the bucket's dataset under ``name``, to damage."""
+def copy_dataset(s3_server, name, source="photos"):
+    """A fresh copy of the bucket's dataset ``source`` under ``name``, to damage."""
     import obstore
 
     store = s3_server.store("test")
-    for o in obstore.list(store, "photos").collect():
+    for o in obstore.list(store, source).collect():
         data = bytes(obstore.get(store, o["path"]).bytes())
-        obstore.put(store, o["path"].replace("photos/", f"{name}/", 1), data)
+        obstore.put(store, o["path"].replace(f"{source}/", f"{name}/", 1), data)
     return store, M.decode(bytes(obstore.get(store, f"{name}/manifest.json").bytes()))
 
 
-def test_a_page_corrupted_in_the_bucket_is_named(s3_server, remote_dataset, tmp_path):
+def corrupt_copy(s3_server, name, source="photos"):
+    """A copy of the bucket's dataset ``source`` under ``name`` with a byte
+    of its second shard's second data page flipped; the URL and that shard."""
     import obstore
 
-    store, manifest = copy_dataset(s3_server, "corrupt")
+    store, manifest = copy_dataset(s3_server, name, source)
     shard = manifest.shards[1]
-    data = bytearray(bytes(obstore.get(store, f"corrupt/{shard.name}").bytes()))
-    data[4096 + PAGE + 100] ^= 0xFF  # a byte of the shard's second data page
-    obstore.put(store, f"corrupt/{shard.name}", bytes(data))
+    data = bytearray(bytes(obstore.get(store, f"{name}/{shard.name}").bytes()))
+    data[4096 + PAGE + 100] ^= 0xFF
+    obstore.put(store, f"{name}/{shard.name}", bytes(data))
+    return f"s3://test/{name}", shard
+
+
+def test_a_page_corrupted_in_the_bucket_is_named(s3_server, remote_dataset, tmp_path):
+    _, shard = corrupt_copy(s3_server, "corrupt")
     loader = ss.Loader("s3://test/corrupt", 8, order="sequential", remote=remote(s3_server, tmp_path), verbose=False)
-    with pytest.raises(ss.FormatError) as caught:
+    with pytest.raises(ss.DecodeError) as caught:  # on_error="raise": its first sample fails
         batches(loader)
     message = str(caught.value)
     assert f"data page 1 of shard {shard.name}" in message and "s3://test/corrupt/" in message

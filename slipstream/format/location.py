@@ -15,8 +15,9 @@ from typing import BinaryIO, Protocol
 import numpy as np
 
 from slipstream import native
-from slipstream.errors import DatasetNotFoundError
+from slipstream.errors import DatasetNotFoundError, FormatError
 from slipstream.format import tempfiles
+from slipstream.format.files import open_regular
 from slipstream.format.remote import Remote, is_url, local_path
 
 
@@ -74,10 +75,7 @@ class LocalFolder:
 
     def read(self, name: str, start: int, end: int) -> memoryview:
         out = np.empty(end - start, np.uint8)
-        try:
-            fd = os.open(self.path / name, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        except FileNotFoundError:
-            raise DatasetNotFoundError(f"{self.url_of(name)}: no such file") from None
+        fd = self._open(name)
         try:
             native.pread(fd, out, start)
         finally:
@@ -85,8 +83,18 @@ class LocalFolder:
         return memoryview(out)
 
     def read_all(self, name: str) -> bytes:
+        fd = self._open(name)
         try:
-            return (self.path / name).read_bytes()
+            with os.fdopen(fd, "rb", closefd=False) as file:
+                return file.read()
+        finally:
+            os.close(fd)
+
+    def _open(self, name: str) -> int:
+        """The file ``name``, open for reading; a FIFO, a socket or a folder
+        is refused (a FIFO would wait for a writer forever)."""
+        try:
+            return open_regular(self.path / name, error=FormatError)
         except FileNotFoundError:
             raise DatasetNotFoundError(f"{self.url_of(name)}: no such file") from None
 

@@ -11,17 +11,29 @@ fetches the page).  Each page has a lock file beside it, held (``flock``)
 while one process downloads the page, so that processes asking for the same
 page at once download it once: the others wait, then find it there.
 
-Size: ``root/usage`` holds the bytes of the page files, updated under the
-lock ``root/.lock`` together with every page added or removed.  When a new
+Size: ``root/usage`` holds the bytes of the page files, updated under a lock
+(``flock`` on it) together with every page added or removed.  When a new
 page would pass the limit, pages are removed first: those the asking
 process does not need again before the end of its plan, then those it
 needs farthest in the future (Belady's rule), the oldest first among equals.
+
+A shared folder: the cache works through file descriptors of the folders it
+made (``openat``), never follows a symbolic link inside ``root``, opens
+only regular files (a FIFO, a socket or a folder where a page, a lock or
+``usage`` belongs is refused, named, at once), creates its files with
+``O_EXCL`` or ``O_NOFOLLOW``, and removes only regular page files of the
+shard folders it made.  What it refuses is reported as a
+:class:`~slipstream.errors.StorageError` naming the path and what it is.
+A page read back from the cache is checked against its checksum (once per
+process); one that fails is removed and downloaded again (see
+:meth:`PageCache.discard`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -29,8 +41,9 @@ from typing import Any
 
 import numpy as np
 
-from slipstream.errors import ArgumentError
+from slipstream.errors import ArgumentError, StorageError
 from slipstream.format import tempfiles
+from slipstream.format.files import CLOEXEC, NOFOLLOW, described, kind, open_regular
 
 try:
     import fcntl
@@ -39,6 +52,8 @@ except ImportError:  # pragma: no cover - non-POSIX: no sharing between processe
 
 NEVER = np.iinfo(np.int64).max
 """The next use of a page not needed again."""
+
+DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 
 
 def shard_key(url: str, size: int, header_crc32: int) -> str:
@@ -59,15 +74,25 @@ class PageCache:
         downloads: pages this process downloaded (its GETs for pages).
         hits: pages this process found in the cache.
         evictions: pages this process removed to make room.
+        discarded: pages this process removed because they failed their check.
         peak_bytes: the most bytes the cache held after this process
             added a page.
+
+    Raises:
+        StorageError: the cache folder, a shard's folder, a page, a lock or
+            the usage counter is not what the cache made (a symbolic link, a
+            FIFO, a folder where a file belongs, ...), or the disk refuses a
+            write (full, read-only, no permission); the message names the path.
     """
 
     def __init__(self, root: Path, limit: int | None = None) -> None:
         self.root = Path(root)
         self.limit = limit
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.downloads = self.hits = self.evictions = self.peak_bytes = 0
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(described(exc, self.root, "create the page cache's folder")) from None
+        self.downloads = self.hits = self.evictions = self.discarded = self.peak_bytes = 0
         self._counters = threading.Lock()
         self._next_use: Callable[[str, int], int] = lambda key, page: NEVER
         self._usage_lock = threading.Lock()  # the flock below is per open file, not per thread
@@ -79,50 +104,47 @@ class PageCache:
 
     def path(self, key: str, page: int) -> Path:
         """Where page ``page`` of shard ``key`` lives in the cache."""
-        return self.root / key / f"{page:08d}.page"
+        return self.root / key / _page_name(page)
 
-    def open(self, key: str, page: int, download: Callable[[], Any]) -> int:
+    def open(self, key: str, page: int, download: Callable[[], Any]) -> tuple[int, bool]:
         """A read-only file descriptor of the page, downloading it first
-        (``download()`` gives its checked bytes) when no process has.  The
-        caller closes it; the page stays readable through it even when it is
-        evicted meanwhile."""
-        target = self.path(key, page)
-        fd = _open_existing(target)
-        if fd is not None:
-            self._count("hits")
-            return fd
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with open(target.with_suffix(".lock"), "a") as lock:
-            if fcntl is not None:
-                fcntl.flock(lock, fcntl.LOCK_EX)  # waits while another process downloads this page
-            fd = _open_existing(target)
+        (``download()`` gives its checked bytes) when no process has, and
+        whether this call downloaded it.  The caller closes the descriptor;
+        the page stays readable through it even when it is evicted meanwhile."""
+        name = _page_name(page)
+        with self._folder(key) as folder:
+            fd = self._open_page(folder, key, name)
             if fd is not None:
                 self._count("hits")
-                return fd
-            tempfiles.remove_stale(target)  # left by a process killed while it wrote this page
-            data = memoryview(download()).cast("B")
-            self._count("downloads")
-            tmp, file = tempfiles.create(target)
-            fd = -1
+                return fd, False
+            with self._page_lock(folder, key, name):  # waits while another process downloads this page
+                fd = self._open_page(folder, key, name)
+                if fd is not None:
+                    self._count("hits")
+                    return fd, False
+                tempfiles.remove_stale_in(folder, name)  # left by a process killed while it wrote this page
+                data = memoryview(download()).cast("B")
+                self._count("downloads")
+                return self._admit(folder, key, page, data), True
+
+    def discard(self, key: str, page: int, fd: int) -> bool:
+        """Remove the page file ``fd`` reads from the cache, if it is still
+        the page file there (not one another process put back since), e.g.
+        because it failed its checksum; whether it was removed."""
+        name = _page_name(page)
+        mine = os.fstat(fd)
+        with self._folder(key) as folder, self._page_lock(folder, key, name):
             try:
-                file.write(data)
-                file.flush()
-                # Opened before the rename: the page may be evicted again at once by another admission.
-                fd = os.open(tmp, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-                with self._locked_usage() as usage:
-                    self._make_room(usage, len(data), key, page)
-                    os.replace(tmp, target)
-                    usage[0] += len(data)
-                    with self._counters:
-                        self.peak_bytes = max(self.peak_bytes, usage[0])
-                return fd
-            except BaseException:
-                if fd >= 0:
-                    os.close(fd)
-                tmp.unlink(missing_ok=True)
-                raise
-            finally:
-                file.close()
+                there = os.stat(name, dir_fd=folder, follow_symlinks=False)
+            except FileNotFoundError:
+                return False
+            if (there.st_dev, there.st_ino) != (mine.st_dev, mine.st_ino):
+                return False
+            with self._locked_usage() as usage:
+                os.unlink(name, dir_fd=folder)
+                usage[0] -= there.st_size
+            self._count("discarded")
+            return True
 
     def usage(self) -> int:
         """Bytes of page files in the cache now (as its counter says)."""
@@ -131,9 +153,71 @@ class PageCache:
 
     def stats(self) -> dict[str, int | None]:
         """The cache's counters: ``bytes`` held now, ``limit``, and this
-        process's ``downloads``, ``hits``, ``evictions`` and ``peak_bytes``."""
+        process's ``downloads``, ``hits``, ``evictions``, ``discarded`` and
+        ``peak_bytes``."""
         return {"bytes": self.usage(), "limit": self.limit, "downloads": self.downloads, "hits": self.hits,
-                "evictions": self.evictions, "peak_bytes": self.peak_bytes}
+                "evictions": self.evictions, "discarded": self.discarded, "peak_bytes": self.peak_bytes}
+
+    # ---------------------------------------------------------------- files
+
+    def _folder(self, key: str) -> _Folder:
+        """The shard's folder, created if missing, open as a descriptor."""
+        return _Folder(self.root, key)
+
+    def _open_page(self, folder: int, key: str, name: str) -> int | None:
+        """The page file, open for reading; None when there is none."""
+        try:
+            return open_regular(name, dir_fd=folder, follow=False, error=StorageError,
+                                shown=self._refused(key, name))
+        except FileNotFoundError:
+            return None
+        except StorageError:
+            raise
+        except OSError as exc:
+            raise StorageError(described(exc, self.root / key / name, "open this cached page")) from None
+
+    def _page_lock(self, folder: int, key: str, name: str) -> _FileLock:
+        return _FileLock(folder, f"{name[:-len('.page')]}.lock", self.root / key)
+
+    def _refused(self, key: str, name: str) -> str:
+        return f"the page cache's {self.root / key / name}"
+
+    def _admit(self, folder: int, key: str, page: int, data: memoryview) -> int:
+        """Write ``data`` as the page, making room for it under the limit;
+        a read-only descriptor of it."""
+        name = _page_name(page)
+        target = self.root / key / name
+        try:
+            tmp, file = tempfiles.create_in(folder, name)
+        except OSError as exc:
+            raise StorageError(described(exc, target, "create a page file in the page cache")) from None
+        fd = -1
+        try:
+            try:
+                file.write(data)
+                file.flush()
+            except OSError as exc:
+                doing = f"write this page ({len(data):,} bytes) into the page cache"
+                raise StorageError(described(exc, target, doing) + "; free space there, or set cache_limit") from None
+            # Opened before the rename: the page may be evicted again at once by another admission.
+            fd = os.open(tmp, os.O_RDONLY | CLOEXEC | NOFOLLOW, dir_fd=folder)
+            with self._locked_usage() as usage:
+                self._make_room(usage, len(data), key, page)
+                os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+                usage[0] += len(data)
+                with self._counters:
+                    self.peak_bytes = max(self.peak_bytes, usage[0])
+            return fd
+        except BaseException:
+            if fd >= 0:
+                os.close(fd)
+            try:
+                os.unlink(tmp, dir_fd=folder)
+            except FileNotFoundError:
+                pass
+            raise
+        finally:
+            file.close()
 
     def _count(self, name: str) -> None:
         with self._counters:
@@ -145,24 +229,96 @@ class PageCache:
             return
         if size > self.limit:
             raise ArgumentError(f"the page cache's limit ({self.limit:,} bytes) is smaller than one page "
-                             f"({size:,} bytes): raise cache_limit")
+                                f"({size:,} bytes): raise cache_limit")
         pages = _scan(self.root)
         usage[0] = sum(p[3] for p in pages)  # the files are the truth; a crash may have left the counter off
         order = sorted(pages, key=lambda p: (-self._next_use(p[0], p[1]), p[2]))
-        for other_key, other_page, _, bytes_, path in order:
+        for other_key, other_page, _, bytes_, _ in order:
             if usage[0] + size <= self.limit:
                 break
             if (other_key, other_page) == (key, page):
                 continue
-            try:
-                path.unlink()
-            except FileNotFoundError:
-                continue
-            usage[0] -= bytes_
-            self._count("evictions")
+            if _remove_page(self.root, other_key, _page_name(other_page)):
+                usage[0] -= bytes_
+                self._count("evictions")
 
     def _locked_usage(self) -> _Usage:
         return _Usage(self.root, self._usage_lock)
+
+
+def _page_name(page: int) -> str:
+    return f"{page:08d}.page"
+
+
+def _open_folder(path: str | os.PathLike, dir_fd: int | None = None, shown: Path | None = None) -> int:
+    """A descriptor of the folder ``path``, refusing a symbolic link or
+    anything else that is not a folder."""
+    try:
+        fd = os.open(path, os.O_RDONLY | DIRECTORY | CLOEXEC | NOFOLLOW, dir_fd=dir_fd)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        where = shown or Path(path)
+        try:
+            what = kind(os.stat(path, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+        except OSError:
+            raise StorageError(described(exc, where, "open this page-cache folder")) from None
+        raise StorageError(f"the page cache's {where} is {what}, not a folder the cache made: the cache does not "
+                           f"follow links or use what it did not create inside its folder (remove it)") from None
+    return fd
+
+
+class _Folder:
+    """A shard's folder in the cache, created if missing, as an open
+    descriptor for the ``with`` block (never through a symbolic link)."""
+
+    def __init__(self, root: Path, key: str) -> None:
+        self.root, self.key = root, key
+
+    def __enter__(self) -> int:
+        try:
+            self.root_fd = os.open(self.root, os.O_RDONLY | DIRECTORY | CLOEXEC)
+        except OSError as exc:
+            raise StorageError(described(exc, self.root, "open the page cache's folder")) from None
+        try:
+            try:
+                os.mkdir(self.key, 0o755, dir_fd=self.root_fd)
+            except FileExistsError:
+                pass
+            except OSError as exc:
+                raise StorageError(described(exc, self.root / self.key, "create a shard's folder in the page "
+                                                                        "cache")) from None
+            self.fd = _open_folder(self.key, self.root_fd, self.root / self.key)
+            return self.fd
+        finally:
+            os.close(self.root_fd)
+
+    def __exit__(self, *exc: Any) -> None:
+        os.close(self.fd)
+
+
+class _FileLock:
+    """An exclusive ``flock`` on a lock file in an open folder, for the
+    ``with`` block.  The file is created with ``O_NOFOLLOW``: a symbolic
+    link in its place is refused, and nothing is created where it points."""
+
+    def __init__(self, folder: int, name: str, where: Path) -> None:
+        self.folder, self.name, self.where = folder, name, where
+
+    def __enter__(self) -> int:
+        try:
+            self.fd = open_regular(self.name, os.O_RDWR | os.O_CREAT, dir_fd=self.folder, follow=False,
+                                   error=StorageError, shown=f"the page cache's {self.where / self.name}")
+        except StorageError:
+            raise
+        except OSError as exc:
+            raise StorageError(described(exc, self.where / self.name, "create a page-cache lock file")) from None
+        if fcntl is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self.fd
+
+    def __exit__(self, *exc: Any) -> None:
+        os.close(self.fd)  # drops the flock
 
 
 class _Usage:
@@ -175,7 +331,14 @@ class _Usage:
     def __enter__(self) -> list[int]:
         self.thread_lock.acquire()
         try:
-            self.fd = os.open(self.root / "usage", os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+            path = self.root / "usage"
+            try:
+                self.fd = open_regular(path, os.O_RDWR | os.O_CREAT, follow=False, error=StorageError,
+                                       shown=f"the page cache's {path}")
+            except StorageError:
+                raise
+            except OSError as exc:
+                raise StorageError(described(exc, path, "open the page cache's usage counter")) from None
             if fcntl is not None:
                 fcntl.flock(self.fd, fcntl.LOCK_EX)
             raw = os.pread(self.fd, 8, 0)
@@ -195,26 +358,48 @@ class _Usage:
             self.thread_lock.release()
 
 
-def _open_existing(path: Path) -> int | None:
-    try:
-        return os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        return None
-
-
-def _scan(root: Path) -> list[tuple[str, int, int, int, Path]]:
-    """Every page file: (shard key, page, modification time, bytes, path)."""
+def _scan(root: Path) -> list[tuple[str, int, int, int, str]]:
+    """Every page file: (shard key, page, modification time, bytes, name).
+    Only regular ``NNNNNNNN.page`` files in real folders count: a symbolic
+    link, to a folder or a file, is never followed."""
     found = []
-    for folder in os.scandir(root):
-        if not folder.is_dir():
-            continue
-        for entry in os.scandir(folder.path):
-            name = entry.name
-            if not name.endswith(".page") or not name[:-5].isdigit():
-                continue
-            try:
-                stat = entry.stat()
-            except FileNotFoundError:
-                continue
-            found.append((folder.name, int(name[:-5]), stat.st_mtime_ns, stat.st_size, Path(entry.path)))
+    with os.scandir(root) as folders:
+        keys = [entry.name for entry in folders if entry.is_dir(follow_symlinks=False)]
+    for key in keys:
+        try:
+            folder = os.open(root / key, os.O_RDONLY | DIRECTORY | CLOEXEC | NOFOLLOW)
+        except OSError:
+            continue  # replaced meanwhile by something that is not a folder: not ours
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    name = entry.name
+                    if not name.endswith(".page") or not name[:-5].isdigit():
+                        continue
+                    try:
+                        info = entry.stat(follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue
+                    if stat.S_ISREG(info.st_mode):
+                        found.append((key, int(name[:-5]), info.st_mtime_ns, info.st_size, name))
+        finally:
+            os.close(folder)
     return found
+
+
+def _remove_page(root: Path, key: str, name: str) -> bool:
+    """Remove the regular page file ``name`` of the shard folder ``key``
+    (never through a link); whether it was removed."""
+    try:
+        folder = os.open(root / key, os.O_RDONLY | DIRECTORY | CLOEXEC | NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode):
+            return False
+        os.unlink(name, dir_fd=folder)
+        return True
+    except FileNotFoundError:
+        return False
+    finally:
+        os.close(folder)

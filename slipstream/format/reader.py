@@ -28,6 +28,7 @@ from slipstream.errors import ArgumentError, DatasetNotFoundError, FormatError, 
 from slipstream.format import beton
 from slipstream.format import layout as L
 from slipstream.format import manifest as M
+from slipstream.format.files import open_regular
 from slipstream.format.remote import is_url, local_path
 from slipstream.format.slipfile import parse_slipstream
 from slipstream.format.tables import Tables, UnknownField, format_error
@@ -365,14 +366,19 @@ def _guard(storage: np.ndarray) -> int:
 
 def _map_file(path: Path) -> tuple[mmap.mmap, os.stat_result]:
     try:
-        with open(path, "rb") as f:
-            stat = os.fstat(f.fileno())
-            if stat.st_size == 0:
-                raise FormatError(f"{path}: the file is empty")
-            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), stat
+        fd = open_regular(path, error=FormatError)  # a FIFO is refused, not waited on
     except FileNotFoundError:
         raise DatasetNotFoundError(f"{path}: no such dataset file") from None
-    except IsADirectoryError:
+    except FormatError:
+        if not path.is_dir():
+            raise
         if (path / M.NAME).is_file():
             raise _sharded(path, f"a sharded dataset (a folder with a {M.NAME})") from None
         raise FormatError(f"{path} is a folder, not a dataset file") from None
+    try:
+        stat = os.fstat(fd)
+        if stat.st_size == 0:
+            raise FormatError(f"{path}: the file is empty")
+        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ), stat
+    finally:
+        os.close(fd)

@@ -21,12 +21,13 @@ import collections
 import mmap
 import os
 import threading
+import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
-from slipstream.errors import ArgumentError, DatasetNotFoundError, FormatError, StorageError
+from slipstream.errors import ArgumentError, CacheWarning, DatasetNotFoundError, FormatError, StorageError
 from slipstream.format import layout as L
 from slipstream.format import manifest as M
 from slipstream.format.location import LocalFolder, Location, open_location
@@ -286,7 +287,10 @@ class ShardedReader(Reader):
         result is None; it raises the page's error."""
         with self._fetch_lock:
             future = self._fetches.get(page)
-            if future is None or (future.done() and future.exception() is not None):
+            # A failed fetch is tried again (the store may be back), unless the
+            # page is known corrupt: its downloads, or the file, fail the checksum.
+            if future is None or (future.done() and future.exception() is not None
+                                  and self.page_state[page] != PAGE_CORRUPT):
                 future = self._fetches[page] = self._pool.submit(self._make_ready, page)
             return future
 
@@ -295,17 +299,7 @@ class ShardedReader(Reader):
             if not self.check_page(page):
                 raise FormatError(self._corrupt(page))
             return
-        shard, local = self.shard_of(page)
-        fd = self.cache.open(self._keys[shard], local, lambda: self._download(page))
-        try:
-            # MAP_POPULATE: the page tables are filled here, in the fetching thread, at once, rather
-            # than by a fault per 4 KiB in the decoders.
-            view = np.frombuffer(mmap.mmap(fd, 0, mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
-                                           mmap.PROT_READ), np.uint8)
-        finally:
-            os.close(fd)  # the mapping keeps the page readable, even once it is evicted from the cache
-        if self.page_state[page] == PAGE_UNCHECKED and not self.check_page(page, view):
-            raise FormatError(self._corrupt(page))  # found in the cache: checked once per process, like a file
+        view = self._cached_view(page)
         with self._views_lock:
             self._views[page] = view
             self._views.move_to_end(page)
@@ -314,6 +308,49 @@ class ShardedReader(Reader):
                 dropped, _ = self._views.popitem(last=False)
                 with self._fetch_lock:
                     self._fetches.pop(dropped, None)
+
+    def _cached_view(self, page: int) -> np.ndarray:
+        """The page, mapped from the page cache (downloaded into it first
+        when it is not there), and known to match its checksum.
+
+        A page found in the cache is checked the first time this process
+        reads it.  One that fails was damaged in the cache (its disk, or a
+        process writing into the folder), since only checked bytes are put
+        there: it is removed, a :class:`CacheWarning` says so, and the page
+        is downloaded again.  A page whose downloads fail their checksum is
+        corrupt in the store: :meth:`_download` raises."""
+        shard, local = self.shard_of(page)
+        key = self._keys[shard]
+        for _ in range(2):
+            fd, downloaded = self.cache.open(key, local, lambda: self._download(page))
+            try:
+                # MAP_POPULATE: the page tables are filled here, in the fetching thread, at once, rather
+                # than by a fault per 4 KiB in the decoders.
+                view = np.frombuffer(mmap.mmap(fd, 0, mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
+                                               mmap.PROT_READ), np.uint8)
+                if downloaded or self.page_state[page] == PAGE_GOOD or self._matches(page, view):
+                    return view
+                self.cache.discard(key, local, fd)
+            finally:
+                os.close(fd)  # the mapping keeps the page readable, even once it is evicted from the cache
+            warnings.warn(f"{self.cache.path(key, local)}: the page cache's copy of data page {local} of shard "
+                          f"{self.manifest.shards[shard].name} ({self.shards[shard].path}) does not match its "
+                          f"checksum: it was damaged in the cache (its disk, or a process writing into the cache "
+                          f"folder), not in the store; it was removed and is downloaded again", CacheWarning,
+                          stacklevel=2)
+        raise StorageError(f"{self.cache.path(key, local)}: the page cache's copy of data page {local} of shard "
+                           f"{self.manifest.shards[shard].name} ({self.shards[shard].path}) was damaged again right "
+                           f"after it was replaced: something damages the cache folder {self.cache.root} (its "
+                           f"disk, or another process); samples in it: {_short_list(self.page_samples(page))}")
+
+    def _matches(self, page: int, data: np.ndarray) -> bool:
+        """Whether ``data`` matches page ``page``'s checksum (recorded as
+        good when it does)."""
+        self.pages_checked += 1
+        if self.page_checksums is not None and L.crc32(data) != self.page_checksums[page]:
+            return False
+        self.page_state[page] = PAGE_GOOD
+        return True
 
     def _download(self, page: int) -> memoryview:
         """The page's bytes by a ranged GET, checked against its checksum

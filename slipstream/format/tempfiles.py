@@ -9,6 +9,11 @@ out-of-memory killer included), so a later writer to the same target removes
 every such file it can lock, and leaves the files of writers still running
 (on this machine, or on another one sharing the folder over NFS, whose locks
 Linux forwards to the server) alone.
+
+Each function has a form that works relative to an open folder (``dir_fd``),
+for folders shared with other users (the page cache): a temporary file is
+created with ``O_EXCL`` and ``O_NOFOLLOW``, and only regular files are ever
+opened or removed, never what a symbolic link points to.
 """
 
 from __future__ import annotations
@@ -18,12 +23,15 @@ import secrets
 from pathlib import Path
 from typing import BinaryIO
 
+from slipstream.format.files import CLOEXEC, NOFOLLOW, NONBLOCK
+
 try:
     import fcntl
 except ImportError:  # Windows: no advisory locks; stale files are then left in place
     fcntl = None  # type: ignore[assignment]
 
 SUFFIX = ".tmp"
+DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 
 
 def pattern(target: Path) -> str:
@@ -35,39 +43,67 @@ def create(target: Path) -> tuple[Path, BinaryIO]:
     """A new, locked temporary file for ``target``: its path and the file,
     open for writing.  The lock lasts until the file is closed (or the
     process and every process it forked since have ended)."""
+    folder = os.open(target.parent, os.O_RDONLY | DIRECTORY | CLOEXEC)
+    try:
+        name, file = create_in(folder, target.name)
+    finally:
+        os.close(folder)
+    return target.with_name(name), file
+
+
+def create_in(dir_fd: int, target: str) -> tuple[str, BinaryIO]:
+    """:func:`create` for the file named ``target`` in the open folder
+    ``dir_fd``: the temporary file's name and the file."""
     while True:
-        path = target.with_name(f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}{SUFFIX}")
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+        name = f".{target}.{os.getpid()}-{secrets.token_hex(4)}{SUFFIX}"
+        fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | CLOEXEC | NOFOLLOW, 0o644, dir_fd=dir_fd)
         if fcntl is None:
-            return path, os.fdopen(fd, "wb")
+            return name, os.fdopen(fd, "wb")
         # Blocks only while another writer's clean-up holds the lock; if that
         # clean-up then removed the file, this one is gone: start again.
         fcntl.flock(fd, fcntl.LOCK_EX)
         if os.fstat(fd).st_nlink:
-            return path, os.fdopen(fd, "wb")
+            return name, os.fdopen(fd, "wb")
         os.close(fd)
 
 
 def remove_stale(target: Path) -> list[Path]:
     """Remove the temporary files of writers of ``target`` that are no longer
     running (those whose lock can be taken); return their paths."""
-    removed: list[Path] = []
+    try:
+        folder = os.open(target.parent, os.O_RDONLY | DIRECTORY | CLOEXEC)
+    except OSError:
+        return []
+    try:
+        return [target.with_name(name) for name in remove_stale_in(folder, target.name)]
+    finally:
+        os.close(folder)
+
+
+def remove_stale_in(dir_fd: int, target: str) -> list[str]:
+    """:func:`remove_stale` for the file named ``target`` in the open folder
+    ``dir_fd``: the names removed.  Only regular files are removed."""
+    removed: list[str] = []
     if fcntl is None:
         return removed
-    for path in sorted(target.parent.glob(pattern(target))):
+    prefix = f".{target}."
+    with os.scandir(dir_fd) as entries:
+        names = sorted(e.name for e in entries if e.name.startswith(prefix) and e.name.endswith(SUFFIX)
+                       and e.is_file(follow_symlinks=False))
+    for name in names:
         try:
-            fd = os.open(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+            fd = os.open(name, os.O_RDWR | CLOEXEC | NOFOLLOW | NONBLOCK, dir_fd=dir_fd)
         except OSError:
-            continue  # gone already, or not ours to open
+            continue  # gone already, a link, or not ours to open
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
             continue  # a running writer holds it
         try:
-            if os.fstat(fd).st_ino == os.stat(path).st_ino:
-                path.unlink()
-                removed.append(path)
+            if os.fstat(fd).st_ino == os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_ino:
+                os.unlink(name, dir_fd=dir_fd)
+                removed.append(name)
         except OSError:
             pass
         finally:

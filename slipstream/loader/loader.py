@@ -117,7 +117,8 @@ class Loader:
             A crop never reads the rows below it, so a truncated file whose
             crop lies above the cut decodes correctly and does not fail.
             A sample whose bytes lie in a data page that fails its checksum
-            (checked the first time the process reads the page) fails too.
+            (checked the first time the process reads the page; for a remote
+            dataset, in every download of it) fails too.
             A dataset file changed, truncated or removed under the loader
             raises :class:`FormatError` naming it, whatever the policy.
         indices: the dataset indices to load (default: all).

@@ -29,6 +29,7 @@ import numpy as np
 
 from slipstream.errors import ArgumentError, FormatError
 from slipstream.format.layout import ALLOCATION_ALIGNMENT
+from slipstream.format.reader import PAGE_CORRUPT
 from slipstream.loader.memory import covered_pages, mark_corrupt, value_pages
 
 
@@ -100,12 +101,15 @@ class StagedMemory:
 
     def prepare(self, batch: int) -> None:
         """Fetch and stage ahead, wait until ``batch`` is staged, point the
-        decoders' offsets at its values, and mark its samples in corrupt pages.
+        decoders' offsets at its values, and mark its samples in corrupt
+        pages (pages that fail their checksum in the shard file, or in every
+        download of them): the loader's ``on_error`` decides about those.
 
         Raises:
             FormatError, StorageError, DatasetNotFoundError: a page of the
-                batch cannot be had; the message names the URL or file, the
-                shard, the page and its samples.
+                batch cannot be had (the store fails, the shard was
+                truncated or replaced); the message names the URL or file,
+                the shard, the page and its samples.
         """
         self.reader.set_time(batch)
         self._fetch_ahead(batch)
@@ -116,9 +120,8 @@ class StagedMemory:
         indices = self._batches[batch]
         for field, offsets in staged.items():
             self._source.offsets(field)[indices] = offsets
-        if not self.reader.is_remote:
-            mark_corrupt(self.reader, self._source, indices,
-                         {f: value_pages(self.reader, f, indices) for f in self._values[batch]})
+        mark_corrupt(self.reader, self._source, indices,
+                     {f: value_pages(self.reader, f, indices) for f in self._values[batch]})
 
     def release(self, batch: int) -> None:
         """Free ``batch``'s area of the ring; stage and fetch further ahead."""
@@ -191,14 +194,16 @@ class StagedMemory:
 
     def _copy(self, batch: int, start: int) -> dict[str, np.ndarray]:
         """Wait for the batch's pages, then copy its values to ``start`` on."""
+        corrupt = set()
         for page in self._pages[batch]:
             try:
                 self.reader.fetch(page).result()
             except FormatError:
-                if self.reader.is_remote:
+                if self.reader.page_state[page] != PAGE_CORRUPT:
                     raise
-                # A local page that fails its check: its samples are marked
-                # failed (on_error decides), the rest of the batch goes on.
+                # A page that fails its checksum: its samples are marked failed
+                # (on_error decides), the rest of the batch goes on.
+                corrupt.add(page)
         staged = {}
         pos = start
         ps, storage, view_of = self.reader.page_size, self.storage, self.reader.page_view
@@ -207,6 +212,8 @@ class StagedMemory:
             starts = pos + np.concatenate([[0], np.cumsum(padded)[:-1]]) if sizes.size else sizes
             pages, within = np.divmod(offsets, ps)
             for page, at, size, to in zip(pages.tolist(), within.tolist(), sizes.tolist(), starts.tolist()):
+                if corrupt and not corrupt.isdisjoint(range(page, page + (at + max(size, 1) - 1) // ps + 1)):
+                    continue  # not copied: its sample is marked failed in prepare()
                 if at + size <= ps:  # within one page: one slice copy
                     storage[to: to + size] = view_of(page)[at: at + size]
                 elif size:

@@ -1,0 +1,71 @@
+"""Opening files that must be regular files, safely.
+
+``open()`` on a FIFO waits for a writer forever, and on a folder fails with a
+bare ``EISDIR``; a symbolic link is followed wherever it points.  The
+functions here open without blocking (``O_NONBLOCK``, which changes nothing
+for a regular file), optionally without following a final symbolic link
+(``O_NOFOLLOW``) and relative to an open folder (``dir_fd``), then check
+with ``fstat`` that what was opened is a regular file, and raise an error
+that says what it is instead.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+
+
+def kind(mode: int) -> str:
+    """What a file of ``st_mode`` ``mode`` is, in words ("a folder", "a FIFO (named pipe)", ...)."""
+    for test, words in ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a folder"),
+                        (stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                        (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                        (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return words
+    return "not a regular file"
+
+
+def open_regular(path: str | os.PathLike, flags: int = os.O_RDONLY, *, error: type[Exception] = OSError,
+                 dir_fd: int | None = None, follow: bool = True, mode: int = 0o644,
+                 shown: str | os.PathLike | None = None) -> int:
+    """A file descriptor of the regular file ``path`` (relative to the
+    folder ``dir_fd`` when given), opened with ``flags``, never blocking.
+
+    With ``follow=False`` a symbolic link as the last part of ``path`` is
+    refused (and ``O_CREAT`` does not create the file it points to).
+    ``error`` (called with a message naming ``shown``, default ``path``) is
+    raised when the file is not a regular file; other failures of ``open``
+    raise their ``OSError``.
+    """
+    shown = shown if shown is not None else path
+    flags |= CLOEXEC | NONBLOCK | (0 if follow else NOFOLLOW)
+    try:
+        fd = os.open(path, flags, mode, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow:
+            raise error(f"{shown} is a symbolic link, which is not followed here (remove it, or point to the "
+                        f"real file)") from None
+        if exc.errno == errno.EISDIR:
+            raise error(f"{shown} is a folder, not a regular file") from None
+        if exc.errno == errno.ENXIO:  # a FIFO opened for writing without a reader, or a socket
+            raise error(f"{shown} is a FIFO (named pipe) or a socket, not a regular file") from None
+        raise
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise error(f"{shown} is {kind(info.st_mode)}, not a regular file")
+    return fd
+
+
+def described(exc: OSError, path: str | os.PathLike | Path, doing: str) -> str:
+    """``exc`` in words with the path and what was being done, e.g.
+    ``"/cache/x.page: cannot write it: No space left on device (ENOSPC)"``."""
+    name = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+    return f"{path}: cannot {doing}: {exc.strerror or exc} ({name})"
