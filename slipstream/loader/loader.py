@@ -17,7 +17,8 @@ from slipstream.compiler import Pipeline
 from slipstream.errors import ArgumentError, SlipstreamError
 from slipstream.fields.decoders import DecodeSource
 from slipstream.format import Reader
-from slipstream.loader import orders
+from slipstream.format import layout as L
+from slipstream.loader import orders, resume
 from slipstream.loader.iterator import EpochIterator, EpochPlan, FailureLog
 from slipstream.loader.options import FLAT, GROUPS, LoaderOptions, Memory, Order, Sharding, spell
 from slipstream.loader.outputs import resolve_outputs
@@ -170,6 +171,7 @@ class Loader:
         self._pages = _first_pages(self.reader) if self.order == "quasi_random" else None
         self._epoch, self._resume_at = 0, 0
         self._segments: list[tuple[int, list[int]]] = []  # earlier runs of this epoch on other world sizes
+        self._taken_over: dict[str, str] | None = None  # the dataset and indices a state names, once computed
         self._iterator: weakref.ref | None = None  # weak: a dropped iterator stops its thread
         _open_loaders.add(self)
 
@@ -220,10 +222,8 @@ class Loader:
         return orders.batches(self.epoch_samples(epoch), self.batch_size, self.drop_last)
 
     def __len__(self) -> int:
-        n = self.indices.size
-        per_rank = n if self.world_size == 1 else (n // self.world_size if self.drop_last else
-                                                    -(-n // self.world_size))
-        return per_rank // self.batch_size if self.drop_last else -(-per_rank // self.batch_size)
+        per_rank = orders.share_size(self.indices.size, self.world_size, self.drop_last)
+        return orders.batch_count(per_rank, self.batch_size, self.drop_last)
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next ``iter()`` run epoch ``epoch`` from its start."""
@@ -267,15 +267,22 @@ class Loader:
 
     def state_dict(self) -> dict[str, Any]:
         """Where the loader is: load it into a fresh loader (same dataset,
-        pipelines, order and seed) to continue with exactly the batches
-        that would have come next, on the same number of ranks or another
-        (see :meth:`load_state_dict`)."""
+        indices, order, seed, batch size and ``drop_last``) to continue with
+        exactly the batches that would have come next, on the same number of
+        ranks or another (see :meth:`load_state_dict`).  A plain dict of
+        ints, strings and lists (see :mod:`slipstream.loader.resume`)."""
         running = self._running()
         batch = running.position if running is not None and not running.closed else self._resume_at
-        return {"epoch": self._epoch, "batch": int(batch), "seed": self.seed, "order": self.order,
-                "batch_size": self.batch_size, "world_size": self.world_size, "rank": self.rank,
-                "samples": int(self.indices.size), "drop_last": self.drop_last,
-                "segments": [[w, list(p)] for w, p in self._segments]}
+        return {"epoch": self._epoch, "batch": int(batch), "world_size": self.world_size, "rank": self.rank,
+                "segments": [[w, list(p)] for w, p in self._segments], **self._identity()}
+
+    def _identity(self) -> dict[str, Any]:
+        """What a state must share with this loader to load into it
+        (:data:`slipstream.loader.resume.IDENTITY`)."""
+        if self._taken_over is None:
+            self._taken_over = {"dataset": _dataset_identity(self.reader), "indices": _indices_identity(self.indices)}
+        return {**self._taken_over, "samples": int(self.indices.size), "order": self.order, "seed": self.seed,
+                "window_pages": self.window_pages, "batch_size": self.batch_size, "drop_last": self.drop_last}
 
     def load_state_dict(self, state: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> None:
         """Continue from ``state_dict()``: the next ``iter()`` starts where
@@ -292,33 +299,45 @@ class Loader:
         lockstep training (DDP) every rank has given the same number of
         batches, so any rank's state serves; otherwise pass the list of
         every rank's state (e.g. from ``torch.distributed.all_gather_object``).
+
+        The whole state is checked before anything changes: a refused state
+        leaves the loader as it was.
+
+        Raises:
+            ArgumentError: the state is not one ``state_dict()`` writes (a
+                field missing, of another type or out of range, a position
+                beyond its epoch), or it was taken over another dataset,
+                other indices, order, seed, window, batch size or
+                ``drop_last``; the message names the field, the state's value
+                and this loader's (or what is allowed).  A state written
+                before slipstream recorded its dataset, indices and window
+                resumes only a loader over the whole dataset, in its order,
+                with the default window for ``"quasi_random"``.
         """
-        states = list(state) if isinstance(state, Sequence) and not isinstance(state, Mapping) else [state]
-        if not states:
-            raise ArgumentError("load_state_dict needs a state (or the list of every rank's state)")
-        first = states[0]
-        mine = self.state_dict()
-        for key in ("seed", "order", "batch_size", "samples", "drop_last"):
-            for one in states:
-                if key in one and one[key] != mine[key]:
-                    raise ArgumentError(f"cannot resume: the state has {key}={one[key]!r}, this loader {mine[key]!r}")
-        if len({(s["epoch"], s.get("world_size", 1)) for s in states}) != 1:
-            raise ArgumentError("cannot resume: the states come from different epochs or world sizes")
+        states = resume.states_of(state)
+        mine = self._identity()
+        saved = []
+        for one in states:
+            resume.check_identity(one, mine, self._unrecorded)
+            saved.append(resume.position(one))
+        resume.check_together(saved)
+        order = orders.epoch_order(self.order, self.indices, self._pages, self.seed, saved[0].epoch, self.window_pages)
+        point = resume.resume_point(saved, order, self.world_size, self.batch_size, self.drop_last)
         self._stop_iterator()
-        saved_world = int(first.get("world_size", 1))
-        segments = [(int(w), [int(k) for k in p]) for w, p in first.get("segments", [])]
-        if saved_world == self.world_size and len(states) == 1:
-            self._epoch, self._resume_at, self._segments = int(first["epoch"]), int(first["batch"]), segments
-            return
-        positions = [int(first["batch"])] * saved_world
-        if len(states) > 1:
-            ranks = sorted(int(s["rank"]) for s in states)
-            if ranks != list(range(saved_world)):
-                raise ArgumentError(f"cannot resume: the states are of ranks {ranks}, not of all {saved_world}")
-            for one in states:
-                positions[int(one["rank"])] = int(one["batch"])
-        self._epoch, self._resume_at = int(first["epoch"]), 0
-        self._segments = segments + [(saved_world, positions)]
+        self._epoch, self._resume_at, self._segments = point.epoch, point.batch, point.segments
+
+    def _unrecorded(self, key: str) -> str | None:
+        """Why a state that does not record ``key`` (written before slipstream
+        recorded it) cannot stand in for this loader's value, or ``None``
+        when it can: when this loader has the value every loader had unless
+        told otherwise.  Its dataset cannot be checked (its sample count
+        still is)."""
+        if key == "indices" and not np.array_equal(self.indices, np.arange(len(self.reader))):
+            return "this loader does not load the whole dataset in its order"
+        default = orders.DEFAULT_WINDOW_PAGES
+        if key == "window_pages" and self.order == "quasi_random" and self.window_pages != default:
+            return f"this loader's quasi_random order uses a window other than the default {default}"
+        return None
 
     # ---------------------------------------------------------------- clean-up
 
@@ -400,6 +419,28 @@ def _first_pages(reader: Reader) -> np.ndarray:
         pages[first["sample"].astype(np.int64)] = (first["offset"].astype(np.int64) - reader.data_offset) \
             // reader.page_size
     return pages
+
+
+def _dataset_identity(reader: Reader) -> str:
+    """What tells a dataset from another, cheaply: its sample count and the
+    CRC-32 of its per-sample records.  The records hold each sample's field
+    values and the offset and size of its stored bytes, so another dataset
+    (or this one written again, whose pages may hold its samples in another
+    layout and so give ``"quasi_random"`` another order) differs in them,
+    while the CRC takes milliseconds for millions of samples, already in
+    memory for remote datasets too, where hashing the data pages would mean
+    reading the whole dataset."""
+    records = np.ascontiguousarray(reader.metadata).view(np.uint8)
+    return f"{len(reader)} samples, records CRC-32 {L.crc32(records):08x}"
+
+
+def _indices_identity(indices: np.ndarray) -> str:
+    """The loader's indices, told apart by their count, range and CRC-32
+    (in their order, which a random order depends on)."""
+    if not indices.size:
+        return "no indices"
+    crc = L.crc32(np.ascontiguousarray(indices, "<i8").view(np.uint8))
+    return f"{indices.size} indices in [{indices.min()}, {indices.max()}], CRC-32 {crc:08x}"
 
 
 def _fold_deprecated(positional: tuple[Any, ...], flat: Mapping[str, Any], given: dict[str, Any]) -> dict[str, Any]:

@@ -67,12 +67,25 @@ def epoch_order(order: str, indices: np.ndarray, pages: np.ndarray | None, seed:
     return indices[np.lexsort((jitter, window))]
 
 
+def share_size(samples: int, world_size: int, drop_last: bool) -> int:
+    """Samples in each rank's block when ``world_size`` ranks share an epoch
+    order of ``samples`` (cut to equal blocks with ``drop_last``, else
+    padded to them)."""
+    return samples // world_size if drop_last else -(-samples // world_size)
+
+
+def batch_count(samples: int, batch_size: int, drop_last: bool) -> int:
+    """Batches of ``batch_size`` that ``samples`` samples make (the last,
+    shorter one kept unless ``drop_last``)."""
+    return samples // batch_size if drop_last else -(-samples // batch_size)
+
+
 def shard(order: np.ndarray, rank: int, world_size: int, drop_last: bool) -> np.ndarray:
     """Rank ``rank``'s contiguous block of an epoch order of ``world_size`` equal blocks."""
     if world_size == 1:
         return order
     n = order.size
-    per_rank = n // world_size if drop_last else -(-n // world_size)
+    per_rank = share_size(n, world_size, drop_last)
     total = per_rank * world_size
     if total > n:  # pad with the first samples of the order, as torch's DistributedSampler does
         order = np.concatenate([order, np.resize(order, total - n)])
@@ -82,16 +95,24 @@ def shard(order: np.ndarray, rank: int, world_size: int, drop_last: bool) -> np.
 def batches(samples: np.ndarray, batch_size: int, drop_last: bool) -> list[np.ndarray]:
     """The epoch's batches: consecutive slices of ``batch_size`` samples; the
     last, shorter one is kept unless ``drop_last``."""
-    count = samples.size // batch_size if drop_last else -(-samples.size // batch_size)
-    return [samples[k * batch_size:(k + 1) * batch_size] for k in range(count)]
+    return [samples[k * batch_size:(k + 1) * batch_size] for k in range(batch_count(samples.size, batch_size,
+                                                                                     drop_last))]
 
 
-def delivered(order: np.ndarray, world_size: int, positions: list[int], batch_size: int,
-              drop_last: bool) -> np.ndarray:
-    """The samples of ``order`` that ``world_size`` ranks have handed out
-    after rank ``r`` gave ``positions[r]`` batches of its block."""
-    taken = [shard(order, r, world_size, drop_last)[:k * batch_size] for r, k in enumerate(positions)]
-    return np.concatenate(taken) if taken else order[:0]
+def delivered(samples: int, world_size: int, positions: list[int], batch_size: int, drop_last: bool) -> np.ndarray:
+    """Which of the ``samples`` places of an epoch order ``world_size`` ranks
+    have handed out after rank ``r`` gave ``positions[r]`` batches of its
+    block: a mask over the places.  A place handed out only as padding (a
+    repeat of the order's first places) counts as handed out.  The work is
+    linear in the samples and the ranks, whatever the positions."""
+    per_rank = share_size(samples, world_size, drop_last)
+    given = np.minimum(np.asarray(positions, np.int64), batch_count(per_rank, batch_size, drop_last)) * batch_size
+    # Place p of the padded order (rank p // per_rank's block) is place p % samples of the order.
+    handed = np.flatnonzero((np.arange(per_rank) < given[:, None]).reshape(-1))
+    mask = np.zeros(samples, bool)
+    if samples:
+        mask[handed % samples] = True
+    return mask
 
 
 def remaining(order: np.ndarray, segments: list[tuple[int, list[int]]], batch_size: int,
@@ -108,6 +129,5 @@ def remaining(order: np.ndarray, segments: list[tuple[int, list[int]]], batch_si
     for world_size, positions in segments:
         if len(positions) != world_size:
             raise ValueError(f"a segment on {world_size} ranks needs {world_size} positions, got {len(positions)}")
-        done = delivered(rest, world_size, positions, batch_size, drop_last)
-        rest = rest[~np.isin(rest, done)]
+        rest = rest[~delivered(rest.size, world_size, positions, batch_size, drop_last)]
     return rest
