@@ -58,6 +58,20 @@ def _loads(layer: str) -> bool:
     return True
 
 
+def one_cpu() -> bool:
+    """Whether this process may run on one CPU only (its affinity mask, as
+    ``taskset -c 0``, a one-CPU container or a one-core SLURM job set it).
+
+    There, compiled stages are built without parallel loops: a parallel
+    region that a non-main thread (the loader's) launches through Numba's
+    TBB layer under a one-CPU mask leaves TBB's shutdown waiting forever
+    when the interpreter exits, and one CPU gains nothing from a pool."""
+    try:
+        return len(os.sched_getaffinity(0)) == 1
+    except (AttributeError, OSError):  # not Linux: no affinity masks to meet
+        return (os.cpu_count() or 1) == 1
+
+
 def configure() -> None:
     """Make Numba pick a thread-safe threading layer, unless the user chose one
     with ``NUMBA_THREADING_LAYER`` or Numba has already started its threads.

@@ -36,6 +36,7 @@ from slipstream.compiler.graph import Graph
 from slipstream.compiler.kinds import Kind
 from slipstream.compiler.nodes import DecoderNode, EmitContext, Node, RefNode
 from slipstream.compiler.symbols import Symbol
+from slipstream import _threading
 from slipstream.cache import cache_root
 from slipstream.errors import CompileError, PipelineError
 
@@ -75,6 +76,14 @@ def copy_sample(dst, src):
     for j in range(d.size):
         d[j] = s[j]
     return dst
+
+
+@numba.njit(cache=True, nogil=True)
+def serial_thread_id() -> int:
+    """The thread number of a stage built without parallel loops: 0, its
+    one row of per-thread scratch (Numba's ``get_thread_id`` is not defined
+    outside a parallel region of a thread Numba did not start)."""
+    return 0
 
 
 def as_tensor(value: Any) -> Any:
@@ -409,7 +418,10 @@ loading another copy that Numba would never free."""
 def load_stage(graph: Graph, stage: StageSource) -> Callable[..., Any]:
     """Write the stage's source to the cache directory (once per content
     hash) and return its function, compiled for jit stages."""
-    digest = fingerprint(graph, stage)
+    parallel = not _threading.one_cpu()
+    # The serial build gets a name of its own: Numba's disk cache does not
+    # tell machine code built with and without parallel loops apart.
+    digest = fingerprint(graph, stage) + ("" if parallel else "-serial")
     if stage.jit and digest in _loaded:
         return _loaded[digest]
     folder = cache_dir()
@@ -423,13 +435,15 @@ def load_stage(graph: Graph, stage: StageSource) -> Callable[..., Any]:
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     module.__dict__.update(stage.globals)
+    if not parallel:
+        module.__dict__["get_thread_id"] = serial_thread_id
     # Numba's disk cache finds a function's globals again by module name.
     sys.modules[module_name] = module
     spec.loader.exec_module(module)
     fn = getattr(module, stage.name)
     if not stage.jit:
         return fn
-    _loaded[digest] = numba.njit(nogil=True, parallel=True, cache=True)(fn)
+    _loaded[digest] = numba.njit(nogil=True, parallel=parallel, cache=True)(fn)
     return _loaded[digest]
 
 
