@@ -78,7 +78,7 @@ def test_importing_the_source_tree_names_the_installed_package_it_hides(tmp_path
     ("shuffle", r'pass order="random" \(shuffle=True\) or order="sequential" \(shuffle=False\)'),
     ("prefetch_factor", r"pass memory=slipstream\.Memory\(batches_ahead=\.\.\.\)"),
     ("fname", r"pass the dataset as the first argument, path_or_reader"),
-])
+], ids=lambda value: value if value.isidentifier() else "")
 def test_other_loaders_keywords_are_answered_with_slipstreams(dataset, keyword, answer):
     with pytest.raises(ss.ArgumentError, match=rf"^Loader\(\) got an unexpected keyword argument '{keyword}': "
                                                rf"{answer}"):
