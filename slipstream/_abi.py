@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import importlib.metadata
 import os
 import sys
 from collections.abc import Callable, Iterable
@@ -110,16 +111,47 @@ def library_path() -> Path:
     return Path(override) if override else Path(__file__).resolve().parent / library_filename()
 
 
+def shadowed_install(package: Path) -> Path | None:
+    """The folder of an installed slipstream that ``package`` hides, or None.
+
+    ``package`` hides one when it is the package folder of a source tree
+    (``pyproject.toml`` and ``native/`` beside it) while the installed
+    distribution's library lies elsewhere: Python found the tree first,
+    as it does from the repository root (the current folder comes first
+    on ``sys.path``) or with the tree on ``PYTHONPATH``.
+    """
+    root = package.parent
+    if not ((root / "pyproject.toml").is_file() and (root / "native").is_dir()):
+        return None
+    try:
+        installed = importlib.metadata.distribution("slipstream").locate_file(f"slipstream/{library_filename()}")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    library = Path(str(installed)).resolve()
+    return library.parent if library.is_file() and library.parent != package else None
+
+
+def missing_library_message(path: Path) -> str:
+    """Why the library ``path`` is missing and what to do: a source tree
+    imported in place of the installed package, or no install at all."""
+    package = Path(__file__).resolve().parent
+    installed = None if os.environ.get("SLIPSTREAM_LIBRARY") else shadowed_install(package)
+    if installed is not None:
+        return (f"the native library {path} does not exist: slipstream was imported from the source tree "
+                f"{package.parent}, which hides the installed slipstream in {installed} (Python looks in the "
+                "current folder and PYTHONPATH first). Run Python from another folder, install the tree in place "
+                "(`pip install -e .`), or set SLIPSTREAM_LIBRARY to a built libslipstream.so.")
+    return (f"the native library {path} does not exist. slipstream must be installed with pip "
+            "(`pip install .` or `make test`), which builds it with CMake; importing the source tree "
+            "without installing it does not work.")
+
+
 def load_library(abi_version: int, signatures: Iterable[Signature]) -> ctypes.CDLL:
     """Load libslipstream, set every prototype, check its ABI version and make
     its symbols resolvable from Numba-compiled code."""
     path = library_path()
     if not path.is_file():
-        raise LibraryError(
-            f"the native library {path} does not exist. slipstream must be installed with pip "
-            "(`pip install .` or `make test`), which builds it with CMake; importing the source tree "
-            "without installing it does not work."
-        )
+        raise LibraryError(missing_library_message(path))
     try:
         lib = ctypes.CDLL(str(path))
     except OSError as exc:

@@ -56,9 +56,15 @@ def run(reader: Reader, epochs: int = 3, batch_size: int = 64) -> tuple[list[flo
         rates.append(count / (time.perf_counter() - start))
         print(f"epoch {epoch + 1}: {count} images in {count / rates[-1]:.2f} s = {rates[-1]:,.0f} images/s "
               f"(RandomResizedCrop 224 + flip + normalize to float16, {numba.get_num_threads()} threads; "
-              f"batches of {tuple(images.shape)})")
+              f"{_batches(tuple(first[0].shape), len(labels))})")
     loader.close()
     return rates, *first
+
+
+def _batches(shape: tuple[int, ...], last: int) -> str:
+    """The batches of an epoch in words: the shape of a full one, and the
+    size of the last when it is partial."""
+    return f"batches of {shape}" + (f", the last of {last}" if last != shape[0] else "")
 
 
 def save_grid(images: Any, labels: Any, names: list[str], path: Path, columns: int = 8, limit: int = 32) -> tuple:

@@ -60,7 +60,7 @@ def test_errors_are_one_line_and_exit_1(tmp_path):
     junk = run("info", "junk.slip", cwd=tmp_path)
     assert junk.returncode == 1 and "junk.slip: not a slipstream dataset" in junk.stderr
     no_folder = run("write", "nowhere", "x.slip", cwd=tmp_path)
-    assert no_folder.returncode == 1 and "nowhere is not a folder" in no_folder.stderr
+    assert no_folder.returncode == 1 and "nowhere does not exist" in no_folder.stderr
 
 
 def test_demo_streams_a_generated_folder_and_saves_a_labelled_grid(tmp_path):

@@ -485,7 +485,7 @@ def test_bad_arguments(tmp_path):
             ss.write(tmp_path / "x.slip", [(1,)], {"x": ss.IntField()}, **kwargs)
     with pytest.raises(ss.ArgumentError, match="fields must be given"):
         ss.write(tmp_path / "x.slip", Samples([{"x": 1}]))
-    with pytest.raises(ss.DatasetNotFoundError, match="is not a folder"):
+    with pytest.raises(ss.DatasetNotFoundError, match="no-such-folder does not exist"):
         ss.write(tmp_path / "x.slip", tmp_path / "no-such-folder")
     with pytest.raises(ValueError, match="write_mode must be one of"):
         ss.RGBImageField(write_mode="png")

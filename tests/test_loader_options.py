@@ -164,7 +164,7 @@ def test_the_loader_keeps_its_messages(dataset):
         loader_quietly(dataset, 16, distributed=True, rank=3, world_size=2)
     with pytest.raises(ss.ArgumentError, match="memory must be a slipstream.Memory, got 3"):
         ss.Loader(dataset, 16, memory=3)
-    with pytest.raises(TypeError, match="unexpected keyword argument 'shuffle'"):
+    with pytest.raises(ss.ArgumentError, match="unexpected keyword argument 'shuffle': pass order=\"random\""):
         ss.Loader(dataset, 16, shuffle=True)
     with pytest.raises(TypeError, match="multiple values for argument 'order'"):
         ss.Loader(dataset, 16, None, "random", order="random")

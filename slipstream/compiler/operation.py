@@ -49,6 +49,7 @@ import numpy as np
 
 from slipstream.compiler.kinds import Kind
 from slipstream.compiler.state import Allocation, State
+from slipstream.errors import ArgumentError
 
 Declared = tuple[State, "Allocation | Sequence[Allocation] | None"]
 
@@ -181,6 +182,34 @@ def torch_dtype(dtype: Any) -> Any:
         return torch.from_numpy(np.zeros(0, np.dtype(dtype))).dtype
     except TypeError as exc:
         raise TypeError(f"{dtype!r} is not a dtype torch has") from exc
+
+
+def torch_device(device: Any) -> Any:
+    """``device`` as a ``torch.device`` this machine has (imports torch).
+
+    Checked where it is given (a loader's ``device=``, ``ToDevice``), so
+    that a device the machine lacks fails when the loader or operation is
+    made, not at the first batch in the loader's thread.
+
+    Raises:
+        ArgumentError: ``device`` is not a torch device, or names a CUDA
+            device torch does not find.
+    """
+    import torch
+
+    try:
+        checked = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ArgumentError(f"device {device!r} is not a torch device: {exc}") from None
+    if checked.type != "cuda":
+        return checked
+    if not torch.cuda.is_available():
+        raise ArgumentError(f"device {str(checked)!r} was asked for, but torch finds no CUDA device here "
+                            f"(torch.cuda.is_available() is False; torch {torch.__version__})")
+    if checked.index is not None and checked.index >= torch.cuda.device_count():
+        raise ArgumentError(f"device {str(checked)!r} was asked for, but torch finds {torch.cuda.device_count()} "
+                            f"CUDA device(s)")
+    return checked
 
 
 def as_operation(item: Any) -> Operation:

@@ -10,11 +10,16 @@ from typing import Any
 import numpy as np
 
 from slipstream import native
-from slipstream.errors import DecodeError
+from slipstream.errors import ArgumentError, DecodeError
 from slipstream.fields.base import Encoded, Field
 from slipstream.fields.image_modes import JPEG_MODE, RAW_MODE
 
 WRITE_MODES = ("jpeg", "raw", "smart")
+FFCV_WRITE_MODES = {"jpg": 'slipstream spells FFCV\'s "jpg" "jpeg"',
+                    "proportion": 'FFCV\'s "proportion" (a random share of the images as JPEG) has no slipstream '
+                                  'equivalent: "smart" stores images of at most smart_threshold pixels raw, larger '
+                                  'ones as JPEG'}
+"""FFCV's write modes that slipstream spells otherwise or lacks -> what to write instead."""
 JPEG_SOI = b"\xff\xd8\xff"
 
 
@@ -59,15 +64,17 @@ class RGBImageField(Field, type_id=1):
 
     def __post_init__(self) -> None:
         if self.write_mode not in WRITE_MODES:
-            raise ValueError(f"write_mode must be one of {WRITE_MODES}, got {self.write_mode!r}")
+            hint = FFCV_WRITE_MODES.get(str(self.write_mode).lower())
+            raise ArgumentError(f"write_mode must be one of {WRITE_MODES}, got {self.write_mode!r}"
+                                f"{': ' + hint if hint else ''}")
         if self.max_resolution is not None and not (isinstance(self.max_resolution, int) and self.max_resolution > 0):
-            raise ValueError(f"max_resolution must be a positive integer or None, got {self.max_resolution!r}")
+            raise ArgumentError(f"max_resolution must be a positive integer or None, got {self.max_resolution!r}")
         if not (isinstance(self.jpeg_quality, int) and 1 <= self.jpeg_quality <= 100):
-            raise ValueError(f"jpeg_quality must be an integer from 1 to 100, got {self.jpeg_quality!r}")
+            raise ArgumentError(f"jpeg_quality must be an integer from 1 to 100, got {self.jpeg_quality!r}")
         if not (isinstance(self.smart_threshold, int) and self.smart_threshold >= 0):
-            raise ValueError(f"smart_threshold must be a non-negative integer, got {self.smart_threshold!r}")
+            raise ArgumentError(f"smart_threshold must be a non-negative integer, got {self.smart_threshold!r}")
         if self.tile_width is not None and not (isinstance(self.tile_width, int) and self.tile_width > 0):
-            raise ValueError(f"tile_width must be a positive integer or None, got {self.tile_width!r}")
+            raise ArgumentError(f"tile_width must be a positive integer or None, got {self.tile_width!r}")
 
     def record_dtype(self) -> np.dtype:
         return np.dtype([("offset", "<u8"), ("size", "<u8"), ("height", "<u4"), ("width", "<u4"), ("mode", "u1"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import enum
 import os
 import warnings
 import weakref
@@ -14,13 +15,14 @@ from typing import Any
 import numpy as np
 
 from slipstream.compiler import Pipeline
+from slipstream.compiler.operation import torch_device
 from slipstream.errors import ArgumentError, SlipstreamError
 from slipstream.fields.decoders import DecodeSource
 from slipstream.format import Reader
 from slipstream.format import layout as L
 from slipstream.loader import orders, resume
 from slipstream.loader.iterator import EpochIterator, EpochPlan, FailureLog
-from slipstream.loader.options import FLAT, GROUPS, LoaderOptions, Memory, Order, Sharding, spell
+from slipstream.loader.options import FLAT, GROUPS, LoaderOptions, Memory, Order, Sharding, spell, unknown_keyword
 from slipstream.loader.outputs import resolve_outputs
 from slipstream.format.manifest import NAME as MANIFEST
 from slipstream.format.remote import Remote, is_url, local_path
@@ -457,7 +459,7 @@ def _fold_deprecated(positional: tuple[Any, ...], flat: Mapping[str, Any], given
     by_position = list(old)
     for name, value in flat.items():
         if name not in FLAT:
-            raise TypeError(f"Loader() got an unexpected keyword argument {name!r}")
+            raise ArgumentError(unknown_keyword(name))
         if name in old:
             raise TypeError(f"Loader() got multiple values for argument {name!r}")
         old[name] = value
@@ -467,7 +469,8 @@ def _fold_deprecated(positional: tuple[Any, ...], flat: Mapping[str, Any], given
             if values[name] is not None:
                 raise TypeError(f"Loader() got multiple values for argument {name!r}")
             values[name] = old.pop(name)
-    if isinstance(values["order"], str):  # the shorthand order="sequential" for Order("sequential")
+    # the shorthand order="sequential" for Order("sequential"); an enum (FFCV's OrderOption) is refused there, named
+    if isinstance(values["order"], (str, enum.Enum)):
         values["order"] = Order(values["order"])
         shorthand = True
     else:
@@ -500,25 +503,8 @@ def _fold_deprecated(positional: tuple[Any, ...], flat: Mapping[str, Any], given
 
 
 def _device(device: Any) -> Any:
-    """``device`` as a ``torch.device``, None for the CPU; checked here, so
-    that a device this machine lacks fails when the loader is built, not at
-    its first batch in the loader's thread."""
+    """``device`` as a checked ``torch.device``, None for the CPU."""
     if device is None:
         return None
-    import torch
-
-    try:
-        device = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ArgumentError(f"device {device!r} is not a torch device: {exc}") from None
-    if device.type == "cpu":
-        return None
-    if device.type != "cuda":
-        return device
-    if not torch.cuda.is_available():
-        raise ArgumentError(f"device {str(device)!r} was asked for, but torch finds no CUDA device here "
-                            f"(torch.cuda.is_available() is False; torch {torch.__version__})")
-    if device.index is not None and device.index >= torch.cuda.device_count():
-        raise ArgumentError(f"device {str(device)!r} was asked for, but torch finds {torch.cuda.device_count()} "
-                            f"CUDA device(s)")
-    return device
+    checked = torch_device(device)
+    return None if checked.type == "cpu" else checked

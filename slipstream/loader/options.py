@@ -68,9 +68,20 @@ class Order:
 
     def __post_init__(self) -> None:
         if self.kind not in ORDERS:
-            raise ArgumentError(f"order must be one of {ORDERS}, got {self.kind!r}")
+            raise ArgumentError(f"order must be one of {ORDERS}, got {self.kind!r}{_order_spelling(self.kind)}")
         object.__setattr__(self, "seed", _integer(self.seed, "seed", -2**63))
         object.__setattr__(self, "window_pages", _integer(self.window_pages, "window_pages", 1))
+
+
+def _order_spelling(kind: Any) -> str:
+    """Slipstream's spelling of an order written as FFCV writes it
+    (``OrderOption.RANDOM``, as the enum or as text, or ``"RANDOM"``), to
+    append to the message refusing it; "" for anything else."""
+    name = str(kind).rsplit(".", 1)[-1].lower()
+    if name not in ORDERS:
+        return ""
+    return (f": slipstream spells FFCV's OrderOption.{name.upper()} order={name!r} "
+            f"(or slipstream.Order({name!r}, seed=...))")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,6 +208,24 @@ FLAT: dict[str, tuple[str, str]] = {
     "batches_ahead": ("memory", "batches_ahead"),
 }
 """The loader's deprecated flat keywords -> (group keyword, field)."""
+
+
+FOREIGN: dict[str, str] = {
+    "num_workers": "slipstream runs its pipelines in threads, not worker processes: pass num_threads= (default: "
+                   "Numba's thread count)",
+    "shuffle": 'pass order="random" (shuffle=True) or order="sequential" (shuffle=False)',
+    "prefetch_factor": "pass memory=slipstream.Memory(batches_ahead=...)",
+    "fname": "pass the dataset as the first argument, path_or_reader",
+}
+"""Keywords of FFCV's Loader and torch's DataLoader that the loader does not
+take -> what to pass instead."""
+
+
+def unknown_keyword(name: str) -> str:
+    """The message refusing the Loader keyword ``name``, with slipstream's
+    spelling when ``name`` is another loader's."""
+    message = f"Loader() got an unexpected keyword argument {name!r}"
+    return f"{message}: {FOREIGN[name]}" if name in FOREIGN else message
 
 
 def spell(group: Any, fields: list[str]) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from slipstream.compiler.kinds import Kind
-from slipstream.compiler.operation import Declared, Operation, torch_dtype
+from slipstream.compiler.operation import Declared, Operation, torch_device, torch_dtype
 from slipstream.compiler.state import State
 
 
@@ -45,7 +45,9 @@ class Convert(Operation):
 
 @dataclasses.dataclass(frozen=True)
 class ToDevice(Operation):
-    """Move the batch to ``device`` (e.g. ``"cuda"``, ``"cuda:1"``).
+    """Move the batch to ``device`` (e.g. ``"cuda"``, ``"cuda:1"``), checked
+    when the operation is made: a device this machine lacks raises
+    :class:`slipstream.ArgumentError` here, not at the first batch.
 
     With ``non_blocking=True`` (the default) a copy from pinned host memory
     is queued on the current CUDA stream and the call returns at once; the
@@ -59,9 +61,7 @@ class ToDevice(Operation):
     kind: ClassVar[Kind] = Kind.TORCH
 
     def __post_init__(self) -> None:
-        import torch
-
-        object.__setattr__(self, "device", torch.device(self.device))
+        object.__setattr__(self, "device", torch_device(self.device))
 
     def declare(self, state: State) -> Declared:
         return State(shape=state.shape, dtype=torch_dtype(state.dtype), device=str(self.device)), None

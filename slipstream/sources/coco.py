@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from slipstream.errors import ArgumentError, DatasetNotFoundError
+from slipstream.sources.folders import require_folder
 from slipstream.sources.segmentation import read_image
 
 CROWD_MODES = ("keep", "drop")
@@ -157,8 +158,7 @@ class COCODetection:
         self.box_tolerance = float(box_tolerance)
         if self.masks:
             mask_api()  # now, not in the middle of writing
-        if not self.images_root.is_dir():
-            raise DatasetNotFoundError(f"{self.images_root} is not a folder (the images of {self.annotation_file})")
+        require_folder(self.images_root, f"the images of {self.annotation_file}")
         content = self._load()
         self._read_categories(content)
         self._read_images(content)

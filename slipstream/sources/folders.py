@@ -25,9 +25,18 @@ def find_jpegs(folder: str | Path) -> list[Path]:
     return _find(Path(folder), JPEG_SUFFIXES)
 
 
+def require_folder(root: Path, role: str = "") -> None:
+    """Raise :class:`DatasetNotFoundError` unless ``root`` is a folder,
+    saying whether it does not exist or is something else; ``role`` (what
+    the folder is for) is added in parentheses."""
+    if root.is_dir():
+        return
+    problem = "is not a folder" if root.exists() else "does not exist"
+    raise DatasetNotFoundError(f"{root} {problem}{f' ({role})' if role else ''}")
+
+
 def _find(root: Path, suffixes: frozenset[str]) -> list[Path]:
-    if not root.is_dir():
-        raise DatasetNotFoundError(f"{root} is not a folder")
+    require_folder(root)
     return sorted(p for p in root.rglob("*") if p.suffix.lower() in suffixes and p.is_file())
 
 
@@ -50,8 +59,7 @@ class ImageFolder:
 
     def __init__(self, root: str | os.PathLike, suffixes: frozenset[str] = IMAGE_SUFFIXES) -> None:
         self.root = Path(root)
-        if not self.root.is_dir():
-            raise DatasetNotFoundError(f"{self.root} is not a folder")
+        require_folder(self.root)
         self.classes = sorted(d.name for d in self.root.iterdir() if d.is_dir())
         self.samples = [(path, label) for label, name in enumerate(self.classes)
                         for path in _find(self.root / name, suffixes)]

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from slipstream.errors import ArgumentError, DatasetNotFoundError
-from slipstream.sources.folders import IMAGE_SUFFIXES
+from slipstream.sources.folders import IMAGE_SUFFIXES, require_folder
 
 MASK_SUFFIXES = frozenset({".png"})
 """File name endings taken as masks by :class:`SegmentationFolder` (lower case)."""
@@ -102,8 +102,7 @@ def _files_by_key(root: Path, suffixes: frozenset[str], what: str) -> tuple[dict
     file below ``root`` with one of ``suffixes``; the second dict holds the
     keys of more than one file (``a.jpg`` and ``a.png``), an error only
     when that key is used."""
-    if not root.is_dir():
-        raise DatasetNotFoundError(f"{root} is not a folder ({what} folder)")
+    require_folder(root, f"{what} folder")
     found: dict[str, Path] = {}
     repeated: dict[str, list[Path]] = {}
     for path in sorted(p for p in root.rglob("*") if p.suffix.lower() in suffixes and p.is_file()):
