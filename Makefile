@@ -15,6 +15,7 @@ PYTEST_ARGS ?=
 
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.slipstream-installed
+CORE_STAMP := $(VENV)/.slipstream-core-installed
 SOURCES := pyproject.toml CMakeLists.txt $(shell find native/src native/include slipstream -type f \( -name '*.c' -o -name '*.h' -o -name '*.py' \) -not -path '*/__pycache__/*' 2>/dev/null)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 JPEG_CFLAGS = $$(pkg-config --cflags --libs libjpeg)
@@ -68,16 +69,22 @@ system-deps:
 $(BIN)/python: | system-deps
 	$(PYTHON) -m venv $(VENV)
 
-# torch goes in first and explicitly: a bare `torch` requirement with none
-# installed would download the multi-GB CUDA build.  LitData goes in without
-# its dependencies: it requires torchvision, which would replace that torch.
-$(STAMP): $(SOURCES) | $(BIN)/python system-deps
+# The package and its own dependencies: all the demo needs.  torch goes in
+# first and explicitly: a bare `torch` requirement with none installed would
+# download the multi-GB CUDA build.
+$(CORE_STAMP): $(SOURCES) | $(BIN)/python system-deps
 	@$(BIN)/python -c 'import torch' >/dev/null 2>&1 || $(BIN)/python -m pip install $(TORCH)
+	$(BIN)/python -m pip install .
+	@touch $@
+
+# What the tests need on top (Ray, datasets, SeaweedFS, ...).  LitData goes in
+# without its dependencies: it requires torchvision, which would replace that torch.
+$(STAMP): $(CORE_STAMP)
 	$(BIN)/python -m pip install '.[s3,ray,test]'
 	$(BIN)/python -m pip install --no-deps 'litdata>=0.2.50'
 	@touch $@
 
-demo: $(STAMP)
+demo: $(CORE_STAMP)
 	$(BIN)/slipstream demo $(if $(DATA),--data "$(DATA)")
 
 # PYTHONFAULTHANDLER: a crash or a hang (pytest's timeouts) prints every thread's stack.
