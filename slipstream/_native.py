@@ -17,10 +17,10 @@ from numba.extending import intrinsic
 
 from slipstream import _abi
 
-HEADER_SHA256 = "dd7c5741627adf407023183fceea763ded5ed504df3f2ef5e14deb49c2025290"
+HEADER_SHA256 = "7e9a642bac9862d404542e7881ad98f0aa89e636e7cdd07bc97e5c7c35bd3bbc"
 """SHA-256 of the header this module was generated from."""
 
-ABI_VERSION = 4
+ABI_VERSION = 5
 """Version of this ABI; bumped whenever a declaration in this file changes."""
 
 MAX_DIMENSION = 65500
@@ -37,6 +37,14 @@ DEFAULT_MAX_SCANS = 100
 (baseline) to about 10 (libjpeg's and mozjpeg's progressive modes); a
 hostile file may repeat legal scans without end, each costing a pass over
 the image's blocks (about 10 ns a block on one core) in a few bytes.
+"""
+
+DEFAULT_MAX_PASSES = 12
+"""Default of SLIP_LIMIT_PASSES: most passes over the image's blocks that
+all the scans of one JPEG may take together, where a scan of components
+holding a fraction f of the image's blocks counts f passes.  libjpeg's
+progressive modes take 5.3 (YCbCr 4:2:0) and 6 (grey), a baseline JPEG 1;
+a hostile file can repeat a scan over every block in a few bytes.
 """
 
 DEFAULT_MAX_PIXELS = 268435456
@@ -70,7 +78,8 @@ class Status(enum.IntEnum):
     """valid but unsupported JPEG: 12-bit, lossless, unknown colour space"""
     ETOOBIG = -8
     """the image, the memory or the work it needs exceeds a limit: SLIP_MAX_DIMENSION,
-    SLIP_MAX_DECODE_MEMORY, SLIP_LIMIT_SCANS or SLIP_LIMIT_PIXELS
+    SLIP_MAX_DECODE_MEMORY, SLIP_LIMIT_SCANS, SLIP_LIMIT_PIXELS
+    or SLIP_LIMIT_PASSES
     """
     EIO = -9
     """an operating-system I/O error; the detail holds strerror(errno)"""
@@ -192,7 +201,7 @@ class Limit(enum.IntEnum):
     slip_jpeg_add_restart_markers) fails with SLIP_ETOOBIG, naming the limit
     in slip_last_error(), for an image beyond one; slip_jpeg_info, which reads
     the header only, reports any image.  Together with SLIP_MAX_DECODE_MEMORY
-    they bound the time a decode can take at about SLIP_LIMIT_SCANS passes
+    they bound the time a decode can take at about SLIP_LIMIT_PASSES passes
     over SLIP_LIMIT_PIXELS pixels.
 
     Mirrors C ``slip_limit``.
@@ -204,6 +213,11 @@ class Limit(enum.IntEnum):
     """
     PIXELS = 1
     """most pixels, height x width of the whole image, default SLIP_DEFAULT_MAX_PIXELS"""
+    PASSES = 2
+    """most passes over the image's blocks of all its scans together (a scan of components
+    holding a fraction f of the blocks counts f), default SLIP_DEFAULT_MAX_PASSES; a
+    decode stops when the first scan beyond it starts
+    """
 
 
 JPEG_INFO_DTYPE = np.dtype([("height", _abi.NUMPY_TYPES["int32_t"]), ("width", _abi.NUMPY_TYPES["int32_t"]), ("components", _abi.NUMPY_TYPES["int32_t"]), ("colorspace", _abi.NUMPY_TYPES["int32_t"]), ("subsampling", _abi.NUMPY_TYPES["int32_t"]), ("progressive", _abi.NUMPY_TYPES["int32_t"]), ("mcu_height", _abi.NUMPY_TYPES["int32_t"]), ("mcu_width", _abi.NUMPY_TYPES["int32_t"])], align=True)
@@ -319,7 +333,8 @@ def slip_set_limit(typingctx, limit, value):
     call; calls already running may use the old or the new value).
 
     @param limit  a slip_limit.
-    @param value  the new limit (>= 1): scans for SLIP_LIMIT_SCANS, pixels for SLIP_LIMIT_PIXELS.
+    @param value  the new limit (>= 1): scans for SLIP_LIMIT_SCANS, pixels for SLIP_LIMIT_PIXELS, passes for
+                  SLIP_LIMIT_PASSES.
     @return SLIP_OK; SLIP_EINVAL for an unknown limit or a value below 1.
     """
     return _abi.lower_call(FUNCTIONS["slip_set_limit"], (limit, value))
@@ -720,6 +735,7 @@ __all__ = [
     "MAX_DIMENSION",
     "MAX_DECODE_MEMORY",
     "DEFAULT_MAX_SCANS",
+    "DEFAULT_MAX_PASSES",
     "DEFAULT_MAX_PIXELS",
     "Status",
     "Colorspace",

@@ -549,7 +549,8 @@ def jpeg_add_restart_markers(data: Any, interval_width: int = 32) -> bytes:
 # ---------------------------------------------------------------- limits
 
 
-LIMIT_VARIABLES = {Limit.SCANS: "SLIPSTREAM_MAX_SCANS", Limit.PIXELS: "SLIPSTREAM_MAX_PIXELS"}
+LIMIT_VARIABLES = {Limit.SCANS: "SLIPSTREAM_MAX_SCANS", Limit.PIXELS: "SLIPSTREAM_MAX_PIXELS",
+                   Limit.PASSES: "SLIPSTREAM_MAX_PASSES"}
 """The environment variable that sets each limit when this module is imported
 (so that worker processes, spawned or forked, start with the same limits)."""
 
@@ -561,9 +562,14 @@ def set_limit(limit: Limit | int, value: int) -> None:
     (status ``ETOOBIG``) naming it: ``Limit.SCANS`` (default
     ``DEFAULT_MAX_SCANS``, 100) bounds the scans of progressive JPEGs, whose
     number a hostile file can multiply at no cost in size;
+    ``Limit.PASSES`` (default ``DEFAULT_MAX_PASSES``, 12) bounds the work of
+    all the scans together, in passes over the image's blocks (libjpeg's
+    progressive JPEGs take 5.3 to 6, a baseline one 1), so that a large
+    image's scans cannot cost seconds before the scan limit is reached;
     ``Limit.PIXELS`` (default ``DEFAULT_MAX_PIXELS``, 16384 x 16384) bounds
-    the image size.  The environment variables ``SLIPSTREAM_MAX_SCANS`` and
-    ``SLIPSTREAM_MAX_PIXELS`` set them when slipstream is imported.
+    the image size.  The environment variables ``SLIPSTREAM_MAX_SCANS``,
+    ``SLIPSTREAM_MAX_PASSES`` and ``SLIPSTREAM_MAX_PIXELS`` set them when
+    slipstream is imported.
 
     Raises:
         ArgumentError: an unknown limit or a value below 1.

@@ -73,7 +73,7 @@ def test_enums_and_constants_have_the_c_values(tmp_path):
         assert len(c_names) == len(enum.__members__), c_enum
         pairs += list(zip(enum.__members__.values(), c_names))
     names = [c for _, c in pairs] + ["SLIP_ABI_VERSION", "SLIP_MAX_DIMENSION", "SLIP_MAX_DECODE_MEMORY",
-                                     "SLIP_DEFAULT_MAX_SCANS", "SLIP_DEFAULT_MAX_PIXELS"]
+                                     "SLIP_DEFAULT_MAX_SCANS", "SLIP_DEFAULT_MAX_PIXELS", "SLIP_DEFAULT_MAX_PASSES"]
     body = "\n".join(f'printf("%s %lld\\n", "{c}", (long long){c});' for c in names)
     values = {k: int(v) for k, v in (line.split() for line in c_program_output(tmp_path, body).splitlines())}
     for member, c_name in pairs:
@@ -85,6 +85,7 @@ def test_enums_and_constants_have_the_c_values(tmp_path):
     assert _native.MAX_DECODE_MEMORY == values["SLIP_MAX_DECODE_MEMORY"]
     assert _native.DEFAULT_MAX_SCANS == values["SLIP_DEFAULT_MAX_SCANS"]
     assert _native.DEFAULT_MAX_PIXELS == values["SLIP_DEFAULT_MAX_PIXELS"]
+    assert _native.DEFAULT_MAX_PASSES == values["SLIP_DEFAULT_MAX_PASSES"]
 
 
 def test_struct_dtype_has_the_c_layout(tmp_path):

@@ -34,6 +34,7 @@ def bomb() -> bytes:
 
 def test_defaults_are_the_documented_ones():
     assert native.get_limit(Limit.SCANS) == native.DEFAULT_MAX_SCANS == 100
+    assert native.get_limit(Limit.PASSES) == native.DEFAULT_MAX_PASSES == 12
     assert native.get_limit(Limit.PIXELS) == native.DEFAULT_MAX_PIXELS == 16384 * 16384
 
 
@@ -61,11 +62,35 @@ def test_a_scan_bomb_fails_fast_in_every_decoder(bomb):
         elapsed = time.perf_counter() - start
         assert elapsed < 1.0, (name, elapsed)
         assert err.value.status == Status.ETOOBIG
-        assert "more than 100 scans, the limit SLIP_LIMIT_SCANS" in str(err.value), name
-        assert "set_limit(Limit.SCANS, n) or $SLIPSTREAM_MAX_SCANS" in str(err.value), name
+        assert ("the JPEG's scans pass over its 65536 blocks more than 12 times, the limit SLIP_LIMIT_PASSES (scan "
+                "13 brings them to 13.0)") in str(err.value), name
+        assert "set_limit(Limit.PASSES, n) or $SLIPSTREAM_MAX_PASSES" in str(err.value), name
+
+
+def test_the_scan_limit_stops_a_bomb_that_the_pass_limit_allows(bomb, limits):
+    native.set_limit(Limit.PASSES, 10**6)
+    with pytest.raises(DecodeError) as err:
+        native.jpeg_decode(bomb, scale_denom=8)
+    assert "more than 100 scans, the limit SLIP_LIMIT_SCANS" in str(err.value)
+    assert "set_limit(Limit.SCANS, n) or $SLIPSTREAM_MAX_SCANS" in str(err.value)
+
+
+def test_a_large_image_is_stopped_after_the_passes_its_size_allows(limits):
+    """8000 x 8000 grey pixels, 1,000,000 blocks a scan, in 150 kB: at 100
+    scans the scan limit alone let it cost seconds; the pass limit stops
+    it at its 13th scan, and a raised limit later."""
+    bomb = progressive_scan_bomb(8000, 8000, 200)
+    assert len(bomb) < 200_000
+    with pytest.raises(DecodeError, match=r"pass over its 1000000 blocks more than 12 times, the limit "
+                                          r"SLIP_LIMIT_PASSES \(scan 13 brings them to 13.0\)"):
+        native.jpeg_decode(bomb)
+    native.set_limit(Limit.PASSES, 20)
+    with pytest.raises(DecodeError, match=r"more than 20 times, .* \(scan 21 brings them to 21.0\)"):
+        native.jpeg_decode(bomb)
 
 
 def test_a_raised_scan_limit_decodes_what_it_allows(limits):
+    native.set_limit(Limit.PASSES, 1000)
     small = progressive_scan_bomb(64, 96, 150)  # legal, flat grey
     with pytest.raises(DecodeError, match="more than 100 scans"):
         native.jpeg_decode(small)
@@ -77,11 +102,18 @@ def test_a_raised_scan_limit_decodes_what_it_allows(limits):
         native.jpeg_decode(small)
 
 
-def test_real_progressive_jpegs_stay_well_inside_the_scan_limit(limits):
+def test_real_progressive_jpegs_stay_well_inside_the_scan_and_pass_limits(limits):
     native.set_limit(Limit.SCANS, 12)  # libjpeg's progression has 10 scans (6 for grey)
-    for mode, subsampling in (("RGB", 0), ("RGB", 2), ("L", None)):
-        sample = jpeg_corpus.make_sample(120, 160, mode, subsampling, progressive=True)
+    native.set_limit(Limit.PASSES, 6)  # and 4.7 (4:4:4), 5.3 (4:2:0) and 6 (grey) passes over the blocks
+    samples = {(mode, subsampling): jpeg_corpus.make_sample(120, 160, mode, subsampling, progressive=True)
+               for mode, subsampling in (("RGB", 0), ("RGB", 2), ("L", None))}
+    for sample in samples.values():
         assert native.jpeg_decode(sample.data).shape == (120, 160, 3)
+    native.set_limit(Limit.PASSES, 5)
+    assert native.jpeg_decode(samples["RGB", 0].data).shape == (120, 160, 3)
+    for key in (("RGB", 2), ("L", None)):
+        with pytest.raises(DecodeError, match="SLIP_LIMIT_PASSES"):
+            native.jpeg_decode(samples[key].data)
 
 
 def test_the_pixel_limit_refuses_large_images_but_not_their_header(limits, photo):

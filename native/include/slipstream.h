@@ -53,7 +53,7 @@ extern "C" {
 #endif
 
 /** Version of this ABI; bumped whenever a declaration in this file changes. */
-#define SLIP_ABI_VERSION 4
+#define SLIP_ABI_VERSION 5
 
 /** Largest image side, in pixels, that any function accepts (libjpeg's own limit). */
 #define SLIP_MAX_DIMENSION 65500
@@ -68,6 +68,13 @@ extern "C" {
  *  hostile file may repeat legal scans without end, each costing a pass over
  *  the image's blocks (about 10 ns a block on one core) in a few bytes. */
 #define SLIP_DEFAULT_MAX_SCANS 100
+
+/** Default of SLIP_LIMIT_PASSES: most passes over the image's blocks that
+ *  all the scans of one JPEG may take together, where a scan of components
+ *  holding a fraction f of the image's blocks counts f passes.  libjpeg's
+ *  progressive modes take 5.3 (YCbCr 4:2:0) and 6 (grey), a baseline JPEG 1;
+ *  a hostile file can repeat a scan over every block in a few bytes. */
+#define SLIP_DEFAULT_MAX_PASSES 12
 
 /** Default of SLIP_LIMIT_PIXELS: most pixels (height x width) of one JPEG,
  *  16384 x 16384.  Arithmetic coding can describe a flat image of 65500 x
@@ -85,7 +92,8 @@ typedef enum slip_status {
   SLIP_ETRUNCATED = -6,   /**< the JPEG data ends before the image does */
   SLIP_EUNSUPPORTED = -7, /**< valid but unsupported JPEG: 12-bit, lossless, unknown colour space */
   SLIP_ETOOBIG = -8,      /**< the image, the memory or the work it needs exceeds a limit: SLIP_MAX_DIMENSION,
-                               SLIP_MAX_DECODE_MEMORY, SLIP_LIMIT_SCANS or SLIP_LIMIT_PIXELS */
+                               SLIP_MAX_DECODE_MEMORY, SLIP_LIMIT_SCANS, SLIP_LIMIT_PIXELS
+                               or SLIP_LIMIT_PASSES */
   SLIP_EIO = -9,          /**< an operating-system I/O error; the detail holds strerror(errno) */
   SLIP_EEOF = -10         /**< the file ended before all requested bytes were read */
 } slip_status;
@@ -152,12 +160,15 @@ typedef enum slip_dtype {
  *  slip_jpeg_add_restart_markers) fails with SLIP_ETOOBIG, naming the limit
  *  in slip_last_error(), for an image beyond one; slip_jpeg_info, which reads
  *  the header only, reports any image.  Together with SLIP_MAX_DECODE_MEMORY
- *  they bound the time a decode can take at about SLIP_LIMIT_SCANS passes
+ *  they bound the time a decode can take at about SLIP_LIMIT_PASSES passes
  *  over SLIP_LIMIT_PIXELS pixels. */
 typedef enum slip_limit {
   SLIP_LIMIT_SCANS = 0, /**< most scans (progressive and multi-scan JPEGs), default SLIP_DEFAULT_MAX_SCANS;
                              a decode stops when the first scan beyond it starts */
-  SLIP_LIMIT_PIXELS = 1 /**< most pixels, height x width of the whole image, default SLIP_DEFAULT_MAX_PIXELS */
+  SLIP_LIMIT_PIXELS = 1, /**< most pixels, height x width of the whole image, default SLIP_DEFAULT_MAX_PIXELS */
+  SLIP_LIMIT_PASSES = 2  /**< most passes over the image's blocks of all its scans together (a scan of components
+                              holding a fraction f of the blocks counts f), default SLIP_DEFAULT_MAX_PASSES; a
+                              decode stops when the first scan beyond it starts */
 } slip_limit;
 
 /** What slip_jpeg_info reports about a JPEG, read from its header alone. */
@@ -212,7 +223,8 @@ SLIP_API const char *slip_last_error(void);
  * call; calls already running may use the old or the new value).
  *
  * @param limit  a slip_limit.
- * @param value  the new limit (>= 1): scans for SLIP_LIMIT_SCANS, pixels for SLIP_LIMIT_PIXELS.
+ * @param value  the new limit (>= 1): scans for SLIP_LIMIT_SCANS, pixels for SLIP_LIMIT_PIXELS, passes for
+ *               SLIP_LIMIT_PASSES.
  * @return SLIP_OK; SLIP_EINVAL for an unknown limit or a value below 1.
  */
 SLIP_API int32_t slip_set_limit(int32_t limit, int64_t value);

@@ -27,6 +27,8 @@ typedef struct slip_jpeg_error {
   jmp_buf jump;
   int32_t status;
   int in_data; /* the header has been read: stray bytes between markers now mean corrupt entropy data */
+  int last_scan;       /* the scan whose blocks are counted in scan_blocks already */
+  int64_t scan_blocks; /* blocks of the components of every scan begun so far */
 } slip_jpeg_error;
 
 /* slip_pack's lookup tables for the last normalization a thread used:

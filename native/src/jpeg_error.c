@@ -7,7 +7,8 @@
  * every error, and every warning that means the pixels are wrong, becomes a
  * longjmp back into the slipstream function that called libjpeg, carrying a
  * slip_status and libjpeg's message.  A progress monitor stops images with
- * more scans than SLIP_LIMIT_SCANS allows.
+ * more scans than SLIP_LIMIT_SCANS allows, or whose scans together pass over
+ * the image's blocks more often than SLIP_LIMIT_PASSES allows.
  */
 #include <stdatomic.h>
 
@@ -77,13 +78,41 @@ static void on_emit_message(j_common_ptr cinfo, int msg_level) {
 
 static void on_output_message(j_common_ptr cinfo) { (void)cinfo; }
 
+/* Blocks of the image's components (all, or those of the current scan). */
+static int64_t component_blocks(jpeg_component_info *const *info, int count) {
+  int64_t blocks = 0;
+  for (int c = 0; c < count; c++) blocks += (int64_t)info[c]->width_in_blocks * info[c]->height_in_blocks;
+  return blocks;
+}
+
+/* Count the blocks of a scan that has just begun into the image's passes,
+ * and fail once they exceed SLIP_LIMIT_PASSES passes over all its blocks. */
+static void count_scan_blocks(j_decompress_ptr dec, slip_jpeg_error *err) {
+  if (dec->input_scan_number == err->last_scan || dec->comps_in_scan < 1) return;
+  err->last_scan = dec->input_scan_number;
+  err->scan_blocks += component_blocks(dec->cur_comp_info, dec->comps_in_scan);
+  jpeg_component_info *all[MAX_COMPONENTS];
+  for (int c = 0; c < dec->num_components && c < MAX_COMPONENTS; c++) all[c] = &dec->comp_info[c];
+  int64_t image = component_blocks(all, dec->num_components < MAX_COMPONENTS ? dec->num_components : MAX_COMPONENTS);
+  int64_t limit = slip_get_limit(SLIP_LIMIT_PASSES);
+  if (image > 0 && err->scan_blocks > limit * image) {
+    char what[200];
+    snprintf(what, sizeof what,
+             "the JPEG's scans pass over its %lld blocks more than %lld times, the limit SLIP_LIMIT_PASSES (scan %d "
+             "brings them to %.1f): a scan bomb, or a file that needs a higher limit",
+             (long long)image, (long long)limit, dec->input_scan_number, (double)err->scan_blocks / (double)image);
+    slip__jpeg_fail((j_common_ptr)dec, SLIP_ETOOBIG, what);
+  }
+}
+
 /* libjpeg calls this between the rows and the scans it reads; the scan
  * counter grows as each scan's header is read, so an image fails as soon as
- * its first scan beyond the limit begins, having cost at most the limit's
- * worth of scans. */
+ * its first scan beyond a limit begins, having cost at most the limit's
+ * worth of scans or passes. */
 static void on_progress(j_common_ptr cinfo) {
   if (!cinfo->is_decompressor) return;
-  int scans = ((j_decompress_ptr)cinfo)->input_scan_number;
+  j_decompress_ptr dec = (j_decompress_ptr)cinfo;
+  int scans = dec->input_scan_number;
   int64_t limit = slip_get_limit(SLIP_LIMIT_SCANS);
   if (scans > limit) {
     char what[160];
@@ -93,6 +122,7 @@ static void on_progress(j_common_ptr cinfo) {
              (long long)limit);
     slip__jpeg_fail(cinfo, SLIP_ETOOBIG, what);
   }
+  count_scan_blocks(dec, (slip_jpeg_error *)cinfo->err);
 }
 
 struct jpeg_error_mgr *slip__jpeg_error_init(slip_jpeg_error *err) {
@@ -103,6 +133,8 @@ struct jpeg_error_mgr *slip__jpeg_error_init(slip_jpeg_error *err) {
   err->progress.progress_monitor = on_progress;
   err->status = SLIP_OK;
   err->in_data = 0;
+  err->last_scan = 0;
+  err->scan_blocks = 0;
   return pub;
 }
 
@@ -113,6 +145,8 @@ void slip__jpeg_read_header(j_decompress_ptr dec, slip_jpeg_error *err, const ui
   dec->mem->max_memory_to_use = SLIP_MAX_DECODE_MEMORY;
   dec->progress = &err->progress;
   err->in_data = 0;
+  err->last_scan = 0; /* a decompressor is reused: each image counts its own scans */
+  err->scan_blocks = 0;
   /* jpeg_mem_src takes a non-const pointer but only reads. */
   jpeg_mem_src(dec, (unsigned char *)(uintptr_t)data, (unsigned long)size);
   jpeg_read_header(dec, TRUE);
@@ -128,10 +162,14 @@ void slip__jpeg_read_header(j_decompress_ptr dec, slip_jpeg_error *err, const ui
 
 /* ---------------------------------------------------------------- limits */
 
-static _Atomic int64_t limits[2] = {SLIP_DEFAULT_MAX_SCANS, SLIP_DEFAULT_MAX_PIXELS};
+static _Atomic int64_t limits[3] = {SLIP_DEFAULT_MAX_SCANS, SLIP_DEFAULT_MAX_PIXELS, SLIP_DEFAULT_MAX_PASSES};
+
+static int known_limit(int32_t limit) {
+  return limit == SLIP_LIMIT_SCANS || limit == SLIP_LIMIT_PIXELS || limit == SLIP_LIMIT_PASSES;
+}
 
 SLIP_API int32_t slip_set_limit(int32_t limit, int64_t value) {
-  if (limit != SLIP_LIMIT_SCANS && limit != SLIP_LIMIT_PIXELS)
+  if (!known_limit(limit))
     return slip__fail(SLIP_EINVAL, "unknown limit %d", limit);
   if (value < 1) return slip__fail(SLIP_EINVAL, "limit %d must be at least 1, got %lld", limit, (long long)value);
   atomic_store_explicit(&limits[limit], value, memory_order_relaxed);
@@ -139,7 +177,7 @@ SLIP_API int32_t slip_set_limit(int32_t limit, int64_t value) {
 }
 
 SLIP_API int64_t slip_get_limit(int32_t limit) {
-  if (limit != SLIP_LIMIT_SCANS && limit != SLIP_LIMIT_PIXELS)
+  if (!known_limit(limit))
     return slip__fail(SLIP_EINVAL, "unknown limit %d", limit);
   return atomic_load_explicit(&limits[limit], memory_order_relaxed);
 }
