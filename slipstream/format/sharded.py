@@ -52,8 +52,8 @@ class RemoteShard(Reader):
         location: the dataset's prefix.
         name: the shard's object name.
         head: the object's first bytes, its header (fewer when the object
-            is shorter), and size: the object's size, both as
-            ``location.read_head`` gives them.
+            is shorter), as ``location.read_head`` gives them.
+        size: the object's size, as ``location.read_head`` gives it.
     """
 
     def __init__(self, location: Location, name: str, head: memoryview, size: int) -> None:
