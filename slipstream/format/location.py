@@ -15,9 +15,9 @@ from typing import BinaryIO, Protocol
 import numpy as np
 
 from slipstream import native
-from slipstream.errors import DatasetNotFoundError, FormatError
+from slipstream.errors import DatasetNotFoundError, FormatError, StorageError
 from slipstream.format import tempfiles
-from slipstream.format.files import open_regular
+from slipstream.format.files import described, open_regular
 from slipstream.format.remote import Remote, is_url, local_path
 
 
@@ -36,6 +36,11 @@ class Location(Protocol):
 
     def read_all(self, name: str) -> bytes:
         """The whole of file ``name``."""
+        ...
+
+    def read_head(self, name: str, length: int) -> tuple[memoryview, int]:
+        """The first ``length`` bytes of file ``name`` (all of it when it is
+        shorter) and the file's size."""
         ...
 
     def size(self, name: str) -> int:
@@ -90,6 +95,16 @@ class LocalFolder:
         finally:
             os.close(fd)
 
+    def read_head(self, name: str, length: int) -> tuple[memoryview, int]:
+        fd = self._open(name)
+        try:
+            size = os.fstat(fd).st_size
+            out = np.empty(min(length, size), np.uint8)
+            native.pread(fd, out, 0)
+        finally:
+            os.close(fd)
+        return memoryview(out), size
+
     def _open(self, name: str) -> int:
         """The file ``name``, open for reading; a FIFO, a socket or a folder
         is refused (a FIFO would wait for a writer forever)."""
@@ -97,6 +112,8 @@ class LocalFolder:
             return open_regular(self.path / name, error=FormatError)
         except FileNotFoundError:
             raise DatasetNotFoundError(f"{self.url_of(name)}: no such file") from None
+        except OSError as exc:
+            raise StorageError(described(exc, self.url_of(name), "open it")) from None
 
     def size(self, name: str) -> int:
         try:

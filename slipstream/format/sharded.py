@@ -51,14 +51,16 @@ class RemoteShard(Reader):
     Args:
         location: the dataset's prefix.
         name: the shard's object name.
-        size: the object's size, as the manifest gives it.
+        head: the object's first bytes, its header (fewer when the object
+            is shorter), as ``location.read_head`` gives them.
+        size: the object's size, as ``location.read_head`` gives it.
     """
 
-    def __init__(self, location: Location, name: str, size: int) -> None:
+    def __init__(self, location: Location, name: str, head: memoryview, size: int) -> None:
         self.path = location.url_of(name)  # type: ignore[assignment]
         self._size = size
         self.storage = None  # type: ignore[assignment]
-        head = np.frombuffer(location.read(name, 0, min(size, L.HEADER_DTYPE.itemsize)), np.uint8)
+        head = np.frombuffer(head, np.uint8)[:L.HEADER_DTYPE.itemsize]
         start = size
         if head.size == L.HEADER_DTYPE.itemsize:
             header = np.frombuffer(head, L.HEADER_DTYPE, 1)[0]
@@ -116,15 +118,10 @@ class ShardedReader(Reader):
         try:
             if single is None:
                 self.manifest = self._read_manifest()
-                entries = self.manifest.shards
-                self.shards = list(self._pool.map(self._open_shard, entries))
+                self.shards = list(self._pool.map(self._open_shard, self.manifest.shards))
             else:
-                self.shards = [self._open_shard(M.ShardEntry(single, 0, self.location.size(single), -1, -1))]
-                first = self.shards[0]
-                entry = M.ShardEntry(single, len(first), first._file_size(), first.page_count,
-                                     int(first.header["header_crc32"]))
-                self.manifest = M.from_descriptors(first.descriptors, first.page_size, first.page_checksums is not None,
-                                                   first.user_metadata, [entry])
+                self.shards = [self._reader(single, *self._first_bytes(single))]
+                self.manifest = _manifest_of(single, self.shards[0])
             self._combine()
         except BaseException:
             self._pool.shutdown(wait=False, cancel_futures=True)
@@ -163,46 +160,64 @@ class ShardedReader(Reader):
             raise DatasetNotFoundError(f"{self.path}: no dataset here ({url} does not exist; a sharded dataset "
                                        f"has its manifest there, written last, when every shard is complete)") \
                 from None
-        try:
-            return M.decode(data)
-        except ValueError as exc:
-            raise FormatError(f"{url}: {exc}") from None
+        return M.decode(data, url)
 
     def _open_shard(self, entry: M.ShardEntry) -> Reader:
-        """One shard's reader, after checking it against its manifest entry."""
-        try:
-            if self.is_remote:
-                shard: Reader = RemoteShard(self.location, entry.name, entry.bytes if entry.bytes >= 0 else
-                                            self.location.size(entry.name))
-            else:
-                shard = Reader(self.location.path / entry.name)  # type: ignore[attr-defined]
-        except DatasetNotFoundError as exc:
-            raise DatasetNotFoundError(f"{self.path}: shard {entry.name} is missing: {exc}") from None
-        if entry.header_crc32 < 0:
-            return shard  # a single file, not described by a manifest
-        problems = []
-        if shard._file_size() != entry.bytes:
-            problems.append(f"its size is {shard._file_size():,} bytes, the manifest says {entry.bytes:,}")
-        if int(shard.header["header_crc32"]) != entry.header_crc32:
-            problems.append("its header checksum differs from the manifest's (the shard was rewritten or replaced)")
-        if len(shard) != entry.samples:
-            problems.append(f"it holds {len(shard)} samples, the manifest says {entry.samples}")
-        if shard.page_count != entry.pages or shard.page_size != self.manifest.page_size:
-            problems.append(f"it has {shard.page_count} pages of {shard.page_size} bytes, the manifest says "
-                            f"{entry.pages} of {self.manifest.page_size}")
-        if tuple(shard.descriptors) != tuple(self.manifest.fields):
-            problems.append("its fields differ from the manifest's")
-        if (shard.page_checksums is not None) != self.manifest.page_checksums:
-            problems.append("it has no page checksums but the manifest says it has, or the reverse")
-        if problems:
-            raise FormatError(f"{self.path}: the manifest disagrees with shard {entry.name}: {'; '.join(problems)}")
+        """One shard's reader, after checking it against its manifest entry:
+        its size and header checksum from its first bytes, before its
+        tables are read (a shard cut short or replaced is named as such),
+        then everything its tables say."""
+        head, size = self._first_bytes(entry.name)
+        self._agree(entry, _identity_differences(entry, size, _header_crc32(head)))
+        shard = self._reader(entry.name, head, size)
+        self._agree(entry, self._differences(entry, shard))
         return shard
+
+    def _first_bytes(self, name: str) -> tuple[memoryview, int]:
+        """The header of shard ``name`` (fewer bytes when it is shorter) and its size."""
+        try:
+            return self.location.read_head(name, L.HEADER_DTYPE.itemsize)
+        except DatasetNotFoundError as exc:
+            raise DatasetNotFoundError(f"{self.path}: shard {name} is missing: {exc}") from None
+
+    def _reader(self, name: str, head: memoryview, size: int) -> Reader:
+        """The reader of shard ``name``, whose first bytes and size were read."""
+        if self.is_remote:
+            return RemoteShard(self.location, name, head, size)
+        return Reader(self.location.path / name)  # type: ignore[attr-defined]
+
+    def _differences(self, entry: M.ShardEntry, shard: Reader) -> list[str]:
+        """What the opened ``shard`` says that its manifest entry (and the
+        manifest) do not, in words."""
+        if shard.format != "slipstream":
+            return ["it is an FFCV .beton file, not a slipstream file"]
+        manifest = self.manifest
+        found = _identity_differences(entry, shard._file_size(), int(shard.header["header_crc32"]))
+        if len(shard) != entry.samples:
+            found.append(_difference("sample count", entry.samples, len(shard)))
+        if shard.page_count != entry.pages:
+            found.append(_difference("data pages", entry.pages, shard.page_count))
+        if shard.page_size != manifest.page_size:
+            found.append(_difference("page size", f"{manifest.page_size:,} bytes", f"{shard.page_size:,}"))
+        if (shard.page_checksums is not None) != manifest.page_checksums:
+            found.append(_difference("page checksums", _present(manifest.page_checksums),
+                                     _present(shard.page_checksums is not None)))
+        fields = _field_difference(manifest.fields, tuple(shard.descriptors))
+        if fields:
+            found.append(fields)
+        if shard.user_metadata != manifest.user_metadata:
+            found.append(_difference("user metadata", M.shown(manifest.user_metadata), M.shown(shard.user_metadata)))
+        return found
+
+    def _agree(self, entry: M.ShardEntry, differences: list[str]) -> None:
+        """Raise the error that names ``differences`` between shard ``entry`` and its manifest entry, if any."""
+        if differences:
+            raise FormatError(f"{self.path}: the manifest disagrees with shard {entry.name}: "
+                              f"{'; '.join(differences)}")
 
     def _combine(self) -> None:
         """One index space over the shards (see the module docstring)."""
-        first = self.shards[0] if self.shards else None
-        if first is None:
-            raise self._fail("the manifest lists no shards")
+        first = self.shards[0]  # a manifest lists one shard or more
         self.page_size = self.manifest.page_size
         counts = np.array([len(s) for s in self.shards], np.int64)
         pages = np.array([s.page_count for s in self.shards], np.int64)
@@ -472,6 +487,56 @@ class ShardedReader(Reader):
         fields = ", ".join(f"{n}: {f!r}" for n, f in self.fields.items())
         return (f"{type(self).__name__}({str(self.path)!r}, {len(self)} samples in {len(self.shards)} shards, "
                 f"{{{fields}}})")
+
+
+def _manifest_of(name: str, shard: Reader) -> M.Manifest:
+    """The manifest of a dataset that is the one file ``shard``, at ``name``."""
+    entry = M.ShardEntry(name, len(shard), shard._file_size(), shard.page_count, int(shard.header["header_crc32"]))
+    return M.from_descriptors(shard.descriptors, shard.page_size, shard.page_checksums is not None,
+                              shard.user_metadata, [entry])
+
+
+def _identity_differences(entry: M.ShardEntry, size: int, header_crc32: int | None) -> list[str]:
+    """How a shard of ``size`` bytes whose header records ``header_crc32``
+    (None: too short to hold a header) differs from its manifest entry."""
+    found = []
+    if size != entry.bytes:
+        found.append(_difference("size", f"{entry.bytes:,} bytes", f"{size:,}"))
+    if header_crc32 is not None and header_crc32 != entry.header_crc32:
+        found.append(_difference("header checksum", f"{entry.header_crc32:08x}", f"{header_crc32:08x}") +
+                     ": the shard was rewritten or replaced")
+    return found
+
+
+def _header_crc32(head: memoryview) -> int | None:
+    """The header checksum that a slipstream file starting with ``head``
+    records; None when ``head`` is shorter than a header."""
+    if len(head) < L.HEADER_DTYPE.itemsize:
+        return None
+    return int(np.frombuffer(head, L.HEADER_DTYPE, 1)[0]["header_crc32"])
+
+
+def _difference(what: str, says: Any, holds: Any) -> str:
+    return f"its {what} (the manifest says {says}, the shard {holds})"
+
+
+def _present(flag: bool) -> str:
+    return "present" if flag else "absent"
+
+
+def _field_difference(said: tuple[L.FieldDescriptor, ...], held: tuple[L.FieldDescriptor, ...]) -> str | None:
+    """How the shard's fields ``held`` differ from the manifest's ``said``, in words; None when they do not."""
+    if said == held:
+        return None
+    names, held_names = [d.name for d in said], [d.name for d in held]
+    if names != held_names:
+        return _difference("fields", ", ".join(names), ", ".join(held_names))
+    one, other = next((a, b) for a, b in zip(said, held) if a != b)
+    return _difference(f"field {one.name!r}", _field_text(one), _field_text(other))
+
+
+def _field_text(d: L.FieldDescriptor) -> str:
+    return M.shown({"type_id": d.type_id, "arguments": d.arguments, "record": [list(r) for r in d.record]}, 120)
 
 
 def _page_lengths(shard: Reader) -> np.ndarray:
