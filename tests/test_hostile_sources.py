@@ -121,7 +121,7 @@ def test_default_fields_are_not_taken_from_a_cut_first_sample(tmp_path):
     ("zeroed header", r"the tar shard is corrupt: a block of zeros at byte \d+ marks the end of the archive, but data "
                       r"follows it"),
     ("octal size", r"the tar shard is corrupt: the header at byte \d+ has a malformed size field"),
-])
+], ids=["checksum", "zeroed-header", "octal-size"])
 def test_a_corrupt_tar_header_ends_the_shard_with_an_error(tmp_path, damage, pattern):
     data = bytearray(tar_bytes(sample_members(["s0", "s1", "s2"])))
     header = offsets(bytes(data))["s1.cls"].offset
@@ -405,7 +405,7 @@ def test_duplicate_annotation_ids_are_refused(coco):
     ("image_id", True, r"annotation 1 is of image True, which the file does not list in 'images'"),
     ("category_id", {"id": 3}, r"annotation 1 \(image \d+\) has category id \{'id': 3\}, which is not one of the "
                                r"file's categories"),
-])
+], ids=["image-list", "image-bool", "category-object"])
 def test_ids_of_the_wrong_type_are_named(coco, key, value, pattern):
     def change(content):
         min(content["annotations"], key=lambda a: a["id"])[key] = value
