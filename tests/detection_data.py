@@ -301,6 +301,14 @@ def make_coco(folder: str | Path, count: int = 12, seed: int = 0, *, min_size: i
     return COCOData(images_root, annotation_file, images)
 
 
+def edited(data: COCOData, change: Any) -> None:
+    """Rewrite the annotation file of ``data`` after ``change(content)``
+    (``content`` is the parsed file, changed in place)."""
+    content = json.loads(data.annotation_file.read_text())
+    change(content)
+    data.annotation_file.write_text(json.dumps(content))
+
+
 def voc_palette() -> list[int]:
     """The 256-entry palette of Pascal VOC's masks (as a flat RGB list):
     the bits of the index spread over the high bits of red, green and blue;

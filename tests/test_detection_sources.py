@@ -172,13 +172,6 @@ def small_coco(tmp_path) -> detection_data.COCOData:
     return detection_data.make_coco(tmp_path / "small", count=4, seed=11)
 
 
-def edited(data: detection_data.COCOData, change) -> None:
-    """Rewrite the annotation file after ``change(content)``."""
-    content = json.loads(data.annotation_file.read_text())
-    change(content)
-    data.annotation_file.write_text(json.dumps(content))
-
-
 def first_annotation(content: dict) -> dict:
     return min(content["annotations"], key=lambda a: a["id"])
 
@@ -214,7 +207,7 @@ def rle_of_another_size(content):
     (rle_of_another_size, r"annotation 777 \(image \d+\): its RLE segmentation has size \[7, 9\]"),
 ], ids=["category", "image", "bbox", "iscrowd", "polygon", "rle-size"])
 def test_malformed_annotations_are_named(small_coco, change, pattern):
-    edited(small_coco, change)
+    detection_data.edited(small_coco, change)
     with pytest.raises(ss.ArgumentError, match=r"instances\.json: " + pattern):
         COCODetection(small_coco.images_root, small_coco.annotation_file)
 
@@ -243,7 +236,7 @@ def test_an_image_of_another_size_than_the_file_says_is_named(small_coco, tmp_pa
     def change(content):
         next(i for i in content["images"] if i["id"] == target.image_id)["width"] += 3
 
-    edited(small_coco, change)
+    detection_data.edited(small_coco, change)
     source = COCODetection(small_coco.images_root, small_coco.annotation_file, masks=False, box_tolerance=10)
     with pytest.raises(ss.FieldValueError, match=rf"{target.path.name} is {target.width}x{target.height} pixels, "
                                                  rf"but .*instances\.json gives image {target.image_id} as "

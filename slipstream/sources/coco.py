@@ -9,7 +9,9 @@ ids become contiguous labels ``1..K`` with ``0`` left for the background (as
 torchvision's detection models expect), and segmentations (polygons,
 uncompressed and compressed RLE) are decoded into binary masks by
 pycocotools when the dataset is written, so that loading needs neither
-pycocotools nor the annotation file.
+pycocotools nor the annotation file.  pycocotools runs in a helper process
+(:mod:`slipstream.sources.maskprocess`): a crash in it fails the sample
+being decoded, not the process that reads the dataset.
 """
 
 from __future__ import annotations
@@ -20,14 +22,14 @@ import itertools
 import json
 import math
 import os
-import warnings
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import numpy as np
 
-from slipstream.errors import ArgumentError, DatasetNotFoundError
+from slipstream.errors import ArgumentError, DatasetNotFoundError, FormatError
 from slipstream.sources.folders import require_folder
+from slipstream.sources.maskprocess import MASKS
 from slipstream.sources.segmentation import read_image
 
 CROWD_MODES = ("keep", "drop")
@@ -38,6 +40,25 @@ BOX_FORMAT = "XYXY"
 
 _MIN_POLYGON = 6
 """Coordinates of the smallest polygon with an area (three points)."""
+
+POLYGON_MARGIN = 2
+"""How far a polygon's points may lie outside their image, in image sizes
+(a point of a 640-pixel-wide image may have x from -1280 to 1920):
+annotation tools leave points a little outside, and nothing further out
+changes the mask.  pycocotools turns coordinates into 32-bit integers, so
+far-out ones (1e10) overflow there and crash it."""
+
+POLYGON_OUTLINE = 100
+"""How long a polygon's outline may be, in image perimeters (its steps
+measured as the longer of their x and y extents, as pycocotools walks
+them): pycocotools allocates memory for every pixel step of the outline
+without checking that it got it, so a polygon walking far enough (points
+near 1e8, or millions of zigzags) crashes it."""
+
+_INSTANCES = itertools.count()
+
+_NUMBERS = frozenset({int, float})
+"""The types of a number parsed from JSON (``bool`` is another type)."""
 
 
 def mask_api() -> Any:
@@ -72,13 +93,115 @@ class _ImageAnnotations:
 
 
 def _number(value: Any) -> bool:
-    """Whether ``value`` is a finite JSON number (not a bool)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """Whether ``value`` is a finite number (not a bool, not a string)."""
+    try:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    except OverflowError:  # an integer beyond float's range
+        return False
 
 
 def _integer(value: Any) -> bool:
     """Whether ``value`` is a JSON integer (not a bool)."""
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file (False for a name the system
+    refuses, such as one too long)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
+def _coordinates(polygon: Any) -> np.ndarray | None:
+    """A polygon's coordinates as float64, or None unless it is a list of
+    an even count of finite JSON numbers."""
+    if not isinstance(polygon, list) or not set(map(type, polygon)) <= _NUMBERS or len(polygon) % 2:
+        return None
+    try:
+        coordinates = np.array(polygon, np.float64)
+    except OverflowError:  # an integer beyond float's range
+        return None
+    return coordinates if np.isfinite(coordinates).all() else None
+
+
+def _polygon_extents(polygons: list[np.ndarray], sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For polygons of at least three points, polygon ``i`` of an image of
+    ``sizes[i]`` (height, width), in whole-array NumPy work: per point,
+    whether it lies more than :data:`POLYGON_MARGIN` image sizes outside its
+    image; per polygon, the index of its first point and whether its outline
+    is longer than :data:`POLYGON_OUTLINE` image perimeters.  (The outline
+    is walked as pycocotools walks it: each step, closing one included, as
+    the longer of its x and y extents.)"""
+    points = np.fromiter(map(len, polygons), np.int64, len(polygons)) // 2
+    xy = np.concatenate(polygons).reshape(-1, 2)
+    x, y = xy[:, 0], xy[:, 1]
+    height, width = np.repeat(sizes[:, 0], points), np.repeat(sizes[:, 1], points)
+    outside = (x < -POLYGON_MARGIN * width) | (x > (1 + POLYGON_MARGIN) * width) | \
+        (y < -POLYGON_MARGIN * height) | (y > (1 + POLYGON_MARGIN) * height)
+    starts = np.cumsum(points) - points
+    following = np.arange(1, len(x) + 1)
+    following[starts + points - 1] = starts  # the last point steps back to the first
+    steps = np.maximum(np.abs(x[following] - x), np.abs(y[following] - y))
+    outline = np.add.reduceat(steps, starts)
+    return outside, starts, outline > POLYGON_OUTLINE * 2 * (sizes[:, 0] + sizes[:, 1])
+
+
+def _polygon_problem(coordinates: np.ndarray, height: int, width: int) -> str:
+    """What makes a polygon of an image of ``height`` x ``width`` unsafe
+    to give pycocotools (see :func:`_polygon_extents`), or ``""``."""
+    outside, _, too_long = _polygon_extents([coordinates], np.array([[height, width]]))
+    if outside.any():
+        k = int(np.flatnonzero(outside)[0])
+        x, y = coordinates[2 * k], coordinates[2 * k + 1]
+        return (f"has the point ({x:g}, {y:g}), more than {POLYGON_MARGIN} image sizes outside its {width}x{height} "
+                f"image (x from {-POLYGON_MARGIN * width} to {(1 + POLYGON_MARGIN) * width}, y from "
+                f"{-POLYGON_MARGIN * height} to {(1 + POLYGON_MARGIN) * height})")
+    if too_long[0]:
+        x, y = coordinates[0::2], coordinates[1::2]
+        outline = np.maximum(np.abs(np.diff(x, append=x[0])), np.abs(np.diff(y, append=y[0]))).sum()
+        return (f"has an outline of {outline:,.0f} pixels, more than {POLYGON_OUTLINE} times its {width}x{height} "
+                f"image's perimeter ({2 * (height + width)} pixels)")
+    return ""
+
+
+def _first_unsafe(segmentations: list[tuple[str, Any]], sizes: np.ndarray, chunk: int = 1 << 16) -> int | None:
+    """The first of ``segmentations`` (of images of ``sizes``) with a
+    polygon :func:`_polygon_problem` refuses, or None: checked a chunk of
+    polygons at a time (one by one, COCO's million would take half a
+    minute)."""
+    polygons, owners = [], []
+    for k, (kind, data) in enumerate(segmentations):
+        if kind == "polygons":
+            polygons.extend(data)
+            owners.extend(itertools.repeat(k, len(data)))
+    for start in range(0, len(polygons), chunk):
+        part = owners[start:start + chunk]
+        outside, starts, too_long = _polygon_extents(polygons[start:start + chunk], sizes[part])
+        bad = np.flatnonzero(np.logical_or.reduceat(outside, starts) | too_long)
+        if bad.size:
+            return part[int(bad[0])]
+    return None
+
+
+def _box_values(bboxes: list[Any]) -> np.ndarray:
+    """The boxes as ``(n, 4)`` float64, a row of NaN for each that is not a
+    list of four JSON numbers: NumPy alone would read ``True`` and ``"1"``
+    as numbers.  The types are checked in C loops (``map``, ``set``) when
+    every box is well formed, box by box only when one is not."""
+    if set(map(type, bboxes)) <= {list} and set(map(len, bboxes)) <= {4}:
+        flat = list(itertools.chain.from_iterable(bboxes))
+        if set(map(type, flat)) <= _NUMBERS:
+            try:
+                return np.array(flat, np.float64).reshape(-1, 4)
+            except OverflowError:  # an integer beyond float's range: found below
+                pass
+    values = np.full((len(bboxes), 4), np.nan)
+    for k, bbox in enumerate(bboxes):
+        if isinstance(bbox, list) and len(bbox) == 4 and all(_number(v) for v in bbox):
+            values[k] = bbox
+    return values
 
 
 class COCODetection:
@@ -121,9 +244,14 @@ class COCODetection:
         DatasetNotFoundError: the annotation file, the image folder or an
             image file does not exist.
         ArgumentError: the annotation file is not COCO instances JSON, or an
-            annotation is malformed: an unknown image or category id, a box
-            outside its image, a segmentation that is neither polygons nor
-            RLE or whose size is not its image's.
+            annotation is malformed: an unknown image or category id, an
+            annotation id listed twice, a ``file_name`` that leaves the image
+            folder (absolute, or with a ``..`` part), a box that is not four
+            finite numbers or lies outside its image, a polygon that is not
+            finite numbers or lies far outside its image
+            (:data:`POLYGON_MARGIN`, :data:`POLYGON_OUTLINE`), a
+            segmentation that is neither polygons nor RLE or whose size is
+            not its image's.
         ImportError: ``masks=True`` without pycocotools installed.
 
     Attributes:
@@ -138,11 +266,13 @@ class COCODetection:
         label_of: COCO category id -> label.
 
     Polygons of fewer than three points have no area and are left out of
-    their mask (pycocotools would read a two-point one as a box).  Boxes of
-    zero width or height are kept as the file gives them; torchvision's
-    detection models refuse them in training, as they do boxes that
-    augmentations (crops) shrink to nothing, so the training pipeline
-    filters them.
+    their mask (pycocotools would read a two-point one as a box).  A sample
+    whose segmentation pycocotools refuses or crashes on raises
+    :class:`~slipstream.errors.FormatError` naming the annotation, and so
+    follows the writer's ``on_error``.  Boxes of zero width or height are
+    kept as the file gives them; torchvision's detection models refuse them
+    in training, as they do boxes that augmentations (crops) shrink to
+    nothing, so the training pipeline filters them.
     """
 
     def __init__(self, images_root: str | os.PathLike, annotation_file: str | os.PathLike, masks: bool = True,
@@ -156,6 +286,8 @@ class COCODetection:
         self.masks = bool(masks)
         self.crowd = crowd
         self.box_tolerance = float(box_tolerance)
+        self._token = (os.getpid(), next(_INSTANCES))  # names its requests to the mask helper
+        self._last_decoded = -2
         if self.masks:
             mask_api()  # now, not in the middle of writing
         require_folder(self.images_root, f"the images of {self.annotation_file}")
@@ -205,6 +337,7 @@ class COCODetection:
                 raise ArgumentError(f"{where} is listed twice")
             if not isinstance(image.get("file_name"), str) or not image["file_name"]:
                 raise ArgumentError(f"{where} has no 'file_name'")
+            self._check_file_name(where, image["file_name"])
             for key in ("width", "height"):
                 if not _integer(image.get(key)) or image[key] < 1:
                     raise ArgumentError(f"{where} ({image['file_name']}) has no positive integer {key!r}: "
@@ -218,22 +351,40 @@ class COCODetection:
         self._sample_of = {image_id: k for k, image_id in enumerate(self.image_ids)}
         self._heights, self._widths = self.sizes[:, 0].tolist(), self.sizes[:, 1].tolist()
 
+    def _check_file_name(self, where: str, name: str) -> None:
+        """Refuse a ``file_name`` that is not a path inside the image folder:
+        an absolute path, or one with a ``..`` part, would read a file from
+        anywhere and store it in the dataset.  (The check is on the name:
+        symbolic links inside the folder are followed, as datasets use them
+        to share images.)"""
+        path = PurePosixPath(name)
+        if path.is_absolute() or ".." in path.parts or "\0" in name:
+            raise ArgumentError(f"{where} has file_name {name!r:.200}, which is not a path inside the image folder "
+                                f"{self.images_root}: file names must be relative, without '..'")
+
     def _read_annotations(self, content: dict[str, Any]) -> None:
         samples, ids, bboxes, labels, crowds, segmentations = [], [], [], [], [], []
+        written: list[Any] = []  # each segmentation as the file gives it, for messages
+        seen: set[int] = set()
         for annotation in content.get("annotations", []):
             if not isinstance(annotation, dict):
                 raise ArgumentError(f"{self.annotation_file}: annotation {annotation!r:.80} is not an object")
             ann_id = annotation.get("id")
-            sample = self._sample_of.get(annotation.get("image_id"))
+            if _integer(ann_id):
+                if ann_id in seen:
+                    raise ArgumentError(f"{self.annotation_file}: annotation id {ann_id} is listed twice (ids "
+                                        f"name annotations: which one it means is unknown)")
+                seen.add(ann_id)
+            image_id, category_id = annotation.get("image_id"), annotation.get("category_id")
+            sample = self._sample_of.get(image_id) if _integer(image_id) else None
             if sample is None:
-                raise ArgumentError(f"{self.annotation_file}: annotation {ann_id!r} is of image "
-                                    f"{annotation.get('image_id')!r}, which the file does not list in 'images'")
-            label = self.label_of.get(annotation.get("category_id"))
+                raise ArgumentError(f"{self.annotation_file}: annotation {ann_id!r:.80} is of image {image_id!r:.80}, "
+                                    f"which the file does not list in 'images'")
+            label = self.label_of.get(category_id) if _integer(category_id) else None
             if label is None:
                 known = ", ".join(map(str, self.category_ids[:20])) + (" ..." if len(self.category_ids) > 20 else "")
-                raise ArgumentError(f"{self._where(ann_id, sample)} has category id "
-                                    f"{annotation.get('category_id')!r}, which is not one of the file's categories "
-                                    f"({known})")
+                raise ArgumentError(f"{self._where(ann_id, sample)} has category id {category_id!r:.80}, which is "
+                                    f"not one of the file's categories ({known})")
             iscrowd = annotation.get("iscrowd", 0)
             if iscrowd not in (0, 1):  # True and False compare equal to 1 and 0
                 raise ArgumentError(f"{self._where(ann_id, sample)} has iscrowd={iscrowd!r}, not 0 or 1")
@@ -244,6 +395,7 @@ class COCODetection:
                     raise ArgumentError(f"{self._where(ann_id, sample)} has no 'segmentation' (pass masks=False "
                                         f"for boxes only)")
                 segmentations.append(self._segmentation(annotation["segmentation"], ann_id, sample))
+                written.append(annotation["segmentation"])
             samples.append(sample)
             ids.append(ann_id if _integer(ann_id) else -1)
             bboxes.append(annotation.get("bbox"))
@@ -251,6 +403,8 @@ class COCODetection:
             crowds.append(int(iscrowd))
         samples_array = np.array(samples, np.int64)
         boxes = self._boxes(bboxes, samples_array, ids)
+        if self.masks:
+            self._check_polygons(segmentations, samples_array, ids, written)
         # Group by image, each image's annotations in file order (as pycocotools and torchvision give them).
         order = np.argsort(samples_array, kind="stable")
         bounds = np.searchsorted(samples_array[order], np.arange(len(self.image_ids) + 1))
@@ -265,21 +419,13 @@ class COCODetection:
 
     def _where(self, ann_id: Any, sample: int) -> str:
         """Names an annotation in messages: the file, its id and its image's."""
-        return f"{self.annotation_file}: annotation {ann_id!r} (image {self.image_ids[sample]})"
+        return f"{self.annotation_file}: annotation {ann_id!r:.80} (image {self.image_ids[sample]})"
 
     def _boxes(self, bboxes: list[Any], samples: np.ndarray, ids: list[int]) -> np.ndarray:
         """The ``[x, y, w, h]`` boxes as ``(n, 4)`` float32 ``[x1, y1, x2, y2]``
         clipped to their images, checked all at once (a Python loop over a
         million boxes would take seconds)."""
-        try:
-            values = np.array(bboxes, np.float64) if all(isinstance(b, list) for b in bboxes) else None
-        except (TypeError, ValueError):
-            values = None
-        if values is None or values.shape != (len(bboxes), 4):
-            values = np.full((len(bboxes), 4), np.nan)
-            for k, bbox in enumerate(bboxes):
-                if isinstance(bbox, list) and len(bbox) == 4 and all(_number(v) for v in bbox):
-                    values[k] = bbox
+        values = _box_values(bboxes)
         bad = np.flatnonzero(~np.isfinite(values).all(axis=1))
         if bad.size:
             k = int(bad[0])
@@ -304,6 +450,22 @@ class COCODetection:
                           np.clip(y2, 0, heights)], axis=1)
         return boxes.astype(np.float32).reshape(-1, 4)
 
+    def _check_polygons(self, segmentations: list[tuple[str, Any]], samples: np.ndarray, ids: list[int],
+                        written: list[Any]) -> None:
+        """Refuse, by name, the first polygon that lies far outside its image
+        or walks too long an outline (:func:`_polygon_problem`)."""
+        unsafe = _first_unsafe(segmentations, self.sizes[samples])
+        if unsafe is None:
+            return
+        sample = int(samples[unsafe])
+        for k, polygon in enumerate(written[unsafe]):  # which of its polygons, counted as the file lists them
+            coordinates = _coordinates(polygon)
+            if coordinates is not None and len(coordinates) >= _MIN_POLYGON:
+                problem = _polygon_problem(coordinates, self._heights[sample], self._widths[sample])
+                if problem:
+                    raise ArgumentError(f"{self._where(ids[unsafe], sample)}: polygon {k} of its segmentation "
+                                        f"{problem}")
+
     def _segmentation(self, segmentation: Any, ann_id: Any, sample: int) -> tuple[str, Any]:
         """A compact, checked copy of the segmentation of annotation
         ``ann_id`` (of sample ``sample``): ``("polygons", arrays)``,
@@ -317,17 +479,12 @@ class COCODetection:
         if isinstance(segmentation, list):
             polygons = []
             for k, polygon in enumerate(segmentation):
-                # NumPy checks the coordinates: a Python loop over COCO's tens of millions would take a while
-                try:
-                    coordinates = np.array(polygon, np.float64) if isinstance(polygon, list) else None
-                except (TypeError, ValueError):
-                    coordinates = None
-                if coordinates is None or coordinates.ndim != 1 or len(coordinates) % 2 or \
-                        not np.isfinite(coordinates).all():
+                coordinates = _coordinates(polygon)
+                if coordinates is None:
                     raise ArgumentError(f"{where()}: polygon {k} of its segmentation is not a list of x, y "
                                         f"coordinates (finite numbers, an even count)")
-                if len(coordinates) >= _MIN_POLYGON:
-                    polygons.append(coordinates)
+                if len(coordinates) >= _MIN_POLYGON:  # shorter ones have no area: never given to pycocotools
+                    polygons.append(coordinates)  # its extent is checked with all the others' (_check_polygons)
             return "polygons", tuple(polygons)
         if isinstance(segmentation, dict) and "counts" in segmentation and "size" in segmentation:
             size, counts = segmentation["size"], segmentation["counts"]
@@ -339,8 +496,10 @@ class COCODetection:
                     return "compressed", counts.encode("ascii")
                 except UnicodeEncodeError:
                     raise ArgumentError(f"{where()}: its compressed RLE counts are not ASCII") from None
-            runs = np.array(counts) if isinstance(counts, list) and counts else None
-            if runs is not None and runs.ndim == 1 and runs.dtype.kind in "iu" and (runs >= 0).all():
+            runs = np.array(counts) if isinstance(counts, list) and counts and set(map(type, counts)) == {int} \
+                else None
+            if runs is not None and runs.dtype.kind in "iu" and (runs >= 0).all() and \
+                    (runs <= height * width).all():
                 total = int(runs.sum(dtype=np.int64))
                 if total != height * width:
                     raise ArgumentError(f"{where()}: its RLE counts add up to {total} pixels, but its image has "
@@ -352,7 +511,7 @@ class COCODetection:
                             f"polygons nor an RLE object with 'counts' and 'size'")
 
     def _check_files(self) -> None:
-        missing = [k for k, name in enumerate(self.file_names) if not (self.images_root / name).is_file()]
+        missing = [k for k, name in enumerate(self.file_names) if not _is_file(self.images_root / name)]
         if missing:
             first = missing[0]
             more = f" (and {len(missing) - 1} more of its images)" if len(missing) > 1 else ""
@@ -380,29 +539,32 @@ class COCODetection:
         return sample
 
     def _decode_masks(self, index: int, height: int, width: int) -> np.ndarray:
-        """The ``(n, H, W)`` uint8 masks of sample ``index``'s annotations."""
-        api = mask_api()
+        """The ``(n, H, W)`` uint8 masks of sample ``index``'s annotations,
+        decoded by pycocotools in a helper process
+        (:mod:`slipstream.sources.maskprocess`), where a crash is contained.
+
+        Raises:
+            FormatError: pycocotools refuses a segmentation or crashes on it.
+        """
         annotations = self._annotations[index]
-        masks = np.zeros((len(annotations.ids), height, width), np.uint8)
-        with warnings.catch_warnings():
-            # pycocotools' decoder, built before NumPy 2, asks for an array copy in a way NumPy 2 deprecates;
-            # the masks are right, and the warning says nothing the user can act on.
-            warnings.filterwarnings("ignore", "__array__ implementation doesn't accept a copy", DeprecationWarning)
-            for k, (kind, data) in enumerate(annotations.segmentations or ()):
-                try:
-                    if kind == "polygons":
-                        if not data:
-                            continue  # no polygon with an area: an empty mask
-                        rle = api.merge(api.frPyObjects(list(data), height, width))
-                    elif kind == "counts":
-                        rle = api.frPyObjects({"counts": data, "size": [height, width]}, height, width)
-                    else:
-                        rle = {"counts": data, "size": [height, width]}
-                    masks[k] = api.decode(rle)
-                except Exception as exc:  # pycocotools raises bare Exceptions and ValueErrors
-                    raise ValueError(f"{self.annotation_file}: annotation {int(annotations.ids[k])} (image "
-                                     f"{self.image_ids[index]}): its segmentation cannot be decoded: {exc}") from None
+        masks, failure = MASKS.decode((self._token, index, height, width), annotations.segmentations or (),
+                                      (height, width), self._ahead(index))
+        if failure is not None:
+            k, reason = failure
+            raise FormatError(f"{self.annotation_file}: annotation {int(annotations.ids[k])} (image "
+                              f"{self.image_ids[index]}): its segmentation cannot be decoded: {reason}")
         return masks
+
+    def _ahead(self, index: int) -> tuple[Any, Any, tuple[int, int]] | None:
+        """The mask request of the sample after ``index`` while samples are
+        read in order (the helper decodes it while this one is encoded)."""
+        in_order, self._last_decoded = self._last_decoded == index - 1, index
+        following = index + 1
+        if not in_order or following >= len(self):
+            return None
+        height, width = int(self.sizes[following][0]), int(self.sizes[following][1])
+        return ((self._token, following, height, width), self._annotations[following].segmentations or (),
+                (height, width))
 
     def describe(self, index: int) -> str:
         """The image id and file, for error messages."""

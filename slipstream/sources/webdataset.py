@@ -12,11 +12,14 @@ ranged reads), so a shard is never held in memory whole.
 
 from __future__ import annotations
 
+import dataclasses
 import io
+import itertools
 import json
+import math
 import os
 import re
-import tarfile
+import stat
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -24,9 +27,10 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from slipstream.errors import ArgumentError, DatasetNotFoundError
+from slipstream.errors import ArgumentError, DatasetNotFoundError, FormatError
 from slipstream.format.remote import Remote, is_url, local_path
 from slipstream.format.writer import SampleStream
+from slipstream.sources import tarstream
 
 DEFAULT_MEMBERS: Mapping[str, str] = {"image": "jpg;jpeg;png;webp", "label": "cls", "json": "json", "text": "txt"}
 """The member extensions a field of one of these names reads when none are
@@ -35,6 +39,7 @@ another name reads the extension equal to its name."""
 
 _INTEGERS = frozenset({"cls", "cls2", "index", "id", "label"})
 _TEXTS = frozenset({"txt", "text", "caption"})
+_DECIMAL = re.compile(rb"-?[0-9]{1,40}(\r?\n)?")
 
 
 def member_value(extension: str, data: bytes) -> Any:
@@ -43,16 +48,20 @@ def member_value(extension: str, data: bytes) -> Any:
     ``json`` the parsed JSON, ``txt``/``text``/``caption`` a string,
     ``npy`` a NumPy array; anything else (images) the bytes as they are.
 
+    An integer is written in ASCII decimal digits, with an optional ``-``
+    and a final newline; anything else (other digits, ``_`` separators,
+    spaces) is refused rather than read as some number.
+
     Raises:
         ValueError: the member's content does not parse as its extension says.
     """
     kind = extension.rsplit(".", 1)[-1].lower()
     if kind in _INTEGERS:
-        text = data.decode("utf-8", "replace").strip()
-        try:
-            return int(text)
-        except ValueError:
-            raise ValueError(f"a .{extension} member must hold an integer, it holds {text[:40]!r}") from None
+        if _DECIMAL.fullmatch(data) is None:  # int() would take "٣", "1_000" and " 3 " too
+            text = data[:40].decode("utf-8", "replace")
+            raise ValueError(f"a .{extension} member must hold an integer, it holds {text!r}: only ASCII decimal "
+                             f"digits are read as one (an optional '-', at most 40 digits, a final newline)")
+        return int(data)
     if kind == "json":
         return json.loads(data.decode("utf-8"))
     if kind in _TEXTS:
@@ -85,10 +94,15 @@ class WebDataset(SampleStream):
             field's name).
         remote: object-store options for URLs.
 
-    A sample that lacks a member a field needs, or whose member does not
-    parse (:func:`member_value`), is reported as unreadable, named by shard
-    and key, and follows the writer's ``on_error``; so does the rest of a
-    shard that ends inside a member (truncated or corrupt tar).
+    A sample that lacks a member a field needs, has a member twice, has a
+    sparse member or one over :data:`~slipstream.sources.tarstream.MAX_MEMBER_SIZE`,
+    or whose member does not parse (:func:`member_value`), is reported as
+    unreadable, named by shard and key, and follows the writer's
+    ``on_error``.  So does a shard that breaks off, wherever it is cut (at a
+    block boundary, inside a header or inside a member: a shard must end
+    with tar's end-of-archive marker), or whose header is corrupt: one
+    failure names the shard, the sample in progress, which may miss
+    members, and says that every sample after it is lost.
     """
 
     def __init__(self, shards: str | os.PathLike | Sequence[str | os.PathLike], fields: Mapping[str, Any] | None = None,
@@ -132,9 +146,13 @@ class WebDataset(SampleStream):
     def _default_fields(self) -> dict[str, Any]:
         from slipstream.fields import IntField, JSONField, RGBImageField
 
-        first = next((found for _, found in _samples(self.shards[0], self.remote) if isinstance(found, dict)), None)
-        if first is None:
-            raise ArgumentError(f"{self.shards[0]} has no readable sample to take the fields from: pass fields=")
+        first: dict[str, bytes] | Exception | None = None
+        for _, first in _samples(self.shards[0], self.remote):
+            if isinstance(first, dict):
+                break
+        if not isinstance(first, dict):
+            why = f" (the last: {first})" if first is not None else ""
+            raise ArgumentError(f"{self.shards[0]} has no readable sample to take the fields from{why}: pass fields=")
         kinds = {"image": RGBImageField, "label": IntField, "json": JSONField}
         fields = {name: kind() for name, kind in kinds.items()
                   if any(e in first for e in DEFAULT_MEMBERS[name].split(";"))}
@@ -151,47 +169,118 @@ class WebDataset(SampleStream):
         return f"WebDataset({len(self.shards)} shards from {self.shards[0]!r}, fields {list(self.fields)})"
 
 
-def _samples(shard: str, remote: Remote) -> Iterator[tuple[str, dict[str, bytes] | Exception]]:
-    """``(key, {extension: bytes})`` per sample of a tar shard, in order; a
-    shard that breaks off ends with ``(last key, error)``."""
-    key: str | None = None
-    found: dict[str, bytes] = {}
-    with _open(shard, remote) as stream:
-        try:
-            with tarfile.open(fileobj=stream, mode="r|") as tar:
-                for member in tar:
-                    if not member.isfile():
-                        continue
-                    directory, _, base = member.name.rpartition("/")
-                    stem, dot, extension = base.partition(".")
-                    if not dot or not stem:  # no extension, or a dot file: not a sample member
-                        continue
-                    member_key = f"{directory}/{stem}" if directory else stem
-                    if member_key != key and key is not None:
-                        yield key, found
-                        found = {}
-                    key = member_key
-                    handle = tar.extractfile(member)
-                    found[extension.lower()] = handle.read() if handle is not None else b""
-        except (tarfile.TarError, EOFError, OSError) as exc:
-            where = f"after sample {key!r}" if key is not None else "at its start"
-            yield key or "(start)", ValueError(f"the tar shard is truncated or corrupt {where} ({exc}); the rest of "
-                                               f"the shard is not read")
+@dataclasses.dataclass
+class _Sample:
+    """The members of one sample, as they are read."""
+
+    key: str
+    found: dict[str, bytes] = dataclasses.field(default_factory=dict)
+    names: dict[str, str] = dataclasses.field(default_factory=dict)  # extension -> member name
+    problem: str = ""
+
+    def add(self, extension: str, member: tarstream.Member) -> None:
+        """Take ``member`` as the sample's ``extension``; the first refused
+        or repeated member makes the whole sample unreadable."""
+        if self.problem:
             return
-    if key is not None:
-        yield key, found
+        if member.data is None:
+            self.problem = member.refusal
+        elif extension in self.found:  # which of the two is the sample's is anyone's guess
+            self.problem = (f"the sample has two .{extension} members, {self.names[extension]!r} and {member.name!r} "
+                            f"(at byte {member.offset}): which one it means is unknown")
+        else:
+            self.found[extension], self.names[extension] = member.data, member.name
+
+    def outcome(self) -> dict[str, bytes] | Exception:
+        """The members by extension, or the error that makes the sample unreadable."""
+        return FormatError(self.problem) if self.problem else self.found
 
 
-def _open(shard: str, remote: Remote) -> BinaryIO:
+def _samples(shard: str, remote: Remote) -> Iterator[tuple[str, dict[str, bytes] | Exception]]:
+    """``(key, {extension: bytes})`` per sample of a tar shard, in order, or
+    ``(key, error)`` for a sample that cannot be read; a shard that breaks
+    off ends with ``(key of the sample in progress, error)`` naming what is
+    lost (that sample, which may miss members, and every one after it)."""
+    current: _Sample | None = None
+    read = 0
+    stream, size = _open(shard, remote)
+    with stream:
+        try:
+            for member in tarstream.members(stream, size):
+                key, extension = _member_key(member.name)
+                if key is None:
+                    continue
+                finished, current = _advance(current, key)
+                if finished is not None:
+                    yield finished.key, finished.outcome()
+                    read += 1
+                current.add(extension, member)
+        except (FormatError, OSError) as exc:
+            key = _member_key(exc.member)[0] if isinstance(exc, tarstream.TarDamage) else None
+            if key is not None:  # the damage is inside a member: the sample before it, if another, is whole
+                finished, current = _advance(current, key)
+                if finished is not None:
+                    yield finished.key, finished.outcome()
+                    read += 1
+            if not isinstance(exc, FormatError):  # the file or object could not be read
+                exc = FormatError(f"the tar shard cannot be read: {exc}")
+            yield (current.key if current else "(start)"), FormatError(f"{exc}; {_lost(current, read)}")
+            return
+    if current is not None:
+        yield current.key, current.outcome()
+
+
+def _advance(current: _Sample | None, key: str) -> tuple[_Sample | None, _Sample]:
+    """The sample finished by a member of sample ``key`` (None if it is
+    ``current``'s), and the sample that member belongs to: members of one
+    sample are consecutive."""
+    if current is not None and current.key == key:
+        return None, current
+    return current, _Sample(key)
+
+
+def _member_key(name: str) -> tuple[str | None, str]:
+    """A member's sample key and extension (``dir/n0144_10026``, ``jpg``),
+    or ``(None, "")`` for a file that is not a sample member (no extension,
+    or a dot file)."""
+    directory, _, base = name.rpartition("/")
+    stem, dot, extension = base.partition(".")
+    if not dot or not stem:
+        return None, ""
+    return (f"{directory}/{stem}" if directory else stem), extension.lower()
+
+
+def _lost(current: _Sample | None, read: int) -> str:
+    """What a shard that breaks off loses, for its error message."""
+    if current is None:
+        return "no sample of the shard could be read"
+    members = ", ".join("." + e for e in current.found) or "none"
+    return (f"sample {current.key!r} (members read: {members}) and any samples after it in the shard are lost "
+            f"(samples read before it: {read})")
+
+
+def _open(shard: str, remote: Remote) -> tuple[BinaryIO, int]:
+    """The shard's bytes as a stream, and their number."""
     if is_url(shard):
         from slipstream.format.objectstore import ObjectPrefix
 
         parent, _, name = shard.rpartition("/")
-        return io.BufferedReader(_ObjectStream(ObjectPrefix(parent, remote), name), buffer_size=1 << 20)
+        raw = _ObjectStream(ObjectPrefix(parent, remote), name)
+        return io.BufferedReader(raw, buffer_size=1 << 20), raw.size
+    path = local_path(shard)
     try:
-        return open(local_path(shard), "rb")
+        # Not blocking: a FIFO in place of a shard must be refused, not waited on for a writer.
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise DatasetNotFoundError(f"{shard}: no such tar shard") from None
+    except OSError as exc:
+        raise FormatError(f"{shard}: the tar shard cannot be opened: {exc.strerror}") from None
+    status = os.fstat(descriptor)
+    if not stat.S_ISREG(status.st_mode):
+        os.close(descriptor)
+        raise FormatError(f"{shard} is not a regular file, so not a tar shard")
+    os.set_blocking(descriptor, True)
+    return open(descriptor, "rb"), status.st_size
 
 
 class _ObjectStream(io.RawIOBase):
@@ -235,25 +324,59 @@ class _ObjectStream(io.RawIOBase):
 
 
 _BRACES = re.compile(r"\{([^{}]*)\}")
+_NESTED = re.compile(r"\{[^}]*\{")
+_RANGE = re.compile(r"(\d+)\.\.(\d+)")
+
+MAX_SHARDS = 1_000_000
+"""The most shard names a brace pattern may stand for: far more than any
+dataset has shards, and few enough to list (a mistyped range such as
+``{0..999999999999}`` would exhaust memory)."""
 
 
 def expand_braces(pattern: str) -> list[str]:
     """Every text ``pattern`` stands for: ``{0000..0099}`` (a numeric range,
     zero-padded as written) and ``{a,b,c}`` (alternatives), as the
-    ``webdataset`` package and shells expand shard lists."""
-    match = _BRACES.search(pattern)
-    if match is None:
-        return [pattern]
-    body = match.group(1)
-    bounds = re.fullmatch(r"(\d+)\.\.(\d+)", body)
-    if bounds:
-        lo, hi = bounds.groups()
-        width = len(lo) if lo.startswith("0") else 0
-        choices = [str(k).zfill(width) for k in range(int(lo), int(hi) + 1)]
-    else:
-        choices = body.split(",")
-    head, tail = pattern[:match.start()], pattern[match.end():]
-    return [expanded for choice in choices for expanded in expand_braces(head + choice + tail)]
+    ``webdataset`` package and shells expand shard lists.
+
+    Raises:
+        ArgumentError: the pattern stands for more than :data:`MAX_SHARDS`
+            names (counted before any is made), or nests braces.
+    """
+    if _NESTED.search(pattern):
+        raise ArgumentError(f"{pattern!r} nests braces, which shard patterns do not: write each brace group "
+                            f"on its own ({{a,b}}-{{0..9}})")
+    groups = list(_BRACES.finditer(pattern))
+    total = math.prod(_choice_count(group.group(1), pattern) for group in groups)
+    if total > MAX_SHARDS:
+        raise ArgumentError(f"{pattern!r} stands for {total:,} shard names, more than the {MAX_SHARDS:,} a shard "
+                            f"pattern may: is a range mistyped?")
+    pieces, end = [], 0
+    for group in groups:
+        pieces += [[pattern[end:group.start()]], _choices(group.group(1))]
+        end = group.end()
+    pieces.append([pattern[end:]])
+    return ["".join(parts) for parts in itertools.product(*pieces)]
+
+
+def _choice_count(body: str, pattern: str) -> int:
+    """How many texts the brace group ``{body}`` stands for."""
+    bounds = _RANGE.fullmatch(body)
+    if bounds is None:
+        return len(body.split(","))
+    if max(len(b) for b in bounds.groups()) > 18:
+        raise ArgumentError(f"{pattern!r}: the range {{{body[:60]}}} has bounds of more than 18 digits")
+    low, high = (int(b) for b in bounds.groups())
+    return max(0, high - low + 1)
+
+
+def _choices(body: str) -> list[str]:
+    """The texts the brace group ``{body}`` stands for, in order."""
+    bounds = _RANGE.fullmatch(body)
+    if bounds is None:
+        return body.split(",")
+    low, high = bounds.groups()
+    width = len(low) if low.startswith("0") else 0
+    return [str(k).zfill(width) for k in range(int(low), int(high) + 1)]
 
 
 def _shard_list(shards: str | os.PathLike | Sequence[str | os.PathLike], remote: Remote) -> list[str]:
