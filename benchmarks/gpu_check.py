@@ -117,6 +117,7 @@ class Check:
         start = time.monotonic()
         proc = subprocess.Popen(command, cwd=REPO_ROOT, env=environment, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True)
+
         def relay() -> None:
             for line in proc.stdout:
                 self.log(f"   {line.rstrip()}")
