@@ -167,20 +167,12 @@ class PageCache:
     def _open_page(self, folder: int, key: str, name: str) -> int | None:
         """The page file, open for reading; None when there is none."""
         try:
-            return open_regular(name, dir_fd=folder, follow=False, error=StorageError,
-                                shown=self._refused(key, name))
+            return _open_own(name, os.O_RDONLY, folder, self.root / key / name, "open this cached page")
         except FileNotFoundError:
             return None
-        except StorageError:
-            raise
-        except OSError as exc:
-            raise StorageError(described(exc, self.root / key / name, "open this cached page")) from None
 
     def _page_lock(self, folder: int, key: str, name: str) -> _FileLock:
         return _FileLock(folder, f"{name[:-len('.page')]}.lock", self.root / key)
-
-    def _refused(self, key: str, name: str) -> str:
-        return f"the page cache's {self.root / key / name}"
 
     def _admit(self, folder: int, key: str, page: int, data: memoryview) -> int:
         """Write ``data`` as the page, making room for it under the limit;
@@ -250,6 +242,23 @@ def _page_name(page: int) -> str:
     return f"{page:08d}.page"
 
 
+def _open_own(name: str | os.PathLike, flags: int, dir_fd: int | None, where: Path, doing: str) -> int:
+    """A file of the cache (``name`` in the folder ``dir_fd``, shown as
+    ``where``) opened with ``flags`` by :func:`open_regular`, never through a
+    symbolic link.  What is not a regular file, and any failure but the
+    absence of a file not to be created (``FileNotFoundError``), is a
+    :class:`StorageError` naming ``where``."""
+    try:
+        return open_regular(name, flags, dir_fd=dir_fd, follow=False, error=StorageError,
+                            shown=f"the page cache's {where}")
+    except StorageError:
+        raise
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError) and not flags & os.O_CREAT:
+            raise
+        raise StorageError(described(exc, where, doing)) from None
+
+
 def _open_folder(path: str | os.PathLike, dir_fd: int | None = None, shown: Path | None = None) -> int:
     """A descriptor of the folder ``path``, refusing a symbolic link or
     anything else that is not a folder."""
@@ -306,13 +315,8 @@ class _FileLock:
         self.folder, self.name, self.where = folder, name, where
 
     def __enter__(self) -> int:
-        try:
-            self.fd = open_regular(self.name, os.O_RDWR | os.O_CREAT, dir_fd=self.folder, follow=False,
-                                   error=StorageError, shown=f"the page cache's {self.where / self.name}")
-        except StorageError:
-            raise
-        except OSError as exc:
-            raise StorageError(described(exc, self.where / self.name, "create a page-cache lock file")) from None
+        self.fd = _open_own(self.name, os.O_RDWR | os.O_CREAT, self.folder, self.where / self.name,
+                            "create a page-cache lock file")
         if fcntl is not None:
             fcntl.flock(self.fd, fcntl.LOCK_EX)
         return self.fd
@@ -332,13 +336,7 @@ class _Usage:
         self.thread_lock.acquire()
         try:
             path = self.root / "usage"
-            try:
-                self.fd = open_regular(path, os.O_RDWR | os.O_CREAT, follow=False, error=StorageError,
-                                       shown=f"the page cache's {path}")
-            except StorageError:
-                raise
-            except OSError as exc:
-                raise StorageError(described(exc, path, "open the page cache's usage counter")) from None
+            self.fd = _open_own(path, os.O_RDWR | os.O_CREAT, None, path, "open the page cache's usage counter")
             if fcntl is not None:
                 fcntl.flock(self.fd, fcntl.LOCK_EX)
             raw = os.pread(self.fd, 8, 0)

@@ -358,13 +358,14 @@ class ShardedReader(Reader):
                            f"after it was replaced: something damages the cache folder {self.cache.root} (its "
                            f"disk, or another process); samples in it: {_short_list(self.page_samples(page))}")
 
-    def _matches(self, page: int, data: np.ndarray) -> bool:
-        """Whether ``data`` matches page ``page``'s checksum (recorded as
-        good when it does)."""
-        self.pages_checked += 1
+    def _matches(self, page: int, data: Any) -> bool:
+        """Whether ``data`` matches page ``page``'s checksum, recorded as
+        good (and checked) when it does; a mismatch records nothing: where
+        the bytes came from decides what it means."""
         if self.page_checksums is not None and L.crc32(data) != self.page_checksums[page]:
             return False
         self.page_state[page] = PAGE_GOOD
+        self.pages_checked += 1
         return True
 
     def _download(self, page: int) -> memoryview:
@@ -383,9 +384,7 @@ class ShardedReader(Reader):
             if len(data) != end - start:
                 raise FormatError(f"{reader.path}: data page {local} came back with {len(data):,} bytes, not "
                                   f"{end - start:,}: the shard was truncated or replaced")
-            if self.page_checksums is None or L.crc32(data) == self.page_checksums[page]:
-                self.page_state[page] = PAGE_GOOD
-                self.pages_checked += 1
+            if self._matches(page, data):
                 return data
         self.page_state[page] = PAGE_CORRUPT
         raise FormatError(self._corrupt(page, f" in {CHECKSUM_ATTEMPTS} downloads"))
