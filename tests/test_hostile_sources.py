@@ -258,7 +258,7 @@ def test_a_fifo_in_place_of_a_shard_is_refused_without_waiting(tmp_path):
     os.mkfifo(tmp_path / "fifo.tar")
     shard = str(tmp_path / "fifo.tar")
     source = WebDataset([shard], {"image": ss.RGBImageField()})
-    with pytest.raises(ss.FormatError, match=r"fifo\.tar is not a regular file, so not a tar shard"):
+    with pytest.raises(ss.FormatError, match=r"fifo\.tar is a FIFO \(named pipe\), not a regular file, so not a tar shard"):
         ss.write(tmp_path / "out.slip", source, workers=0, verbose=False)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -32,7 +33,7 @@ def kind(mode: int) -> str:
     return "not a regular file"
 
 
-def open_regular(path: str | os.PathLike, flags: int = os.O_RDONLY, *, error: type[Exception] = OSError,
+def open_regular(path: str | os.PathLike, flags: int = os.O_RDONLY, *, error: Callable[[str], Exception] = OSError,
                  dir_fd: int | None = None, follow: bool = True, mode: int = 0o644,
                  shown: str | os.PathLike | None = None) -> int:
     """A file descriptor of the regular file ``path`` (relative to the
@@ -40,8 +41,9 @@ def open_regular(path: str | os.PathLike, flags: int = os.O_RDONLY, *, error: ty
 
     With ``follow=False`` a symbolic link as the last part of ``path`` is
     refused (and ``O_CREAT`` does not create the file it points to).
-    ``error`` (called with a message naming ``shown``, default ``path``) is
-    raised when the file is not a regular file; other failures of ``open``
+    ``error`` (an exception class, or any callable making the exception,
+    called with a message naming ``shown``, default ``path``) is raised
+    when the file is not a regular file; other failures of ``open``
     raise their ``OSError``.
     """
     shown = shown if shown is not None else path

@@ -19,7 +19,6 @@ import json
 import math
 import os
 import re
-import stat
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from slipstream.errors import ArgumentError, DatasetNotFoundError, FormatError
+from slipstream.format.files import open_regular
 from slipstream.format.remote import Remote, is_url, local_path
 from slipstream.format.writer import SampleStream
 from slipstream.sources import tarstream
@@ -267,20 +267,15 @@ def _open(shard: str, remote: Remote) -> tuple[BinaryIO, int]:
         parent, _, name = shard.rpartition("/")
         raw = _ObjectStream(ObjectPrefix(parent, remote), name)
         return io.BufferedReader(raw, buffer_size=1 << 20), raw.size
-    path = local_path(shard)
     try:
-        # Not blocking: a FIFO in place of a shard must be refused, not waited on for a writer.
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        # A FIFO in place of a shard is refused, not waited on for a writer.
+        descriptor = open_regular(local_path(shard), shown=shard,
+                                  error=lambda problem: FormatError(f"{problem}, so not a tar shard"))
     except FileNotFoundError:
         raise DatasetNotFoundError(f"{shard}: no such tar shard") from None
     except OSError as exc:
         raise FormatError(f"{shard}: the tar shard cannot be opened: {exc.strerror}") from None
-    status = os.fstat(descriptor)
-    if not stat.S_ISREG(status.st_mode):
-        os.close(descriptor)
-        raise FormatError(f"{shard} is not a regular file, so not a tar shard")
-    os.set_blocking(descriptor, True)
-    return open(descriptor, "rb"), status.st_size
+    return open(descriptor, "rb"), os.fstat(descriptor).st_size
 
 
 class _ObjectStream(io.RawIOBase):
