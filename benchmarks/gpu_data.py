@@ -52,7 +52,6 @@ SHARED_PHOTOS = REPO_ROOT.parent / "shared" / "data" / "imagenet-sample"
 CLASSES = 1000
 COMMON_SIZES = ((500, 375), (375, 500), (500, 333), (333, 500), (500, 500), (500, 400))
 QUALITY = 90
-JPEG_SUFFIXES = (".jpg", ".jpeg")
 
 
 def image_size(seed: int) -> tuple[int, int]:
@@ -94,10 +93,12 @@ def write_synthetic(args: tuple[Path, int]) -> int:
 def find_photos(folder: Path | None) -> list[Path]:
     """The JPEGs of ``folder`` (or of the first of the default folders that
     has any), sorted; empty when there are none."""
+    from slipstream.sources import find_jpegs  # here: the generating workers need no slipstream
+
     candidates = [folder] if folder is not None else [CARRIED_PHOTOS, SHARED_PHOTOS]
     for candidate in candidates:
-        if candidate is not None and candidate.is_dir():
-            paths = sorted(p for p in candidate.iterdir() if p.suffix.lower() in JPEG_SUFFIXES and p.is_file())
+        if candidate.is_dir():
+            paths = find_jpegs(candidate)
             if paths:
                 return paths
     return []
