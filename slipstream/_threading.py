@@ -1,4 +1,4 @@
-"""Choice of a thread-safe Numba threading layer.
+"""Numba's thread pool: its layer, its owner, and forks while it runs.
 
 Numba's default ``workqueue`` layer aborts the process when two threads launch
 parallel code at once, which a loader thread and a training thread (or two
@@ -7,6 +7,16 @@ loaders) do.  slipstream therefore asks for a thread-safe layer: TBB (from the
 library into the environment's ``lib`` folder, which is not on the dynamic
 loader's path, so it is loaded here by absolute path first; Numba's TBB
 extension then finds it by name.
+
+A fork while the pool runs leaves the child a pool whose threads are gone.
+Numba's TBB layer avoids that by joining the pool's threads before a fork and
+starting them again after, but only when the forking thread is the one that
+started the pool and no other live thread has run parallel code (TBB keeps
+such a thread registered until it exits).  So the main thread starts the
+pool before a loader's thread first runs parallel code (:func:`start_pool`),
+the loaders' threads say that they run parallel code
+(:func:`runs_parallel_code`), and :func:`fork_hazard` says whether a fork
+from the calling thread now meets both conditions.
 """
 
 from __future__ import annotations
@@ -15,7 +25,9 @@ import ctypes
 import importlib
 import os
 import sys
+import threading
 import warnings
+import weakref
 
 
 TBB_LIBRARIES = ("libtbb.so.12", "libtbb.12.dylib", "tbb12.dll")
@@ -91,3 +103,65 @@ def configure() -> None:
         RuntimeWarning,
         stacklevel=3,
     )
+
+
+_started_by_main = False
+"""Whether :func:`start_pool` started Numba's pool from the main thread."""
+
+
+def start_pool() -> None:
+    """Start Numba's thread pool now when the calling thread is the main
+    thread and the pool has not started, so that the main thread owns it.
+
+    Called before a loader's thread first runs parallel code: a pool started
+    by that thread could not be shut down around a fork from the main thread
+    (Numba's TBB layer prints "Attempted to fork from a non-main thread"
+    and leaves the child's pool in an undefined state)."""
+    global _started_by_main
+    from numba.np.ufunc import parallel
+
+    if parallel._is_initialized or threading.current_thread() is not threading.main_thread():
+        return
+    import numba
+
+    numba.get_num_threads()  # starts the pool (and fixes its layer)
+    _started_by_main = True
+
+
+_parallel_threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+"""Threads other than the main thread that have run parallel code."""
+
+
+def runs_parallel_code() -> None:
+    """Note that the calling thread runs parallel code (a loader's thread,
+    once per epoch): while it lives, a fork cannot join the pool's threads
+    (see :func:`fork_hazard`)."""
+    if threading.current_thread() is not threading.main_thread() and not one_cpu():
+        _parallel_threads.add(threading.current_thread())
+
+
+def fork_hazard() -> str | None:
+    """Why a fork from the calling thread now could hand the child Numba's
+    thread pool in an undefined state, or None when it cannot: the pool has
+    not started, or it is TBB's, the main thread started it, this is the
+    main thread, and no other thread that ran parallel code is alive (Numba
+    then joins the pool's threads before the fork and restarts them after)."""
+    from numba.np.ufunc import parallel
+
+    if not parallel._is_initialized:
+        return None
+    import numba
+
+    if threading.current_thread() is not threading.main_thread():
+        return f"this is thread {threading.current_thread().name!r}, not the main thread, and Numba's thread pool runs"
+    if not _started_by_main:
+        return ("Numba's thread pool was started before slipstream could start it from the main thread "
+                "(by parallel code run in this process before the first loader, or by a loader iterated "
+                "first in another thread)")
+    if numba.threading_layer() != "tbb":
+        return f"Numba's thread pool uses the {numba.threading_layer()!r} layer, which keeps its threads across a fork"
+    running = sorted(thread.name for thread in _parallel_threads if thread.is_alive())
+    if running:
+        return (f"loader thread {running[0]!r} is in an epoch that has not ended (finish or close the "
+                f"loader's iterator first)")
+    return None

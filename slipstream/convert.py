@@ -63,7 +63,11 @@ def write(
             "label": IntField()}``), in the order of each sample's values.
             Optional for folders and dicts of arrays.
         workers: encoding processes (default: one per core; 0: none, encode
-            in this process).  The file is the same whatever the number.
+            in this process).  They are forked from this process, except
+            where that would fork a running thread pool (writing from a
+            thread other than the main one, or while a loader's epoch runs
+            in another thread): there they are threads of this process.
+            The file is the same whatever the number.
         page_size: bytes per page, a power of two (default 8 MiB).
         page_checksums: store a CRC-32 per page (default), checked by readers
             the first time they read the page (see ``Reader.check_page``).

@@ -431,6 +431,8 @@ def load_stage(graph: Graph, stage: StageSource) -> Callable[..., Any]:
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_text(stage.source)
         os.replace(tmp, path)  # atomic: concurrent processes write identical text
+    if parallel:
+        _threading.start_pool()  # from this thread, before a loader's thread runs the stage
     module_name = f"slipstream_stage_{digest}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from slipstream import native
+from slipstream import _threading, native
 from slipstream.errors import ArgumentError, FieldValueError, SlipstreamError
 from slipstream.format import layout as L
 from slipstream.format import tempfiles
@@ -192,6 +192,8 @@ _worker: tuple[SampleSource, dict[str, Any]] | None = None
 
 
 def _start_worker(source: SampleSource, fields: dict[str, Any], parent: int, limits: dict[int, int]) -> None:
+    """A worker process's set-up: watch ``parent``, take the writing
+    process's native limits, keep the context."""
     global _worker
     _watch_parent(parent)
     for limit, value in limits.items():  # a spawned worker starts with the defaults
@@ -304,45 +306,78 @@ _STREAM_CHUNK = 16
 def _in_order(encode: Any, chunks: Iterable[Any], source: Any, fields: dict[str, Any],
               workers: int) -> Iterator[list[Any]]:
     """``encode(chunk)`` of every chunk, in order: in this process when
-    ``workers`` is 0, else in that many worker processes, which read
-    ``source`` and ``fields`` from :func:`_start_worker`."""
+    ``workers`` is 0, else by that many encoders (:func:`_encoders`)."""
     if workers == 0:
         # The context is passed, not set as the workers' global: a generator left suspended holding such a
         # global would restore it when collected, possibly inside a worker forked later, after its initializer.
         for chunk in chunks:
             yield encode(chunk, (source, fields))
         return
-    # imported here: only writing with workers needs them
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
+    from concurrent.futures.process import BrokenProcessPool  # imported here: only writing with workers needs it
 
-    # A process pool that fails every pending task when a worker dies (where
-    # multiprocessing.Pool would wait forever for the lost task); at most
-    # _AHEAD chunks per worker in flight, so memory stays bounded when
-    # encoding outpaces the disk.
-    limits = {int(limit): native.get_limit(limit) for limit in native.Limit}
-    streamed = isinstance(source, SampleStream)  # the workers need the fields only
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(_start_method()),
-                               initializer=_start_worker,
-                               initargs=(None if streamed else source, fields, os.getpid(), limits))
+    # At most _AHEAD chunks per worker in flight, so memory stays bounded
+    # when encoding outpaces the disk.
+    pool, submit, method = _encoders(encode, source, fields, workers)
     try:
         pending: collections.deque = collections.deque()
         chunks = iter(chunks)
         for chunk in itertools.islice(chunks, workers * _AHEAD):
-            pending.append((chunk, pool.submit(encode, chunk)))
+            pending.append((chunk, submit(chunk)))
         while pending:
             chunk, future = pending.popleft()
             try:
                 results = future.result()
             except BrokenProcessPool:
                 raise SlipstreamError(f"a writer worker process died while encoding {_chunk_text(chunk)} "
-                                      f"(killed by a signal or by the out-of-memory killer)") from None
+                                      f"({_death_causes(method)})") from None
             for following in itertools.islice(chunks, 1):
-                pending.append((following, pool.submit(encode, following)))
+                pending.append((following, submit(following)))
             yield results
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _encoders(encode: Any, source: Any, fields: dict[str, Any], workers: int) -> tuple[Any, Any, str]:
+    """``workers`` encoders: the pool, a function that gives it a chunk (and
+    returns the chunk's future), and how they were started (``"fork"``,
+    ``"spawn"`` or ``"thread"``).
+
+    Worker processes forked from this one where the platform can fork and
+    no thread pool would be forked live
+    (:func:`slipstream._threading.fork_hazard`): they inherit the source as
+    it is, so it needs no pickling and a script needs no ``__main__`` guard
+    (as with torch's DataLoader).  Where a pool would be forked live (this
+    is not the main thread, or a loader's epoch runs in another thread),
+    threads of this process: a fork would hand the children a pool in an
+    undefined state, and processes started fresh would run the main script
+    again, which a script that relies on fork does not expect.  The native
+    encoders release the GIL, so threads encode in parallel where they
+    dominate.  Where the platform cannot fork, spawned processes.  A process
+    pool fails every pending task when a worker dies (where
+    ``multiprocessing.Pool`` would wait forever for the lost task)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+
+    can_fork = "fork" in multiprocessing.get_all_start_methods()
+    if can_fork and _threading.fork_hazard() is not None:
+        threads = ThreadPoolExecutor(workers, thread_name_prefix="slipstream-encode")
+        context = (source, fields)
+        return threads, lambda chunk: threads.submit(encode, chunk, context), "thread"
+    method = "fork" if can_fork else "spawn"
+    limits = {int(limit): native.get_limit(limit) for limit in native.Limit}
+    sent = None if isinstance(source, SampleStream) else source  # a stream's workers need the fields only
+    processes = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method),
+                                    initializer=_start_worker, initargs=(sent, fields, os.getpid(), limits))
+    return processes, lambda chunk: processes.submit(encode, chunk), method
+
+
+def _death_causes(method: str) -> str:
+    """What kills a writer worker started by ``method``, for messages."""
+    causes = "killed by a signal or by the out-of-memory killer"
+    if method == "fork":
+        return causes
+    return (f"{causes}; it was started by {method!r}, which imports the main script again in each worker: "
+            f"a script that writes with workers must run its work under `if __name__ == '__main__':`")
 
 
 def _chunk_text(chunk: Any) -> str:
@@ -354,17 +389,6 @@ def _chunk_text(chunk: Any) -> str:
 
 _AHEAD = 4
 """Chunks queued per writer worker."""
-
-
-def _start_method() -> str:
-    """``fork`` where the platform has it: the workers inherit the source as
-    it is, so it needs no pickling and a script needs no ``__main__`` guard
-    (as with torch's DataLoader).  Encoding calls no threaded code, so the
-    parent's threads (Numba's, torch's) are not needed in the workers.
-    Elsewhere ``spawn``, which needs both."""
-    import multiprocessing
-
-    return "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
 
 
 # ---------------------------------------------------------------- layout, in the parent

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from slipstream import native
+from slipstream import _threading, native
 from slipstream.compiler.pipeline import shown_indices
 from slipstream.errors import DecodeError, OperationError, PipelineError, SampleWarning, SlipstreamError
 
@@ -152,6 +152,7 @@ class EpochIterator:
         self._done = False
         plan.memory.start_epoch(list(plan.batches), plan.source)
         plan.failures.start_epoch()
+        _threading.start_pool()  # before the thread's parallel code could start it (see _threading)
         self._thread = threading.Thread(target=_produce, args=(plan, self._queue, self._stop),
                                         name=f"slipstream-loader-epoch{plan.epoch}", daemon=True)
         self._thread.start()
@@ -240,6 +241,7 @@ def _produce(plan: EpochPlan, out: queue.Queue, stop: threading.Event) -> None:
     try:
         import numba
 
+        _threading.runs_parallel_code()
         if plan.num_threads is not None:
             numba.set_num_threads(plan.num_threads)  # applies to this thread's parallel launches
         stream, pending = _cuda_stream(plan.device), []
