@@ -4,6 +4,7 @@ and raw GB/s.
 Usage::
 
     python benchmarks/remote.py [FOLDER] [--repeat N] [--rounds R] [--latency-ms MS] [--json PATH]
+                                [--baseline PYTHON]
 
 The dataset is FOLDER's JPEGs (default ``../shared/data/imagenet-sample``)
 repeated ``--repeat`` times (default 24: about 2.1 GB), written once as a
@@ -30,6 +31,12 @@ store costs the client nothing of the kind), and 2-core timings drift by
 10-40% between runs.  So the script also gives the CPU time of each part:
 the loader's process per image, per epoch, and the server's and the relay's
 during each run.
+
+``--baseline PYTHON`` runs every child a second time under another
+interpreter (one whose ``import slipstream`` is another build, such as an
+earlier commit), right after this build's run or right before it,
+alternating; a last table gives each epoch's speed of this build over the
+baseline's, paired by round: what a change costs the loading paths.
 """
 
 from __future__ import annotations
@@ -90,13 +97,14 @@ def child(pipeline: str, path: str, warm: str, options: str, cache: str) -> None
     print(json.dumps({"epochs": epochs, "page_downloads": downloads}))
 
 
-def run_child(pipeline: str, path: str, warm: Path, options: dict | None, server_pid: int) -> dict:
+def run_child(pipeline: str, path: str, warm: Path, options: dict | None, server_pid: int,
+              python: str = sys.executable) -> dict:
     """A child's result, with the CPU seconds the server and the relay (this
     process's thread) spent while it ran: the machine's other work."""
     cache = tempfile.mkdtemp(prefix="slipstream-bench-cache-", dir=DATA)
     server_cpu, relay_cpu = cpu_seconds(server_pid), time.process_time()
     try:
-        done = subprocess.run([sys.executable, __file__, "--child", pipeline, path, str(warm),
+        done = subprocess.run([python, __file__, "--child", pipeline, path, str(warm),
                                json.dumps(options) if options else "", cache],
                               capture_output=True, text=True, cwd=DATA)
         if done.returncode:
@@ -116,6 +124,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds (default: 3)")
     parser.add_argument("--latency-ms", type=float, default=50.0, help="latency the relay adds (default: 50)")
     parser.add_argument("--json", type=Path, default=None, help="output JSON (default: benchmarks/results/)")
+    parser.add_argument("--baseline", default=None, metavar="PYTHON",
+                        help="an interpreter whose slipstream is the build to compare this one with")
     parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -153,12 +163,15 @@ def main(argv: list[str]) -> int:
                    "s3, 0 ms": (url, server.storage_options()),
                    f"s3, {args.latency_ms:.0f} ms": (url, server.storage_options(endpoint=proxy.endpoint))}
         results: dict[str, dict[str, list[dict]]] = {p: {c: [] for c in configs} for p in PIPELINES}
+        baseline: dict[str, dict[str, list[dict]]] = {p: {c: [] for c in configs} for p in PIPELINES}
         for round_ in range(args.rounds):
             names = list(configs) if round_ % 2 == 0 else list(configs)[::-1]
             for pipeline in PIPELINES:
-                for name in names:
+                for k, name in enumerate(names):
                     path, options = configs[name]
-                    results[pipeline][name].append(run_child(pipeline, path, local, options, server.pid))
+                    builds = [(results, sys.executable)] + ([(baseline, args.baseline)] if args.baseline else [])
+                    for table, python in builds if (round_ + k) % 2 == 0 else builds[::-1]:
+                        table[pipeline][name].append(run_child(pipeline, path, local, options, server.pid, python))
                 line = ", ".join(f"{n}: " + " / ".join(f"{e['images_per_s']:,.0f}"
                                                        for e in results[pipeline][n][-1]["epochs"]) for n in configs)
                 print(f"  round {round_ + 1}, {pipeline}: {line} images/s (epoch 1 / epoch 2)", flush=True)
@@ -182,13 +195,10 @@ def main(argv: list[str]) -> int:
             for e in range(2):
                 cells += [summary([r["epochs"][e]["images_per_s"] for r in runs]),
                           summary([r["epochs"][e]["gb_per_s"] for r in runs], 2)]
-            paired = [[r["epochs"][e]["images_per_s"] / b["epochs"][e]["images_per_s"] for r, b in zip(runs, base)]
-                      for e in range(2)]
-            ratios.setdefault(pipeline, {})[name] = {
-                f"epoch_{e + 1}": {"median": statistics.median(p), "min": min(p), "max": max(p), "rounds": p}
-                for e, p in enumerate(paired)}
-            vs = " / ".join(f"{statistics.median(p):.3f} [{min(p):.2f}-{max(p):.2f}]" for p in paired)
+            paired = ratios.setdefault(pipeline, {})[name] = _paired(runs, base)
+            vs = " / ".join(f"{p['median']:.3f} [{p['min']:.2f}-{p['max']:.2f}]" for p in paired.values())
             print(f"{pipeline:<8} {name:<12} {cells[0]:>30} {cells[1]:>18} {cells[2]:>30} {cells[3]:>18}  {vs}")
+    against = _against_baseline(results, baseline) if args.baseline else None
     now = datetime.now().astimezone()
     out = args.json or REPO_ROOT / "benchmarks" / "results" / f"remote-{now.date().isoformat()}.json"
     write_json(out, {
@@ -196,12 +206,36 @@ def main(argv: list[str]) -> int:
                     "page_size": reader.page_size, "folder": str(args.folder)},
         "batch_size": BATCH, "order": "quasi_random", "rounds": args.rounds, "latency_ms": args.latency_ms,
         "upload_seconds": upload_s, "results": results, "ratios": ratios,
+        "baseline": {"python": args.baseline, "results": baseline, "ratios": against} if args.baseline else None,
         "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count()},
         "versions": {"python": platform.python_version(), "slipstream": ss.__version__},
         "command": shlex.join([sys.executable, *sys.argv]), "timestamp": now.isoformat(timespec="seconds"),
     })
     print(f"wrote {out}")
     return 0
+
+
+def _paired(runs: list[dict], base: list[dict]) -> dict:
+    """Per epoch, the images/s of ``runs`` over those of ``base``, paired by
+    round: median, range and each round's."""
+    paired = {}
+    for e in range(2):
+        p = [r["epochs"][e]["images_per_s"] / b["epochs"][e]["images_per_s"] for r, b in zip(runs, base)]
+        paired[f"epoch_{e + 1}"] = {"median": statistics.median(p), "min": min(p), "max": max(p), "rounds": p}
+    return paired
+
+
+def _against_baseline(results: dict, baseline: dict) -> dict:
+    """Print and return each epoch's images/s of this build over the
+    baseline's, paired by round (the two ran next to each other)."""
+    print("\nthis build / baseline, images/s paired by round (epoch 1, epoch 2):")
+    against: dict[str, dict[str, dict]] = {}
+    for pipeline, sources in results.items():
+        for name, runs in sources.items():
+            paired = against.setdefault(pipeline, {})[name] = _paired(runs, baseline[pipeline][name])
+            cells = ", ".join(f"{p['median']:.3f} [{p['min']:.3f}-{p['max']:.3f}]" for p in paired.values())
+            print(f"{pipeline:<8} {name:<12} {cells}")
+    return against
 
 
 if __name__ == "__main__":

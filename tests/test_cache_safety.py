@@ -144,6 +144,27 @@ def test_a_symlinked_shard_folder_is_refused_and_nothing_is_written_through_it(t
     assert list(outside.iterdir()) == []
 
 
+def test_a_shard_folder_removed_while_the_cache_lives_is_made_again(tmp_path):
+    # The cache keeps each shard folder open for its hits; a folder removed
+    # meanwhile (the cache cleared by hand) is noticed at the next miss.
+    import shutil
+
+    cache = PageCache(tmp_path / "cache")
+    fd, downloaded = cache.open("shard", 0, lambda: PAGE_BYTES)
+    os.close(fd)
+    assert downloaded
+    shutil.rmtree(tmp_path / "cache" / "shard")
+    fd, downloaded = cache.open("shard", 0, lambda: PAGE_BYTES)
+    try:
+        assert downloaded and os.pread(fd, len(PAGE_BYTES), 0) == PAGE_BYTES
+    finally:
+        os.close(fd)
+    assert (tmp_path / "cache" / "shard" / "00000000.page").read_bytes() == PAGE_BYTES
+    fd, downloaded = cache.open("shard", 0, lambda: b"never asked for")
+    os.close(fd)
+    assert not downloaded and cache.hits == 1
+
+
 def test_a_dangling_lock_symlink_is_refused_and_its_target_not_created(tmp_path):
     root = tmp_path / "cache"
     (root / "shard").mkdir(parents=True)

@@ -35,6 +35,7 @@ import hashlib
 import os
 import stat
 import threading
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,9 @@ class PageCache:
         self._counters = threading.Lock()
         self._next_use: Callable[[str, int], int] = lambda key, page: NEVER
         self._usage_lock = threading.Lock()  # the flock below is per open file, not per thread
+        self._kept: dict[str, int] = {}  # shard folders kept open, see _kept_folder
+        self._kept_lock = threading.Lock()
+        weakref.finalize(self, _close_all, self._kept)
 
     def set_priority(self, next_use: Callable[[str, int], int]) -> None:
         """How soon this process needs page ``(key, page)`` again (smaller:
@@ -112,11 +116,11 @@ class PageCache:
         whether this call downloaded it.  The caller closes the descriptor;
         the page stays readable through it even when it is evicted meanwhile."""
         name = _page_name(page)
+        fd = self._open_page(self._kept_folder(key), key, name)
+        if fd is not None:
+            self._count("hits")
+            return fd, False
         with self._folder(key) as folder:
-            fd = self._open_page(folder, key, name)
-            if fd is not None:
-                self._count("hits")
-                return fd, False
             with self._page_lock(folder, key, name):  # waits while another process downloads this page
                 fd = self._open_page(folder, key, name)
                 if fd is not None:
@@ -163,6 +167,18 @@ class PageCache:
     def _folder(self, key: str) -> _Folder:
         """The shard's folder, created if missing, open as a descriptor."""
         return _Folder(self.root, key)
+
+    def _kept_folder(self, key: str) -> int:
+        """The shard's folder as a descriptor kept open while the cache
+        lives, so that a page found in the cache costs one ``openat`` (a
+        miss goes through a folder opened afresh, which makes the folder
+        again if it was removed meanwhile)."""
+        with self._kept_lock:
+            fd = self._kept.get(key)
+            if fd is None:
+                with self._folder(key) as folder:
+                    fd = self._kept[key] = os.dup(folder)
+            return fd
 
     def _open_page(self, folder: int, key: str, name: str) -> int | None:
         """The page file, open for reading; None when there is none."""
@@ -236,6 +252,13 @@ class PageCache:
 
     def _locked_usage(self) -> _Usage:
         return _Usage(self.root, self._usage_lock)
+
+
+def _close_all(descriptors: dict[str, int]) -> None:
+    """Close the descriptors a cache kept open."""
+    for fd in descriptors.values():
+        os.close(fd)
+    descriptors.clear()
 
 
 def _page_name(page: int) -> str:
