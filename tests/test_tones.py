@@ -71,8 +71,9 @@ ENHANCERS = {"brightness": ImageEnhance.Brightness, "color": ImageEnhance.Color,
 
 def assert_exact(ours: np.ndarray, theirs: np.ndarray) -> None:
     assert ours.shape == theirs.shape and ours.dtype == np.uint8
-    difference = np.abs(ours.astype(int) - theirs.astype(int))
-    assert difference.max(initial=0) == 0, f"{np.count_nonzero(difference)} values differ, by up to {difference.max()}"
+    if not np.array_equal(ours, theirs):
+        difference = np.abs(ours.astype(int) - theirs.astype(int))
+        raise AssertionError(f"{np.count_nonzero(difference)} values differ, by up to {difference.max()}")
 
 
 # ---------------------------------------------------------------- ImageOps
@@ -169,6 +170,46 @@ def test_enhance_takes_integer_factors_and_factors_beyond_float32_resolution():
         for name, enhancer in ENHANCERS.items():
             expected = pillow(lambda im: enhancer(im).enhance(factor), image)
             assert_exact(kernel_output(getattr(tones, name), image, factor), expected)
+
+
+POLICY_FACTORS = sorted({1.0 + sign * float(m) for sign in (-1, 1) for stop, bins in ((0.99, 31), (0.9, 31), (0.9, 10))
+                         for m in np.linspace(0.0, stop, bins, dtype=np.float32)})
+"""1 - m and 1 + m for every magnitude bin m of torchvision's TrivialAugmentWide (0 to 0.99, 31 bins), RandAugment
+(0 to 0.9, 31 bins) and AutoAugment (0 to 0.9, 10 bins), float32 values as its ``torch.linspace`` gives them."""
+
+
+def test_brightness_of_every_value_at_the_policies_factors_equals_pillow():
+    values = np.arange(256, dtype=np.uint8).reshape(16, 16, 1).repeat(3, axis=2)
+    for factor in POLICY_FACTORS:
+        expected = pillow(lambda im: ImageEnhance.Brightness(im).enhance(factor), values)
+        assert_exact(kernel_output(tones.brightness, values, factor), expected)
+
+
+def test_solarize_of_every_value_at_the_policies_thresholds_equals_pillow():
+    values = np.arange(256, dtype=np.uint8).reshape(16, 16, 1)
+    for threshold in {float(t) for bins in (31, 10) for t in np.linspace(255.0, 0.0, bins, dtype=np.float32)}:
+        expected = pillow(lambda im: ImageOps.solarize(im, threshold), values)
+        assert_exact(kernel_output(tones.solarize, values, threshold), expected)
+
+
+def test_color_of_every_rgb_colour_equals_pillow():
+    # all 2**24 colours, so every (gray, value) pair the blend can meet
+    colours = np.arange(2**24, dtype=np.uint32)
+    image = np.stack([colours >> 16, (colours >> 8) & 255, colours & 255], -1).astype(np.uint8)
+    image = image.reshape(4096, 4096, 3)
+    for factor in (0.0, 0.1, 0.37, 1.5, 1.99, -0.5):
+        expected = pillow(lambda im: ImageEnhance.Color(im).enhance(factor), image)
+        assert_exact(kernel_output(tones.color, image, factor, in_place=True), expected)
+
+
+def test_contrast_and_sharpness_of_noise_at_the_policies_factors_equal_pillow():
+    rng = np.random.default_rng(3)
+    for k, factor in enumerate(POLICY_FACTORS):
+        low = int(rng.integers(0, 200))
+        noise = rng.integers(low, low + int(rng.integers(1, 256 - low)) + 1, (24, 32, 3)).astype(np.uint8)
+        for name in ("contrast", "sharpness"):
+            expected = pillow(lambda im: ENHANCERS[name](im).enhance(factor), noise)
+            assert_exact(kernel_output(getattr(tones, name), noise, factor), expected)
 
 
 @pytest.mark.parametrize("shape", [(1, 1), (2, 2), (1, 7), (7, 2), (3, 3), (3, 5), (4, 3)])
