@@ -95,10 +95,10 @@ def _histograms(src):
     channels = src.shape[2]
     flat = src.reshape(-1)
     counts = np.zeros((channels, 256), np.int64)
-    for p in range(uint64(flat.size // channels)):
-        base = p * uint64(channels)
-        for c in range(channels):
-            counts[c, flat[base + uint64(c)]] += 1
+    for c in range(channels):  # channel by channel: one flat row of bins, strided reads
+        bins = counts[c]
+        for j in range(uint64(c), uint64(flat.size), uint64(channels)):
+            bins[flat[j]] += 1
     return counts
 
 
@@ -107,10 +107,10 @@ def _map(src, dst, tables):
     """``dst[..., c] = tables[c, src[..., c]]``: ``Image.point`` with one table per channel."""
     channels = src.shape[2]
     s, d = src.reshape(-1), dst.reshape(-1)
-    for p in range(uint64(s.size // channels)):
-        base = p * uint64(channels)
-        for c in range(channels):
-            d[base + uint64(c)] = tables[c, s[base + uint64(c)]]
+    for c in range(channels):
+        table = tables[c]
+        for j in range(uint64(c), uint64(s.size), uint64(channels)):
+            d[j] = table[s[j]]
 
 
 @njit(cache=True, nogil=True)
