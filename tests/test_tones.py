@@ -197,7 +197,7 @@ def test_color_of_every_rgb_colour_equals_pillow():
     colours = np.arange(2**24, dtype=np.uint32)
     image = np.stack([colours >> 16, (colours >> 8) & 255, colours & 255], -1).astype(np.uint8)
     image = image.reshape(4096, 4096, 3)
-    for factor in (0.0, 0.1, 0.37, 1.5, 1.99, -0.5):
+    for factor in (0.1, 0.6, 1.99):  # interpolation and extrapolation
         expected = pillow(lambda im: ImageEnhance.Color(im).enhance(factor), image)
         assert_exact(kernel_output(tones.color, image, factor, in_place=True), expected)
 
