@@ -223,6 +223,13 @@ def test_sharpness_of_tiny_images_equals_pillow(shape):
             assert_exact(out, image)
 
 
+def test_sharpness_refuses_to_work_in_place():
+    image = IMAGES[0].copy()
+    with pytest.raises(ValueError, match="sharpness reads the neighbours of each pixel: dst must be another array"):
+        tones.sharpness(image, image, 1.5)
+    np.testing.assert_array_equal(image, IMAGES[0])
+
+
 def test_sharpness_keeps_the_outermost_rows_and_columns():
     image = IMAGES[1]
     out = kernel_output(tones.sharpness, image, 0.0)

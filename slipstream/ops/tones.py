@@ -310,8 +310,11 @@ def sharpness(src, dst, factor):
     """``ImageEnhance.Sharpness(img).enhance(factor)``: a blend with the
     image smoothed by ``ImageFilter.SMOOTH``, whose outermost rows and
     columns are the image's own, so they keep their values.  ``dst`` must
-    not be ``src``: the filter reads the neighbours of each pixel."""
+    not be ``src`` (a ``ValueError`` says so): the filter reads the
+    neighbours of each pixel."""
     height, width, channels = src.shape
+    if src.ctypes.data == dst.ctypes.data:
+        raise ValueError("sharpness reads the neighbours of each pixel: dst must be another array than src")
     s, d = src.reshape(-1), dst.reshape(-1)
     if height < 3 or width < 3:  # ImagingFilter copies an image smaller than its kernel
         for j in range(uint64(s.size)):
