@@ -92,7 +92,7 @@ def test_posterize_to_no_bits_gives_black():
     assert not kernel_output(tones.posterize, IMAGES[0], 0).any()
 
 
-@pytest.mark.parametrize("threshold", [0, 1, 64.5, 128, 200.01, 255, 256, 300.0])
+@pytest.mark.parametrize("threshold", [-3, 0, 1, 64.5, 128, 200.01, 255, 256, 300.0, float("nan")])
 def test_solarize_equals_pillow(threshold):
     for image in IMAGES:
         expected = pillow(lambda im: ImageOps.solarize(im, threshold), image)

@@ -115,6 +115,7 @@ def _map(src, dst, tables):
 
 @njit(cache=True, nogil=True)
 def _identity(tables, c):
+    """Channel ``c``'s table leaves every value as it is."""
     for v in range(256):
         tables[c, v] = v
 
@@ -126,8 +127,7 @@ def _identity(tables, c):
 def posterize(src, dst, bits):
     """``ImageOps.posterize(img, bits)``: keep the top ``bits`` bits of every
     value (``bits`` in 0..8, clamped there).  0 gives a black image, as
-    torchvision's tensor ``posterize`` does (Pillow >= 10 refuses 0, older
-    Pillow gave black too)."""
+    torchvision's tensor ``posterize`` does (Pillow 13 refuses 0)."""
     keep = min(max(np.int64(bits), 0), 8)
     mask = np.uint8((0xFF00 >> keep) & 0xFF)
     s, d = src.reshape(-1), dst.reshape(-1)
@@ -190,7 +190,7 @@ def autocontrast(src, dst):
 def equalize(src, dst):
     """``ImageOps.equalize(img)``, per channel: with ``step`` the channel's
     pixel count less that of its highest value, divided by 255 (integer
-    division), value ``v`` maps to ``(step // 2 + (number of values below v))
+    division), value ``v`` maps to ``(step // 2 + (number of pixels below v))
     // step``, clipped to 255; a channel of one value, or whose ``step`` is
     0, is left as it is."""
     counts = _histograms(src)
