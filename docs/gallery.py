@@ -41,6 +41,8 @@ from slipstream.ops import (CenterCrop, ColorJitter, CutMix, Cutout, GaussianBlu
                             RandomBrightness, RandomContrast, RandomCrop, RandomErasing, RandomGrayscale,
                             RandomHorizontalFlip, RandomHue, RandomResizedCrop, RandomSaturation, RandomSolarize,
                             RandomTranslate, RandomVerticalFlip, Resize, multi_crop_pipelines)
+from slipstream.ops import (RandomAdjustSharpness, RandomAutocontrast, RandomEqualize, RandomInvert,
+                            RandomPosterize)
 from slipstream.sources.synthetic import CLASSES, synthetic_image
 
 OUT = Path(__file__).resolve().parent / "images" / "operations"
@@ -278,6 +280,11 @@ def gallery(work: Path) -> dict[str, Callable[[], list[Row]]]:
         "random_grayscale": simple(RandomGrayscale(p=0.5), "square", 4),
         "random_solarize": simple(RandomSolarize(threshold=128, p=0.5), "square", 4),
         "gaussian_blur": simple(GaussianBlur(9, sigma=(0.1, 3.0)), "stripes", 5),
+        "random_posterize": simple(RandomPosterize(2, p=0.5), "circle", 3),
+        "random_equalize": simple(RandomEqualize(p=0.5), "circle", 3),
+        "random_autocontrast": simple(RandomAutocontrast(p=0.5), "circle", 3),
+        "random_adjust_sharpness": simple(RandomAdjustSharpness(8.0, p=0.5), "stripes", 5),
+        "random_invert": simple(RandomInvert(p=0.5), "square", 4),
         "random_erasing": simple(RandomErasing(p=1.0), "ring", 6),
         "cutout": simple(Cutout(32), "ring", 6),
         "mixup": mixing(MixUp(alpha=1.0)),

@@ -37,10 +37,18 @@ from slipstream.ops.pack import Normalize, ToTensor
 from slipstream.ops import presets
 from slipstream.ops.stored import StoredBytes
 from slipstream.ops.tensor import Convert, ToDevice
+from slipstream.ops.tones import (
+    RandomAdjustSharpness,
+    RandomAutocontrast,
+    RandomEqualize,
+    RandomInvert,
+    RandomPosterize,
+)
 
 __all__ = ["BoundingBoxes", "CenterCrop", "ColorJitter", "Convert", "Count", "CutMix", "Cutout", "GaussianBlur",
            "InstanceMasks", "KeptWithBoxes", "Keypoints", "MixLabels", "MixUp", "multi_crop_pipelines", "MultiCrop", "Normalize",
-           "presets", "RandomBrightness", "RandomContrast", "RandomCrop", "RandomErasing", "RandomGrayscale",
-           "RandomHorizontalFlip", "RandomHue", "RandomIoUCrop", "RandomResizedCrop", "RandomSaturation",
+           "presets", "RandomAdjustSharpness", "RandomAutocontrast", "RandomBrightness", "RandomContrast",
+           "RandomCrop", "RandomEqualize", "RandomErasing", "RandomGrayscale", "RandomHorizontalFlip", "RandomHue",
+           "RandomInvert", "RandomIoUCrop", "RandomPosterize", "RandomResizedCrop", "RandomSaturation",
            "RandomSolarize", "RandomTranslate", "RandomVerticalFlip", "Resize", "SegmentationMask", "StoredBytes",
            "ToDevice", "ToTensor", "TrimToCounts", "unpad"]
