@@ -187,6 +187,21 @@ def test_each_copy_draws_anew_and_the_epoch_draws_again_alike(pictures):
     assert set(take(later)[0]).isdisjoint(seen)
 
 
+def test_copies_in_one_batch_come_alike_through_every_memory_manager(pictures, tmp_path):
+    """One rank gets all 4 copies of a sample, in one batch: the page pool
+    and the staging buffer of a sharded dataset hold the sample once per
+    batch, or twice, and give the pixels the mapped file gives."""
+    order = ss.Order("random", seed=8, repeats=4, selected_round=0)
+    mapped = take(augmenting(pictures, order))[0]
+    pooled = ss.Loader(pictures, 8, {"image": [RandomResizedCrop(SIZE), RandomHorizontalFlip()]}, order=order,
+                       memory=ss.Memory(os_cache=False, pool_pages=8), verbose=False)
+    assert take(pooled)[0] == mapped
+    ss.write(tmp_path / "sharded", [(texture(i), i) for i in range(PICTURES)],
+             {"image": ss.RGBImageField(write_mode="raw"), "label": ss.IntField()}, shards=3, workers=0,
+             page_size=4096, verbose=False)
+    assert take(augmenting(tmp_path / "sharded", order))[0] == mapped
+
+
 def test_copy_zero_draws_what_the_sample_draws_without_repeats(pictures):
     """4 ranks, 4 copies: rank 0 gets copy 0 of each sample, whose pixels
     are those the loader without repeats gives the same sample."""
