@@ -16,7 +16,8 @@ import pytest
 
 import slipstream as ss
 from slipstream.loader import resume
-from slipstream.ops import RandomHorizontalFlip, RandomResizedCrop
+from slipstream.ops import RandomHorizontalFlip, RandomResizedCrop, ToTensor
+from slipstream.ops.batch import BatchColorJitter
 from test_distributed import free_port
 from test_remote import json_results
 
@@ -50,9 +51,11 @@ def pictures(tmp_path_factory):
     return path
 
 
-def augmenting(path, order, world_size=1, rank=0, batch_size=8, drop_last=False):
-    """A loader of ``path`` giving (label, augmented image) batches."""
-    return ss.Loader(path, batch_size, {"image": [RandomResizedCrop(SIZE), RandomHorizontalFlip()]}, order=order,
+def augmenting(path, order, world_size=1, rank=0, batch_size=8, drop_last=False, image=None):
+    """A loader of ``path`` giving (augmented image, label) batches; the
+    image's pipeline is a random crop and flip unless ``image`` is given."""
+    image = image or [RandomResizedCrop(SIZE), RandomHorizontalFlip()]
+    return ss.Loader(path, batch_size, {"image": image}, order=order,
                      sharding=ss.Sharding(distributed=world_size > 1, rank=rank, world_size=world_size,
                                           drop_last=drop_last), verbose=False)
 
@@ -185,6 +188,22 @@ def test_each_copy_draws_anew_and_the_epoch_draws_again_alike(pictures):
     later = augmenting(pictures, order)
     later.set_epoch(1)
     assert set(take(later)[0]).isdisjoint(seen)
+
+
+def test_torch_batch_operations_draw_anew_for_each_copy(pictures):
+    """A keyed torch operation after the compiled stage (its keys made
+    from the batch's draw identities there): each copy jittered apart, copy
+    0 as without repeats."""
+    def jittered(order, rank=0, world_size=1):
+        return augmenting(pictures, order, world_size, rank, image=[ToTensor(), BatchColorJitter(0.4, 0.4, 0.4, 0.1)])
+
+    repeated = ss.Order("random", seed=9, repeats=4, selected_round=0)
+    assert [source.jit for source in jittered(repeated).compiled.sources] == [True, False]
+    copies = [dict(take(jittered(repeated, r, 4))[0]) for r in range(4)]
+    plain = dict(take(jittered(ss.Order("random", seed=9)))[0])
+    assert len(copies[0]) == PICTURES // 4
+    assert all(copies[0][label] == plain[label] for label in copies[0])
+    assert all(len({copy[label] for copy in copies}) == 4 for label in copies[0])
 
 
 def test_copies_in_one_batch_come_alike_through_every_memory_manager(pictures, tmp_path):
