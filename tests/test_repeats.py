@@ -98,6 +98,8 @@ def test_other_bad_repeat_options_are_refused(counted):
                   sharding=ss.Sharding(rank=0, world_size=3))
     assert len(ss.Loader(counted, 10, {"image": None}, order=ss.Order("random", repeats=4),
                          sharding=ss.Sharding(rank=2, world_size=3))) == 17
+    empty = ss.Loader(counted, 10, {"image": None}, order=ss.Order("random", repeats=4), indices=[])
+    assert len(empty) == 0 and list(empty) == []  # as without repeats
 
 
 # ---------------------------------------------------------------- counts, with 2 gloo ranks

@@ -210,11 +210,13 @@ class Loader:
 
     def _check_repeated_length(self) -> None:
         """Refuse repeated augmentation whose length rule leaves each rank
-        no sample (torchvision's sampler gives such an epoch silently)."""
-        if self.repeats == 1 or orders.selected(self.indices.size, self.world_size, self.selected_round):
+        no sample of a dataset that has some (torchvision's sampler gives
+        such an epoch silently)."""
+        samples = self.indices.size
+        if self.repeats == 1 or not samples or orders.selected(samples, self.world_size, self.selected_round):
             return
         raise ArgumentError(f"Order(repeats={self.repeats}, selected_round={self.selected_round}) gives each of "
-                            f"{self.world_size} ranks ({self.indices.size} // {self.selected_round} * "
+                            f"{self.world_size} ranks ({samples} // {self.selected_round} * "
                             f"{self.selected_round}) // {self.world_size} = 0 samples per epoch of "
                             f"{self.reader.path}: pass a smaller selected_round (0: ceil(samples / ranks))")
 
