@@ -439,7 +439,7 @@ def test_untypable_operation_is_named_with_its_generated_line():
     message = str(err.value)
     assert "Untypable()" in message and "pipeline 'output'" in message
     stream = compiled.graph.pipelines["output"][2].stream
-    assert f"`v2 = op2(v1, sample_key(seed, epoch, index, {stream}))`" in message
+    assert f"`v2 = op2(v1, sample_key(seed, epoch, draw, {stream}))`" in message
     assert "no_such_method" in message  # Numba's own explanation is kept
 
 

@@ -5,7 +5,7 @@ builds its statements with these and the expressions its
 
     from slipstream.compiler import astgen as A
     A.assign(ctx.target(self), A.call(ctx.code(self), ctx.value(self.parent), ctx.key(self)))
-    # v3 = op3(v2, sample_key(seed, epoch, index, ...))
+    # v3 = op3(v2, sample_key(seed, epoch, draw, ...))
 """
 
 from __future__ import annotations

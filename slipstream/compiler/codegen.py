@@ -217,15 +217,15 @@ class _Context(EmitContext):
         return [A.name(symbols.input_array(node.id, k).name) for k in range(len(node.op.inputs()))]
 
     def key(self, node: Node, stream: int = 0) -> ast.expr:
-        return A.call("sample_key", A.name(symbols.SEED.name), A.name(symbols.EPOCH.name), self.index,
-                      A.const(node.stream + stream))
+        return A.call("sample_key", A.name(symbols.SEED.name), A.name(symbols.EPOCH.name),
+                      A.name(symbols.DRAW.name), A.const(node.stream + stream))
 
     def keys(self, node: Node) -> ast.expr:
         return A.name(symbols.keys(node.id).name)
 
     def batch_keys(self, node: Node) -> ast.expr:
         return A.call("batch_keys", A.name(symbols.SEED.name), A.name(symbols.EPOCH.name),
-                      A.name(symbols.INDICES.name), self.count, A.const(node.stream))
+                      A.name(symbols.DRAWS.name), self.count, A.const(node.stream))
 
     def code(self, node: Node) -> ast.expr:
         fn_name = f"op{node.id}"
@@ -297,7 +297,8 @@ def generate_stage(graph: Graph, stage: int, trace: bool = False) -> StageSource
 
     if jit:
         ctx.scratch = _scratch_buffers(ctx, nodes, returns)
-        loop: list[ast.stmt] = [A.assign(symbols.INDEX.name, A.index(A.name(symbols.INDICES.name), ctx.sample))]
+        loop: list[ast.stmt] = [A.assign(symbols.INDEX.name, A.index(A.name(symbols.INDICES.name), ctx.sample)),
+                                A.assign(symbols.DRAW.name, A.index(A.name(symbols.DRAWS.name), ctx.sample))]
         if ctx.scratch:
             loop.append(A.assign(symbols.THREAD.name, A.call("get_thread_id")))
         loop += emit_all("emit", ctx.sample)

@@ -101,6 +101,16 @@ class Pipeline:
         return CompiledPipeline(Graph(self.pipelines), batch_size, seed, slots, self.single, verbose)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Batch:
+    """What one call binds to every stage's batch parameters."""
+
+    indices: np.ndarray  # the samples' dataset indices, int64
+    draws: np.ndarray  # their draw identities, int64: the indices themselves unless repeated
+    count: int
+    epoch: np.int64
+
+
 class CompiledPipeline:
     """A compiled pipeline: call it with the dataset indices of a batch.
 
@@ -140,8 +150,12 @@ class CompiledPipeline:
         self._uses_cuda = any(str(node.state.device).startswith("cuda") for node in graph.nodes)
         self._slot_read: list[Any] = [None] * slots
 
-    def __call__(self, indices: Any, epoch: int = 0) -> Any:
+    def __call__(self, indices: Any, epoch: int = 0, draws: Any = None) -> Any:
         """Run the pipelines on the samples ``indices`` (at most ``batch_size``).
+
+        ``draws``: each sample's draw identity, what its random keys come
+        from (default: its index; under repeated augmentation a copy's own,
+        see :func:`slipstream.loader.orders.draw_identities`).
 
         Returns the output of each pipeline for the batch (a dict by output
         name, or the single output): NumPy arrays from compiled stages, torch
@@ -151,6 +165,10 @@ class CompiledPipeline:
         if idx.ndim != 1 or not 0 < idx.size <= self.batch_size:
             raise ArgumentError(f"indices must be 1-D with 1 to {self.batch_size} entries, got shape {idx.shape}")
         n = int(idx.size)
+        identities = idx if draws is None else np.ascontiguousarray(draws, dtype=np.int64)
+        if identities.shape != idx.shape:
+            raise ArgumentError(f"draws must have the shape of indices {idx.shape}, got {identities.shape}")
+        batch = _Batch(idx, identities, n, np.int64(epoch))
         slot = self._slot
         self._slot = (slot + 1) % self.slots
         if self._slot_read[slot] is not None:
@@ -160,7 +178,7 @@ class CompiledPipeline:
         progress = self._compile_progress()
         try:
             for k, (source, fn) in enumerate(zip(self.sources, self.functions)):
-                args = [self._argument(name, source, idx, n, epoch, slot, values) for name in source.params]
+                args = [self._argument(name, source, batch, slot, values) for name in source.params]
                 if source.jit:
                     self._done[:n] = 0
                 try:
@@ -224,18 +242,20 @@ class CompiledPipeline:
         return tqdm(total=cold, desc="compiling pipeline stages", unit="stage", delay=0.5, leave=False,
                     disable=None)
 
-    def _argument(self, symbol: Symbol, source: StageSource, idx: np.ndarray, n: int, epoch: int, slot: int,
+    def _argument(self, symbol: Symbol, source: StageSource, batch: _Batch, slot: int,
                   values: dict[int, Any]) -> Any:
         """The value bound to one parameter of a stage, by what it stands for."""
         role = symbol.role
         if role is Role.INDICES:
-            return idx
+            return batch.indices
+        if role is Role.DRAWS:
+            return batch.draws
         if role is Role.COUNT:
-            return n
+            return batch.count
         if role is Role.SEED:
             return np.uint64(self.seed % 2**64)
         if role is Role.EPOCH:
-            return np.int64(epoch)
+            return batch.epoch
         if role is Role.INPUT:
             return self._inputs[symbol]
         if role is Role.KEYS:

@@ -1,9 +1,17 @@
 """Counter-based randomness for pipeline operations.
 
-Every random draw is a pure function of (seed, epoch, sample index, operation
-id, draw number): no generator state is carried from sample to sample or
-shared between threads, so a batch is bit-identical whatever the thread
-count, batch size, batch order or resume point.
+Every random draw is a pure function of (seed, epoch, sample identity,
+operation id, draw number): no generator state is carried from sample to
+sample or shared between threads, so a batch is bit-identical whatever the
+thread count, batch size, batch order or resume point.
+
+A sample's identity is its dataset index, except for the copies 1, 2, ...
+of a sample that repeated augmentation hands out several times in an epoch
+(:class:`slipstream.Order`'s ``repeats``): copy ``c`` of index ``i`` is
+``i + (c << 48)`` (:func:`slipstream.loader.orders.draw_identities`), so
+each copy draws anew while copy 0, like every sample of an epoch without
+repeats, draws from its index.  The key chains bijections of the
+identity, so distinct identities give distinct keys of one operation.
 
 The mixing function is SplitMix64's finalizer (Steele, Lea and Flood,
 "Fast splittable pseudorandom number generators", OOPSLA 2014), a bijection
@@ -39,30 +47,32 @@ def mix64(x):
 
 
 @njit(cache=True, nogil=True)
-def sample_key(seed, epoch, index, op_id):
-    """The random key of one operation on one sample in one epoch."""
+def sample_key(seed, epoch, identity, op_id):
+    """The random key of one operation on one sample (its draw identity:
+    its dataset index, or a repeated copy's) in one epoch."""
     k = mix64(np.uint64(seed) + _GOLDEN)
     k = mix64(k ^ (np.uint64(epoch) * _GOLDEN + _ONE))
-    k = mix64(k ^ (np.uint64(index) * _M1 + _ONE))
+    k = mix64(k ^ (np.uint64(identity) * _M1 + _ONE))
     return mix64(k ^ (np.uint64(op_id) * _M2 + _ONE))
 
 
 def stream_id(output: str, identity: str, occurrence: int) -> int:
     """The identity of the ``occurrence``-th operation described by
     ``identity`` in pipeline ``output``, as an even integer below 2**63: the
-    operation's streams are ``sample_key(seed, epoch, index, stream_id + s)``
+    operation's streams are ``sample_key(seed, epoch, identity, stream_id + s)``
     for s = 0, 1."""
     digest = hashlib.sha256(f"{output}\0{identity}\0{occurrence}".encode()).digest()
     return int.from_bytes(digest[:8], "little") >> 2 << 1
 
 
 @njit(cache=True, nogil=True)
-def batch_keys(seed, epoch, indices, n, op_id):
+def batch_keys(seed, epoch, identities, n, op_id):
     """The random keys of operation ``op_id`` for the first ``n`` samples of a
-    batch, as a uint64 array: what a batch operation receives as ``keys``."""
+    batch (their draw identities), as a uint64 array: what a batch operation
+    receives as ``keys``."""
     keys = np.empty(n, np.uint64)
     for i in range(n):
-        keys[i] = sample_key(seed, epoch, indices[i], op_id)
+        keys[i] = sample_key(seed, epoch, identities[i], op_id)
     return keys
 
 

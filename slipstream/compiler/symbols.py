@@ -16,6 +16,7 @@ class Role(enum.Enum):
     """What a stage parameter or local name stands for."""
 
     INDICES = "indices"  # the batch's dataset indices, int64 (n,)
+    DRAWS = "draws"  # the batch's draw identities (what the random keys are drawn from), int64 (n,)
     COUNT = "n"  # the number of samples in the batch
     SEED = "seed"  # the pipeline's seed, uint64
     EPOCH = "epoch"  # the epoch, int64
@@ -25,6 +26,7 @@ class Role(enum.Enum):
     VALUE = "v"  # a node's value: a local inside its stage, a parameter in later stages
     SAMPLE = "i"  # the sample loop's position in the batch
     INDEX = "index"  # the current sample's dataset index
+    DRAW = "draw"  # the current sample's draw identity
     THREAD = "tid"  # the current thread's number (per-thread buffers)
     TRACE = "trace"  # where a diagnostic stage is: the node running and the sample's position, int64 (2,)
     DONE = "done"  # 1 for each sample whose statements all ran, uint8 (batch_size,)
@@ -59,16 +61,18 @@ class Symbol:
 
 
 INDICES = Symbol(Role.INDICES)
+DRAWS = Symbol(Role.DRAWS)
 COUNT = Symbol(Role.COUNT)
 SEED = Symbol(Role.SEED)
 EPOCH = Symbol(Role.EPOCH)
 SAMPLE = Symbol(Role.SAMPLE)
 INDEX = Symbol(Role.INDEX)
+DRAW = Symbol(Role.DRAW)
 THREAD = Symbol(Role.THREAD)
 TRACE = Symbol(Role.TRACE)
 DONE = Symbol(Role.DONE)
 
-BATCH_PARAMETERS = (INDICES, COUNT, SEED, EPOCH)
+BATCH_PARAMETERS = (INDICES, DRAWS, COUNT, SEED, EPOCH)
 """The parameters every stage starts with, in this order (a compiled stage
 then takes ``DONE``)."""
 
@@ -93,5 +97,5 @@ def input_array(node_id: int, position: int) -> Symbol:
     return Symbol(Role.INPUT, node_id, position)
 
 
-__all__ = ["BATCH_PARAMETERS", "COUNT", "EPOCH", "INDEX", "INDICES", "Role", "SAMPLE", "SEED", "Symbol", "THREAD",
+__all__ = ["BATCH_PARAMETERS", "COUNT", "DRAW", "DRAWS", "EPOCH", "INDEX", "INDICES", "Role", "SAMPLE", "SEED", "Symbol", "THREAD",
            "DONE", "TRACE", "buffer", "input_array", "keys", "value"]

@@ -97,7 +97,7 @@ class EpochPlan:
         batches: the dataset indices of each batch still to make, in order.
         first_batch: the position in the epoch of ``batches[0]`` (after a
             resume, the batches handed out before).
-        pipeline: the compiled pipeline: ``pipeline(indices, epoch)`` makes
+        pipeline: the compiled pipeline: ``pipeline(indices, epoch, draws)`` makes
             one batch into the next of its ``slots`` output slots.
         memory: the memory manager that brings the batches' bytes in
             (``start_epoch``, ``prepare``, ``release``).
@@ -112,6 +112,9 @@ class EpochPlan:
             that cannot be decoded.
         failures: where skipped or replaced samples are recorded.
         batches_ahead: finished batches waiting at most.
+        draws: the draw identities of each batch of ``batches``, what the
+            random operations draw from, under repeated augmentation; None
+            (default): the indices themselves.
     """
 
     epoch: int
@@ -128,6 +131,7 @@ class EpochPlan:
     on_error: str
     failures: FailureLog
     batches_ahead: int
+    draws: tuple[np.ndarray, ...] | None = None
 
 
 class EpochIterator:
@@ -282,7 +286,7 @@ def _run(plan: EpochPlan, b: int, indices: np.ndarray) -> Any:
     """Batch ``b``, its failure named by file, batch and epoch."""
     where = f"{plan.reader.path}: batch {b} of epoch {plan.epoch}"
     try:
-        return plan.pipeline(indices, plan.epoch)
+        return plan.pipeline(indices, plan.epoch, None if plan.draws is None else plan.draws[b])
     except OperationError as exc:
         raise OperationError(f"{where}: {exc}") from exc.__cause__
     except SlipstreamError:

@@ -93,6 +93,10 @@ class Loader:
             seed: a :class:`slipstream.Order` (default ``Order("random",
             seed=0)``), or its kind alone (``"sequential"``, ``"random"``
             or ``"quasi_random"``), short for ``Order(kind)``.
+            ``Order("random", repeats=4)`` is repeated augmentation: each
+            sample of an epoch 4 times, on different ranks and with
+            different random draws, an epoch as long as one without repeats
+            (torchvision's and timm's rule; see :class:`slipstream.Order`).
         sharding: how epochs are shared among ranks and cut into batches
             (``drop_last``): a :class:`slipstream.Sharding` (default: ranks
             from ``torch.distributed``, last batch kept).
@@ -163,6 +167,7 @@ class Loader:
         self.options = LoaderOptions(given["order"], given["sharding"].resolve(), given["memory"], remote)
         self.batch_size, self.num_threads, self.as_dict = batch_size, given["num_threads"], as_dict
         self.indices = self._check_indices(given["indices"])
+        self._check_repeated_length()
         self.device = _device(given["device"])
         self.memory: Any = self._memory_manager(self.options.memory)
         self.source = DecodeSource(self.reader, self.memory.storage)
@@ -182,6 +187,9 @@ class Loader:
     order = _option("order", "kind", 'The order\'s kind: ``"random"``, ``"sequential"`` or ``"quasi_random"``.')
     seed = _option("order", "seed", "Seed of the order and of every random operation.")
     window_pages = _option("order", "window_pages", 'Pages shuffled together by ``"quasi_random"``.')
+    repeats = _option("order", "repeats", "Copies of each sample in an epoch (repeated augmentation; 1: none).")
+    selected_round = _option("order", "selected_round", "The rounding of an epoch's length under repeated "
+                                                        "augmentation (see :class:`slipstream.Order`).")
     drop_last = _option("sharding", "drop_last", "Whether incomplete batches (and samples that do not divide "
                                                  "among ranks) are dropped.")
     rank = _option("sharding", "rank", "This loader's rank (0 when not distributed).")
@@ -200,6 +208,18 @@ class Loader:
             return MappedMemory(self.reader)
         return PagePool(self.reader, pages)
 
+    def _check_repeated_length(self) -> None:
+        """Refuse repeated augmentation whose length rule leaves each rank
+        no sample of a dataset that has some (torchvision's sampler gives
+        such an epoch silently)."""
+        samples = self.indices.size
+        if self.repeats == 1 or not samples or orders.selected(samples, self.world_size, self.selected_round):
+            return
+        raise ArgumentError(f"Order(repeats={self.repeats}, selected_round={self.selected_round}) gives each of "
+                            f"{self.world_size} ranks ({samples} // {self.selected_round} * "
+                            f"{self.selected_round}) // {self.world_size} = 0 samples per epoch of "
+                            f"{self.reader.path}: pass a smaller selected_round (0: ceil(samples / ranks))")
+
     def _check_indices(self, indices: Sequence[int] | None) -> np.ndarray:
         n = len(self.reader)
         if indices is None:
@@ -211,20 +231,40 @@ class Loader:
 
     # ---------------------------------------------------------------- epochs
 
+    def _epoch_order(self, epoch: int, world_size: int) -> np.ndarray:
+        """The places epoch ``epoch`` hands out when it starts on
+        ``world_size`` ranks, as draw identities (the dataset indices
+        themselves without repeats; see :func:`orders.repeated`)."""
+        order = orders.epoch_order(self.order, self.indices, self._pages, self.seed, epoch, self.window_pages)
+        return orders.repeated(order, self.repeats, world_size, self.selected_round)
+
+    def epoch_draws(self, epoch: int) -> np.ndarray:
+        """This rank's draw identities for ``epoch``, in order: the dataset
+        indices of :meth:`epoch_samples`, except that under repeated
+        augmentation copy ``c`` of sample ``i`` is ``i + (c << 48)`` (what
+        its random operations draw from)."""
+        resumed = epoch == self._epoch and bool(self._segments)
+        order = self._epoch_order(epoch, self._segments[0][0] if resumed else self.world_size)
+        strided = self.repeats > 1
+        if resumed:
+            order = orders.remaining(order, self._segments, self.batch_size, self.drop_last, strided)
+        return orders.shard(order, self.rank, self.world_size, self.drop_last, strided)
+
     def epoch_samples(self, epoch: int) -> np.ndarray:
         """This rank's samples for ``epoch``, in order (for an epoch resumed
         on another number of ranks, its share of what was left)."""
-        order = orders.epoch_order(self.order, self.indices, self._pages, self.seed, epoch, self.window_pages)
-        if epoch == self._epoch and self._segments:
-            order = orders.remaining(order, self._segments, self.batch_size, self.drop_last)
-        return orders.shard(order, self.rank, self.world_size, self.drop_last)
+        draws = self.epoch_draws(epoch)
+        return draws if self.repeats == 1 else orders.sample_of(draws)
 
     def epoch_batches(self, epoch: int) -> list[np.ndarray]:
         """This rank's batches for ``epoch``."""
         return orders.batches(self.epoch_samples(epoch), self.batch_size, self.drop_last)
 
     def __len__(self) -> int:
-        per_rank = orders.share_size(self.indices.size, self.world_size, self.drop_last)
+        if self.repeats > 1:
+            per_rank = orders.selected(self.indices.size, self.world_size, self.selected_round)
+        else:
+            per_rank = orders.share_size(self.indices.size, self.world_size, self.drop_last)
         return orders.batch_count(per_rank, self.batch_size, self.drop_last)
 
     def set_epoch(self, epoch: int) -> None:
@@ -246,13 +286,15 @@ class Loader:
                                   f"Loader of its own (e.g. on first use, or in worker_init_fn)")
         self._stop_iterator()
         self.reader.verify()  # planning an epoch reads the file's tables: not from a changed file
-        batches = self.epoch_batches(self._epoch)
+        draws = orders.batches(self.epoch_draws(self._epoch), self.batch_size, self.drop_last)
         start, self._resume_at = self._resume_at, 0
+        repeated = self.repeats > 1
+        batches = [orders.sample_of(b) for b in draws] if repeated else draws
         plan = EpochPlan(epoch=self._epoch, batches=tuple(batches[start:]), first_batch=start,
                          pipeline=self.compiled, memory=self.memory, source=self.source, reader=self.reader,
                          names=tuple(self.output_names), as_dict=self.as_dict, device=self.device,
                          num_threads=self.num_threads, on_error=self.on_error, failures=self.failure_log,
-                         batches_ahead=self.batches_ahead)
+                         batches_ahead=self.batches_ahead, draws=tuple(draws[start:]) if repeated else None)
         iterator = EpochIterator(plan, on_end=self._epoch_finished)
         self._iterator = weakref.ref(iterator)
         return iterator
@@ -284,7 +326,8 @@ class Loader:
         if self._taken_over is None:
             self._taken_over = {"dataset": _dataset_identity(self.reader), "indices": _indices_identity(self.indices)}
         return {**self._taken_over, "samples": int(self.indices.size), "order": self.order, "seed": self.seed,
-                "window_pages": self.window_pages, "batch_size": self.batch_size, "drop_last": self.drop_last}
+                "window_pages": self.window_pages, "repeats": self.repeats, "selected_round": self.selected_round,
+                "batch_size": self.batch_size, "drop_last": self.drop_last}
 
     def load_state_dict(self, state: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> None:
         """Continue from ``state_dict()``: the next ``iter()`` starts where
@@ -309,12 +352,13 @@ class Loader:
             ArgumentError: the state is not one ``state_dict()`` writes (a
                 field missing, of another type or out of range, a position
                 beyond its epoch), or it was taken over another dataset,
-                other indices, order, seed, window, batch size or
+                other indices, order, seed, window, repeats, batch size or
                 ``drop_last``; the message names the field, the state's value
                 and this loader's (or what is allowed).  A state written
                 before slipstream recorded its dataset, indices and window
                 resumes only a loader over the whole dataset, in its order,
-                with the default window for ``"quasi_random"``.
+                with the default window for ``"quasi_random"``; one written
+                before repeated augmentation only a loader without repeats.
         """
         states = resume.states_of(state)
         mine = self._identity()
@@ -323,8 +367,9 @@ class Loader:
             resume.check_identity(one, mine, self._unrecorded)
             saved.append(resume.position(one))
         resume.check_together(saved)
-        order = orders.epoch_order(self.order, self.indices, self._pages, self.seed, saved[0].epoch, self.window_pages)
-        point = resume.resume_point(saved, order, self.world_size, self.batch_size, self.drop_last)
+        first = saved[0]
+        order = self._epoch_order(first.epoch, first.segments[0][0] if first.segments else first.world_size)
+        point = resume.resume_point(saved, order, self.world_size, self.batch_size, self.drop_last, self.repeats > 1)
         self._stop_iterator()
         self._epoch, self._resume_at, self._segments = point.epoch, point.batch, point.segments
 
@@ -339,6 +384,8 @@ class Loader:
         default = orders.DEFAULT_WINDOW_PAGES
         if key == "window_pages" and self.order == "quasi_random" and self.window_pages != default:
             return f"this loader's quasi_random order uses a window other than the default {default}"
+        if key in resume.REPEATS and self.repeats > 1:
+            return f"this loader repeats each sample {self.repeats} times"
         return None
 
     # ---------------------------------------------------------------- clean-up

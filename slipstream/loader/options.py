@@ -24,7 +24,7 @@ import operator
 from typing import Any
 
 from slipstream.errors import ArgumentError
-from slipstream.loader.orders import DEFAULT_WINDOW_PAGES, ORDERS
+from slipstream.loader.orders import DEFAULT_SELECTED_ROUND, DEFAULT_WINDOW_PAGES, MAX_REPEATS, ORDERS
 
 
 def _integer(value: Any, name: str, least: int) -> int:
@@ -60,17 +60,61 @@ class Order:
         seed: seed of the order and of every random operation of the
             pipelines.
         window_pages: pages shuffled together by ``"quasi_random"``.
+        repeats: repeated augmentation: each sample ``repeats`` times in a
+            row of the epoch order, each copy with its own random draws in
+            every random operation (copy 0 draws what the sample draws
+            without repeats).  1 (default): no repeats, the epoch as
+            described above.
+        selected_round: with ``repeats`` > 1, the rounding of the epoch's
+            length (see below); 0 or a positive integer.
+
+    Repeated augmentation (``repeats`` > 1) follows torchvision's
+    ``RASampler`` (``references/classification/sampler.py``) and timm's
+    ``RepeatAugSampler`` (``timm/data/distributed_sampler.py``):
+
+    - the epoch order (of the kind above) is taken with each sample
+      ``repeats`` times in a row, and rank ``r`` of ``W`` takes every
+      ``W``-th place from place ``r``, so the copies of a sample go to
+      ``repeats`` different ranks when ``W >= repeats`` (with fewer ranks,
+      a rank gets ``repeats / W`` of them);
+    - each rank hands out ``(N // selected_round * selected_round) // W``
+      samples per epoch for a dataset (or ``indices``) of ``N`` samples
+      (torchvision's rule, and timm's default, with ``selected_round=256``);
+      with ``selected_round=0``, ``ceil(N / W)`` (timm's
+      ``selected_round=0``).  An epoch so has as many steps as one without
+      repeats, and holds about ``N / repeats`` distinct samples, each
+      ``repeats`` times (the one at the cut fewer); the next epoch's order
+      is another permutation.  Where the repeated order is shorter than
+      the epoch (tiny datasets), it is padded by repeating its first places,
+      as the samplers do;
+    - ``drop_last`` (:class:`Sharding`) drops each rank's last, incomplete
+      batch; every rank has the same number of samples anyway;
+    - exact and elastic resume hold as without repeats: a resumed epoch
+      hands out the places, with the same draws, that the stopped one had
+      not handed out (shared by striding among the new ranks).
+
+    ``repeats=1`` is exactly the loader without repeats: the same epochs,
+    shares, batches and random draws.
     """
 
     kind: str = "random"
     seed: int = 0
     window_pages: int = DEFAULT_WINDOW_PAGES
+    repeats: int = 1
+    selected_round: int = DEFAULT_SELECTED_ROUND
 
     def __post_init__(self) -> None:
         if self.kind not in ORDERS:
             raise ArgumentError(f"order must be one of {ORDERS}, got {self.kind!r}{_order_spelling(self.kind)}")
         object.__setattr__(self, "seed", _integer(self.seed, "seed", -2**63))
         object.__setattr__(self, "window_pages", _integer(self.window_pages, "window_pages", 1))
+        object.__setattr__(self, "repeats", _integer(self.repeats, "repeats", 1))
+        if self.repeats > MAX_REPEATS:
+            raise ArgumentError(f"repeats must be at most {MAX_REPEATS}, got {self.repeats}")
+        object.__setattr__(self, "selected_round", _integer(self.selected_round, "selected_round", 0))
+        if self.repeats == 1 and self.selected_round != DEFAULT_SELECTED_ROUND:
+            raise ArgumentError(f"selected_round={self.selected_round} rounds the epoch of repeated augmentation, "
+                                f"but repeats=1: pass repeats > 1, or leave selected_round out")
 
 
 def _order_spelling(kind: Any) -> str:
@@ -102,7 +146,9 @@ class Sharding:
         drop_last: drop the last, incomplete batch, and the samples that do
             not divide evenly among the ranks (by default they are padded by
             repeating the first samples of the order, as torch's
-            ``DistributedSampler`` does).
+            ``DistributedSampler`` does).  With repeated augmentation
+            (:class:`Order`'s ``repeats``) every rank has as many samples
+            anyway, and ``drop_last`` drops the last, incomplete batch only.
     """
 
     distributed: bool | None = None

@@ -11,6 +11,15 @@ block.  Blocks are disjoint, of equal length, together cover the dataset,
 and (for the random orders) change with the epoch.  Contiguous blocks keep
 the page locality of ``"quasi_random"`` within each rank.
 
+Repeated augmentation (``repeats`` > 1, :func:`repeated`): each place of
+the epoch order is taken ``repeats`` times in a row, each copy with its own
+draw identity (:func:`draw_identities`), so that its random operations draw
+anew; the ranks take the places by striding (rank ``r`` takes places ``r``,
+``r + W``, ``r + 2W``...), so the copies of a sample go to ``repeats``
+different ranks when there are at least that many, and the epoch is cut to
+the length rule of torchvision's ``RASampler`` and timm's
+``RepeatAugSampler`` (:func:`selected`).
+
 Elastic resume: because every rank computes the same epoch order, what a
 stopped job handed out is known from each rank's position alone, and the
 samples not yet handed out can be shared among any number of ranks
@@ -25,6 +34,22 @@ ORDERS = ("sequential", "random", "quasi_random")
 
 DEFAULT_WINDOW_PAGES = 8
 """Pages shuffled together by ``"quasi_random"``."""
+
+DEFAULT_SELECTED_ROUND = 256
+"""The multiple the dataset size is rounded down to by the length rule of
+repeated augmentation (torchvision's ``RASampler`` and timm's
+``RepeatAugSampler`` default)."""
+
+COPY_SHIFT = 48
+"""The low bits of a draw identity hold the sample's dataset index (a
+dataset has fewer than 2**48 samples: its per-sample records alone would
+fill 256 TiB); the copy number sits above them."""
+
+MAX_REPEATS = 1 << 15
+"""The most copies of a sample an epoch may hold: copy numbers fit the 15
+bits of an int64 above :data:`COPY_SHIFT`."""
+
+_INDEX_MASK = (1 << COPY_SHIFT) - 1
 
 
 def _generator(seed: int, epoch: int, stream: int) -> np.random.Generator:
@@ -67,6 +92,48 @@ def epoch_order(order: str, indices: np.ndarray, pages: np.ndarray | None, seed:
     return indices[np.lexsort((jitter, window))]
 
 
+def selected(samples: int, world_size: int, selected_round: int) -> int:
+    """Samples each of ``world_size`` ranks hands out in an epoch of repeated
+    augmentation over ``samples`` samples: the dataset size rounded down to
+    a multiple of ``selected_round``, divided among the ranks and rounded
+    down (torchvision's ``references/classification/sampler.py``
+    ``RASampler`` with 256, timm's ``timm/data/distributed_sampler.py``
+    ``RepeatAugSampler`` with its ``selected_round``); with
+    ``selected_round`` 0, the dataset size divided among the ranks and
+    rounded up (timm's ``selected_round=0``).  Either way a rank hands out
+    about as many samples as without repeats: an epoch holds about
+    ``samples / repeats`` distinct samples, each ``repeats`` times."""
+    if selected_round:
+        return samples // selected_round * selected_round // world_size
+    return -(-samples // world_size)
+
+
+def draw_identities(order: np.ndarray, repeats: int) -> np.ndarray:
+    """Each place of ``order`` ``repeats`` times in a row, as draw
+    identities: copy ``c`` of dataset index ``i`` is ``i + (c << 48)``.
+    The random operations draw from a sample's identity, so copy 0 draws
+    what the sample draws without repeats and every other copy draws anew."""
+    copies = np.arange(repeats, dtype=np.int64) << COPY_SHIFT
+    return (order.astype(np.int64)[:, None] + copies).reshape(-1)
+
+
+def repeated(order: np.ndarray, repeats: int, world_size: int, selected_round: int) -> np.ndarray:
+    """The places an epoch of ``world_size`` ranks hands out with
+    ``repeats`` copies of each sample: ``order`` itself for 1; else
+    :func:`draw_identities`, cut (or, for tiny datasets, padded by repeating
+    its first places) to :func:`selected` places per rank."""
+    if repeats == 1:
+        return order
+    length = selected(order.size, world_size, selected_round) * world_size
+    needed = -(-length // repeats)  # the places of ``order`` the epoch reaches (all of them when padded)
+    return np.resize(draw_identities(order[:needed], repeats), length)
+
+
+def sample_of(draws: np.ndarray) -> np.ndarray:
+    """The dataset indices of draw identities."""
+    return draws & _INDEX_MASK
+
+
 def share_size(samples: int, world_size: int, drop_last: bool) -> int:
     """Samples in each rank's block when ``world_size`` ranks share an epoch
     order of ``samples`` (cut to equal blocks with ``drop_last``, else
@@ -80,8 +147,10 @@ def batch_count(samples: int, batch_size: int, drop_last: bool) -> int:
     return samples // batch_size if drop_last else -(-samples // batch_size)
 
 
-def shard(order: np.ndarray, rank: int, world_size: int, drop_last: bool) -> np.ndarray:
-    """Rank ``rank``'s contiguous block of an epoch order of ``world_size`` equal blocks."""
+def shard(order: np.ndarray, rank: int, world_size: int, drop_last: bool, strided: bool = False) -> np.ndarray:
+    """Rank ``rank``'s share of an epoch order among ``world_size`` equal
+    shares: its contiguous block, or with ``strided`` every
+    ``world_size``-th place from place ``rank`` (repeated augmentation)."""
     if world_size == 1:
         return order
     n = order.size
@@ -89,6 +158,8 @@ def shard(order: np.ndarray, rank: int, world_size: int, drop_last: bool) -> np.
     total = per_rank * world_size
     if total > n:  # pad with the first samples of the order, as torch's DistributedSampler does
         order = np.concatenate([order, np.resize(order, total - n)])
+    if strided:
+        return order[rank:total:world_size]
     return order[rank * per_rank:(rank + 1) * per_rank]
 
 
@@ -99,16 +170,19 @@ def batches(samples: np.ndarray, batch_size: int, drop_last: bool) -> list[np.nd
                                                                                      drop_last))]
 
 
-def delivered(samples: int, world_size: int, positions: list[int], batch_size: int, drop_last: bool) -> np.ndarray:
+def delivered(samples: int, world_size: int, positions: list[int], batch_size: int, drop_last: bool,
+              strided: bool = False) -> np.ndarray:
     """Which of the ``samples`` places of an epoch order ``world_size`` ranks
     have handed out after rank ``r`` gave ``positions[r]`` batches of its
-    block: a mask over the places.  A place handed out only as padding (a
-    repeat of the order's first places) counts as handed out.  The work is
-    linear in the samples and the ranks, whatever the positions."""
+    share (:func:`shard`): a mask over the places.  A place handed out only
+    as padding (a repeat of the order's first places) counts as handed out.
+    The work is linear in the samples and the ranks, whatever the positions."""
     per_rank = share_size(samples, world_size, drop_last)
     given = np.minimum(np.asarray(positions, np.int64), batch_count(per_rank, batch_size, drop_last)) * batch_size
-    # Place p of the padded order (rank p // per_rank's block) is place p % samples of the order.
-    handed = np.flatnonzero((np.arange(per_rank) < given[:, None]).reshape(-1))
+    # Place p of the padded order is place p % samples of the order; it is position p % per_rank of rank
+    # p // per_rank's block, or with striding position p // world_size of rank p % world_size.
+    handed_by_rank = np.arange(per_rank) < given[:, None]
+    handed = np.flatnonzero((handed_by_rank.T if strided else handed_by_rank).reshape(-1))
     mask = np.zeros(samples, bool)
     if samples:
         mask[handed % samples] = True
@@ -116,18 +190,19 @@ def delivered(samples: int, world_size: int, positions: list[int], batch_size: i
 
 
 def remaining(order: np.ndarray, segments: list[tuple[int, list[int]]], batch_size: int,
-              drop_last: bool) -> np.ndarray:
+              drop_last: bool, strided: bool = False) -> np.ndarray:
     """What is left of an epoch order after the segments run so far.
 
     Each segment is ``(world_size, positions)``: the epoch ran on that many
     ranks, rank ``r`` handing out ``positions[r]`` batches of its block of
     what was left, until the job stopped.  The samples not handed out stay,
     in their order; a sample handed out only as padding counts as handed
-    out.  The next segment shards the rest among its own ranks.
+    out.  The next segment shards the rest among its own ranks.  The
+    shares are those of :func:`shard` (``strided`` or not).
     """
     rest = order
     for world_size, positions in segments:
         if len(positions) != world_size:
             raise ValueError(f"a segment on {world_size} ranks needs {world_size} positions, got {len(positions)}")
-        rest = rest[~delivered(rest.size, world_size, positions, batch_size, drop_last)]
+        rest = rest[~delivered(rest.size, world_size, positions, batch_size, drop_last, strided)]
     return rest

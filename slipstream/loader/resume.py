@@ -9,7 +9,7 @@ A state is a plain dict (it goes through ``torch.save`` and JSON alike):
   the epoch on other world sizes, ``[world_size, positions]`` each);
 - what it was taken over, which the loading loader must share: ``dataset``,
   ``indices``, ``samples``, ``order``, ``seed``, ``window_pages``,
-  ``batch_size`` and ``drop_last``.
+  ``repeats``, ``selected_round``, ``batch_size`` and ``drop_last``.
 
 A state comes from a checkpoint, which may be another job's, another
 dataset's, damaged or written by hand, so it is checked whole (types,
@@ -50,7 +50,8 @@ MAX_EPOCH = 2**63 - 1
 """The largest epoch a state may name (epochs seed 64-bit generators), and
 the bound of its batches before they are checked against their epoch."""
 
-IDENTITY = ("dataset", "indices", "samples", "order", "seed", "window_pages", "batch_size", "drop_last")
+IDENTITY = ("dataset", "indices", "samples", "order", "seed", "window_pages", "repeats", "selected_round",
+            "batch_size", "drop_last")
 """The fields a state must share with the loader that loads it."""
 
 POSITION = ("epoch", "batch", "world_size", "rank", "segments")
@@ -58,6 +59,10 @@ POSITION = ("epoch", "batch", "world_size", "rank", "segments")
 
 LATER = ("dataset", "indices", "window_pages")
 """Fields that states written before slipstream recorded them lack (see
+:func:`check_identity`)."""
+
+REPEATS = ("repeats", "selected_round")
+"""Fields that states written before repeated augmentation lack (see
 :func:`check_identity`)."""
 
 _HINTS = {"dataset": " (another dataset, or this one written again)",
@@ -195,12 +200,16 @@ def check_identity(state: Mapping[str, Any], mine: Mapping[str, Any], legacy: Ca
     every :data:`IDENTITY` field equal to ``mine``'s.
 
     A state written before slipstream recorded the :data:`LATER` fields
-    lacks all of them; ``legacy(key)`` says why such a state cannot stand
-    in for this loader's value of ``key`` (``None``: it can).
+    (or the :data:`REPEATS` fields) lacks all of them; ``legacy(key)``
+    says why such a state cannot stand in for this loader's value of
+    ``key`` (``None``: it can).
     """
-    missing = [key for key in LATER if key not in state]
-    if missing and len(missing) != len(LATER):
-        field(state, missing[0])  # refused: a state records all of them, or (an older one) none
+    missing = []
+    for later in (LATER, REPEATS):
+        lacking = [key for key in later if key not in state]
+        if lacking and len(lacking) != len(later):
+            field(state, lacking[0])  # refused: a state records all of them, or (an older one) none
+        missing += lacking
     for key in IDENTITY:
         if key in missing:
             problem = legacy(key)
@@ -241,20 +250,21 @@ def check_together(saved: Sequence[Position]) -> None:
 
 
 def resume_point(saved: Sequence[Position], order: np.ndarray, world_size: int, batch_size: int,
-                 drop_last: bool) -> ResumePoint:
+                 drop_last: bool, strided: bool = False) -> ResumePoint:
     """Where a loader on ``world_size`` ranks continues from ``saved``,
     every position checked against the epoch's ``order``: a rank can have
     handed out at most the batches of its share.
 
     On the saved world size, one state resumes at its own batch; otherwise
     (or from every rank's state) the saved run becomes one more segment and
-    the rest of the epoch is shared anew (:func:`orders.remaining`).
+    the rest of the epoch is shared anew (:func:`orders.remaining`, the
+    shares ``strided`` or not).
     """
     first = saved[0]
     rest = order
     for k, (ranks, done) in enumerate(first.segments):
         _check_positions(f"segments[{k}][1][{{rank}}]", done, rest.size, batch_size, drop_last)
-        rest = orders.remaining(rest, [(ranks, list(done))], batch_size, drop_last)
+        rest = orders.remaining(rest, [(ranks, list(done))], batch_size, drop_last, strided)
     positions = [first.batch] * first.world_size  # in lockstep, any rank's state serves for all
     for one in saved:
         positions[one.rank] = one.batch
