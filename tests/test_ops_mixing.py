@@ -90,3 +90,39 @@ def test_cutmix_refuses_channel_first_samples():
     chw = np.zeros((8, 3, 16, 16), np.float32)
     with pytest.raises(PipelineError, match="before Normalize/ToTensor"):
         Pipeline([ArraySource(chw), CutMix(1.0)]).compile(4)
+
+
+def test_mixup_or_cutmix_applies_one_of_them_to_each_whole_batch():
+    from numba import njit
+
+    from slipstream.ops import MixUpOrCutMix
+
+    rng = np.random.default_rng(1)
+    xs = rng.integers(0, 256, (8, 12, 10, 3), dtype=np.uint8)
+    either = njit(MixUpOrCutMix(mixup_alpha=0.4, cutmix_alpha=1.0, switch_prob=0.3).generate_code())
+    mixup, cutmix = njit(MixUp(0.4).generate_code()), njit(CutMix(1.0).generate_code())
+    cut = 0
+    for _ in range(200):
+        keys = rng.integers(0, 2**63, 8, dtype=np.uint64)
+        outs = [np.empty_like(xs) for _ in range(3)]
+        params = [np.empty((8, 2)) for _ in range(3)]
+        either(xs, outs[0], params[0], keys)
+        mixup(xs, outs[1], params[1], keys)
+        cutmix(xs, outs[2], params[2], keys)
+        was_cut = np.array_equal(outs[0], outs[2]) and np.array_equal(params[0], params[2])
+        was_mixed = np.array_equal(outs[0], outs[1]) and np.array_equal(params[0], params[1])
+        assert was_cut != was_mixed  # the whole batch, one of the two
+        cut += was_cut
+    assert 40 <= cut <= 80  # switch_prob 0.3 of 200 batches: 60 expected, sd 6.5
+
+
+def test_mixup_or_cutmix_mixes_labels_in_a_loader_and_checks_its_arguments(dataset):
+    from slipstream.ops import MixUpOrCutMix
+
+    path, images, labels = dataset
+    for mixed, soft in batches(path, MixUpOrCutMix(switch_prob=0.5)):
+        np.testing.assert_allclose(soft.sum(1), 1.0, atol=1e-6)
+    with pytest.raises(ValueError, match=r"switch_prob must lie in \[0, 1\], got 1.5"):
+        MixUpOrCutMix(switch_prob=1.5)
+    with pytest.raises(ValueError, match="cutmix_alpha must be positive"):
+        MixUpOrCutMix(cutmix_alpha=0)

@@ -31,7 +31,7 @@ from slipstream.ops.detection import (
     TrimToCounts,
     unpad,
 )
-from slipstream.ops.mixing import CutMix, MixLabels, MixUp
+from slipstream.ops.mixing import CutMix, MixLabels, MixUp, MixUpOrCutMix
 from slipstream.ops.multicrop import MultiCrop, multi_crop_pipelines
 from slipstream.ops.pack import Normalize, ToTensor
 from slipstream.ops import presets
@@ -46,7 +46,7 @@ from slipstream.ops.tones import (
 )
 
 __all__ = ["BoundingBoxes", "CenterCrop", "ColorJitter", "Convert", "Count", "CutMix", "Cutout", "GaussianBlur",
-           "InstanceMasks", "KeptWithBoxes", "Keypoints", "MixLabels", "MixUp", "multi_crop_pipelines", "MultiCrop", "Normalize",
+           "InstanceMasks", "KeptWithBoxes", "Keypoints", "MixLabels", "MixUp", "MixUpOrCutMix", "multi_crop_pipelines", "MultiCrop", "Normalize",
            "presets", "RandomAdjustSharpness", "RandomAutocontrast", "RandomBrightness", "RandomContrast",
            "RandomCrop", "RandomEqualize", "RandomErasing", "RandomGrayscale", "RandomHorizontalFlip", "RandomHue",
            "RandomInvert", "RandomIoUCrop", "RandomPosterize", "RandomResizedCrop", "RandomSaturation",

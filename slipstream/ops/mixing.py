@@ -58,18 +58,11 @@ def _check_mixable(op: Operation, state: State) -> None:
                      f"{state.shape} {state.dtype}")
 
 
-@dataclasses.dataclass(frozen=True)
-class _Mix(Operation):
-    """A batch operation mixing each sample with its partner, with lambda
-    from Beta(alpha, alpha); its output ``params`` holds each sample's
-    partner position and lambda."""
+class _Mixing(Operation):
+    """A batch operation mixing each sample with its partner; its output
+    ``params`` holds each sample's partner position and lambda."""
 
-    alpha: float = 1.0
     kind: ClassVar[Kind] = Kind.BATCH
-
-    def __post_init__(self) -> None:
-        if not self.alpha > 0:
-            raise ValueError(f"alpha must be positive, got {self.alpha}")
 
     def declare(self, state: State):
         self._check(state)
@@ -77,6 +70,17 @@ class _Mix(Operation):
 
     def _check(self, state: State) -> None:
         _check_mixable(self, state)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Mix(_Mixing):
+    """Mixing with lambda from Beta(alpha, alpha)."""
+
+    alpha: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.alpha > 0:
+            raise ValueError(f"alpha must be positive, got {self.alpha}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,6 +144,51 @@ class CutMix(_Mix):
 
 
 @dataclasses.dataclass(frozen=True)
+class MixUpOrCutMix(_Mixing):
+    """MixUp or CutMix, one of them per batch: CutMix with probability
+    ``switch_prob``, else MixUp, as torchvision's reference recipes apply
+    ``RandomChoice([MixUp(alpha=mixup_alpha), CutMix(alpha=cutmix_alpha)])``
+    to each batch and timm's ``Mixup(mixup_alpha, cutmix_alpha,
+    switch_prob)`` does in its default batch mode.  The choice is drawn from
+    the key of the batch's first sample; :class:`MixLabels` mixes the labels
+    of either.
+
+    Args:
+        mixup_alpha: MixUp's Beta(alpha, alpha) parameter.
+        cutmix_alpha: CutMix's.
+        switch_prob: the probability of CutMix for a batch, in [0, 1].
+    """
+
+    mixup_alpha: float = 0.2
+    cutmix_alpha: float = 1.0
+    switch_prob: float = 0.5
+
+    def __post_init__(self) -> None:
+        for name in ("mixup_alpha", "cutmix_alpha"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if not 0.0 <= self.switch_prob <= 1.0:
+            raise ValueError(f"switch_prob must lie in [0, 1], got {self.switch_prob}")
+
+    def _check(self, state: State) -> None:
+        CutMix._check(self, state)  # CutMix cuts (height, width, channels) samples; MixUp takes those too
+
+    def generate_code(self):
+        from numba import njit
+
+        mixup = njit(nogil=True)(MixUp(self.mixup_alpha).generate_code())
+        cutmix = njit(nogil=True)(CutMix(self.cutmix_alpha).generate_code())
+        switch = float(self.switch_prob)
+
+        def mix(xs, out, params, keys):
+            if xs.shape[0] and rnd.uniform(keys[0], 20) < switch:
+                return cutmix(xs, out, params, keys)
+            return mixup(xs, out, params, keys)
+
+        return mix
+
+
+@dataclasses.dataclass(frozen=True)
 class _MixLabelsOp(Operation):
     num_classes: int
     kind: ClassVar[Kind] = Kind.BATCH
@@ -174,7 +223,7 @@ class MixLabels(Node):
     Place it right after the label decoder (it is the label pipeline's
     second entry; the loader puts the field's decoder in front)."""
 
-    def __init__(self, mix: MixUp | CutMix, num_classes: int, pipeline: str = "image") -> None:
+    def __init__(self, mix: MixUp | CutMix | MixUpOrCutMix, num_classes: int, pipeline: str = "image") -> None:
         if not isinstance(num_classes, int) or num_classes < 1:
             raise ValueError(f"num_classes must be a positive int, got {num_classes!r}")
         super().__init__(_MixLabelsOp(num_classes))
