@@ -116,6 +116,38 @@ def test_random_erasing_and_cutout():
         assert (result[top:min(20, cy + 4), left:min(28, cx + 4)] == 255).all()
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_random_erasing_fills_zero_after_normalization_wherever_it_stands(dtype):
+    """torchvision's recipes erase after normalizing, with 0: the default
+    fill is that zero after Normalize, and before it the colour Normalize
+    turns into zero (within half a level)."""
+    from slipstream.ops import Normalize
+
+    mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+    def outputs(*ops):
+        return np.array(Pipeline([ArraySource(IMAGES), *ops]).compile(len(IMAGES), seed=SEED)(
+            np.arange(len(IMAGES)))).astype(np.float64)
+
+    plain = outputs(Normalize(mean, std, dtype))
+    for ops, tolerance in (([Normalize(mean, std, dtype), RandomErasing(p=1.0)], 0.0),
+                           ([RandomErasing(p=1.0), Normalize(mean, std, dtype)], 0.5 / 255 / min(std) + 2e-3)):
+        result = outputs(*ops)
+        erased = (result != plain).any(0 if result.ndim == 3 else 1)
+        assert erased.any(axis=(1, 2)).all()  # every sample lost a rectangle
+        assert np.abs(np.moveaxis(result, 1, -1)[erased]).max() <= tolerance
+    black = run(RandomErasing(p=1.0))[0]  # no Normalize after it: black, as before
+    assert ((black == 0).all(-1) & (IMAGES != 0).any(-1)).any()
+
+
+def test_random_erasing_refuses_what_it_cannot_erase():
+    from slipstream.errors import PipelineError
+
+    with pytest.raises(PipelineError, match=r"RandomErasing takes \(height, width, channels\) uint8 images or the "
+                                            r"\(channels, height, width\) float samples of Normalize, got \(20, 28\) "):
+        Pipeline([ArraySource(IMAGES[..., 0]), RandomErasing()]).compile(4)
+
+
 def test_translate_and_flips():
     out, keys = run(RandomTranslate(3, fill=0))
     for image, result, key in zip(IMAGES, out, keys):

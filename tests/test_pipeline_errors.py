@@ -56,6 +56,23 @@ def test_a_device_this_machine_lacks_fails_when_the_loader_is_built(dataset):
         ss.Loader(dataset, 4, {"image": [RandomResizedCrop(32)]}, device="gpu0", verbose=False)
 
 
+def test_a_compiled_operation_after_a_torch_operation_is_refused_for_that_reason(dataset):
+    import torch
+
+    from slipstream.ops import MixUp, Normalize
+
+    class Halve(torch.nn.Module):
+        def forward(self, x):
+            return x * 0.5
+
+    with pytest.raises(ss.PipelineError, match=r"pipeline 'image': MixUp\(alpha=0\.2\) is compiled code, placed after "
+                                               r"TorchOperation\(.*Halve.*\), a torch operation, whose output "
+                                               r"\(.*torch\.float32.*\) it cannot take: .*Compiled operations work on "
+                                               r"the arrays a pipeline makes before its torch operations: place it "
+                                               r"before TorchOperation"):
+        ss.Loader(dataset, 4, {"image": [RandomResizedCrop(32), Normalize(), Halve(), MixUp(0.2)]}, verbose=False)
+
+
 def test_a_crop_that_needs_a_resize_before_it_says_so(dataset):
     from slipstream.ops import RandomCrop
 

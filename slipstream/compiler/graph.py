@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from slipstream.compiler import symbols
-from slipstream.compiler.kinds import is_compiled_stage
+from slipstream.compiler.kinds import Kind, is_compiled_stage
 from slipstream.compiler.nodes import DecoderNode, Node, TransformNode
 from slipstream.compiler.operation import Decoder, Operation, as_operation
 from slipstream.compiler.random import stream_id
@@ -104,6 +104,13 @@ class Graph:
         try:
             node.state, node.allocations = node.declare()
         except (ValueError, TypeError) as exc:
+            parent = node.parent
+            if node.kind.compiled and parent is not None and parent.kind is Kind.TORCH:
+                raise PipelineError(
+                    f"pipeline {node.pipeline!r}: {node.describe()} is compiled code, placed after "
+                    f"{parent.describe()}, a torch operation, whose output ({parent.state.describe()}) it cannot "
+                    f"take: {exc}. Compiled operations work on the arrays a pipeline makes before its torch "
+                    f"operations: place it before {parent.describe()}") from exc
             if node.parent is None:
                 raise PipelineError(f"pipeline {node.pipeline!r}: {node.describe()} failed to declare its "
                                     f"output: {exc}") from exc

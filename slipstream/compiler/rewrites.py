@@ -11,6 +11,9 @@ recognise entries by what they are, not by the attributes they happen to have:
 * :class:`Foldable`: an entry that can take in the entry after it, so that
   the two run as one (a flip into the crop before it, ``ToTensor`` into
   ``Normalize``).  :func:`fold` applies it to a whole list.
+* :class:`LooksAhead`: an entry whose defaults depend on the entries after
+  it (``RandomErasing`` fills with the colour that a later ``Normalize``
+  turns into 0).  :func:`fold` settles them first.
 """
 
 from __future__ import annotations
@@ -50,10 +53,22 @@ class Foldable(abc.ABC):
         the two stay separate."""
 
 
+class LooksAhead(abc.ABC):
+    """An entry whose defaults depend on the entries after it in its pipeline."""
+
+    @abc.abstractmethod
+    def settled(self, following: list[Any]) -> Any:
+        """This entry with the defaults that ``following`` (the entries
+        after it, in order) decide."""
+
+
 def fold(entries: list[Any]) -> list[Any]:
-    """``entries`` with each pair of adjacent entries joined where the first
-    is :class:`Foldable` and knows how (repeatedly: a joined pair may take
-    in the entry after it too)."""
+    """``entries`` with the defaults of :class:`LooksAhead` entries settled,
+    then each pair of adjacent entries joined where the first is
+    :class:`Foldable` and knows how (repeatedly: a joined pair may take in
+    the entry after it too)."""
+    entries = [entry.settled(entries[k + 1:]) if isinstance(entry, LooksAhead) else entry
+               for k, entry in enumerate(entries)]
     folded: list[Any] = []
     for entry in entries:
         joined = folded[-1].fold(entry) if folded and isinstance(folded[-1], Foldable) else None

@@ -9,11 +9,13 @@ import dataclasses
 from typing import Any
 
 import numpy as np
-from numba import njit, uint64
+from numba import njit, types, uint64
+from numba.extending import overload
 
 from slipstream.compiler import Allocation, Operation, State
 from slipstream.compiler import random as rnd
 from slipstream.compiler.codegen import copy_sample
+from slipstream.compiler.rewrites import LooksAhead
 from slipstream.fields import geometry
 
 
@@ -402,29 +404,50 @@ def _reflect(i, n):
 
 
 @dataclasses.dataclass(frozen=True)
-class RandomErasing(Operation):
+class RandomErasing(Operation, LooksAhead):
     """torchvision's ``RandomErasing``: with probability ``p``, a rectangle
     of area fraction in ``scale`` and aspect ratio (log-uniform) in ``ratio``
-    is set to ``value`` (one number or one per channel); up to 10 tries."""
+    is set to ``value`` (one number or one per channel); up to 10 tries.
+
+    Takes (height, width, channels) uint8 images, or the (channels, height,
+    width) float samples ``Normalize`` makes.  ``value=None`` (the default)
+    is torchvision's: zero after normalization.  After ``Normalize`` that is
+    0; before it, the colour the ``Normalize`` that follows turns into 0
+    (its mean x 255, rounded: within half a level of 0), or black when none
+    follows."""
 
     p: float = 0.5
     scale: tuple[float, float] = (0.02, 0.33)
     ratio: tuple[float, float] = (0.3, 3.3)
-    value: Any = 0
+    value: Any = None
+
+    def settled(self, following: list[Any]) -> RandomErasing:
+        if self.value is not None:
+            return self
+        from slipstream.ops.pack import Normalize  # imported here: pack's module is the later one
+
+        mean = next((entry.mean for entry in following if isinstance(entry, Normalize)), None)
+        if mean is None:  # black; spelt 0, as before, which keeps the operation's random keys
+            return dataclasses.replace(self, value=0)
+        return dataclasses.replace(self, value=tuple(int(np.rint(m * 255.0)) for m in mean))
 
     def declare(self, state):
-        _check_image(self, state)
+        if state.dtype in (np.float32, np.float16) and len(state.shape) == 3 and state.shape[0] in (1, 3):
+            return state, None
+        if len(state.shape) != 3 or state.dtype != np.uint8:
+            raise ValueError(f"RandomErasing takes (height, width, channels) uint8 images or the (channels, height, "
+                             f"width) float samples of Normalize, got {state.shape} {state.dtype}")
         return state, None
 
     def generate_code(self):
         p, (s_lo, s_hi) = self.p, self.scale
         log_lo, log_hi = float(np.log(self.ratio[0])), float(np.log(self.ratio[1]))
-        fill = np.broadcast_to(np.asarray(self.value, np.float64), (3,)).astype(np.uint8)
+        fill = np.broadcast_to(np.asarray(0 if self.value is None else self.value, np.float64), (3,)).copy()
 
         def erase(x, key):
             if not rnd.uniform(key, 0) < p:
                 return x
-            height, width, channels = x.shape
+            height, width = _image_size(x)
             area = height * width
             for attempt in range(10):
                 target = area * rnd.uniform_range(key, 1 + 2 * attempt, s_lo, s_hi)
@@ -433,14 +456,52 @@ class RandomErasing(Operation):
                 w = int(np.rint(np.sqrt(target / aspect)))
                 if h < height and w < width:
                     top, left = rnd.integers(key, 30, 0, height - h + 1), rnd.integers(key, 31, 0, width - w + 1)
-                    for r in range(top, top + h):
-                        for c in range(left, left + w):
-                            for k in range(channels):
-                                x[r, c, k] = fill[k % 3]
+                    _fill_box(x, top, left, h, w, fill)
                     return x
             return x
 
         return erase
+
+
+def _image_size(x: np.ndarray) -> tuple[int, int]:
+    """(height, width) of a (height, width, channels) uint8 image or a
+    (channels, height, width) float sample (compiled: see the overload)."""
+    return (x.shape[0], x.shape[1]) if x.dtype == np.uint8 else (x.shape[1], x.shape[2])
+
+
+@overload(_image_size)
+def _image_size_compiled(x):  # noqa: ANN001  (Numba reads annotations of overloads as types)
+    if x.dtype == types.uint8:
+        return lambda x: (x.shape[0], x.shape[1])
+    return lambda x: (x.shape[1], x.shape[2])
+
+
+def _fill_box(x: np.ndarray, top: int, left: int, h: int, w: int, fill: np.ndarray) -> None:
+    """Set the box (top, left, h, w) of ``x`` (laid out as :func:`_image_size`
+    reads it) to ``fill``, one value per channel (compiled: see the overload)."""
+    if x.dtype == np.uint8:
+        x[top:top + h, left:left + w] = fill[np.arange(x.shape[2]) % fill.size]
+    else:
+        x[:, top:top + h, left:left + w] = fill[np.arange(x.shape[0]) % fill.size, None, None]
+
+
+@overload(_fill_box)
+def _fill_box_compiled(x, top, left, h, w, fill):  # noqa: ANN001
+    if x.dtype == types.uint8:
+        def fill_channels_last(x, top, left, h, w, fill):
+            for r in range(top, top + h):
+                for c in range(left, left + w):
+                    for k in range(x.shape[2]):
+                        x[r, c, k] = np.uint8(fill[k % fill.size])
+        return fill_channels_last
+
+    def fill_channels_first(x, top, left, h, w, fill):
+        for k in range(x.shape[0]):
+            value = fill[k % fill.size]
+            for r in range(top, top + h):
+                for c in range(left, left + w):
+                    x[k, r, c] = value
+    return fill_channels_first
 
 
 @dataclasses.dataclass(frozen=True)
