@@ -37,10 +37,12 @@ from slipstream.ops.pack import Normalize, ToTensor
 from slipstream.ops import presets
 from slipstream.ops.stored import StoredBytes
 from slipstream.ops.tensor import Convert, ToDevice
+from slipstream.ops.warps import RandomAffine, RandomPerspective, RandomRotation
 
 __all__ = ["BoundingBoxes", "CenterCrop", "ColorJitter", "Convert", "Count", "CutMix", "Cutout", "GaussianBlur",
            "InstanceMasks", "KeptWithBoxes", "Keypoints", "MixLabels", "MixUp", "multi_crop_pipelines", "MultiCrop", "Normalize",
-           "presets", "RandomBrightness", "RandomContrast", "RandomCrop", "RandomErasing", "RandomGrayscale",
-           "RandomHorizontalFlip", "RandomHue", "RandomIoUCrop", "RandomResizedCrop", "RandomSaturation",
+           "presets", "RandomAffine", "RandomBrightness", "RandomContrast", "RandomCrop", "RandomErasing", "RandomGrayscale",
+           "RandomHorizontalFlip", "RandomHue", "RandomIoUCrop", "RandomPerspective", "RandomResizedCrop",
+           "RandomRotation", "RandomSaturation",
            "RandomSolarize", "RandomTranslate", "RandomVerticalFlip", "Resize", "SegmentationMask", "StoredBytes",
            "ToDevice", "ToTensor", "TrimToCounts", "unpad"]
