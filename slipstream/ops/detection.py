@@ -637,7 +637,7 @@ class _SegmentationDecoder(_MaskDecoder):
         from slipstream.fields.masks import decode_mask
 
         fill, compose = self.source.reader.fields[self.field].dtype.type(self.fill), geometry.compose
-        axis_aligned = geometry.is_axis_aligned_chain
+        axis_aligned, uncovered = geometry.is_axis_aligned_chain, geometry.uncovered
 
         def mask(storage, offsets, sizes, heights, widths, errors, index, transforms, out, transform, key):
             t = compose(transforms, transform)
@@ -646,7 +646,7 @@ class _SegmentationDecoder(_MaskDecoder):
             if status == 0:
                 status = decode_mask(storage[start:start + size], heights[index], widths[index], t, out, fill)
             if status == 0 and not axis_aligned(transforms):
-                clear_uncovered(transforms, out, fill)
+                clear(uncovered(transforms), out, fill)
             if status != 0:
                 errors[index] = status
                 out[:] = fill
@@ -695,7 +695,7 @@ class _InstancesDecoder(_MaskDecoder):
     def generate_code(self):
         from slipstream.fields.masks import decode_instances
 
-        compose, axis_aligned = geometry.compose, geometry.is_axis_aligned_chain
+        compose, axis_aligned, uncovered = geometry.compose, geometry.is_axis_aligned_chain, geometry.uncovered
 
         def masks(storage, offsets, sizes, heights, widths, errors, lengths, index, transforms, kept, count, out,
                   transform, key):
@@ -706,8 +706,9 @@ class _InstancesDecoder(_MaskDecoder):
                 status = decode_instances(storage[start:start + size], heights[index], widths[index], lengths[index],
                                           kept, count[0], t, out)
             if status == 0 and not axis_aligned(transforms):
+                gone = uncovered(transforms)
                 for k in range(count[0]):
-                    clear_uncovered(transforms, out[k], 0)
+                    clear(gone, out[k], 0)
             if status != 0:
                 errors[index] = status
                 out[:] = 0
@@ -733,10 +734,9 @@ class InstanceMasks(Following):
 
 
 @njit(cache=True, nogil=True)
-def clear_uncovered(transforms, out, fill):
-    """Set to ``fill`` the pixels of the 2-D ``out`` that an earlier stage of
-    ``transforms`` cut off (:func:`geometry.uncovered`)."""
-    gone = geometry.uncovered(transforms)
+def clear(gone, out, fill):
+    """Set to ``fill`` the pixels of the 2-D ``out`` where ``gone`` is True:
+    those an earlier stage cut off (:func:`geometry.uncovered`)."""
     for i in range(out.shape[0]):
         for j in range(out.shape[1]):
             if gone[i, j]:
