@@ -627,3 +627,32 @@ def test_boxes_keypoints_and_masks_follow_the_warps(annotated, name):
                 kept_total += n
     assert kept_total > 40 and moved_points > 40 and len(measured) > 20 and cut > 1000
     assert np.median(measured) >= 0.97 and min(measured) >= 0.85, sorted(measured)[:5]
+
+
+def test_warped_batches_do_not_depend_on_the_thread_count_and_resume_exactly(annotated):
+    path, _ = annotated
+    pipelines = {"image": [RandomResizedCrop(96), RandomAffine(30, shear=10, interpolation="bilinear"),
+                           RandomPerspective(0.3)],
+                 "boxes": [BoundingBoxes(follow="image")], "labels": None, "points": None, "masks": None,
+                 "mask": [SegmentationMask(follow="image")]}
+
+    def run(threads: int = 1, stop: int | None = None, state: Any = None) -> tuple[list, Any]:
+        with ss.Loader(path, 8, pipelines, order=ss.Order("random", seed=3), num_threads=threads,
+                       verbose=False) as loader:
+            if state is not None:
+                loader.load_state_dict(state)
+            out, saved = [], None
+            for k, batch in enumerate(loader):
+                out.append([t.numpy().copy() for t in batch])
+                if k + 1 == stop:
+                    saved = loader.state_dict()
+                    break
+            return out, saved
+
+    whole, _ = run()
+    threaded, _ = run(threads=2)
+    first, state = run(stop=1)
+    rest, _ = run(state=state)
+    assert len(whole) == 3 and len(first + rest) == 3
+    for a, b, c in zip(whole, threaded, first + rest):
+        assert all(np.array_equal(x, y) and np.array_equal(x, z) for x, y, z in zip(a, b, c))
