@@ -114,7 +114,8 @@ def half_shape_pixels(image: np.ndarray, label: int, box: np.ndarray) -> np.ndar
 def moved_mask(mask: np.ndarray, transform: np.ndarray) -> np.ndarray:
     """A stored mask on the output grid (nearest neighbour, the rule of
     slipstream.fields.geometry), computed with NumPy."""
-    sy, sx, ty, tx, out_h, out_w = transform
+    sy, sx, ty, tx, out_h, out_w = (transform[k] for k in (geometry.SCALE_Y, geometry.SCALE_X, geometry.OFFSET_Y,
+                                                           geometry.OFFSET_X, geometry.OUT_H, geometry.OUT_W))
     rows = np.floor((np.arange(int(out_h)) + 0.5 - ty) / sy).astype(np.int64)
     cols = np.floor((np.arange(int(out_w)) + 0.5 - tx) / sx).astype(np.int64)
     inside = (rows[:, None] >= 0) & (rows[:, None] < mask.shape[0]) & (cols >= 0) & (cols < mask.shape[1])
@@ -124,7 +125,8 @@ def moved_mask(mask: np.ndarray, transform: np.ndarray) -> np.ndarray:
 def clipped(box: np.ndarray, transform: np.ndarray) -> bool:
     """Whether the stored box, moved by ``transform``, reaches past the output."""
     corners = geometry.apply_to_points(transform, np.reshape(box, (2, 2)))
-    return bool(corners.min() < 0 or corners[:, 0].max() > transform[5] or corners[:, 1].max() > transform[4])
+    return bool(corners.min() < 0 or corners[:, 0].max() > transform[geometry.OUT_W]
+                or corners[:, 1].max() > transform[geometry.OUT_H])
 
 
 GEOMETRIES = {
@@ -171,7 +173,7 @@ def test_kept_boxes_bound_their_shapes_in_the_decoded_image(shapes, name):
                         if label in lab[:n]:
                             continue
                         moved = moved_mask(mask, t)
-                        visible = moved.sum() / (mask.sum() * abs(t[0] * t[1]))
+                        visible = moved.sum() / (mask.sum() * abs(geometry.determinant(t)))
                         assert visible < min_visibility + 0.05 or min(moved.any(0).sum(), moved.any(1).sum()) <= 1, \
                             (name, index, label, visible)
                         dropped += 1
@@ -283,7 +285,7 @@ def test_keypoints_follow_the_image_and_swap_sides_when_mirrored(tmp_path):
         _, boxes, counts, points, transforms = (t.numpy() for t in next(iter(loader)))
     for b, n, p, t in zip(boxes, counts, points, transforms):
         assert not p[n:].any()
-        mirrored = t[1] < 0
+        mirrored = t[geometry.SCALE_X] < 0
         flipped += mirrored
         for box, (left, right) in zip(b[:n], p[:n]):
             # point 0 is the top-left corner, mirrored or not (when mirrored, it is the stored right corner,
@@ -292,7 +294,8 @@ def test_keypoints_follow_the_image_and_swap_sides_when_mirrored(tmp_path):
                                               (right, box[2:0:-1], 1.0 if mirrored else 2.0)):
                 if not point.any():
                     continue
-                assert point[2] == visibility and 0 <= point[0] <= t[5] and 0 <= point[1] <= t[4]
+                assert point[2] == visibility and 0 <= point[0] <= t[geometry.OUT_W]
+                assert 0 <= point[1] <= t[geometry.OUT_H]
                 if abs(point[0] - x) < 1e-3 and abs(point[1] - y) < 1e-3:
                     inside += 1
     assert flipped and inside > 20

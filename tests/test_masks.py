@@ -75,7 +75,12 @@ def random_transform(rng: np.random.Generator, height: int, width: int) -> np.nd
         oy = rng.uniform(-1.2, 1.2) * height * abs(sy) + (height * -sy if sy < 0 else 0)
         ox = rng.uniform(-1.2, 1.2) * width * abs(sx) + (width * -sx if sx < 0 else 0)
     out_h, out_w = rng.integers(0, 70, 2)
-    return np.array([sy, sx, oy, ox, out_h, out_w], np.float64)
+    return axes(sy, sx, oy, ox, out_h, out_w)
+
+
+def axes(sy: float, sx: float, oy: float, ox: float, out_h: float, out_w: float) -> np.ndarray:
+    """The axis-aligned transform y' = sy y + oy, x' = sx x + ox onto out_h x out_w."""
+    return np.array([sx, 0, ox, 0, sy, oy, 0, 0, 1, out_h, out_w], np.float64)
 
 
 def blocks(data: bytes, height: int, at: int = M.SEMANTIC_HEADER) -> np.ndarray:
@@ -276,7 +281,7 @@ def test_the_reference_follows_the_documented_grid():
     mask = np.arange(6, dtype=np.uint8).reshape(2, 3)
     np.testing.assert_array_equal(M.resample_nearest(mask, identity(2, 3), 9), mask)
     # Twice the size, shifted down by one output pixel and right by three: the first row and columns are fill.
-    out = M.resample_nearest(mask, [2, 2, 1, 3, 5, 8], 9)
+    out = M.resample_nearest(mask, axes(2, 2, 1, 3, 5, 8), 9)
     expected = np.full((5, 8), 9, np.uint8)
     expected[1:5, 3:8] = np.repeat(np.repeat(mask, 2, 0), 2, 1)[:, :5]
     np.testing.assert_array_equal(out, expected)
@@ -307,7 +312,7 @@ def test_decode_mask_equals_the_reference_on_random_transforms():
         data = np.frombuffer(M.encode_mask(mask), np.uint8)
         for _ in range(120):
             transform = random_transform(rng, *mask.shape)
-            out = np.full(transform[4:].astype(int), 77, mask.dtype)
+            out = np.full(transform[9:].astype(int), 77, mask.dtype)
             assert M.decode_mask(data, *mask.shape, transform, out, 250) == 0
             np.testing.assert_array_equal(out, M.resample_nearest(mask, transform, 250), err_msg=str(transform))
 
@@ -322,7 +327,7 @@ def test_decode_instances_equals_the_reference_on_random_transforms_and_selectio
         for _ in range(60):
             transform = random_transform(rng, *shape)
             select = rng.integers(0, count, rng.integers(0, 9))  # repeats and any order
-            out = np.full((9, *transform[4:].astype(int)), 5, np.uint8)
+            out = np.full((9, *transform[9:].astype(int)), 5, np.uint8)
             assert M.decode_instances(data, *shape, count, select, len(select), transform, out) == 0
             for k, index in enumerate(select):
                 np.testing.assert_array_equal(out[k], M.resample_nearest(stack[index], transform, 0))
@@ -368,7 +373,7 @@ def test_truncated_and_altered_bytes_give_a_status_and_a_filled_output():
         for at in rng.integers(0, len(coded), rng.integers(1, 4)):
             altered[at] = rng.integers(0, 256)
         transform = random_transform(rng, 40, 33)
-        out = np.ones((3, *transform[4:].astype(int)), np.uint8)
+        out = np.ones((3, *transform[9:].astype(int)), np.uint8)
         status = M.decode_instances(np.frombuffer(bytes(altered), np.uint8), 40, 33, 3, np.arange(3), 3, transform,
                                     out)
         assert status == 0 or (status in STATUSES and not out.any())
@@ -386,13 +391,14 @@ def test_a_record_that_disagrees_with_the_bytes_is_corrupt():
 
 
 @pytest.mark.parametrize("transform, shape, fill, problem", [
-    ([1, 1, 0, 0, 4], (4, 4), 0, "five values"),
-    ([0, 1, 0, 0, 4, 4], (4, 4), 0, "zero scale"),
-    ([1, np.nan, 0, 0, 4, 4], (4, 4), 0, "NaN scale"),
-    ([1, 1, np.inf, 0, 4, 4], (4, 4), 0, "infinite offset"),
-    ([1, 1, 0, 0, 4, 5], (4, 4), 0, "output shape disagrees"),
-    ([1, 1, 0, 0, 4, 4], (4, 4), 256, "fill over uint8"),
-    ([1, 1, 0, 0, 4, 4], (4, 4), -1, "negative fill"),
+    ([1, 0, 0, 0, 1, 0, 0, 0, 1, 4], (4, 4), 0, "ten values"),
+    ([1, 0, 0, 0, 0, 0, 0, 0, 1, 4, 4], (4, 4), 0, "zero scale"),
+    ([1, 0, 0, 2, 0, 0, 0, 0, 1, 4, 4], (4, 4), 0, "singular matrix"),
+    ([np.nan, 0, 0, 0, 1, 0, 0, 0, 1, 4, 4], (4, 4), 0, "NaN scale"),
+    ([1, 0, 0, 0, 1, np.inf, 0, 0, 1, 4, 4], (4, 4), 0, "infinite offset"),
+    ([1, 0, 0, 0, 1, 0, 0, 0, 1, 4, 5], (4, 4), 0, "output shape disagrees"),
+    ([1, 0, 0, 0, 1, 0, 0, 0, 1, 4, 4], (4, 4), 256, "fill over uint8"),
+    ([1, 0, 0, 0, 1, 0, 0, 0, 1, 4, 4], (4, 4), -1, "negative fill"),
 ])
 def test_bad_decode_arguments_give_einval(transform, shape, fill, problem):
     data = np.frombuffer(M.encode_mask(np.ones((4, 4), np.uint8)), np.uint8)
@@ -453,8 +459,8 @@ def test_no_read_outside_the_data_even_for_corrupt_bytes(tmp_path):
                 data = np.frombuffer(data, np.uint8)
                 sy, sx = np.exp(rng.uniform(-2, 2, 2)) * rng.choice([-1, 1], 2)
                 out_h, out_w = rng.integers(1, 50, 2)
-                t = np.array([sy, sx, rng.uniform(-40, 40) - min(sy, 0) * 70, rng.uniform(-40, 40) - min(sx, 0) * 45,
-                              out_h, out_w])
+                oy, ox = rng.uniform(-40, 40) - min(sy, 0) * 70, rng.uniform(-40, 40) - min(sx, 0) * 45
+                t = np.array([sx, 0, ox, 0, sy, oy, 0, 0, 1, out_h, out_w])
                 if many:
                     out = np.empty((4, out_h, out_w), np.uint8)
                     select = np.array([first, *rng.integers(0, 3, 3)])

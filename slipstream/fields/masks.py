@@ -44,12 +44,17 @@ bounding box, so instances may overlap and small ones stay small.
 Geometry
 --------
 The compiled decoders sample the mask on the grid of a transformed image,
-the transform of :mod:`slipstream.fields.geometry`: output pixel ``(i, j)``
-takes stored pixel ``(floor((i + 0.5 - offset_y) / scale_y), floor((j + 0.5
-- offset_x) / scale_x))`` (nearest neighbour), computed in exactly that order
-of float64 operations, and ``fill`` (0 for instances) where that lies
-outside the mask.  :func:`crop_transform` makes the transform of a crop box,
-and :func:`resample_nearest` is the NumPy reference of the decoders.
+the transform of :mod:`slipstream.fields.geometry`.  Through an axis-aligned
+transform output pixel ``(i, j)`` takes stored pixel ``(floor((i + 0.5 -
+offset_y) / scale_y), floor((j + 0.5 - offset_x) / scale_x))`` (nearest
+neighbour), computed in exactly that order of float64 operations, reading
+only the rows it samples.  Through any other it takes the stored pixel
+containing ``(u / w, v / w)`` as (x, y), with ``(u, v, w)`` the inverse
+matrix (:func:`geometry.inverse`) times ``(j + 0.5, i + 0.5, 1)`` (each sum
+left to right), after decoding the plane whole.  Where that lies outside
+the mask (or ``w <= 0``) the output is ``fill`` (0 for instances).
+:func:`crop_transform` makes the transform of a crop box, and
+:func:`resample_nearest` is the NumPy reference of the decoders.
 """
 
 from __future__ import annotations
@@ -301,7 +306,7 @@ def crop_transform(top: float, left: float, height: float, width: float, out_hei
         flip: mirror the output horizontally.
 
     Returns:
-        float64 array ``(scale_y, scale_x, offset_y, offset_x, out_h, out_w)``.
+        float64 transform of :mod:`slipstream.fields.geometry` (``SIZE`` values).
 
     Raises:
         ValueError: a size is not positive.
@@ -320,21 +325,31 @@ def resample_nearest(mask: np.ndarray, transform: Any, fill: int = 0) -> np.ndar
 
     Args:
         mask: (H, W) array.
-        transform: ``(scale_y, scale_x, offset_y, offset_x, out_h, out_w)``.
+        transform: a transform of :mod:`slipstream.fields.geometry`.
         fill: the value of output pixels that fall outside ``mask``.
 
     Returns:
         (out_h, out_w) array of ``mask``'s dtype.
     """
-    scale_y, scale_x, offset_y, offset_x, out_h, out_w = (float(v) for v in transform)
-    qy = (np.arange(int(out_h)) + 0.5 - offset_y) / scale_y
-    qx = (np.arange(int(out_w)) + 0.5 - offset_x) / scale_x
-    inside_y = (qy >= 0) & (qy < mask.shape[0])
-    inside_x = (qx >= 0) & (qx < mask.shape[1])
-    out = np.full((int(out_h), int(out_w)), fill, mask.dtype)
-    rows = np.floor(qy[inside_y]).astype(np.int64)
-    cols = np.floor(qx[inside_x]).astype(np.int64)
-    out[np.ix_(inside_y, inside_x)] = mask[np.ix_(rows, cols)]
+    t = np.asarray(transform, np.float64)
+    out_h, out_w = int(t[geometry.OUT_H]), int(t[geometry.OUT_W])
+    out = np.full((out_h, out_w), fill, mask.dtype)
+    if geometry.is_axis_aligned(t):
+        qy = (np.arange(out_h) + 0.5 - t[geometry.OFFSET_Y]) / t[geometry.SCALE_Y]
+        qx = (np.arange(out_w) + 0.5 - t[geometry.OFFSET_X]) / t[geometry.SCALE_X]
+        inside_y = (qy >= 0) & (qy < mask.shape[0])
+        inside_x = (qx >= 0) & (qx < mask.shape[1])
+        rows = np.floor(qy[inside_y]).astype(np.int64)
+        cols = np.floor(qx[inside_x]).astype(np.int64)
+        out[np.ix_(inside_y, inside_x)] = mask[np.ix_(rows, cols)]
+        return out
+    n = geometry.inverse(t, np.empty(geometry.MATRIX))
+    yy, xx = np.mgrid[0:out_h, 0:out_w].astype(np.float64) + 0.5
+    w = n[6] * xx + n[7] * yy + n[8]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x, y = (n[0] * xx + n[1] * yy + n[2]) / w, (n[3] * xx + n[4] * yy + n[5]) / w
+    inside = (w > 0) & (x >= 0) & (x < mask.shape[1]) & (y >= 0) & (y < mask.shape[0])
+    out[inside] = mask[np.floor(y[inside]).astype(np.int64), np.floor(x[inside]).astype(np.int64)]
     return out
 
 
@@ -385,16 +400,17 @@ def _copy(dst, src):
 
 @njit(nogil=True, cache=True)
 def _check_transform(transform, out_h, out_w):
-    """0 when ``transform`` has 6 finite values, nonzero scales and the
-    output size (out_h, out_w), else EINVAL."""
-    if transform.shape[0] != 6:
+    """0 when ``transform`` has ``geometry.SIZE`` values, a finite
+    invertible matrix and the output size (out_h, out_w), else EINVAL."""
+    if transform.shape[0] != geometry.SIZE:
         return _EINVAL
-    for n in range(4):
+    for n in range(geometry.MATRIX):
         if not np.isfinite(transform[n]):
             return _EINVAL
-    if transform[0] == 0.0 or transform[1] == 0.0:
+    determinant = geometry.determinant(transform)
+    if determinant == 0.0 or not np.isfinite(determinant):
         return _EINVAL
-    if transform[4] != float(out_h) or transform[5] != float(out_w):
+    if transform[geometry.OUT_H] != float(out_h) or transform[geometry.OUT_W] != float(out_w):
         return _EINVAL
     return _OK
 
@@ -532,10 +548,47 @@ def _paint_row(row, k, ends, values, table, lo, hi, mirrored, outside):
 @njit(nogil=True, cache=True)
 def _paint_plane(data, at, value_bytes, top, left, rows, cols, transform, out, outside, ends, values, table):
     """Samples the plane whose block table starts at ``data[at]``, placed at
-    ``(top, left)`` of the stored mask, onto every pixel of the 2-D ``out``;
-    ``outside`` where an output pixel samples no plane pixel.  Returns a
-    status; reads only the blocks of the rows the output samples."""
-    scale_y, scale_x, offset_y, offset_x = transform[0], transform[1], transform[2], transform[3]
+    ``(top, left)`` of the stored mask, onto every pixel of the 2-D ``out``
+    through ``transform``; ``outside`` where an output pixel samples no plane
+    pixel.  Returns a status."""
+    if geometry.is_axis_aligned(transform):
+        return _paint_axes(data, at, value_bytes, top, left, rows, cols, transform[geometry.SCALE_Y],
+                           transform[geometry.SCALE_X], transform[geometry.OFFSET_Y], transform[geometry.OFFSET_X],
+                           out, outside, ends, values, table)
+    plane = np.empty((rows, cols), out.dtype)
+    status = _paint_axes(data, at, value_bytes, top, left, rows, cols, 1.0, 1.0, float(-top), float(-left), plane,
+                         outside, ends, values, table)
+    if status == _OK:
+        _warp_nearest(plane, top, left, geometry.inverse(transform, np.empty(geometry.MATRIX)), out, outside)
+    return status
+
+
+@njit(nogil=True, cache=True)
+def _warp_nearest(plane, top, left, inverse, out, outside):
+    """Each pixel of ``out`` takes the pixel of ``plane`` (placed at ``(top,
+    left)``) containing its centre's image under the matrix ``inverse`` (9
+    values, row-major), or ``outside``: the rule of the module docstring."""
+    rows, cols = plane.shape
+    for i in range(out.shape[0]):
+        y_out = float(i) + 0.5
+        for j in range(out.shape[1]):
+            x_out = float(j) + 0.5
+            w = inverse[6] * x_out + inverse[7] * y_out + inverse[8]
+            out[i, j] = outside
+            if not w > 0.0:  # behind the horizon: no stored point
+                continue
+            x = (inverse[0] * x_out + inverse[1] * y_out + inverse[2]) / w
+            y = (inverse[3] * x_out + inverse[4] * y_out + inverse[5]) / w
+            if x >= left and x < left + cols and y >= top and y < top + rows:
+                out[i, j] = plane[int64(np.floor(y)) - top, int64(np.floor(x)) - left]
+
+
+@njit(nogil=True, cache=True)
+def _paint_axes(data, at, value_bytes, top, left, rows, cols, scale_y, scale_x, offset_y, offset_x, out, outside,
+                ends, values, table):
+    """:func:`_paint_plane` through an axis-aligned map (``scale_y``,
+    ``scale_x``, ``offset_y``, ``offset_x``): reads only the blocks of the
+    rows the output samples."""
     out_h, out_w = int64(out.shape[0]), int64(out.shape[1])
     lo, hi = _column_table(scale_x, offset_x, out_w, left, cols, table)
     visible = lo < hi
@@ -598,8 +651,7 @@ def decode_mask(data, height, width, transform, out, fill):
     Args:
         data: uint8 1-D array, the stored bytes of one sample.
         height, width: the stored mask's size (the field's record), in pixels.
-        transform: float64 array ``(scale_y, scale_x, offset_y, offset_x,
-            out_h, out_w)``.
+        transform: float64 transform of :mod:`slipstream.fields.geometry`.
         out: (out_h, out_w) array of the field's dtype (uint8 or uint16).
         fill: the value of output pixels outside the mask, in ``out``'s
             range.
@@ -609,8 +661,9 @@ def decode_mask(data, height, width, transform, out, fill):
         out of range) and the status is ``Status.EINVAL`` for bad arguments
         (transform, output shape, ``fill``, 16-bit ids into a uint8 output),
         ``Status.ECORRUPT`` for bytes that are not a mask of this size, or
-        ``Status.ETRUNCATED`` for bytes that end early.  Only the rows the
-        output samples are read, so corruption elsewhere goes unnoticed.
+        ``Status.ETRUNCATED`` for bytes that end early.  Through an
+        axis-aligned transform only the rows the output samples are read, so
+        corruption elsewhere goes unnoticed.
     """
     limit = (int64(1) << (8 * out.itemsize)) - 1
     status = _check_transform(transform, out.shape[0], out.shape[1])
@@ -673,8 +726,7 @@ def decode_instances(data, height, width, count, select, n_select, transform, ou
         select: int64 array: ``out[k]`` receives instance ``select[k]``, for
             ``k < n_select``; an instance may be chosen more than once.
         n_select: how many of ``select`` to decode, at most ``out.shape[0]``.
-        transform: float64 array ``(scale_y, scale_x, offset_y, offset_x,
-            out_h, out_w)``.
+        transform: float64 transform of :mod:`slipstream.fields.geometry`.
         out: (max_n, out_h, out_w) uint8 array: receives 0 and 1, and zeros
             in ``out[n_select:]``.
 
@@ -683,8 +735,8 @@ def decode_instances(data, height, width, count, select, n_select, transform, ou
         ``Status.EINVAL`` for bad arguments (transform, output shape,
         ``n_select``, a ``select`` index outside 0..count-1),
         ``Status.ECORRUPT`` for bytes that are not ``count`` masks of this
-        size, or ``Status.ETRUNCATED`` for bytes that end early.  Only the
-        rows the output samples are read.
+        size, or ``Status.ETRUNCATED`` for bytes that end early.  Through an
+        axis-aligned transform only the rows the output samples are read.
     """
     status = _check_transform(transform, out.shape[1], out.shape[2])
     if status == _OK and not (0 <= n_select <= out.shape[0] and n_select <= select.shape[0] and count >= 0):

@@ -44,11 +44,13 @@ from slipstream.ops.tones import (
     RandomInvert,
     RandomPosterize,
 )
+from slipstream.ops.warps import RandomAffine, RandomPerspective, RandomRotation
 
 __all__ = ["BoundingBoxes", "CenterCrop", "ColorJitter", "Convert", "Count", "CutMix", "Cutout", "GaussianBlur",
-           "InstanceMasks", "KeptWithBoxes", "Keypoints", "MixLabels", "MixUp", "MixUpOrCutMix", "multi_crop_pipelines", "MultiCrop", "Normalize",
-           "presets", "RandomAdjustSharpness", "RandomAutocontrast", "RandomBrightness", "RandomContrast",
-           "RandomCrop", "RandomEqualize", "RandomErasing", "RandomGrayscale", "RandomHorizontalFlip", "RandomHue",
-           "RandomInvert", "RandomIoUCrop", "RandomPosterize", "RandomResizedCrop", "RandomSaturation",
-           "RandomSolarize", "RandomTranslate", "RandomVerticalFlip", "Resize", "SegmentationMask", "StoredBytes",
-           "ToDevice", "ToTensor", "TrimToCounts", "unpad"]
+           "InstanceMasks", "KeptWithBoxes", "Keypoints", "MixLabels", "MixUp", "MixUpOrCutMix", "multi_crop_pipelines",
+           "MultiCrop", "Normalize", "presets", "RandomAdjustSharpness", "RandomAffine", "RandomAutocontrast",
+           "RandomBrightness", "RandomContrast", "RandomCrop", "RandomEqualize", "RandomErasing", "RandomGrayscale",
+           "RandomHorizontalFlip", "RandomHue", "RandomInvert", "RandomIoUCrop", "RandomPerspective", "RandomPosterize",
+           "RandomResizedCrop", "RandomRotation", "RandomSaturation", "RandomSolarize", "RandomTranslate",
+           "RandomVerticalFlip", "Resize", "SegmentationMask", "StoredBytes", "ToDevice", "ToTensor", "TrimToCounts",
+           "unpad"]

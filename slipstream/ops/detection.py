@@ -281,21 +281,22 @@ class BoxesDecoder(FollowingDecoder):
     def generate_code(self):
         fmt, stored_fmt = FORMATS.index(self.format), FORMATS.index(self.stored_format)
         min_size, min_visibility, center_inside = float(self.min_size), float(self.min_visibility), self.center_inside
-        compose = geometry.compose
+        compose, map_box, box_through = geometry.compose, geometry.map_box, geometry.box_through
+        out_rows, out_cols, axis_aligned = geometry.OUT_H, geometry.OUT_W, geometry.is_axis_aligned_chain
 
         def boxes(storage, offsets, lengths, index, transforms, out, count, kept, transform, key):
             t = compose(transforms, transform)
-            sy, sx, ty, tx, out_h, out_w = t[0], t[1], t[2], t[3], t[4], t[5]
+            out_h, out_w = t[out_rows], t[out_cols]
+            stagewise = not axis_aligned(transforms)
             n, m = lengths[index], 0
             copy_bytes(storage, offsets[index], n * 16, out)  # then moved, filtered and compacted in place
             for r in range(n):
-                x1, y1, x2, y2 = _to_xyxy(out[r, 0], out[r, 1], out[r, 2], out[r, 3], stored_fmt)
-                x1, x2 = sx * x1 + tx, sx * x2 + tx
-                y1, y2 = sy * y1 + ty, sy * y2 + ty
-                x1, x2 = min(x1, x2), max(x1, x2)
-                y1, y2 = min(y1, y2), max(y1, y2)
+                sx1, sy1, sx2, sy2 = _to_xyxy(out[r, 0], out[r, 1], out[r, 2], out[r, 3], stored_fmt)
+                x1, y1, x2, y2 = map_box(t, sx1, sy1, sx2, sy2)
                 area = (x2 - x1) * (y2 - y1)
                 cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
+                if stagewise:  # what a crop cut off stays cut off after a warp
+                    x1, y1, x2, y2 = box_through(transforms, sx1, sy1, sx2, sy2)
                 x1, x2 = min(max(x1, 0.0), out_w), min(max(x2, 0.0), out_w)
                 y1, y2 = min(max(y1, 0.0), out_h), min(max(y2, 0.0), out_h)
                 # written so that a box with a NaN coordinate fails every test and is dropped
@@ -460,20 +461,25 @@ class _KeypointsDecoder(FollowingDecoder):
     def generate_code(self):
         points = self.source.reader.fields[self.field].inner_shape[0]
         order = np.array(self.flip_indices if self.flip_indices is not None else range(points), np.int64)
-        row_bytes, compose = uint64(points * 12), geometry.compose
+        row_bytes, compose, map_point = uint64(points * 12), geometry.compose, geometry.map_point
+        determinant, out_rows, out_cols = geometry.determinant, geometry.OUT_H, geometry.OUT_W
+        axis_aligned, survives = geometry.is_axis_aligned_chain, geometry.point_survives
 
         def keypoints(storage, offsets, lengths, index, transforms, kept, count, out, transform, key):
             t = compose(transforms, transform)
-            sy, sx, ty, tx, out_h, out_w = t[0], t[1], t[2], t[3], t[4], t[5]
+            out_h, out_w = t[out_rows], t[out_cols]
             n, start = count[0], uint64(offsets[index])
-            mirrored = sx * sy < 0  # an odd number of flips: left and right trade places
+            mirrored = determinant(t) < 0  # an odd number of flips: left and right trade places
+            stagewise = not axis_aligned(transforms)
             for k in range(n):  # the kept rows first, in the boxes' order ...
                 copy_bytes(storage, start + uint64(kept[k]) * row_bytes, row_bytes, out[k])
             for k in range(n):  # ... then moved, and reordered when the image was mirrored
                 row = out[k].copy() if mirrored else out[k]
                 for p in range(points):
                     source = order[p] if mirrored else p
-                    x, y, v = sx * row[source, 0] + tx, sy * row[source, 1] + ty, row[source, 2]
+                    (x, y), v = map_point(t, row[source, 0], row[source, 1]), row[source, 2]
+                    if stagewise and not survives(transforms, row[source, 0], row[source, 1]):
+                        v = 0.0
                     if v > 0 and 0.0 <= x <= out_w and 0.0 <= y <= out_h:
                         out[k, p, 0], out[k, p, 1], out[k, p, 2] = x, y, v
                     else:  # not labelled, or left out of the image: (0, 0, 0), as COCO writes unlabelled points
@@ -631,6 +637,7 @@ class _SegmentationDecoder(_MaskDecoder):
         from slipstream.fields.masks import decode_mask
 
         fill, compose = self.source.reader.fields[self.field].dtype.type(self.fill), geometry.compose
+        axis_aligned, uncovered = geometry.is_axis_aligned_chain, geometry.uncovered
 
         def mask(storage, offsets, sizes, heights, widths, errors, index, transforms, out, transform, key):
             t = compose(transforms, transform)
@@ -638,6 +645,8 @@ class _SegmentationDecoder(_MaskDecoder):
             status = errors[index]
             if status == 0:
                 status = decode_mask(storage[start:start + size], heights[index], widths[index], t, out, fill)
+            if status == 0 and not axis_aligned(transforms):
+                clear(uncovered(transforms), out, fill)
             if status != 0:
                 errors[index] = status
                 out[:] = fill
@@ -686,7 +695,7 @@ class _InstancesDecoder(_MaskDecoder):
     def generate_code(self):
         from slipstream.fields.masks import decode_instances
 
-        compose = geometry.compose
+        compose, axis_aligned, uncovered = geometry.compose, geometry.is_axis_aligned_chain, geometry.uncovered
 
         def masks(storage, offsets, sizes, heights, widths, errors, lengths, index, transforms, kept, count, out,
                   transform, key):
@@ -696,6 +705,10 @@ class _InstancesDecoder(_MaskDecoder):
             if status == 0:
                 status = decode_instances(storage[start:start + size], heights[index], widths[index], lengths[index],
                                           kept, count[0], t, out)
+            if status == 0 and not axis_aligned(transforms):
+                gone = uncovered(transforms)
+                for k in range(count[0]):
+                    clear(gone, out[k], 0)
             if status != 0:
                 errors[index] = status
                 out[:] = 0
@@ -718,6 +731,16 @@ class InstanceMasks(Following):
     def decoder(self, source: DecodeSource, field: str) -> _InstancesDecoder:
         """The decoder of field ``field``."""
         return _InstancesDecoder(source, field, self.follow, 0, self.boxes)
+
+
+@njit(cache=True, nogil=True)
+def clear(gone, out, fill):
+    """Set to ``fill`` the pixels of the 2-D ``out`` where ``gone`` is True:
+    those an earlier stage cut off (:func:`geometry.uncovered`)."""
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            if gone[i, j]:
+                out[i, j] = fill
 
 
 # ---------------------------------------------------------------- SSD's IoU crop

@@ -1,0 +1,620 @@
+"""Rotation, affine and perspective warps of (height, width, channels) uint8
+images, with the pixels Pillow computes, fused into the stage's sample loop.
+
+torchvision's transforms on PIL images call Pillow: ``RandomRotation``
+calls ``Image.rotate`` (which builds an inverse affine matrix and calls
+``Image.transform``), ``RandomAffine`` builds the inverse matrix with
+``_get_inverse_affine_matrix`` (torchvision/transforms/functional.py) and
+calls ``Image.transform(size, AFFINE, ...)``, and ``RandomPerspective``
+solves ``_get_perspective_coeffs`` and calls ``Image.transform(size,
+PERSPECTIVE, ...)``.  The kernels here repeat Pillow's arithmetic
+(src/libImaging/Geometry.c): output pixel (x, y) is centred on
+``(x + 0.5, y + 0.5)``, mapped to input coordinates by the inverse matrix;
+nearest neighbour takes the pixel containing that point, bilinear blends
+the four pixel centres around it (edges clamped) in float64 and truncates.
+Nearest affine warps take Pillow's fast paths: a table of columns for pure
+scales, 16.16 fixed point when every coordinate fits, else incremental
+float64 sums, so that the same pixels are picked.
+
+Each operation is :class:`~slipstream.fields.geometry.Geometric`: its output
+``transform`` is the forward map (the inverse of Pillow's matrix), so boxes,
+keypoints and masks follow the image.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+from numba import int64, njit
+
+from slipstream.compiler import Allocation, Operation, State
+from slipstream.compiler import random as rnd
+from slipstream.compiler.codegen import copy_sample
+from slipstream.errors import ArgumentError
+from slipstream.fields import geometry
+
+__all__ = ["RandomAffine", "RandomPerspective", "RandomRotation", "affine", "affine_inverse", "perspective",
+           "perspective_coefficients", "perspective_corners", "rotation_inverse", "rotation_inverse_about", "round15"]
+
+_DEGREE = math.pi / 180.0  # CPython's math.radians multiplies by this constant
+_FIXED_LIMIT = 32768.0  # Pillow's check_fixed: coordinates below this fit 16.16 fixed point
+
+# ---------------------------------------------------------------- kernels: nearest neighbour
+
+
+@njit(cache=True, nogil=True)
+def _inside(v, size):
+    """Whether Pillow's COORD(v) (-1 below 0, else truncation) is a pixel of 0..size-1."""
+    return v >= 0.0 and v < size
+
+
+@njit(cache=True, nogil=True)
+def _copy_or_fill(src, dst, y, x, sy, sx, inside, fill):
+    for k in range(dst.shape[2]):
+        dst[y, x, k] = src[sy, sx, k] if inside else fill[k]
+
+
+@njit(cache=True, nogil=True)
+def _scale_nearest(src, dst, a, fill):
+    """Pillow's ImagingScaleAffine (a[1] == a[3] == 0): columns tabulated
+    once, coordinates summed step by step."""
+    height, width = src.shape[0], src.shape[1]
+    columns = np.empty(dst.shape[1], np.int64)
+    xo = a[2] + a[0] * 0.5
+    for x in range(dst.shape[1]):
+        columns[x] = int64(xo) if _inside(xo, width) else -1
+        xo += a[0]
+    yo = a[5] + a[4] * 0.5
+    for y in range(dst.shape[0]):
+        row = int64(yo) if _inside(yo, height) else -1
+        for x in range(dst.shape[1]):
+            _copy_or_fill(src, dst, y, x, row, columns[x], row >= 0 and columns[x] >= 0, fill)
+        yo += a[4]
+
+
+@njit(cache=True, nogil=True)
+def _fixed(v):
+    """Pillow's FIX: 16.16 fixed point, rounded half up."""
+    return int64(np.floor(v * 65536.0 + 0.5))
+
+
+@njit(cache=True, nogil=True)
+def _fits_fixed(a, x, y):
+    """Pillow's check_fixed at output point (x, y)."""
+    return abs(x * a[0] + y * a[1] + a[2]) < _FIXED_LIMIT and abs(x * a[3] + y * a[4] + a[5]) < _FIXED_LIMIT
+
+
+@njit(cache=True, nogil=True)
+def _fixed_nearest(src, dst, a, fill):
+    """Pillow's affine_fixed: 16.16 fixed-point sums, the integer part by an
+    arithmetic shift."""
+    height, width = src.shape[0], src.shape[1]
+    a0, a1, a3, a4 = _fixed(a[0]), _fixed(a[1]), _fixed(a[3]), _fixed(a[4])
+    a2 = _fixed(a[2] + a[0] * 0.5 + a[1] * 0.5)
+    a5 = _fixed(a[5] + a[3] * 0.5 + a[4] * 0.5)
+    for y in range(dst.shape[0]):
+        xx, yy = a2, a5
+        for x in range(dst.shape[1]):
+            sx, sy = xx >> 16, yy >> 16
+            _copy_or_fill(src, dst, y, x, sy, sx, 0 <= sx < width and 0 <= sy < height, fill)
+            xx += a0
+            yy += a3
+        a2 += a1
+        a5 += a4
+
+
+@njit(cache=True, nogil=True)
+def _float_nearest(src, dst, a, fill):
+    """Pillow's floating-point affine loop, for coordinates too large for
+    fixed point: row and column sums in float64."""
+    height, width = src.shape[0], src.shape[1]
+    xo = a[2] + a[1] * 0.5 + a[0] * 0.5
+    yo = a[5] + a[4] * 0.5 + a[3] * 0.5
+    for y in range(dst.shape[0]):
+        xx, yy = xo, yo
+        for x in range(dst.shape[1]):
+            inside = _inside(xx, width) and _inside(yy, height)
+            _copy_or_fill(src, dst, y, x, int64(yy) if inside else 0, int64(xx) if inside else 0, inside, fill)
+            xx += a[0]
+            yy += a[3]
+        xo += a[1]
+        yo += a[4]
+
+
+# ---------------------------------------------------------------- kernels: Pillow's generic transform
+
+
+@njit(cache=True, nogil=True)
+def _clip(v, size):
+    return 0 if v < 0 else (v if v < size else size - 1)
+
+
+@njit(cache=True, nogil=True)
+def _bilinear(src, dst, y, x, xin, yin, fill):
+    """Pillow's bilinear_filter8/32RGB at input point (xin, yin): the four
+    pixel centres around it, edges clamped, blended in float64, truncated."""
+    height, width = src.shape[0], src.shape[1]
+    if not (_inside(xin, width) and _inside(yin, height)):
+        for k in range(dst.shape[2]):
+            dst[y, x, k] = fill[k]
+        return
+    xin -= 0.5
+    yin -= 0.5
+    fx, fy = int64(np.floor(xin)), int64(np.floor(yin))
+    dx, dy = xin - fx, yin - fy
+    x0, x1, y0 = _clip(fx, width), _clip(fx + 1, width), _clip(fy, height)
+    below = 0 <= fy + 1 < height
+    for k in range(dst.shape[2]):
+        a, b = int64(src[y0, x0, k]), int64(src[y0, x1, k])
+        v1 = a + (b - a) * dx
+        v2 = v1
+        if below:
+            a, b = int64(src[fy + 1, x0, k]), int64(src[fy + 1, x1, k])
+            v2 = a + (b - a) * dx
+        dst[y, x, k] = np.uint8(int64(v1 + (v2 - v1) * dy))
+
+
+@njit(cache=True, nogil=True)
+def _nearest_at(src, dst, y, x, xin, yin, fill):
+    """Pillow's nearest_filter at input point (xin, yin)."""
+    inside = _inside(xin, src.shape[1]) and _inside(yin, src.shape[0])
+    _copy_or_fill(src, dst, y, x, int64(yin) if inside else 0, int64(xin) if inside else 0, inside, fill)
+
+
+@njit(cache=True, nogil=True)
+def _affine_bilinear(src, dst, a, fill):
+    """Pillow's generic transform with affine_transform and the bilinear filter."""
+    for y in range(dst.shape[0]):
+        yin = y + 0.5
+        for x in range(dst.shape[1]):
+            xin = x + 0.5
+            _bilinear(src, dst, y, x, a[0] * xin + a[1] * yin + a[2], a[3] * xin + a[4] * yin + a[5], fill)
+
+
+@njit(cache=True, nogil=True)
+def affine(src, dst, inverse, nearest, fill):
+    """``dst`` as Pillow's ``Image.transform(dst size, AFFINE, inverse,
+    NEAREST if nearest else BILINEAR, fillcolor=fill)`` of ``src`` computes it.
+
+    Args:
+        src: (height, width, channels) uint8.
+        dst: (out_height, out_width, channels) uint8, written whole.
+        inverse: (6,) float64, Pillow's AFFINE data: output point (x, y)
+            comes from input point (a0 x + a1 y + a2, a3 x + a4 y + a5).
+        nearest: nearest neighbour, else bilinear.
+        fill: (channels,) uint8, the colour where no input pixel lands.
+    """
+    if not nearest:
+        _affine_bilinear(src, dst, inverse, fill)
+    elif inverse[1] == 0.0 and inverse[3] == 0.0:
+        _scale_nearest(src, dst, inverse, fill)
+    else:
+        w, h = dst.shape[1], dst.shape[0]
+        if _fits_fixed(inverse, 0, 0) and _fits_fixed(inverse, w, h) and _fits_fixed(inverse, 0, h) and \
+                _fits_fixed(inverse, w, 0):
+            _fixed_nearest(src, dst, inverse, fill)
+        else:
+            _float_nearest(src, dst, inverse, fill)
+
+
+@njit(cache=True, nogil=True)
+def perspective(src, dst, coefficients, nearest, fill):
+    """``dst`` as Pillow's ``Image.transform(dst size, PERSPECTIVE,
+    coefficients, NEAREST if nearest else BILINEAR, fillcolor=fill)`` of
+    ``src`` computes it: output point (x, y) comes from input point ``((a0 x
+    + a1 y + a2) / d, (a3 x + a4 y + a5) / d)``, ``d = a6 x + a7 y + 1``.
+    Where ``d`` is 0 the output is ``fill``.  Arguments as :func:`affine`'s,
+    ``coefficients`` (8,) float64."""
+    a = coefficients
+    for y in range(dst.shape[0]):
+        yin = y + 0.5
+        for x in range(dst.shape[1]):
+            xin = x + 0.5
+            d = a[6] * xin + a[7] * yin + 1
+            if d == 0.0:
+                xx, yy = -1.0, -1.0
+            else:
+                xx, yy = (a[0] * xin + a[1] * yin + a[2]) / d, (a[3] * xin + a[4] * yin + a[5]) / d
+            if nearest:
+                _nearest_at(src, dst, y, x, xx, yy, fill)
+            else:
+                _bilinear(src, dst, y, x, xx, yy, fill)
+
+
+# ---------------------------------------------------------------- the matrices, as torchvision and Pillow make them
+
+
+@njit(cache=True, nogil=True)
+def _product_error(a, b, p):
+    """The exact rounding error of ``p = a * b`` (Dekker's two-product, with
+    Veltkamp's split: no fused multiply-add needed)."""
+    split = 134217729.0  # 2**27 + 1
+    c = split * a
+    a_hi = c - (c - a)
+    a_lo = a - a_hi
+    c = split * b
+    b_hi = c - (c - b)
+    b_lo = b - b_hi
+    return a_lo * b_lo - (((p - a_hi * b_hi) - a_lo * b_hi) - a_hi * b_lo)
+
+
+@njit(cache=True, nogil=True)
+def round15(v):
+    """Python's ``round(v, 15)`` for ``|v| <= 1``: the exact value rounded
+    half to even at the 15th decimal, as Pillow rounds its rotation matrix."""
+    magnitude = abs(v)
+    p = magnitude * 1e15
+    error = _product_error(magnitude, 1e15, p)
+    n = np.floor(p)
+    fraction = p - n  # exact: n and p are within a factor of two, or n is 0
+    if fraction > 0.5 or (fraction == 0.5 and (error > 0.0 or (error == 0.0 and n % 2.0 == 1.0))):
+        n += 1.0
+    return math.copysign(n / 1e15, v)
+
+
+@njit(cache=True, nogil=True)
+def rotation_inverse_about(center_x, center_y, angle):
+    """Pillow's ``Image.rotate`` matrix (AFFINE data) for ``angle`` degrees
+    counter-clockwise about (``center_x``, ``center_y``), without expand or
+    translate."""
+    theta = -((angle % 360.0) * _DEGREE)
+    cos, sin = round15(math.cos(theta)), round15(math.sin(theta))
+    a = np.empty(6)
+    a[0], a[1], a[3], a[4] = cos, sin, round15(-math.sin(theta)), cos
+    a[2] = a[0] * -center_x + a[1] * -center_y + 0.0 + center_x
+    a[5] = a[3] * -center_x + a[4] * -center_y + 0.0 + center_y
+    return a
+
+
+@njit(cache=True, nogil=True)
+def rotation_inverse(height, width, angle):
+    """Pillow's ``Image.rotate(angle, expand=False, center=None)`` matrix
+    (AFFINE data, (6,) float64) for a ``height`` x ``width`` image, as
+    torchvision's ``F.rotate`` on a PIL image asks for it."""
+    return rotation_inverse_about(width / 2, height / 2, angle)
+
+
+@njit(cache=True, nogil=True)
+def affine_inverse(center_x, center_y, angle, translate_x, translate_y, scale, shear_x, shear_y):
+    """torchvision's ``_get_inverse_affine_matrix(center, angle, translate,
+    scale, shear)`` (torchvision/transforms/functional.py), (6,) float64:
+    the inverse of translate * centre * rotate(angle, clockwise in image
+    coordinates) * scale * shear_y * shear_x * centre^-1, in its order of
+    float64 operations.  torchvision's ``F.affine`` on a PIL image takes the
+    centre ``(width * 0.5, height * 0.5)`` unless one is given."""
+    rot, sx, sy = angle * _DEGREE, shear_x * _DEGREE, shear_y * _DEGREE
+    a = math.cos(rot - sy) / math.cos(sy)
+    b = -math.cos(rot - sy) * math.tan(sx) / math.cos(sy) - math.sin(rot)
+    c = math.sin(rot - sy) / math.cos(sy)
+    d = -math.sin(rot - sy) * math.tan(sx) / math.cos(sy) + math.cos(rot)
+    m = np.empty(6)
+    m[0], m[1], m[2], m[3], m[4], m[5] = d / scale, -b / scale, 0.0 / scale, -c / scale, a / scale, 0.0 / scale
+    m[2] += m[0] * (-center_x - translate_x) + m[1] * (-center_y - translate_y)
+    m[5] += m[3] * (-center_x - translate_x) + m[4] * (-center_y - translate_y)
+    m[2] += center_x
+    m[5] += center_y
+    return m
+
+
+@njit(cache=True, nogil=True)
+def _solve(a, b):
+    """``a x = b`` for a square float64 system, Gaussian elimination with
+    partial pivoting (``a`` and ``b`` are overwritten); NaNs if singular."""
+    n = b.shape[0]
+    for col in range(n):
+        pivot = col
+        for r in range(col + 1, n):
+            if abs(a[r, col]) > abs(a[pivot, col]):
+                pivot = r
+        if a[pivot, col] == 0.0:
+            b[:] = np.nan
+            return b
+        for c in range(n):
+            a[col, c], a[pivot, c] = a[pivot, c], a[col, c]
+        b[col], b[pivot] = b[pivot], b[col]
+        for r in range(col + 1, n):
+            f = a[r, col] / a[col, col]
+            for c in range(col, n):
+                a[r, c] -= f * a[col, c]
+            b[r] -= f * b[col]
+    for r in range(n - 1, -1, -1):
+        s = b[r]
+        for c in range(r + 1, n):
+            s -= a[r, c] * b[c]
+        b[r] = s / a[r, r]
+    return b
+
+
+@njit(cache=True, nogil=True)
+def perspective_coefficients(startpoints, endpoints):
+    """torchvision's ``_get_perspective_coeffs(startpoints, endpoints)``:
+    the 8 coefficients of Pillow's PERSPECTIVE map that sends each of the 4
+    ``endpoints`` ((4, 2), x and y) to its start point, solved in float64
+    and rounded to float32 as torchvision rounds them; (8,) float64."""
+    a = np.zeros((8, 8))
+    b = np.empty(8)
+    for i in range(4):
+        ex, ey = float(endpoints[i, 0]), float(endpoints[i, 1])
+        sx, sy = float(startpoints[i, 0]), float(startpoints[i, 1])
+        a[2 * i, 0], a[2 * i, 1], a[2 * i, 2], a[2 * i, 6], a[2 * i, 7] = ex, ey, 1.0, -sx * ex, -sx * ey
+        a[2 * i + 1, 3], a[2 * i + 1, 4], a[2 * i + 1, 5] = ex, ey, 1.0
+        a[2 * i + 1, 6], a[2 * i + 1, 7] = -sy * ex, -sy * ey
+        b[2 * i], b[2 * i + 1] = sx, sy
+    return _solve(a, b).astype(np.float32).astype(np.float64)
+
+
+@njit(cache=True, nogil=True)
+def _set_inverse(transform, coefficients, out_h, out_w):
+    """Write into ``transform`` the forward map of Pillow's inverse map
+    (6 affine or 8 perspective ``coefficients``)."""
+    m = np.zeros(geometry.SIZE)
+    m[:6] = coefficients[:6]
+    if coefficients.shape[0] == 8:
+        m[6], m[7] = coefficients[6], coefficients[7]
+    m[8] = 1.0
+    forward = geometry.inverse(m, np.empty(geometry.MATRIX))
+    geometry.set_matrix(transform, forward.reshape(3, 3), out_h, out_w)
+
+
+# ---------------------------------------------------------------- operations
+
+INTERPOLATIONS = ("nearest", "bilinear")
+
+
+def _interpolation(value: Any) -> str:
+    """``"nearest"`` or ``"bilinear"``, from those names or torchvision's
+    ``InterpolationMode`` (or its text, ``"InterpolationMode.BILINEAR"``)."""
+    text = str(getattr(value, "value", value)).lower().rsplit(".", 1)[-1]
+    if text not in INTERPOLATIONS:
+        raise ArgumentError(f"interpolation must be one of {', '.join(INTERPOLATIONS)} (or torchvision's "
+                            f"InterpolationMode.NEAREST / BILINEAR), got {value!r}: Pillow's warps offer no other "
+                            f"filter torchvision passes here")
+    return text
+
+
+def _range(name: str, value: Any, single_means: str = "(-v, v)") -> tuple[float, float]:
+    """torchvision's ``_setup_angle``: a number v >= 0 is (-v, v), a pair is the range."""
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        if value < 0:
+            raise ArgumentError(f"{name} as a single number must be non-negative (it means {single_means}), got "
+                                f"{value}")
+        return (-float(value), float(value))
+    pair = tuple(float(v) for v in value)
+    if len(pair) != 2 or not pair[0] <= pair[1] or not all(math.isfinite(v) for v in pair):
+        raise ArgumentError(f"{name} must be a number or a (low, high) pair with low <= high, got {value!r}")
+    return pair
+
+
+def _fill(value: Any) -> tuple[int, ...]:
+    """torchvision's ``_parse_fill`` for uint8 images: a number or one per
+    channel, truncated to int, each in 0..255."""
+    values = (value,) if isinstance(value, (int, float, np.integer, np.floating)) else tuple(value)
+    if not values or not all(isinstance(v, (int, float, np.integer, np.floating)) and 0 <= v < 256 for v in values):
+        raise ArgumentError(f"fill must be a number or one number per channel, each in [0, 255], got {value!r}")
+    return tuple(int(v) for v in values)
+
+
+def _center(value: Any) -> tuple[float, float] | None:
+    if value is None:
+        return None
+    pair = tuple(float(v) for v in value)
+    if len(pair) != 2 or not all(math.isfinite(v) for v in pair):
+        raise ArgumentError(f"center must be None or an (x, y) point in pixels, got {value!r}")
+    return pair
+
+
+def _centre_or_image_centre(center: tuple[float, float] | None) -> tuple[bool, tuple[float, float]]:
+    """(whether the image's own centre is meant, the given centre or (0, 0)), for compiled code."""
+    return center is None, (center if center is not None else (0.0, 0.0))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Warp(Operation, geometry.Geometric):
+    """A warp of (height, width, channels) uint8 images into their own
+    output of the same shape, and its ``transform``."""
+
+    def declare(self, state: State) -> Any:
+        if len(state.shape) != 3 or state.dtype != np.uint8 or state.shape[2] not in (1, 3):
+            raise ArgumentError(f"{type(self).__name__} takes (height, width, channels) uint8 images of 1 or 3 "
+                                f"channels (Pillow's L and RGB), got {state.shape} {state.dtype}")
+        if len(self.fill) not in (1, state.shape[2]):
+            raise ArgumentError(f"{type(self).__name__}: fill {self.fill} has {len(self.fill)} values for images of "
+                                f"{state.shape[2]} channels (give one, or one per channel)")
+        return state, [Allocation(state.shape, state.dtype),
+                       Allocation((geometry.SIZE,), np.float64, name=geometry.TRANSFORM)]
+
+    @property
+    def nearest(self) -> bool:
+        """Whether the interpolation is nearest neighbour (else bilinear)."""
+        return self.interpolation == "nearest"
+
+    def fill_table(self) -> np.ndarray:
+        """The fill colour as 3 uint8 values, of which an image of c channels
+        takes the first c (:meth:`declare` checked that they fit)."""
+        return np.broadcast_to(np.array(self.fill, np.uint8), (3,)).copy() if len(self.fill) == 1 else \
+            np.array(self.fill, np.uint8)
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomRotation(_Warp):
+    """torchvision's ``RandomRotation`` on PIL images: an angle drawn
+    uniformly from ``degrees`` (a number d means (-d, d)), counter-clockwise,
+    about ``center`` ((x, y) in pixels; None: the image's centre), the output
+    the input's size, ``fill`` where no input pixel lands; the pixels of
+    Pillow's ``Image.rotate``."""
+
+    degrees: Any
+    interpolation: Any = "nearest"
+    expand: bool = False
+    center: Any = None
+    fill: Any = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "degrees", _range("degrees", self.degrees))
+        object.__setattr__(self, "interpolation", _interpolation(self.interpolation))
+        if self.expand:
+            raise ArgumentError("RandomRotation(expand=True) is not supported: a batch holds images of one size, and "
+                                "an expanded rotation changes it with the angle; rotate with expand=False and crop or "
+                                "resize before the rotation")
+        object.__setattr__(self, "center", _center(self.center))
+        object.__setattr__(self, "fill", _fill(self.fill))
+
+    def generate_code(self):
+        (lo, hi), nearest, fill, set_inverse = self.degrees, self.nearest, self.fill_table(), _set_inverse
+        centred, (cx, cy) = _centre_or_image_centre(self.center)
+
+        def rotate(x, out, transform, key):
+            height, width, channels = x.shape
+            angle = rnd.uniform_range(key, 0, lo, hi)
+            if centred:
+                inverse = rotation_inverse(height, width, angle)
+            else:
+                inverse = rotation_inverse_about(cx, cy, angle)
+            affine(x, out, inverse, nearest, fill[:channels])
+            set_inverse(transform, inverse, height, width)
+            return out
+
+        return rotate
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomAffine(_Warp):
+    """torchvision's ``RandomAffine`` on PIL images: an angle from
+    ``degrees``, a shift of up to ``translate`` (fractions of the width and
+    height, rounded to whole pixels), a scale from ``scale`` and shears from
+    ``shear`` (x only for a number or a pair; x then y for four values), drawn
+    per sample as torchvision draws them, about ``center`` (None: the
+    image's centre); the pixels of Pillow's ``Image.transform(AFFINE)``
+    with torchvision's inverse matrix."""
+
+    degrees: Any
+    translate: Any = None
+    scale: Any = None
+    shear: Any = None
+    interpolation: Any = "nearest"
+    fill: Any = 0
+    center: Any = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "degrees", _range("degrees", self.degrees))
+        if self.translate is not None:
+            pair = tuple(float(t) for t in self.translate)
+            if len(pair) != 2 or not all(0.0 <= t <= 1.0 for t in pair):
+                raise ArgumentError(f"translate must be None or two fractions in [0, 1] (of the width and the "
+                                    f"height), got {self.translate!r}")
+            object.__setattr__(self, "translate", pair)
+        if self.scale is not None:
+            pair = tuple(float(s) for s in self.scale)
+            if len(pair) != 2 or not all(s > 0 for s in pair) or pair[0] > pair[1]:
+                raise ArgumentError(f"scale must be None or a (low, high) pair of positive factors, got "
+                                    f"{self.scale!r}")
+            object.__setattr__(self, "scale", pair)
+        if self.shear is not None:
+            object.__setattr__(self, "shear", _shear(self.shear))
+        object.__setattr__(self, "interpolation", _interpolation(self.interpolation))
+        object.__setattr__(self, "fill", _fill(self.fill))
+        object.__setattr__(self, "center", _center(self.center))
+
+    def generate_code(self):
+        (d_lo, d_hi), nearest, fill, set_inverse = self.degrees, self.nearest, self.fill_table(), _set_inverse
+        move_x, move_y = self.translate if self.translate is not None else (0.0, 0.0)
+        moves = self.translate is not None
+        s_lo, s_hi = self.scale if self.scale is not None else (1.0, 1.0)
+        scales = self.scale is not None
+        shear = self.shear if self.shear is not None else (0.0, 0.0)
+        x_lo, x_hi = shear[0], shear[1]
+        shears_x, shears_y = self.shear is not None, len(shear) == 4
+        y_lo, y_hi = (shear[2], shear[3]) if shears_y else (0.0, 0.0)
+        centred, (cx, cy) = _centre_or_image_centre(self.center)
+
+        def transform_affine(x, out, transform, key):
+            height, width, channels = x.shape
+            angle = rnd.uniform_range(key, 0, d_lo, d_hi)
+            tx = ty = 0.0
+            if moves:
+                max_dx, max_dy = move_x * width, move_y * height
+                tx = np.rint(rnd.uniform_range(key, 1, -max_dx, max_dx))  # Python's round: half to even
+                ty = np.rint(rnd.uniform_range(key, 2, -max_dy, max_dy))
+            s = rnd.uniform_range(key, 3, s_lo, s_hi) if scales else 1.0
+            sx = rnd.uniform_range(key, 4, x_lo, x_hi) if shears_x else 0.0
+            sy = rnd.uniform_range(key, 5, y_lo, y_hi) if shears_y else 0.0
+            px, py = (width * 0.5, height * 0.5) if centred else (cx, cy)
+            inverse = affine_inverse(px, py, angle, tx, ty, s, sx, sy)
+            affine(x, out, inverse, nearest, fill[:channels])
+            set_inverse(transform, inverse, height, width)
+            return out
+
+        return transform_affine
+
+
+def _shear(value: Any) -> tuple[float, ...]:
+    """torchvision's shear forms: a number s is (-s, s) along x, a pair an
+    x range, four values an x range then a y range."""
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return _range("shear", value)
+    values = tuple(float(v) for v in value)
+    if len(values) not in (2, 4) or values[0] > values[1] or (len(values) == 4 and values[2] > values[3]):
+        raise ArgumentError(f"shear must be a number, an (x_low, x_high) pair or (x_low, x_high, y_low, y_high), "
+                            f"lows first, got {value!r}")
+    return values
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomPerspective(_Warp):
+    """torchvision's ``RandomPerspective`` on PIL images: with probability
+    ``p``, each corner moved inwards by a random whole number of pixels up
+    to ``distortion_scale`` of half the width and height, drawn as
+    torchvision draws them; the pixels of Pillow's
+    ``Image.transform(PERSPECTIVE)`` with torchvision's coefficients."""
+
+    distortion_scale: float = 0.5
+    p: float = 0.5
+    interpolation: Any = "bilinear"
+    fill: Any = 0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.distortion_scale <= 1.0:
+            raise ArgumentError(f"distortion_scale must lie in [0, 1], got {self.distortion_scale}")
+        if not 0.0 <= self.p <= 1.0:
+            raise ArgumentError(f"p must lie in [0, 1], got {self.p}")
+        object.__setattr__(self, "interpolation", _interpolation(self.interpolation))
+        object.__setattr__(self, "fill", _fill(self.fill))
+
+    def generate_code(self):
+        p, scale, nearest = float(self.p), float(self.distortion_scale), self.nearest
+        fill, set_shift, set_inverse = self.fill_table(), geometry.set_shift, _set_inverse
+
+        def distort(x, out, transform, key):
+            height, width, channels = x.shape
+            if not rnd.uniform(key, 0) < p:
+                set_shift(transform, height, width, 0, 0, False, False)
+                return copy_sample(out, x)
+            ends = perspective_corners(key, height, width, scale)
+            starts = np.zeros((4, 2), np.int64)  # torchvision's start points: the corner pixels
+            starts[1, 0], starts[2, 0], starts[2, 1], starts[3, 1] = width - 1, width - 1, height - 1, height - 1
+            coefficients = perspective_coefficients(starts, ends)
+            perspective(x, out, coefficients, nearest, fill[:channels])
+            set_inverse(transform, coefficients, height, width)
+            return out
+
+        return distort
+
+
+@njit(cache=True, nogil=True)
+def perspective_corners(key, height, width, distortion_scale):
+    """torchvision's ``RandomPerspective`` end points, (4, 2) int64 (x, y):
+    top-left, top-right, bottom-right, bottom-left, each moved inwards by a
+    whole number of pixels below ``int(distortion_scale * half) + 1`` on
+    each axis (draws 1 to 8 of ``key``)."""
+    bound_w = int64(distortion_scale * (width // 2)) + 1
+    bound_h = int64(distortion_scale * (height // 2)) + 1
+    ends = np.empty((4, 2), np.int64)
+    ends[0, 0], ends[0, 1] = rnd.integers(key, 1, 0, bound_w), rnd.integers(key, 2, 0, bound_h)
+    ends[1, 0], ends[1, 1] = rnd.integers(key, 3, width - bound_w, width), rnd.integers(key, 4, 0, bound_h)
+    ends[2, 0] = rnd.integers(key, 5, width - bound_w, width)
+    ends[2, 1] = rnd.integers(key, 6, height - bound_h, height)
+    ends[3, 0], ends[3, 1] = rnd.integers(key, 7, 0, bound_w), rnd.integers(key, 8, height - bound_h, height)
+    return ends
