@@ -34,6 +34,7 @@ from slipstream.ops.detection import (
 from slipstream.ops.mixing import CutMix, MixLabels, MixUp, MixUpOrCutMix
 from slipstream.ops.multicrop import MultiCrop, multi_crop_pipelines
 from slipstream.ops.pack import Normalize, ToTensor
+from slipstream.ops.policies import AutoAugment, RandAugment, TrivialAugmentWide
 from slipstream.ops import presets
 from slipstream.ops.stored import StoredBytes
 from slipstream.ops.tensor import Convert, ToDevice
@@ -46,11 +47,11 @@ from slipstream.ops.tones import (
 )
 from slipstream.ops.warps import RandomAffine, RandomPerspective, RandomRotation
 
-__all__ = ["BoundingBoxes", "CenterCrop", "ColorJitter", "Convert", "Count", "CutMix", "Cutout", "GaussianBlur",
+__all__ = ["AutoAugment", "BoundingBoxes", "CenterCrop", "ColorJitter", "Convert", "Count", "CutMix", "Cutout", "GaussianBlur",
            "InstanceMasks", "KeptWithBoxes", "Keypoints", "MixLabels", "MixUp", "MixUpOrCutMix", "multi_crop_pipelines",
-           "MultiCrop", "Normalize", "presets", "RandomAdjustSharpness", "RandomAffine", "RandomAutocontrast",
+           "MultiCrop", "Normalize", "presets", "RandAugment", "RandomAdjustSharpness", "RandomAffine", "RandomAutocontrast",
            "RandomBrightness", "RandomContrast", "RandomCrop", "RandomEqualize", "RandomErasing", "RandomGrayscale",
            "RandomHorizontalFlip", "RandomHue", "RandomInvert", "RandomIoUCrop", "RandomPerspective", "RandomPosterize",
            "RandomResizedCrop", "RandomRotation", "RandomSaturation", "RandomSolarize", "RandomTranslate",
            "RandomVerticalFlip", "Resize", "SegmentationMask", "StoredBytes", "ToDevice", "ToTensor", "TrimToCounts",
-           "unpad"]
+           "TrivialAugmentWide", "unpad"]
