@@ -136,6 +136,9 @@ def test_random_erasing_fills_zero_after_normalization_wherever_it_stands(dtype)
         erased = (result != plain).any(0 if result.ndim == 3 else 1)
         assert erased.any(axis=(1, 2)).all()  # every sample lost a rectangle
         assert np.abs(np.moveaxis(result, 1, -1)[erased]).max() <= tolerance
+    painted = outputs(Normalize(mean, std, dtype), RandomErasing(p=1.0, value=(1.5, -2.0, 0.25)))
+    erased = (painted != plain).any(1)
+    assert np.array_equal(np.moveaxis(painted, 1, -1)[erased], np.tile([1.5, -2.0, 0.25], (int(erased.sum()), 1)))
     black = run(RandomErasing(p=1.0))[0]  # no Normalize after it: black, as before
     assert ((black == 0).all(-1) & (IMAGES != 0).any(-1)).any()
 

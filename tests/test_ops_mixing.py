@@ -83,13 +83,37 @@ def test_mixing_then_normalizing_and_bad_labels(dataset, tmp_path):
         next(iter(small))
 
 
-def test_cutmix_refuses_channel_first_samples():
+@pytest.mark.parametrize(("mix", "dtype", "tolerance"), [(CutMix(1.0), np.float32, 0.0),
+                                                      (CutMix(1.0), np.float16, 0.0),
+                                                      (MixUp(0.4), np.float32, 0.5 / 255 / 0.2 + 1e-5)])
+def test_mixing_normalized_samples_is_mixing_before_normalizing(dataset, mix, dtype, tolerance):
+    """torchvision's recipes mix normalized batches: CutMix pastes the same
+    box there, and MixUp blends the same way (to uint8 rounding)."""
+    path, _, _ = dataset
+    normalize = Normalize((0.5, 0.4, 0.3), (0.2, 0.25, 0.3), dtype)
+    for (a, soft_a), (b, soft_b) in zip(batches(path, mix, image=[normalize, mix]),
+                                        batches(path, mix, image=[mix, normalize])):
+        np.testing.assert_array_equal(soft_a, soft_b)  # the same partners and lambdas
+        assert np.abs(a.astype(np.float64) - b.astype(np.float64)).max() <= tolerance
+
+
+def test_mixup_refuses_float16_samples_with_what_to_do(dataset):
+    path, _, _ = dataset
+    with pytest.raises(ss.PipelineError, match=r"MixUp mixes \(height, width, channels\) uint8 images or float32 "
+                                               r"samples, got \(3, 10, 12\) float16"):
+        mix = MixUp(0.2)
+        batches(path, mix, image=[Normalize(dtype=np.float16), mix])
+
+
+def test_cutmix_refuses_what_it_cannot_cut():
     from slipstream.compiler import ArraySource, Pipeline
     from slipstream.errors import PipelineError
 
-    chw = np.zeros((8, 3, 16, 16), np.float32)
-    with pytest.raises(PipelineError, match="before Normalize/ToTensor"):
-        Pipeline([ArraySource(chw), CutMix(1.0)]).compile(4)
+    flat = np.zeros((8, 16, 16), np.float32)
+    with pytest.raises(PipelineError, match=r"CutMix cuts boxes out of \(height, width, channels\) uint8 images or "
+                                            r"the \(channels, height, width\) float samples of Normalize, got "
+                                            r"\(16, 16\) float32"):
+        Pipeline([ArraySource(flat), CutMix(1.0)]).compile(4)
 
 
 def test_mixup_or_cutmix_applies_one_of_them_to_each_whole_batch():

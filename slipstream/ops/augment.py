@@ -443,6 +443,8 @@ class RandomErasing(Operation, LooksAhead):
         p, (s_lo, s_hi) = self.p, self.scale
         log_lo, log_hi = float(np.log(self.ratio[0])), float(np.log(self.ratio[1]))
         fill = np.broadcast_to(np.asarray(0 if self.value is None else self.value, np.float64), (3,)).copy()
+        # Compiled code holds float16 samples as their bits (uint16): their fill is written as bits too.
+        fill_bits = fill.astype(np.float16).view(np.uint16)
 
         def erase(x, key):
             if not rnd.uniform(key, 0) < p:
@@ -456,7 +458,7 @@ class RandomErasing(Operation, LooksAhead):
                 w = int(np.rint(np.sqrt(target / aspect)))
                 if h < height and w < width:
                     top, left = rnd.integers(key, 30, 0, height - h + 1), rnd.integers(key, 31, 0, width - w + 1)
-                    _fill_box(x, top, left, h, w, fill)
+                    _fill_box(x, top, left, h, w, fill, fill_bits)
                     return x
             return x
 
@@ -476,9 +478,11 @@ def _image_size_compiled(x):  # noqa: ANN001  (Numba reads annotations of overlo
     return lambda x: (x.shape[1], x.shape[2])
 
 
-def _fill_box(x: np.ndarray, top: int, left: int, h: int, w: int, fill: np.ndarray) -> None:
+def _fill_box(x: np.ndarray, top: int, left: int, h: int, w: int, fill: np.ndarray, fill_bits: np.ndarray) -> None:
     """Set the box (top, left, h, w) of ``x`` (laid out as :func:`_image_size`
-    reads it) to ``fill``, one value per channel (compiled: see the overload)."""
+    reads it) to ``fill``, one value per channel; float16 samples, which
+    compiled code holds as uint16 bits, to ``fill_bits`` (compiled: see the
+    overload)."""
     if x.dtype == np.uint8:
         x[top:top + h, left:left + w] = fill[np.arange(x.shape[2]) % fill.size]
     else:
@@ -486,16 +490,24 @@ def _fill_box(x: np.ndarray, top: int, left: int, h: int, w: int, fill: np.ndarr
 
 
 @overload(_fill_box)
-def _fill_box_compiled(x, top, left, h, w, fill):  # noqa: ANN001
+def _fill_box_compiled(x, top, left, h, w, fill, fill_bits):  # noqa: ANN001
+    if x.dtype == types.uint16:
+        def fill_float16_bits(x, top, left, h, w, fill, fill_bits):
+            for k in range(x.shape[0]):
+                value = fill_bits[k % fill_bits.size]
+                for r in range(top, top + h):
+                    for c in range(left, left + w):
+                        x[k, r, c] = value
+        return fill_float16_bits
     if x.dtype == types.uint8:
-        def fill_channels_last(x, top, left, h, w, fill):
+        def fill_channels_last(x, top, left, h, w, fill, fill_bits):
             for r in range(top, top + h):
                 for c in range(left, left + w):
                     for k in range(x.shape[2]):
                         x[r, c, k] = np.uint8(fill[k % fill.size])
         return fill_channels_last
 
-    def fill_channels_first(x, top, left, h, w, fill):
+    def fill_channels_first(x, top, left, h, w, fill, fill_bits):
         for k in range(x.shape[0]):
             value = fill[k % fill.size]
             for r in range(top, top + h):

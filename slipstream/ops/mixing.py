@@ -15,7 +15,9 @@ pipeline reads them through a :class:`MixLabels` node::
 
 The soft labels are ``lambda * onehot(label) + (1 - lambda) * onehot(partner's label)``.
 Mixing works on uint8 (height, width, channels) images (mixed in float,
-rounded) and on float32 samples of any shape.
+rounded) and on float samples: MixUp blends float32 samples of any shape,
+CutMix cuts the (channels, height, width) float32 or float16 samples of
+``Normalize``.
 """
 
 from __future__ import annotations
@@ -49,13 +51,56 @@ def _fitted_compiled(value, like):  # noqa: ANN001  (Numba reads annotations of 
     return lambda value, like: value
 
 
-def _check_mixable(op: Operation, state: State) -> None:
+def _check_mixable(op: Operation, state: State, dtypes: tuple[Any, ...] = (np.float32,)) -> None:
+    """Refuse what ``op`` cannot mix: it takes (height, width, channels)
+    uint8 images and float samples of ``dtypes`` (blending needs float32;
+    compiled code holds float16 values as their bits, which only a copy keeps)."""
     if state.dtype == np.uint8 and len(state.shape) == 3:
         return
-    if state.dtype == np.float32:
+    if state.dtype in dtypes:
         return
-    raise ValueError(f"{type(op).__name__} mixes (height, width, channels) uint8 images or float32 samples, got "
+    names = " or ".join(np.dtype(d).name for d in dtypes)
+    raise ValueError(f"{type(op).__name__} mixes (height, width, channels) uint8 images or {names} samples, got "
                      f"{state.shape} {state.dtype}")
+
+
+def _planes(xs: np.ndarray) -> tuple[int, int]:
+    """(height, width) of a batch of (height, width, channels) uint8 images
+    or of the (channels, height, width) float samples ``Normalize`` makes
+    (compiled: see the overload)."""
+    return (xs.shape[1], xs.shape[2]) if xs.dtype == np.uint8 else (xs.shape[2], xs.shape[3])
+
+
+@overload(_planes)
+def _planes_compiled(xs):  # noqa: ANN001
+    if xs.dtype == types.uint8:
+        return lambda xs: (xs.shape[1], xs.shape[2])
+    return lambda xs: (xs.shape[2], xs.shape[3])
+
+
+def _paste(out: np.ndarray, xs: np.ndarray, i: int, partner: int, top: int, bottom: int, left: int,
+           right: int) -> None:
+    """Sample ``i`` of ``xs`` into ``out`` with the box of sample ``partner``
+    pasted in, laid out as :func:`_planes` reads it (compiled: see the overload)."""
+    out[i] = xs[i]
+    if xs.dtype == np.uint8:
+        out[i, top:bottom, left:right] = xs[partner, top:bottom, left:right]
+    else:
+        out[i, :, top:bottom, left:right] = xs[partner, :, top:bottom, left:right]
+
+
+@overload(_paste)
+def _paste_compiled(out, xs, i, partner, top, bottom, left, right):  # noqa: ANN001
+    if xs.dtype == types.uint8:
+        def paste_channels_last(out, xs, i, partner, top, bottom, left, right):
+            out[i] = xs[i]
+            out[i, top:bottom, left:right] = xs[partner, top:bottom, left:right]
+        return paste_channels_last
+
+    def paste_channels_first(out, xs, i, partner, top, bottom, left, right):
+        out[i] = xs[i]
+        out[i, :, top:bottom, left:right] = xs[partner, :, top:bottom, left:right]
+    return paste_channels_first
 
 
 class _Mixing(Operation):
@@ -116,16 +161,18 @@ class CutMix(_Mix):
     alpha: float = 1.0
 
     def _check(self, state: State) -> None:
-        _check_mixable(self, state)
-        if len(state.shape) != 3 or state.shape[2] not in (1, 3, 4):
-            raise ValueError(f"CutMix cuts boxes out of (height, width, channels) samples, got {state.shape}: "
-                             "place it before Normalize/ToTensor, which make channel-first samples")
+        _check_mixable(self, state, (np.float32, np.float16))
+        if len(state.shape) != 3 or (state.dtype == np.uint8 and state.shape[2] not in (1, 3, 4)) or \
+                (state.dtype != np.uint8 and state.shape[0] not in (1, 3, 4)):
+            raise ValueError(f"{type(self).__name__} cuts boxes out of (height, width, channels) uint8 images or "
+                             f"the (channels, height, width) float samples of Normalize, got {state.shape} "
+                             f"{state.dtype}")
 
     def generate_code(self):
         alpha = float(self.alpha)
 
         def cutmix(xs, out, params, keys):
-            n, height, width = xs.shape[0], xs.shape[1], xs.shape[2]
+            n, (height, width) = xs.shape[0], _planes(xs)
             for i in range(n):
                 lam = rnd.beta(keys[i], 0, alpha, alpha)
                 partner = (i + 1) % n
@@ -134,8 +181,7 @@ class CutMix(_Mix):
                 cy, cx = rnd.integers(keys[i], 10, 0, height), rnd.integers(keys[i], 11, 0, width)
                 top, bottom = max(cy - cut_h // 2, 0), min(cy + cut_h // 2, height)
                 left, right = max(cx - cut_w // 2, 0), min(cx + cut_w // 2, width)
-                out[i] = xs[i]
-                out[i, top:bottom, left:right] = xs[partner, top:bottom, left:right]
+                _paste(out, xs, i, partner, top, bottom, left, right)
                 params[i, 0] = partner
                 params[i, 1] = 1.0 - (bottom - top) * (right - left) / (height * width)
             return out
@@ -171,7 +217,8 @@ class MixUpOrCutMix(_Mixing):
             raise ValueError(f"switch_prob must lie in [0, 1], got {self.switch_prob}")
 
     def _check(self, state: State) -> None:
-        CutMix._check(self, state)  # CutMix cuts (height, width, channels) samples; MixUp takes those too
+        _check_mixable(self, state)  # MixUp blends: float32
+        CutMix._check(self, state)
 
     def generate_code(self):
         from numba import njit
