@@ -491,14 +491,6 @@ def _fill_box(x: np.ndarray, top: int, left: int, h: int, w: int, fill: np.ndarr
 
 @overload(_fill_box)
 def _fill_box_compiled(x, top, left, h, w, fill, fill_bits):  # noqa: ANN001
-    if x.dtype == types.uint16:
-        def fill_float16_bits(x, top, left, h, w, fill, fill_bits):
-            for k in range(x.shape[0]):
-                value = fill_bits[k % fill_bits.size]
-                for r in range(top, top + h):
-                    for c in range(left, left + w):
-                        x[k, r, c] = value
-        return fill_float16_bits
     if x.dtype == types.uint8:
         def fill_channels_last(x, top, left, h, w, fill, fill_bits):
             for r in range(top, top + h):
@@ -506,14 +498,19 @@ def _fill_box_compiled(x, top, left, h, w, fill, fill_bits):  # noqa: ANN001
                     for k in range(x.shape[2]):
                         x[r, c, k] = np.uint8(fill[k % fill.size])
         return fill_channels_last
+    if x.dtype == types.uint16:
+        return lambda x, top, left, h, w, fill, fill_bits: _fill_planes(x, top, left, h, w, fill_bits)
+    return lambda x, top, left, h, w, fill, fill_bits: _fill_planes(x, top, left, h, w, fill)
 
-    def fill_channels_first(x, top, left, h, w, fill, fill_bits):
-        for k in range(x.shape[0]):
-            value = fill[k % fill.size]
-            for r in range(top, top + h):
-                for c in range(left, left + w):
-                    x[k, r, c] = value
-    return fill_channels_first
+
+@njit(cache=True, nogil=True)
+def _fill_planes(x, top, left, h, w, values):
+    """Set the box of each channel plane ``k`` of ``x`` to ``values[k]``."""
+    for k in range(x.shape[0]):
+        value = values[k % values.size]
+        for r in range(top, top + h):
+            for c in range(left, left + w):
+                x[k, r, c] = value
 
 
 @dataclasses.dataclass(frozen=True)
