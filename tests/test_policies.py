@@ -322,3 +322,32 @@ def test_boxes_follow_the_geometric_steps_a_policy_draws(annotated):
                 assert labels[k, :counts[k]].tolist() == stored_labels[keep].tolist()
                 moved += not geometry.is_axis_aligned(t)
     assert moved >= 8  # SVHN's policy shears most samples
+
+
+# ---------------------------------------------------------------- presets
+
+
+def test_torchvisions_recipe_presets_build_what_the_recipe_says(dataset):
+    from slipstream.ops import MixUpOrCutMix, Normalize, RandomErasing, presets
+
+    pipelines = presets.torchvision_train(crop_size=40, num_classes=48)
+    image = pipelines["image"]
+    assert [type(op).__name__ for op in image] == ["RandomResizedCrop", "RandomHorizontalFlip", "TrivialAugmentWide",
+                                                   "Normalize", "RandomErasing", "MixUpOrCutMix"]
+    assert image[2].interpolation == "bilinear" and image[4] == RandomErasing(p=0.1)
+    assert image[5] == MixUpOrCutMix(0.2, 1.0, 0.5) and isinstance(image[3], Normalize)
+    with ss.Loader(dataset, 16, {**pipelines, "label": pipelines["label"]}, order=ss.Order("random", seed=1),
+                   verbose=False) as loader:
+        for images, soft in loader:
+            assert images.shape == (16, 3, 40, 40) and images.dtype == torch.float32
+            assert soft.shape == (16, 48) and torch.allclose(soft.sum(1), torch.ones(16))
+    assert type(presets.torchvision_train(auto_augment="ra", num_classes=2)["image"][2]).__name__ == "RandAugment"
+    assert presets.torchvision_train(auto_augment="svhn", mixup_alpha=0, cutmix_alpha=0).keys() == {"image"}
+    assert type(presets.torchvision_vit_train(num_classes=3)["image"][-1]).__name__ == "MixUpOrCutMix"
+    val = presets.torchvision_val()["image"]
+    assert val[0].size == 224 and abs(val[0].ratio - 224 / 232) < 1e-12
+    with pytest.raises(ss.ArgumentError, match="give num_classes, or set both alphas to 0"):
+        presets.torchvision_train()
+    with pytest.raises(ss.ArgumentError, match=r"auto_augment must be 'ta_wide', 'ra', one of \['cifar10', "
+                                               r"'imagenet', 'svhn'\] or None, got 'augmix'"):
+        presets.torchvision_train(auto_augment="augmix", num_classes=2)

@@ -8,12 +8,15 @@ from typing import Any
 
 import numpy as np
 
+from slipstream.errors import ArgumentError
 from slipstream.loader.outputs import View
-from slipstream.ops.augment import RandomHorizontalFlip
+from slipstream.ops.augment import RandomErasing, RandomHorizontalFlip
 from slipstream.ops.crops import CenterCrop, RandomResizedCrop
 from slipstream.ops.detection import BoundingBoxes, Count, InstanceMasks, KeptWithBoxes, RandomIoUCrop, SegmentationMask
+from slipstream.ops.mixing import CutMix, MixLabels, MixUp, MixUpOrCutMix
 from slipstream.ops.multicrop import multi_crop_pipelines
 from slipstream.ops.pack import Normalize
+from slipstream.ops.policies import AUTO_AUGMENT_POLICIES, AutoAugment, RandAugment, TrivialAugmentWide
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -74,6 +77,98 @@ def segmentation_train(size: int = 512, scale: tuple[float, float] = (0.25, 1.0)
     image: see :class:`~slipstream.ops.detection.SegmentationMask`)."""
     return {image: [RandomResizedCrop(size, scale=scale), RandomHorizontalFlip(), Normalize(mean, std, dtype)],
             mask: [SegmentationMask(follow=image, fill=fill)]}
+
+
+def torchvision_train(crop_size: int = 176, auto_augment: str | None = "ta_wide", random_erase: float = 0.1,
+                      mixup_alpha: float = 0.2, cutmix_alpha: float = 1.0, num_classes: int | None = None,
+                      hflip: float = 0.5, ra_magnitude: int = 9, interpolation: str = "bilinear",
+                      image: str = "image", label: str = "label", mean: Any = IMAGENET_MEAN,
+                      std: Any = IMAGENET_STD) -> dict[str, list[Any]]:
+    """torchvision's reference classification recipe, with the defaults of
+    its ResNet-50 "v2" weights (``IMAGENET1K_V2``; torchvision's
+    ``references/classification``: ``presets.ClassificationPresetTrain`` and
+    ``train.py``'s batch mixing): RandomResizedCrop(176), a horizontal flip,
+    TrivialAugmentWide (bilinear), normalized to (3, 176, 176) float32,
+    RandomErasing(0.1), then each batch mixed by MixUp(0.2) or CutMix(1.0)
+    with soft labels.  The recipe's repeated augmentation is the loader's
+    order, ``ss.Order("random", repeats=4)``; evaluate with
+    :func:`torchvision_val`.
+
+    Args:
+        crop_size: the training crop's side.
+        auto_augment: ``"ta_wide"`` (TrivialAugmentWide), ``"ra"``
+            (RandAugment at ``ra_magnitude``), ``"imagenet"``, ``"cifar10"``
+            or ``"svhn"`` (AutoAugment's policies), or None.
+        random_erase: RandomErasing's probability (0: none).
+        mixup_alpha, cutmix_alpha: the mixing's Beta parameters (0: that
+            one is not used; both 0: no mixing, integer labels).
+        num_classes: the soft labels' length; needed when mixing.
+        hflip: the flip's probability (0: none).
+        ra_magnitude: RandAugment's magnitude bin.
+        interpolation: the policies' interpolation, ``"bilinear"`` (the
+            recipe's) or ``"nearest"``.
+        image, label: the fields.
+        mean, std: Normalize's.
+    """
+    steps: list[Any] = [RandomResizedCrop(crop_size)]
+    if hflip > 0:
+        steps.append(RandomHorizontalFlip(hflip))
+    if auto_augment is not None:
+        steps.append(_policy(auto_augment, ra_magnitude, interpolation))
+    steps.append(Normalize(mean, std, np.float32))  # mixing blends float32 samples
+    if random_erase > 0:
+        steps.append(RandomErasing(p=random_erase))
+    pipelines: dict[str, list[Any]] = {image: steps}
+    mix = _mixing(mixup_alpha, cutmix_alpha)
+    if mix is not None:
+        if num_classes is None:
+            raise ArgumentError("torchvision_train mixes labels (mixup_alpha or cutmix_alpha above 0): give "
+                                "num_classes, or set both alphas to 0")
+        steps.append(mix)
+        pipelines[label] = [MixLabels(mix, num_classes, pipeline=image)]
+    return pipelines
+
+
+def torchvision_val(crop_size: int = 224, resize_size: int = 232, image: str = "image", mean: Any = IMAGENET_MEAN,
+                    std: Any = IMAGENET_STD) -> dict[str, list[Any]]:
+    """torchvision's reference evaluation (``ClassificationPresetEval``):
+    the shorter side resized to ``resize_size`` (232 for the ResNet-50 "v2"
+    weights, 256 for the first ones and the ViTs), the central
+    ``crop_size`` crop, normalized to float32; one decode of just the crop."""
+    return {image: [CenterCrop(crop_size, ratio=crop_size / resize_size), Normalize(mean, std, np.float32)]}
+
+
+def torchvision_vit_train(crop_size: int = 224, num_classes: int | None = None, image: str = "image",
+                          label: str = "label") -> dict[str, list[Any]]:
+    """torchvision's recipe for its ViT weights (``vit_b_16``, torchvision's
+    ``references/classification/README.md``): RandAugment instead of
+    TrivialAugmentWide, no RandomErasing, MixUp(0.2) or CutMix(1.0), at 224;
+    evaluate with ``torchvision_val(224, 256)``."""
+    return torchvision_train(crop_size, auto_augment="ra", random_erase=0.0, num_classes=num_classes, image=image,
+                             label=label)
+
+
+def _policy(name: str, ra_magnitude: int, interpolation: str) -> Any:
+    """The policy torchvision's ``--auto-augment`` names."""
+    if name == "ta_wide":
+        return TrivialAugmentWide(interpolation=interpolation)
+    if name == "ra":
+        return RandAugment(magnitude=ra_magnitude, interpolation=interpolation)
+    if name in AUTO_AUGMENT_POLICIES:
+        return AutoAugment(name, interpolation=interpolation)
+    raise ArgumentError(f"auto_augment must be 'ta_wide', 'ra', one of {sorted(AUTO_AUGMENT_POLICIES)} or None, "
+                        f"got {name!r}")
+
+
+def _mixing(mixup_alpha: float, cutmix_alpha: float) -> Any:
+    """torchvision's ``RandomChoice`` of the mixings whose alpha is above 0."""
+    if mixup_alpha > 0 and cutmix_alpha > 0:
+        return MixUpOrCutMix(mixup_alpha, cutmix_alpha, switch_prob=0.5)
+    if mixup_alpha > 0:
+        return MixUp(mixup_alpha)
+    if cutmix_alpha > 0:
+        return CutMix(cutmix_alpha)
+    return None
 
 
 multi_crop = multi_crop_pipelines
