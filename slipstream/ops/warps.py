@@ -28,7 +28,7 @@ import math
 from typing import Any
 
 import numpy as np
-from numba import int64, njit
+from numba import int64, njit, uint64
 
 from slipstream.compiler import Allocation, Operation, State
 from slipstream.compiler import random as rnd
@@ -52,16 +52,28 @@ def _inside(v, size):
 
 
 @njit(cache=True, nogil=True)
-def _copy_or_fill(src, dst, y, x, sy, sx, inside, fill):
-    for k in range(dst.shape[2]):
-        dst[y, x, k] = src[sy, sx, k] if inside else fill[k]
+def _put(d, at, s, source, inside, fill):
+    """``d[at:at + c]`` (c channels, flat views) from ``s[source:]``, or ``fill``."""
+    if inside:
+        for k in range(uint64(fill.shape[0])):
+            d[at + k] = s[source + k]
+    else:
+        for k in range(uint64(fill.shape[0])):
+            d[at + k] = fill[k]
+
+
+@njit(cache=True, nogil=True)
+def _offset(row, column, width, channels):
+    """The flat offset of pixel (``row``, ``column``), both non-negative."""
+    return (uint64(row) * uint64(width) + uint64(column)) * uint64(channels)
 
 
 @njit(cache=True, nogil=True)
 def _scale_nearest(src, dst, a, fill):
     """Pillow's ImagingScaleAffine (a[1] == a[3] == 0): columns tabulated
     once, coordinates summed step by step."""
-    height, width = src.shape[0], src.shape[1]
+    height, width, channels = src.shape
+    s, d = src.reshape(-1), dst.reshape(-1)
     columns = np.empty(dst.shape[1], np.int64)
     xo = a[2] + a[0] * 0.5
     for x in range(dst.shape[1]):
@@ -71,7 +83,9 @@ def _scale_nearest(src, dst, a, fill):
     for y in range(dst.shape[0]):
         row = int64(yo) if _inside(yo, height) else -1
         for x in range(dst.shape[1]):
-            _copy_or_fill(src, dst, y, x, row, columns[x], row >= 0 and columns[x] >= 0, fill)
+            inside = row >= 0 and columns[x] >= 0
+            source = _offset(row, columns[x], width, channels) if inside else uint64(0)
+            _put(d, _offset(y, x, dst.shape[1], channels), s, source, inside, fill)
         yo += a[4]
 
 
@@ -91,7 +105,8 @@ def _fits_fixed(a, x, y):
 def _fixed_nearest(src, dst, a, fill):
     """Pillow's affine_fixed: 16.16 fixed-point sums, the integer part by an
     arithmetic shift."""
-    height, width = src.shape[0], src.shape[1]
+    height, width, channels = src.shape
+    s, d = src.reshape(-1), dst.reshape(-1)
     a0, a1, a3, a4 = _fixed(a[0]), _fixed(a[1]), _fixed(a[3]), _fixed(a[4])
     a2 = _fixed(a[2] + a[0] * 0.5 + a[1] * 0.5)
     a5 = _fixed(a[5] + a[3] * 0.5 + a[4] * 0.5)
@@ -99,7 +114,9 @@ def _fixed_nearest(src, dst, a, fill):
         xx, yy = a2, a5
         for x in range(dst.shape[1]):
             sx, sy = xx >> 16, yy >> 16
-            _copy_or_fill(src, dst, y, x, sy, sx, 0 <= sx < width and 0 <= sy < height, fill)
+            inside = 0 <= sx < width and 0 <= sy < height
+            source = _offset(sy, sx, width, channels) if inside else uint64(0)
+            _put(d, _offset(y, x, dst.shape[1], channels), s, source, inside, fill)
             xx += a0
             yy += a3
         a2 += a1
@@ -107,17 +124,26 @@ def _fixed_nearest(src, dst, a, fill):
 
 
 @njit(cache=True, nogil=True)
+def _nearest_at(s, d, at, xin, yin, height, width, fill):
+    """Pillow's nearest filter (COORD: the pixel containing the point) at
+    input point (xin, yin), into ``d[at:]``."""
+    inside = _inside(xin, width) and _inside(yin, height)
+    source = _offset(int64(yin), int64(xin), width, fill.shape[0]) if inside else uint64(0)
+    _put(d, at, s, source, inside, fill)
+
+
+@njit(cache=True, nogil=True)
 def _float_nearest(src, dst, a, fill):
     """Pillow's floating-point affine loop, for coordinates too large for
     fixed point: row and column sums in float64."""
-    height, width = src.shape[0], src.shape[1]
+    height, width, channels = src.shape
+    s, d = src.reshape(-1), dst.reshape(-1)
     xo = a[2] + a[1] * 0.5 + a[0] * 0.5
     yo = a[5] + a[4] * 0.5 + a[3] * 0.5
     for y in range(dst.shape[0]):
         xx, yy = xo, yo
         for x in range(dst.shape[1]):
-            inside = _inside(xx, width) and _inside(yy, height)
-            _copy_or_fill(src, dst, y, x, int64(yy) if inside else 0, int64(xx) if inside else 0, inside, fill)
+            _nearest_at(s, d, _offset(y, x, dst.shape[1], channels), xx, yy, height, width, fill)
             xx += a[0]
             yy += a[3]
         xo += a[1]
@@ -155,13 +181,6 @@ def _bilinear(src, dst, y, x, xin, yin, fill):
             a, b = int64(src[fy + 1, x0, k]), int64(src[fy + 1, x1, k])
             v2 = a + (b - a) * dx
         dst[y, x, k] = np.uint8(int64(v1 + (v2 - v1) * dy))
-
-
-@njit(cache=True, nogil=True)
-def _nearest_at(src, dst, y, x, xin, yin, fill):
-    """Pillow's nearest_filter at input point (xin, yin)."""
-    inside = _inside(xin, src.shape[1]) and _inside(yin, src.shape[0])
-    _copy_or_fill(src, dst, y, x, int64(yin) if inside else 0, int64(xin) if inside else 0, inside, fill)
 
 
 @njit(cache=True, nogil=True)
@@ -208,18 +227,19 @@ def perspective(src, dst, coefficients, nearest, fill):
     + a1 y + a2) / d, (a3 x + a4 y + a5) / d)``, ``d = a6 x + a7 y + 1``.
     Where ``d`` is 0 the output is ``fill``.  Arguments as :func:`affine`'s,
     ``coefficients`` (8,) float64."""
-    a = coefficients
+    a, s, d = coefficients, src.reshape(-1), dst.reshape(-1)
+    height, width, channels = src.shape
     for y in range(dst.shape[0]):
         yin = y + 0.5
         for x in range(dst.shape[1]):
             xin = x + 0.5
-            d = a[6] * xin + a[7] * yin + 1
-            if d == 0.0:
+            w = a[6] * xin + a[7] * yin + 1
+            if w == 0.0:
                 xx, yy = -1.0, -1.0
             else:
-                xx, yy = (a[0] * xin + a[1] * yin + a[2]) / d, (a[3] * xin + a[4] * yin + a[5]) / d
+                xx, yy = (a[0] * xin + a[1] * yin + a[2]) / w, (a[3] * xin + a[4] * yin + a[5]) / w
             if nearest:
-                _nearest_at(src, dst, y, x, xx, yy, fill)
+                _nearest_at(s, d, _offset(y, x, dst.shape[1], channels), xx, yy, height, width, fill)
             else:
                 _bilinear(src, dst, y, x, xx, yy, fill)
 
