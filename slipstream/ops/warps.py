@@ -51,18 +51,25 @@ def _inside(v, size):
     return v >= 0.0 and v < size
 
 
-@njit(cache=True, nogil=True)
-def _put(d, at, s, source, inside, fill):
-    """``d[at:at + c]`` (c channels, flat views) from ``s[source:]``, or ``fill``."""
-    if inside:
-        for k in range(uint64(fill.shape[0])):
-            d[at + k] = s[source + k]
+@njit(cache=True, nogil=True, inline="always")
+def _copy_pixel(d, at, s, source, fill):
+    """``d[at:at + c]`` (flat views, c the channels of ``fill``) from
+    ``s[source:]``; RGB unrolled."""
+    if fill.shape[0] == 3:
+        d[at], d[at + 1], d[at + 2] = s[source], s[source + 1], s[source + 2]
     else:
         for k in range(uint64(fill.shape[0])):
-            d[at + k] = fill[k]
+            d[at + k] = s[source + k]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
+def _fill_pixel(d, at, fill):
+    """``d[at:at + c]`` set to the c values of ``fill``."""
+    for k in range(uint64(fill.shape[0])):
+        d[at + k] = fill[k]
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _offset(row, column, width, channels):
     """The flat offset of pixel (``row``, ``column``), both non-negative."""
     return (uint64(row) * uint64(width) + uint64(column)) * uint64(channels)
@@ -80,12 +87,15 @@ def _scale_nearest(src, dst, a, fill):
         columns[x] = int64(xo) if _inside(xo, width) else -1
         xo += a[0]
     yo = a[5] + a[4] * 0.5
-    for y in range(dst.shape[0]):
+    at, step = uint64(0), uint64(channels)
+    for _ in range(dst.shape[0]):
         row = int64(yo) if _inside(yo, height) else -1
         for x in range(dst.shape[1]):
-            inside = row >= 0 and columns[x] >= 0
-            source = _offset(row, columns[x], width, channels) if inside else uint64(0)
-            _put(d, _offset(y, x, dst.shape[1], channels), s, source, inside, fill)
+            if row >= 0 and columns[x] >= 0:
+                _copy_pixel(d, at, s, _offset(row, columns[x], width, channels), fill)
+            else:
+                _fill_pixel(d, at, fill)
+            at += step
         yo += a[4]
 
 
@@ -110,26 +120,30 @@ def _fixed_nearest(src, dst, a, fill):
     a0, a1, a3, a4 = _fixed(a[0]), _fixed(a[1]), _fixed(a[3]), _fixed(a[4])
     a2 = _fixed(a[2] + a[0] * 0.5 + a[1] * 0.5)
     a5 = _fixed(a[5] + a[3] * 0.5 + a[4] * 0.5)
-    for y in range(dst.shape[0]):
+    at, step = uint64(0), uint64(channels)
+    for _ in range(dst.shape[0]):
         xx, yy = a2, a5
-        for x in range(dst.shape[1]):
+        for _ in range(dst.shape[1]):
             sx, sy = xx >> 16, yy >> 16
-            inside = 0 <= sx < width and 0 <= sy < height
-            source = _offset(sy, sx, width, channels) if inside else uint64(0)
-            _put(d, _offset(y, x, dst.shape[1], channels), s, source, inside, fill)
+            if 0 <= sx < width and 0 <= sy < height:
+                _copy_pixel(d, at, s, _offset(sy, sx, width, channels), fill)
+            else:
+                _fill_pixel(d, at, fill)
+            at += step
             xx += a0
             yy += a3
         a2 += a1
         a5 += a4
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _nearest_at(s, d, at, xin, yin, height, width, fill):
     """Pillow's nearest filter (COORD: the pixel containing the point) at
     input point (xin, yin), into ``d[at:]``."""
-    inside = _inside(xin, width) and _inside(yin, height)
-    source = _offset(int64(yin), int64(xin), width, fill.shape[0]) if inside else uint64(0)
-    _put(d, at, s, source, inside, fill)
+    if _inside(xin, width) and _inside(yin, height):
+        _copy_pixel(d, at, s, _offset(int64(yin), int64(xin), width, fill.shape[0]), fill)
+    else:
+        _fill_pixel(d, at, fill)
 
 
 @njit(cache=True, nogil=True)
