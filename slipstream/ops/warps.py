@@ -172,39 +172,45 @@ def _clip(v, size):
     return 0 if v < 0 else (v if v < size else size - 1)
 
 
-@njit(cache=True, nogil=True)
-def _bilinear(src, dst, y, x, xin, yin, fill):
-    """Pillow's bilinear_filter8/32RGB at input point (xin, yin): the four
-    pixel centres around it, edges clamped, blended in float64, truncated."""
-    height, width = src.shape[0], src.shape[1]
+@njit(cache=True, nogil=True, inline="always")
+def _bilinear(s, d, at, xin, yin, height, width, fill):
+    """Pillow's bilinear_filter8/32RGB at input point (xin, yin), into
+    ``d[at:]`` (flat views): the four pixel centres around it, edges
+    clamped, blended in float64, truncated."""
     if not (_inside(xin, width) and _inside(yin, height)):
-        for k in range(dst.shape[2]):
-            dst[y, x, k] = fill[k]
+        _fill_pixel(d, at, fill)
         return
     xin -= 0.5
     yin -= 0.5
     fx, fy = int64(np.floor(xin)), int64(np.floor(yin))
     dx, dy = xin - fx, yin - fy
-    x0, x1, y0 = _clip(fx, width), _clip(fx + 1, width), _clip(fy, height)
+    channels = uint64(fill.shape[0])
+    x0, x1 = uint64(_clip(fx, width)) * channels, uint64(_clip(fx + 1, width)) * channels
+    row = uint64(_clip(fy, height)) * uint64(width) * channels
     below = 0 <= fy + 1 < height
-    for k in range(dst.shape[2]):
-        a, b = int64(src[y0, x0, k]), int64(src[y0, x1, k])
+    next_row = uint64(fy + 1) * uint64(width) * channels if below else row
+    for k in range(channels):
+        a, b = int64(s[row + x0 + k]), int64(s[row + x1 + k])
         v1 = a + (b - a) * dx
         v2 = v1
         if below:
-            a, b = int64(src[fy + 1, x0, k]), int64(src[fy + 1, x1, k])
+            a, b = int64(s[next_row + x0 + k]), int64(s[next_row + x1 + k])
             v2 = a + (b - a) * dx
-        dst[y, x, k] = np.uint8(int64(v1 + (v2 - v1) * dy))
+        d[at + k] = np.uint8(int64(v1 + (v2 - v1) * dy))
 
 
 @njit(cache=True, nogil=True)
 def _affine_bilinear(src, dst, a, fill):
     """Pillow's generic transform with affine_transform and the bilinear filter."""
+    height, width, channels = src.shape
+    s, d = src.reshape(-1), dst.reshape(-1)
+    at, step = uint64(0), uint64(channels)
     for y in range(dst.shape[0]):
         yin = y + 0.5
         for x in range(dst.shape[1]):
             xin = x + 0.5
-            _bilinear(src, dst, y, x, a[0] * xin + a[1] * yin + a[2], a[3] * xin + a[4] * yin + a[5], fill)
+            _bilinear(s, d, at, a[0] * xin + a[1] * yin + a[2], a[3] * xin + a[4] * yin + a[5], height, width, fill)
+            at += step
 
 
 @njit(cache=True, nogil=True)
@@ -255,7 +261,7 @@ def perspective(src, dst, coefficients, nearest, fill):
             if nearest:
                 _nearest_at(s, d, _offset(y, x, dst.shape[1], channels), xx, yy, height, width, fill)
             else:
-                _bilinear(src, dst, y, x, xx, yy, fill)
+                _bilinear(s, d, _offset(y, x, dst.shape[1], channels), xx, yy, height, width, fill)
 
 
 # ---------------------------------------------------------------- the matrices, as torchvision and Pillow make them
