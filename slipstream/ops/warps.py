@@ -52,20 +52,19 @@ def _inside(v, size):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _copy_pixel(d, at, s, source, fill):
-    """``d[at:at + c]`` (flat views, c the channels of ``fill``) from
-    ``s[source:]``; RGB unrolled."""
-    if fill.shape[0] == 3:
+def _copy_pixel(d, at, s, source, channels):
+    """``d[at:at + channels]`` (flat views) from ``s[source:]``; RGB unrolled."""
+    if channels == 3:
         d[at], d[at + 1], d[at + 2] = s[source], s[source + 1], s[source + 2]
     else:
-        for k in range(uint64(fill.shape[0])):
+        for k in range(uint64(channels)):
             d[at + k] = s[source + k]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _fill_pixel(d, at, fill):
-    """``d[at:at + c]`` set to the c values of ``fill``."""
-    for k in range(uint64(fill.shape[0])):
+def _fill_pixel(d, at, fill, channels):
+    """``d[at:at + channels]`` set to the first ``channels`` values of ``fill``."""
+    for k in range(uint64(channels)):
         d[at + k] = fill[k]
 
 
@@ -92,9 +91,9 @@ def _scale_nearest(src, dst, a, fill):
         row = int64(yo) if _inside(yo, height) else -1
         for x in range(dst.shape[1]):
             if row >= 0 and columns[x] >= 0:
-                _copy_pixel(d, at, s, _offset(row, columns[x], width, channels), fill)
+                _copy_pixel(d, at, s, _offset(row, columns[x], width, channels), channels)
             else:
-                _fill_pixel(d, at, fill)
+                _fill_pixel(d, at, fill, channels)
             at += step
         yo += a[4]
 
@@ -126,9 +125,9 @@ def _fixed_nearest(src, dst, a, fill):
         for _ in range(dst.shape[1]):
             sx, sy = xx >> 16, yy >> 16
             if 0 <= sx < width and 0 <= sy < height:
-                _copy_pixel(d, at, s, _offset(sy, sx, width, channels), fill)
+                _copy_pixel(d, at, s, _offset(sy, sx, width, channels), channels)
             else:
-                _fill_pixel(d, at, fill)
+                _fill_pixel(d, at, fill, channels)
             at += step
             xx += a0
             yy += a3
@@ -137,13 +136,13 @@ def _fixed_nearest(src, dst, a, fill):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _nearest_at(s, d, at, xin, yin, height, width, fill):
+def _nearest_at(s, d, at, xin, yin, height, width, channels, fill):
     """Pillow's nearest filter (COORD: the pixel containing the point) at
     input point (xin, yin), into ``d[at:]``."""
     if _inside(xin, width) and _inside(yin, height):
-        _copy_pixel(d, at, s, _offset(int64(yin), int64(xin), width, fill.shape[0]), fill)
+        _copy_pixel(d, at, s, _offset(int64(yin), int64(xin), width, channels), channels)
     else:
-        _fill_pixel(d, at, fill)
+        _fill_pixel(d, at, fill, channels)
 
 
 @njit(cache=True, nogil=True)
@@ -157,7 +156,7 @@ def _float_nearest(src, dst, a, fill):
     for y in range(dst.shape[0]):
         xx, yy = xo, yo
         for x in range(dst.shape[1]):
-            _nearest_at(s, d, _offset(y, x, dst.shape[1], channels), xx, yy, height, width, fill)
+            _nearest_at(s, d, _offset(y, x, dst.shape[1], channels), xx, yy, height, width, channels, fill)
             xx += a[0]
             yy += a[3]
         xo += a[1]
@@ -173,23 +172,23 @@ def _clip(v, size):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _bilinear(s, d, at, xin, yin, height, width, fill):
+def _bilinear(s, d, at, xin, yin, height, width, channels, fill):
     """Pillow's bilinear_filter8/32RGB at input point (xin, yin), into
     ``d[at:]`` (flat views): the four pixel centres around it, edges
     clamped, blended in float64, truncated."""
     if not (_inside(xin, width) and _inside(yin, height)):
-        _fill_pixel(d, at, fill)
+        _fill_pixel(d, at, fill, channels)
         return
     xin -= 0.5
     yin -= 0.5
     fx, fy = int64(np.floor(xin)), int64(np.floor(yin))
     dx, dy = xin - fx, yin - fy
-    channels = uint64(fill.shape[0])
-    x0, x1 = uint64(_clip(fx, width)) * channels, uint64(_clip(fx + 1, width)) * channels
-    row = uint64(_clip(fy, height)) * uint64(width) * channels
+    step = uint64(channels)
+    x0, x1 = uint64(_clip(fx, width)) * step, uint64(_clip(fx + 1, width)) * step
+    row = uint64(_clip(fy, height)) * uint64(width) * step
     below = 0 <= fy + 1 < height
-    next_row = uint64(fy + 1) * uint64(width) * channels if below else row
-    for k in range(channels):
+    next_row = uint64(fy + 1) * uint64(width) * step if below else row
+    for k in range(step):
         a, b = int64(s[row + x0 + k]), int64(s[row + x1 + k])
         v1 = a + (b - a) * dx
         v2 = v1
@@ -209,7 +208,8 @@ def _affine_bilinear(src, dst, a, fill):
         yin = y + 0.5
         for x in range(dst.shape[1]):
             xin = x + 0.5
-            _bilinear(s, d, at, a[0] * xin + a[1] * yin + a[2], a[3] * xin + a[4] * yin + a[5], height, width, fill)
+            _bilinear(s, d, at, a[0] * xin + a[1] * yin + a[2], a[3] * xin + a[4] * yin + a[5], height, width,
+                      channels, fill)
             at += step
 
 
@@ -224,7 +224,8 @@ def affine(src, dst, inverse, nearest, fill):
         inverse: (6,) float64, Pillow's AFFINE data: output point (x, y)
             comes from input point (a0 x + a1 y + a2, a3 x + a4 y + a5).
         nearest: nearest neighbour, else bilinear.
-        fill: (channels,) uint8, the colour where no input pixel lands.
+        fill: uint8 array of at least ``channels`` values, the colour where
+            no input pixel lands (its first ``channels`` values are used).
     """
     if not nearest:
         _affine_bilinear(src, dst, inverse, fill)
@@ -259,9 +260,9 @@ def perspective(src, dst, coefficients, nearest, fill):
             else:
                 xx, yy = (a[0] * xin + a[1] * yin + a[2]) / w, (a[3] * xin + a[4] * yin + a[5]) / w
             if nearest:
-                _nearest_at(s, d, _offset(y, x, dst.shape[1], channels), xx, yy, height, width, fill)
+                _nearest_at(s, d, _offset(y, x, dst.shape[1], channels), xx, yy, height, width, channels, fill)
             else:
-                _bilinear(s, d, _offset(y, x, dst.shape[1], channels), xx, yy, height, width, fill)
+                _bilinear(s, d, _offset(y, x, dst.shape[1], channels), xx, yy, height, width, channels, fill)
 
 
 # ---------------------------------------------------------------- the matrices, as torchvision and Pillow make them
