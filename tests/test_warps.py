@@ -486,6 +486,16 @@ def test_random_perspective_is_torchvisions_on_pil_images(interpolation):
 
 def test_grayscale_images_warp_with_one_fill_value():
     gray = np.stack([np.asarray(Image.fromarray(c).convert("L"))[..., None] for c in CROPS[:4]])
+    # the kernels write as many values per pixel as the image has channels, whatever the length of fill
+    for kernel, data in ((warps.affine, warps.rotation_inverse(40, 52, 33.0)), (warps.perspective,
+                                                                             [1.1, 0.1, -3, 0.05, 0.9, 2, 1e-3, 0])):
+        for nearest in (True, False):
+            out = np.full((2, 40, 52, 1), 5, np.uint8)
+            kernel(gray[0], out[0], np.asarray(data, np.float64), nearest, np.array([77, 1, 2], np.uint8))
+            method = Image.Transform.AFFINE if kernel is warps.affine else Image.Transform.PERSPECTIVE
+            expected = Image.fromarray(gray[0][..., 0]).transform((52, 40), method, list(data), FILTERS[nearest],
+                                                                   fillcolor=77)
+            assert np.array_equal(out[0][..., 0], np.asarray(expected)) and (out[1] == 5).all()
     out, keys = run(RandomRotation(40, fill=99), gray)
     for image, result, key in zip(gray, out, keys):
         expected = Image.fromarray(image[..., 0]).rotate(rnd.uniform_range(key, 0, -40.0, 40.0), fillcolor=99)

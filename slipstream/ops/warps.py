@@ -28,7 +28,7 @@ import math
 from typing import Any
 
 import numpy as np
-from numba import int64, njit
+from numba import int64, njit, uint64
 
 from slipstream.compiler import Allocation, Operation, State
 from slipstream.compiler import random as rnd
@@ -51,27 +51,50 @@ def _inside(v, size):
     return v >= 0.0 and v < size
 
 
-@njit(cache=True, nogil=True)
-def _copy_or_fill(src, dst, y, x, sy, sx, inside, fill):
-    for k in range(dst.shape[2]):
-        dst[y, x, k] = src[sy, sx, k] if inside else fill[k]
+@njit(cache=True, nogil=True, inline="always")
+def _copy_pixel(d, at, s, source, channels):
+    """``d[at:at + channels]`` (flat views) from ``s[source:]``; RGB unrolled."""
+    if channels == 3:
+        d[at], d[at + 1], d[at + 2] = s[source], s[source + 1], s[source + 2]
+    else:
+        for k in range(uint64(channels)):
+            d[at + k] = s[source + k]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _fill_pixel(d, at, fill, channels):
+    """``d[at:at + channels]`` set to the first ``channels`` values of ``fill``."""
+    for k in range(uint64(channels)):
+        d[at + k] = fill[k]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _offset(row, column, width, channels):
+    """The flat offset of pixel (``row``, ``column``), both non-negative."""
+    return (uint64(row) * uint64(width) + uint64(column)) * uint64(channels)
 
 
 @njit(cache=True, nogil=True)
 def _scale_nearest(src, dst, a, fill):
     """Pillow's ImagingScaleAffine (a[1] == a[3] == 0): columns tabulated
     once, coordinates summed step by step."""
-    height, width = src.shape[0], src.shape[1]
+    height, width, channels = src.shape
+    s, d = src.reshape(-1), dst.reshape(-1)
     columns = np.empty(dst.shape[1], np.int64)
     xo = a[2] + a[0] * 0.5
     for x in range(dst.shape[1]):
         columns[x] = int64(xo) if _inside(xo, width) else -1
         xo += a[0]
     yo = a[5] + a[4] * 0.5
-    for y in range(dst.shape[0]):
+    at, step = uint64(0), uint64(channels)
+    for _ in range(dst.shape[0]):
         row = int64(yo) if _inside(yo, height) else -1
         for x in range(dst.shape[1]):
-            _copy_or_fill(src, dst, y, x, row, columns[x], row >= 0 and columns[x] >= 0, fill)
+            if row >= 0 and columns[x] >= 0:
+                _copy_pixel(d, at, s, _offset(row, columns[x], width, channels), channels)
+            else:
+                _fill_pixel(d, at, fill, channels)
+            at += step
         yo += a[4]
 
 
@@ -91,33 +114,49 @@ def _fits_fixed(a, x, y):
 def _fixed_nearest(src, dst, a, fill):
     """Pillow's affine_fixed: 16.16 fixed-point sums, the integer part by an
     arithmetic shift."""
-    height, width = src.shape[0], src.shape[1]
+    height, width, channels = src.shape
+    s, d = src.reshape(-1), dst.reshape(-1)
     a0, a1, a3, a4 = _fixed(a[0]), _fixed(a[1]), _fixed(a[3]), _fixed(a[4])
     a2 = _fixed(a[2] + a[0] * 0.5 + a[1] * 0.5)
     a5 = _fixed(a[5] + a[3] * 0.5 + a[4] * 0.5)
-    for y in range(dst.shape[0]):
+    at, step = uint64(0), uint64(channels)
+    for _ in range(dst.shape[0]):
         xx, yy = a2, a5
-        for x in range(dst.shape[1]):
+        for _ in range(dst.shape[1]):
             sx, sy = xx >> 16, yy >> 16
-            _copy_or_fill(src, dst, y, x, sy, sx, 0 <= sx < width and 0 <= sy < height, fill)
+            if 0 <= sx < width and 0 <= sy < height:
+                _copy_pixel(d, at, s, _offset(sy, sx, width, channels), channels)
+            else:
+                _fill_pixel(d, at, fill, channels)
+            at += step
             xx += a0
             yy += a3
         a2 += a1
         a5 += a4
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _nearest_at(s, d, at, xin, yin, height, width, channels, fill):
+    """Pillow's nearest filter (COORD: the pixel containing the point) at
+    input point (xin, yin), into ``d[at:]``."""
+    if _inside(xin, width) and _inside(yin, height):
+        _copy_pixel(d, at, s, _offset(int64(yin), int64(xin), width, channels), channels)
+    else:
+        _fill_pixel(d, at, fill, channels)
+
+
 @njit(cache=True, nogil=True)
 def _float_nearest(src, dst, a, fill):
     """Pillow's floating-point affine loop, for coordinates too large for
     fixed point: row and column sums in float64."""
-    height, width = src.shape[0], src.shape[1]
+    height, width, channels = src.shape
+    s, d = src.reshape(-1), dst.reshape(-1)
     xo = a[2] + a[1] * 0.5 + a[0] * 0.5
     yo = a[5] + a[4] * 0.5 + a[3] * 0.5
     for y in range(dst.shape[0]):
         xx, yy = xo, yo
         for x in range(dst.shape[1]):
-            inside = _inside(xx, width) and _inside(yy, height)
-            _copy_or_fill(src, dst, y, x, int64(yy) if inside else 0, int64(xx) if inside else 0, inside, fill)
+            _nearest_at(s, d, _offset(y, x, dst.shape[1], channels), xx, yy, height, width, channels, fill)
             xx += a[0]
             yy += a[3]
         xo += a[1]
@@ -132,46 +171,46 @@ def _clip(v, size):
     return 0 if v < 0 else (v if v < size else size - 1)
 
 
-@njit(cache=True, nogil=True)
-def _bilinear(src, dst, y, x, xin, yin, fill):
-    """Pillow's bilinear_filter8/32RGB at input point (xin, yin): the four
-    pixel centres around it, edges clamped, blended in float64, truncated."""
-    height, width = src.shape[0], src.shape[1]
+@njit(cache=True, nogil=True, inline="always")
+def _bilinear(s, d, at, xin, yin, height, width, channels, fill):
+    """Pillow's bilinear_filter8/32RGB at input point (xin, yin), into
+    ``d[at:]`` (flat views): the four pixel centres around it, edges
+    clamped, blended in float64, truncated."""
     if not (_inside(xin, width) and _inside(yin, height)):
-        for k in range(dst.shape[2]):
-            dst[y, x, k] = fill[k]
+        _fill_pixel(d, at, fill, channels)
         return
     xin -= 0.5
     yin -= 0.5
     fx, fy = int64(np.floor(xin)), int64(np.floor(yin))
     dx, dy = xin - fx, yin - fy
-    x0, x1, y0 = _clip(fx, width), _clip(fx + 1, width), _clip(fy, height)
+    step = uint64(channels)
+    x0, x1 = uint64(_clip(fx, width)) * step, uint64(_clip(fx + 1, width)) * step
+    row = uint64(_clip(fy, height)) * uint64(width) * step
     below = 0 <= fy + 1 < height
-    for k in range(dst.shape[2]):
-        a, b = int64(src[y0, x0, k]), int64(src[y0, x1, k])
+    next_row = uint64(fy + 1) * uint64(width) * step if below else row
+    for k in range(step):
+        a, b = int64(s[row + x0 + k]), int64(s[row + x1 + k])
         v1 = a + (b - a) * dx
         v2 = v1
         if below:
-            a, b = int64(src[fy + 1, x0, k]), int64(src[fy + 1, x1, k])
+            a, b = int64(s[next_row + x0 + k]), int64(s[next_row + x1 + k])
             v2 = a + (b - a) * dx
-        dst[y, x, k] = np.uint8(int64(v1 + (v2 - v1) * dy))
-
-
-@njit(cache=True, nogil=True)
-def _nearest_at(src, dst, y, x, xin, yin, fill):
-    """Pillow's nearest_filter at input point (xin, yin)."""
-    inside = _inside(xin, src.shape[1]) and _inside(yin, src.shape[0])
-    _copy_or_fill(src, dst, y, x, int64(yin) if inside else 0, int64(xin) if inside else 0, inside, fill)
+        d[at + k] = np.uint8(int64(v1 + (v2 - v1) * dy))
 
 
 @njit(cache=True, nogil=True)
 def _affine_bilinear(src, dst, a, fill):
     """Pillow's generic transform with affine_transform and the bilinear filter."""
+    height, width, channels = src.shape
+    s, d = src.reshape(-1), dst.reshape(-1)
+    at, step = uint64(0), uint64(channels)
     for y in range(dst.shape[0]):
         yin = y + 0.5
         for x in range(dst.shape[1]):
             xin = x + 0.5
-            _bilinear(src, dst, y, x, a[0] * xin + a[1] * yin + a[2], a[3] * xin + a[4] * yin + a[5], fill)
+            _bilinear(s, d, at, a[0] * xin + a[1] * yin + a[2], a[3] * xin + a[4] * yin + a[5], height, width,
+                      channels, fill)
+            at += step
 
 
 @njit(cache=True, nogil=True)
@@ -185,7 +224,8 @@ def affine(src, dst, inverse, nearest, fill):
         inverse: (6,) float64, Pillow's AFFINE data: output point (x, y)
             comes from input point (a0 x + a1 y + a2, a3 x + a4 y + a5).
         nearest: nearest neighbour, else bilinear.
-        fill: (channels,) uint8, the colour where no input pixel lands.
+        fill: uint8 array of at least ``channels`` values, the colour where
+            no input pixel lands (its first ``channels`` values are used).
     """
     if not nearest:
         _affine_bilinear(src, dst, inverse, fill)
@@ -208,20 +248,21 @@ def perspective(src, dst, coefficients, nearest, fill):
     + a1 y + a2) / d, (a3 x + a4 y + a5) / d)``, ``d = a6 x + a7 y + 1``.
     Where ``d`` is 0 the output is ``fill``.  Arguments as :func:`affine`'s,
     ``coefficients`` (8,) float64."""
-    a = coefficients
+    a, s, d = coefficients, src.reshape(-1), dst.reshape(-1)
+    height, width, channels = src.shape
     for y in range(dst.shape[0]):
         yin = y + 0.5
         for x in range(dst.shape[1]):
             xin = x + 0.5
-            d = a[6] * xin + a[7] * yin + 1
-            if d == 0.0:
+            w = a[6] * xin + a[7] * yin + 1
+            if w == 0.0:
                 xx, yy = -1.0, -1.0
             else:
-                xx, yy = (a[0] * xin + a[1] * yin + a[2]) / d, (a[3] * xin + a[4] * yin + a[5]) / d
+                xx, yy = (a[0] * xin + a[1] * yin + a[2]) / w, (a[3] * xin + a[4] * yin + a[5]) / w
             if nearest:
-                _nearest_at(src, dst, y, x, xx, yy, fill)
+                _nearest_at(s, d, _offset(y, x, dst.shape[1], channels), xx, yy, height, width, channels, fill)
             else:
-                _bilinear(src, dst, y, x, xx, yy, fill)
+                _bilinear(s, d, _offset(y, x, dst.shape[1], channels), xx, yy, height, width, channels, fill)
 
 
 # ---------------------------------------------------------------- the matrices, as torchvision and Pillow make them
