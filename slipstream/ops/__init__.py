@@ -38,6 +38,7 @@ from slipstream.ops.policies import AutoAugment, RandAugment, TrivialAugmentWide
 from slipstream.ops import presets
 from slipstream.ops.stored import StoredBytes
 from slipstream.ops.tensor import Convert, ToDevice
+from slipstream.ops.timm_augment import TimmRandAugment
 from slipstream.ops.tones import (
     RandomAdjustSharpness,
     RandomAutocontrast,
@@ -53,5 +54,5 @@ __all__ = ["AutoAugment", "BoundingBoxes", "CenterCrop", "ColorJitter", "Convert
            "RandomBrightness", "RandomContrast", "RandomCrop", "RandomEqualize", "RandomErasing", "RandomGrayscale",
            "RandomHorizontalFlip", "RandomHue", "RandomInvert", "RandomIoUCrop", "RandomPerspective", "RandomPosterize",
            "RandomResizedCrop", "RandomRotation", "RandomSaturation", "RandomSolarize", "RandomTranslate",
-           "RandomVerticalFlip", "Resize", "SegmentationMask", "StoredBytes", "ToDevice", "ToTensor", "TrimToCounts",
-           "TrivialAugmentWide", "unpad"]
+           "RandomVerticalFlip", "Resize", "SegmentationMask", "StoredBytes", "ToDevice", "ToTensor", "TimmRandAugment",
+           "TrimToCounts", "TrivialAugmentWide", "unpad"]

@@ -286,9 +286,16 @@ def apply_primitive(op, magnitude, src, dst, fill, nearest, transform):
     else:
         _apply_tone(op, magnitude, src, dst)
         return
+    warp_step(src, dst, inverse, nearest, fill, transform)
+
+
+@njit(cache=True, nogil=True)
+def warp_step(src, dst, inverse, nearest, fill, transform):
+    """Warp ``src`` into ``dst`` by Pillow's AFFINE ``inverse`` (see
+    :func:`slipstream.ops.warps.affine`) and append the map to ``transform``."""
     warps.affine(src, dst, inverse, nearest, fill)
     step = np.empty(geometry.SIZE)
-    warps._set_inverse(step, inverse, height, width)
+    warps.set_inverse(step, inverse, src.shape[0], src.shape[1])
     geometry.compose((transform.copy(), step), transform)
 
 
@@ -318,15 +325,17 @@ def _apply_tone(op, magnitude, src, dst):
 
 
 @njit(cache=True, nogil=True)
-def apply_steps(x, out, scratch, transform, ops, magnitudes, count, fill, nearest):
-    """Apply ``count`` (op, magnitude) steps to ``x``, alternating between
-    ``out`` and ``scratch`` so that no step reads what it writes, and leave
-    the result in ``out``; writes the map of the whole into ``transform``."""
+def apply_steps(apply_one, x, out, scratch, transform, ops, values, count, fill, nearest):
+    """Apply ``count`` steps ``apply_one(ops[s], values[s], src, dst, fill,
+    nearest, transform)`` (such as :func:`apply_primitive`) to ``x``,
+    alternating between ``out`` and ``scratch`` so that no step reads what
+    it writes, and leave the result in ``out``; ``transform`` ends as the
+    map of the whole."""
     geometry.set_shift(transform, x.shape[0], x.shape[1], 0, 0, False, False)
     src = x
     for s in range(count):
         dst = out if (count - s) % 2 == 1 else scratch  # the last step writes ``out``
-        apply_primitive(ops[s], magnitudes[s], src, dst, fill, nearest, transform)
+        apply_one(ops[s], values[s], src, dst, fill, nearest, transform)
         src = dst
     if count == 0:
         out[...] = x
@@ -407,7 +416,7 @@ def _has_magnitude(op):
 def _fill_color(fill: Any) -> np.ndarray:
     """The RGB fill of the pixels a geometric step uncovers: None (black), a
     number, or three (torchvision's ``fill``)."""
-    values = warps._fill(0 if fill is None else fill)
+    values = warps.fill_values(0 if fill is None else fill)
     if len(values) not in (1, 3):
         raise ArgumentError(f"fill must be None, a number or 3 numbers (R, G, B), got {fill!r}")
     return np.broadcast_to(np.array(values, np.uint8), (3,)).copy()
@@ -423,8 +432,11 @@ class _Policy(Operation, geometry.Geometric):
     steps: ClassVar[int] = 1
     """Most operations one sample receives."""
 
+    apply_one = staticmethod(apply_primitive)
+    """What applies one drawn step (:func:`apply_primitive`: torchvision's operations)."""
+
     def __post_init__(self) -> None:
-        object.__setattr__(self, "interpolation", warps._interpolation(self.interpolation))
+        object.__setattr__(self, "interpolation", warps.interpolation_name(self.interpolation))
         _fill_color(self.fill)
 
     def declare(self, state: State) -> Any:
@@ -443,10 +455,12 @@ class _Policy(Operation, geometry.Geometric):
         (draw, params), steps = self._draw(), self.steps
         fill, nearest = _fill_color(self.fill), self.interpolation == "nearest"
 
+        apply_one = self.apply_one
+
         def policy(x, out, scratch, transform, key):
             chosen, magnitudes = np.empty(steps, np.int64), np.empty(steps)
             count = draw(key, params, x.shape[0], x.shape[1], chosen, magnitudes)
-            return apply_steps(x, out, scratch, transform, chosen, magnitudes, count, fill, nearest)
+            return apply_steps(apply_one, x, out, scratch, transform, chosen, magnitudes, count, fill, nearest)
 
         return policy
 

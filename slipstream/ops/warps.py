@@ -388,7 +388,7 @@ def perspective_coefficients(startpoints, endpoints):
 
 
 @njit(cache=True, nogil=True)
-def _set_inverse(transform, coefficients, out_h, out_w):
+def set_inverse(transform, coefficients, out_h, out_w):
     """Write into ``transform`` the forward map of Pillow's inverse map
     (6 affine or 8 perspective ``coefficients``)."""
     m = np.zeros(geometry.SIZE)
@@ -405,7 +405,7 @@ def _set_inverse(transform, coefficients, out_h, out_w):
 INTERPOLATIONS = ("nearest", "bilinear")
 
 
-def _interpolation(value: Any) -> str:
+def interpolation_name(value: Any) -> str:
     """``"nearest"`` or ``"bilinear"``, from those names or torchvision's
     ``InterpolationMode`` (or its text, ``"InterpolationMode.BILINEAR"``)."""
     text = str(getattr(value, "value", value)).lower().rsplit(".", 1)[-1]
@@ -429,7 +429,7 @@ def _range(name: str, value: Any, single_means: str = "(-v, v)") -> tuple[float,
     return pair
 
 
-def _fill(value: Any) -> tuple[int, ...]:
+def fill_values(value: Any) -> tuple[int, ...]:
     """torchvision's ``_parse_fill`` for uint8 images: a number or one per
     channel, truncated to int, each in 0..255."""
     values = (value,) if isinstance(value, (int, float, np.integer, np.floating)) else tuple(value)
@@ -495,16 +495,16 @@ class RandomRotation(_Warp):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "degrees", _range("degrees", self.degrees))
-        object.__setattr__(self, "interpolation", _interpolation(self.interpolation))
+        object.__setattr__(self, "interpolation", interpolation_name(self.interpolation))
         if self.expand:
             raise ArgumentError("RandomRotation(expand=True) is not supported: a batch holds images of one size, and "
                                 "an expanded rotation changes it with the angle; rotate with expand=False and crop or "
                                 "resize before the rotation")
         object.__setattr__(self, "center", _center(self.center))
-        object.__setattr__(self, "fill", _fill(self.fill))
+        object.__setattr__(self, "fill", fill_values(self.fill))
 
     def generate_code(self):
-        (lo, hi), nearest, fill, set_inverse = self.degrees, self.nearest, self.fill_table(), _set_inverse
+        (lo, hi), nearest, fill = self.degrees, self.nearest, self.fill_table()
         centred, (cx, cy) = _centre_or_image_centre(self.center)
 
         def rotate(x, out, transform, key):
@@ -555,12 +555,12 @@ class RandomAffine(_Warp):
             object.__setattr__(self, "scale", pair)
         if self.shear is not None:
             object.__setattr__(self, "shear", _shear(self.shear))
-        object.__setattr__(self, "interpolation", _interpolation(self.interpolation))
-        object.__setattr__(self, "fill", _fill(self.fill))
+        object.__setattr__(self, "interpolation", interpolation_name(self.interpolation))
+        object.__setattr__(self, "fill", fill_values(self.fill))
         object.__setattr__(self, "center", _center(self.center))
 
     def generate_code(self):
-        (d_lo, d_hi), nearest, fill, set_inverse = self.degrees, self.nearest, self.fill_table(), _set_inverse
+        (d_lo, d_hi), nearest, fill = self.degrees, self.nearest, self.fill_table()
         move_x, move_y = self.translate if self.translate is not None else (0.0, 0.0)
         moves = self.translate is not None
         s_lo, s_hi = self.scale if self.scale is not None else (1.0, 1.0)
@@ -621,12 +621,12 @@ class RandomPerspective(_Warp):
             raise ArgumentError(f"distortion_scale must lie in [0, 1], got {self.distortion_scale}")
         if not 0.0 <= self.p <= 1.0:
             raise ArgumentError(f"p must lie in [0, 1], got {self.p}")
-        object.__setattr__(self, "interpolation", _interpolation(self.interpolation))
-        object.__setattr__(self, "fill", _fill(self.fill))
+        object.__setattr__(self, "interpolation", interpolation_name(self.interpolation))
+        object.__setattr__(self, "fill", fill_values(self.fill))
 
     def generate_code(self):
         p, scale, nearest = float(self.p), float(self.distortion_scale), self.nearest
-        fill, set_shift, set_inverse = self.fill_table(), geometry.set_shift, _set_inverse
+        fill, set_shift = self.fill_table(), geometry.set_shift
 
         def distort(x, out, transform, key):
             height, width, channels = x.shape
