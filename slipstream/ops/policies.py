@@ -12,7 +12,8 @@ Augmentation Strategies from Data", CVPR 2019, as torchvision lists them).
 
 Magnitude tables are computed as torchvision computes them (float32
 ``torch.linspace``, posterize bits rounded half to even), so a policy's
-magnitudes are torchvision's to the last bit.  The draws are slipstream's:
+magnitudes are torchvision's to the last bit; translations, which scale
+with each image, give torchvision's whole-pixel shifts.  The draws are slipstream's:
 the same distributions, from the counter-based key instead of torch's
 generator, so that a batch is the same whatever the thread count, batch
 order or resume point.
@@ -240,9 +241,11 @@ MAX_STEPS = 8
 
 @njit(cache=True, nogil=True)
 def linspace32(start, end, steps, i):
-    """Value ``i`` of ``torch.linspace(start, end, steps)`` (float32,
-    computed as torch's CPU kernel does: from the start for the first half,
-    from the end for the second)."""
+    """Value ``i`` of ``torch.linspace(start, end, steps)`` in float32, as
+    torch's scalar CPU loop computes it (from the start for the first half,
+    from the end for the second).  torch's vector loop may differ in the
+    last bit, which moves no translation's whole pixels (tested at every
+    size from 8 to 1024)."""
     s, e = np.float32(start), np.float32(end)
     if steps == 1:
         return np.float64(s)
