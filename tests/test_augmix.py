@@ -5,6 +5,7 @@ and, in a loader, determinism and exact resume."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -76,6 +77,7 @@ def test_the_draws_follow_the_documented_plan():
         h = np.array([max(rnd.gamma(key, 2 + i, 0.7), np.finfo(np.float64).tiny) for i in range(4)])
         assert weights[0] == np.float32(g0 / (g0 + g1))
         assert np.array_equal(weights[1:], (h / h.sum()).astype(np.float32) * np.float32(g1 / (g0 + g1)))
+        assert weights.dtype == np.float32
         for i in range(4):
             chain = np.uint64(rnd.draw(key, 6 + i))
             assert depths[i] == rnd.integers(chain, 0, 1, 4)
@@ -122,6 +124,15 @@ def test_the_weights_are_beta_and_dirichlet_times_the_rest(alpha, chains):
     shares = weights[:, 1:] / weights[:, 1:].sum(1, keepdims=True)  # the Dirichlet part alone
     _assert_mean_and_variance(shares[:, 0], d_mean, d_var)
     assert abs(np.corrcoef(original, shares[:, 0])[0, 1]) < 5 / math.sqrt(KEYS)  # drawn independently
+
+
+def test_weights_at_a_tiny_alpha_are_clamped_as_torchs_dirichlet_clamps_them():
+    weights = _weights(keys_of(77, 5000), augmix.augmix_space(True), 3, 0.01)
+    tiny, below_one = np.finfo(np.float32).tiny, np.nextafter(np.float32(1), np.float32(0))
+    # a chain's weight is a product of two clamped ratios, which may underflow to 0 in float32 (in torch too)
+    assert np.all(np.isfinite(weights)) and weights.min() >= 0 and weights[:, 0].min() > 0 and weights.max() < 1
+    assert (weights[:, 0] == below_one).any() and (weights[:, 0] == tiny).any()  # both clamps reached
+    assert np.allclose(weights.astype(np.float64).sum(1), 1.0, atol=1e-6)
 
 
 @njit
@@ -182,8 +193,14 @@ def reference_mixture(op: AugMix, image: np.ndarray, key: int) -> tuple[np.ndarr
     return mix.astype(np.uint8), mix
 
 
+@functools.lru_cache(maxsize=None)
+def compiled(op: AugMix):
+    """``op``'s per-sample code, compiled once per test session."""
+    return njit(op.generate_code())
+
+
 def run_compiled(op: AugMix, image: np.ndarray, key: int) -> np.ndarray:
-    code = njit(op.generate_code())
+    code = compiled(op)
     buffers = [np.empty_like(image) for _ in range(3)] + [np.empty(image.shape, np.float32), np.empty(geometry.SIZE)]
     return code(image, *buffers, np.uint64(key)).copy()
 

@@ -33,9 +33,11 @@ width:
   depth (when ``chain_depth <= 0``) and draws ``3s + 1``, ``3s + 2``, ``3s +
   3`` step ``s``'s primitive, bin and sign.
 
-A Gamma value is at least the smallest normal float64 (as torch's Dirichlet
-sampler clamps it to its dtype's smallest normal), so that no weight is
-0 / 0 at small ``alpha``.
+Each ratio is computed as torch's Dirichlet sampler computes it
+(``_s_dirichlet_cpu`` in ``aten/src/ATen/native/Distributions.cpp``): the
+Gamma values at least the smallest normal float64, so that no weight is 0 /
+0 at small ``alpha``, summed in float64, each ratio cast to float32 and
+clamped to [the smallest normal float32, the largest float32 below 1].
 
 AugMix is not geometric: its output is a mixture of differently warped
 images, which no single map describes, so it declares no ``transform``
@@ -64,6 +66,7 @@ BINS = 10
 largest ``severity``."""
 
 _TINY = float(np.finfo(np.float64).tiny)
+_TINY32, _BELOW_ONE32 = np.finfo(np.float32).tiny, np.nextafter(np.float32(1), np.float32(0))
 
 
 def augmix_space(all_ops: bool) -> tuple[np.ndarray, ...]:
@@ -97,6 +100,13 @@ def _gamma(key, k, alpha):
 
 
 @njit(cache=True, nogil=True)
+def _ratio(part, total):
+    """``part / total`` as torch's Dirichlet sampler returns it: float32, in
+    [the smallest normal float32, the largest float32 below 1]."""
+    return min(max(np.float32(part / total), _TINY32), _BELOW_ONE32)
+
+
+@njit(cache=True, nogil=True)
 def augmix_draw(key, space, severity, chain_depth, alpha, height, width, weights, depths, ops, magnitudes):
     """One sample's draws, by the plan of the module docstring: the float32
     ``weights`` of the original (``weights[0]``) and of each chain, each
@@ -104,13 +114,13 @@ def augmix_draw(key, space, severity, chain_depth, alpha, height, width, weights
     ``magnitudes`` (``chain_depth`` or 3 columns)."""
     chains = depths.size
     g0, g1 = _gamma(key, 0, alpha), _gamma(key, 1, alpha)
-    weights[0] = g0 / (g0 + g1)
-    share = np.float32(g1 / (g0 + g1))
+    weights[0] = _ratio(g0, g0 + g1)
+    share = _ratio(g1, g0 + g1)
     total = 0.0
     for i in range(chains):
         total += _gamma(key, 2 + i, alpha)
     for i in range(chains):
-        weights[1 + i] = np.float32(_gamma(key, 2 + i, alpha) / total) * share
+        weights[1 + i] = _ratio(_gamma(key, 2 + i, alpha), total) * share
     count = space[0].size
     for i in range(chains):
         chain = rnd.draw(key, chains + 2 + i)
