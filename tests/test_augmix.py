@@ -21,6 +21,7 @@ from slipstream.ops import augmix, policies
 from slipstream.ops.augmix import AugMix
 from slipstream.ops.policies import Primitive
 from test_policies import chi_squared_p, dataset, photo, pillow_reference  # noqa: F401  (fixtures)
+from test_warps import annotated  # noqa: F401  (a fixture)
 
 KEYS = 40_000
 NAMES = {int(v): k for k, v in policies.NAMES.items()}
@@ -273,12 +274,19 @@ def test_augmix_in_a_loader_is_deterministic_across_threads_and_resumes_exactly(
     assert changed > 40  # nearly every sample is a mixture that differs from its crop
 
 
-def test_augmix_declares_no_transform():
+def test_augmix_declares_no_transform_and_boxes_asked_to_follow_it_are_refused(annotated):
     from slipstream.compiler import State
+    from slipstream.ops import BoundingBoxes
 
     declared = AugMix().declare(State((32, 48, 3), np.dtype(np.uint8)))[1]
     assert all(a.name != geometry.TRANSFORM for a in declared)
     assert not isinstance(AugMix(), geometry.Geometric)
+    path, _ = annotated
+    pipelines = {"image": [ss.ops.Resize((64, 64)), AugMix()], "boxes": [BoundingBoxes(follow="image")],
+                 "labels": None, "points": None, "masks": None, "mask": None}
+    with pytest.raises(ss.PipelineError, match=r"follows pipeline 'image', where .*AugMix.* moves pixels with no "
+                                               r"single map .* apply it in a pipeline without boxes"):
+        ss.Loader(path, 8, pipelines, verbose=False)
 
 
 @pytest.mark.parametrize(("make", "message"), [

@@ -41,7 +41,9 @@ clamped to [the smallest normal float32, the largest float32 below 1].
 
 AugMix is not geometric: its output is a mixture of differently warped
 images, which no single map describes, so it declares no ``transform``
-output and boxes, keypoints and masks cannot follow it.
+output and boxes, keypoints and masks cannot follow it: it is
+:class:`slipstream.fields.geometry.Untracked`, so a pipeline that asks them
+to is refused.
 """
 
 from __future__ import annotations
@@ -161,7 +163,7 @@ def _truncate(mix, out):
 
 
 @dataclasses.dataclass(frozen=True)
-class AugMix(Operation):
+class AugMix(Operation, geometry.Untracked):
     """torchvision's ``AugMix`` (Hendrycks et al., ICLR 2020): per sample,
     ``mixture_width`` chains of 1 to 3 (or ``chain_depth``) primitives, each
     chosen uniformly at a magnitude bin drawn from ``[0, severity)``, mixed
