@@ -67,6 +67,12 @@ class Geometric(abc.ABC):  # a marker: what it promises is an output, not a meth
     writes each sample's transform (see the module docstring) into it."""
 
 
+class Untracked(abc.ABC):  # a marker, read by the operations that follow an image
+    """An operation that moves pixels where no single map says (a mixture
+    of differently warped images): boxes, keypoints and masks cannot follow
+    it, and a pipeline that asks them to is refused."""
+
+
 @njit(cache=True, nogil=True)
 def _set_axes(t, sx, tx, sy, ty, out_h, out_w):
     """Write the axis-aligned map x' = sx x + tx, y' = sy y + ty into ``t``."""

@@ -19,6 +19,7 @@ from slipstream.ops.augment import (
     RandomTranslate,
     RandomVerticalFlip,
 )
+from slipstream.ops.augmix import AugMix
 from slipstream.ops.crops import CenterCrop, RandomCrop, RandomResizedCrop, Resize
 from slipstream.ops.detection import (
     BoundingBoxes,
@@ -48,7 +49,7 @@ from slipstream.ops.tones import (
 )
 from slipstream.ops.warps import RandomAffine, RandomPerspective, RandomRotation
 
-__all__ = ["AutoAugment", "BoundingBoxes", "CenterCrop", "ColorJitter", "Convert", "Count", "CutMix", "Cutout", "GaussianBlur",
+__all__ = ["AugMix", "AutoAugment", "BoundingBoxes", "CenterCrop", "ColorJitter", "Convert", "Count", "CutMix", "Cutout", "GaussianBlur",
            "InstanceMasks", "KeptWithBoxes", "Keypoints", "MixLabels", "MixUp", "MixUpOrCutMix", "multi_crop_pipelines",
            "MultiCrop", "Normalize", "presets", "RandAugment", "RandomAdjustSharpness", "RandomAffine", "RandomAutocontrast",
            "RandomBrightness", "RandomContrast", "RandomCrop", "RandomEqualize", "RandomErasing", "RandomGrayscale",

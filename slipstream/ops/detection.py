@@ -100,6 +100,12 @@ class FollowingNode(DecoderNode):
         if op.follow is not None:
             followed = _pipeline(pipelines, self.pipeline, op.follow)
             self.geometric = [n for n in followed if isinstance(n.op, geometry.Geometric)]
+            untracked = [n for n in followed if isinstance(n.op, geometry.Untracked)]
+            if untracked:
+                raise PipelineError(f"pipeline {self.pipeline!r}: {self.describe()} follows pipeline {op.follow!r}, "
+                                    f"where {untracked[0].describe()} moves pixels with no single map (a mixture "
+                                    f"of differently warped images), so nothing can follow it; apply it in a "
+                                    f"pipeline without boxes, keypoints or masks")
             if not followed or followed[0] not in self.geometric:
                 # the decoder sets the stored image's coordinates; everything after it that moves pixels says so
                 raise PipelineError(f"pipeline {self.pipeline!r}: {self.describe()} follows pipeline {op.follow!r}, "
