@@ -85,7 +85,7 @@ def test_the_draws_follow_the_documented_plan():
             for s in range(depths[i]):
                 r, b = rnd.integers(chain, 3 * s + 1, 0, 13), rnd.integers(chain, 3 * s + 2, 0, 7)
                 assert ops[i, s] == space[0][r]
-                assert magnitudes[i, s] == policies._step(space, r, b, rnd.uniform(chain, 3 * s + 3), 60, 90)
+                assert magnitudes[i, s] == policies.drawn_magnitude(space, r, b, rnd.uniform(chain, 3 * s + 3), 60, 90)
 
 
 @njit
@@ -180,7 +180,7 @@ def reference_mixture(op: AugMix, image: np.ndarray, key: int) -> tuple[np.ndarr
     with :func:`slipstream.ops.policies.apply_primitive` from ``op``'s draws:
     the uint8 result and the float32 mixture before it."""
     weights, depths, ops, magnitudes = draws_of(op, key, *image.shape[:2])
-    fill = policies._fill_color(op.fill)
+    fill = policies.fill_color(op.fill)
     mix = weights[0] * image.astype(np.float32)
     for i in range(op.mixture_width):
         chain = image

@@ -201,9 +201,9 @@ def pillow_reference(image: np.ndarray, op: Primitive, magnitude: float, fill: t
 
 
 CASES = [(Primitive.IDENTITY, 0.0), (Primitive.AUTOCONTRAST, 0.0), (Primitive.EQUALIZE, 0.0), (Primitive.INVERT, 0.0)]
-CASES += [(op, m) for op in (Primitive.SHEAR_X, Primitive.SHEAR_Y) for m in (-0.99, -0.3, 0.1, 0.5)]
-CASES += [(op, m) for op in (Primitive.TRANSLATE_X, Primitive.TRANSLATE_Y) for m in (-32.0, -7.9, 3.3, 30.0)]
-CASES += [(Primitive.ROTATE, m) for m in (-135.0, -30.0, 4.5, 90.0)]
+CASES += [(op, m) for op in (Primitive.SHEAR_X, Primitive.SHEAR_Y) for m in (-0.99, -0.3, 0.0, 0.1, 0.5)]
+CASES += [(op, m) for op in (Primitive.TRANSLATE_X, Primitive.TRANSLATE_Y) for m in (-32.0, -7.9, 0.7, 3.3, 30.0)]
+CASES += [(Primitive.ROTATE, m) for m in (-135.0, -30.0, 0.0, 4.5, 90.0)]
 CASES += [(op, m) for op in (Primitive.BRIGHTNESS, Primitive.COLOR, Primitive.CONTRAST, Primitive.SHARPNESS)
           for m in (-0.99, -0.45, 0.3, 0.99)]
 CASES += [(Primitive.POSTERIZE, b) for b in (2.0, 4.0, 8.0)] + [(Primitive.SOLARIZE, t) for t in (0.0, 127.5, 255.0)]
@@ -348,6 +348,7 @@ def test_torchvisions_recipe_presets_build_what_the_recipe_says(dataset):
     assert val[0].size == 224 and abs(val[0].ratio - 224 / 232) < 1e-12
     with pytest.raises(ss.ArgumentError, match="give num_classes, or set both alphas to 0"):
         presets.torchvision_train()
-    with pytest.raises(ss.ArgumentError, match=r"auto_augment must be 'ta_wide', 'ra', one of \['cifar10', "
-                                               r"'imagenet', 'svhn'\] or None, got 'augmix'"):
-        presets.torchvision_train(auto_augment="augmix", num_classes=2)
+    assert type(presets.torchvision_train(auto_augment="augmix", num_classes=2)["image"][2]).__name__ == "AugMix"
+    with pytest.raises(ss.ArgumentError, match=r"auto_augment must be 'ta_wide', 'ra', 'augmix', one of "
+                                               r"\['cifar10', 'imagenet', 'svhn'\] or None, got 'trivial'"):
+        presets.torchvision_train(auto_augment="trivial", num_classes=2)

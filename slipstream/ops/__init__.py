@@ -49,11 +49,12 @@ from slipstream.ops.tones import (
 )
 from slipstream.ops.warps import RandomAffine, RandomPerspective, RandomRotation
 
-__all__ = ["AugMix", "AutoAugment", "BoundingBoxes", "CenterCrop", "ColorJitter", "Convert", "Count", "CutMix", "Cutout", "GaussianBlur",
-           "InstanceMasks", "KeptWithBoxes", "Keypoints", "MixLabels", "MixUp", "MixUpOrCutMix", "multi_crop_pipelines",
-           "MultiCrop", "Normalize", "presets", "RandAugment", "RandomAdjustSharpness", "RandomAffine", "RandomAutocontrast",
-           "RandomBrightness", "RandomContrast", "RandomCrop", "RandomEqualize", "RandomErasing", "RandomGrayscale",
-           "RandomHorizontalFlip", "RandomHue", "RandomInvert", "RandomIoUCrop", "RandomPerspective", "RandomPosterize",
-           "RandomResizedCrop", "RandomRotation", "RandomSaturation", "RandomSolarize", "RandomTranslate",
-           "RandomVerticalFlip", "Resize", "SegmentationMask", "StoredBytes", "ToDevice", "ToTensor", "TimmRandAugment",
-           "TrimToCounts", "TrivialAugmentWide", "unpad"]
+__all__ = ["AugMix", "AutoAugment", "BoundingBoxes", "CenterCrop", "ColorJitter", "Convert", "Count", "CutMix",
+           "Cutout", "GaussianBlur", "InstanceMasks", "KeptWithBoxes", "Keypoints", "MixLabels", "MixUp",
+           "MixUpOrCutMix", "multi_crop_pipelines", "MultiCrop", "Normalize", "presets", "RandAugment",
+           "RandomAdjustSharpness", "RandomAffine", "RandomAutocontrast", "RandomBrightness", "RandomContrast",
+           "RandomCrop", "RandomEqualize", "RandomErasing", "RandomGrayscale", "RandomHorizontalFlip", "RandomHue",
+           "RandomInvert", "RandomIoUCrop", "RandomPerspective", "RandomPosterize", "RandomResizedCrop",
+           "RandomRotation", "RandomSaturation", "RandomSolarize", "RandomTranslate", "RandomVerticalFlip", "Resize",
+           "SegmentationMask", "StoredBytes", "TimmRandAugment", "ToDevice", "ToTensor", "TrimToCounts",
+           "TrivialAugmentWide", "unpad"]

@@ -85,7 +85,7 @@ def augmix_space(all_ops: bool) -> tuple[np.ndarray, ...]:
     if all_ops:
         rows += [("Brightness", 0, 0.9, True), ("Color", 0, 0.9, True), ("Contrast", 0, 0.9, True),
                  ("Sharpness", 0, 0.9, True)]
-    space = policies._space(rows, BINS, posterize_steps=4)
+    space = policies.make_space(rows, BINS, posterize_steps=4)
     compiled = space.compiled()
     # The space's posterize bits count down from 8 (the other policies'); AugMix's from 4.
     compiled[5][space.ops.index(Primitive.POSTERIZE)] -= 4
@@ -131,7 +131,7 @@ def augmix_draw(key, space, severity, chain_depth, alpha, height, width, weights
             row = rnd.integers(chain, 3 * s + 1, 0, count)
             b = rnd.integers(chain, 3 * s + 2, 0, severity)
             ops[i, s] = space[0][row]
-            magnitudes[i, s] = policies._step(space, row, b, rnd.uniform(chain, 3 * s + 3), height, width)
+            magnitudes[i, s] = policies.drawn_magnitude(space, row, b, rnd.uniform(chain, 3 * s + 3), height, width)
 
 
 @njit(cache=True, nogil=True)
@@ -205,8 +205,8 @@ class AugMix(Operation, geometry.Untracked):
         if not isinstance(self.all_ops, bool):
             raise ArgumentError(f"all_ops must be True or False, got {self.all_ops!r}")
         object.__setattr__(self, "alpha", float(alpha))
-        object.__setattr__(self, "interpolation", warps._interpolation(self.interpolation))
-        policies._fill_color(self.fill)
+        object.__setattr__(self, "interpolation", warps.interpolation_name(self.interpolation))
+        policies.fill_color(self.fill)
 
     def declare(self, state: State) -> Any:
         if len(state.shape) != 3 or state.shape[2] != 3 or state.dtype != np.uint8:
@@ -220,7 +220,7 @@ class AugMix(Operation, geometry.Untracked):
         space, severity, alpha = augmix_space(self.all_ops), self.severity, self.alpha
         chains, depth = self.mixture_width, self.chain_depth
         columns = depth if depth > 0 else 3
-        fill, nearest = policies._fill_color(self.fill), self.interpolation == "nearest"
+        fill, nearest = policies.fill_color(self.fill), self.interpolation == "nearest"
 
         def augmix(x, out, chain, scratch, mix, transform, key):
             weights, depths = np.empty(chains + 1, np.float32), np.empty(chains, np.int64)
@@ -228,7 +228,8 @@ class AugMix(Operation, geometry.Untracked):
             augmix_draw(key, space, severity, depth, alpha, x.shape[0], x.shape[1], weights, depths, ops, magnitudes)
             _start_mix(mix, x, weights[0])
             for i in range(chains):
-                policies.apply_steps(x, chain, scratch, transform, ops[i], magnitudes[i], depths[i], fill, nearest)
+                policies.apply_steps(policies.apply_primitive, x, chain, scratch, transform, ops[i], magnitudes[i],
+                                     depths[i], fill, nearest)
                 _add_chain(mix, chain, weights[1 + i])
             _truncate(mix, out)
             return out

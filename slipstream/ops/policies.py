@@ -133,7 +133,7 @@ def _posterize_bits(bins: int, steps: float) -> np.ndarray:
     return (8 - (torch.arange(bins) / ((bins - 1) / steps)).round().int()).double().numpy()
 
 
-def _space(entries: Sequence[tuple[str, float, float, bool]], bins: int, posterize_steps: float) -> Space:
+def make_space(entries: Sequence[tuple[str, float, float, bool]], bins: int, posterize_steps: float) -> Space:
     """A space from (name, start, end, signed) rows; ``end`` may be
     ``("width", scale)`` or ``("height", scale)``."""
     ends, scales = [], []
@@ -151,7 +151,7 @@ def _space(entries: Sequence[tuple[str, float, float, bool]], bins: int, posteri
 
 def trivial_augment_space(bins: int) -> Space:
     """TrivialAugmentWide's space (torchvision's ``_augmentation_space``)."""
-    return _space([("Identity", 0, 0, False), ("ShearX", 0, 0.99, True), ("ShearY", 0, 0.99, True),
+    return make_space([("Identity", 0, 0, False), ("ShearX", 0, 0.99, True), ("ShearY", 0, 0.99, True),
                    ("TranslateX", 0, 32.0, True), ("TranslateY", 0, 32.0, True), ("Rotate", 0, 135.0, True),
                    ("Brightness", 0, 0.99, True), ("Color", 0, 0.99, True), ("Contrast", 0, 0.99, True),
                    ("Sharpness", 0, 0.99, True), ("Posterize", 0, 0, False), ("Solarize", 255.0, 0.0, False),
@@ -173,12 +173,12 @@ def _randaugment_rows(identity: bool, invert: bool) -> list[tuple[str, float, An
 
 def rand_augment_space(bins: int) -> Space:
     """RandAugment's space (torchvision's ``_augmentation_space``)."""
-    return _space(_randaugment_rows(identity=True, invert=False), bins, posterize_steps=4)
+    return make_space(_randaugment_rows(identity=True, invert=False), bins, posterize_steps=4)
 
 
 def auto_augment_space() -> Space:
     """AutoAugment's space: 10 bins (torchvision's ``_augmentation_space``)."""
-    return _space(_randaugment_rows(identity=False, invert=True), 10, posterize_steps=4)
+    return make_space(_randaugment_rows(identity=False, invert=True), 10, posterize_steps=4)
 
 
 AUTO_AUGMENT_POLICIES: dict[str, tuple[tuple[tuple[str, float, int | None], tuple[str, float, int | None]], ...]] = {
@@ -295,7 +295,12 @@ def apply_primitive(op, magnitude, src, dst, fill, nearest, transform):
 @njit(cache=True, nogil=True)
 def warp_step(src, dst, inverse, nearest, fill, transform):
     """Warp ``src`` into ``dst`` by Pillow's AFFINE ``inverse`` (see
-    :func:`slipstream.ops.warps.affine`) and append the map to ``transform``."""
+    :func:`slipstream.ops.warps.affine`) and append the map to ``transform``.
+    The identity (a magnitude of 0) is a copy, as Pillow's pixels are then."""
+    if inverse[0] == 1.0 and inverse[1] == 0.0 and inverse[2] == 0.0 and inverse[3] == 0.0 and inverse[4] == 1.0 \
+            and inverse[5] == 0.0:
+        dst[...] = src
+        return
     warps.affine(src, dst, inverse, nearest, fill)
     step = np.empty(geometry.SIZE)
     warps.set_inverse(step, inverse, src.shape[0], src.shape[1])
@@ -349,7 +354,7 @@ def apply_steps(apply_one, x, out, scratch, transform, ops, values, count, fill,
 
 
 @njit(cache=True, nogil=True)
-def _step(space, row, b, sign_draw, height, width):
+def drawn_magnitude(space, row, b, sign_draw, height, width):
     """The magnitude of operation ``row`` at bin ``b`` (operations without
     magnitudes: 0), negated when the operation is signed and ``sign_draw``
     falls below 1/2."""
@@ -368,7 +373,7 @@ def trivial_augment_draw(key, params, height, width, chosen, magnitudes):
     ops, table = space[0], space[5]
     row = rnd.integers(key, 0, 0, ops.size)
     b = rnd.integers(key, 1, 0, table.shape[1])
-    chosen[0], magnitudes[0] = ops[row], _step(space, row, b, rnd.uniform(key, 2), height, width)
+    chosen[0], magnitudes[0] = ops[row], drawn_magnitude(space, row, b, rnd.uniform(key, 2), height, width)
     return 1
 
 
@@ -382,7 +387,7 @@ def rand_augment_draw(key, params, height, width, chosen, magnitudes):
     ops = space[0]
     for s in range(num_ops):
         row = rnd.integers(key, 2 * s, 0, ops.size)
-        chosen[s], magnitudes[s] = ops[row], _step(space, row, magnitude_bin, rnd.uniform(key, 2 * s + 1), height,
+        chosen[s], magnitudes[s] = ops[row], drawn_magnitude(space, row, magnitude_bin, rnd.uniform(key, 2 * s + 1), height,
                                                    width)
     return num_ops
 
@@ -402,7 +407,7 @@ def auto_augment_draw(key, params, height, width, chosen, magnitudes):
         if rnd.uniform(key, 1 + s) < probs[policy, s]:
             row = rows[policy, s]
             chosen[count] = ops[row]
-            magnitudes[count] = _step(space, row, max(bins[policy, s], 0), rnd.uniform(key, 3 + s), height, width)
+            magnitudes[count] = drawn_magnitude(space, row, max(bins[policy, s], 0), rnd.uniform(key, 3 + s), height, width)
             count += 1
     return count
 
@@ -416,7 +421,7 @@ def _has_magnitude(op):
 # ---------------------------------------------------------------- the operations
 
 
-def _fill_color(fill: Any) -> np.ndarray:
+def fill_color(fill: Any) -> np.ndarray:
     """The RGB fill of the pixels a geometric step uncovers: None (black), a
     number, or three (torchvision's ``fill``)."""
     values = warps.fill_values(0 if fill is None else fill)
@@ -426,7 +431,7 @@ def _fill_color(fill: Any) -> np.ndarray:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Policy(Operation, geometry.Geometric):
+class Policy(Operation, geometry.Geometric):
     """What the policies share: (height, width, 3) uint8 images in, the
     result and its transform out, steps drawn per sample by ``_draw``.
     Subclasses declare the fields ``interpolation`` and ``fill`` (after
@@ -440,7 +445,7 @@ class _Policy(Operation, geometry.Geometric):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "interpolation", warps.interpolation_name(self.interpolation))
-        _fill_color(self.fill)
+        fill_color(self.fill)
 
     def declare(self, state: State) -> Any:
         if len(state.shape) != 3 or state.shape[2] != 3 or state.dtype != np.uint8:
@@ -456,7 +461,7 @@ class _Policy(Operation, geometry.Geometric):
 
     def generate_code(self):
         (draw, params), steps = self._draw(), self.steps
-        fill, nearest = _fill_color(self.fill), self.interpolation == "nearest"
+        fill, nearest = fill_color(self.fill), self.interpolation == "nearest"
 
         apply_one = self.apply_one
 
@@ -469,7 +474,7 @@ class _Policy(Operation, geometry.Geometric):
 
 
 @dataclasses.dataclass(frozen=True)
-class TrivialAugmentWide(_Policy):
+class TrivialAugmentWide(Policy):
     """torchvision's ``TrivialAugmentWide`` (Müller and Hutter, "TrivialAugment:
     Tuning-free Yet State-of-the-Art Data Augmentation", ICCV 2021): per
     sample, one of 14 operations chosen uniformly, at a magnitude drawn
@@ -497,7 +502,7 @@ class TrivialAugmentWide(_Policy):
 
 
 @dataclasses.dataclass(frozen=True)
-class RandAugment(_Policy):
+class RandAugment(Policy):
     """torchvision's ``RandAugment`` (Cubuk et al., "RandAugment: Practical
     automated data augmentation with a reduced search space", NeurIPS 2020
     workshops): per sample, ``num_ops`` operations chosen uniformly from 14
@@ -535,7 +540,7 @@ class RandAugment(_Policy):
 
 
 @dataclasses.dataclass(frozen=True)
-class AutoAugment(_Policy):
+class AutoAugment(Policy):
     """torchvision's ``AutoAugment`` (Cubuk et al., CVPR 2019): per sample,
     one of the 25 learned sub-policies of ``policy`` chosen uniformly, each
     of its two steps applied with its probability at its magnitude bin (of

@@ -11,6 +11,7 @@ import numpy as np
 from slipstream.errors import ArgumentError
 from slipstream.loader.outputs import View
 from slipstream.ops.augment import RandomErasing, RandomHorizontalFlip
+from slipstream.ops.augmix import AugMix
 from slipstream.ops.crops import CenterCrop, RandomResizedCrop
 from slipstream.ops.detection import BoundingBoxes, Count, InstanceMasks, KeptWithBoxes, RandomIoUCrop, SegmentationMask
 from slipstream.ops.mixing import CutMix, MixLabels, MixUp, MixUpOrCutMix
@@ -81,7 +82,8 @@ def segmentation_train(size: int = 512, scale: tuple[float, float] = (0.25, 1.0)
 
 def torchvision_train(crop_size: int = 176, auto_augment: str | None = "ta_wide", random_erase: float = 0.1,
                       mixup_alpha: float = 0.2, cutmix_alpha: float = 1.0, num_classes: int | None = None,
-                      hflip: float = 0.5, ra_magnitude: int = 9, interpolation: str = "bilinear",
+                      hflip: float = 0.5, ra_magnitude: int = 9, augmix_severity: int = 3,
+                      interpolation: str = "bilinear",
                       image: str = "image", label: str = "label", mean: Any = IMAGENET_MEAN,
                       std: Any = IMAGENET_STD) -> dict[str, list[Any]]:
     """torchvision's reference classification recipe, with the defaults of
@@ -97,14 +99,16 @@ def torchvision_train(crop_size: int = 176, auto_augment: str | None = "ta_wide"
     Args:
         crop_size: the training crop's side.
         auto_augment: ``"ta_wide"`` (TrivialAugmentWide), ``"ra"``
-            (RandAugment at ``ra_magnitude``), ``"imagenet"``, ``"cifar10"``
-            or ``"svhn"`` (AutoAugment's policies), or None.
+            (RandAugment at ``ra_magnitude``), ``"augmix"`` (AugMix at
+            ``augmix_severity``), ``"imagenet"``, ``"cifar10"`` or
+            ``"svhn"`` (AutoAugment's policies), or None.
         random_erase: RandomErasing's probability (0: none).
         mixup_alpha, cutmix_alpha: the mixing's Beta parameters (0: that
             one is not used; both 0: no mixing, integer labels).
         num_classes: the soft labels' length; needed when mixing.
         hflip: the flip's probability (0: none).
         ra_magnitude: RandAugment's magnitude bin.
+        augmix_severity: AugMix's severity.
         interpolation: the policies' interpolation, ``"bilinear"`` (the
             recipe's) or ``"nearest"``.
         image, label: the fields.
@@ -114,7 +118,7 @@ def torchvision_train(crop_size: int = 176, auto_augment: str | None = "ta_wide"
     if hflip > 0:
         steps.append(RandomHorizontalFlip(hflip))
     if auto_augment is not None:
-        steps.append(_policy(auto_augment, ra_magnitude, interpolation))
+        steps.append(_policy(auto_augment, ra_magnitude, augmix_severity, interpolation))
     steps.append(Normalize(mean, std, np.float32))  # mixing blends float32 samples
     if random_erase > 0:
         steps.append(RandomErasing(p=random_erase))
@@ -148,15 +152,17 @@ def torchvision_vit_train(crop_size: int = 224, num_classes: int | None = None, 
                              label=label)
 
 
-def _policy(name: str, ra_magnitude: int, interpolation: str) -> Any:
+def _policy(name: str, ra_magnitude: int, augmix_severity: int, interpolation: str) -> Any:
     """The policy torchvision's ``--auto-augment`` names."""
     if name == "ta_wide":
         return TrivialAugmentWide(interpolation=interpolation)
     if name == "ra":
         return RandAugment(magnitude=ra_magnitude, interpolation=interpolation)
+    if name == "augmix":
+        return AugMix(severity=augmix_severity, interpolation=interpolation)
     if name in AUTO_AUGMENT_POLICIES:
         return AutoAugment(name, interpolation=interpolation)
-    raise ArgumentError(f"auto_augment must be 'ta_wide', 'ra', one of {sorted(AUTO_AUGMENT_POLICIES)} or None, "
+    raise ArgumentError(f"auto_augment must be 'ta_wide', 'ra', 'augmix', one of {sorted(AUTO_AUGMENT_POLICIES)} or None, "
                         f"got {name!r}")
 
 

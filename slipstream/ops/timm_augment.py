@@ -28,7 +28,7 @@ from numba import njit, uint64
 from slipstream.compiler import random as rnd
 from slipstream.errors import ArgumentError
 from slipstream.ops import tones, warps
-from slipstream.ops.policies import _Policy, warp_step
+from slipstream.ops.policies import Policy, warp_step
 
 
 class TimmOp(enum.IntEnum):
@@ -299,7 +299,7 @@ def _choose(key, k, n, weights, taken):
 
 
 @dataclasses.dataclass(frozen=True)
-class TimmRandAugment(_Policy):
+class TimmRandAugment(Policy):
     """timm's RandAugment from its configuration string, e.g. DeiT's
     ``"rand-m9-mstd0.5-inc1"`` (see :func:`parse_rand_augment`): per sample
     and layer, an operation chosen from timm's 15 (uniformly, or by its
