@@ -15,7 +15,7 @@ started the pool and no other live thread has run parallel code (TBB keeps
 such a thread registered until it exits).  So the main thread starts the
 pool before a loader's thread first runs parallel code (:func:`start_pool`),
 the loaders' threads say that they run parallel code
-(:func:`runs_parallel_code`), and :func:`fork_hazard` says whether a fork
+(:func:`runs_parallel_code`), and :func:`fork_is_safe` says whether a fork
 from the calling thread now meets both conditions.
 """
 
@@ -135,33 +135,22 @@ _parallel_threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
 def runs_parallel_code() -> None:
     """Note that the calling thread runs parallel code (a loader's thread,
     once per epoch): while it lives, a fork cannot join the pool's threads
-    (see :func:`fork_hazard`)."""
+    (see :func:`fork_is_safe`)."""
     if threading.current_thread() is not threading.main_thread() and not one_cpu():
         _parallel_threads.add(threading.current_thread())
 
 
-def fork_hazard() -> str | None:
-    """Why a fork from the calling thread now could hand the child Numba's
-    thread pool in an undefined state, or None when it cannot: the pool has
-    not started, or it is TBB's, the main thread started it, this is the
-    main thread, and no other thread that ran parallel code is alive (Numba
-    then joins the pool's threads before the fork and restarts them after)."""
+def fork_is_safe() -> bool:
+    """Whether a fork from the calling thread now hands the child no live
+    Numba thread pool: the pool has not started, or it is TBB's, the main
+    thread started it, this is the main thread, and no other thread that
+    ran parallel code is alive (Numba then joins the pool's threads before
+    the fork and restarts them after)."""
     from numba.np.ufunc import parallel
 
     if not parallel._is_initialized:
-        return None
+        return True
     import numba
 
-    if threading.current_thread() is not threading.main_thread():
-        return f"this is thread {threading.current_thread().name!r}, not the main thread, and Numba's thread pool runs"
-    if not _started_by_main:
-        return ("Numba's thread pool was started before slipstream could start it from the main thread "
-                "(by parallel code run in this process before the first loader, or by a loader iterated "
-                "first in another thread)")
-    if numba.threading_layer() != "tbb":
-        return f"Numba's thread pool uses the {numba.threading_layer()!r} layer, which keeps its threads across a fork"
-    running = sorted(thread.name for thread in _parallel_threads if thread.is_alive())
-    if running:
-        return (f"loader thread {running[0]!r} is in an epoch that has not ended (finish or close the "
-                f"loader's iterator first)")
-    return None
+    return (threading.current_thread() is threading.main_thread() and _started_by_main
+            and numba.threading_layer() == "tbb" and not any(t.is_alive() for t in _parallel_threads))

@@ -344,7 +344,7 @@ def _encoders(encode: Any, source: Any, fields: dict[str, Any], workers: int) ->
 
     Worker processes forked from this one where the platform can fork and
     no thread pool would be forked live
-    (:func:`slipstream._threading.fork_hazard`): they inherit the source as
+    (:func:`slipstream._threading.fork_is_safe`): they inherit the source as
     it is, so it needs no pickling and a script needs no ``__main__`` guard
     (as with torch's DataLoader).  Where a pool would be forked live (this
     is not the main thread, or a loader's epoch runs in another thread),
@@ -359,7 +359,7 @@ def _encoders(encode: Any, source: Any, fields: dict[str, Any], workers: int) ->
     from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
     can_fork = "fork" in multiprocessing.get_all_start_methods()
-    if can_fork and _threading.fork_hazard() is not None:
+    if can_fork and not _threading.fork_is_safe():
         threads = ThreadPoolExecutor(workers, thread_name_prefix="slipstream-encode")
         context = (source, fields)
         return threads, lambda chunk: threads.submit(encode, chunk, context), "thread"
