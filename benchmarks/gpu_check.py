@@ -24,8 +24,13 @@ output folder, it:
    the same step on synthetic GPU tensors, for slipstream and the
    DataLoader + Pillow with a worker per core, on the same JPEG bytes;
 6. measures the loader's scaling with 1, 2, 4, ... threads up to the
-   cores (``benchmarks/scaling.py``), ImageNet train and val;
-7. runs the loader's test suite with its batches on the GPU
+   cores (``benchmarks/scaling.py``), ImageNet train and val, and the
+   train pipeline's compiled code called without the loader;
+7. measures decoding on the GPU (``DecodeOnDevice``, nvJPEG) against the
+   CPU pipeline (``benchmarks/gpu_decode.py``), on the photos and on the
+   photos enlarged to four times their pixels, feeding nothing and a
+   ResNet-50 step;
+8. runs the loader's test suite with its batches on the GPU
    (``SLIPSTREAM_TEST_DEVICE=cuda``).
 
 Each step runs in a process of its own with a time limit drawn from the
@@ -224,7 +229,7 @@ def main(argv: list[str]) -> int:
                         help="output folder (default: $OUT, else build/gpu-check)")
     parser.add_argument("--work", type=Path, default=REPO_ROOT / "build" / "gpu-check-work",
                         help="where the data and caches go (default: build/gpu-check-work)")
-    parser.add_argument("--budget", type=float, default=BUDGET_S, help="seconds for the whole run (default: 480)")
+    parser.add_argument("--budget", type=float, default=BUDGET_S, help=f"seconds for the whole run (default: {BUDGET_S})")
     parser.add_argument("--cpu", action="store_true", help="the steps that need no GPU, on the CPU, small")
     parser.add_argument("--no-install", action="store_true", help="use the slipstream this Python has")
     parser.add_argument("--images", type=int, default=None, help="synthetic images (default: 4096; --cpu: 32)")
@@ -263,17 +268,25 @@ def run_all(check: Check, args: argparse.Namespace) -> int:
     run_tests(check, "tests-cuda", CUDA_TEST_FILES, cap=150, marker="cuda")
     small = ["--rounds", "1", "--seconds", "0.3"] if cpu else []
     training = check.out / "training-step.json"
-    check.run("training-step", [str(HERE / "training_step.py"), str(dataset), "--json", str(training), *small,
+    check.run("training-step", [str(HERE / "training_step.py"), str(dataset), "--json", str(training),
+                                *(small or ["--rounds", "2"]),
                                 *(["--device", "cpu", "--model", "tiny", "--batch-size", "8", "--workers", "2",
                                    "--warmup", "2"] if cpu else [])], cap=170)
     check.report["training_step"] = read_json(training)
     scaling = check.out / "scaling.json"
-    check.run("scaling", [str(HERE / "scaling.py"), str(dataset), "--json", str(scaling), *small,
+    check.run("scaling", [str(HERE / "scaling.py"), str(dataset), "--json", str(scaling), "--direct",
+                          *(small or ["--rounds", "2", "--seconds", "1.5"]),
                           *(["--threads", "1", "2", "--batch-size", "8"] if cpu else [])], cap=130)
     check.report["scaling"] = read_json(scaling)
     check.save()
     if not cpu:
-        run_tests(check, "tests-loader-on-cuda", DEVICE_SUITE_FILES, cap=150, device="cuda")
+        decode = check.out / "gpu-decode.json"
+        sets = [check.work / "data" / name for name in ("photos", "photos-4x") if name in data] or [dataset]
+        check.run("gpu-decode", [str(HERE / "gpu_decode.py"), *map(str, sets), "--json", str(decode), "--step",
+                                 "--rounds", "2", "--seconds", "1.5"], cap=120)
+        check.report["gpu_decode"] = read_json(decode)
+        check.save()
+        run_tests(check, "tests-loader-on-cuda", DEVICE_SUITE_FILES, cap=100, device="cuda")
     steps = check.report["steps"].values()
     failed = [name for name, s in check.report["steps"].items() if s.get("exit_code") != 0 or s.get("failed")]
     check.report["failed_steps"] = failed

@@ -222,6 +222,7 @@ def write_report(report: dict[str, Any], json_path: Path) -> None:
     lines += remote_section()
     lines += convert_section()
     lines += detection_section()
+    lines += gpu_section()
     lines += ["## Targets", "", "| target | measured | met |", "|---|---|---|"]
     for label, measured, met in targets(results):
         lines.append(f"| {label} | {measured} | {'yes' if met else ('no' if met is False else '–')} |")
@@ -442,6 +443,84 @@ def detection_section() -> list[str]:
               "below 1 covers a 300-pixel output) plus the resize and the normalization. The semantic differences "
               "that remain between the systems are in the JSON (`semantic_differences`). 2-core timings drift by "
               "10-40% between runs.", ""]
+    return lines
+
+
+def _newest(pattern: str) -> dict[str, Any] | None:
+    found = sorted((REPO / "benchmarks" / "results").glob(pattern))
+    return json.loads(found[-1].read_text()) if found else None
+
+
+def gpu_section() -> list[str]:
+    """What a GPU machine measured, from the newest ``make gpu-check`` report
+    (``gpu-check-*.json``: the training step and the decode place with all
+    cores), scaling A/B (``gpu-scaling-*.json``, ``benchmarks/scaling.py
+    --samples-per-chunk``) and decode place with few cores
+    (``gpu-decode-*.json``); none: no section."""
+    check = _newest("gpu-check-*.json")
+    if check is None:
+        return []
+    machine, training = check["machine"], check["training_step"]
+
+    def cell(values: list[float]) -> str:
+        return f"{statistics.median(values):,.0f} ({min(values):,.0f}–{max(values):,.0f})"
+
+    lines = ["## On a GPU machine", "",
+             f"`make gpu-check` ({check['started'][:10]}) on one {machine['gpu']} with {machine['cores']} CPU cores "
+             f"({machine['cpu']}), torch {machine['torch']}, Numba {machine['numba']} ({machine['threading_layer']} "
+             f"threads). Batches of {training['batch_size']} ImageNet-train samples (RandomResizedCrop 224, flip, "
+             f"float16) of the sample photos, on the GPU; medians of {training['rounds']} interleaved rounds (range "
+             "in parentheses).", "",
+             "### What a training step receives", "",
+             f"`benchmarks/training_step.py`: a torchvision ResNet-50 step (bf16 autocast, channels_last, SGD) fed by "
+             f"slipstream (`device=\"cuda\"`, all cores) and by the DataLoader + Pillow "
+             f"({training['settings']['dataloader']['num_workers']} workers, pinned memory) on the same JPEG bytes; "
+             "`ceiling` is the same step on synthetic GPU tensors. The GPU waits for data for the share of its "
+             "time given.", "",
+             "| feeder / consumer | images/s | GPU waits |", "|---|---:|---:|"]
+    for name, row in training["measurements"].items():
+        wait = f"{100 * row['gpu_wait_fraction']:.0f}%" if "gpu_wait_fraction" in row else ""
+        lines.append(f"| {name} | {cell(row['runs'])} | {wait} |")
+    scaling = _newest("gpu-scaling-*.json")
+    if scaling is not None:
+        threads = scaling["threads"]
+        lines += ["", "### Scaling", "",
+                  f"`benchmarks/scaling.py` ({scaling['timestamp'][:10]}, the same machine): images/s with 1 to "
+                  f"{max(threads)} loader threads, the speed-up over one thread and the cores kept busy. \"1 per "
+                  "chunk\" is the library's setting (`SAMPLES_PER_CHUNK`: a thread takes one sample at a time); "
+                  "\"0 per chunk\" is Numba's default, which splits each batch into equal shares upfront, so that "
+                  "a batch waits for the thread whose share was slowest.", "",
+                  "| pipeline | " + " | ".join(f"{n} threads" for n in threads) + " |",
+                  "|---|" + "---:|" * len(threads)]
+        for name, rows in scaling["pipelines"].items():
+            lines.append(f"| {name} | " + " | ".join(
+                f"{rows[str(n)]['images_per_s']:,.0f} ({rows[str(n)]['speedup']:.2f}x, {rows[str(n)]['busy_cores']:.1f} "
+                f"busy)" for n in threads) + " |")
+        train = next(rows for name, rows in scaling["pipelines"].items() if name.startswith("train")
+                     and "0 per chunk" not in name)
+        most = train[str(max(threads))]["speedup"]
+        lines += ["", f"Target: ImageNet train from 1 to {max(threads)} threads >= 12x: {most:.2f}x, "
+                      f"{'met' if most >= 12 else 'not met'}. The rest is cores that are busy but slower together "
+                      "(shared caches and memory bandwidth) and the end of each batch."]
+    lines += ["", "### Decoding on the GPU", "",
+              "`benchmarks/gpu_decode.py`: the CPU pipeline (batches copied to the GPU) against `DecodeOnDevice` "
+              "(nvJPEG through torchvision, crop, resize, flip and normalize on the GPU), on the sample photos and "
+              "on the same photos enlarged to four times their pixels, feeding nothing or a ResNet-50 step; CPU "
+              "milliseconds per image for the whole process.", "",
+              "| data / pipeline / consumer | threads | CPU decode images/s | GPU decode images/s | GPU / CPU | "
+              "CPU ms per image (CPU, GPU decode) |", "|---|---:|---:|---:|---:|---:|"]
+    for report in (check.get("gpu_decode"), _newest("gpu-decode-*.json")):
+        if not report:
+            continue
+        for key, row in report["table"].items():
+            lines.append(f"| {key} | {report['settings']['threads']} | "
+                         f"{cell([r['images_per_s'] for r in row['cpu']['runs']])} | "
+                         f"{cell([r['images_per_s'] for r in row['cuda']['runs']])} | {row['gpu_over_cpu']:.2f} | "
+                         f"{row['cpu']['cpu_ms_per_image']:.2f}, {row['cuda']['cpu_ms_per_image']:.2f} |")
+    lines += ["", "Decoding on the GPU costs the CPU an eighth to a tenth as much per image, and wins whenever the CPU "
+              "cores are what limits: few cores per GPU, large photos, or the loader's rate alone. Beside a model "
+              "that already keeps the GPU busy it loses, since nvJPEG and the resizes take GPU time from the "
+              "step; with enough cores the CPU pipeline feeds the step at the GPU's ceiling.", ""]
     return lines
 
 

@@ -207,3 +207,60 @@ def test_batch_augmentations_after_to_device_match_the_cpu_pipeline(photos):
         assert images.is_cuda
         torch.testing.assert_close(labels.cpu(), want_labels, rtol=0, atol=0)
         torch.testing.assert_close(images.cpu(), want_images, rtol=0, atol=1e-5)
+
+
+def per_image_levels(got, want, std=presets.IMAGENET_STD):
+    """Mean absolute difference of each image, in 0..255 levels, of two normalized batches."""
+    scale = torch.tensor(std, dtype=torch.float32).view(1, 3, 1, 1) * 255
+    return ((got.float().cpu() - want.float()) * scale).abs().mean(dim=(1, 2, 3))
+
+
+@pytest.mark.parametrize("name", ["train", "val"])
+def test_decoding_on_the_gpu_follows_the_cpu_pipeline(photos, name):
+    """nvJPEG's batches: the same samples, crops and flips as the CPU
+    pipeline's, the pixels within a few levels (another inverse DCT and
+    chroma upsampling, a full-scale decode then an antialiased resize)."""
+    make = {"train": presets.imagenet_train, "val": presets.imagenet_val}[name]
+    options = {"order": ss.Order("random", seed=9)}
+    expected = cpu_batches(photos, 16, make(64, dtype=torch.float32), epochs=1, **options)
+    loader = ss.Loader(photos, 16, make(64, dtype=torch.float32, decode_device="cuda"), device="cuda", **options)
+    levels = []
+    for (images, labels), (want_images, want_labels) in zip(loader, expected, strict=True):
+        assert images.is_cuda and images.dtype == torch.float32 and images.shape == want_images.shape
+        assert torch.equal(labels.cpu(), want_labels)
+        levels.append(per_image_levels(images, want_images))
+    levels = torch.cat(levels)
+    print(f"GPU decode vs CPU, {name}: mean {levels.mean():.2f} levels, worst image {levels.max():.2f}")
+    # A crop or flip not the CPU's differs by 20 levels and more on these noisy pictures.
+    assert levels.max() < 10.0 and levels.mean() < 5.0
+
+
+def test_decoding_on_the_gpu_is_deterministic_and_resumes(photos):
+    pipelines = presets.imagenet_train(64, decode_device="cuda")
+    options = {"order": ss.Order("random", seed=11), "memory": ss.Memory(batches_ahead=2)}
+    first = [images.clone() for _ in range(2) for images, _ in ss.Loader(photos, 16, pipelines, **options)]
+    loader = ss.Loader(photos, 16, pipelines, **options)
+    iterator = iter(loader)
+    taken = [next(iterator)[0].clone() for _ in range(2)]
+    state = loader.state_dict()
+    resumed = ss.Loader(photos, 16, pipelines, **options)
+    resumed.load_state_dict(state)
+    rest = [images.clone() for images, _ in resumed]
+    torch.cuda.synchronize()
+    assert all(torch.equal(a, b) for a, b in zip(taken + rest, first))
+    assert len(taken + rest) == 6
+
+
+def test_decoding_on_the_gpu_overlaps_a_busy_training_stream(photos):
+    """The decode runs on the loader's stream: batches taken while the
+    training stream sleeps are each whole and right."""
+    pipelines = presets.imagenet_val(64, decode_device="cuda")
+    options = {"order": ss.Order("sequential"), "memory": ss.Memory(batches_ahead=1)}
+    expected = [images.clone() for images, _ in ss.Loader(photos, 8, pipelines, device="cuda", **options)]
+    received = []
+    for images, _ in ss.Loader(photos, 8, pipelines, device="cuda", **options):
+        torch.cuda._sleep(SLEEP_CYCLES // 10)
+        received.append(images * 1)
+    torch.cuda.synchronize()
+    assert len(received) == len(expected) == 12
+    assert all(torch.equal(a, b) for a, b in zip(received, expected))

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from jpeg_corpus import make_sample
+from PIL import Image
 
 import slipstream as ss
 
@@ -50,6 +51,9 @@ def test_the_steps_that_need_no_gpu_run_on_the_cpu(tmp_path):
     data = report["data"]
     assert data["synthetic"]["samples"] == data["synthetic"]["distinct_images"] == 24
     assert data["photos"]["samples"] == 25 and data["photos"]["distinct_images"] == 5
+    assert data["photos-4x"]["samples"] == 15 and data["photos-4x"]["distinct_images"] == 5
+    with Image.open(work / "data" / "photos-4x" / "images" / "n00000003_photo.JPEG") as enlarged:
+        assert enlarged.size == (240, 2 * 120)
     for made in data.values():
         samples = json.loads((Path(made["folder"]) / "samples.json").read_text())
         reader = ss.Reader(made["file"])
@@ -76,7 +80,8 @@ def test_the_steps_that_need_no_gpu_run_on_the_cpu(tmp_path):
     assert training["ratios"]["slipstream_over_dataloader_nothing"] > 0
 
     scaling = report["scaling"]
-    assert scaling["threads"] == [1, 2] and set(scaling["pipelines"]) == {"train", "val"}
+    assert scaling["threads"] == [1, 2]
+    assert set(scaling["pipelines"]) == {"train", "val", "train (direct)", "val (direct)"}
     for rows in scaling["pipelines"].values():
-        assert rows["1"]["speedup"] == 1.0 and rows["2"]["images_per_s"] > 0
+        assert rows["1"]["speedup"] == 1.0 and rows["2"]["images_per_s"] > 0 and rows["2"]["busy_cores"] > 0
     assert "gpu-check: 5 of 5 steps passed" in (out / "gpu-check.log").read_text()

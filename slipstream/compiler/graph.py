@@ -101,6 +101,12 @@ class Graph:
         return order
 
     def _declare(self, node: Node) -> None:
+        parent = node.parent
+        if node.kind.compiled and parent is not None and str(parent.state.device).startswith("cuda"):
+            raise PipelineError(
+                f"pipeline {node.pipeline!r}: {node.describe()} is compiled code for the CPU, placed after "
+                f"{parent.describe()}, whose output is on {parent.state.device}: place it before the entries that "
+                f"move the batch to the device, or use a torch operation (slipstream.ops.batch) there")
         try:
             node.state, node.allocations = node.declare()
         except (ValueError, TypeError) as exc:

@@ -145,9 +145,12 @@ class Node:
         operation's class and its description (the operation's settings, and
         the node's own).  Module names are left out, so that a class keeps
         its streams whether its module runs as a script or is imported."""
-        what = type(self.op).__qualname__ if self.op is not None else ""
+        what, described = (type(self.op).__qualname__, self.describe()) if self.op is not None else ("", self.describe())
+        stand_in = self.op.draws_like() if self.op is not None else None
+        if stand_in is not None and stand_in is not self.op:
+            what, described = type(stand_in).__qualname__, repr(stand_in)
         # an object's default repr names its address, which differs from run to run
-        return re.sub(r" at 0x[0-9a-fA-F]+", "", f"{type(self).__qualname__}:{what}:{self.describe()}")
+        return re.sub(r" at 0x[0-9a-fA-F]+", "", f"{type(self).__qualname__}:{what}:{described}")
 
     def dependencies(self) -> Sequence[Node]:
         """Nodes whose values this node reads."""

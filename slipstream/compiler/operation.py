@@ -107,6 +107,13 @@ class Operation:
         cls = type(self)
         return f"{cls.__module__}.{cls.__qualname__}:{self!r}"
 
+    def draws_like(self) -> Operation:
+        """The operation whose random streams this one takes: itself, unless
+        it stands in for another and must draw what that one would (the
+        planner of a decode on the GPU draws the crops of the CPU decoder
+        it replaces, so both give the same crops for the same seed)."""
+        return self
+
 
 class Decoder(Operation):
     """The first operation of a pipeline: makes a sample from stored data."""

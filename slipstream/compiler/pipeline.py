@@ -22,6 +22,13 @@ from slipstream.errors import ArgumentError, OperationError
 
 SINGLE_OUTPUT = "output"
 
+SAMPLES_PER_CHUNK = 1
+"""Samples a thread takes at a time from a compiled stage's parallel loop.
+Numba's default (0) hands each thread an equal share of the batch upfront,
+so a batch waits for the thread whose share happened to be the slowest (the
+cost of a sample varies with its image several times over); taken one at a
+time, the samples keep every thread busy until the batch is done."""
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class ArraySource(Decoder):
@@ -144,10 +151,14 @@ class CompiledPipeline:
         self._done = np.zeros(batch_size, np.uint8)  # which samples a compiled stage finished (see codegen)
         self._slot = 0
         self._compiled = [False] * len(self.sources)
+        self._has_jit = any(source.jit for source in self.sources)
         # Asynchronous copies to a CUDA device read a slot's host memory after
         # the call returns; the event recorded after them is waited on before
         # that slot is written again.
-        self._uses_cuda = any(str(node.state.device).startswith("cuda") for node in graph.nodes)
+        self.cuda_device: str | None = next((str(node.state.device) for node in graph.nodes
+                                             if str(node.state.device).startswith("cuda")), None)
+        """The CUDA device the pipeline's torch stages put values on, or None."""
+        self._uses_cuda = self.cuda_device is not None
         self._slot_read: list[Any] = [None] * slots
 
     def __call__(self, indices: Any, epoch: int = 0, draws: Any = None) -> Any:
@@ -176,6 +187,8 @@ class CompiledPipeline:
             self._slot_read[slot] = None
         values: dict[int, Any] = {}
         progress = self._compile_progress()
+        # The setting is this thread's (Numba keeps one per thread); put back after.
+        previous_chunk = numba.set_parallel_chunksize(SAMPLES_PER_CHUNK) if self._has_jit else None
         try:
             for k, (source, fn) in enumerate(zip(self.sources, self.functions)):
                 args = [self._argument(name, source, batch, slot, values) for name in source.params]
@@ -204,6 +217,8 @@ class CompiledPipeline:
                         value = value.view(np.float16)
                     values[node.id] = value
         finally:
+            if previous_chunk is not None:
+                numba.set_parallel_chunksize(previous_chunk)
             if progress is not None:
                 progress.close()
         if self._uses_cuda:

@@ -30,13 +30,16 @@ class FieldOperation(abc.ABC):
     is a decoder only once bound to the dataset and the field."""
 
     @abc.abstractmethod
-    def bind(self, source: Any, field: str) -> Decoder | DecoderNode:
+    def bind(self, source: Any, field: str) -> Decoder | DecoderNode | list[Any]:
         """The decoder this entry becomes as the first of ``field``'s
         pipeline over ``source`` (a :class:`~slipstream.fields.decoders.DecodeSource`):
         a :class:`~slipstream.compiler.Decoder`, or a
         :class:`~slipstream.compiler.DecoderNode` for a decoder that also
         reads other pipelines (the boxes and masks of
-        :mod:`slipstream.ops.detection` read the image's transforms).
+        :mod:`slipstream.ops.detection` read the image's transforms), or a
+        list of entries that starts with one of those (an entry that is
+        carried out in two stages: the decode on the GPU of
+        :mod:`slipstream.ops.device_decode`).
 
         Raises:
             ValueError: the entry cannot decode this field as it stands (the

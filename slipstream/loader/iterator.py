@@ -21,6 +21,7 @@ runs from a plan without any loader.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import queue
 import threading
@@ -194,6 +195,7 @@ class EpochIterator:
             import torch
 
             torch.cuda.current_stream().wait_event(ready)
+            _used_on_current_stream(outputs)
         self.position += 1
         self._remaining -= 1
         return outputs
@@ -248,32 +250,36 @@ def _produce(plan: EpochPlan, out: queue.Queue, stop: threading.Event) -> None:
         _threading.runs_parallel_code()
         if plan.num_threads is not None:
             numba.set_num_threads(plan.num_threads)  # applies to this thread's parallel launches
-        stream, pending = _cuda_stream(plan.device), []
+        # Copies to the loader's device, and the device work of the pipeline's
+        # own torch stages (a decode on the GPU), run on a side stream that
+        # the training stream waits on, so they overlap its steps.
+        stream, pending = _cuda_stream(plan.device or _torch_device(plan.pipeline.cuda_device)), []
         for b, indices in enumerate(plan.batches):
             if stop.is_set():
                 return
             while len(pending) >= plan.pipeline.slots:  # the copy out of this slot must be done
                 pending.pop(0).synchronize()
-            try:
-                plan.memory.prepare(b)
-                outputs = _run(plan, b, indices)
-            except Exception:
-                plan.reader.verify()  # a file changed under the loader explains a failure best
-                raise
-            # Nothing read from a file truncated or rewritten under the
-            # loader is handed on (the mapping reads lost pages as zeros).
-            plan.reader.verify()
-            plan.memory.release(b)
-            keep = _check_errors(plan, indices)
-            if keep is not None and not keep.size:
-                if not put(_EMPTY):
-                    return
-                continue
-            values = [_to_tensor(_rows(outputs[name], keep)) for name in plan.names]
-            ready = None
-            if stream is not None:
-                values, ready = _to_device(values, plan.device, stream)
-                pending.append(ready)
+            with _on_stream(stream):
+                try:
+                    plan.memory.prepare(b)
+                    outputs = _run(plan, b, indices)
+                except Exception:
+                    plan.reader.verify()  # a file changed under the loader explains a failure best
+                    raise
+                # Nothing read from a file truncated or rewritten under the
+                # loader is handed on (the mapping reads lost pages as zeros).
+                plan.reader.verify()
+                plan.memory.release(b)
+                keep = _check_errors(plan, indices)
+                if keep is not None and not keep.size:
+                    if not put(_EMPTY):
+                        return
+                    continue
+                values = [_to_tensor(_rows(outputs[name], keep)) for name in plan.names]
+                ready = None
+                if stream is not None:
+                    values, ready = _to_device(values, plan.device, stream)
+                    pending.append(ready)
             batch = dict(zip(plan.names, values)) if plan.as_dict else tuple(values)
             if not put((batch, ready)):
                 return
@@ -335,12 +341,45 @@ def _cuda_stream(device: Any) -> Any:
     return torch.cuda.Stream(device=device)
 
 
+def _torch_device(name: str | None) -> Any:
+    if name is None:
+        return None
+    import torch
+
+    return torch.device(name)
+
+
+def _on_stream(stream: Any) -> Any:
+    """A context in which torch's current CUDA stream is ``stream`` (none: nothing changes)."""
+    if stream is None:
+        return contextlib.nullcontext()
+    import torch
+
+    return torch.cuda.stream(stream)
+
+
 def _to_device(values: list[Any], device: Any, stream: Any) -> tuple[list[Any], Any]:
+    """``values`` copied to ``device`` on ``stream`` (None: left where the
+    pipeline put them), and the event that follows the copies."""
     import torch
 
     with torch.cuda.stream(stream):
-        moved = [v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v for v in values]
+        moved = values if device is None else [v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v
+                                               for v in values]
         return moved, stream.record_event()
+
+
+def _used_on_current_stream(batch: Any) -> None:
+    """Tell torch's caching allocator that the batch's device tensors, made
+    on the loader's stream, are used on the current stream: their memory is
+    then not handed to a later batch until the work queued on this stream
+    before they are freed is done."""
+    import torch
+
+    stream = torch.cuda.current_stream()
+    for value in (batch.values() if isinstance(batch, dict) else batch):
+        if isinstance(value, torch.Tensor) and value.is_cuda:
+            value.record_stream(stream)
 
 
 def _rows(value: Any, keep: np.ndarray | None) -> Any:

@@ -108,7 +108,11 @@ def _field_pipeline(output: str, field: str, entries: Sequence[Any], fields: Map
     operations = fold(check_pipeline(output, entries))
     if not operations or not isinstance(operations[0], (Decoder, RefNode, FieldOperation)):
         operations = fields[field].default_pipeline(field, source) + operations
-    return [op.bind(source, field) if isinstance(op, FieldOperation) else op for op in operations]
+    bound: list[Any] = []
+    for op in operations:
+        entry = op.bind(source, field) if isinstance(op, FieldOperation) else op
+        bound.extend(entry if isinstance(entry, list) else [entry])
+    return bound
 
 
 def _unknown(name: str, fields: Mapping[str, Any], dataset: Any, what: str) -> str:

@@ -21,6 +21,7 @@ from slipstream.ops.augment import (
 )
 from slipstream.ops.augmix import AugMix
 from slipstream.ops.crops import CenterCrop, RandomCrop, RandomResizedCrop, Resize
+from slipstream.ops.device_decode import DecodeOnDevice
 from slipstream.ops.detection import (
     BoundingBoxes,
     Count,
@@ -50,7 +51,7 @@ from slipstream.ops.tones import (
 from slipstream.ops.warps import RandomAffine, RandomPerspective, RandomRotation
 
 __all__ = ["AugMix", "AutoAugment", "BoundingBoxes", "CenterCrop", "ColorJitter", "Convert", "Count", "CutMix",
-           "Cutout", "GaussianBlur", "InstanceMasks", "KeptWithBoxes", "Keypoints", "MixLabels", "MixUp",
+           "Cutout", "DecodeOnDevice", "GaussianBlur", "InstanceMasks", "KeptWithBoxes", "Keypoints", "MixLabels", "MixUp",
            "MixUpOrCutMix", "multi_crop_pipelines", "MultiCrop", "Normalize", "presets", "RandAugment",
            "RandomAdjustSharpness", "RandomAffine", "RandomAutocontrast", "RandomBrightness", "RandomContrast",
            "RandomCrop", "RandomEqualize", "RandomErasing", "RandomGrayscale", "RandomHorizontalFlip", "RandomHue",

@@ -13,6 +13,7 @@ from slipstream.loader.outputs import View
 from slipstream.ops.augment import RandomErasing, RandomHorizontalFlip
 from slipstream.ops.augmix import AugMix
 from slipstream.ops.crops import CenterCrop, RandomResizedCrop
+from slipstream.ops.device_decode import DecodeOnDevice
 from slipstream.ops.detection import BoundingBoxes, Count, InstanceMasks, KeptWithBoxes, RandomIoUCrop, SegmentationMask
 from slipstream.ops.mixing import CutMix, MixLabels, MixUp, MixUpOrCutMix
 from slipstream.ops.multicrop import multi_crop_pipelines
@@ -24,16 +25,24 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
 def imagenet_train(size: int = 224, field: str = "image", dtype: Any = np.float16, mean: Any = IMAGENET_MEAN,
-                   std: Any = IMAGENET_STD) -> dict[str, list[Any]]:
+                   std: Any = IMAGENET_STD, decode_device: Any = None) -> dict[str, list[Any]]:
     """RandomResizedCrop(size), RandomHorizontalFlip(), normalize to
-    (3, size, size) ``dtype``: one decode and one pack per sample."""
-    return {field: [RandomResizedCrop(size), RandomHorizontalFlip(), Normalize(mean, std, dtype)]}
+    (3, size, size) ``dtype``: one decode and one pack per sample.  With
+    ``decode_device`` (e.g. ``"cuda"``) the JPEGs are decoded, cropped and
+    normalized on that device (:class:`~slipstream.ops.DecodeOnDevice`)."""
+    return {field: [*_on_device(decode_device), RandomResizedCrop(size), RandomHorizontalFlip(),
+                    Normalize(mean, std, dtype)]}
 
 
 def imagenet_val(size: int = 224, ratio: float = 224 / 256, field: str = "image", dtype: Any = np.float16,
-                 mean: Any = IMAGENET_MEAN, std: Any = IMAGENET_STD) -> dict[str, list[Any]]:
-    """The central crop of ``ratio`` of the shorter side, at ``size``, normalized."""
-    return {field: [CenterCrop(size, ratio=ratio), Normalize(mean, std, dtype)]}
+                 mean: Any = IMAGENET_MEAN, std: Any = IMAGENET_STD, decode_device: Any = None) -> dict[str, list[Any]]:
+    """The central crop of ``ratio`` of the shorter side, at ``size``,
+    normalized; on ``decode_device`` as in :func:`imagenet_train`."""
+    return {field: [*_on_device(decode_device), CenterCrop(size, ratio=ratio), Normalize(mean, std, dtype)]}
+
+
+def _on_device(device: Any) -> list[Any]:
+    return [] if device is None else [DecodeOnDevice(device)]
 
 
 def simclr(size: int = 224, field: str = "image", second: str = "view_2", dtype: Any = np.float16,
