@@ -17,7 +17,7 @@ from numba.extending import intrinsic
 
 from slipstream import _abi
 
-HEADER_SHA256 = "7e9a642bac9862d404542e7881ad98f0aa89e636e7cdd07bc97e5c7c35bd3bbc"
+HEADER_SHA256 = "b957ba86dda8b9b96d65cf0b6554a9dc7c2fcd93c0737e3d8bab459af02969bc"
 """SHA-256 of the header this module was generated from."""
 
 ABI_VERSION = 5
@@ -177,6 +177,12 @@ class Interp(enum.IntEnum):
     """Triangle filter with half-pixel centres; when shrinking, its support
     widens by the scale factor (antialiased, as torchvision's and Pillow's
     bilinear resize); when enlarging it is plain bilinear interpolation.
+    """
+    BICUBIC = 2
+    """Keys' cubic convolution with a = -0.5 (Pillow's and torchvision's
+    bicubic), half-pixel centres, support widened by the scale factor when
+    shrinking (antialiased); sharper than bilinear, its overshoot at edges
+    clamped to 0..255.
     """
 
 

@@ -96,10 +96,14 @@ def filter_matrix(start: float, length: float, n: int, lo: int, hi: int, interp:
         if interp == "area":
             a = start + j * scale
             w = np.minimum(a + scale, i + 1) - np.maximum(a, i)
+        elif interp == "bicubic":  # Keys' kernel, a = -0.5 (Pillow's), stretched by the shrink factor
+            x = np.abs(i + 0.5 - (start + (j + 0.5) * scale)) / support
+            w = np.where(x < 1, (1.5 * x - 2.5) * x * x + 1, np.where(x < 2, ((-0.5 * x + 2.5) * x - 4) * x + 2, 0))
         else:
             c = start + (j + 0.5) * scale
             w = 1.0 - np.abs(i + 0.5 - c) / support
-        w = np.clip(w, 0, None)
+        if interp != "bicubic":
+            w = np.clip(w, 0, None)
         w[:lo] = 0
         row_sum = w.sum()
         weights[j] = w / row_sum

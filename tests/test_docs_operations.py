@@ -22,7 +22,7 @@ TEXT = PAGE.read_text(encoding="utf-8")
 LINES = TEXT.splitlines()
 HEADING = re.compile(r"^(#{1,6}) (.*)$")
 PRESETS = ["imagenet_train", "imagenet_val", "simclr", "multi_crop", "detection_train", "segmentation_train",
-           "torchvision_train", "torchvision_val", "torchvision_vit_train"]
+           "torchvision_train", "torchvision_val", "torchvision_vit_train", "timm_train", "deit_train"]
 
 
 def documented() -> dict[str, object]:

@@ -87,12 +87,12 @@ def test_fast_idct_stays_close_to_accurate(photo):
     assert 0 < mse and 10 * np.log10(255**2 / mse) > 35
 
 
-@pytest.mark.parametrize("interp", [Interp.AREA, Interp.BILINEAR])
+@pytest.mark.parametrize("interp", list(Interp))
 def test_crop_resize_is_resample_of_the_scaled_decode(corpus, interp):
     """The fused kernel equals: decode at the chosen DCT scale, then resample
     the exact (fractional) crop rectangle - within 1 of a float64 reference."""
     rng = np.random.default_rng(3)
-    name = "area" if interp == Interp.AREA else "bilinear"
+    name = interp.name.lower()
     for s in corpus:
         if s.height * s.width > 10**6:
             continue

@@ -144,7 +144,12 @@ typedef enum slip_interp {
   /** Triangle filter with half-pixel centres; when shrinking, its support
    *  widens by the scale factor (antialiased, as torchvision's and Pillow's
    *  bilinear resize); when enlarging it is plain bilinear interpolation. */
-  SLIP_INTERP_BILINEAR = 1
+  SLIP_INTERP_BILINEAR = 1,
+  /** Keys' cubic convolution with a = -0.5 (Pillow's and torchvision's
+   *  bicubic), half-pixel centres, support widened by the scale factor when
+   *  shrinking (antialiased); sharper than bilinear, its overshoot at edges
+   *  clamped to 0..255. */
+  SLIP_INTERP_BICUBIC = 2
 } slip_interp;
 
 /** Element types of slip_pack's output. */

@@ -529,7 +529,7 @@ SLIP_API int32_t slip_jpeg_decode_crop_resize(const uint8_t *data, size_t size, 
                                               int32_t w, int32_t out_h, int32_t out_w, int32_t flags,
                                               int32_t interp, uint8_t *out, size_t out_size, int64_t out_stride) {
   if (!data || !out) return slip__fail(SLIP_EINVAL, "data and out must not be NULL");
-  if (interp != SLIP_INTERP_AREA && interp != SLIP_INTERP_BILINEAR)
+  if (interp != SLIP_INTERP_AREA && interp != SLIP_INTERP_BILINEAR && interp != SLIP_INTERP_BICUBIC)
     return slip__fail(SLIP_EINVAL, "unknown interpolation %d", interp);
   int32_t d = slip_jpeg_scale_for(h, w, out_h, out_w);
   if (d < 0) return d;

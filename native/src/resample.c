@@ -31,9 +31,26 @@ typedef struct axis_taps {
   int32_t count;
 } axis_taps;
 
+/* Keys' cubic convolution kernel with a = -0.5 (Pillow's and torchvision's
+ * bicubic), at distance x in units of the kernel's own pixel: 1 at 0, 0 at
+ * 1 and from 2 on, negative lobes between 1 and 2. */
+static double cubic(double x) {
+  const double a = -0.5;
+  x = fabs(x);
+  if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0;
+  if (x < 2.0) return (((x - 5.0) * x + 8.0) * x - 4.0) * a;
+  return 0.0;
+}
+
+/* Half the width of a filter's kernel, in kernel pixels (scaled by the
+ * shrink factor when shrinking). */
+static double kernel_radius(int32_t interp) { return interp == SLIP_INTERP_BICUBIC ? 2.0 : 1.0; }
+
 /* Weight of source pixel i for the output pixel whose footprint is [a, b)
- * (area) or whose centre is c with the given support (bilinear). */
+ * (area) or whose centre is c with the given support (bilinear, bicubic:
+ * the kernel stretched by support when shrinking). */
 static double tap_weight(int32_t interp, int32_t i, double a, double b, double c, double support) {
+  if (interp == SLIP_INTERP_BICUBIC) return cubic((i + 0.5 - c) / support);
   double t;
   if (interp == SLIP_INTERP_AREA) t = fmin(b, i + 1.0) - fmax(a, (double)i);
   else t = 1.0 - fabs(i + 0.5 - c) / support;
@@ -54,8 +71,8 @@ static void compute_taps(double start, double length, int32_t n, int32_t lo, int
       first = (int32_t)floor(a);
       last = (int32_t)ceil(b) - 1;
     } else {
-      first = (int32_t)floor(c - support - 0.5);
-      last = (int32_t)ceil(c + support - 0.5);
+      first = (int32_t)floor(c - kernel_radius(interp) * support - 0.5);
+      last = (int32_t)ceil(c + kernel_radius(interp) * support - 0.5);
     }
     if (first < lo) first = lo;
     if (last > hi - 1) last = hi - 1;
@@ -66,7 +83,7 @@ static void compute_taps(double start, double length, int32_t n, int32_t lo, int
     double sum = 0;
     for (int32_t i = first; i <= last; i++) sum += tap_weight(interp, i, a, b, c, support);
     float *w = weights + (size_t)j * (size_t)max_taps;
-    if (sum > 0) {
+    if (sum > 0) { /* bicubic's sum stays near 1: its negative lobes never outweigh the centre */
       for (int32_t i = first; i <= last; i++) w[i - first] = (float)(tap_weight(interp, i, a, b, c, support) / sum);
     } else { /* unreachable for valid crops; fall back to the nearest pixel */
       first = last = (int32_t)floor(c) < lo ? lo : ((int32_t)floor(c) > hi - 1 ? hi - 1 : (int32_t)floor(c));
@@ -189,13 +206,15 @@ __attribute__((target("avx2"))) static void horizontal3_pairs(const float *acc, 
 static int32_t max_taps_for(double length, int32_t n, int32_t interp) {
   double scale = length / n;
   double support = scale > 1.0 ? scale : 1.0;
-  double span = interp == SLIP_INTERP_AREA ? scale : 2.0 * support;
+  double span = interp == SLIP_INTERP_AREA ? scale : 2.0 * kernel_radius(interp) * support;
   return (int32_t)ceil(span) + 2;
 }
 
-/* Round a sum to the nearest integer in 0..255.  Sums are never negative
- * (non-negative weights times pixels) and exceed 255 only by rounding error. */
+/* Round a sum to the nearest integer in 0..255.  Bilinear and area sums
+ * stay in range but for rounding error; bicubic's negative lobes overshoot
+ * at edges, below 0 and above 255, and are clamped (as Pillow clamps). */
 static inline uint8_t to_u8(float v) {
+  if (!(v > 0.0f)) return 0;
   int32_t q = (int32_t)(v + 0.5f);
   return (uint8_t)(q < 255 ? q : 255);
 }
@@ -350,7 +369,7 @@ static int32_t check_resize(const uint8_t *src, int32_t src_h, int32_t src_w, in
   if (src_stride < (int64_t)src_w * channels || dst_stride < (int64_t)dst_w * channels)
     return slip__fail(SLIP_EINVAL, "strides (source %lld, output %lld) are smaller than a row",
                       (long long)src_stride, (long long)dst_stride);
-  if (interp != SLIP_INTERP_AREA && interp != SLIP_INTERP_BILINEAR)
+  if (interp != SLIP_INTERP_AREA && interp != SLIP_INTERP_BILINEAR && interp != SLIP_INTERP_BICUBIC)
     return slip__fail(SLIP_EINVAL, "unknown interpolation %d", interp);
   return SLIP_OK;
 }

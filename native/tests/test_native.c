@@ -454,6 +454,10 @@ static int32_t guarded_crop_resize(const uint8_t *data, size_t size, region r, i
 
 /* ------------------------------------------------ reference resampler */
 
+static const char *interp_name(int32_t interp) {
+  return interp == SLIP_INTERP_AREA ? "area" : interp == SLIP_INTERP_BILINEAR ? "bilinear" : "bicubic";
+}
+
 /* Normalized weights of n outputs over the source interval [start, start +
  * len), taps limited to pixels lo .. hi-1: w[j * (hi - lo) + (i - lo)].  This
  * is slip_interp's definition written out directly, in double precision. */
@@ -465,8 +469,13 @@ static double *ref_weights(double start, double len, int32_t n, int32_t interp, 
     double a = start + j * scale, b = a + scale, c = start + (j + 0.5) * scale, sum = 0;
     double *row = w + (size_t)j * (size_t)span;
     for (int32_t i = lo; i < hi; i++) {
-      double t = interp == SLIP_INTERP_AREA ? fmin(b, i + 1.0) - fmax(a, (double)i) : 1.0 - fabs(i + 0.5 - c) / support;
-      row[i - lo] = t > 0 ? t : 0;
+      if (interp == SLIP_INTERP_BICUBIC) { /* Keys' kernel, a = -0.5, stretched by support */
+        double x = fabs(i + 0.5 - c) / support;
+        row[i - lo] = x < 1 ? (1.5 * x - 2.5) * x * x + 1 : x < 2 ? ((-0.5 * x + 2.5) * x - 4) * x + 2 : 0;
+      } else {
+        double t = interp == SLIP_INTERP_AREA ? fmin(b, i + 1.0) - fmax(a, (double)i) : 1.0 - fabs(i + 0.5 - c) / support;
+        row[i - lo] = t > 0 ? t : 0;
+      }
       sum += row[i - lo];
     }
     for (int32_t i = 0; i < span; i++) row[i] /= sum;
@@ -708,7 +717,7 @@ static int32_t random_out_size(int32_t n, int mode) {
 /* Checks crop_resize against the reference resampler applied to the full
  * decode at the scale it picks, and its flip against the mirror. */
 static void test_crop_resize(jpeg_case *jc, int32_t interp) {
-  case_begin("crop_resize %s %s", jc->name, interp == SLIP_INTERP_AREA ? "area" : "bilinear");
+  case_begin("crop_resize %s %s", jc->name, interp_name(interp));
   for (int k = 0; k < 14; k++) {
     region r;
     if (k == 0) r = (region){0, 0, jc->h, jc->w};
@@ -765,7 +774,7 @@ static int32_t guarded_resize(const image *src, region r, int32_t oh, int32_t ow
 }
 
 static void test_resize(int32_t channels, int32_t interp) {
-  case_begin("resize %d channels %s", channels, interp == SLIP_INTERP_AREA ? "area" : "bilinear");
+  case_begin("resize %d channels %s", channels, interp_name(interp));
   for (int k = 0; k < 60; k++) {
     image src = {rng_range(1, 70), rng_range(1, 70), channels, NULL};
     if (k == 0) src.h = 1, src.w = 1;  /* one pixel enlarged */
@@ -1165,8 +1174,8 @@ static void test_invalid_arguments(const jpeg_case *jc) {
                 "crop_resize(out_h 0)");
   expect_status(slip_jpeg_decode_crop_resize(d, n, 0, 0, H, W, 4, -4, 0, 0, out, size, 12), SLIP_EINVAL,
                 "crop_resize(out_w -4)");
-  expect_status(slip_jpeg_decode_crop_resize(d, n, 0, 0, H, W, 4, 4, 0, 2, out, size, 12), SLIP_EINVAL,
-                "crop_resize(interp 2)");
+  expect_status(slip_jpeg_decode_crop_resize(d, n, 0, 0, H, W, 4, 4, 0, 3, out, size, 12), SLIP_EINVAL,
+                "crop_resize(interp 3)");
   expect_status(slip_jpeg_decode_crop_resize(d, n, 0, 0, H, W, 4, 4, 0, -1, out, size, 12), SLIP_EINVAL,
                 "crop_resize(interp -1)");
   expect_status(slip_jpeg_decode_crop_resize(d, n, 0, 0, H, W, 4, 4, 0, 0, out, 47, 12), SLIP_EBUFFER,
@@ -1827,6 +1836,7 @@ int main(int argc, char **argv) {
         test_regions_fast(jc);
         test_crop_resize(jc, SLIP_INTERP_AREA);
         test_crop_resize(jc, SLIP_INTERP_BILINEAR);
+        test_crop_resize(jc, SLIP_INTERP_BICUBIC);
       }
   test_scale_for();
   test_four_components(JCS_CMYK, "CMYK");
@@ -1836,6 +1846,7 @@ int main(int argc, char **argv) {
     if (c != 2) {
       test_resize(c, SLIP_INTERP_AREA);
       test_resize(c, SLIP_INTERP_BILINEAR);
+      test_resize(c, SLIP_INTERP_BICUBIC);
     }
 
   for (int32_t dtype = SLIP_DTYPE_UINT8; dtype <= SLIP_DTYPE_FLOAT32; dtype++)

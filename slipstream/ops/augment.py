@@ -6,6 +6,7 @@ unsigned integers so that LLVM vectorizes them (see
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import numpy as np
@@ -414,12 +415,19 @@ class RandomErasing(Operation, LooksAhead):
     is torchvision's: zero after normalization.  After ``Normalize`` that is
     0; before it, the colour the ``Normalize`` that follows turns into 0
     (its mean x 255, rounded: within half a level of 0), or black when none
-    follows."""
+    follows.  ``value="random"`` (torchvision's, and timm's ``mode="pixel"``)
+    fills each pixel of each channel with its own standard normal draw; it
+    takes the float samples only."""
 
     p: float = 0.5
     scale: tuple[float, float] = (0.02, 0.33)
     ratio: tuple[float, float] = (0.3, 3.3)
     value: Any = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.value, str) and self.value != "random":
+            raise ValueError(f"RandomErasing's value is a number, one per channel, None or 'random', "
+                             f"got {self.value!r}")
 
     def settled(self, following: list[Any]) -> RandomErasing:
         if self.value is not None:
@@ -437,12 +445,17 @@ class RandomErasing(Operation, LooksAhead):
         if len(state.shape) != 3 or state.dtype != np.uint8:
             raise ValueError(f"RandomErasing takes (height, width, channels) uint8 images or the (channels, height, "
                              f"width) float samples of Normalize, got {state.shape} {state.dtype}")
+        if self.value == "random":
+            raise ValueError("RandomErasing(value='random') fills with standard normal values, which only the float "
+                             "samples of Normalize hold: place it after Normalize")
         return state, None
 
     def generate_code(self):
         p, (s_lo, s_hi) = self.p, self.scale
         log_lo, log_hi = float(np.log(self.ratio[0])), float(np.log(self.ratio[1]))
-        fill = np.broadcast_to(np.asarray(0 if self.value is None else self.value, np.float64), (3,)).copy()
+        noise = self.value == "random"
+        fill = np.zeros(3) if noise else np.broadcast_to(np.asarray(0 if self.value is None else self.value,
+                                                                    np.float64), (3,)).copy()
         # Compiled code holds float16 samples as their bits (uint16): their fill is written as bits too.
         fill_bits = fill.astype(np.float16).view(np.uint16)
 
@@ -458,7 +471,10 @@ class RandomErasing(Operation, LooksAhead):
                 w = int(np.rint(np.sqrt(target / aspect)))
                 if h < height and w < width:
                     top, left = rnd.integers(key, 30, 0, height - h + 1), rnd.integers(key, 31, 0, width - w + 1)
-                    _fill_box(x, top, left, h, w, fill, fill_bits)
+                    if noise:
+                        _fill_noise(x, top, left, h, w, key)
+                    else:
+                        _fill_box(x, top, left, h, w, fill, fill_bits)
                     return x
             return x
 
@@ -501,6 +517,53 @@ def _fill_box_compiled(x, top, left, h, w, fill, fill_bits):  # noqa: ANN001
     if x.dtype == types.uint16:
         return lambda x, top, left, h, w, fill, fill_bits: _fill_planes(x, top, left, h, w, fill_bits)
     return lambda x, top, left, h, w, fill, fill_bits: _fill_planes(x, top, left, h, w, fill)
+
+
+_NOISE_DRAWS = 64
+"""RandomErasing's noise: pixel i of the box (channel-major) takes normal draw ``_NOISE_DRAWS + i``."""
+
+
+def _fill_noise(x: np.ndarray, top: int, left: int, h: int, w: int, key: int) -> None:
+    """Set the box (top, left, h, w) of the (channels, height, width) float
+    sample ``x`` to standard normal draws of ``key``, one per pixel and
+    channel; float16 samples, held as uint16 bits, to their nearest float16
+    (compiled only: see the overload)."""
+    raise NotImplementedError("compiled code only")
+
+
+@overload(_fill_noise)
+def _fill_noise_compiled(x, top, left, h, w, key):  # noqa: ANN001
+    bits = x.dtype == types.uint16
+
+    def fill(x, top, left, h, w, key):
+        for k in range(x.shape[0]):
+            for r in range(h):
+                for c in range(w):
+                    value = rnd.normal(key, _NOISE_DRAWS + (k * h + r) * w + c)
+                    if bits:
+                        x[k, top + r, left + c] = half_bits(value)
+                    else:
+                        x[k, top + r, left + c] = value
+    return fill
+
+
+@njit(cache=True, nogil=True)
+def half_bits(value):
+    """The bits of the float16 nearest ``value`` (ties to even; beyond
+    float16's range, infinity): what compiled code, which has no float16,
+    stores in a float16 sample."""
+    sign = np.uint16(0x8000) if math.copysign(1.0, value) < 0 else np.uint16(0)
+    a = abs(value)
+    if a == 0.0:
+        return sign
+    if not a < 65520.0:  # rounds past the largest float16, 65504; NaN too
+        return np.uint16(sign | (0x7E00 if a != a else 0x7C00))
+    mantissa, exponent = math.frexp(a)  # a = mantissa * 2**exponent, mantissa in [0.5, 1)
+    biased = exponent + 14  # float16's exponent field of a: a = (2 * mantissa) * 2**(biased - 15)
+    if biased >= 1:
+        fraction = np.int64(np.rint((2.0 * mantissa - 1.0) * 1024.0))  # a carry into the exponent is right
+        return np.uint16(sign | ((np.int64(biased) << 10) + fraction))
+    return np.uint16(sign | np.int64(np.rint(a * 16777216.0)))  # subnormal: multiples of 2**-24
 
 
 @njit(cache=True, nogil=True)

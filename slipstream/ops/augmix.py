@@ -221,6 +221,7 @@ class AugMix(Operation, geometry.Untracked):
         chains, depth = self.mixture_width, self.chain_depth
         columns = depth if depth > 0 else 3
         fill, nearest = policies.fill_color(self.fill), self.interpolation == "nearest"
+        apply_steps = policies.steps_applier(policies.apply_primitive)
 
         def augmix(x, out, chain, scratch, mix, transform, key):
             weights, depths = np.empty(chains + 1, np.float32), np.empty(chains, np.int64)
@@ -228,8 +229,7 @@ class AugMix(Operation, geometry.Untracked):
             augmix_draw(key, space, severity, depth, alpha, x.shape[0], x.shape[1], weights, depths, ops, magnitudes)
             _start_mix(mix, x, weights[0])
             for i in range(chains):
-                policies.apply_steps(policies.apply_primitive, x, chain, scratch, transform, ops[i], magnitudes[i],
-                                     depths[i], fill, nearest)
+                apply_steps(x, chain, scratch, transform, ops[i], magnitudes[i], depths[i], fill, nearest)
                 _add_chain(mix, chain, weights[1 + i])
             _truncate(mix, out)
             return out

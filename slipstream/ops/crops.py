@@ -35,7 +35,7 @@ from slipstream.fields import geometry
 from slipstream.fields.decoders import DecodeSource, GeometricImageDecoder
 from slipstream.ops.augment import RandomHorizontalFlip
 
-INTERPOLATIONS = {"bilinear": native.Interp.BILINEAR, "area": native.Interp.AREA}
+INTERPOLATIONS = {"bilinear": native.Interp.BILINEAR, "bicubic": native.Interp.BICUBIC, "area": native.Interp.AREA}
 
 # Draw numbers within a sample's key: attempt a uses 2a (area) and 2a + 1
 # (aspect ratio); then the position, then the flip.

@@ -306,10 +306,11 @@ def _index(head: np.ndarray) -> int:
 
 def _resizer(interpolation: str, out_h: int, out_w: int) -> Callable[[Any], Any]:
     """``interpolate`` to (out_h, out_w) on a (1, 3, h, w) float tensor:
-    bilinear with antialiasing (torchvision's tensor ``resize``), or area."""
+    bilinear or bicubic with antialiasing (torchvision's tensor ``resize``),
+    or area."""
     import torch.nn.functional as F  # noqa: N812
 
     if interpolation == "area":
         return lambda image: F.interpolate(image, size=(out_h, out_w), mode="area")
-    return lambda image: F.interpolate(image, size=(out_h, out_w), mode="bilinear", antialias=True,
+    return lambda image: F.interpolate(image, size=(out_h, out_w), mode=interpolation, antialias=True,
                                        align_corners=False)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -332,22 +333,32 @@ def _apply_tone(op, magnitude, src, dst):
         dst[...] = src
 
 
-@njit(cache=True, nogil=True)
-def apply_steps(apply_one, x, out, scratch, transform, ops, values, count, fill, nearest):
-    """Apply ``count`` steps ``apply_one(ops[s], values[s], src, dst, fill,
-    nearest, transform)`` (such as :func:`apply_primitive`) to ``x``,
-    alternating between ``out`` and ``scratch`` so that no step reads what
-    it writes, and leave the result in ``out``; ``transform`` ends as the
-    map of the whole."""
-    geometry.set_shift(transform, x.shape[0], x.shape[1], 0, 0, False, False)
-    src = x
-    for s in range(count):
-        dst = out if (count - s) % 2 == 1 else scratch  # the last step writes ``out``
-        apply_one(ops[s], values[s], src, dst, fill, nearest, transform)
-        src = dst
-    if count == 0:
-        out[...] = x
-    return out
+@functools.cache
+def steps_applier(apply_one: Any) -> Any:
+    """A compiled ``apply_steps(x, out, scratch, transform, ops, values,
+    count, fill, nearest) -> out`` that applies ``count`` steps
+    ``apply_one(ops[s], values[s], src, dst, fill, nearest, transform)``
+    (such as :func:`apply_primitive`) to ``x``, alternating between ``out``
+    and ``scratch`` so that no step reads what it writes, and leaves the
+    result in ``out``; ``transform`` ends as the map of the whole.
+
+    ``apply_one`` is called by name, never passed as a value: compiled code
+    holding a function as a value holds its address, which Numba cannot
+    write to its cache, and every process would compile the stage again."""
+
+    @njit(nogil=True)
+    def apply_steps(x, out, scratch, transform, ops, values, count, fill, nearest):
+        geometry.set_shift(transform, x.shape[0], x.shape[1], 0, 0, False, False)
+        src = x
+        for s in range(count):
+            dst = out if (count - s) % 2 == 1 else scratch  # the last step writes ``out``
+            apply_one(ops[s], values[s], src, dst, fill, nearest, transform)
+            src = dst
+        if count == 0:
+            out[...] = x
+        return out
+
+    return apply_steps
 
 
 # ---------------------------------------------------------------- the draws
@@ -463,12 +474,12 @@ class Policy(Operation, geometry.Geometric):
         (draw, params), steps = self._draw(), self.steps
         fill, nearest = fill_color(self.fill), self.interpolation == "nearest"
 
-        apply_one = self.apply_one
+        apply_steps = steps_applier(self.apply_one)
 
         def policy(x, out, scratch, transform, key):
             chosen, magnitudes = np.empty(steps, np.int64), np.empty(steps)
             count = draw(key, params, x.shape[0], x.shape[1], chosen, magnitudes)
-            return apply_steps(apply_one, x, out, scratch, transform, chosen, magnitudes, count, fill, nearest)
+            return apply_steps(x, out, scratch, transform, chosen, magnitudes, count, fill, nearest)
 
         return policy
 

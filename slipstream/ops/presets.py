@@ -10,7 +10,7 @@ import numpy as np
 
 from slipstream.errors import ArgumentError
 from slipstream.loader.outputs import View
-from slipstream.ops.augment import RandomErasing, RandomHorizontalFlip
+from slipstream.ops.augment import ColorJitter, RandomErasing, RandomHorizontalFlip
 from slipstream.ops.augmix import AugMix
 from slipstream.ops.crops import CenterCrop, RandomResizedCrop
 from slipstream.ops.device_decode import DecodeOnDevice
@@ -19,6 +19,7 @@ from slipstream.ops.mixing import CutMix, MixLabels, MixUp, MixUpOrCutMix
 from slipstream.ops.multicrop import multi_crop_pipelines
 from slipstream.ops.pack import Normalize
 from slipstream.ops.policies import AUTO_AUGMENT_POLICIES, AutoAugment, RandAugment, TrivialAugmentWide
+from slipstream.ops.timm_augment import TimmRandAugment
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -131,15 +132,8 @@ def torchvision_train(crop_size: int = 176, auto_augment: str | None = "ta_wide"
     steps.append(Normalize(mean, std, np.float32))  # mixing blends float32 samples
     if random_erase > 0:
         steps.append(RandomErasing(p=random_erase))
-    pipelines: dict[str, list[Any]] = {image: steps}
-    mix = _mixing(mixup_alpha, cutmix_alpha)
-    if mix is not None:
-        if num_classes is None:
-            raise ArgumentError("torchvision_train mixes labels (mixup_alpha or cutmix_alpha above 0): give "
-                                "num_classes, or set both alphas to 0")
-        steps.append(mix)
-        pipelines[label] = [MixLabels(mix, num_classes, pipeline=image)]
-    return pipelines
+    return _with_mixing({image: steps}, image, label, _mixing(mixup_alpha, cutmix_alpha), num_classes,
+                        "torchvision_train")
 
 
 def torchvision_val(crop_size: int = 224, resize_size: int = 232, image: str = "image", mean: Any = IMAGENET_MEAN,
@@ -161,6 +155,98 @@ def torchvision_vit_train(crop_size: int = 224, num_classes: int | None = None, 
                              label=label)
 
 
+def timm_train(auto_augment: str | None = "rand-m9-mstd0.5-inc1", size: int = 224,
+               scale: tuple[float, float] = (0.08, 1.0), ratio: tuple[float, float] = (3 / 4, 4 / 3),
+               hflip: float = 0.5, color_jitter: float | None = 0.4, interpolation: str = "bicubic",
+               re_prob: float = 0.0, re_mode: str = "pixel", mixup: float = 0.0, cutmix: float = 0.0,
+               switch_prob: float = 0.5, num_classes: int | None = None, image: str = "image", label: str = "label",
+               mean: Any = IMAGENET_MEAN, std: Any = IMAGENET_STD) -> dict[str, list[Any]]:
+    """timm's training transform (``timm.data.create_transform(...,
+    is_training=True)``, i.e. ``transforms_factory.transforms_imagenet_train``)
+    and its batch mixing (``timm.data.Mixup``), with timm's argument names:
+    RandomResizedCrop(size, scale, ratio) at ``interpolation``, a horizontal
+    flip, the RandAugment of ``auto_augment`` (:class:`TimmRandAugment`;
+    without one, ``ColorJitter(color_jitter)`` on brightness, contrast and
+    saturation, which timm turns off under RandAugment), normalized to float32,
+    RandomErasing(``re_prob``) over timm's area (0.02 to 1/3) and aspect
+    ratios (0.3 to 1/0.3), then each batch mixed by MixUp(``mixup``) or, with
+    probability ``switch_prob``, CutMix(``cutmix``), with soft labels.
+
+    timm's label smoothing is the loss's here: ``torch.nn.CrossEntropyLoss(
+    label_smoothing=0.1)`` on the soft labels gives timm's smoothed, mixed
+    targets exactly.
+
+    Args:
+        auto_augment: a timm RandAugment string (``"rand-m9-mstd0.5-inc1"``;
+            see :func:`~slipstream.ops.timm_augment.parse_rand_augment`), or
+            None.
+        size, scale, ratio: the crop's.
+        hflip: the flip's probability (0: none).
+        color_jitter: brightness, contrast and saturation jitter without
+            ``auto_augment`` (None or 0: none).
+        interpolation: the crop's resize, ``"bicubic"`` (DeiT's
+            ``--train-interpolation``), ``"bilinear"`` or ``"area"``; timm's
+            ``"random"`` (a choice per image) is not offered.  The policy's
+            geometric steps are bilinear.
+        re_prob: RandomErasing's probability (0: none).
+        re_mode: ``"pixel"`` (a normal draw per pixel and channel) or
+            ``"const"`` (zero after normalization); timm's ``"rand"`` is not
+            offered.
+        mixup, cutmix: the mixings' Beta parameters (0: that one is not used).
+        switch_prob: the probability of CutMix for a batch when both are used.
+        num_classes: the soft labels' length; needed when mixing.
+        image, label: the fields.
+        mean, std: Normalize's (and the policy's fill, timm's ``img_mean``).
+    """
+    if re_mode not in ("pixel", "const"):
+        raise ArgumentError(f"timm_train: re_mode must be 'pixel' or 'const' (timm's 'rand', one draw per channel, "
+                            f"is not offered), got {re_mode!r}")
+    if auto_augment is not None and not str(auto_augment).startswith("rand"):
+        raise ArgumentError(f"timm_train: auto_augment must be a timm RandAugment string such as "
+                            f"'rand-m9-mstd0.5-inc1', or None (timm's AugMix and AutoAugment strings are not "
+                            f"offered; for those see torchvision_train), got {auto_augment!r}")
+    steps: list[Any] = [RandomResizedCrop(size, scale=scale, ratio=ratio, interpolation=interpolation)]
+    if hflip > 0:
+        steps.append(RandomHorizontalFlip(hflip))
+    if auto_augment is not None:
+        fill = tuple(min(255, round(255 * m)) for m in np.broadcast_to(mean, 3))
+        steps.append(TimmRandAugment(auto_augment, interpolation="bilinear", fill=fill))
+    elif color_jitter:
+        steps.append(ColorJitter(color_jitter, color_jitter, color_jitter))
+    steps.append(Normalize(mean, std, np.float32))
+    if re_prob > 0:
+        steps.append(RandomErasing(p=re_prob, scale=(0.02, 1 / 3), ratio=(0.3, 1 / 0.3),
+                                   value="random" if re_mode == "pixel" else None))
+    return _with_mixing({image: steps}, image, label, _mixing(mixup, cutmix, switch_prob), num_classes, "timm_train")
+
+
+def deit_train(num_classes: int = 1000, size: int = 224, image: str = "image",
+               label: str = "label") -> dict[str, list[Any]]:
+    """DeiT's training recipe (facebookresearch/deit, ``main.py``'s defaults,
+    which build timm's transform and Mixup): :func:`timm_train` with
+    ``"rand-m9-mstd0.5-inc1"``, bicubic crops, RandomErasing(0.25, pixel),
+    MixUp(0.8) or CutMix(1.0) with switch probability 0.5.  The rest of the
+    recipe is the loader's and the loss's: repeated augmentation with 3
+    repeats (``ss.Order("random", repeats=3)``, DeiT's ``RASampler``) and
+    label smoothing 0.1 (``torch.nn.CrossEntropyLoss(label_smoothing=0.1)``);
+    evaluate with ``torchvision_val(size, int(size / 0.875))`` (DeiT's
+    crop ratio 0.875, bicubic in DeiT)."""
+    return timm_train("rand-m9-mstd0.5-inc1", size, interpolation="bicubic", re_prob=0.25, re_mode="pixel",
+                      mixup=0.8, cutmix=1.0, switch_prob=0.5, num_classes=num_classes, image=image, label=label)
+
+
+def _with_mixing(pipelines: dict[str, list[Any]], image: str, label: str, mix: Any, num_classes: int | None,
+                 preset: str) -> dict[str, list[Any]]:
+    """``pipelines`` with ``mix`` at the end of the image's and the labels mixed to match."""
+    if mix is None:
+        return pipelines
+    if num_classes is None:
+        raise ArgumentError(f"{preset} mixes labels (MixUp or CutMix on): give num_classes, or turn the mixing off")
+    pipelines[image].append(mix)
+    pipelines[label] = [MixLabels(mix, num_classes, pipeline=image)]
+    return pipelines
+
+
 def _policy(name: str, ra_magnitude: int, augmix_severity: int, interpolation: str) -> Any:
     """The policy torchvision's ``--auto-augment`` names."""
     if name == "ta_wide":
@@ -175,10 +261,10 @@ def _policy(name: str, ra_magnitude: int, augmix_severity: int, interpolation: s
                         f"got {name!r}")
 
 
-def _mixing(mixup_alpha: float, cutmix_alpha: float) -> Any:
-    """torchvision's ``RandomChoice`` of the mixings whose alpha is above 0."""
+def _mixing(mixup_alpha: float, cutmix_alpha: float, switch_prob: float = 0.5) -> Any:
+    """torchvision's ``RandomChoice`` (timm's ``switch_prob``) of the mixings whose alpha is above 0."""
     if mixup_alpha > 0 and cutmix_alpha > 0:
-        return MixUpOrCutMix(mixup_alpha, cutmix_alpha, switch_prob=0.5)
+        return MixUpOrCutMix(mixup_alpha, cutmix_alpha, switch_prob=switch_prob)
     if mixup_alpha > 0:
         return MixUp(mixup_alpha)
     if cutmix_alpha > 0:
