@@ -261,23 +261,32 @@ def dataset(tmp_path_factory):
     return path
 
 
-@pytest.mark.parametrize("policy", [policies.TrivialAugmentWide(), policies.RandAugment(num_ops=3, magnitude=15),
-                                    policies.AutoAugment("imagenet", fill=(124, 116, 104))],
-                         ids=["trivial", "rand", "auto"])
-def test_a_policy_in_a_loader_is_deterministic_and_varies_per_sample(dataset, policy):
-    pipeline = {"image": [ss.ops.RandomResizedCrop(48), policy], "label": []}
+POLICIES = {"trivial": policies.TrivialAugmentWide(), "rand": policies.RandAugment(num_ops=3, magnitude=15),
+            "auto": policies.AutoAugment("imagenet", fill=(124, 116, 104))}
 
-    def epoch(num_threads=None):
-        loader = ss.Loader(dataset, 16, pipeline, order=ss.Order("random", seed=7), verbose=False,
-                           num_threads=num_threads)
-        return [(x.numpy().copy(), y.numpy().copy()) for x, y in loader]
 
-    first, again = epoch(), epoch(num_threads=1)
-    for (x1, y1), (x2, y2) in zip(first, again):
-        assert np.array_equal(y1, y2) and np.array_equal(x1, x2)
-    plain = ss.Loader(dataset, 16, {"image": [ss.ops.RandomResizedCrop(48)], "label": []},
-                      order=ss.Order("random", seed=7), verbose=False)
-    changed = sum(int(not np.array_equal(a, b)) for (xa, _), (xb, _) in zip(first, plain) for a, b in zip(xa, xb))
+@pytest.fixture(scope="module")
+def policy_epochs(dataset) -> tuple[list, list, list]:
+    """One epoch of a loader with a view per policy (one compile for the
+    three), the same epoch on one thread, and one of a loader whose views
+    stop before the policies (same names, so the same crops)."""
+
+    def epoch(policy: bool, num_threads=None):
+        views = {name: ss.View("image", [ss.ops.RandomResizedCrop(48), *([op] if policy else [])])
+                 for name, op in POLICIES.items()}
+        with ss.Loader(dataset, 16, {"image": None, "label": [], **views}, order=ss.Order("random", seed=7),
+                       as_dict=True, verbose=False, num_threads=num_threads) as loader:
+            return [{name: value.numpy().copy() for name, value in batch.items()} for batch in loader]
+
+    return epoch(True), epoch(True, num_threads=1), epoch(False)
+
+
+@pytest.mark.parametrize("name", list(POLICIES))
+def test_a_policy_in_a_loader_is_deterministic_and_varies_per_sample(policy_epochs, name):
+    first, again, plain = policy_epochs
+    for b1, b2 in zip(first, again):
+        assert np.array_equal(b1["label"], b2["label"]) and np.array_equal(b1[name], b2[name])
+    changed = sum(int(not np.array_equal(a, b)) for b1, b2 in zip(first, plain) for a, b in zip(b1[name], b2[name]))
     assert changed > 24  # most samples received an operation that changed them
 
 

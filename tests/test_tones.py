@@ -194,8 +194,9 @@ def test_solarize_of_every_value_at_the_policies_thresholds_equals_pillow():
 
 def test_color_of_every_rgb_colour_equals_pillow():
     # all 2**24 colours, so every (gray, value) pair the blend can meet
-    colours = np.arange(2**24, dtype=np.uint32)
-    image = np.stack([colours >> 16, (colours >> 8) & 255, colours & 255], -1).astype(np.uint8)
+    levels = np.arange(256, dtype=np.uint8)
+    image = np.empty((256, 256, 256, 3), np.uint8)  # (red, green, blue) -> that colour, by broadcasting
+    image[..., 0], image[..., 1], image[..., 2] = levels[:, None, None], levels[None, :, None], levels
     image = image.reshape(4096, 4096, 3)
     for factor in (0.1, 0.6, 1.99):  # interpolation and extrapolation
         expected = pillow(lambda im: ImageEnhance.Color(im).enhance(factor), image)
@@ -262,19 +263,34 @@ BATCH = np.stack([(IMAGES[k % len(IMAGES)].astype(np.uint16) * 3 // 4 + 8 * (k %
 """12 samples from the photos, each with its values in a narrower range (so that autocontrast changes every one)."""
 
 
-@pytest.mark.parametrize(("make", "effect"), OPERATIONS, ids=NAMES)
-def test_operations_apply_with_probability_p_from_the_sample_key(make, effect):
-    compiled = Pipeline([ArraySource(BATCH), make(0.5)]).compile(len(BATCH), seed=SEED)
-    out = np.array(compiled(np.arange(len(BATCH))))
-    stream = compiled.graph.pipelines["output"][1].stream
-    applied = 0
-    for i, (image, result) in enumerate(zip(BATCH, out)):
-        if rnd.uniform(np.uint64(rnd.sample_key(np.uint64(SEED), 0, i, stream)), 0) < 0.5:
-            assert_exact(result, effect(image))
-            applied += 1
-        else:
-            assert_exact(result, image)
-    assert 0 < applied < len(BATCH)
+PROBABILITIES = {"always": 1.0, "never": 0.0, "half": 0.5}
+
+
+@pytest.fixture(scope="module")
+def pipeline() -> tuple[Pipeline, dict[str, np.ndarray]]:
+    """One compiled pipeline holding every operation at each probability,
+    an output ``"<operation> <always|never|half>"`` each (one compile
+    instead of one per case), and its outputs for the whole batch."""
+    compiled = Pipeline({f"{name} {when}": [ArraySource(BATCH), make(p)]
+                         for name, (make, _) in zip(NAMES, OPERATIONS) for when, p in PROBABILITIES.items()})
+    compiled = compiled.compile(len(BATCH), seed=SEED)
+    return compiled, {name: np.array(out) for name, out in compiled(np.arange(len(BATCH))).items()}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_operations_apply_with_probability_p_from_the_sample_key(pipeline, name):
+    compiled, outputs = pipeline
+    effect = OPERATIONS[NAMES.index(name)][1]
+    for when, p in PROBABILITIES.items():
+        stream = compiled.graph.pipelines[f"{name} {when}"][1].stream
+        applied = 0
+        for i, (image, result) in enumerate(zip(BATCH, outputs[f"{name} {when}"])):
+            if rnd.uniform(np.uint64(rnd.sample_key(np.uint64(SEED), 0, i, stream)), 0) < p:
+                assert_exact(result, effect(image))
+                applied += 1
+            else:
+                assert_exact(result, image)
+        assert applied in {"always": [len(BATCH)], "never": [0], "half": range(1, len(BATCH))}[when]
 
 
 @pytest.fixture(scope="module")
@@ -286,23 +302,30 @@ def dataset(tmp_path_factory) -> Path:
     return path
 
 
-def epoch(path: Path, op, **options) -> np.ndarray:
-    """The images of one epoch of a loader running ``op`` on the stored photos, in dataset order."""
-    images = np.empty_like(BATCH)
-    with ss.Loader(path, 4, {"image": [op]}, as_dict=True, verbose=False, **options) as loader:
+def epoch(path: Path, **options) -> dict[str, np.ndarray]:
+    """The images of one epoch of a loader with a view of the stored photos
+    per operation at p = 0.5, each in dataset order: all in one loader, so
+    one compile."""
+    views = {name: ss.View("image", [make(0.5)]) for name, (make, _) in zip(NAMES, OPERATIONS)}
+    images = {view: np.empty_like(BATCH) for view in views}
+    with ss.Loader(path, 4, {"image": None, "label": [], **views}, as_dict=True, verbose=False,
+                   **options) as loader:
         for batch in loader:
-            images[batch["label"].numpy()] = batch["image"].numpy()
+            for view, out in images.items():
+                out[batch["label"].numpy()] = batch[view].numpy()
     return images
 
 
-@pytest.mark.parametrize(("make", "effect"), OPERATIONS, ids=NAMES)
-def test_operations_in_a_loader_give_the_kernels_pixels(dataset, make, effect):
-    always = epoch(dataset, make(1.0), order="sequential")
-    for image, result in zip(BATCH, always):
-        assert_exact(result, effect(image))
-    assert_exact(epoch(dataset, make(0.0), order="sequential"), BATCH)
-    order = ss.Order("random", seed=SEED)
-    halves = [epoch(dataset, make(0.5), order=order, num_threads=threads) for threads in (1, 2, 1)]
+@pytest.fixture(scope="module")
+def epochs(dataset) -> list[dict[str, np.ndarray]]:
+    """Three epochs of the same random order, on one, two and one threads."""
+    return [epoch(dataset, order=ss.Order("random", seed=SEED), num_threads=threads) for threads in (1, 2, 1)]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_operations_in_a_loader_give_the_kernels_pixels(epochs, name):
+    effect = OPERATIONS[NAMES.index(name)][1]
+    halves = [images[name] for images in epochs]
     assert_exact(halves[0], halves[1])  # the same draws whatever the thread count, run after run
     assert_exact(halves[0], halves[2])
     changed = [not np.array_equal(result, image) for image, result in zip(BATCH, halves[0])]

@@ -1,9 +1,13 @@
 """The writer starts its workers safely in a process whose thread pools run.
 
-Each case runs in a fresh interpreter, so that who started Numba's thread
-pool, and which threads have run parallel code, is what the case sets up.
+Who started Numba's thread pool, and which threads have run parallel code,
+is state of the whole process, so the cases run in fresh interpreters, one
+after another in each, ordered so that no case inherits what would decide
+it: the cases that need a pool nobody started yet come first, the one that
+leaves a live thread comes last, and a pool started by a thread of the
+user's (which no fork can ever shut down) gets an interpreter of its own.
 The source labels every sample with the process and thread that read it,
-so the written file says how the writer encoded; stderr is where Numba's
+so each written file says how the writer encoded; stderr is where Numba's
 TBB layer prints "Attempted to fork from a non-main thread" or "Unable to
 join threads" when a fork meets a live pool."""
 
@@ -20,7 +24,7 @@ import pytest
 pytestmark = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2,
                                 reason="stages have parallel loops only with two CPUs or more")
 
-CASE = textwrap.dedent("""
+PREAMBLE = textwrap.dedent("""
     import json, os, sys, threading
     import numpy as np
     import slipstream as ss
@@ -44,25 +48,122 @@ CASE = textwrap.dedent("""
         return sum(len(labels) for _, labels in loader)
 
     def write():
-        ss.write("second.slip", Photos(), fields, workers=2, verbose=False)
+        ss.write(case + ".slip", Photos(), fields, workers=2, verbose=False)
 
-    {steps}
+    def report():
+        reader, first = ss.Reader(case + ".slip"), ss.Reader("first.slip")
+        labels = [reader[i]["label"].tolist() for i in range(len(reader))]
+        same = all(bytes(reader[i]["image"]) == bytes(first[i]["image"]) for i in range(24))
+        return {{"labels": labels, "same_images": same, "after": epoch()}}
 
-    reader = ss.Reader("second.slip")
-    labels = [reader[i]["label"].tolist() for i in range(len(reader))]
-    same = all(bytes(reader[i]["image"]) == bytes(ss.Reader("first.slip")[i]["image"]) for i in range(24))
-    print(json.dumps({{"pid": os.getpid(), "main": threading.main_thread().ident, "labels": labels,
-                      "same_images": same, "after": epoch()}}))
+    reports = {{}}
 """)
 
+CASE = textwrap.dedent("""
+    case = {name!r}
+    print("--- case " + case, file=sys.stderr, flush=True)
+    {steps}
+    reports[case] = report()
+""")
 
-def run_case(tmp_path, steps: str) -> tuple[dict, str]:
-    """Run the case with ``steps`` in a fresh interpreter: its report and its stderr."""
-    script = CASE.format(tests=os.path.dirname(__file__), steps=textwrap.dedent(steps).strip())
-    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=300)
+EXIT = "--- exit"
+"""Printed to stderr after the last case: what follows comes from the interpreter's exit."""
+
+EPILOGUE = textwrap.dedent(f"""
+    print(json.dumps({{"pid": os.getpid(), "main": threading.main_thread().ident, "reports": reports}}))
+    print({EXIT!r}, file=sys.stderr, flush=True)
+""")
+
+LOADER_IN_A_THREAD = """
+    # The loader's thread would have started Numba's pool, and a pool started by another
+    # thread cannot be shut down around a fork from the main thread: the main thread
+    # starts it when the loader is built.
+    loader = ss.Loader("first.slip", 8, presets.imagenet_train(32), order="random", verbose=False)
+    counted = []
+    thread = threading.Thread(target=lambda: counted.append(sum(len(labels) for _, labels in loader)))
+    thread.start()
+    thread.join()
+    assert counted == [24]
+    write()
+    loader.close()
+"""
+
+AFTER_A_LOADER = """
+    assert epoch() == 24
+    write()
+"""
+
+WRITE_FROM_A_THREAD = """
+    assert epoch() == 24
+    thread = threading.Thread(target=write)
+    thread.start()
+    thread.join()
+"""
+
+DURING_AN_EPOCH = """
+    # A live thread that has run parallel code keeps TBB from joining its pool before a fork;
+    # batches of one keep the loader's thread waiting for room, alive, during the write.
+    loader = ss.Loader("first.slip", 1, presets.imagenet_train(32), order="random", verbose=False)
+    iterator = iter(loader)
+    next(iterator)
+    write()
+    iterator.close()
+"""
+
+POOL_OF_A_THREAD = """
+    # Parallel code run first in a thread of the user's (not through a loader):
+    # the pool's owner is that thread, so no fork can shut the pool down.
+    import numba
+
+    @numba.njit(parallel=True)
+    def total(values):
+        s = 0.0
+        for i in numba.prange(values.size):
+            s += values[i]
+        return s
+
+    thread = threading.Thread(target=total, args=(np.ones(1000),))
+    thread.start()
+    thread.join()
+    write()
+"""
+
+INTERPRETERS = {
+    # The first case needs a pool that nobody has started; each of the two that must encode
+    # in threads follows a case that forked, so a fork was safe just before; the case that
+    # leaves a live loader thread goes last.
+    "main": {"loader_in_a_thread": LOADER_IN_A_THREAD, "write_from_a_thread": WRITE_FROM_A_THREAD,
+             "after_a_loader": AFTER_A_LOADER, "during_an_epoch": DURING_AN_EPOCH},
+    "pool_of_a_thread": {"pool_of_a_thread": POOL_OF_A_THREAD},
+}
+
+
+def run_cases(folder, cases: dict[str, str]) -> tuple[dict, str]:
+    """Run ``cases`` (name: steps), in order, in one fresh interpreter: its
+    report and its stderr."""
+    script = PREAMBLE.format(tests=os.path.dirname(__file__))
+    for name, steps in cases.items():
+        script += CASE.format(name=name, steps=textwrap.dedent(steps).strip()) + "\n"
+    script += EPILOGUE
+    proc = subprocess.run([sys.executable, "-c", script], cwd=folder, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, tuple[dict, str]]:
+    """Each interpreter's report and stderr, run once for the module."""
+    return {name: run_cases(tmp_path_factory.mktemp(name), cases) for name, cases in INTERPRETERS.items()}
+
+
+def case_of(runs: dict[str, tuple[dict, str]], name: str) -> tuple[dict, str]:
+    """The report of case ``name`` (with the interpreter's pid and main
+    thread) and what its interpreter printed to stderr during the case and
+    at exit."""
+    (report, stderr), = [runs[interpreter] for interpreter, cases in INTERPRETERS.items() if name in cases]
+    during = stderr.split(f"--- case {name}\n", 1)[1].split("--- ", 1)[0]
+    at_exit = stderr.split(EXIT, 1)[1]
+    return {"pid": report["pid"], "main": report["main"], **report["reports"][name]}, during + at_exit
 
 
 def check_written(report: dict) -> set[int]:
@@ -79,77 +180,33 @@ def check_quiet(stderr: str) -> None:
         assert text not in stderr, stderr
 
 
-def test_after_a_loader_has_run_the_workers_are_forked_without_a_warning(tmp_path):
-    report, stderr = run_case(tmp_path, """
-        assert epoch() == 24
-        write()
-    """)
+def test_after_a_loader_has_run_the_workers_are_forked_without_a_warning(runs):
+    report, stderr = case_of(runs, "after_a_loader")
     readers = check_written(report)
     assert report["pid"] not in readers and len(readers) >= 1  # worker processes read the samples
     check_quiet(stderr)
 
 
-def test_a_loader_first_run_in_another_thread_still_lets_the_main_thread_fork(tmp_path):
-    # The loader's thread would have started Numba's pool, and a pool started by another
-    # thread cannot be shut down around a fork from the main thread: the main thread
-    # starts it when the loader is built.
-    report, stderr = run_case(tmp_path, """
-        loader = ss.Loader("first.slip", 8, presets.imagenet_train(32), order="random", verbose=False)
-        counted = []
-        thread = threading.Thread(target=lambda: counted.append(sum(len(labels) for _, labels in loader)))
-        thread.start()
-        thread.join()
-        assert counted == [24]
-        write()
-    """)
+def test_a_loader_first_run_in_another_thread_still_lets_the_main_thread_fork(runs):
+    report, stderr = case_of(runs, "loader_in_a_thread")
     assert report["pid"] not in check_written(report)
     check_quiet(stderr)
 
 
-def test_during_an_epoch_in_another_thread_the_writer_encodes_in_threads(tmp_path):
-    # A live thread that has run parallel code keeps TBB from joining its pool before a fork;
-    # batches of one keep the loader's thread waiting for room, alive, during the write.
-    report, stderr = run_case(tmp_path, """
-        loader = ss.Loader("first.slip", 1, presets.imagenet_train(32), order="random", verbose=False)
-        iterator = iter(loader)
-        next(iterator)
-        write()
-        iterator.close()
-    """)
+def test_during_an_epoch_in_another_thread_the_writer_encodes_in_threads(runs):
+    report, stderr = case_of(runs, "during_an_epoch")
     assert check_written(report) == {report["pid"]}
     assert report["main"] not in {label[1] for label in report["labels"]}  # threads of the writer read them
     check_quiet(stderr)
 
 
-def test_a_write_from_another_thread_after_a_loader_encodes_in_threads(tmp_path):
-    report, stderr = run_case(tmp_path, """
-        assert epoch() == 24
-        thread = threading.Thread(target=write)
-        thread.start()
-        thread.join()
-    """)
+def test_a_write_from_another_thread_after_a_loader_encodes_in_threads(runs):
+    report, stderr = case_of(runs, "write_from_a_thread")
     assert check_written(report) == {report["pid"]}
     check_quiet(stderr)
 
 
-def test_a_pool_started_by_another_thread_is_never_forked(tmp_path):
-    # Parallel code run first in a thread of the user's (not through a loader):
-    # the pool's owner is that thread, so no fork can shut the pool down.
-    report, stderr = run_case(tmp_path, """
-        import numba
-
-        @numba.njit(parallel=True)
-        def total(values):
-            s = 0.0
-            for i in numba.prange(values.size):
-                s += values[i]
-            return s
-
-        thread = threading.Thread(target=total, args=(np.ones(1000),))
-        thread.start()
-        thread.join()
-        write()
-    """)
+def test_a_pool_started_by_another_thread_is_never_forked(runs):
+    report, stderr = case_of(runs, "pool_of_a_thread")
     assert check_written(report) == {report["pid"]}
     check_quiet(stderr)
-
