@@ -346,6 +346,8 @@ def test_float_and_uint8_batches_keep_their_dtype_and_agree(name):
     (lambda: BatchRandomAffine(10, translate=(2, 0)), "translate must be None or two fractions"),
     (lambda: BatchRandomPerspective(1.5), r"distortion_scale must lie in \[0, 1\]"),
     (lambda: BatchRandomZoom(zoom=0), "zoom must be a positive number"),
+    (lambda: BatchRandomZoom(zoom=None), "zoom must be a positive number"),
+    (lambda: BatchRandomRotation(10, fill=None), "fill must be a finite number"),
     (lambda: BatchRandomZoom(padding_mode="reflect"), "padding_mode must be one of constant, edge"),
     (lambda: BatchRotateObject(dest_x=(0.8, 0.2)), "dest_x must be a number or a"),
     (lambda: BatchFixedOpticalDistortion(distortion=math.nan), "distortion must be a finite number"),

@@ -66,9 +66,23 @@ def _where(apply: torch.Tensor, changed: torch.Tensor, x: torch.Tensor) -> torch
     return torch.where(apply.view(-1, 1, 1, 1), changed, x)
 
 
+def _is_number(value: Any) -> bool:
+    """Whether ``value`` is a real number (NumPy's too), not a bool."""
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
+def _numbers(value: Any) -> tuple[Any, ...]:
+    """A number as a 1-tuple, any other iterable as a tuple of its items,
+    anything else as ``()``: the forms of an argument that takes a number or
+    several, for the caller to check."""
+    if _is_number(value):
+        return (value,)
+    return tuple(value) if isinstance(value, (tuple, list)) else ()
+
+
 def _probability(p: Any) -> float:
     """``p`` as a float, refused unless it is a number in [0, 1]."""
-    if isinstance(p, bool) or not isinstance(p, Real) or not 0.0 <= p <= 1.0:
+    if not _is_number(p) or not 0.0 <= p <= 1.0:
         raise ArgumentError(f"p must be a number in [0, 1], got {p!r}")
     return float(p)
 

@@ -26,7 +26,7 @@ from slipstream.errors import ArgumentError
 from slipstream.ops import tones
 from slipstream.ops.augment import _factor_range
 from slipstream.ops.batch_base import (Params, _back, _BatchAugmentation, _Chance, _checked, _Draws, _float,
-                                       _from_levels, _levels, _probability)
+                                       _from_levels, _is_number, _levels, _probability)
 
 # ---------------------------------------------------------------- Pillow's tone operations on levels
 
@@ -280,9 +280,9 @@ class BatchCircularMask(_BatchAugmentation):
 
     def __init__(self, blur_span: float = 8.0, tol: float = 0.0005) -> None:
         super().__init__(None)
-        if isinstance(blur_span, bool) or not isinstance(blur_span, (int, float)) or not 0 <= blur_span < math.inf:
+        if not _is_number(blur_span) or not 0 <= blur_span < math.inf:
             raise ArgumentError(f"blur_span must be a finite number of pixels >= 0, got {blur_span!r}")
-        if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 < tol < 1:
+        if not _is_number(tol) or not 0 < tol < 1:
             raise ArgumentError(f"tol must be a number in (0, 1), the mask's value blur_span pixels past its "
                                 f"radius, got {tol!r}")
         self.blur_span, self.tol = float(blur_span), float(tol)

@@ -27,8 +27,8 @@ import torch.nn.functional as F
 
 from slipstream.errors import ArgumentError
 from slipstream.ops import warps
-from slipstream.ops.batch_base import (Params, _back, _BatchAugmentation, _checked, _Draws, _float, _probability,
-                                       _where)
+from slipstream.ops.batch_base import (Params, _back, _BatchAugmentation, _checked, _Draws, _float, _is_number,
+                                       _numbers, _probability, _where)
 
 _PADDINGS = ("constant", "edge")
 
@@ -37,8 +37,8 @@ _PADDINGS = ("constant", "edge")
 
 def _fill(value: Any) -> tuple[float, ...]:
     """A fill colour on the batch's 0..1 scale: a number, or one per channel."""
-    values = (value,) if isinstance(value, (int, float)) else tuple(value)
-    if not values or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
+    values = _numbers(value)
+    if not values or not all(_is_number(v) and math.isfinite(v) for v in values):
         raise ArgumentError(f"fill must be a finite number or one finite number per channel (on the 0..1 scale of "
                             f"the batch's values), got {value!r}")
     return tuple(float(v) for v in values)
@@ -54,8 +54,8 @@ def _padding(value: Any) -> str:
 def _span(name: str, value: Any, positive: bool = False) -> tuple[float, float]:
     """A number v (the range (v, v)) or a (low, high) pair, finite, low <= high,
     both > 0 when ``positive``."""
-    pair = (value, value) if isinstance(value, (int, float)) else tuple(value)
-    if len(pair) != 2 or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in pair) or \
+    pair = (value, value) if _is_number(value) else _numbers(value)
+    if len(pair) != 2 or not all(_is_number(v) and math.isfinite(v) for v in pair) or \
             pair[0] > pair[1] or (positive and pair[0] <= 0):
         kind = "positive " if positive else ""
         raise ArgumentError(f"{name} must be a {kind}number or a (low, high) pair of {kind}numbers with low <= high, "
@@ -358,7 +358,7 @@ class BatchFixedOpticalDistortion(_Warp):
         super().__init__(interpolation, fill, padding_mode)
         values = {"distortion": distortion, "dx": dx, "dy": dy}
         for name, value in values.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            if not _is_number(value) or not math.isfinite(value):
                 raise ArgumentError(f"{name} must be a finite number, got {value!r}")
         self.distortion, self.dx, self.dy = float(distortion), float(dx), float(dy)
 
@@ -385,8 +385,8 @@ class BatchPatchShuffle(_BatchAugmentation):
 
     def __init__(self, sizes: Any, p: float = 0.5, generator: torch.Generator | None = None) -> None:
         super().__init__(generator)
-        self.sizes = (sizes,) if isinstance(sizes, (int, float)) else tuple(sizes)
-        if not self.sizes or not all(isinstance(s, (int, float)) and 0 < s <= 1 for s in self.sizes):
+        self.sizes = tuple(float(s) if _is_number(s) else s for s in _numbers(sizes))
+        if not self.sizes or not all(_is_number(s) and 0 < s <= 1 for s in self.sizes):
             raise ArgumentError(f"sizes must be a fraction in (0, 1] or a sequence of them (the patch's side as a "
                                 f"fraction of the image's), got {sizes!r}")
         self.p = _probability(p)
