@@ -297,6 +297,15 @@ def gallery(work: Path) -> dict[str, Callable[[], list[Row]]]:
         "batch_gaussian_blur": batch_op(lambda g: batch.BatchGaussianBlur(9, sigma=(0.1, 3.0), generator=g),
                                         "stripes", 5),
         "batch_random_erasing": batch_op(lambda g: batch.BatchRandomErasing(p=1.0, generator=g), "ring", 6),
+        "batch_random_zoom": batch_op(lambda g: batch.BatchRandomZoom(x=(0.3, 0.7), y=(0.3, 0.7), p=1.0, generator=g),
+                                      "stripes", 5),
+        "batch_rotate_object": batch_op(lambda g: batch.BatchRotateObject(p=1.0, generator=g), "triangle", 2),
+        "batch_fixed_optical_distortion": batch_op(lambda g: batch.BatchFixedOpticalDistortion(-0.5), "stripes", 5),
+        "batch_patch_shuffle": batch_op(lambda g: batch.BatchPatchShuffle((0.5, 0.25), p=1.0, generator=g),
+                                        "circle", 3),
+        "batch_yiq_color_jitter": batch_op(lambda g: batch.BatchYIQColorJitter(0.4, 0.4, 0.4, 60, generator=g),
+                                           "circle", 3),
+        "batch_circular_mask": batch_op(lambda g: batch.BatchCircularMask(8.0), "stripes", 5),
     }
 
 

@@ -33,8 +33,8 @@ def documented() -> dict[str, object]:
             names.update({f"presets.{f}": getattr(presets, f) for f in PRESETS})
         else:
             names[name] = getattr(ops, name)
-    for name, obj in vars(batch).items():
-        if inspect.isclass(obj) and not name.startswith("_") and obj.__module__ == batch.__name__:
+    for name in batch.__all__:  # defined in slipstream.ops.batch and its batch_* modules, all exported there
+        if inspect.isclass(obj := getattr(batch, name)):
             names[name] = obj
     return names
 

@@ -20,93 +20,32 @@ seed, the epoch and the batch's samples only, so a loader resumed from
 ``state_dict()`` repeats them exactly, like those of the compiled
 operations.  Outside a pipeline, ``sample(x)`` draws from ``generator`` (a
 ``torch.Generator`` on the batch's device), or from torch's global generator.
+
+The geometric ones are written in :mod:`slipstream.ops.batch_warps`, those
+that change values in place (torchvision's tone operations with Pillow's
+arithmetic, colour spaces, masks) in :mod:`slipstream.ops.batch_tones`, on
+the base of :mod:`slipstream.ops.batch_base`; all are imported from here.
 """
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 
-from slipstream.compiler import random as rnd
-from slipstream.compiler.operation import TakesKeys
-from slipstream.ops.augment import LUMA
+from slipstream.errors import ArgumentError
+from slipstream.ops.batch_base import Params, _back, _BatchAugmentation, _Draws, _float, _gray
+from slipstream.ops.batch_tones import (BatchCircularMask, BatchRandomAdjustSharpness, BatchRandomAutocontrast,
+                                        BatchRandomEqualize, BatchRandomInvert, BatchRandomPosterize, BatchSRGBToLMS,
+                                        BatchYIQColorJitter)
+from slipstream.ops.batch_warps import (BatchFixedOpticalDistortion, BatchPatchShuffle, BatchRandomAffine,
+                                        BatchRandomPerspective, BatchRandomRotation, BatchRandomZoom, BatchRotateObject)
 
-Params = dict[str, torch.Tensor]
-
-
-def _float(x: torch.Tensor) -> tuple[torch.Tensor, bool]:
-    if x.dim() != 4:
-        raise ValueError(f"batch augmentations take (batch, channels, height, width) tensors, got {tuple(x.shape)}")
-    if x.dtype == torch.uint8:
-        return x.float() / 255.0, True
-    if not x.is_floating_point():
-        raise TypeError(f"batch augmentations take float or uint8 tensors, got {x.dtype}")
-    return x, False
-
-
-def _back(x: torch.Tensor, was_uint8: bool) -> torch.Tensor:
-    return (x * 255.0).round().clamp(0, 255).to(torch.uint8) if was_uint8 else x
-
-
-class _Draws:
-    """The random numbers of one batch, numbered: draw ``k`` gives one value
-    per image.  From the pipeline's per-sample ``keys`` when given (the k-th
-    draw of each sample's key, :func:`slipstream.compiler.random.uniforms`),
-    else from ``generator`` (torch's global generator when None), in order
-    of the calls."""
-
-    def __init__(self, like: torch.Tensor, generator: torch.Generator | None, keys: np.ndarray | None) -> None:
-        self.like, self.generator = like, generator
-        self.keys = None if keys is None else np.ascontiguousarray(keys[:like.shape[0]], np.uint64)
-
-    def rand(self, k: int) -> torch.Tensor:
-        """Values in [0, 1), one per image: float64 from keys, float32 from a generator."""
-        if self.keys is None:
-            return torch.rand(self.like.shape[0], device=self.like.device, generator=self.generator)
-        return torch.from_numpy(rnd.uniforms(self.keys, k)).to(self.like.device)
-
-    def uniform(self, k: int, low: float, high: float) -> torch.Tensor:
-        """Values in [low, high), one per image, in a float batch's own dtype
-        (so that applying them keeps it: a float16 batch stays float16)."""
-        values = low + (high - low) * self.rand(k).float()
-        return values.to(self.like.dtype) if self.like.is_floating_point() else values
-
-    def permutation(self, k: int, size: int) -> torch.Tensor:
-        """A permutation of ``range(size)`` for the whole batch (from the first
-        image's key: draws k .. k + size - 1)."""
-        if self.keys is None:
-            return torch.randperm(size, device=self.like.device, generator=self.generator)
-        first = np.repeat(self.keys[:1], size)
-        ranks = np.array([rnd.uniform(first[j], k + j) for j in range(size)])
-        return torch.from_numpy(np.argsort(ranks, kind="stable")).to(self.like.device)
-
-
-def _gray(x: torch.Tensor) -> torch.Tensor:
-    """(B, 1, H, W) luma with torchvision's weights."""
-    r, g, b = x.unbind(1)
-    return (LUMA[0] * r + LUMA[1] * g + LUMA[2] * b).unsqueeze(1)
-
-
-class _BatchAugmentation(torch.nn.Module, TakesKeys):
-    def __init__(self, generator: torch.Generator | None = None) -> None:
-        super().__init__()
-        self.generator = generator
-
-    def sample(self, x: torch.Tensor, keys: np.ndarray | None = None) -> Params:
-        """Per-image parameters for the batch ``x``, drawn from the samples'
-        random ``keys`` when given (in a pipeline), else from ``generator``."""
-        return self.draw(x, _Draws(x, self.generator, keys))
-
-    def draw(self, x: torch.Tensor, draws: _Draws) -> Params:
-        raise NotImplementedError
-
-    def apply(self, x: torch.Tensor, params: Params) -> torch.Tensor:
-        raise NotImplementedError
-
-    def forward(self, x: torch.Tensor, keys: np.ndarray | None = None) -> torch.Tensor:
-        return self.apply(x, self.sample(x, keys))
+__all__ = ["BatchCircularMask", "BatchColorJitter", "BatchFixedOpticalDistortion", "BatchGaussianBlur",
+           "BatchPatchShuffle", "BatchRandomAdjustSharpness", "BatchRandomAffine", "BatchRandomAutocontrast",
+           "BatchRandomEqualize", "BatchRandomErasing", "BatchRandomGrayscale", "BatchRandomInvert",
+           "BatchRandomPerspective", "BatchRandomPosterize", "BatchRandomRotation", "BatchRandomSolarize",
+           "BatchRandomZoom", "BatchRotateObject", "BatchSRGBToLMS", "BatchYIQColorJitter", "Params"]
 
 
 class BatchColorJitter(_BatchAugmentation):
@@ -118,7 +57,7 @@ class BatchColorJitter(_BatchAugmentation):
                  generator: torch.Generator | None = None) -> None:
         super().__init__(generator)
         if min(brightness, contrast, saturation, hue) < 0 or hue > 0.5:
-            raise ValueError("brightness, contrast and saturation must be >= 0 and hue in [0, 0.5]")
+            raise ArgumentError("brightness, contrast and saturation must be >= 0 and hue in [0, 0.5]")
         self.ranges = {"brightness": (max(0.0, 1 - brightness), 1 + brightness),
                        "contrast": (max(0.0, 1 - contrast), 1 + contrast),
                        "saturation": (max(0.0, 1 - saturation), 1 + saturation), "hue": (-hue, hue)}
@@ -204,7 +143,7 @@ class BatchGaussianBlur(_BatchAugmentation):
                  generator: torch.Generator | None = None) -> None:
         super().__init__(generator)
         if kernel_size < 1 or kernel_size % 2 == 0:
-            raise ValueError(f"kernel_size must be a positive odd int, got {kernel_size}")
+            raise ArgumentError(f"kernel_size must be a positive odd int, got {kernel_size}")
         self.kernel_size, self.sigma, self.p = kernel_size, sigma, p
 
     def draw(self, x: torch.Tensor, draws: _Draws) -> Params:
