@@ -65,7 +65,7 @@ HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent
 WHEELS = REPO_ROOT / "build" / "gpu-wheels"
 BUDGET_S = 480
-CUDA_TEST_FILES = ("tests/test_cuda.py", "tests/test_loader.py", "tests/test_compiler.py")
+CUDA_TEST_FILES = ("tests/test_cuda.py", "tests/test_batch_more.py", "tests/test_loader.py", "tests/test_compiler.py")
 DEVICE_SUITE_FILES = ("tests/test_loader.py",)
 
 

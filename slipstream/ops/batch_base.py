@@ -156,12 +156,17 @@ class _BatchAugmentation(torch.nn.Module, TakesKeys):
         return self.draw(_checked(x), _Draws(x, self.generator, keys))
 
     def draw(self, x: torch.Tensor, draws: _Draws) -> Params:
+        """The per-image parameters of the checked batch ``x``, from the
+        numbered ``draws`` (draw k gives one value per image)."""
         raise NotImplementedError
 
     def apply(self, x: torch.Tensor, params: Params) -> torch.Tensor:
+        """The batch ``x`` augmented with ``params`` (from :meth:`sample`,
+        possibly of another view of the same images), in ``x``'s dtype."""
         raise NotImplementedError
 
     def forward(self, x: torch.Tensor, keys: np.ndarray | None = None) -> torch.Tensor:
+        """``apply(x, sample(x, keys))``."""
         return self.apply(x, self.sample(x, keys))
 
 
