@@ -210,7 +210,11 @@ def test_what_an_earlier_stage_cut_off_stays_cut_off():
 
 # ---------------------------------------------------------------- the kernels against Pillow
 
-PHOTOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
+# The sample photos, or on a GPU machine the copy ``make gpu-bundle`` carries
+# there (tests/test_batch_more.py, which make gpu-check runs, reads these).
+PHOTOS = next((folder for folder in (Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample",
+                                     Path(__file__).resolve().parents[1] / "build" / "gpu-photos")
+               if folder.is_dir()), Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample")
 FILL = (200, 30, 90)
 FILTERS = {True: Image.Resampling.NEAREST, False: Image.Resampling.BILINEAR}
 
