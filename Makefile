@@ -88,9 +88,9 @@ $(STAMP): $(CORE_STAMP)
 demo: $(CORE_STAMP)
 	$(BIN)/slipstream demo $(if $(DATA),--data "$(DATA)")
 
-# PYTHONFAULTHANDLER: a crash or a hang (pytest's timeouts) prints every thread's stack.
+# PYTHONFAULTHANDLER: a crash or a hang (pytest's timeouts) prints every thread's stack; the 30 slowest tests are listed.
 test: $(STAMP)
-	PYTHONFAULTHANDLER=1 $(BIN)/pytest $(PYTEST_ARGS)
+	PYTHONFAULTHANDLER=1 $(BIN)/pytest --durations=30 $(PYTEST_ARGS)
 
 bindings: | $(BIN)/python
 	$(BIN)/python codegen/generate_bindings.py

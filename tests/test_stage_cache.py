@@ -10,8 +10,7 @@ import pytest
 from jpeg_corpus import make_sample
 
 import slipstream as ss
-from slipstream.ops import (AugMix, AutoAugment, Normalize, RandAugment, RandomErasing, RandomResizedCrop,
-                            TimmRandAugment, TrivialAugmentWide)
+from slipstream.ops import AugMix, Normalize, RandomErasing, RandomResizedCrop, TrivialAugmentWide
 
 
 @pytest.fixture(scope="module")
@@ -22,8 +21,9 @@ def photos(tmp_path_factory):
     return path
 
 
-@pytest.mark.parametrize("operation", [TrivialAugmentWide(), RandAugment(), AutoAugment(), AugMix(),
-                                       TimmRandAugment()], ids=lambda op: type(op).__name__)
+# TrivialAugmentWide stands for the policies that share Policy.generate_code
+# (RandAugment, AutoAugment, TimmRandAugment); AugMix calls the steps itself.
+@pytest.mark.parametrize("operation", [TrivialAugmentWide(), AugMix()], ids=lambda op: type(op).__name__)
 def test_a_policys_stage_can_be_cached(photos, operation):
     pipeline = [RandomResizedCrop(48), operation, Normalize(), RandomErasing(1.0, value="random")]
     loader = ss.Loader(photos, 8, {"image": pipeline}, verbose=False)
