@@ -151,7 +151,8 @@ class CompiledPipeline:
         self._done = np.zeros(batch_size, np.uint8)  # which samples a compiled stage finished (see codegen)
         self._slot = 0
         self._compiled = [False] * len(self.sources)
-        self._has_jit = any(source.jit for source in self.sources)
+        # Stages built without parallel loops (one CPU) must not start Numba's pool through the setting.
+        self._parallel = any(fn.targetoptions.get("parallel") for fn in self.dispatchers)
         # Asynchronous copies to a CUDA device read a slot's host memory after
         # the call returns; the event recorded after them is waited on before
         # that slot is written again.
@@ -188,7 +189,7 @@ class CompiledPipeline:
         values: dict[int, Any] = {}
         progress = self._compile_progress()
         # The setting is this thread's (Numba keeps one per thread); put back after.
-        previous_chunk = numba.set_parallel_chunksize(SAMPLES_PER_CHUNK) if self._has_jit else None
+        previous_chunk = numba.set_parallel_chunksize(SAMPLES_PER_CHUNK) if self._parallel else None
         try:
             for k, (source, fn) in enumerate(zip(self.sources, self.functions)):
                 args = [self._argument(name, source, batch, slot, values) for name in source.params]
