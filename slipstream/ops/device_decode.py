@@ -16,8 +16,9 @@ changes is where the work runs:
 * a torch stage then decodes the whole batch with nvJPEG through
   ``torchvision.io.decode_jpeg(..., device=device)`` (stored raw pixels are
   copied up as they are), crops and resizes each image with
-  ``torch.nn.functional.interpolate`` (bilinear with antialiasing, as
-  torchvision's tensor transforms; ``area`` for ``interpolation="area"``),
+  ``torch.nn.functional.interpolate`` (the crop's bilinear or bicubic, with
+  antialiasing, as torchvision's tensor transforms; ``area`` for
+  ``interpolation="area"``),
   flips, and normalizes the batch on the device.
 
 The crop, flip and normalization are folded into the ``DecodeOnDevice``
