@@ -292,12 +292,17 @@ def check_section(results: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
+def _newest(pattern: str) -> dict[str, Any] | None:
+    """The newest ``benchmarks/results`` JSON whose name matches ``pattern`` (dated names sort by date), or None."""
+    found = sorted((REPO / "benchmarks" / "results").glob(pattern))
+    return json.loads(found[-1].read_text()) if found else None
+
+
 def integrity_section() -> list[str]:
     """What page checks cost, from the newest ``benchmarks/integrity.py`` results (none: no section)."""
-    found = sorted((REPO / "benchmarks" / "results").glob("integrity-*.json"))
-    if not found:
+    data = _newest("integrity-*.json")
+    if data is None:
         return []
-    data = json.loads(found[-1].read_text())
     results, ratios, info = data["results"], data["ratios"], data["dataset"]
 
     def cell(values: list[float]) -> str:
@@ -326,10 +331,9 @@ def integrity_section() -> list[str]:
 def remote_section() -> list[str]:
     """Object storage against a local file, from the newest ``benchmarks/remote.py``
     results (none: no section), with its two targets."""
-    found = sorted((REPO / "benchmarks" / "results").glob("remote-*.json"))
-    if not found:
+    data = _newest("remote-*.json")
+    if data is None:
         return []
-    data = json.loads(found[-1].read_text())
     info, results, ratios = data["dataset"], data["results"], data["ratios"]
 
     def cell(runs: list[dict], epoch: int, key: str, digits: int) -> str:
@@ -369,10 +373,9 @@ def remote_section() -> list[str]:
 def convert_section() -> list[str]:
     """Converting tar shards with ``ss.write`` and on Ray, from the newest
     ``benchmarks/convert.py`` results (none: no section), with its target."""
-    found = sorted((REPO / "benchmarks" / "results").glob("convert-*.json"))
-    if not found:
+    data = _newest("convert-*.json")
+    if data is None:
         return []
-    data = json.loads(found[-1].read_text())
     rates, ratios, server, other = (data[k] for k in ("images_per_s", "over_write", "server_cpu_s", "other_cpu_s"))
 
     def cell(values: list[float], digits: int = 0) -> str:
@@ -411,10 +414,9 @@ def detection_section() -> list[str]:
     """Detection training throughput against DALI on CPU and the DataLoader,
     from the newest ``benchmarks/detection.py`` results (none: no section),
     with its targets."""
-    found = sorted((REPO / "benchmarks" / "results").glob("detection-*.json"))
-    if not found:
+    data = _newest("detection-*.json")
+    if data is None:
         return []
-    data = json.loads(found[-1].read_text())
     throughput, checks = data["results"]["throughput"], data["check"]
 
     def cell(values: list[float], digits: int = 0) -> str:
@@ -444,11 +446,6 @@ def detection_section() -> list[str]:
               "that remain between the systems are in the JSON (`semantic_differences`). 2-core timings drift by "
               "10-40% between runs.", ""]
     return lines
-
-
-def _newest(pattern: str) -> dict[str, Any] | None:
-    found = sorted((REPO / "benchmarks" / "results").glob(pattern))
-    return json.loads(found[-1].read_text()) if found else None
 
 
 def gpu_section() -> list[str]:
