@@ -9,6 +9,8 @@ import os
 import shlex
 import statistics
 import sys
+import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,33 @@ def machine_cpu_seconds() -> float:
     """CPU seconds all processes of this machine have spent busy since boot (Linux)."""
     fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")  # less idle and iowait
+
+
+def time_loader(loader: Any, seconds: float, warmup: int = 2, consume: Callable[[Any, Any], None] | None = None,
+                synchronize: Callable[[], None] = lambda: None) -> tuple[int, float, float]:
+    """Take ``warmup`` batches of ``loader``, then batches until ``seconds``
+    have passed (at least one, new epochs started as needed), each handed
+    to ``consume(images, labels)`` when given; ``synchronize`` (a device's)
+    runs at both ends of the timed part.  Returns the images timed, their
+    wall seconds and the process's CPU seconds meanwhile."""
+    batches = iter(loader)
+    for _ in range(warmup):  # compilation, the thread pool, the first pages
+        images, labels = next(batches)
+        if consume is not None:
+            consume(images, labels)
+    synchronize()
+    start, cpu, count = time.perf_counter(), time.process_time(), 0
+    while time.perf_counter() - start < seconds or count == 0:
+        for images, labels in batches:
+            if consume is not None:
+                consume(images, labels)
+            count += labels.shape[0]
+            if time.perf_counter() - start >= seconds:
+                break
+        else:
+            batches = iter(loader)
+    synchronize()
+    return count, time.perf_counter() - start, time.process_time() - cpu
 
 
 def write_json(path: Path, report: dict[str, Any]) -> None:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +34,7 @@ import torch
 
 import slipstream as ss
 from slipstream.ops import presets
-from common import record, summary  # noqa: E402  (benchmarks/, next to this file)
+from common import record, summary, time_loader  # noqa: E402  (benchmarks/, next to this file)
 
 PIPELINES = {"train": presets.imagenet_train, "val": presets.imagenet_val}
 PLACES = ("cpu", "cuda")
@@ -48,24 +47,7 @@ def measure(path: Path, pipeline: str, place: str, batch_size: int, seconds: flo
     loader = ss.Loader(path, batch_size, pipelines, order=ss.Order("random", seed=1), device="cuda",
                        num_threads=threads, sharding=ss.Sharding(drop_last=True), verbose=False)
     try:
-        batches = iter(loader)
-        for _ in range(2):  # compilation, the thread pool, cuDNN's choice of algorithms, the first pages
-            images, labels = next(batches)
-            if step is not None:
-                step(images, labels)
-        torch.cuda.synchronize()
-        start, cpu_start, count = time.perf_counter(), time.process_time(), 0
-        while time.perf_counter() - start < seconds or count == 0:
-            for images, labels in batches:
-                if step is not None:
-                    step(images, labels)
-                count += labels.shape[0]
-                if time.perf_counter() - start >= seconds:
-                    break
-            else:
-                batches = iter(loader)
-        torch.cuda.synchronize()
-        wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+        count, wall, cpu = time_loader(loader, seconds, consume=step, synchronize=torch.cuda.synchronize)
         return {"images_per_s": count / wall, "cpu_ms_per_image": 1e3 * cpu / count}
     finally:
         loader.close()

@@ -40,7 +40,7 @@ import numpy as np
 import slipstream as ss
 from slipstream.compiler import pipeline as compiled_pipeline
 from slipstream.ops import presets
-from common import record, summary  # noqa: E402  (benchmarks/, next to this file)
+from common import record, summary, time_loader  # noqa: E402  (benchmarks/, next to this file)
 
 PIPELINES = {"train": presets.imagenet_train, "val": presets.imagenet_val}
 
@@ -52,18 +52,7 @@ def measure(path: Path, pipeline: str, threads: int, batch_size: int, seconds: f
     loader = ss.Loader(path, batch_size, PIPELINES[pipeline](224), order=ss.Order("random", seed=threads),
                        num_threads=threads, verbose=False)
     try:
-        batches = iter(loader)
-        for _ in range(min(2, len(loader) - 1)):  # warm-up: compilation, the thread pool, the first pages
-            next(batches)
-        start, cpu, count = time.perf_counter(), time.process_time(), 0
-        while time.perf_counter() - start < seconds or count == 0:
-            for _images, labels in batches:
-                count += labels.shape[0]
-                if time.perf_counter() - start >= seconds:
-                    break
-            else:
-                batches = iter(loader)
-        return _rates(count, start, cpu)
+        return _rates(*time_loader(loader, seconds, warmup=min(2, len(loader) - 1)))
     finally:
         loader.close()
 
@@ -85,14 +74,13 @@ def measure_direct(path: Path, pipeline: str, threads: int, batch_size: int, sec
         while time.perf_counter() - start < seconds or count == 0:
             loader.compiled(next(batches))
             count += batch_size
-        return _rates(count, start, cpu)
+        return _rates(count, time.perf_counter() - start, time.process_time() - cpu)
     finally:
         loader.close()
 
 
-def _rates(count: int, start: float, cpu_start: float) -> dict[str, float]:
-    wall = time.perf_counter() - start
-    return {"images_per_s": count / wall, "busy_cores": (time.process_time() - cpu_start) / wall}
+def _rates(count: int, wall: float, cpu: float) -> dict[str, float]:
+    return {"images_per_s": count / wall, "busy_cores": cpu / wall}
 
 
 MODES = {"loader": measure, "direct": measure_direct}
