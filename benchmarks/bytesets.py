@@ -113,11 +113,14 @@ def write_slip(folder: Path, out: Path) -> None:
     ss.write(out, samples, {"image": ss.RGBImageField(), "label": ss.IntField()}, verbose=False, overwrite=True)
 
 
-def prepare(folder: Path, byte_set: str, writers: dict[str, tuple[Path, Path]]) -> dict[str, Path]:
+def prepare(folder: Path, byte_set: str, writers: dict[str, tuple[Path, Path]],
+            kinds_read: set[str] | None = None) -> dict[str, Path]:
     """Every copy of ``byte_set`` (made from the photos in ``folder``) that
     a system reads, by kind (:data:`RELATION`), written once and reused by
-    later runs.  ``writers`` maps a peer's own kind (``litdata``, ``mds``)
-    to its interpreter and writer script."""
+    later runs: those of ``kinds_read`` only when given (the raw-bytes copies
+    need FFCV's writer, which a run without the raw row does not).
+    ``writers`` maps a peer's own kind (``litdata``, ``mds``) to its
+    interpreter and writer script."""
     import slipstream as ss
 
     DATA.mkdir(parents=True, exist_ok=True)
@@ -134,16 +137,19 @@ def prepare(folder: Path, byte_set: str, writers: dict[str, tuple[Path, Path]]) 
             export_images(beton, folder, paths["folder"])
     kinds = {"bytes-beton": DATA / f"{stem}-bytes.beton", "bytes-slip": DATA / f"{stem}-bytes.slip",
              "slip": DATA / f"{stem}.slip", "tiled": DATA / f"{stem}-tiles{TILE_WIDTH}.slip"}
-    if not kinds["bytes-beton"].exists():
+    wanted = set(kinds) if kinds_read is None else set(kinds_read) & set(kinds)
+    if wanted & {"bytes-beton", "bytes-slip"} and not kinds["bytes-beton"].exists():
         _ffcv_write(paths["folder"], kinds["bytes-beton"], "--bytes")
-    if not kinds["bytes-slip"].exists():
+    if "bytes-slip" in wanted and not kinds["bytes-slip"].exists():
         ss.convert(kinds["bytes-beton"], kinds["bytes-slip"], verbose=False)
-    if not kinds["slip"].exists():
+    if wanted & {"slip", "tiled"} and not kinds["slip"].exists():
         write_slip(paths["folder"], kinds["slip"])
-    if not kinds["tiled"].exists():
+    if "tiled" in wanted and not kinds["tiled"].exists():
         ss.convert(kinds["slip"], kinds["tiled"], tile_width=TILE_WIDTH, verbose=False)
-    paths.update(kinds)
+    paths.update({kind: path for kind, path in kinds.items() if kind in wanted})
     for kind, (python, writer) in writers.items():
+        if kinds_read is not None and kind not in kinds_read:
+            continue
         copy = DATA / f"{stem}.{kind}"
         if not copy.exists():
             print(f"writing {copy} with {writer.name}", flush=True)

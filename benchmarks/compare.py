@@ -33,9 +33,20 @@ receiving them would.  The order of the systems rotates from one repeat to
 the next so that machine drift hits all alike; the report gives the median
 over repeats of each run's median epoch, with the range.
 
+The ``recipe`` scenario is torchvision's reference training recipe
+(RandomResizedCrop 176, flip, TrivialAugmentWide, Normalize, RandomErasing
+0.1, each batch mixed by MixUp 0.2 or CutMix 1.0 into soft labels): DALI
+with its own ``trivial_augment_wide``, the DataLoader and SPDL with the
+policy done in Pillow the way torchvision's PIL path does it
+(``peers/pillow_augment.py``, ``peers/recipe_torch.py``); the systems with
+no policy report it unsupported.
+
 Writes ``benchmarks/results/<date>.json``, then regenerates
 ``BENCHMARKS.md`` and ``benchmarks/results/<date>.png`` from it
-(``--report-only JSON`` regenerates them from an earlier run).
+(``--report-only JSON`` regenerates them from an earlier run).  A run of
+part of the plan (fewer sets or scenarios) is merged into the newest whole
+comparison measured on the same machine: its rows replace those rows, and
+the report names the run each row comes from.
 """
 
 from __future__ import annotations
@@ -58,10 +69,11 @@ import bytesets
 from bytesets import PEERS, REPO, VENVS
 
 DEFAULT_FOLDER = REPO.parent / "shared" / "data" / "imagenet-sample"
-SCENARIOS = ["raw", "train", "val", "simclr", "multicrop"]
+SCENARIOS = ["raw", "train", "val", "simclr", "multicrop", "recipe"]
 # The scenarios of each byte set: every scenario on the photos as they are;
 # the two single-view ones on the others, where the bytes, not the pipeline, change.
 PLAN = {"original": SCENARIOS, "reencoded": ["train", "val"], "1024": ["train", "val"]}
+RESULTS = REPO / "benchmarks" / "results"
 # Time to first batch and the scaling table: the set every system reads.
 REFERENCE_SET = "reencoded"
 BATCH = 128
@@ -138,11 +150,16 @@ def copy_kind(system: dict[str, Any], scenario: str) -> str | None:
     return {"slip": "bytes-slip", "beton": "bytes-beton"}.get(kind, kind)
 
 
-def prepare_data(folder: Path, sets: list[str], chosen: dict[str, dict[str, Any]]) -> dict[str, dict[str, Path]]:
-    """Every copy of every byte set the chosen systems read (``bytesets.prepare``)."""
+def prepare_data(folder: Path, sets: list[str], chosen: dict[str, dict[str, Any]],
+                 scenarios: list[str]) -> dict[str, dict[str, Path]]:
+    """Every copy of every byte set the chosen systems read in ``scenarios``
+    (``bytesets.prepare``)."""
     writers = {s["reads"]: (Path(s["python"]), s["writer"]) for s in chosen.values()
                if "writer" in s and not available(s)}
-    return {byte_set: bytesets.prepare(folder, byte_set, writers) for byte_set in sets}
+    return {byte_set: bytesets.prepare(folder, byte_set, writers,
+                                       {copy_kind(s, scenario) for s in chosen.values()
+                                        for scenario in PLAN[byte_set] if scenario in scenarios})
+            for byte_set in sets}
 
 
 def describe_set(byte_set: str, paths: dict[str, Path]) -> dict[str, Any]:
@@ -151,13 +168,15 @@ def describe_set(byte_set: str, paths: dict[str, Path]) -> dict[str, Any]:
     import slipstream as ss
     from peer_common import find_samples
 
-    files = [path for path, _ in find_samples(paths["folder"])]
+    samples = find_samples(paths["folder"])
+    files = [path for path, _ in samples]
     sizes = []
     for path in files:
         info = ss.native.jpeg_info(path.read_bytes())
         sizes.append((info.width, info.height))
     pixels = np.array([w * h for w, h in sizes], dtype=np.float64)
     return {"description": bytesets.SETS[byte_set], "folder": str(paths["folder"]), "images": len(files),
+            "classes": len({label for _, label in samples}),
             "mean_megapixels": float(pixels.mean() / 1e6),
             "median_size": [int(np.median([w for w, _ in sizes])), int(np.median([h for _, h in sizes]))],
             "mean_bytes": float(np.mean([path.stat().st_size for path in files])), "reads": {}}
@@ -192,7 +211,7 @@ def measure(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     chosen = {name: s for name, s in systems().items() if name in args.systems}
     skipped = {name: why for name, s in chosen.items() if (why := available(s))}
     runnable = {name: s for name, s in chosen.items() if name not in skipped}
-    data = prepare_data(folder, args.sets, runnable)
+    data = prepare_data(folder, args.sets, runnable, args.scenarios)
     threads = os.cpu_count() or 1
     results: dict[str, Any] = {"sets": {}, "throughput": {}, "first_batch": {}, "scaling": {}, "scaling_runs": {},
                                "skipped": skipped, "errors": [], "settings": {}, "versions": {}, "threads": threads,
@@ -204,9 +223,11 @@ def measure(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
 
     def spec(byte_set: str, name: str, scenario: str, **extra: Any) -> dict[str, Any]:
         system = runnable[name]
+        # The recipe's soft labels have one entry per class of the set's folder, for every system alike.
+        classes = {"num_classes": results["sets"][byte_set]["classes"]} if scenario == "recipe" else {}
         return {"scenario": scenario, "data": str(data[byte_set][copy_kind(system, scenario)]),
                 "batch_size": BATCH, "threads": threads, "epochs": args.epochs, "warmup_epochs": 1,
-                **system.get("spec", {}), **extra}
+                **classes, **system.get("spec", {}), **extra}
 
     rows = [(byte_set, scenario) for byte_set in args.sets for scenario in PLAN[byte_set]
             if scenario in args.scenarios]
@@ -325,6 +346,65 @@ def _record(results: dict[str, Any], by_system: dict[str, Any], name: str, where
     results["versions"][name] = out.get("version")
 
 
+def is_whole(args: argparse.Namespace) -> bool:
+    """Whether the run measures the whole plan: every set and scenario."""
+    return set(args.sets) == set(PLAN) and set(args.scenarios) == set(SCENARIOS)
+
+
+def newest_whole_report(same_machine: dict[str, Any]) -> tuple[Path, dict[str, Any]] | None:
+    """The newest ``results/<date>.json`` of a whole comparison on a machine
+    like ``same_machine`` (CPU model and cores), with its path; None without
+    one.  Of a whole run and its copies with rows merged in, the copy with
+    the latest rows."""
+    found = []
+    for path in RESULTS.glob("20[0-9][0-9]-[0-9][0-9]-[0-9][0-9].json"):
+        report = json.loads(path.read_text())
+        mine = {key: report.get("machine", {}).get(key) for key in ("cpu", "cores")}
+        if mine == {key: same_machine.get(key) for key in ("cpu", "cores")}:
+            merged = max((run["timestamp"] for run in report["results"].get("merged", [])), default="")
+            found.append(((report.get("timestamp", ""), merged), path, report))
+    if not found:
+        return None
+    _, path, report = max(found, key=lambda entry: entry[0])
+    return path, report
+
+
+def merge_rows(whole: dict[str, Any], part: dict[str, Any]) -> dict[str, Any]:
+    """``whole`` with the rows ``part`` measured in place of its own: their
+    figures, checks, settings, versions, notes and errors; the run they came
+    from is listed under ``results["merged"]`` for the report to name."""
+    merged = json.loads(json.dumps(whole))
+    results, new = merged["results"], part["results"]
+    rows = []
+    for byte_set, by_scenario in new["throughput"].items():
+        for scenario, by_system in by_scenario.items():
+            results["throughput"].setdefault(byte_set, {})[scenario] = by_system
+            rows.append(f"{byte_set}/{scenario}")
+            for name, verdict in new.get("check", {}).get(byte_set, {}).items():
+                if name != "expected" and scenario in verdict:
+                    results.setdefault("check", {}).setdefault(byte_set, {}).setdefault(name, {})[scenario] = \
+                        verdict[scenario]
+            results["errors"] = [e for e in results.get("errors", []) if e["row"] != f"{byte_set}/{scenario}"]
+    for name, by_row in new.get("settings", {}).items():
+        earlier = results.setdefault("settings", {}).setdefault(name, {})
+        if not all(isinstance(settings, dict) for settings in earlier.values()):
+            # results of 2026-11-25 and before hold one row's settings, not settings by row
+            earlier = results["settings"][name] = {"the other rows": {key: value for key, value in earlier.items()
+                                                                      if key != "data"}}
+        earlier.update(by_row)
+    results.setdefault("versions", {}).update(new.get("versions", {}))
+    results.setdefault("notes", {}).update(new.get("notes", {}))
+    results["errors"] = results.get("errors", []) + new.get("errors", [])
+    for byte_set, described in new["sets"].items():
+        results["sets"].setdefault(byte_set, described)["classes"] = described["classes"]
+    earlier = [dict(run, rows=[r for r in run["rows"] if r not in rows]) for run in results.get("merged", [])]
+    results["merged"] = [run for run in earlier if run["rows"]]
+    results["merged"].append(
+        {"rows": rows, "timestamp": part["timestamp"], "command": part["command"], "repeats": part["repeats"],
+         "epochs": part["epochs"], "slipstream": part["slipstream"], "libslipstream": part["libslipstream"]})
+    return merged
+
+
 def machine() -> dict[str, Any]:
     model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                   if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else ""
@@ -361,7 +441,16 @@ def main(argv: list[str]) -> int:
               "repeats": args.repeats, "epochs": args.epochs, "slipstream": ss.__version__,
               "libslipstream": ss.native.version(), "command": shlex.join([sys.executable, *sys.argv]),
               "timestamp": started.isoformat(timespec="seconds")}
-    out = REPO / "benchmarks" / "results" / f"{started.date().isoformat()}.json"
+    out = RESULTS / f"{started.date().isoformat()}.json"
+    if not is_whole(args):
+        whole = newest_whole_report(report["machine"])
+        if whole is None:
+            out = out.with_name(f"{out.stem}-{'-'.join(args.scenarios)}.json")
+            print(f"no whole comparison from this machine in {RESULTS} to merge these rows into; the report shows "
+                  "only them")
+        else:
+            print(f"merging the rows of this run into {whole[0].name}, the newest whole comparison on this machine")
+            report = merge_rows(whole[1], report)
     write_json(out, report)
     print(f"wrote {out}")
     write_report(report, out)

@@ -9,7 +9,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 NAMES = {"raw": "raw bytes (no decode)", "train": "ImageNet train", "val": "ImageNet val",
-         "simclr": "SimCLR, 2 views", "multicrop": "multi-crop 2x224 + 6x96"}
+         "simclr": "SimCLR, 2 views", "multicrop": "multi-crop 2x224 + 6x96",
+         "recipe": "torchvision recipe 176 (TrivialAugmentWide, erasing, MixUp/CutMix)"}
 SET_NAMES = {"original": "photos as they are", "reencoded": "FFCV's re-encoding", "1024": "1024 px"}
 TARGETS = "slipstream"
 BYTES = "slipstream (byte for byte)"  # the like-for-like row: the set's JPEGs unchanged
@@ -76,6 +77,11 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
     ratio_row("ImageNet train, FFCV's bytes: >= 5x the PyTorch DataLoader", "reencoded", "train", "dataloader", 5.0)
     ratio_row("ImageNet val, FFCV's bytes: >= 1.2x FFCV", "reencoded", "val", "ffcv", 1.2)
     ratio_row("raw bytes: >= 2x FFCV", "original", "raw", "ffcv", 2.0)
+    ratio_row("torchvision's recipe, photos as they are: >= 3x the best peer", "original", "recipe", None, 3.0)
+    cost = recipe_cost()
+    if cost is not None:
+        out.append(("the recipe's CPU per image <= 1.3x RandomResizedCrop 176 + flip + Normalize alone",
+                    f"{cost[0]:.2f}x (`benchmarks/pipelines.py`, {cost[1]})", cost[0] <= 1.3))
     for byte_set, scenario, by_system in rows(results):
         cpu = {s: _median(e.get("cpu_s", [])) for s, e in by_system.items() if e.get("cpu_s")}
         if BYTES in cpu and len(cpu) > 1:
@@ -101,13 +107,23 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
     return out
 
 
+def row_source(results: dict[str, Any], byte_set: str, scenario: str) -> list[str]:
+    """For a row measured by a later run of part of the plan (``compare.py``
+    merges it in), the sentence naming that run; else nothing."""
+    for run in reversed(results.get("merged", [])):
+        if f"{byte_set}/{scenario}" in run["rows"]:
+            return [f"Measured by a later run of this row alone, {run['timestamp']}, {run['repeats']} runs per system "
+                    f"({run['epochs']} timed epochs each), slipstream {run['slipstream']}: `{run['command']}`", ""]
+    return []
+
+
 def throughput_table(results: dict[str, Any], byte_set: str, scenario: str, by_system: dict[str, Any]) -> list[str]:
     """One row's table: each system's images/s, its ratio to the row's best
     peer, and the per-core figures."""
     cores = results["threads"]
     megapixels = results["sets"][byte_set]["mean_megapixels"]
     best = best_peer(by_system)
-    lines = [f"### {row_title(results, byte_set, scenario)}", "",
+    lines = [f"### {row_title(results, byte_set, scenario)}", "", *row_source(results, byte_set, scenario),
              "| system | images/s | vs best peer | images/s per core | MP/s per core | CPU ms/image | peak RSS MB |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for system in sorted(by_system, key=lambda s: (not s.startswith(TARGETS), -(_rate(by_system, s) or 0))):
@@ -542,7 +558,20 @@ def headline(results: dict[str, Any], report: dict[str, Any]) -> list[str]:
         peer = f"{best[0]}: {best[1]:,.0f}" if best else "–"
         lines.append(f"| {NAMES.get(scenario, scenario)} | {SET_NAMES.get(byte_set, byte_set)} | "
                      + " | ".join(cells) + f" | {peer} |")
+    cost = recipe_cost()
+    if cost is not None and any(scenario == "recipe" for _, scenario, _ in rows(results)):
+        lines += ["", f"The recipe (TrivialAugmentWide, RandomErasing, MixUp/CutMix) costs slipstream {cost[0]:.2f}x "
+                  "the CPU time per image of RandomResizedCrop 176 + flip + Normalize alone "
+                  f"(`benchmarks/pipelines.py`, {cost[1]})."]
     return lines
+
+
+def recipe_cost() -> tuple[float, str] | None:
+    """The recipe's CPU per image over the plain train pipeline's at 176,
+    from the newest ``benchmarks/pipelines.py`` run that measured both, with its date."""
+    pipelines = _newest("pipelines-*.json")
+    cost = (pipelines or {}).get("ratios", {}).get("recipe_cpu_over_train_176")
+    return None if cost is None else (cost, pipelines["timestamp"][:10])
 
 
 def _update_readme(results: dict[str, Any], report: dict[str, Any]) -> None:

@@ -301,14 +301,17 @@ def test_affine_equals_pillows_transform_with_torchvisions_matrix(angle, transla
 
 
 def test_the_affine_paths_of_pillow_are_each_taken():
-    """A pure scale (the column table), a rotation (fixed point) and a map
-    whose coordinates pass 32768 (float sums) all match, including a scale
-    with a fraction that accumulates."""
+    """A pure scale (the column table), a rotation (fixed point), a map
+    whose coordinates pass 32768 (float sums) and whole-pixel shifts (row
+    copies), inside, across and beyond the edges, all match, including a
+    scale with a fraction that accumulates."""
     image = PHOTO_CROPS[0]
     h, w = image.shape[:2]
+    shifts = [[1.0, 0.0, float(dx), 0.0, 1.0, float(dy)]
+              for dx, dy in ((5, 0), (0, -7), (-3, 9), (w - 1, 0), (0, h), (-w, 2), (w + 40, -h - 3))]
     for data in ([0.37, 0.0, 3.1, 0.0, 0.61, -2.2], [-1.0, 0.0, w, 0.0, 1.0, 0.0],
                  [0.8, 0.3, -1.0, -0.2, 0.9, 4.0], [1.0, 0.001, 40000.0, 0.0, 1.0, -39990.0],
-                 [1.0, 0.2, -33000.0, 0.1, 1.0, 33010.0]):
+                 [1.0, 0.2, -33000.0, 0.1, 1.0, 33010.0], *shifts):
         for nearest in (True, False):
             ours = warped(warps.affine, image, data, nearest, FILL)
             theirs = as_array(pil(image).transform((w, h), Image.Transform.AFFINE, data, FILTERS[nearest],

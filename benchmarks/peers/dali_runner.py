@@ -52,7 +52,21 @@ Scenarios, DALI's standard operators only:
   covering up to the whole image cost more than one full decode (for the
   single view of ``train`` the fused decode is the faster);
 * ``raw``: the encoded bytes, ``fn.pad`` ded with zeros to the largest file
-  of the folder (a fixed uint8 row, as the DataLoader peer does).
+  of the folder (a fixed uint8 row, as the DataLoader peer does);
+* ``recipe``: torchvision's reference training recipe with DALI's own
+  policy: the ``train`` view at 176, ``auto_aug.trivial_augment.trivial_augment_wide``
+  (31 bins, 32-pixel translations, linear, black fill: torchvision's wide
+  space; https://docs.nvidia.com/deeplearning/dali/user-guide/docs/auto_aug/trivial_augment.html),
+  then ``crop_mirror_normalize`` into float32 with the flip (its fused
+  mirror, after the policy where torchvision flips before it: the policy's
+  geometric operations are drawn with either sign, so the two orders give
+  the same distribution of images), and RandomErasing(0.1) as ``fn.erase``
+  of one normalized rectangle (area 2-33%, aspect log-uniform in
+  (0.3, 3.3)) under a per-sample coin flip (conditional execution, which
+  the policy needs anyway).  DALI has no batch mixing operator, so each
+  batch the iterator hands over is mixed by MixUp(0.2) or CutMix(1.0) in
+  torch (``recipe_torch``) before the training step takes it: float32
+  images, soft labels.
 
 The timed loop only counts images (the length of the label batch).  With
 ``check``, each sample also carries the ``bytes_tag`` of its file's bytes
@@ -70,9 +84,10 @@ from pathlib import Path
 import numpy as np
 
 from peer_common import bytes_tag, find_samples, read_spec, result_base, run_classification  # noqa: E402  (benchmarks/peers, next to this file)
+from recipe_torch import ERASE_RATIO, ERASE_SCALE, mix_batch  # noqa: E402
 
 SYSTEM = "dali"
-SCENARIOS = ("raw", "train", "val", "simclr", "multicrop")
+SCENARIOS = ("raw", "train", "val", "simclr", "multicrop", "recipe")
 MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]
 STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
 RATIO = [3 / 4, 4 / 3]
@@ -80,10 +95,11 @@ VIEWS = {
     "train": [(224, (0.08, 1.0))],
     "simclr": [(224, (0.08, 1.0))] * 2,
     "multicrop": [(224, (0.4, 1.0))] * 2 + [(96, (0.05, 0.4))] * 6,
+    "recipe": [(176, (0.08, 1.0))],
 }
 # Per scenario: one fused region decode per view (True) or one full decode
 # and a random_resized_crop per view (False); see the module docstring.
-FUSED_VIEWS = {"train": True, "simclr": False, "multicrop": False}
+FUSED_VIEWS = {"train": True, "simclr": False, "multicrop": False, "recipe": True}
 SEED = 0
 
 
@@ -130,7 +146,11 @@ def build_pipeline(scenario: str, source: EpochSource, batch_size: int, threads:
     """The scenario's pipeline over ``source``; ``fused_views`` (default
     :data:`FUSED_VIEWS`) picks how ``train``/``simclr``/``multicrop`` make
     their views."""
+    import math
+
     from nvidia.dali import fn, pipeline_def, types
+    from nvidia.dali import math as dmath
+    from nvidia.dali.auto_aug import trivial_augment
 
     if fused_views is None:
         fused_views = FUSED_VIEWS.get(scenario, True)
@@ -139,7 +159,7 @@ def build_pipeline(scenario: str, source: EpochSource, batch_size: int, threads:
         kwargs = {"crop": crop} if crop else {}
         return fn.crop_mirror_normalize(
             images,
-            dtype=types.FLOAT16,
+            dtype=types.FLOAT if scenario == "recipe" else types.FLOAT16,
             output_layout="CHW",
             mean=MEAN,
             std=STD,
@@ -147,7 +167,19 @@ def build_pipeline(scenario: str, source: EpochSource, batch_size: int, threads:
             **kwargs,
         )
 
-    @pipeline_def(batch_size=batch_size, num_threads=threads, device_id=None, prefetch_queue_depth=2)
+    def random_erasing(images, p: float = 0.1):
+        """RandomErasing(p) of normalized CHW images: one rectangle set to zero."""
+        area = fn.random.uniform(range=list(ERASE_SCALE))
+        aspect = dmath.exp(fn.random.uniform(range=[math.log(ERASE_RATIO[0]), math.log(ERASE_RATIO[1])]))
+        shape = fn.stack(dmath.min(dmath.sqrt(area * aspect), 0.99), dmath.min(dmath.sqrt(area / aspect), 0.99))
+        anchor = fn.random.uniform(range=[0.0, 1.0], shape=[2]) * (1.0 - shape)
+        if fn.random.coin_flip(probability=p, dtype=types.BOOL):
+            images = fn.erase(images, anchor=anchor, shape=shape, axis_names="HW", normalized_anchor=True,
+                              normalized_shape=True, fill_value=0.0)
+        return images
+
+    @pipeline_def(batch_size=batch_size, num_threads=threads, device_id=None, prefetch_queue_depth=2,
+                  enable_conditionals=scenario == "recipe")
     def pipeline():
         jpegs, label, tag = fn.external_source(source=source, num_outputs=3, batch=True, batch_info=True,
                                                dtype=[types.UINT8, types.INT32, types.INT64])
@@ -157,6 +189,14 @@ def build_pipeline(scenario: str, source: EpochSource, batch_size: int, threads:
             images = fn.decoders.image(jpegs, device="cpu", output_type=types.RGB)
             images = fn.resize(images, resize_shorter=256, interp_type=types.INTERP_LINEAR)
             return normalize(images, crop=(224, 224), mirror=False), label, tag
+        if scenario == "recipe":
+            (size, scale), = VIEWS[scenario]
+            region = fn.decoders.image_random_crop(jpegs, device="cpu", output_type=types.RGB,
+                                                   random_area=list(scale), random_aspect_ratio=RATIO,
+                                                   num_attempts=10)
+            images = fn.resize(region, resize_x=size, resize_y=size, interp_type=types.INTERP_LINEAR)
+            images = trivial_augment.trivial_augment_wide(images, fill_value=0, interp_type=types.INTERP_LINEAR)
+            return random_erasing(normalize(images)), label, tag
         views = []
         decoded = None if fused_views else fn.decoders.image(jpegs, device="cpu", output_type=types.RGB)
         for size, scale in VIEWS[scenario]:
@@ -182,6 +222,21 @@ def make_loader(pipe, n_outputs: int):
 
     output_map = [f"image_{k}" for k in range(n_outputs)] + ["label", "tag"]
     return DALIGenericIterator([pipe], output_map, size=-1, auto_reset=True)
+
+
+class MixedBatches:
+    """The recipe's batches: each of ``loader``'s mixed by MixUp or CutMix
+    (``recipe_torch.mix_batch``) in torch, as a training loop fed by DALI
+    would before its step."""
+
+    def __init__(self, loader, num_classes: int):
+        self.loader, self.num_classes = loader, num_classes
+
+    def __iter__(self):
+        for batch in self.loader:
+            out = batch[0]
+            out["image_0"], out["label"] = mix_batch(out["image_0"], out["label"], self.num_classes)
+            yield batch
 
 
 def unpack(batch) -> tuple:
@@ -235,7 +290,12 @@ def main(argv: list[str]) -> int:
                                                          else "one decode, random_resized_crop per view"),
         "output": "uint8 rows padded to the largest file (fn.pad)"
         if scenario == "raw"
-        else "float16 NCHW, label int32 (N, 1)",
+        else ("float32 NCHW, soft labels float32 (N, classes)" if scenario == "recipe"
+              else "float16 NCHW, label int32 (N, 1)"),
+        "recipe": "auto_aug.trivial_augment.trivial_augment_wide(fill_value=0, INTERP_LINEAR) after the resize; "
+                  "crop_mirror_normalize float32 with the flip; fn.erase under coin_flip(0.1) (conditionals); "
+                  "MixUp(0.2) or CutMix(1.0) in torch on each batch the iterator hands over (recipe_torch)"
+                  if scenario == "recipe" else None,
         "views": [f"{s}x{s} area={a}" for s, a in VIEWS.get(scenario, [])]
         or (["resize_shorter 256 + center crop 224"] if scenario == "val" else []),
         "jpeg_decodes_per_image": 0 if scenario == "raw" else (n_views if fused else 1),
@@ -249,6 +309,9 @@ def main(argv: list[str]) -> int:
     source = EpochSource(samples, batch_size, spec["check"])
     pipe = build_pipeline(scenario, source, batch_size, threads, max_bytes)
     loader = make_loader(pipe, n_views)
+    if scenario == "recipe":
+        num_classes = int(spec.get("num_classes") or max(label for _, label in samples) + 1)
+        loader = MixedBatches(loader, num_classes)
     run_classification(spec, base, settings, loader, unpack)
     sys.stdout.flush()
     os._exit(0)  # DALI's worker threads may be mid-epoch (first batch only); nothing to clean up

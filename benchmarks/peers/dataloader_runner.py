@@ -21,7 +21,13 @@ Pillow and numpy only (no torchvision in this venv):
   file of the folder (so the default collate can stack variable-size bytes);
 * ``simclr``: two train views; ``multicrop``: 2 x 224 (scale (0.4, 1)) +
   6 x 96 (scale (0.05, 0.4)) views, each flipped and normalised; both decode
-  each image once and crop it several times.
+  each image once and crop it several times;
+* ``recipe``: torchvision's reference training recipe, the way its PIL path
+  runs it: the train view at 176, then TrivialAugmentWide (bilinear, black
+  fill) with Pillow (``pillow_augment``), normalised into float32,
+  RandomErasing(0.1) on the tensor, and each batch mixed by MixUp(0.2) or
+  CutMix(1.0) in the ``collate_fn`` (``recipe_torch``), as the reference
+  script mixes in its own ``collate_fn``: float32 images, soft labels.
 
 With ``draft: true`` in SPEC.json (system ``"dataloader (draft)"``) the
 images are decoded the way a user tuning this pipeline would, with Pillow's
@@ -76,9 +82,12 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
 from peer_common import bytes_tag, find_samples, read_spec, result_base, run_classification  # noqa: E402  (benchmarks/peers, next to this file)
+from pillow_augment import trivial_augment_wide  # noqa: E402
+from recipe_torch import mix_batch, random_erasing  # noqa: E402
+from torch.utils.data import default_collate  # noqa: E402
 
 SYSTEM = "dataloader"
-SCENARIOS = ("raw", "train", "val", "simclr", "multicrop")
+SCENARIOS = ("raw", "train", "val", "simclr", "multicrop", "recipe")
 MEAN255 = (np.array([0.485, 0.456, 0.406]) * 255).astype(np.float32)
 INV_STD255 = (1.0 / (np.array([0.229, 0.224, 0.225]) * 255)).astype(np.float32)
 RATIO = (3 / 4, 4 / 3)
@@ -116,20 +125,28 @@ def random_resized_crop_box(width: int, height: int, scale: tuple[float, float])
     return left, top, left + w, top + h
 
 
-def normalize(img: Image.Image) -> torch.Tensor:
-    """uint8 RGB image -> normalised float16 CHW tensor."""
+def normalize(img: Image.Image, dtype: type = np.float16) -> torch.Tensor:
+    """uint8 RGB image -> normalised CHW tensor of ``dtype``."""
     x = np.asarray(img, dtype=np.float32)
     x -= MEAN255
     x *= INV_STD255
-    return torch.from_numpy(np.ascontiguousarray(x.transpose(2, 0, 1), dtype=np.float16))
+    return torch.from_numpy(np.ascontiguousarray(x.transpose(2, 0, 1), dtype=dtype))
 
 
-def train_view(img: Image.Image, size: int, scale: tuple[float, float]) -> torch.Tensor:
+def finish(view: Image.Image, scenario: str) -> torch.Tensor:
+    """A cropped and flipped view's tail: normalised into float16, or for
+    ``recipe`` TrivialAugmentWide, normalised into float32 and RandomErasing(0.1)."""
+    if scenario == "recipe":
+        return random_erasing(normalize(trivial_augment_wide(view), np.float32), 0.1)
+    return normalize(view)
+
+
+def train_view(img: Image.Image, size: int, scale: tuple[float, float], scenario: str = "train") -> torch.Tensor:
     box = random_resized_crop_box(img.width, img.height, scale)
     out = img.resize((size, size), BILINEAR, box=box)
     if random.random() < 0.5:
         out = out.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
-    return normalize(out)
+    return finish(out, scenario)
 
 
 def val_view(img: Image.Image, full_size: tuple[int, int] | None = None,
@@ -152,6 +169,7 @@ VIEWS = {
     "train": [(224, (0.08, 1.0))],
     "simclr": [(224, (0.08, 1.0))] * 2,
     "multicrop": [(224, (0.4, 1.0))] * 2 + [(96, (0.05, 0.4))] * 6,
+    "recipe": [(176, (0.08, 1.0))],
 }
 
 
@@ -197,7 +215,7 @@ def drafted_views(im: Image.Image, scenario: str) -> list[torch.Tensor]:
         view = img.resize((size, size), BILINEAR, box=(left * sx, top * sy, right * sx, bottom * sy))
         if random.random() < 0.5:
             view = view.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
-        out.append(normalize(view))
+        out.append(finish(view, scenario))
     return out
 
 
@@ -209,7 +227,7 @@ def image_views(im: Image.Image, scenario: str, use_draft: bool = False) -> list
     img = im.convert("RGB")
     if scenario == "val":
         return [val_view(img)]
-    return [train_view(img, size, scale) for size, scale in VIEWS[scenario]]
+    return [train_view(img, size, scale, scenario) for size, scale in VIEWS[scenario]]
 
 
 class FolderDataset(Dataset):
@@ -280,6 +298,23 @@ def bytes_sample_settings(spec: dict, raw_bytes: int) -> dict:
     }
 
 
+class MixingCollate:
+    """The recipe's ``collate_fn``: the default collation, then the batch
+    mixed by MixUp or CutMix (``recipe_torch.mix_batch``) into soft labels."""
+
+    def __init__(self, num_classes: int):
+        self.num_classes = num_classes
+
+    def __call__(self, samples):
+        image, label, tag = default_collate(samples)
+        return (*mix_batch(image, label, self.num_classes), tag)
+
+
+def recipe_num_classes(spec: dict, samples: list[tuple[object, int]]) -> int:
+    """The soft labels' length: the spec's ``num_classes``, else the folder's classes."""
+    return int(spec.get("num_classes") or max(label for _, label in samples) + 1)
+
+
 def worker_init(_worker_id: int) -> None:
     torch.set_num_threads(1)
 
@@ -305,7 +340,8 @@ def main(argv: list[str]) -> int:
         return 0
 
     batch_size, threads = spec["batch_size"], spec["threads"]
-    dataset = FolderDataset(find_samples(Path(spec["data"])), scenario, use_draft, spec["check"])
+    samples = find_samples(Path(spec["data"]))
+    dataset = FolderDataset(samples, scenario, use_draft, spec["check"])
     accel = getattr(torch, "accelerator", None)
     pin_effective = bool(accel.is_available()) if accel is not None else torch.cuda.is_available()
     if use_draft and scenario != "raw":
@@ -335,7 +371,11 @@ def main(argv: list[str]) -> int:
         "resize": "Pillow BILINEAR (Image.resize with box for crops)",
         "output": "uint8 rows padded to the largest file"
         if scenario == "raw"
-        else "float16 NCHW (contiguous), label int64",
+        else ("float32 NCHW, soft labels float32 (N, classes)" if scenario == "recipe"
+              else "float16 NCHW (contiguous), label int64"),
+        "recipe": "after the crop and flip: TrivialAugmentWide with Pillow (pillow_augment, bilinear, black fill), "
+                  "Normalize to float32, RandomErasing(0.1); MixUp(0.2) or CutMix(1.0) in the collate_fn "
+                  "(recipe_torch)" if scenario == "recipe" else None,
         "views": [f"{size}x{size} scale={scale}" for size, scale in VIEWS.get(scenario, [])]
         or (["resize 256 + center crop 224"] if scenario == "val" else []),
         "jpeg_decodes_per_image": 0 if scenario == "raw" else 1,
@@ -354,6 +394,7 @@ def main(argv: list[str]) -> int:
         drop_last=False,
         persistent_workers=threads > 0,
         worker_init_fn=worker_init if threads > 0 else None,
+        collate_fn=MixingCollate(recipe_num_classes(spec, samples)) if scenario == "recipe" else None,
     )
     run_classification(spec, base, settings, loader, unpack_views, close=lambda: shutdown_workers(loader))
     return 0

@@ -17,7 +17,7 @@ from peer_common import cpu_seconds, emit, peak_rss_mb  # noqa: E402  (benchmark
 from slipstream.ops import StoredBytes, multi_crop_pipelines, presets  # noqa: E402
 
 
-def pipelines(scenario: str, reader: ss.Reader) -> dict:
+def pipelines(scenario: str, reader: ss.Reader, num_classes: int | None = None) -> dict:
     image = "image"
     if scenario == "raw":
         return {image: [StoredBytes(int(reader.metadata[image]["size"].max()))]}
@@ -29,6 +29,8 @@ def pipelines(scenario: str, reader: ss.Reader) -> dict:
         return presets.simclr(224)
     if scenario == "multicrop":
         return multi_crop_pipelines()
+    if scenario == "recipe":  # torchvision's reference recipe, batch mixing included
+        return presets.torchvision_train(176, num_classes=num_classes)
     raise ValueError(f"unknown scenario {scenario!r}")
 
 
@@ -37,7 +39,8 @@ def main() -> None:
     parser.add_argument("--spec", required=True)
     spec = json.loads(open(parser.parse_args().spec).read())
     reader = ss.open_dataset(spec["data"])
-    loader = ss.Loader(reader, spec["batch_size"], {**pipelines(spec["scenario"], reader), "label": []},
+    chosen = pipelines(spec["scenario"], reader, spec.get("num_classes"))
+    loader = ss.Loader(reader, spec["batch_size"], {"label": [], **chosen},
                        order=ss.Order("random", seed=0), num_threads=spec["threads"], as_dict=True)
     result = {"system": "slipstream", "version": ss.__version__, "scenario": spec["scenario"],
               "settings": {"order": "random", "os_cache": True, "threads": spec["threads"],

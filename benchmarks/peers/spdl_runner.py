@@ -42,7 +42,15 @@ from the demuxed packets' codec, before decoding):
 * ``simclr`` / ``multicrop``: 2 x 224, or 2 x 224 scale (0.4, 1) + 6 x 96
   scale (0.05, 0.4), each cropped, resized, flipped with p = 0.5;
 * ``raw``: each file's bytes in a uint8 row padded with zeros to the largest
-  file of the folder (the DataLoader peer's layout), no decoding.
+  file of the folder (the DataLoader peer's layout), no decoding;
+* ``recipe``: torchvision's reference training recipe.  SPDL has no
+  augmentation policy, so past its decoder's filter graph (the train view
+  at 176) each image goes through the DataLoader peer's Pillow
+  TrivialAugmentWide in the decode stage's thread (``pillow_augment``;
+  Pillow releases the GIL in its image operations), and ``batchify``
+  normalises into float32, erases one rectangle with probability 0.1 per
+  image and mixes the batch by MixUp(0.2) or CutMix(1.0)
+  (``recipe_torch``): float32 images, soft labels.
 
 Normalisation (ImageNet mean/std) into float16 NCHW happens in ``batchify``
 on the whole uint8 batch with torch, since SPDL has no normalising operator
@@ -71,10 +79,13 @@ import torch
 from spdl.pipeline import PipelineBuilder
 
 from peer_common import bytes_tag, find_samples, read_spec, result_base, run_classification  # noqa: E402  (benchmarks/peers, next to this file)
-from dataloader_runner import VIEWS, random_resized_crop_box  # noqa: E402  (the DataLoader peer's crop sampling)
+from dataloader_runner import VIEWS, random_resized_crop_box, recipe_num_classes  # noqa: E402  (the DataLoader peer's crop sampling)
+from PIL import Image  # noqa: E402
+from pillow_augment import trivial_augment_wide  # noqa: E402
+from recipe_torch import mix_batch, random_erasing  # noqa: E402
 
 SYSTEM = "spdl"
-SCENARIOS = ("raw", "train", "val", "simclr", "multicrop")
+SCENARIOS = ("raw", "train", "val", "simclr", "multicrop", "recipe")
 MEAN255 = torch.tensor([0.485, 0.456, 0.406]).mul(255).view(1, 3, 1, 1)
 INV_STD255 = torch.tensor([0.229, 0.224, 0.225]).mul(255).reciprocal().view(1, 3, 1, 1)
 SINK_BUFFER = 2  # batches held ready, the DataLoader peer's prefetch depth
@@ -115,7 +126,11 @@ def make_decode(scenario: str, check: bool):
         views = VIEWS[scenario]
         if len(views) == 1:
             size, scale = views[0]
-            return [spdl.io.decode_packets(packets, filter_desc=view_filter(width, height, size, scale))], label, tag
+            frames = spdl.io.decode_packets(packets, filter_desc=view_filter(width, height, size, scale))
+            if scenario == "recipe":
+                pixels = spdl.io.to_numpy(spdl.io.convert_frames(frames))
+                return [np.asarray(trivial_augment_wide(Image.fromarray(pixels)))], label, tag
+            return [frames], label, tag
         frames = spdl.io.decode_packets(packets, filter_desc=None)
         graph = spdl.io.FilterGraph(";".join(
             [f"{spdl.io.get_buffer_desc(codec)} [in]", f"[in] split={len(views)} " + "".join(f"[s{i}]" for i in range(len(views)))]
@@ -128,9 +143,11 @@ def make_decode(scenario: str, check: bool):
     return decode
 
 
-def make_batchify(scenario: str, max_bytes: int):
+def make_batchify(scenario: str, max_bytes: int, num_classes: int = 0):
     """The per-batch stage: one contiguous tensor per view, normalised into
-    float16 NCHW, plus the labels and the bytes tags."""
+    float16 NCHW, plus the labels and the bytes tags (``recipe``: the
+    augmented images normalised into float32, erased and mixed into
+    ``num_classes`` soft labels)."""
 
     def batchify(items):
         labels = torch.tensor([label for _, label, _ in items], dtype=torch.int64)
@@ -140,6 +157,13 @@ def make_batchify(scenario: str, max_bytes: int):
             for row, ([data], _, _) in zip(rows, items):
                 row[: len(data)] = np.frombuffer(data, dtype=np.uint8)
             return [torch.from_numpy(rows)], labels, tags
+        if scenario == "recipe":
+            x = torch.from_numpy(np.stack([views[0] for views, _, _ in items])).permute(0, 3, 1, 2).to(torch.float32)
+            x.sub_(MEAN255).mul_(INV_STD255)
+            for image in x:
+                random_erasing(image, 0.1)
+            images, soft = mix_batch(x, labels, num_classes)
+            return [images], soft, tags
         outputs = []
         for v in range(len(items[0][0])):
             batch = spdl.io.to_torch(spdl.io.convert_frames([views[v] for views, _, _ in items]))
@@ -158,11 +182,12 @@ class EpochPipelines:
     samples and a new pipeline per epoch (an SPDL pipeline runs its source
     once)."""
 
-    def __init__(self, samples, scenario: str, batch_size: int, threads: int, check: bool, seed: int = 0):
+    def __init__(self, samples, scenario: str, batch_size: int, threads: int, check: bool, seed: int = 0,
+                 num_classes: int = 0):
         self.samples, self.batch_size, self.threads = samples, batch_size, threads
         self.decode = make_decode(scenario, check)
         max_bytes = max(os.path.getsize(p) for p, _ in samples) if scenario == "raw" else 0
-        self.batchify = make_batchify(scenario, max_bytes)
+        self.batchify = make_batchify(scenario, max_bytes, num_classes)
         self.rng = random.Random(seed)
 
     def __iter__(self):
@@ -192,7 +217,8 @@ def main(argv: list[str]) -> int:
         return 0
     batch_size, threads = spec["batch_size"], spec["threads"]
     samples = [(str(p), label) for p, label in find_samples(Path(spec["data"]))]
-    loader = EpochPipelines(samples, scenario, batch_size, threads, spec["check"])
+    loader = EpochPipelines(samples, scenario, batch_size, threads, spec["check"],
+                            num_classes=recipe_num_classes(spec, samples))
     settings = {
         "data": spec["data"],
         "order": "random.shuffle of the sample list per epoch (seed 0); output_order='completion'",
@@ -202,9 +228,14 @@ def main(argv: list[str]) -> int:
                    + ".".join(map(str, spdl.io.utils.get_ffmpeg_versions()["libavcodec"])),
         "resize": "FFmpeg filter graph: crop, scale flags=bilinear, hflip, format=rgb24 "
                   "(several views: one decode, split, one chain per view)",
-        "normalize": "torch on the uint8 batch in batchify, float16 NCHW",
+        "normalize": "torch on the uint8 batch in batchify, float16 NCHW"
+        + (" (recipe: float32)" if scenario == "recipe" else ""),
+        "recipe": "after the filter graph's crop and flip: TrivialAugmentWide with Pillow in the decode stage "
+                  "(pillow_augment, bilinear, black fill); in batchify Normalize to float32, RandomErasing(0.1) per "
+                  "image, MixUp(0.2) or CutMix(1.0) on the batch (recipe_torch)" if scenario == "recipe" else None,
         "output": "uint8 rows padded to the largest file" if scenario == "raw"
-        else "float16 NCHW (contiguous), label int64",
+        else ("float32 NCHW, soft labels float32 (N, classes)" if scenario == "recipe"
+              else "float16 NCHW (contiguous), label int64"),
         "jpeg_decodes_per_image": 0 if scenario == "raw" else 1,
         "torch_threads": torch.get_num_threads(),
         "first_batch_clock": "start_monotonic" if spec.get("start_monotonic") is not None else "runner first line",

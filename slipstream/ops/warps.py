@@ -199,6 +199,36 @@ def _bilinear(s, d, at, xin, yin, height, width, channels, fill):
 
 
 @njit(cache=True, nogil=True)
+def _whole_pixel_shift(a):
+    """Whether Pillow's AFFINE data ``a`` only shifts by whole pixels, where
+    its bilinear filter weighs one pixel 1 and the others 0."""
+    return a[0] == 1.0 and a[1] == 0.0 and a[3] == 0.0 and a[4] == 1.0 and abs(a[2]) < _FIXED_LIMIT and \
+        abs(a[5]) < _FIXED_LIMIT and a[2] == np.floor(a[2]) and a[5] == np.floor(a[5])
+
+
+@njit(cache=True, nogil=True)
+def _shift(src, dst, a, fill):
+    """Pillow's bilinear transform for a whole-pixel shift (``_whole_pixel_shift``):
+    output pixel (x, y) is input pixel (x + a[2], y + a[5]), else ``fill``;
+    row slices instead of one blend per pixel, the same values."""
+    height, width, channels = src.shape
+    dx, dy = int64(a[2]), int64(a[5])
+    out_w = dst.shape[1]
+    start, stop = min(max(-dx, 0), out_w), max(min(width - dx, out_w), 0)
+    for y in range(dst.shape[0]):
+        row = y + dy
+        if row < 0 or row >= height or start >= stop:
+            for x in range(out_w):
+                _fill_pixel(dst[y, x], 0, fill, channels)
+            continue
+        for x in range(start):
+            _fill_pixel(dst[y, x], 0, fill, channels)
+        dst[y, start:stop] = src[row, start + dx:stop + dx]
+        for x in range(stop, out_w):
+            _fill_pixel(dst[y, x], 0, fill, channels)
+
+
+@njit(cache=True, nogil=True)
 def _affine_bilinear(src, dst, a, fill):
     """Pillow's generic transform with affine_transform and the bilinear filter."""
     height, width, channels = src.shape
@@ -228,7 +258,10 @@ def affine(src, dst, inverse, nearest, fill):
             no input pixel lands (its first ``channels`` values are used).
     """
     if not nearest:
-        _affine_bilinear(src, dst, inverse, fill)
+        if _whole_pixel_shift(inverse):
+            _shift(src, dst, inverse, fill)
+        else:
+            _affine_bilinear(src, dst, inverse, fill)
     elif inverse[1] == 0.0 and inverse[3] == 0.0:
         _scale_nearest(src, dst, inverse, fill)
     else:
