@@ -361,3 +361,34 @@ def test_torchvisions_recipe_presets_build_what_the_recipe_says(dataset):
     with pytest.raises(ss.ArgumentError, match=r"auto_augment must be 'ta_wide', 'ra', 'augmix', one of "
                                                r"\['cifar10', 'imagenet', 'svhn'\] or None, got 'trivial'"):
         presets.torchvision_train(auto_augment="trivial", num_classes=2)
+
+
+def test_torchvisions_recipe_is_deterministic_across_threads_and_resumes_exactly_mid_epoch(dataset):
+    """The whole recipe (TrivialAugmentWide, RandomErasing, MixUp or CutMix
+    with soft labels) with repeated augmentation: one thread or two give the
+    same batches, and a loader stopped after two batches resumes with the
+    batches the uninterrupted one gave."""
+    from slipstream.ops import presets
+
+    pipelines = presets.torchvision_train(crop_size=40, num_classes=48)
+
+    def loader(threads: int = 1) -> ss.Loader:
+        return ss.Loader(dataset, 8, pipelines, order=ss.Order("random", seed=3, repeats=2, selected_round=0),
+                         num_threads=threads, verbose=False)
+
+    def host(batches) -> list[tuple[np.ndarray, np.ndarray]]:
+        return [(x.numpy().copy(), y.numpy().copy()) for x, y in batches]
+
+    whole, threaded = host(loader()), host(loader(threads=2))
+    with loader() as interrupted:
+        batches = iter(interrupted)
+        first = host([next(batches), next(batches)])
+        state = interrupted.state_dict()
+    resumed = loader()
+    resumed.load_state_dict(state)
+    rest = host(resumed)
+    assert len(whole) == 6 and len(rest) == 4  # 48 of the 96 copies an epoch, 8 a batch
+    for (x1, y1), (x2, y2), (x3, y3) in zip(whole, threaded, first + rest):
+        assert np.array_equal(y1, y2) and np.array_equal(y1, y3)
+        assert np.array_equal(x1, x2) and np.array_equal(x1, x3)
+    assert any(not np.allclose(y.max(1), 1.0) for _, y in whole)  # mixed labels, not one-hot
