@@ -30,6 +30,12 @@ class Location(Protocol):
         """Where file ``name`` is, for messages."""
         ...
 
+    def local_folder(self) -> Path | None:
+        """The local folder holding the files, where they are local files
+        that can be written in place and mapped; None where they are not
+        (an object store)."""
+        ...
+
     def read(self, name: str, start: int, end: int) -> memoryview:
         """Bytes ``[start, end)`` of file ``name``."""
         ...
@@ -77,6 +83,9 @@ class LocalFolder:
 
     def url_of(self, name: str) -> str:
         return str(self.path / name)
+
+    def local_folder(self) -> Path:
+        return self.path
 
     def read(self, name: str, start: int, end: int) -> memoryview:
         out = np.empty(end - start, np.uint8)

@@ -71,6 +71,9 @@ class ObjectPrefix:
         """The URL of object ``name`` under the prefix."""
         return join(self.url, name)
 
+    def local_folder(self) -> None:
+        return None
+
     def read(self, name: str, start: int, end: int) -> memoryview:
         """Bytes ``[start, end)`` of object ``name``, by one ranged GET."""
         return self._retrying(name, lambda: memoryview(obstore.get_range(self._store, name, start=start, end=end)))

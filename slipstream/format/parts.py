@@ -34,7 +34,7 @@ import numpy as np
 from slipstream.errors import FormatError
 from slipstream.fields.base import Encoded
 from slipstream.format import layout as L
-from slipstream.format.location import LocalFolder, Location
+from slipstream.format.location import Location
 from slipstream.format.writer import stored_fields
 
 MAGIC = b"SLIPPART"
@@ -117,9 +117,9 @@ def write_part(location: Location, name: str, descriptors: Sequence[L.FieldDescr
     """Store ``samples`` (each one ``Encoded`` per field) as part ``name``
     at ``location``, written whole or not at all."""
     part = pack_part(descriptors, samples)
-    folder = None  # an object store's part is uploaded from a temporary file
-    if isinstance(location, LocalFolder):  # a local one is written in place, then renamed
-        folder = location.path
+    # A local part is written in place, then renamed; an object store's is uploaded from a temporary file.
+    folder = location.local_folder()
+    if folder is not None:
         folder.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".slipstream-part-", dir=folder)
     try:

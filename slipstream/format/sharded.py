@@ -112,7 +112,7 @@ class ShardedReader(Reader):
         self.remote = remote or Remote()
         self.path = path if is_url(path) else local_path(path)  # type: ignore[assignment]
         self.location, single = _resolve(path, self.remote)
-        self.is_remote = not isinstance(self.location, LocalFolder)
+        self.is_remote = self.location.local_folder() is None
         self._pool = ThreadPoolExecutor(self.remote.requests if self.is_remote else min(8, os.cpu_count() or 1),
                                         thread_name_prefix="slipstream-pages")
         try:
@@ -182,9 +182,10 @@ class ShardedReader(Reader):
 
     def _reader(self, name: str, head: memoryview, size: int) -> Reader:
         """The reader of shard ``name``, whose first bytes and size were read."""
-        if self.is_remote:
+        folder = self.location.local_folder()
+        if folder is None:
             return RemoteShard(self.location, name, head, size)
-        return Reader(self.location.path / name)  # type: ignore[attr-defined]
+        return Reader(folder / name)
 
     def _differences(self, entry: M.ShardEntry, shard: Reader) -> list[str]:
         """What the opened ``shard`` says that its manifest entry (and the

@@ -32,8 +32,8 @@ from slipstream.format import layout as L
 from slipstream.format import manifest as M
 from slipstream.format import tempfiles
 from slipstream.fields.base import Encoded
-from slipstream.format.location import LocalFolder, Location, open_location
-from slipstream.format.remote import Remote, is_url
+from slipstream.format.location import Location, open_location
+from slipstream.format.remote import Remote
 from slipstream.format.writer import WriteResult, _Layout, _ShardPlan, place, stored_fields
 
 _SHARD_FILE = re.compile(r"shard-[0-9]{5,}-[0-9a-f]{8}\.slip")
@@ -47,10 +47,11 @@ def write_shards(path: str | os.PathLike, plan: _ShardPlan, descriptors: list[L.
     from tqdm import tqdm
 
     location = open_location(path, remote)
-    local = isinstance(location, LocalFolder)
-    if local:
-        location.path.mkdir(parents=True, exist_ok=True)
-        staging = location.path
+    folder = location.local_folder()
+    local = folder is not None
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+        staging = folder
         tempfiles.remove_stale(staging / "shards")
     else:
         staging = Path(tempfile.mkdtemp(prefix="slipstream-shards-"))
@@ -100,7 +101,7 @@ def write_shards(path: str | os.PathLike, plan: _ShardPlan, descriptors: list[L.
     uploads.shutdown(wait=True)
     if not local:
         shutil.rmtree(staging, ignore_errors=True)
-    where = str(path) if is_url(path) else location.path  # type: ignore[attr-defined]
+    where = str(path) if folder is None else folder
     return WriteResult(where, manifest.samples, tuple(skipped), tuple(e.name for e in entries))
 
 
@@ -197,10 +198,11 @@ def write_shard(location: Location, number: int, samples: Iterable[Sequence[Enco
     ``number`` at ``location``: the bytes :func:`write_shards` gives the
     shard holding these samples.  The shard appears under its final name
     whole or not at all."""
-    local = isinstance(location, LocalFolder)
-    if local:
-        location.path.mkdir(parents=True, exist_ok=True)
-    staging = location.path if local else Path(tempfile.mkdtemp(prefix="slipstream-shard-"))
+    folder = location.local_folder()
+    local = folder is not None
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+    staging = folder if folder is not None else Path(tempfile.mkdtemp(prefix="slipstream-shard-"))
     shard = _Shard(number, staging, descriptors, page_size, page_checksums, 1024)
     try:
         for encoded in samples:

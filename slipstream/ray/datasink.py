@@ -35,7 +35,7 @@ from typing import Any
 from ray.data import Datasink
 
 from slipstream.errors import FieldValueError
-from slipstream.format.location import LocalFolder, Location, open_location
+from slipstream.format.location import Location, open_location
 from slipstream.format.parts import read_part, write_part
 from slipstream.format.remote import join
 from slipstream.format.sharded_writer import remove_unfinished
@@ -200,8 +200,9 @@ def _clear(parts: Location, prefix: str) -> None:
     for name in names:
         if name.startswith(prefix):
             parts.delete(name)
-    if isinstance(parts, LocalFolder):
+    folder = parts.local_folder()
+    if folder is not None:
         try:
-            parts.path.rmdir()
+            folder.rmdir()
         except OSError:  # not empty: another write's parts
             pass
