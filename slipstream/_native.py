@@ -17,7 +17,7 @@ from numba.extending import intrinsic
 
 from slipstream import _abi
 
-HEADER_SHA256 = "b957ba86dda8b9b96d65cf0b6554a9dc7c2fcd93c0737e3d8bab459af02969bc"
+HEADER_SHA256 = "0d599600a3ccc9169f9087a127290820e15816fdb91498f7f9e2f73c2f472f1e"
 """SHA-256 of the header this module was generated from."""
 
 ABI_VERSION = 5
@@ -700,7 +700,7 @@ def slip_guard_mapping(typingctx, address, length, guard):
     @param length   its length in bytes (> 0).
     @param guard    receives the guard's number, for slip_guard_faults and slip_unguard_mapping.
     @return SLIP_OK; SLIP_EINVAL for a null address or guard or a zero length;
-            SLIP_ETOOBIG when 1024 mappings are guarded already; SLIP_EIO when
+            SLIP_ETOOBIG when 65536 mappings are guarded already; SLIP_EIO when
             the handler cannot be installed.
     """
     return _abi.lower_call(FUNCTIONS["slip_guard_mapping"], (address, length, guard))

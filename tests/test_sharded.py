@@ -15,7 +15,7 @@ import jpeg_corpus
 import slipstream as ss
 from cli_command import slipstream_command
 from slipstream.format import manifest as M
-from slipstream.ops import presets
+from slipstream.ops import StoredBytes, presets
 
 COUNT, PAGE = 120, 16384
 FIELDS = {"image": ss.RGBImageField(), "label": ss.IntField(), "meta": ss.JSONField()}
@@ -220,3 +220,21 @@ def test_the_command_line_writes_and_describes_sharded_datasets(tmp_path):
     assert out.returncode == 0, out.stderr
     with ss.Reader(tmp_path / "one.slip") as one, ss.open_dataset(tmp_path / "ds") as sharded:
         assert [one[i]["label"] for i in range(30)] == [sharded[i]["label"] for i in range(30)]
+
+
+def test_a_dataset_of_more_shards_than_1024_opens_and_loads(tmp_path):
+    """Every local shard is a guarded mapping; a dataset of many small shards
+    (here 1,100) opens, loads every sample once, and releases its guards."""
+    path = tmp_path / "many"
+    ss.write(path, [(bytes([k % 251]) * 5000, k) for k in range(1100)],
+             {"blob": ss.BytesField(), "label": ss.IntField()}, shards=1100, page_size=4096, workers=0, verbose=False)
+    for _ in range(2):  # a second open works too: the first one's guards were given back
+        with ss.open_dataset(path) as reader:
+            assert type(reader).__name__ == "ShardedReader" and len(reader.shards) == 1100
+            loader = ss.Loader(reader, 64, {"blob": [StoredBytes(5000)], "label": []}, as_dict=True, verbose=False)
+            labels = []
+            for b in loader:  # each value's 5,000 bytes, read from its shard's pages
+                assert (b["blob"].numpy() == (b["label"].numpy() % 251)[:, None]).all()
+                labels.append(b["label"].numpy().copy())  # the loader reuses its batches' memory
+            labels = np.concatenate(labels)
+            assert sorted(labels.tolist()) == list(range(1100))

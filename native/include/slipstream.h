@@ -546,7 +546,7 @@ SLIP_API uint32_t slip_crc32(const uint8_t *data, size_t size, uint32_t crc);
  * @param length   its length in bytes (> 0).
  * @param guard    receives the guard's number, for slip_guard_faults and slip_unguard_mapping.
  * @return SLIP_OK; SLIP_EINVAL for a null address or guard or a zero length;
- *         SLIP_ETOOBIG when 1024 mappings are guarded already; SLIP_EIO when
+ *         SLIP_ETOOBIG when 65536 mappings are guarded already; SLIP_EIO when
  *         the handler cannot be installed.
  */
 SLIP_API int32_t slip_guard_mapping(const void *address, size_t length, int32_t *guard);

@@ -31,7 +31,12 @@
 
 #include "internal.h"
 
-#define GUARD_SLOTS 1024
+/* One slot per guarded mapping: every local shard of an open dataset takes
+ * one, so as many as Linux lets a process map by default (vm.max_map_count,
+ * 65530).  The array is zero-initialised BSS, 1.5 MiB of address space whose
+ * pages are touched only as slots are used (and all of them only by the scan
+ * of an actual SIGBUS). */
+#define GUARD_SLOTS 65536
 
 typedef struct guard_slot {
   _Atomic uintptr_t start; /* 0: free */
