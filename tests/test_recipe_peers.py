@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "pee
 
 import pillow_augment  # noqa: E402
 import recipe_torch  # noqa: E402
+from test_warps import PHOTOS  # noqa: E402  (the sample photos, or the copy make gpu-bundle carries)
 
-PHOTOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
 SNAKE = {"Identity": "identity", "ShearX": "shear_x", "ShearY": "shear_y", "TranslateX": "translate_x",
          "TranslateY": "translate_y", "Rotate": "rotate", "Brightness": "brightness", "Color": "color",
          "Contrast": "contrast", "Sharpness": "sharpness", "Posterize": "posterize", "Solarize": "solarize",
@@ -32,9 +32,8 @@ SNAKE = {"Identity": "identity", "ShearX": "shear_x", "ShearY": "shear_y", "Tran
 
 @pytest.fixture(scope="module")
 def photo() -> np.ndarray:
-    paths = sorted(PHOTOS.glob("*.JPEG")) or sorted(Path(__file__).resolve().parents[1].glob("build/gpu-photos/*"))
-    if not paths:
-        pytest.skip(f"no photos under {PHOTOS}")
+    paths = sorted(PHOTOS.glob("*.JPEG"))
+    assert len(paths) > 3, f"no photos in {PHOTOS}"
     with Image.open(paths[3]) as img:
         rgb = np.array(img.convert("RGB").resize((176, 176), Image.BILINEAR))
     return rgb
