@@ -17,10 +17,10 @@ from numba.extending import intrinsic
 
 from slipstream import _abi
 
-HEADER_SHA256 = "0d599600a3ccc9169f9087a127290820e15816fdb91498f7f9e2f73c2f472f1e"
+HEADER_SHA256 = "8b97a3ed7fb4df3eabdfe514277e0465f45e14b71c839d8df83db285ed43d416"
 """SHA-256 of the header this module was generated from."""
 
-ABI_VERSION = 5
+ABI_VERSION = 6
 """Version of this ABI; bumped whenever a declaration in this file changes."""
 
 MAX_DIMENSION = 65500
@@ -273,6 +273,11 @@ FUNCTIONS = {
     "slip_guard_mapping": _abi.Signature("slip_guard_mapping", "int32_t", (("const void *", "address"), ("size_t", "length"), ("int32_t *", "guard"),)),
     "slip_guard_faults": _abi.Signature("slip_guard_faults", "int64_t", (("int32_t", "guard"),)),
     "slip_unguard_mapping": _abi.Signature("slip_unguard_mapping", "int32_t", (("int32_t", "guard"),)),
+    "slip_range_reserve": _abi.Signature("slip_range_reserve", "int32_t", (("size_t", "length"), ("uint64_t *", "base"),)),
+    "slip_range_map_file": _abi.Signature("slip_range_map_file", "int32_t", (("void *", "at"), ("size_t", "length"), ("int32_t", "fd"), ("int64_t", "offset"), ("int32_t", "populate"),)),
+    "slip_range_map_memory": _abi.Signature("slip_range_map_memory", "int32_t", (("void *", "at"), ("size_t", "length"), ("int32_t", "writable"),)),
+    "slip_range_release": _abi.Signature("slip_range_release", "int32_t", (("void *", "at"), ("size_t", "length"),)),
+    "slip_range_free": _abi.Signature("slip_range_free", "int32_t", (("void *", "base"), ("size_t", "length"),)),
 }
 """Signature of every C function, by name."""
 
@@ -733,6 +738,103 @@ def slip_unguard_mapping(typingctx, guard):
     return _abi.lower_call(FUNCTIONS["slip_unguard_mapping"], (guard,))
 
 
+@intrinsic
+def slip_range_reserve(typingctx, length, base):
+    """Numba intrinsic calling C ``slip_range_reserve``.
+
+    Reserve `length` bytes of address space for slip_range_map_file(),
+    slip_range_map_memory() and slip_range_release() to fill and empty: the
+    range is mapped PROT_NONE with MAP_NORESERVE, so it costs no memory and no
+    swap, and touching a part not mapped since raises SIGSEGV.  A dataset of
+    many files is read through one such range: each file's bytes are mapped
+    at their place in it, and the decoders see one base address.  Free it
+    with slip_range_free().
+
+    @param length  bytes to reserve: a non-zero multiple of the OS page size (sysconf(_SC_PAGESIZE)).
+    @param base    receives the range's first address, as a number (0 on failure).
+    @return SLIP_OK; SLIP_EINVAL for a null base or a length that is not a
+            whole number of OS pages; SLIP_ENOMEM when the address space is
+            short (a virtual-memory limit: ulimit -v); SLIP_EIO for other OS errors.
+    """
+    return _abi.lower_call(FUNCTIONS["slip_range_reserve"], (length, base))
+
+
+@intrinsic
+def slip_range_map_file(typingctx, at, length, fd, offset, populate):
+    """Numba intrinsic calling C ``slip_range_map_file``.
+
+    Map `length` bytes of a file, from byte `offset` on, read-only and shared,
+    at `at` inside a reserved range, replacing what was mapped there in one
+    step (MAP_FIXED): no other thread can take the place meanwhile.  The
+    mapping holds its own reference to the file, so `fd` may be closed, and
+    the file unlinked, while it stays readable.  Guard the range
+    (slip_guard_mapping) to survive the file being truncated.
+
+    @param at        where in the range: a multiple of the OS page size.
+    @param length    bytes to map: a non-zero multiple of the OS page size
+                     (bytes past the file's end read as zeros up to the end
+                     of its last OS page, and raise SIGBUS beyond it).
+    @param fd        an open file descriptor, readable.
+    @param offset    byte offset in the file: a multiple of the OS page size.
+    @param populate  non-zero: fill the page tables now (MAP_POPULATE, Linux),
+                     reading the file's pages in the calling thread, rather
+                     than fault by fault in whatever code reads them first.
+    @return SLIP_OK; SLIP_EINVAL for a null or misaligned address, length or
+            offset; SLIP_ENOMEM or SLIP_EIO when mmap(2) fails (the detail
+            holds strerror(errno)).
+    """
+    return _abi.lower_call(FUNCTIONS["slip_range_map_file"], (at, length, fd, offset, populate))
+
+
+@intrinsic
+def slip_range_map_memory(typingctx, at, length, writable):
+    """Numba intrinsic calling C ``slip_range_map_memory``.
+
+    Map zero-filled private memory at `at` inside a reserved range (MAP_FIXED):
+    read-only as a page of zeros that stands for bytes that cannot be had,
+    or writable as a slot that bytes are read into (slip_pread).
+
+    @param at        where in the range: a multiple of the OS page size.
+    @param length    bytes: a non-zero multiple of the OS page size.
+    @param writable  non-zero: PROT_READ | PROT_WRITE; zero: PROT_READ.
+    @return SLIP_OK; SLIP_EINVAL for a null or misaligned address or length;
+            SLIP_ENOMEM or SLIP_EIO when mmap(2) fails.
+    """
+    return _abi.lower_call(FUNCTIONS["slip_range_map_memory"], (at, length, writable))
+
+
+@intrinsic
+def slip_range_release(typingctx, at, length):
+    """Numba intrinsic calling C ``slip_range_release``.
+
+    Give back what is mapped at `at`: the place becomes reserved address space
+    again (PROT_NONE, MAP_FIXED), and a file mapped there is let go (its
+    pages, and the disk blocks of a file since unlinked).  Nothing may read
+    the place until it is mapped again.
+
+    @param at      where in the range: a multiple of the OS page size.
+    @param length  bytes: a non-zero multiple of the OS page size.
+    @return SLIP_OK; SLIP_EINVAL for a null or misaligned address or length;
+            SLIP_ENOMEM or SLIP_EIO when mmap(2) fails.
+    """
+    return _abi.lower_call(FUNCTIONS["slip_range_release"], (at, length))
+
+
+@intrinsic
+def slip_range_free(typingctx, base, length):
+    """Numba intrinsic calling C ``slip_range_free``.
+
+    Unmap a whole range from slip_range_reserve(), with everything mapped in
+    it.  Call slip_unguard_mapping() first if it is guarded.
+
+    @param base    the range's first address, as slip_range_reserve() gave it.
+    @param length  the length it was reserved with.
+    @return SLIP_OK; SLIP_EINVAL for a null or misaligned address or length;
+            SLIP_EIO when munmap(2) fails.
+    """
+    return _abi.lower_call(FUNCTIONS["slip_range_free"], (base, length))
+
+
 __all__ = [
     "HEADER_SHA256",
     "FUNCTIONS",
@@ -774,4 +876,9 @@ __all__ = [
     "slip_guard_mapping",
     "slip_guard_faults",
     "slip_unguard_mapping",
+    "slip_range_reserve",
+    "slip_range_map_file",
+    "slip_range_map_memory",
+    "slip_range_release",
+    "slip_range_free",
 ]

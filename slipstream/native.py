@@ -618,7 +618,7 @@ def guard_mapping(mapping: Any) -> int:
         The guard's number, for :func:`guard_faults` and :func:`unguard_mapping`.
 
     Raises:
-        SlipstreamError: no guard is free (1024 are in use) or the handler cannot be installed.
+        SlipstreamError: no guard is free (65536 are in use) or the handler cannot be installed.
     """
     buf = _bytes_arg(mapping, "mapping")
     guard = ctypes.c_int32(-1)
@@ -638,6 +638,66 @@ def guard_faults(guard: int) -> int:
 def unguard_mapping(guard: int) -> None:
     """Stop guarding a mapping, before it is unmapped (``slip_unguard_mapping``)."""
     _check(lib.slip_unguard_mapping(int(guard)), "unguard_mapping", ArgumentError)
+
+
+def range_reserve(length: int) -> int:
+    """Reserve ``length`` bytes of address space, mapped to nothing yet
+    (``slip_range_reserve``): the first address, for :func:`range_map_file`,
+    :func:`range_map_memory`, :func:`range_release` and :func:`range_free`.
+
+    Raises:
+        ArgumentError: ``length`` is not a whole number of OS pages.
+        NativeMemoryError: the address space is short (a virtual-memory limit, ``ulimit -v``).
+        NativeIOError: the OS refuses otherwise.
+    """
+    base = ctypes.c_uint64(0)
+    _check(lib.slip_range_reserve(int(length), ctypes.addressof(base)), "range_reserve", NativeIOError)
+    return base.value
+
+
+def range_map_file(address: int, length: int, fd: int, offset: int, populate: bool = False) -> None:
+    """Map ``length`` bytes of file ``fd`` from ``offset`` on, read-only, at
+    ``address`` in a reserved range (``slip_range_map_file``); ``populate``
+    reads them in now.
+
+    Raises:
+        ArgumentError: an address, length or offset that is not whole OS pages.
+        NativeIOError: the OS refuses the mapping.
+    """
+    _check(lib.slip_range_map_file(int(address), int(length), int(fd), int(offset), int(bool(populate))),
+           "range_map_file", NativeIOError)
+
+
+def range_map_memory(address: int, length: int, writable: bool) -> None:
+    """Map zeroed private memory at ``address`` in a reserved range
+    (``slip_range_map_memory``): read-only zeros, or a writable slot.
+
+    Raises:
+        ArgumentError: an address or length that is not whole OS pages.
+        NativeIOError: the OS refuses the mapping.
+    """
+    _check(lib.slip_range_map_memory(int(address), int(length), int(bool(writable))), "range_map_memory", NativeIOError)
+
+
+def range_release(address: int, length: int) -> None:
+    """Make ``length`` bytes at ``address`` reserved address space again,
+    letting go of what was mapped there (``slip_range_release``).
+
+    Raises:
+        ArgumentError: an address or length that is not whole OS pages.
+        NativeIOError: the OS refuses.
+    """
+    _check(lib.slip_range_release(int(address), int(length)), "range_release", NativeIOError)
+
+
+def range_free(address: int, length: int) -> None:
+    """Unmap a whole reserved range (``slip_range_free``); unguard it first.
+
+    Raises:
+        ArgumentError: an address or length that is not whole OS pages.
+        NativeIOError: the OS refuses.
+    """
+    _check(lib.slip_range_free(int(address), int(length)), "range_free", NativeIOError)
 
 
 def pread(fd: int, buf: Any, offset: int) -> None:
@@ -684,6 +744,11 @@ __all__ = [
     "lib",
     "pack",
     "pread",
+    "range_free",
+    "range_map_file",
+    "range_map_memory",
+    "range_release",
+    "range_reserve",
     "resize",
     "scaled_region",
     "set_limit",

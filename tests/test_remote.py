@@ -213,6 +213,32 @@ def test_a_second_epoch_makes_no_request(s3_server, s3_proxy, remote_dataset, tm
     loader.close()
 
 
+def test_pages_are_read_in_place_from_the_cache(s3_server, remote_dataset, local_file, tmp_path):
+    """No copy: the decoders read each cached page where the store mapped
+    it, at the values' own offsets, which are never rewritten."""
+    loader = ss.Loader(remote_dataset, 8, order="random", seed=5, remote=remote(s3_server, tmp_path), verbose=False)
+    assert batches(loader, 2) == batches(ss.Loader(local_file, 8, order="random", seed=5, verbose=False), 2)
+    store = loader.memory.store
+    assert loader.memory.storage is store.storage and store.storage.size >= loader.reader.page_count * PAGE
+    np.testing.assert_array_equal(loader.source.offsets("image"), loader.reader.metadata["image"]["offset"])
+    loader.close()
+
+
+def test_a_cached_page_truncated_under_a_loader_is_named_not_sigbus(s3_server, remote_dataset, tmp_path):
+    loader = ss.Loader(remote_dataset, 8, order="sequential", remote=remote(s3_server, tmp_path), verbose=False)
+    batches(loader)  # every page cached, and kept mapped for the next epoch
+    pages = sorted(Path(tmp_path).rglob("*.page"))
+    assert len(pages) == loader.reader.page_count
+    expected = batches(loader)
+    os.truncate(pages[0], 0)
+    with pytest.raises(ss.StorageError, match=rf"^{pages[0]}: truncated in the page cache while it was read"):
+        batches(loader)
+    with pytest.warns(ss.CacheWarning, match=rf"{pages[0]}: the page cache's copy .* does not match"):
+        assert batches(loader) == expected  # the damaged copy is replaced
+    assert pages[0].stat().st_size == PAGE
+    loader.close()
+
+
 def test_a_cache_smaller_than_the_dataset_stays_within_its_limit(s3_server, remote_dataset, local_file, tmp_path):
     limit = 4 * PAGE
     loader = ss.Loader(remote_dataset, 8, order="random", seed=2,

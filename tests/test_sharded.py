@@ -5,6 +5,7 @@ samples, and every reader and loader feature working on them."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 
@@ -15,7 +16,7 @@ import jpeg_corpus
 import slipstream as ss
 from cli_command import slipstream_command
 from slipstream.format import manifest as M
-from slipstream.ops import StoredBytes, presets
+from slipstream.ops import CenterCrop, StoredBytes, presets
 
 COUNT, PAGE = 120, 16384
 FIELDS = {"image": ss.RGBImageField(), "label": ss.IntField(), "meta": ss.JSONField()}
@@ -117,6 +118,45 @@ def test_loaders_give_the_batches_of_the_single_file(files, order):
     assert epochs(by_size) == expected
     assert epochs(by_count / M.NAME, pool_pages=4) == expected
     assert sorted(s for _, labels in expected[0] for s in labels) == chosen.tolist()
+
+
+@pytest.mark.parametrize("os_cache", [True, False], ids=["mapped", "pool"])
+def test_decoders_read_the_shards_pages_in_place(files, os_cache):
+    """No copy: the decoders read each value at its offset in the dataset's
+    numbering, in the store's one address range (the shard files mapped
+    there, or each page read into its place), and the offsets bound into the
+    compiled stages are never rewritten."""
+    one, _, by_count = files
+    pipelines = {"image": [CenterCrop(32)], "label": [], "meta": None}
+    single = ss.Loader(one, 16, pipelines, order="sequential", verbose=False)
+    expected = [(i.numpy().tobytes(), l.tolist()) for i, l in single]
+    single.close()
+    memory = ss.Memory(os_cache=os_cache, pool_pages=4)
+    with ss.open_dataset(by_count) as reader:
+        loader = ss.Loader(reader, 16, pipelines, order="sequential", memory=memory, verbose=False)
+        store = loader.memory.store
+        assert loader.memory.storage is store.storage and store.storage.size >= reader.page_count * PAGE
+        assert store.capacity == (None if os_cache else 4)
+        for _ in range(2):
+            assert [(i.numpy().tobytes(), l.tolist()) for i, l in loader] == expected
+        np.testing.assert_array_equal(loader.source.offsets("image"), reader.metadata["image"]["offset"])
+        assert loader.memory.pages_fetched >= (reader.page_count if os_cache else 2 * reader.page_count)
+        loader.close()
+
+
+@pytest.mark.parametrize("os_cache", [True, False], ids=["mapped", "pool"])
+def test_a_shard_truncated_under_a_loader_is_named_and_the_process_survives(samples, tmp_path, os_cache):
+    folder = tmp_path / "data"
+    ss.write(folder, samples, FIELDS, workers=0, page_size=PAGE, shards=3, verbose=False)
+    victim = M.decode((folder / M.NAME).read_bytes()).shards[1].name
+    loader = ss.Loader(folder, 8, {"image": [StoredBytes(4096)], "label": [], "meta": None}, order="sequential",
+                       memory=ss.Memory(os_cache=os_cache, pool_pages=4), verbose=False)
+    assert sorted(s for _, l in loader for s in l.tolist()) == list(range(COUNT))
+    os.truncate(folder / victim, 5000)
+    with pytest.raises(ss.FormatError, match=rf"{victim} (changed size|was truncated)"):
+        for _ in loader:
+            pass
+    loader.close()
 
 
 def test_values_read_in_python_and_resume(files):

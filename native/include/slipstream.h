@@ -53,7 +53,7 @@ extern "C" {
 #endif
 
 /** Version of this ABI; bumped whenever a declaration in this file changes. */
-#define SLIP_ABI_VERSION 5
+#define SLIP_ABI_VERSION 6
 
 /** Largest image side, in pixels, that any function accepts (libjpeg's own limit). */
 #define SLIP_MAX_DIMENSION 65500
@@ -569,6 +569,83 @@ SLIP_API int64_t slip_guard_faults(int32_t guard);
  * @return SLIP_OK; SLIP_EINVAL for a number that is not a guarded mapping.
  */
 SLIP_API int32_t slip_unguard_mapping(int32_t guard);
+
+/**
+ * Reserve `length` bytes of address space for slip_range_map_file(),
+ * slip_range_map_memory() and slip_range_release() to fill and empty: the
+ * range is mapped PROT_NONE with MAP_NORESERVE, so it costs no memory and no
+ * swap, and touching a part not mapped since raises SIGSEGV.  A dataset of
+ * many files is read through one such range: each file's bytes are mapped
+ * at their place in it, and the decoders see one base address.  Free it
+ * with slip_range_free().
+ *
+ * @param length  bytes to reserve: a non-zero multiple of the OS page size (sysconf(_SC_PAGESIZE)).
+ * @param base    receives the range's first address, as a number (0 on failure).
+ * @return SLIP_OK; SLIP_EINVAL for a null base or a length that is not a
+ *         whole number of OS pages; SLIP_ENOMEM when the address space is
+ *         short (a virtual-memory limit: ulimit -v); SLIP_EIO for other OS errors.
+ */
+SLIP_API int32_t slip_range_reserve(size_t length, uint64_t *base);
+
+/**
+ * Map `length` bytes of a file, from byte `offset` on, read-only and shared,
+ * at `at` inside a reserved range, replacing what was mapped there in one
+ * step (MAP_FIXED): no other thread can take the place meanwhile.  The
+ * mapping holds its own reference to the file, so `fd` may be closed, and
+ * the file unlinked, while it stays readable.  Guard the range
+ * (slip_guard_mapping) to survive the file being truncated.
+ *
+ * @param at        where in the range: a multiple of the OS page size.
+ * @param length    bytes to map: a non-zero multiple of the OS page size
+ *                  (bytes past the file's end read as zeros up to the end
+ *                  of its last OS page, and raise SIGBUS beyond it).
+ * @param fd        an open file descriptor, readable.
+ * @param offset    byte offset in the file: a multiple of the OS page size.
+ * @param populate  non-zero: fill the page tables now (MAP_POPULATE, Linux),
+ *                  reading the file's pages in the calling thread, rather
+ *                  than fault by fault in whatever code reads them first.
+ * @return SLIP_OK; SLIP_EINVAL for a null or misaligned address, length or
+ *         offset; SLIP_ENOMEM or SLIP_EIO when mmap(2) fails (the detail
+ *         holds strerror(errno)).
+ */
+SLIP_API int32_t slip_range_map_file(void *at, size_t length, int32_t fd, int64_t offset, int32_t populate);
+
+/**
+ * Map zero-filled private memory at `at` inside a reserved range (MAP_FIXED):
+ * read-only as a page of zeros that stands for bytes that cannot be had,
+ * or writable as a slot that bytes are read into (slip_pread).
+ *
+ * @param at        where in the range: a multiple of the OS page size.
+ * @param length    bytes: a non-zero multiple of the OS page size.
+ * @param writable  non-zero: PROT_READ | PROT_WRITE; zero: PROT_READ.
+ * @return SLIP_OK; SLIP_EINVAL for a null or misaligned address or length;
+ *         SLIP_ENOMEM or SLIP_EIO when mmap(2) fails.
+ */
+SLIP_API int32_t slip_range_map_memory(void *at, size_t length, int32_t writable);
+
+/**
+ * Give back what is mapped at `at`: the place becomes reserved address space
+ * again (PROT_NONE, MAP_FIXED), and a file mapped there is let go (its
+ * pages, and the disk blocks of a file since unlinked).  Nothing may read
+ * the place until it is mapped again.
+ *
+ * @param at      where in the range: a multiple of the OS page size.
+ * @param length  bytes: a non-zero multiple of the OS page size.
+ * @return SLIP_OK; SLIP_EINVAL for a null or misaligned address or length;
+ *         SLIP_ENOMEM or SLIP_EIO when mmap(2) fails.
+ */
+SLIP_API int32_t slip_range_release(void *at, size_t length);
+
+/**
+ * Unmap a whole range from slip_range_reserve(), with everything mapped in
+ * it.  Call slip_unguard_mapping() first if it is guarded.
+ *
+ * @param base    the range's first address, as slip_range_reserve() gave it.
+ * @param length  the length it was reserved with.
+ * @return SLIP_OK; SLIP_EINVAL for a null or misaligned address or length;
+ *         SLIP_EIO when munmap(2) fails.
+ */
+SLIP_API int32_t slip_range_free(void *base, size_t length);
 
 #ifdef __cplusplus
 }

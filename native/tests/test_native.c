@@ -1586,6 +1586,50 @@ static void test_guard(void) {
   case_end();
 }
 
+/* A reserved range: a file mapped at a place in it, memory filled by
+ * slip_pread, zeros, release, and a guarded truncation inside it. */
+static void test_address_range(void) {
+  case_begin("slip_range_*");
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE), n = 4 * page, length = 16 * page;
+  char path[512];
+  uint8_t *data = make_noise(n);
+  int fd = temp_file_of(data, n, path, sizeof path);
+  uint64_t base = 1;
+  if (!expect(fd >= 0, "could not write the temporary file") ||
+      !expect_status(slip_range_reserve(length, &base), SLIP_OK, "reserve") || !expect(base != 0, "a base address")) {
+    free(data);
+    case_end();
+    return;
+  }
+  volatile uint8_t *range = (volatile uint8_t *)(uintptr_t)base;
+  int32_t guard = -1;
+  expect_status(slip_guard_mapping((const void *)range, length, &guard), SLIP_OK, "guard the range");
+  expect_status(slip_range_map_file((void *)(range + 2 * page), 2 * page, fd, (int64_t)page, 1), SLIP_OK, "map");
+  expect(range[2 * page] == data[page] && range[4 * page - 1] == data[3 * page - 1], "file bytes at their place");
+  expect_status(slip_range_map_memory((void *)(range + 8 * page), page, 1), SLIP_OK, "a writable slot");
+  expect_status(slip_pread(fd, (void *)(range + 8 * page), 100, 7), SLIP_OK, "pread into the slot");
+  expect(range[8 * page] == data[7] && range[8 * page + 99] == data[106] && range[8 * page + 100] == 0,
+         "read bytes, then zeros");
+  expect_status(slip_range_map_memory((void *)(range + 2 * page), page, 0), SLIP_OK, "zeros over a file page");
+  expect(range[2 * page + 5] == 0 && range[3 * page] == data[2 * page], "zeros there, the file next to them");
+  expect(ftruncate(fd, (off_t)page) == 0, "ftruncate failed");
+  expect(range[3 * page + 1] == 0, "a page lost to truncation reads zeros");
+  expect(slip_guard_faults(guard) == 1, "one fault, got %lld", (long long)slip_guard_faults(guard));
+  expect_status(slip_range_release((void *)(range + 2 * page), 2 * page), SLIP_OK, "release");
+  expect_status(slip_range_map_file((void *)(range + 1), page, fd, 0, 0), SLIP_EINVAL, "a misaligned place");
+  expect_status(slip_range_map_file((void *)range, page, fd, 3, 0), SLIP_EINVAL, "a misaligned offset");
+  expect_status(slip_range_map_memory((void *)range, page + 1, 0), SLIP_EINVAL, "a length of part of a page");
+  expect_status(slip_range_map_file((void *)range, page, -1, 0, 0), SLIP_EIO, "no file");
+  expect_status(slip_range_reserve(page + 1, &base), SLIP_EINVAL, "reserve part of a page");
+  expect_status(slip_range_reserve(page, NULL), SLIP_EINVAL, "reserve without a base");
+  expect_status(slip_unguard_mapping(guard), SLIP_OK, "unguard");
+  expect_status(slip_range_free((void *)range, length), SLIP_OK, "free");
+  close(fd);
+  unlink(path);
+  free(data);
+  case_end();
+}
+
 /* ---------------------------------------------------------- 9: threads */
 
 typedef struct thread_job {
@@ -1888,6 +1932,7 @@ int main(int argc, char **argv) {
   test_crc32();
   if (mid_422p) test_limits(mid_422p);
   test_guard();
+  test_address_range();
 
   jpeg_case *threaded[] = {mid_420,
                            corpus_case(cases, n, 333, 251, SLIP_SUBSAMPLING_422, 1),

@@ -29,6 +29,7 @@ from slipstream.format import beton
 from slipstream.format import layout as L
 from slipstream.format import manifest as M
 from slipstream.format.files import open_regular
+from slipstream.format.pagestore import PageStore
 from slipstream.format.remote import is_url, local_path
 from slipstream.format.slipfile import parse_slipstream
 from slipstream.format.tables import Tables, UnknownField, format_error
@@ -147,6 +148,12 @@ class Reader:
         """The file offsets ``[start, end)`` of data page ``page``."""
         start = self.data_offset + page * self.page_size
         return start, min(start + self.page_size, self.data_offset + self.data_size)
+
+    def page_store(self, os_cache: bool, pool_pages: int) -> PageStore | None:
+        """A store of this dataset's pages in place, for one loader, or None
+        for a dataset file, which a loader reads through its own mapping or
+        page pool (:mod:`slipstream.loader.memory`)."""
+        return None
 
     def check_page(self, page: int, data: np.ndarray | None = None) -> bool:
         """Whether data page ``page`` matches its checksum.  The first call

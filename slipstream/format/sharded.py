@@ -16,32 +16,30 @@ a :class:`~slipstream.format.reader.Reader` for a local file.
 
 from __future__ import annotations
 
-import bisect
-import collections
-import mmap
 import os
-import threading
 import warnings
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
+from slipstream import native
 from slipstream.errors import ArgumentError, CacheWarning, DatasetNotFoundError, FormatError, StorageError
 from slipstream.format import layout as L
 from slipstream.format import manifest as M
 from slipstream.format.location import LocalFolder, Location, open_location
-from slipstream.format.pagecache import NEVER, PageCache, shard_key
+from slipstream.format.pagecache import PageCache, shard_key
+from slipstream.format.pagestore import PageStore
 from slipstream.format.reader import PAGE_CORRUPT, PAGE_GOOD, PAGE_UNCHECKED, Reader, _short_list
 from slipstream.format.remote import Remote, is_url, local_path
+from slipstream.format.shard_pages import LocalShards, RemotePages
 from slipstream.format.slipfile import parse_slipstream
 from slipstream.format.tables import Tables, stores_data
 
 CHECKSUM_ATTEMPTS = 3
 """Downloads of a page whose bytes fail their checksum before it is reported corrupt."""
 
-OPEN_PAGES = 1024
-"""Cached pages a remote reader keeps mapped (the least recently fetched are dropped first)."""
 
 
 class RemoteShard(Reader):
@@ -134,15 +132,7 @@ class ShardedReader(Reader):
         self.cache = PageCache(self.remote.cache_path, limit) if self.is_remote else None
         self._keys = [shard_key(s.path, self.manifest.shards[k].bytes, self.manifest.shards[k].header_crc32)
                       for k, s in enumerate(self.shards)] if self.is_remote else []
-        self._fetches: dict[int, Future] = {}
-        self._fetch_lock = threading.Lock()
-        self._views: collections.OrderedDict[int, np.ndarray] = collections.OrderedDict()  # mapped cached pages
-        self._views_lock = threading.Lock()
         self._shard_of_key = {key: k for k, key in enumerate(self._keys)}
-        self._uses: dict[int, list[int]] = {}  # page -> the times it is needed, sorted (set_plan)
-        self._now = 0
-        if self.cache is not None:
-            self.cache.set_priority(self._priority)
         if verify_pages:
             self.verify_pages()
 
@@ -275,59 +265,21 @@ class ShardedReader(Reader):
                                 & (self.allocations["offset"] + self.allocations["size"] > start)]
         return sorted({int(s) for s in rows["sample"]})
 
-    def set_plan(self, uses: dict[int, list[int]]) -> None:
-        """When this process will need each page: page -> the (sorted)
-        times, in any unit that grows (a loader gives batch numbers), so
-        that a full page cache removes the pages needed farthest in the
-        future.  Pages not named are not needed."""
-        self._uses, self._now = uses, 0
+    def page_store(self, os_cache: bool, pool_pages: int) -> PageStore:
+        """A store of this dataset's pages in place, for one loader: the
+        local shard files (mapped once with ``os_cache``, else each page read
+        into a pool of ``pool_pages``), or the remote pages, mapped from the
+        page cache (``pool_pages`` bounds those kept mapped between epochs).
+        The caller closes it."""
+        if self.is_remote:
+            return RemotePages(self, pool_pages)
+        return LocalShards(self, os_cache, pool_pages)
 
-    def set_time(self, now: int) -> None:
-        """Where this process is in its plan (:meth:`set_plan`)."""
-        self._now = now
-
-    def _priority(self, key: str, page: int) -> int:
-        """When page ``page`` of the shard whose cache key is ``key`` is next needed."""
-        shard = self._shard_of_key.get(key)
-        if shard is None:
-            return NEVER  # another dataset's page
-        uses = self._uses.get(int(self.page_base[shard]) + page)
-        if not uses:
-            return NEVER
-        k = bisect.bisect_left(uses, self._now)
-        return uses[k] if k < len(uses) else NEVER
-
-    def fetch(self, page: int) -> Future:
-        """Start making dataset page ``page`` readable: downloaded into the
-        page cache and checked (remote), or checked (local).  The future's
-        result is None; it raises the page's error."""
-        with self._fetch_lock:
-            future = self._fetches.get(page)
-            # A failed fetch is tried again (the store may be back), unless the
-            # page is known corrupt: its downloads, or the file, fail the checksum.
-            if future is None or (future.done() and future.exception() is not None
-                                  and self.page_state[page] != PAGE_CORRUPT):
-                future = self._fetches[page] = self._pool.submit(self._make_ready, page)
-            return future
-
-    def _make_ready(self, page: int) -> None:
-        if not self.is_remote:
-            if not self.check_page(page):
-                raise FormatError(self._corrupt(page))
-            return
-        view = self._cached_view(page)
-        with self._views_lock:
-            self._views[page] = view
-            self._views.move_to_end(page)
-            while len(self._views) > OPEN_PAGES:
-                # Dropped, not unmapped: a copy still reading it holds its own reference.
-                dropped, _ = self._views.popitem(last=False)
-                with self._fetch_lock:
-                    self._fetches.pop(dropped, None)
-
-    def _cached_view(self, page: int) -> np.ndarray:
-        """The page, mapped from the page cache (downloaded into it first
-        when it is not there), and known to match its checksum.
+    def _cached(self, page: int, take: Callable[[int], np.ndarray]) -> np.ndarray:
+        """``take(fd)`` of the page's file in the page cache (downloaded into
+        it first when it is not there), once its bytes (what ``take`` gives)
+        are known to match the page's checksum.  ``take`` is called only
+        with a file of the page's length.
 
         A page found in the cache is checked the first time this process
         reads it.  One that fails was damaged in the cache (its disk, or a
@@ -340,15 +292,13 @@ class ShardedReader(Reader):
         for _ in range(2):
             fd, downloaded = self.cache.open(key, local, lambda: self._download(page))
             try:
-                # MAP_POPULATE: the page tables are filled here, in the fetching thread, at once, rather
-                # than by a fault per 4 KiB in the decoders.
-                view = np.frombuffer(mmap.mmap(fd, 0, mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
-                                               mmap.PROT_READ), np.uint8)
-                if downloaded or self.page_state[page] == PAGE_GOOD or self._matches(page, view):
-                    return view
+                if os.fstat(fd).st_size == self._page_lengths[page]:  # else cut short in the cache
+                    data = take(fd)
+                    if downloaded or self.page_state[page] == PAGE_GOOD or self._matches(page, data):
+                        return data
                 self.cache.discard(key, local, fd)
             finally:
-                os.close(fd)  # the mapping keeps the page readable, even once it is evicted from the cache
+                os.close(fd)  # what take() mapped stays readable, even once the page is evicted from the cache
             warnings.warn(f"{self.cache.path(key, local)}: the page cache's copy of data page {local} of shard "
                           f"{self.manifest.shards[shard].name} ({self.shards[shard].path}) does not match its "
                           f"checksum: it was damaged in the cache (its disk, or a process writing into the cache "
@@ -395,12 +345,13 @@ class ShardedReader(Reader):
 
     def check_page(self, page: int, data: np.ndarray | None = None) -> bool:
         if self.page_state[page] == PAGE_UNCHECKED:
-            if data is None:
-                if self.is_remote:
-                    self.fetch(page).result()
-                    return bool(self.page_state[page] == PAGE_GOOD)
-                data = self.page_view(page)
-            good = L.crc32(data) == self.page_checksums[page]
+            if data is None and self.is_remote:
+                try:
+                    self._page_bytes(page)
+                except FormatError:
+                    pass  # recorded corrupt by the download
+                return bool(self.page_state[page] == PAGE_GOOD)
+            good = L.crc32(self._local_page(page) if data is None else data) == self.page_checksums[page]
             self.page_state[page] = PAGE_GOOD if good else PAGE_CORRUPT
             self.pages_checked += 1
         return bool(self.page_state[page] == PAGE_GOOD)
@@ -411,39 +362,41 @@ class ShardedReader(Reader):
         Raises:
             FormatError: naming the first corrupt page, its shard and samples.
         """
-        for page in range(self.page_count):
-            self.fetch(page)
-        for page in range(self.page_count):
+        checks = [self._pool.submit(self._page_bytes, page) for page in range(self.page_count)]
+        for check in checks:
             try:
-                self.fetch(page).result()
+                check.result()
             except FormatError as exc:
                 raise self._fail(str(exc)) from None
 
-    def copy(self, offset: int, out: np.ndarray) -> None:
-        """Copy the dataset's bytes ``[offset, offset + out.size)`` into
-        ``out`` (fetching their pages first where that is still to do)."""
-        ps, done = self.page_size, 0
-        while done < out.size:
-            page, within = divmod(offset + done, ps)
-            n = min(out.size - done, ps - within)
-            out[done: done + n] = self.page_view(page)[within: within + n]
-            done += n
+    def _local_page(self, page: int) -> np.ndarray:
+        """The bytes of dataset page ``page`` in its mapped local shard file."""
+        shard, local = self.shard_of(page)
+        start = self.shards[shard].data_offset + local * self.page_size
+        return self.shards[shard].storage[start: start + int(self._page_lengths[page])]
 
-    def page_view(self, page: int) -> np.ndarray:
-        """The bytes of dataset page ``page``: the mapped shard file's (local)
-        or the mapped page in the cache (remote), fetched if need be."""
+    def _page_bytes(self, page: int) -> np.ndarray:
+        """The checked bytes of dataset page ``page``: in its mapped local
+        shard, or read from the page cache (downloaded first if need be).
+
+        Raises:
+            FormatError: the page does not match its checksum (naming it).
+            StorageError, DatasetNotFoundError: a remote page cannot be had.
+        """
         if not self.is_remote:
-            shard = int(self._page_shard[page])
-            start = self.shards[shard].data_offset + (page - int(self.page_base[shard])) * self.page_size
-            return self.shards[shard].storage[start: start + int(self._page_lengths[page])]
-        while True:
-            view = self._views.get(page)
-            if view is not None:
-                return view
-            self.fetch(page).result()
-            with self._fetch_lock:  # dropped meanwhile by the bound on open pages: fetch it again
-                if page not in self._views:
-                    self._fetches.pop(page, None)
+            if not self.check_page(page):
+                raise FormatError(self._corrupt(page))
+            return self._local_page(page)
+        if self.page_state[page] == PAGE_CORRUPT:
+            raise FormatError(self._corrupt(page, f" in {CHECKSUM_ATTEMPTS} downloads"))
+        length = int(self._page_lengths[page])
+
+        def read(fd: int) -> np.ndarray:
+            data = np.empty(length, np.uint8)
+            native.pread(fd, data, 0)
+            return data
+
+        return self._cached(page, read)
 
     # ---------------------------------------------------------------- access
 
@@ -452,15 +405,14 @@ class ShardedReader(Reader):
         if "offset" not in (record.dtype.names or ()):
             return None
         offset, size = int(record["offset"]), int(record["size"])
-        out = np.empty(size, np.uint8)
-        if size:
-            for page in range(offset // self.page_size, (offset + size - 1) // self.page_size + 1):
-                try:
-                    self.fetch(page).result()
-                except FormatError as exc:
-                    raise FormatError(str(exc), detail=str(exc)) from None
-            self.copy(offset, out)
-        return memoryview(out)
+        ps, parts = self.page_size, []
+        for page in range(offset // ps, (offset + size - 1) // ps + 1 if size else offset // ps):
+            try:
+                data = self._page_bytes(page)
+            except FormatError as exc:
+                raise FormatError(str(exc), detail=str(exc)) from None
+            parts.append(data[max(0, offset - page * ps): offset + size - page * ps])
+        return memoryview(parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else np.zeros(0, np.uint8))
 
     def verify(self) -> None:
         """Check that no local shard changed since it was opened (remote
@@ -469,10 +421,8 @@ class ShardedReader(Reader):
             shard.verify()
 
     def close(self) -> None:
-        """Release the shards, the open cached pages and the download threads."""
+        """Release the shards and the download threads."""
         self._pool.shutdown(wait=True, cancel_futures=True)
-        with self._views_lock:
-            self._views.clear()
         for shard in self.shards:
             shard.close()
         self.metadata = self.allocations = None  # type: ignore[assignment]

@@ -261,14 +261,15 @@ def _produce(plan: EpochPlan, out: queue.Queue, stop: threading.Event) -> None:
                 pending.pop(0).synchronize()
             with _on_stream(stream):
                 try:
+                    plan.source.errors[indices] = 0  # an epoch left by an error may have left some set
                     plan.memory.prepare(b)
                     outputs = _run(plan, b, indices)
                 except Exception:
-                    plan.reader.verify()  # a file changed under the loader explains a failure best
+                    plan.memory.verify()  # a file changed under the loader explains a failure best
                     raise
                 # Nothing read from a file truncated or rewritten under the
                 # loader is handed on (the mapping reads lost pages as zeros).
-                plan.reader.verify()
+                plan.memory.verify()
                 plan.memory.release(b)
                 keep = _check_errors(plan, indices)
                 if keep is not None and not keep.size:

@@ -26,9 +26,9 @@ from slipstream.loader.options import FLAT, GROUPS, LoaderOptions, Memory, Order
 from slipstream.loader.outputs import resolve_outputs
 from slipstream.format.manifest import NAME as MANIFEST
 from slipstream.format.remote import Remote, is_url, local_path
-from slipstream.format.sharded import ShardedReader, open_dataset
+from slipstream.format.sharded import open_dataset
 from slipstream.loader.memory import MappedMemory, PagePool
-from slipstream.loader.staging import StagedMemory
+from slipstream.loader.staging import Stager
 
 DEFAULT_POOL_BYTES = 256 << 20
 """Page pool size of ``os_cache=False`` when ``pool_pages`` is not given."""
@@ -202,8 +202,9 @@ class Loader:
     def _memory_manager(self, options: Memory) -> Any:
         """The memory manager ``options`` choose for this loader's dataset."""
         pages = options.pool_pages or max(1, DEFAULT_POOL_BYTES // self.reader.page_size)
-        if isinstance(self.reader, ShardedReader):
-            return StagedMemory(self.reader, pages * self.reader.page_size, options.batches_ahead + 1)
+        store = self.reader.page_store(options.os_cache, pages)
+        if store is not None:
+            return Stager(store, self.reader)
         if options.os_cache:
             return MappedMemory(self.reader)
         return PagePool(self.reader, pages)

@@ -118,6 +118,10 @@ class MappedMemory:
     def release(self, batch: int) -> None:
         """Nothing to free: the operating system's cache keeps or drops pages."""
 
+    def verify(self) -> None:
+        """Raise :class:`FormatError` when the file changed under the mapping (:meth:`Reader.verify`)."""
+        self.reader.verify()
+
     def close(self) -> None:
         """Stop the checking threads; the reader owns the mapping."""
         if self._checker is not None:
@@ -295,6 +299,10 @@ class PagePool:
         native.pread(self._fd, data, self.reader.data_offset + start)
         for k, page in enumerate(range(unit[0], unit[1] + 1)):
             self.reader.check_page(page, data[k * ps: (k + 1) * ps])
+
+    def verify(self) -> None:
+        """Raise :class:`FormatError` when the file changed since it was opened (:meth:`Reader.verify`)."""
+        self.reader.verify()
 
     def close(self) -> None:
         """Stop the read-ahead threads, close the file and free the pool."""

@@ -1,0 +1,287 @@
+"""The page stores of sharded datasets (:class:`~slipstream.format.pagestore.PageStore`):
+every shard's pages in one :class:`~slipstream.format.address_range.AddressRange`,
+at their offsets in the dataset's numbering, read in place by the decoders.
+
+- :class:`LocalShards`: shard files on this machine.  With the operating
+  system's cache (``os_cache=True``), each shard's data pages are mapped
+  once, when the store opens, as a single file's are; without it, each page
+  is read (``pread``) into fresh memory at its place when it is fetched, and
+  let go when no later batch reads it: the store's memory is its capacity.
+- :class:`RemotePages`: shards in object storage.  A fetched page is
+  downloaded into the node-local page cache (unless it is there already)
+  and the cached file is mapped at its place; released pages stay mapped,
+  up to a bound, for the next epoch, or are let go at once when the cache
+  has a limit (an evicted page's disk blocks are freed when it is unmapped).
+
+Both check each page against its checksum the first time this process
+fetches it, in the fetching thread.
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+import os
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from slipstream.errors import ArgumentError, FormatError, NativeIOError, StorageError
+from slipstream.format.address_range import OS_PAGE, AddressRange
+from slipstream.format.files import open_regular
+from slipstream.format.pagecache import NEVER
+from slipstream.format.reader import PAGE_CORRUPT, PAGE_UNCHECKED
+
+if TYPE_CHECKING:
+    from slipstream.format.sharded import ShardedReader
+
+LOCAL_PAGES_AHEAD = 8
+"""Pages a local store fetches beyond the running batch's: enough to keep the checking threads busy."""
+
+MAPPED_PAGES = 1024
+"""Released remote pages a store keeps mapped for the next epoch (the least recently released go first)."""
+
+
+class _ShardPages:
+    """What both stores share: the range, each page's place and length, and
+    one future per page fetched and not let go."""
+
+    def __init__(self, reader: ShardedReader, pool: ThreadPoolExecutor) -> None:
+        self.reader = reader
+        self.page_size = reader.page_size
+        if self.page_size % OS_PAGE:
+            raise ArgumentError(f"{reader.path}: its pages of {self.page_size:,} bytes are not whole pages of this "
+                                f"operating system ({OS_PAGE:,} bytes), so they cannot be mapped in place: write the "
+                                f"dataset with page_size a multiple of {OS_PAGE:,}")
+        self.range = AddressRange(reader.page_count * self.page_size)
+        self.storage = self.range.storage
+        self._lengths = reader._page_lengths
+        self._pool = pool
+        self._futures: dict[int, Future[None]] = {}
+        self._lock = threading.Lock()
+
+    def _place(self, page: int) -> tuple[int, int]:
+        return page * self.page_size, int(self._lengths[page])
+
+    def plan(self, uses: Mapping[int, Sequence[int]]) -> None:
+        """Nothing to plan: pages are fetched as the stager asks."""
+
+    def advance(self, now: int) -> None:
+        """Nothing to follow."""
+
+    def fetch(self, page: int) -> Future[None]:
+        with self._lock:
+            future = self._futures.get(page)
+            # A failed fetch is tried again (the store or the file may be back), unless
+            # the page is known corrupt: its file, or every download of it, fails its checksum.
+            if future is None or (future.done() and future.exception() is not None
+                                  and self.reader.page_state[page] != PAGE_CORRUPT):
+                future = self._futures[page] = self._pool.submit(self._bring, page)
+            return future
+
+    def _bring(self, page: int) -> None:
+        raise NotImplementedError
+
+    def _corrupt(self, page: int) -> FormatError:
+        return FormatError(self.reader._corrupt(page))
+
+
+class LocalShards(_ShardPages):
+    """The pages of local shard files, in place (see the module docstring).
+
+    Args:
+        reader: the dataset.
+        os_cache: map every shard's pages now (the operating system caches
+            them), or read each page into memory when it is fetched.
+        pool_pages: without ``os_cache``, the pages held at once.
+    """
+
+    def __init__(self, reader: ShardedReader, os_cache: bool, pool_pages: int) -> None:
+        super().__init__(reader, ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="slipstream-pages"))
+        self.mapped = os_cache and all(s.data_offset % OS_PAGE == 0 for s in reader.shards)
+        self.capacity = None if self.mapped else pool_pages
+        self.resident = self.mapped
+        self.pages_ahead = LOCAL_PAGES_AHEAD
+        self._paths = [str(s.path) for s in reader.shards]
+        if self.mapped:
+            for k, shard in enumerate(reader.shards):
+                if shard.data_size:
+                    fd = open_regular(shard.path, error=FormatError)
+                    try:
+                        self.range.map_file(int(reader.page_base[k]) * self.page_size, shard.data_size, fd,
+                                            shard.data_offset)
+                    finally:
+                        os.close(fd)
+
+    def _bring(self, page: int) -> None:
+        start, length = self._place(page)
+        if self.mapped:
+            data = self.storage[start: start + length]
+        else:
+            shard, local = self.reader.shard_of(page)
+            fd = open_regular(self._paths[shard], error=FormatError)
+            try:
+                data = self.range.fill(start, length, fd,
+                                       self.reader.shards[shard].data_offset + local * self.page_size)
+            except NativeIOError as exc:
+                self.reader.verify()  # a shard changed under the loader: say so
+                raise FormatError(f"{self._paths[shard]}: data page {local} cannot be read: {exc.detail or exc}") \
+                    from exc
+            finally:
+                os.close(fd)
+        if not self.reader.check_page(page, data):
+            raise self._corrupt(page)
+
+    def release(self, pages: Iterable[int]) -> None:
+        """Mapped pages stay (the operating system's cache decides); read ones are let go."""
+        if self.mapped:
+            return
+        with self._lock:
+            for page in pages:
+                if self._futures.pop(page, None) is not None:
+                    self.range.release(*self._place(page))
+
+    def verify(self) -> None:
+        """Check that no shard changed since it was opened (naming the one
+        that did), and that no mapped page was lost to truncation."""
+        self.reader.verify()
+        if self.range.faults():
+            raise FormatError(f"{self.reader.path}: a shard file was truncated while it was read (pages of it read "
+                              f"as zeros)")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        with self._lock:
+            if not self.mapped:
+                for page in self._futures:
+                    self.range.release(*self._place(page))
+            self._futures.clear()
+
+
+class RemotePages(_ShardPages):
+    """The pages of shards in object storage, mapped in place from the
+    node-local page cache (see the module docstring).
+
+    Args:
+        reader: the dataset (its cache, its store and its download threads).
+        pool_pages: released pages kept mapped for the next epoch, at most
+            (when the cache has no limit).
+    """
+
+    def __init__(self, reader: ShardedReader, pool_pages: int) -> None:
+        super().__init__(reader, reader._pool)
+        cache = reader.cache
+        self.capacity = None
+        self.resident = False
+        self.pages_ahead = 2 * reader.remote.requests
+        if cache.limit is not None:
+            # Pages fetched ahead must still be in the cache when their batch comes.
+            self.pages_ahead = max(1, min(self.pages_ahead, cache.limit // self.page_size // 2))
+        self._keep = 0 if cache.limit is not None else min(MAPPED_PAGES, max(1, pool_pages))
+        self._kept: collections.OrderedDict[int, None] = collections.OrderedDict()
+        self._uses: Mapping[int, Sequence[int]] = {}
+        self._now = 0
+        self._faults = 0  # of the range's guard, when last looked at
+
+    def plan(self, uses: Mapping[int, Sequence[int]]) -> None:
+        """Remember when each page is needed: a full cache removes the pages needed farthest ahead."""
+        self._uses, self._now = uses, 0
+        self.reader.cache.set_priority(self._priority)
+
+    def advance(self, now: int) -> None:
+        self._now = now
+
+    def _priority(self, key: str, page: int) -> int:
+        """When page ``page`` of the shard whose cache key is ``key`` is next needed."""
+        shard = self.reader._shard_of_key.get(key)
+        if shard is None:
+            return NEVER  # another dataset's page
+        uses = self._uses.get(int(self.reader.page_base[shard]) + page)
+        if not uses:
+            return NEVER
+        k = bisect.bisect_left(uses, self._now)
+        return uses[k] if k < len(uses) else NEVER
+
+    def fetch(self, page: int) -> Future[None]:
+        with self._lock:
+            self._kept.pop(page, None)  # read again: not to be let go
+        return super().fetch(page)
+
+    def _bring(self, page: int) -> None:
+        start, length = self._place(page)
+
+        def mapped(fd: int) -> np.ndarray:
+            # MAP_POPULATE: the page tables are filled here, in the fetching thread, rather than by a
+            # fault per 4 KiB in the decoders.
+            self.range.map_file(start, length, fd, 0, populate=True)
+            return self.storage[start: start + length]
+
+        try:
+            self.reader._cached(page, mapped)
+        except FormatError:
+            if self.reader.page_state[page] == PAGE_CORRUPT:
+                self.range.map_zeros(start, length)  # no decoder is handed its samples, but some read anyway
+            raise
+
+    def release(self, pages: Iterable[int]) -> None:
+        """Keep the pages mapped for the next epoch, up to a bound (none when
+        the cache has a limit: an evicted page's disk space comes back when
+        it is unmapped)."""
+        with self._lock:
+            for page in pages:
+                future = self._futures.get(page)
+                if future is not None and future.done() and future.exception() is None:
+                    self._kept[page] = None  # a page that failed keeps its future: a corrupt one is not fetched again
+            while len(self._kept) > self._keep:
+                page, _ = self._kept.popitem(last=False)
+                del self._futures[page]
+                self.range.release(*self._place(page))
+
+    def verify(self) -> None:
+        """Check that no mapped page was lost to truncation of its file in
+        the cache.  Pages found cut short are let go and checked again when
+        next fetched (their copy is then replaced).
+
+        Raises:
+            StorageError: naming the damaged page files, or the cache folder.
+        """
+        faults = self.range.faults()
+        if faults == self._faults:
+            return
+        self._faults = faults
+        reader, damaged = self.reader, []
+        with self._lock:
+            for page, future in list(self._futures.items()):
+                shard, local = reader.shard_of(page)
+                path = reader.cache.path(reader._keys[shard], local)
+                try:
+                    short = os.stat(path).st_size < self._lengths[page]
+                except OSError:
+                    continue  # evicted: what is mapped is the unlinked file, which no one can reach to cut
+                if short and future.done() and future.exception() is None:
+                    damaged.append(str(path))
+                    del self._futures[page]
+                    self._kept.pop(page, None)
+                    self.range.release(*self._place(page))
+                    reader.page_state[page] = PAGE_UNCHECKED
+        where = ", ".join(damaged[:3]) + (f" and {len(damaged) - 3} more" if len(damaged) > 3 else "") \
+            if damaged else f"a page file in {reader.cache.root}"
+        raise StorageError(f"{where}: truncated in the page cache while it was read (its bytes read as zeros): "
+                           f"another process damages the cache folder {reader.cache.root}; the page is fetched "
+                           f"again when next read")
+
+    def close(self) -> None:
+        """Let every page go (the reader owns the download threads)."""
+        with self._lock:
+            futures, self._futures = self._futures, {}
+            self._kept.clear()
+        for page, future in futures.items():
+            try:
+                future.result()
+            except Exception:
+                continue  # nothing mapped there, or zeros
+            self.range.release(*self._place(page))
+
