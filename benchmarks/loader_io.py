@@ -103,8 +103,8 @@ def main(argv: list[str]) -> int:
         results[name] = {"cold": {"samples_per_s": cold[0], "gb_per_s": cold[1]},
                          "warm": {"samples_per_s": warm[0], "gb_per_s": warm[1]}, "page_cache_dropped": dropped}
         if not config["memory"].os_cache:
-            results[name]["pool_pages"] = loader.memory.capacity
-            results[name]["peak_pages_in_use"] = loader.memory.peak_in_use
+            results[name]["pool_pages"] = loader.memory.store.capacity
+            results[name]["peak_pages_in_use"] = loader.memory.store.peak_in_use
         loader.close()
 
     print(f"batch {BATCH}, {os.cpu_count()} cores; cold = page cache dropped first, warm = the epoch after")

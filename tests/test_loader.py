@@ -254,8 +254,9 @@ def test_page_pool_stays_within_its_bound(tmp_path, device):
             np.testing.assert_array_equal(host(image), images[host(label)])
             seen += label.tolist()
         assert sorted(seen) == list(range(1500))
-    assert loader.memory.peak_in_use <= pool and loader.memory.capacity == pool
-    assert loader.memory.pages_read >= 2 * reader.page_count  # every page, each epoch, through 4 slots
+    store = loader.memory.store
+    assert store.peak_in_use <= pool and store.capacity == pool
+    assert store.pages_read >= 2 * reader.page_count  # every page, each epoch, through 4 pages at once
     with pytest.raises(ss.ArgumentError, match="needs .* pages but the page pool holds 1"):
         iter(ss.Loader(path, 64, order="random", os_cache=False, pool_pages=1))
 

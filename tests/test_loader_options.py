@@ -15,7 +15,8 @@ import pytest
 import slipstream as ss
 from slipstream.compiler import Pipeline
 from slipstream.fields.decoders import DecodeSource
-from slipstream.loader import EpochIterator, EpochPlan, LoaderOptions, MappedMemory, iterator
+from slipstream.loader import EpochIterator, EpochPlan, LoaderOptions, iterator
+from slipstream.loader.staging import Stager
 from slipstream.loader import loader as loader_module
 from slipstream.loader.iterator import FailureLog
 from slipstream.loader.outputs import resolve_outputs
@@ -102,7 +103,7 @@ def test_grouped_options_give_the_batches_of_the_flat_keywords(dataset, kind):
                             sharding=ss.Sharding(rank=1, world_size=2, drop_last=True),
                             memory=ss.Memory(os_cache=False, pool_pages=8, batches_ahead=2))
     assert flat.options == grouped.options
-    assert isinstance(grouped.memory, ss.loader.PagePool) and grouped.compiled.slots == 4
+    assert grouped.memory.store.capacity == 8 and grouped.compiled.slots == 4
     assert (grouped.order, grouped.seed, grouped.window_pages) == (kind, 5, 2)
     assert (grouped.rank, grouped.world_size, grouped.drop_last, grouped.batches_ahead) == (1, 2, True, 2)
     assert len(grouped) == len(flat) == 4
@@ -195,7 +196,7 @@ def test_an_epoch_iterator_runs_from_a_plan_without_any_loader(dataset):
     loader = ss.Loader(dataset, 16, order=ss.Order("random", seed=2))
     expected = [[value.numpy().copy() for value in batch] for batch in loader]
     reader = ss.Reader(dataset)
-    memory = MappedMemory(reader)
+    memory = Stager(reader.page_store(os_cache=True, pool_pages=0), reader)
     source = DecodeSource(reader, memory.storage)
     compiled = Pipeline(resolve_outputs({}, reader.fields, source, reader.path)).compile(16, seed=2, slots=4,
                                                                                          verbose=False)

@@ -210,7 +210,7 @@ def test_torch_batch_operations_draw_anew_for_each_copy(pictures):
 
 def test_copies_in_one_batch_come_alike_through_every_memory_manager(pictures, tmp_path):
     """One rank gets all 4 copies of a sample, in one batch: the page pool
-    and the staging buffer of a sharded dataset hold the sample once per
+    and the page store of a sharded dataset hold the sample once per
     batch, or twice, and give the pixels the mapped file gives."""
     order = ss.Order("random", seed=8, repeats=4, selected_round=0)
     mapped = take(augmenting(pictures, order))[0]

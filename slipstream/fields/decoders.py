@@ -1,11 +1,12 @@
 """Field decoders: the first operation of a loader's pipeline, reading one
 field of one sample out of the dataset file into pipeline memory.
 
-Decoders read from a :class:`DecodeSource`: the bytes of the file as a
-uint8 array (the whole mapped file, or a pool of prefetched pages) and, per
-field, each sample's offset into that array.  A memory manager that moves
-pages around updates the offsets of a batch's samples before the batch runs;
-the decoders never know which one is in use.
+Decoders read from a :class:`DecodeSource`: the dataset's bytes as a uint8
+array (a page store's ``storage``: the mapped file, or an address range
+whose pages are mapped or read into place ahead of each batch) and, per
+field, each sample's offset into that array: its offset in the dataset's
+tables, since every store keeps each page at its own place.  The decoders
+never know which store is in use.
 
 A failing sample cannot raise inside a parallel loop (Numba then runs the
 loop serially), so decoders that can fail write the native status of a
@@ -88,7 +89,7 @@ class DecodeSource:
 
     @property
     def offset_fields(self) -> list[str]:
-        """Fields whose offsets a page-moving memory manager must keep current."""
+        """Fields whose values live in data pages: those whose pages a stager brings in before a batch."""
         return list(self._offsets)
 
 

@@ -28,6 +28,7 @@ from slipstream.errors import ArgumentError, DatasetNotFoundError, FormatError, 
 from slipstream.format import beton
 from slipstream.format import layout as L
 from slipstream.format import manifest as M
+from slipstream.format.file_pages import FilePool, MappedFile
 from slipstream.format.files import open_regular
 from slipstream.format.pagestore import PageStore
 from slipstream.format.remote import is_url, local_path
@@ -149,11 +150,12 @@ class Reader:
         start = self.data_offset + page * self.page_size
         return start, min(start + self.page_size, self.data_offset + self.data_size)
 
-    def page_store(self, os_cache: bool, pool_pages: int) -> PageStore | None:
-        """A store of this dataset's pages in place, for one loader, or None
-        for a dataset file, which a loader reads through its own mapping or
-        page pool (:mod:`slipstream.loader.memory`)."""
-        return None
+    def page_store(self, os_cache: bool, pool_pages: int) -> PageStore:
+        """A store of this dataset's pages in place, for one loader: the
+        file's mapping (``os_cache``), or a pool of ``pool_pages`` pages read
+        as they are needed (:mod:`slipstream.format.file_pages`).  The caller
+        closes it."""
+        return MappedFile(self) if os_cache else FilePool(self, pool_pages)
 
     def check_page(self, page: int, data: np.ndarray | None = None) -> bool:
         """Whether data page ``page`` matches its checksum.  The first call

@@ -25,21 +25,16 @@ import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
 from slipstream.errors import ArgumentError, FormatError, NativeIOError, StorageError
 from slipstream.format.address_range import OS_PAGE, AddressRange
+from slipstream.format.file_pages import CHECKS_AHEAD, READ_THREADS, READS_AHEAD
 from slipstream.format.files import open_regular
 from slipstream.format.pagecache import NEVER
 from slipstream.format.reader import PAGE_CORRUPT, PAGE_UNCHECKED
-
-if TYPE_CHECKING:
-    from slipstream.format.sharded import ShardedReader
-
-LOCAL_PAGES_AHEAD = 8
-"""Pages a local store fetches beyond the running batch's: enough to keep the checking threads busy."""
 
 MAPPED_PAGES = 1024
 """Released remote pages a store keeps mapped for the next epoch (the least recently released go first)."""
@@ -47,9 +42,11 @@ MAPPED_PAGES = 1024
 
 class _ShardPages:
     """What both stores share: the range, each page's place and length, and
-    one future per page fetched and not let go."""
+    one future per page fetched and not let go.  ``reader`` is the
+    :class:`~slipstream.format.sharded.ShardedReader` that makes the store
+    (so this module does not import it)."""
 
-    def __init__(self, reader: ShardedReader, pool: ThreadPoolExecutor) -> None:
+    def __init__(self, reader: Any, pool: ThreadPoolExecutor) -> None:
         self.reader = reader
         self.page_size = reader.page_size
         if self.page_size % OS_PAGE:
@@ -99,12 +96,13 @@ class LocalShards(_ShardPages):
         pool_pages: without ``os_cache``, the pages held at once.
     """
 
-    def __init__(self, reader: ShardedReader, os_cache: bool, pool_pages: int) -> None:
-        super().__init__(reader, ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="slipstream-pages"))
-        self.mapped = os_cache and all(s.data_offset % OS_PAGE == 0 for s in reader.shards)
-        self.capacity = None if self.mapped else pool_pages
-        self.resident = self.mapped
-        self.pages_ahead = LOCAL_PAGES_AHEAD
+    def __init__(self, reader: Any, os_cache: bool, pool_pages: int) -> None:
+        mapped = os_cache and all(s.data_offset % OS_PAGE == 0 for s in reader.shards)
+        threads = (os.cpu_count() or 1) if mapped else READ_THREADS
+        super().__init__(reader, ThreadPoolExecutor(threads, thread_name_prefix="slipstream-pages"))
+        self.mapped = self.resident = mapped
+        self.capacity = None if mapped else pool_pages
+        self.pages_ahead = CHECKS_AHEAD if mapped else READS_AHEAD
         self._paths = [str(s.path) for s in reader.shards]
         if self.mapped:
             for k, shard in enumerate(reader.shards):
@@ -153,12 +151,11 @@ class LocalShards(_ShardPages):
                               f"as zeros)")
 
     def close(self) -> None:
+        """Stop the store's threads and let go of the shards' pages (and the files they hold)."""
         self._pool.shutdown(wait=True, cancel_futures=True)
         with self._lock:
-            if not self.mapped:
-                for page in self._futures:
-                    self.range.release(*self._place(page))
             self._futures.clear()
+            self.range.release(0, self.range.length)
 
 
 class RemotePages(_ShardPages):
@@ -171,7 +168,7 @@ class RemotePages(_ShardPages):
             (when the cache has no limit).
     """
 
-    def __init__(self, reader: ShardedReader, pool_pages: int) -> None:
+    def __init__(self, reader: Any, pool_pages: int) -> None:
         super().__init__(reader, reader._pool)
         cache = reader.cache
         self.capacity = None

@@ -4,11 +4,12 @@ storage, as one dataset with one index space.
 The shards' data pages are numbered one after the other (shard 0's pages,
 then shard 1's...), and the records of the dataset give every value's
 offset in that numbering (``page * page_size + offset in page``), so that
-everything above the format layer (orders, memory managers, decoders) sees
-one dataset with ``data_offset == 0``.  Where the bytes come from is this
-module's business: the mapped shard files for a local dataset, the
-node-local page cache (:mod:`slipstream.format.pagecache`) filled by ranged
-GETs for a remote one.
+everything above the format layer (orders, the stager, decoders) sees
+one dataset with ``data_offset == 0``.  Where the bytes come from is the
+business of this module and of its page stores
+(:mod:`slipstream.format.shard_pages`): the shard files for a local
+dataset, the node-local page cache (:mod:`slipstream.format.pagecache`)
+filled by ranged GETs for a remote one.
 
 :func:`open_dataset` opens any dataset: a :class:`ShardedReader` for these,
 a :class:`~slipstream.format.reader.Reader` for a local file.

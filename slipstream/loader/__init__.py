@@ -1,10 +1,9 @@
-"""The loader: orders, memory managers and the epoch iterator that turn a
+"""The loader: orders, the stager and the epoch iterator that turn a
 dataset file and compiled pipelines into batches of torch tensors; and the
 option groups that describe them (:mod:`slipstream.loader.options`)."""
 
 from slipstream.loader.iterator import EpochIterator, EpochPlan
 from slipstream.loader.loader import Loader
-from slipstream.loader.memory import MappedMemory, PagePool
 from slipstream.loader.options import LoaderOptions, Memory, Order, Sharding
 from slipstream.loader.orders import ORDERS
 from slipstream.loader.outputs import View
@@ -15,10 +14,8 @@ __all__ = [
            "EpochPlan",
            "Loader",
            "LoaderOptions",
-           "MappedMemory",
            "Memory",
            "Order",
-           "PagePool",
            "Sharding",
            "View",
 ]

@@ -100,8 +100,9 @@ class EpochPlan:
             resume, the batches handed out before).
         pipeline: the compiled pipeline: ``pipeline(indices, epoch, draws)`` makes
             one batch into the next of its ``slots`` output slots.
-        memory: the memory manager that brings the batches' bytes in
-            (``start_epoch``, ``prepare``, ``release``).
+        memory: the stager that brings the batches' pages in
+            (``start_epoch``, ``prepare``, ``release``, ``verify``; see
+            :class:`slipstream.loader.staging.Stager`).
         source: what the decoders read, with the per-sample ``errors``.
         reader: the dataset (named in errors; checked for changes under it).
         names: the outputs yielded, in order.

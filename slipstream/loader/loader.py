@@ -27,7 +27,6 @@ from slipstream.loader.outputs import resolve_outputs
 from slipstream.format.manifest import NAME as MANIFEST
 from slipstream.format.remote import Remote, is_url, local_path
 from slipstream.format.sharded import open_dataset
-from slipstream.loader.memory import MappedMemory, PagePool
 from slipstream.loader.staging import Stager
 
 DEFAULT_POOL_BYTES = 256 << 20
@@ -169,7 +168,7 @@ class Loader:
         self.indices = self._check_indices(given["indices"])
         self._check_repeated_length()
         self.device = _device(given["device"])
-        self.memory: Any = self._memory_manager(self.options.memory)
+        self.memory = self._memory_manager(self.options.memory)
         self.source = DecodeSource(self.reader, self.memory.storage)
         resolved = resolve_outputs(pipelines or {}, self.reader.fields, self.source, self.reader.path)
         self.output_names = [name for name in resolved if not name.startswith("_")]
@@ -199,15 +198,10 @@ class Loader:
 
     # ---------------------------------------------------------------- set-up
 
-    def _memory_manager(self, options: Memory) -> Any:
-        """The memory manager ``options`` choose for this loader's dataset."""
+    def _memory_manager(self, options: Memory) -> Stager:
+        """The stager over the store of this loader's dataset that ``options`` choose."""
         pages = options.pool_pages or max(1, DEFAULT_POOL_BYTES // self.reader.page_size)
-        store = self.reader.page_store(options.os_cache, pages)
-        if store is not None:
-            return Stager(store, self.reader)
-        if options.os_cache:
-            return MappedMemory(self.reader)
-        return PagePool(self.reader, pages)
+        return Stager(self.reader.page_store(options.os_cache, pages), self.reader)
 
     def _check_repeated_length(self) -> None:
         """Refuse repeated augmentation whose length rule leaves each rank
@@ -398,7 +392,7 @@ class Loader:
         self._iterator = None
 
     def close(self) -> None:
-        """Stop the loader's thread and release its memory manager."""
+        """Stop the loader's thread and release its pages (the stager and its store)."""
         self._stop_iterator()
         self.memory.close()
 

@@ -3,7 +3,7 @@
 
 Each group says what it is and checks its own fields when it is made, so a
 wrong value fails where it is written, not when the loader starts.  The
-groups describe; the loader and its parts (orders, memory managers, the
+groups describe; the loader and its parts (orders, the stager, the
 epoch iterator) are what run.  Object-store options are the fourth group,
 :class:`slipstream.Remote`.
 
@@ -191,16 +191,18 @@ class Sharding:
 @dataclasses.dataclass(frozen=True)
 class Memory:
     """How the bytes of upcoming batches are held (see
-    :mod:`slipstream.loader.memory` and :mod:`slipstream.loader.staging`).
+    :mod:`slipstream.loader.staging` and the stores of
+    :mod:`slipstream.format.pagestore`).
 
     Attributes:
-        os_cache: map the file and let the operating system cache its pages
-            (default: one copy for every process of the machine); ``False``
-            reads the pages the batches need into a bounded pool.  A sharded
-            or remote dataset always stages the values of upcoming batches
-            into a bounded buffer.
-        pool_pages: pages of the ``os_cache=False`` pool, or of the staging
-            buffer of a sharded dataset (default: 256 MiB worth).
+        os_cache: map the file, or a local dataset's shards, and let the
+            operating system cache their pages (default: one copy for every
+            process of the machine); ``False`` reads the pages the batches
+            need into a bounded pool.  A remote dataset's pages are mapped
+            from the node-local page cache either way.
+        pool_pages: pages of the ``os_cache=False`` pool, or the most pages
+            of a remote dataset kept mapped between epochs (default: 256 MiB
+            worth).
         batches_ahead: batches prepared while the training step runs; a
             batch's memory is reused ``batches_ahead + 2`` batches later.
     """

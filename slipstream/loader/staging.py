@@ -1,15 +1,20 @@
 """The stager: brings the pages of upcoming batches into a
 :class:`~slipstream.format.pagestore.PageStore`, ahead of the decoders,
-whatever the store is (local shards, the remote page cache...).
+whatever the store is (the mapped file, a page pool, local shards, the
+remote page cache...).
 
 The decoders read every value in place, at the offset its record gives, in
 the store's :attr:`~slipstream.format.pagestore.PageStore.storage`: nothing
 is copied and no offset is rewritten.  Ahead of the running batch, the
 stager keeps a window of pages fetched (or being fetched): the running
 batch's, then the next pages in the order the epoch first reads them, up to
-the store's ``pages_ahead`` more and never more than its capacity.  Pages
-that leave the window are released; a page read again later is fetched
-again (from the OS cache, the page cache or a mapping the store kept).
+the store's ``pages_ahead`` more and never more than its capacity.  A store
+without a capacity gets back the pages that leave the window at once; one
+with a capacity keeps them until it needs room, then gives back the page
+needed farthest in the future (so that a pool a few windows large reads
+each page of a ``"quasi_random"`` epoch about once).  A page read again
+later is fetched again (from the OS cache, the page cache, or a mapping the
+store kept).
 
 Each page is checked against its checksum the first time the process
 fetches it.  The samples of a page that fails are marked failed with
@@ -19,15 +24,54 @@ loader applies its ``on_error`` policy.
 
 from __future__ import annotations
 
+import bisect
 from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
 
+from slipstream import native
 from slipstream.errors import ArgumentError, FormatError
 from slipstream.format.pagestore import PageStore
 from slipstream.format.reader import PAGE_CORRUPT, PAGE_GOOD
-from slipstream.loader.memory import covered_pages, mark_corrupt, value_pages
+
+CORRUPT = np.int32(native.Status.ECORRUPT)
+"""The failure status of a sample whose bytes lie in a page that fails its check."""
+
+NEVER = float("inf")
+"""The next use of a page that no later batch of the epoch reads."""
+
+
+def value_pages(reader: Any, field: str, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For the values of ``field`` of the samples ``indices``: the first and
+    last data page each touches and its offset from the start of the data."""
+    records = reader.metadata[field][indices]
+    rel = records["offset"].astype(np.int64) - reader.data_offset
+    size = records["size"].astype(np.int64)
+    first = rel // reader.page_size
+    last = np.maximum(first, (rel + np.maximum(size, 1) - 1) // reader.page_size)
+    return first, last, rel
+
+
+def covered_pages(pages: dict[str, tuple[np.ndarray, ...]]) -> list[int]:
+    """Every page that the values ``pages`` (as :func:`value_pages` gives
+    them per field) touch, once."""
+    spans = []
+    for first, last, _ in pages.values():
+        spans.append(first)
+        spans += [np.arange(a + 1, b + 1) for a, b in zip(first[first != last].tolist(), last[first != last].tolist())]
+    return np.unique(np.concatenate(spans)).tolist() if spans else []
+
+
+def mark_corrupt(reader: Any, source: Any, indices: np.ndarray, pages: dict[str, tuple[np.ndarray, ...]]) -> None:
+    """Mark the samples of ``indices`` whose values (``pages``, as
+    :func:`value_pages` gives them per field) touch a page found corrupt."""
+    state = reader.page_state
+    for first, last, _ in pages.values():
+        bad = state[first] == PAGE_CORRUPT
+        for k in np.flatnonzero(first != last).tolist():  # values over several pages (rare)
+            bad[k] = bool((state[first[k]:last[k] + 1] == PAGE_CORRUPT).any())
+        source.errors[indices[bad]] = CORRUPT
 
 
 class Stager:
@@ -70,6 +114,11 @@ class Stager:
         for b, indices in enumerate(self._batches):
             values = {field: value_pages(self.reader, field, indices) for field in source.offset_fields}
             pages = covered_pages(values)
+            if pages and (pages[0] < 0 or pages[-1] >= self.reader.page_count):
+                self.store.verify()  # tables read from a file changed under the loader: say so
+                page = pages[0] if pages[0] < 0 else pages[-1]
+                raise FormatError(f"{self.reader.path}: batch {b} reads data page {page} of "
+                                  f"{self.reader.page_count}: the dataset's tables changed under the loader")
             if capacity is not None and len(pages) > capacity:
                 raise ArgumentError(f"batch {b} needs {len(pages)} pages but the page pool holds {capacity}: use a "
                                     f"larger pool (memory=slipstream.Memory(pool_pages=...)) or a smaller batch")
@@ -81,6 +130,7 @@ class Stager:
         for b, pages in enumerate(self._pages):
             for page in pages:
                 uses.setdefault(page, []).append(b)
+        self._uses = uses
         self.store.plan(uses)
 
     # ---------------------------------------------------------------- per batch
@@ -116,17 +166,34 @@ class Stager:
             self._move_window(batch + 1)
 
     def _move_window(self, batch: int) -> None:
-        """Make the window start at ``batch``: release the pages outside it,
-        fetch those in it."""
+        """Make the window start at ``batch``: fetch the pages in it, and
+        give back those outside it (at once, or as room is needed)."""
         window = self._window(batch)
-        gone = [page for page in self._live if page not in window]
-        for page in gone:
-            self._wait(self._live.pop(page))
-        self.store.release(gone)
+        capacity = self.store.capacity
+        if capacity is None:
+            self._give_back([page for page in self._live if page not in window])
         for page in window:
-            if page not in self._live:
-                self._live[page] = self.store.fetch(page)
-                self.pages_fetched += 1
+            if page in self._live:
+                continue
+            if capacity is not None and len(self._live) >= capacity:
+                # Room: the page outside the window needed farthest ahead goes (the window fits).
+                self._give_back([max((p for p in self._live if p not in window),
+                                     key=lambda p: self._next_use(p, batch))])
+            self._live[page] = self.store.fetch(page)
+            self.pages_fetched += 1
+
+    def _next_use(self, page: int, batch: int) -> float:
+        """The first batch from ``batch`` on that reads ``page``."""
+        uses = self._uses.get(page, ())
+        k = bisect.bisect_left(uses, batch)
+        return uses[k] if k < len(uses) else NEVER
+
+    def _give_back(self, pages: list[int]) -> None:
+        """Release ``pages``, once their fetches are over."""
+        for page in pages:
+            self._wait(self._live.pop(page))
+        if pages:
+            self.store.release(pages)
 
     def _window(self, batch: int) -> dict[int, None]:
         """``batch``'s pages, then the next ones the epoch reads first, up to
@@ -153,10 +220,7 @@ class Stager:
 
     def _let_go(self) -> None:
         """Release every page of the last epoch (one left early included)."""
-        for future in self._live.values():
-            self._wait(future)
-        self.store.release(list(self._live))
-        self._live.clear()
+        self._give_back(list(self._live))
 
     def verify(self) -> None:
         """Raise when bytes read in place may be wrong: a file changed under
