@@ -73,7 +73,7 @@ def test_a_file_truncated_under_its_place_reads_zeros_and_counts(tmp_path):
     assert space.faults() == 3
 
 
-def test_a_released_place_is_unreadable():
+def test_a_released_place_is_unreadable(tmp_path):
     # A stager that read a page it had released would get a loud SIGSEGV, not stale bytes.
     code = textwrap.dedent(f"""
         from slipstream.format.address_range import AddressRange
@@ -83,7 +83,8 @@ def test_a_released_place_is_unreadable():
         space.release(0, {OS_PAGE})
         print(int(space.storage[0]), flush=True)
     """)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    # Run from elsewhere: in the source tree, Python would import it instead of the installed package.
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == -11, done.stderr[-2000:]  # SIGSEGV
     assert done.stdout == ""
 
