@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
+
 from slipstream.errors import ArgumentError, FormatError, NativeIOError
 from slipstream.format.address_range import OS_PAGE, AddressRange
 
@@ -30,6 +32,23 @@ READS_AHEAD = 16
 
 READ_THREADS = 4
 """Reads a pool runs at once."""
+
+
+def read_page(space: AddressRange, start: int, length: int, fd: int, offset: int, reader: Any,
+              where: str) -> np.ndarray:
+    """``length`` bytes of file ``fd`` from ``offset`` on, read into their
+    place at ``start`` in ``space`` (:meth:`AddressRange.fill`).
+
+    Raises:
+        FormatError: the read fails: the file changed under the loader
+            (``reader.verify()`` names the change), or else ``where``
+            (the file and page) cannot be read.
+    """
+    try:
+        return space.fill(start, length, fd, offset)
+    except NativeIOError as exc:
+        reader.verify()  # a file changed under the loader: say so
+        raise FormatError(f"{where} cannot be read: {exc.detail or exc}") from exc
 
 
 class MappedFile:
@@ -135,11 +154,8 @@ class FilePool:
     def _read(self, page: int) -> None:
         """Read the page into its place and check it (once per process)."""
         start, length = self._place(page)
-        try:
-            data = self.range.fill(start, length, self._fd, start - self._shift)
-        except NativeIOError as exc:
-            self.reader.verify()  # a file changed under the loader: say so
-            raise FormatError(f"{self.reader.path}: data page {page} cannot be read: {exc.detail or exc}") from exc
+        data = read_page(self.range, start, length, self._fd, start - self._shift, self.reader,
+                         f"{self.reader.path}: data page {page}")
         if not self.reader.check_page(page, data):
             raise FormatError(self.reader.page_problem(page))
 

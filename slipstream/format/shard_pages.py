@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from slipstream.errors import ArgumentError, FormatError, NativeIOError, StorageError
+from slipstream.errors import ArgumentError, FormatError, StorageError
 from slipstream.format.address_range import OS_PAGE, AddressRange
-from slipstream.format.file_pages import CHECKS_AHEAD, READ_THREADS, READS_AHEAD
+from slipstream.format.file_pages import CHECKS_AHEAD, READ_THREADS, READS_AHEAD, read_page
 from slipstream.format.files import open_regular
 from slipstream.format.pagecache import NEVER
 from slipstream.format.reader import PAGE_CORRUPT, PAGE_UNCHECKED
@@ -122,12 +122,9 @@ class LocalShards(_ShardPages):
             shard, local = self.reader.shard_of(page)
             fd = open_regular(self._paths[shard], error=FormatError)
             try:
-                data = self.range.fill(start, length, fd,
-                                       self.reader.shards[shard].data_offset + local * self.page_size)
-            except NativeIOError as exc:
-                self.reader.verify()  # a shard changed under the loader: say so
-                raise FormatError(f"{self._paths[shard]}: data page {local} cannot be read: {exc.detail or exc}") \
-                    from exc
+                data = read_page(self.range, start, length, fd,
+                                 self.reader.shards[shard].data_offset + local * self.page_size, self.reader,
+                                 f"{self._paths[shard]}: data page {local}")
             finally:
                 os.close(fd)
         if not self.reader.check_page(page, data):
