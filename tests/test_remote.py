@@ -374,7 +374,7 @@ def test_a_process_killed_mid_download_leaves_no_partial_page(s3_server, s3_prox
         for k, shard in enumerate(reader.shards):
             for page in range(shard.page_count):
                 start, end = shard.page_span(page)
-                lengths[(reader._keys[k], page)] = (end - start, int(reader.page_base[k]) + page)
+                lengths[(reader.cached_pages.keys[k], page)] = (end - start, int(reader.page_base[k]) + page)
         visible = list(Path(tmp_path).rglob("*.page"))
         assert len(visible) < reader.page_count  # it was killed before the end
         for path in visible:  # every page in the cache is whole and right

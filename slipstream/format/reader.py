@@ -139,16 +139,24 @@ class Reader:
                                 f"`slipstream write --page-checksums`, the default of both)")
         for page in range(self.page_count):
             if not self.check_page(page):
-                start, end = self.page_span(page)
-                rows = self.allocations[(self.allocations["offset"] < end)
-                                        & (self.allocations["offset"] + self.allocations["size"] > start)]
-                samples = sorted({int(s) for s in rows["sample"]})
-                raise self._fail(f"{self.page_problem(page)}; samples in it: {_short_list(samples)}")
+                raise self._fail(self.page_report(page))
 
     def page_span(self, page: int) -> tuple[int, int]:
         """The file offsets ``[start, end)`` of data page ``page``."""
         start = self.data_offset + page * self.page_size
         return start, min(start + self.page_size, self.data_offset + self.data_size)
+
+    def page_samples(self, page: int) -> list[int]:
+        """The samples with bytes in data page ``page``."""
+        start, end = self.page_span(page)
+        rows = self.allocations[(self.allocations["offset"] < end)
+                                & (self.allocations["offset"] + self.allocations["size"] > start)]
+        return sorted({int(s) for s in rows["sample"]})
+
+    def page_report(self, page: int, how: str = "") -> str:
+        """What is wrong with a page that failed its check (``how``: in what
+        circumstances, appended to it) and which samples it holds, in words."""
+        return f"{self.page_problem(page)}{how}; samples in it: {short_list(self.page_samples(page))}"
 
     def page_store(self, os_cache: bool, pool_pages: int) -> PageStore:
         """A store of this dataset's pages in place, for one loader: the
@@ -349,7 +357,8 @@ def _sharded(path: str | os.PathLike, what: str) -> ArgumentError:
                          f"slipstream.open_dataset(path), which returns a ShardedReader")
 
 
-def _short_list(values: list[int], limit: int = 8) -> str:
+def short_list(values: list[int], limit: int = 8) -> str:
+    """``values`` in words, the first ``limit`` of them shown."""
     shown = ", ".join(map(str, values[:limit]))
     return shown + (f" and {len(values) - limit} more" if len(values) > limit else "") if values else "none"
 

@@ -19,7 +19,6 @@ fetches it, in the fetching thread.
 
 from __future__ import annotations
 
-import bisect
 import collections
 import os
 import threading
@@ -33,7 +32,6 @@ from slipstream.errors import ArgumentError, FormatError, StorageError
 from slipstream.format.address_range import OS_PAGE, AddressRange
 from slipstream.format.file_pages import CHECKS_AHEAD, READ_THREADS, READS_AHEAD, read_page
 from slipstream.format.files import open_regular
-from slipstream.format.pagecache import NEVER
 from slipstream.format.reader import PAGE_CORRUPT, PAGE_UNCHECKED
 
 MAPPED_PAGES = 1024
@@ -55,7 +53,7 @@ class _ShardPages:
                                 f"dataset with page_size a multiple of {OS_PAGE:,}")
         self.range = AddressRange(reader.page_count * self.page_size)
         self.storage = self.range.storage
-        self._lengths = reader._page_lengths
+        self._lengths = reader.page_lengths
         self._pool = pool
         self._futures: dict[int, Future[None]] = {}
         self._lock = threading.Lock()
@@ -81,9 +79,6 @@ class _ShardPages:
 
     def _bring(self, page: int) -> None:
         raise NotImplementedError
-
-    def _corrupt(self, page: int) -> FormatError:
-        return FormatError(self.reader._corrupt(page))
 
 
 class LocalShards(_ShardPages):
@@ -128,7 +123,7 @@ class LocalShards(_ShardPages):
             finally:
                 os.close(fd)
         if not self.reader.check_page(page, data):
-            raise self._corrupt(page)
+            raise FormatError(self.reader.page_report(page))
 
     def release(self, pages: Iterable[int]) -> None:
         """Mapped pages stay (the operating system's cache decides); read ones are let go."""
@@ -160,14 +155,15 @@ class RemotePages(_ShardPages):
     node-local page cache (see the module docstring).
 
     Args:
-        reader: the dataset (its cache, its store and its download threads).
+        reader: the dataset (its :attr:`cached_pages` fetch the pages).
         pool_pages: released pages kept mapped for the next epoch, at most
             (when the cache has no limit).
     """
 
     def __init__(self, reader: Any, pool_pages: int) -> None:
-        super().__init__(reader, reader._pool)
-        cache = reader.cache
+        super().__init__(reader, ThreadPoolExecutor(reader.remote.requests, thread_name_prefix="slipstream-pages"))
+        self._pages = reader.cached_pages
+        cache = self._pages.cache
         self.capacity = None
         self.resident = False
         self.pages_ahead = 2 * reader.remote.requests
@@ -176,28 +172,16 @@ class RemotePages(_ShardPages):
             self.pages_ahead = max(1, min(self.pages_ahead, cache.limit // self.page_size // 2))
         self._keep = 0 if cache.limit is not None else min(MAPPED_PAGES, max(1, pool_pages))
         self._kept: collections.OrderedDict[int, None] = collections.OrderedDict()
-        self._uses: Mapping[int, Sequence[int]] = {}
         self._now = 0
         self._faults = 0  # of the range's guard, when last looked at
 
     def plan(self, uses: Mapping[int, Sequence[int]]) -> None:
         """Remember when each page is needed: a full cache removes the pages needed farthest ahead."""
-        self._uses, self._now = uses, 0
-        self.reader.cache.set_priority(self._priority)
+        self._now = 0
+        self._pages.follow(uses, lambda: self._now)
 
     def advance(self, now: int) -> None:
         self._now = now
-
-    def _priority(self, key: str, page: int) -> int:
-        """When page ``page`` of the shard whose cache key is ``key`` is next needed."""
-        shard = self.reader._shard_of_key.get(key)
-        if shard is None:
-            return NEVER  # another dataset's page
-        uses = self._uses.get(int(self.reader.page_base[shard]) + page)
-        if not uses:
-            return NEVER
-        k = bisect.bisect_left(uses, self._now)
-        return uses[k] if k < len(uses) else NEVER
 
     def fetch(self, page: int) -> Future[None]:
         with self._lock:
@@ -214,7 +198,7 @@ class RemotePages(_ShardPages):
             return self.storage[start: start + length]
 
         try:
-            self.reader._cached(page, mapped)
+            self._pages.take(page, mapped)
         except FormatError:
             if self.reader.page_state[page] == PAGE_CORRUPT:
                 self.range.map_zeros(start, length)  # no decoder is handed its samples, but some read anyway
@@ -249,8 +233,7 @@ class RemotePages(_ShardPages):
         reader, damaged = self.reader, []
         with self._lock:
             for page, future in list(self._futures.items()):
-                shard, local = reader.shard_of(page)
-                path = reader.cache.path(reader._keys[shard], local)
+                path = self._pages.path(page)
                 try:
                     short = os.stat(path).st_size < self._lengths[page]
                 except OSError:
@@ -262,13 +245,14 @@ class RemotePages(_ShardPages):
                     self.range.release(*self._place(page))
                     reader.page_state[page] = PAGE_UNCHECKED
         where = ", ".join(damaged[:3]) + (f" and {len(damaged) - 3} more" if len(damaged) > 3 else "") \
-            if damaged else f"a page file in {reader.cache.root}"
+            if damaged else f"a page file in {self._pages.cache.root}"
         raise StorageError(f"{where}: truncated in the page cache while it was read (its bytes read as zeros): "
-                           f"another process damages the cache folder {reader.cache.root}; the page is fetched "
-                           f"again when next read")
+                           f"another process damages the cache folder {self._pages.cache.root}; the page is "
+                           f"fetched again when next read")
 
     def close(self) -> None:
-        """Let every page go (the reader owns the download threads)."""
+        """Stop the store's download threads and let every page go."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
         with self._lock:
             futures, self._futures = self._futures, {}
             self._kept.clear()

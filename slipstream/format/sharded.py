@@ -18,29 +18,23 @@ a :class:`~slipstream.format.reader.Reader` for a local file.
 from __future__ import annotations
 
 import os
-import warnings
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
-from slipstream import native
-from slipstream.errors import ArgumentError, CacheWarning, DatasetNotFoundError, FormatError, StorageError
+from slipstream.errors import ArgumentError, DatasetNotFoundError, FormatError
 from slipstream.format import layout as L
 from slipstream.format import manifest as M
 from slipstream.format.location import LocalFolder, Location, open_location
-from slipstream.format.pagecache import PageCache, shard_key
+from slipstream.format.cached_pages import CachedPages
+from slipstream.format.pagecache import PageCache
 from slipstream.format.pagestore import PageStore
-from slipstream.format.reader import PAGE_CORRUPT, PAGE_GOOD, PAGE_UNCHECKED, Reader, _short_list
+from slipstream.format.reader import PAGE_CORRUPT, PAGE_GOOD, PAGE_UNCHECKED, Reader
 from slipstream.format.remote import Remote, is_url, local_path
 from slipstream.format.shard_pages import LocalShards, RemotePages
 from slipstream.format.slipfile import parse_slipstream
 from slipstream.format.tables import Tables, stores_data
-
-CHECKSUM_ATTEMPTS = 3
-"""Downloads of a page whose bytes fail their checksum before it is reported corrupt."""
-
 
 
 class RemoteShard(Reader):
@@ -98,6 +92,10 @@ class ShardedReader(Reader):
         shards: each shard's reader, in order.
         sample_base, page_base: where each shard's samples and pages start
             in the dataset's numbering.
+        page_lengths: each data page's length in bytes (a shard's last page
+            may be short).
+        cached_pages: the remote pages, through the node-local page cache
+            (:class:`~slipstream.format.cached_pages.CachedPages`), else None.
         cache: the node-local page cache (remote datasets), else None.
 
     Args:
@@ -130,10 +128,9 @@ class ShardedReader(Reader):
             self._pool.shutdown(wait=False)
             raise ArgumentError(f"{self.path}: cache_limit ({limit:,} bytes) is smaller than one page of the "
                                 f"dataset ({self.page_size:,} bytes): raise it")
-        self.cache = PageCache(self.remote.cache_path, limit) if self.is_remote else None
-        self._keys = [shard_key(s.path, self.manifest.shards[k].bytes, self.manifest.shards[k].header_crc32)
-                      for k, s in enumerate(self.shards)] if self.is_remote else []
-        self._shard_of_key = {key: k for k, key in enumerate(self._keys)}
+        self.cached_pages = CachedPages(self, self.location, PageCache(self.remote.cache_path, limit)) \
+            if self.is_remote else None
+        self.cache = self.cached_pages.cache if self.cached_pages is not None else None
         if verify_pages:
             self.verify_pages()
 
@@ -215,7 +212,7 @@ class ShardedReader(Reader):
         pages = np.array([s.page_count for s in self.shards], np.int64)
         self.sample_base = np.concatenate([[0], np.cumsum(counts)])
         self.page_base = np.concatenate([[0], np.cumsum(pages)])
-        self._page_lengths = np.concatenate([_page_lengths(s) for s in self.shards]) if self.page_base[-1] else \
+        self.page_lengths = np.concatenate([_page_lengths(s) for s in self.shards]) if self.page_base[-1] else \
             np.zeros(0, np.int64)
         self._page_shard = np.repeat(np.arange(len(self.shards)), pages)
         parts, allocations = [], []
@@ -236,7 +233,7 @@ class ShardedReader(Reader):
         # The shards' fields are the manifest's (checked as each shard opened): the first shard's objects serve.
         self._use_tables(Tables(self.path, first.format, None, tuple(self.manifest.fields), first.fields, metadata,
                                 table, dict(self.manifest.user_metadata), self.page_size, 0,
-                                int(self._page_lengths.sum()), int(self.page_base[-1]), checksums))
+                                int(self.page_lengths.sum()), int(self.page_base[-1]), checksums))
 
     def _global(self, shard: int, offsets: np.ndarray) -> np.ndarray:
         """File offsets of shard ``shard`` in the dataset's page numbering."""
@@ -251,20 +248,13 @@ class ShardedReader(Reader):
 
     def page_span(self, page: int) -> tuple[int, int]:
         start = page * self.page_size
-        return start, start + int(self._page_lengths[page])
+        return start, start + int(self.page_lengths[page])
 
     def page_problem(self, page: int) -> str:
         shard, local = self.shard_of(page)
         start, end = self.shards[shard].page_span(local)
         return (f"data page {local} of shard {self.manifest.shards[shard].name} ({self.shards[shard].path}, bytes "
                 f"{start:,} to {end:,}) does not match its checksum: the shard is corrupt there")
-
-    def page_samples(self, page: int) -> list[int]:
-        """The samples with bytes in dataset page ``page``."""
-        start, end = self.page_span(page)
-        rows = self.allocations[(self.allocations["offset"] < end)
-                                & (self.allocations["offset"] + self.allocations["size"] > start)]
-        return sorted({int(s) for s in rows["sample"]})
 
     def page_store(self, os_cache: bool, pool_pages: int) -> PageStore:
         """A store of this dataset's pages in place, for one loader: the
@@ -275,74 +265,6 @@ class ShardedReader(Reader):
         if self.is_remote:
             return RemotePages(self, pool_pages)
         return LocalShards(self, os_cache, pool_pages)
-
-    def _cached(self, page: int, take: Callable[[int], np.ndarray]) -> np.ndarray:
-        """``take(fd)`` of the page's file in the page cache (downloaded into
-        it first when it is not there), once its bytes (what ``take`` gives)
-        are known to match the page's checksum.  ``take`` is called only
-        with a file of the page's length.
-
-        A page found in the cache is checked the first time this process
-        reads it.  One that fails was damaged in the cache (its disk, or a
-        process writing into the folder), since only checked bytes are put
-        there: it is removed, a :class:`CacheWarning` says so, and the page
-        is downloaded again.  A page whose downloads fail their checksum is
-        corrupt in the store: :meth:`_download` raises."""
-        shard, local = self.shard_of(page)
-        key = self._keys[shard]
-        for _ in range(2):
-            fd, downloaded = self.cache.open(key, local, lambda: self._download(page))
-            try:
-                if os.fstat(fd).st_size == self._page_lengths[page]:  # else cut short in the cache
-                    data = take(fd)
-                    if downloaded or self.page_state[page] == PAGE_GOOD or self._matches(page, data):
-                        return data
-                self.cache.discard(key, local, fd)
-            finally:
-                os.close(fd)  # what take() mapped stays readable, even once the page is evicted from the cache
-            warnings.warn(f"{self.cache.path(key, local)}: the page cache's copy of data page {local} of shard "
-                          f"{self.manifest.shards[shard].name} ({self.shards[shard].path}) does not match its "
-                          f"checksum: it was damaged in the cache (its disk, or a process writing into the cache "
-                          f"folder), not in the store; it was removed and is downloaded again", CacheWarning,
-                          stacklevel=2)
-        raise StorageError(f"{self.cache.path(key, local)}: the page cache's copy of data page {local} of shard "
-                           f"{self.manifest.shards[shard].name} ({self.shards[shard].path}) was damaged again right "
-                           f"after it was replaced: something damages the cache folder {self.cache.root} (its "
-                           f"disk, or another process); samples in it: {_short_list(self.page_samples(page))}")
-
-    def _matches(self, page: int, data: Any) -> bool:
-        """Whether ``data`` matches page ``page``'s checksum, recorded as
-        good (and checked) when it does; a mismatch records nothing: where
-        the bytes came from decides what it means."""
-        if self.page_checksums is not None and L.crc32(data) != self.page_checksums[page]:
-            return False
-        self.page_state[page] = PAGE_GOOD
-        self.pages_checked += 1
-        return True
-
-    def _download(self, page: int) -> memoryview:
-        """The page's bytes by a ranged GET, checked against its checksum
-        (downloaded again when they do not match, in case the transfer
-        garbled them)."""
-        shard, local = self.shard_of(page)
-        reader, name = self.shards[shard], self.manifest.shards[shard].name
-        start, end = reader.page_span(local)
-        for _ in range(CHECKSUM_ATTEMPTS):
-            try:
-                data = self.location.read(name, start, end)
-            except (StorageError, DatasetNotFoundError) as exc:
-                raise type(exc)(f"{exc}; needed for data page {local} of shard {name}, samples "
-                                f"{_short_list(self.page_samples(page))}") from None
-            if len(data) != end - start:
-                raise FormatError(f"{reader.path}: data page {local} came back with {len(data):,} bytes, not "
-                                  f"{end - start:,}: the shard was truncated or replaced")
-            if self._matches(page, data):
-                return data
-        self.page_state[page] = PAGE_CORRUPT
-        raise FormatError(self._corrupt(page, f" in {CHECKSUM_ATTEMPTS} downloads"))
-
-    def _corrupt(self, page: int, how: str = "") -> str:
-        return f"{self.page_problem(page)}{how}; samples in it: {_short_list(self.page_samples(page))}"
 
     def check_page(self, page: int, data: np.ndarray | None = None) -> bool:
         if self.page_state[page] == PAGE_UNCHECKED:
@@ -374,7 +296,7 @@ class ShardedReader(Reader):
         """The bytes of dataset page ``page`` in its mapped local shard file."""
         shard, local = self.shard_of(page)
         start = self.shards[shard].data_offset + local * self.page_size
-        return self.shards[shard].storage[start: start + int(self._page_lengths[page])]
+        return self.shards[shard].storage[start: start + int(self.page_lengths[page])]
 
     def _page_bytes(self, page: int) -> np.ndarray:
         """The checked bytes of dataset page ``page``: in its mapped local
@@ -386,18 +308,9 @@ class ShardedReader(Reader):
         """
         if not self.is_remote:
             if not self.check_page(page):
-                raise FormatError(self._corrupt(page))
+                raise FormatError(self.page_report(page))
             return self._local_page(page)
-        if self.page_state[page] == PAGE_CORRUPT:
-            raise FormatError(self._corrupt(page, f" in {CHECKSUM_ATTEMPTS} downloads"))
-        length = int(self._page_lengths[page])
-
-        def read(fd: int) -> np.ndarray:
-            data = np.empty(length, np.uint8)
-            native.pread(fd, data, 0)
-            return data
-
-        return self._cached(page, read)
+        return self.cached_pages.read(page)
 
     # ---------------------------------------------------------------- access
 
