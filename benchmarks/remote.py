@@ -4,7 +4,7 @@ and raw GB/s.
 Usage::
 
     python benchmarks/remote.py [FOLDER] [--repeat N] [--rounds R] [--latency-ms MS] [--json PATH]
-                                [--baseline PYTHON] [--no-pin]
+                                [--baseline PYTHON] [--no-pin] [--pipelines NAME ...]
 
 The dataset is FOLDER's JPEGs (default ``../shared/data/imagenet-sample``)
 repeated ``--repeat`` times (default 24: about 2.1 GB), written once as a
@@ -20,9 +20,10 @@ same loader (batch 128, ``quasi_random`` order, seed 0) over:
   each with an empty page cache: epoch 1 streams from the server, epoch 2
   reads the warm cache.
 
-Three pipelines: ImageNet train (RandomResizedCrop 224, flip, Normalize to
-float16, labels), ImageNet val (resize, CenterCrop 224, Normalize), and the
-stored bytes alone (what the loader moves, in GB/s).  Every process
+Three pipelines (``--pipelines`` picks some): ImageNet train
+(RandomResizedCrop 224, flip, Normalize to float16, labels), ImageNet val
+(resize, CenterCrop 224, Normalize), and the stored bytes alone (what the
+loader moves, in GB/s).  Every process
 compiles its pipeline over the local file before timing (one batch), and
 times whole epochs of what a training step receives.  The configurations
 alternate their order from round to round; the table gives medians and
@@ -137,6 +138,8 @@ def main(argv: list[str]) -> int:
                         help="an interpreter whose slipstream is the build to compare this one with")
     parser.add_argument("--no-pin", action="store_true",
                         help="let the loader, the server and the relay share every core")
+    parser.add_argument("--pipelines", nargs="+", choices=PIPELINES, default=list(PIPELINES),
+                        help="the pipelines to time (default: all)")
     parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -184,11 +187,12 @@ def main(argv: list[str]) -> int:
                    "local shards": (str(shards), None),
                    "s3, 0 ms": (url, server.storage_options()),
                    f"s3, {args.latency_ms:.0f} ms": (url, server.storage_options(endpoint=proxy.endpoint))}
-        results: dict[str, dict[str, list[dict]]] = {p: {c: [] for c in configs} for p in PIPELINES}
-        baseline: dict[str, dict[str, list[dict]]] = {p: {c: [] for c in configs} for p in PIPELINES}
+        pipelines = [p for p in PIPELINES if p in args.pipelines]
+        results: dict[str, dict[str, list[dict]]] = {p: {c: [] for c in configs} for p in pipelines}
+        baseline: dict[str, dict[str, list[dict]]] = {p: {c: [] for c in configs} for p in pipelines}
         for round_ in range(args.rounds):
             names = list(configs) if round_ % 2 == 0 else list(configs)[::-1]
-            for pipeline in PIPELINES:
+            for pipeline in pipelines:
                 for k, name in enumerate(names):
                     path, options = configs[name]
                     builds = [(results, sys.executable)] + ([(baseline, args.baseline)] if args.baseline else [])
@@ -202,7 +206,7 @@ def main(argv: list[str]) -> int:
     print(f"\n{placement}.\nCPU per run (both epochs): the loader's ms per image (epoch 1 / epoch 2), over the "
           f"local file's in the same round (epoch 1 / epoch 2), and the seconds the server and the relay took meanwhile")
     cpu_ratios: dict[str, dict[str, list[dict]]] = {}
-    for pipeline in PIPELINES:
+    for pipeline in pipelines:
         base = results[pipeline]["local file"]
         for name in configs:
             runs = results[pipeline][name]
@@ -216,7 +220,7 @@ def main(argv: list[str]) -> int:
     ratios: dict[str, dict[str, dict]] = {}
     print(f"\n{'pipeline':<8} {'source':<12} {'epoch 1 (cold) images/s':>30} {'GB/s':>18} "
           f"{'epoch 2 (warm) images/s':>30} {'GB/s':>18}  vs local (epoch 1 / 2)")
-    for pipeline in PIPELINES:
+    for pipeline in pipelines:
         base = results[pipeline]["local file"]
         for name in configs:
             runs = results[pipeline][name]

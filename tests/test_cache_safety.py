@@ -190,6 +190,20 @@ def test_what_is_not_a_page_file_where_a_page_belongs_is_refused_at_once(tmp_pat
     assert outside.read_bytes() == PAGE_BYTES
 
 
+@pytest.mark.parametrize("length", [100, 4096, (2 << 20) + 3 * 4096 + 5])
+def test_a_page_of_any_length_is_written_whole(tmp_path, length):
+    """Whole blocks go to the disk directly, in chunks through an aligned
+    buffer, the rest through the OS's cache: the file holds every byte."""
+    data = np.random.default_rng(length).integers(0, 256, length, np.uint8).tobytes()
+    cache = PageCache(tmp_path / "cache")
+    fd, downloaded = cache.open("shard", 0, lambda: data)
+    try:
+        assert downloaded and os.fstat(fd).st_size == length and os.pread(fd, length + 1, 0) == data
+    finally:
+        os.close(fd)
+    assert (tmp_path / "cache" / "shard" / "00000000.page").read_bytes() == data
+
+
 def test_a_write_the_disk_refuses_names_the_page(tmp_path):
     """A file-size limit stands in for a full disk: the write fails the same way."""
     script = textwrap.dedent(f"""

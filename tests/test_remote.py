@@ -224,6 +224,26 @@ def test_pages_are_read_in_place_from_the_cache(s3_server, remote_dataset, local
     loader.close()
 
 
+def test_once_every_page_is_mapped_an_epoch_fetches_nothing(s3_server, remote_dataset, local_file, tmp_path):
+    """With the OS's cache (the default), released pages stay mapped like a
+    local file's: after one epoch the store is resident and the stager
+    plans, fetches and releases nothing; a pool of 2 pages keeps 2 mapped."""
+    expected = batches(ss.Loader(local_file, 8, order="random", seed=3, verbose=False), 2)
+    loader = ss.Loader(remote_dataset, 8, order="random", seed=3, remote=remote(s3_server, tmp_path), verbose=False)
+    count = loader.reader.page_count
+    assert not loader.memory.store.resident
+    first = batches(loader)
+    fetched = loader.memory.pages_fetched
+    assert loader.memory.store.resident and fetched >= count
+    assert [first[0], batches(loader)[0]] == expected and loader.memory.pages_fetched == fetched
+    loader.close()
+    pooled = ss.Loader(remote_dataset, 8, order="random", seed=3, remote=remote(s3_server, tmp_path),
+                       memory=ss.Memory(os_cache=False, pool_pages=2), verbose=False)
+    assert batches(pooled, 2) == expected
+    assert not pooled.memory.store.resident and pooled.memory.pages_fetched >= 2 * count
+    pooled.close()
+
+
 def test_a_cached_page_truncated_under_a_loader_is_named_not_sigbus(s3_server, remote_dataset, tmp_path):
     loader = ss.Loader(remote_dataset, 8, order="sequential", remote=remote(s3_server, tmp_path), verbose=False)
     batches(loader)  # every page cached, and kept mapped for the next epoch

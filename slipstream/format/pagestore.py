@@ -52,7 +52,10 @@ class PageStore(Protocol):
     """Pages worth fetching beyond the running batch's, to hide the latency of fetching."""
 
     resident: bool
-    """Whether every page is in place all along (mapped), so that a page once checked needs no fetch."""
+    """Whether every page is in place now and stays there until the store
+    closes (a mapped file; remote pages once all are mapped), so that a page
+    once checked needs no fetch and no release: the stager then plans
+    nothing for an epoch whose pages are all known good."""
 
     def plan(self, uses: Mapping[int, Sequence[int]]) -> None:
         """When this consumer reads each page: page -> the (sorted) batch

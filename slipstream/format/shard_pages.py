@@ -9,9 +9,12 @@ at their offsets in the dataset's numbering, read in place by the decoders.
   let go when no later batch reads it: the store's memory is its capacity.
 - :class:`RemotePages`: shards in object storage.  A fetched page is
   downloaded into the node-local page cache (unless it is there already)
-  and the cached file is mapped at its place; released pages stay mapped,
-  up to a bound, for the next epoch, or are let go at once when the cache
-  has a limit (an evicted page's disk blocks are freed when it is unmapped).
+  and the cached file is mapped at its place.  Released pages stay mapped
+  for the next epoch, as a local file's do (with ``os_cache``; up to
+  :data:`MAPPED_PAGES`, else up to the pool's size), or are let go at once
+  when the cache has a limit (an evicted page's disk blocks are freed when
+  it is unmapped).  Once every page is mapped and checked, the store is
+  resident: a later epoch fetches nothing, as from a local file.
 
 Both check each page against its checksum the first time this process
 fetches it, in the fetching thread.
@@ -35,7 +38,9 @@ from slipstream.format.files import open_regular
 from slipstream.format.reader import PAGE_CORRUPT, PAGE_UNCHECKED
 
 MAPPED_PAGES = 1024
-"""Released remote pages a store keeps mapped for the next epoch (the least recently released go first)."""
+"""Released remote pages a store keeps mapped for the next epoch with
+``os_cache`` (the least recently released go first): 8 GiB of the default
+8 MiB pages, whose page tables take 16 MiB."""
 
 
 class _ShardPages:
@@ -156,24 +161,36 @@ class RemotePages(_ShardPages):
 
     Args:
         reader: the dataset (its :attr:`cached_pages` fetch the pages).
-        pool_pages: released pages kept mapped for the next epoch, at most
-            (when the cache has no limit).
+        os_cache: keep released pages mapped for the next epoch (up to
+            :data:`MAPPED_PAGES`), as the operating system's cache of a local
+            file would keep them; else keep up to ``pool_pages``.  None are
+            kept when the cache has a limit.
+        pool_pages: without ``os_cache``, released pages kept mapped.
     """
 
-    def __init__(self, reader: Any, pool_pages: int) -> None:
+    def __init__(self, reader: Any, os_cache: bool, pool_pages: int) -> None:
         super().__init__(reader, ThreadPoolExecutor(reader.remote.requests, thread_name_prefix="slipstream-pages"))
         self._pages = reader.cached_pages
         cache = self._pages.cache
         self.capacity = None
-        self.resident = False
         self.pages_ahead = 2 * reader.remote.requests
         if cache.limit is not None:
             # Pages fetched ahead must still be in the cache when their batch comes.
             self.pages_ahead = max(1, min(self.pages_ahead, cache.limit // self.page_size // 2))
-        self._keep = 0 if cache.limit is not None else min(MAPPED_PAGES, max(1, pool_pages))
+        self._keep = 0 if cache.limit is not None else MAPPED_PAGES if os_cache else max(1, pool_pages)
         self._kept: collections.OrderedDict[int, None] = collections.OrderedDict()
         self._now = 0
         self._faults = 0  # of the range's guard, when last looked at
+
+    @property
+    def resident(self) -> bool:
+        """Whether every page is mapped, checked, and kept until the store
+        closes: the dataset's pages fit among those kept, and each was
+        fetched once."""
+        count = self.reader.page_count
+        with self._lock:
+            return self._keep >= count and len(self._futures) == count and all(
+                f.done() and f.exception() is None for f in self._futures.values())
 
     def plan(self, uses: Mapping[int, Sequence[int]]) -> None:
         """Remember when each page is needed: a full cache removes the pages needed farthest ahead."""

@@ -260,10 +260,10 @@ class ShardedReader(Reader):
         """A store of this dataset's pages in place, for one loader: the
         local shard files (mapped once with ``os_cache``, else each page read
         into a pool of ``pool_pages``), or the remote pages, mapped from the
-        page cache (``pool_pages`` bounds those kept mapped between epochs).
-        The caller closes it."""
+        page cache (kept mapped between epochs with ``os_cache``, else up to
+        ``pool_pages`` of them).  The caller closes it."""
         if self.is_remote:
-            return RemotePages(self, pool_pages)
+            return RemotePages(self, os_cache, pool_pages)
         return LocalShards(self, os_cache, pool_pages)
 
     def check_page(self, page: int, data: np.ndarray | None = None) -> bool:
