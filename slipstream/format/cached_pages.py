@@ -3,10 +3,11 @@ cache (:mod:`slipstream.format.pagecache`): each page is fetched by one
 ranged GET per node, checked against its checksum before it enters the
 cache, and checked again the first time a process reads it back from there.
 
-:class:`CachedPages` is what a remote :class:`~slipstream.format.sharded.ShardedReader`
-holds for its pages; its Python reads (``reader[i]``) and its loaders' page
-store (:class:`~slipstream.format.shard_pages.RemotePages`) both take their
-pages through it.
+:class:`CachedPages` is the :class:`~slipstream.format.pagestore.PageSource`
+of a remote :class:`~slipstream.format.sharded.ShardedReader`: its Python
+reads (``reader[i]``) and its loaders' page store
+(:class:`~slipstream.format.shard_pages.RemotePages`) both take their pages
+through it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from slipstream.errors import CacheWarning, DatasetNotFoundError, FormatError, S
 from slipstream.format import layout as L
 from slipstream.format.location import Location
 from slipstream.format.pagecache import NEVER, PageCache, shard_key
+from slipstream.format.pagestore import PageStore
 from slipstream.format.reader import PAGE_CORRUPT, PAGE_GOOD, short_list
+from slipstream.format.shard_pages import RemotePages
 
 CHECKSUM_ATTEMPTS = 3
 """Downloads of a page whose bytes fail their checksum before it is reported corrupt."""
@@ -45,10 +48,12 @@ class CachedPages:
         cache: the page cache.
         keys: each shard's key in the cache (see
             :func:`~slipstream.format.pagecache.shard_key`).
+        reads_at_once: the requests in flight at once (``Remote.requests``).
     """
 
     def __init__(self, reader: Any, location: Location, cache: PageCache) -> None:
         self.reader, self.location, self.cache = reader, location, cache
+        self.reads_at_once = reader.remote.requests
         self.keys = [shard_key(s.path, entry.bytes, entry.header_crc32)
                      for s, entry in zip(reader.shards, reader.manifest.shards)]
         self._shard_of_key = {key: k for k, key in enumerate(self.keys)}
@@ -76,9 +81,10 @@ class CachedPages:
 
         self.cache.set_priority(next_use)
 
-    def read(self, page: int) -> np.ndarray:
-        """The checked bytes of dataset page ``page``, read from its file in
-        the cache (downloaded first when it is not there) into new memory.
+    def read(self, page: int, start: int, end: int) -> np.ndarray:
+        """The checked bytes of dataset page ``page`` (at ``[start, end)``),
+        read from its file in the cache (downloaded first when it is not
+        there) into new memory.
 
         Raises:
             FormatError: the page does not match its checksum (naming it).
@@ -94,6 +100,20 @@ class CachedPages:
             return data
 
         return self.take(page, read)
+
+    def page_store(self, reader: Any, os_cache: bool, pool_pages: int) -> PageStore:
+        """The pages mapped in place from the cache, kept mapped between
+        epochs with ``os_cache``, else up to ``pool_pages`` of them."""
+        return RemotePages(reader, os_cache, pool_pages)
+
+    def verify(self) -> None:
+        """Nothing to compare: each page is checked when it arrives (a
+        loader's store checks its mapped pages, :meth:`RemotePages.verify`)."""
+
+    def close(self) -> None:
+        """Let the shards' tables go (the cache stays for other readers)."""
+        for shard in self.reader.shards:
+            shard.close()
 
     def take(self, page: int, take: Callable[[int], np.ndarray]) -> np.ndarray:
         """``take(fd)`` of the page's file in the page cache (downloaded into

@@ -1,4 +1,6 @@
-"""The page stores of a dataset file (:class:`~slipstream.format.pagestore.PageStore`).
+"""The pages of a dataset file: :class:`FileSource`, the file's guarded
+mapping (a :class:`~slipstream.format.pagestore.PageSource`), and its page
+stores (:class:`~slipstream.format.pagestore.PageStore`):
 
 - :class:`MappedFile` (``os_cache=True``): the decoders read the reader's
   own mapping of the file.  The operating system's page cache holds the data
@@ -13,15 +15,21 @@
 
 from __future__ import annotations
 
+import gc
+import mmap
 import os
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from slipstream.errors import ArgumentError, FormatError, NativeIOError
+from slipstream import native
+from slipstream.errors import ArgumentError, FormatError, NativeIOError, SlipstreamError
 from slipstream.format.address_range import OS_PAGE, AddressRange
+from slipstream.format.pagestore import PageStore
 
 CHECKS_AHEAD = 64
 """Pages a mapped store checks beyond the running batch's: the first batches
@@ -32,6 +40,92 @@ READS_AHEAD = 16
 
 READ_THREADS = 4
 """Reads a pool runs at once."""
+
+
+class FileSource:
+    """A dataset file's pages: the file mapped read-only, whole, and guarded
+    (:func:`slipstream.native.guard_mapping`), so that a page lost to the
+    file's truncation reads as zeros, which :meth:`verify` then reports,
+    instead of killing the process with ``SIGBUS``.
+
+    Args:
+        path: the file.
+        mapping: the file's mapping, whole.
+        stat: the file's ``os.stat`` when it was mapped.
+
+    Attributes:
+        storage: the file's bytes (the mapping), as an array.
+    """
+
+    reads_at_once = 1
+
+    def __init__(self, path: Path, mapping: mmap.mmap, stat: os.stat_result) -> None:
+        self.path, self._map, self._identity = path, mapping, _identity(stat)
+        self.storage = np.frombuffer(mapping, np.uint8)
+        # Unguarded when the source goes, before its mapping can be unmapped.
+        self._guard = _guard(self.storage)
+        self._unguard = weakref.finalize(self, native.unguard_mapping, self._guard)
+
+    def read(self, page: int, start: int, end: int) -> np.ndarray:
+        """The page's bytes in the mapping."""
+        return self.storage[start:end]
+
+    def page_store(self, reader: Any, os_cache: bool, pool_pages: int) -> PageStore:
+        """The mapping (``os_cache``), or a pool of ``pool_pages`` pages read as they are needed."""
+        return MappedFile(reader, self.storage) if os_cache else FilePool(reader, pool_pages)
+
+    def verify(self) -> None:
+        """Check that the path still holds the file this source mapped, as it
+        was: the same file (not another one renamed over it or written in
+        its place), of the same size, not modified since, and that no page
+        of the mapping was lost to truncation.
+
+        Raises:
+            FormatError: naming the file and what changed.
+        """
+        try:
+            now = _identity(os.stat(self.path))
+        except OSError as exc:
+            raise FormatError(f"{self.path} was removed or cannot be read since it was opened: {exc.strerror}") from None
+        then = self._identity
+        if now[:2] != then[:2]:
+            raise FormatError(f"{self.path} was replaced by another file since it was opened: open it again")
+        if now[2] != then[2]:
+            raise FormatError(f"{self.path} changed size since it was opened, from {then[2]:,} to {now[2]:,} bytes "
+                              f"(truncated or rewritten in place)")
+        if now[3:] != then[3:]:
+            raise FormatError(f"{self.path} was modified since it was opened (written in place): open it again")
+        lost = native.guard_faults(self._guard)
+        if lost:
+            raise FormatError(f"{self.path} was truncated while it was read: {lost} of its pages were gone")
+
+    def close(self) -> None:
+        """Unmap the file (arrays taken from it keep the mapping alive)."""
+        self.storage = None  # type: ignore[assignment]
+        self._unguard()
+        try:
+            self._map.close()
+        except BufferError:
+            pass
+
+
+def _identity(stat: os.stat_result) -> tuple[int, int, int, int, int]:
+    """What ``verify`` compares: device, inode, size, modification time and
+    change time (which no one can set back, unlike the modification time)."""
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns
+
+
+def _guard(storage: np.ndarray) -> int:
+    """Guard a mapping.  Guards of sources no longer referenced are
+    released by their finalizers, which for sources caught in reference
+    cycles run at the next garbage collection: one is run before giving up."""
+    try:
+        return native.guard_mapping(storage)
+    except SlipstreamError as exc:
+        if exc.status != native.Status.ETOOBIG:
+            raise
+        gc.collect()
+        return native.guard_mapping(storage)
 
 
 def read_page(space: AddressRange, start: int, length: int, fd: int, offset: int, reader: Any,
@@ -52,21 +146,22 @@ def read_page(space: AddressRange, start: int, length: int, fd: int, offset: int
 
 
 class MappedFile:
-    """A dataset file's pages in its reader's mapping (see the module docstring).
+    """A dataset file's pages in its mapping (see the module docstring).
 
     Args:
-        reader: the dataset file (its mapping, tables and page states): a
-            :class:`~slipstream.format.reader.Reader`, which makes its stores
-            (so this module does not import it).
+        reader: the dataset file (its tables and page states): a
+            :class:`~slipstream.format.reader.Reader` (this module does not
+            import it).
+        storage: the file's mapping.
     """
 
     capacity = None
     resident = True
     pages_ahead = CHECKS_AHEAD
 
-    def __init__(self, reader: Any) -> None:
+    def __init__(self, reader: Any, storage: np.ndarray) -> None:
         self.reader = reader
-        self.storage = reader.storage
+        self.storage = storage
         self._checks = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="slipstream-checks")
 
     def plan(self, uses: Mapping[int, Sequence[int]]) -> None:
@@ -90,7 +185,7 @@ class MappedFile:
         self.reader.verify()
 
     def close(self) -> None:
-        """Stop the checking threads; the reader owns the mapping."""
+        """Stop the checking threads; the file's source owns the mapping."""
         self._checks.shutdown(wait=True, cancel_futures=True)
 
 

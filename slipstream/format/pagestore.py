@@ -1,5 +1,12 @@
-"""What a loader needs from the storage under a dataset: its pages' bytes in
-place, brought in ahead of the batches that read them.
+"""The storage under a dataset, behind two protocols.
+
+A reader is a dataset's tables (what each sample holds, and where) plus a
+:class:`PageSource`: where its data pages are (a mapped file, local shard
+files, object storage through the node's page cache).  The source gives the
+bytes of a page for reads in Python, checks that nothing changed under it,
+and makes a :class:`PageStore` for each loader: what a loader needs from
+the storage, its pages' bytes in place, brought in ahead of the batches that
+read them.
 
 A :class:`PageStore` presents a dataset's data pages in one array,
 :attr:`~PageStore.storage`, each page at its offset in the dataset's tables
@@ -33,9 +40,38 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+
+
+@runtime_checkable
+class PageSource(Protocol):
+    """Where a reader's data pages are: what a reader holds beside its tables."""
+
+    reads_at_once: int
+    """Pages worth reading at once when every page is checked (:meth:`Reader.verify_pages`)."""
+
+    def read(self, page: int, start: int, end: int) -> np.ndarray:
+        """The bytes of data page ``page``, at ``[start, end)`` in the
+        tables' numbering: in place where the source maps them, else read
+        into new memory.  Bytes that arrive over a network are checked as
+        they arrive: a page whose every download fails its checksum raises
+        :class:`~slipstream.errors.FormatError` (and is recorded
+        ``PAGE_CORRUPT``); other bytes are checked by the reader."""
+
+    def page_store(self, reader: Any, os_cache: bool, pool_pages: int) -> PageStore:
+        """A store of the pages in place, for one loader of ``reader`` (the
+        reader this source serves): through the operating system's cache
+        (``os_cache``) or a pool of ``pool_pages`` pages.  The caller closes it."""
+
+    def verify(self) -> None:
+        """Raise :class:`~slipstream.errors.FormatError` naming the change
+        when what the source opened changed since (a file truncated,
+        rewritten or replaced)."""
+
+    def close(self) -> None:
+        """Let the pages go (mappings, files)."""
 
 
 @runtime_checkable

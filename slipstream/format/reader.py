@@ -1,36 +1,37 @@
-"""Reading dataset files: the file is memory-mapped and parsed by the parser
-its first bytes call for (:mod:`slipstream.format.slipfile`,
-:mod:`slipstream.format.beton`), which validates every table (bounds and
-checksum), so that nothing read later can point outside the file.  Data
-pages are checked against their checksums the first time they are read in
-a process, and the mapping is guarded, so that a file truncated under a
-reader becomes an error instead of a SIGBUS.
+"""Reading datasets: a :class:`Reader` is a dataset's tables (parsed and
+validated) plus a :class:`~slipstream.format.pagestore.PageSource`, where
+its data pages are.  For a dataset file, the file is memory-mapped and
+parsed by the parser its first bytes call for
+(:mod:`slipstream.format.slipfile`, :mod:`slipstream.format.beton`), which
+validates every table (bounds and checksum), so that nothing read later can
+point outside the file; its source (:class:`~slipstream.format.file_pages.FileSource`)
+is the guarded mapping, so that a file truncated under a reader becomes an
+error instead of a SIGBUS.  Data pages are checked against their checksums
+the first time they are read in a process, whatever their source.
 
 Sharded datasets and URLs are opened by :func:`slipstream.open_dataset`
 (:mod:`slipstream.format.sharded`)."""
 
 from __future__ import annotations
 
-import gc
 import mmap
 import os
 import sys
 import warnings
-import weakref
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from slipstream import native
 from slipstream.errors import ArgumentError, DatasetNotFoundError, FormatError, SampleIndexError, SlipstreamError
 from slipstream.format import beton
 from slipstream.format import layout as L
 from slipstream.format import manifest as M
-from slipstream.format.file_pages import FilePool, MappedFile
+from slipstream.format.file_pages import FileSource
 from slipstream.format.files import open_regular
-from slipstream.format.pagestore import PageStore
+from slipstream.format.pagestore import PageSource, PageStore
 from slipstream.format.remote import is_url, local_path
 from slipstream.format.slipfile import parse_slipstream
 from slipstream.format.tables import Tables, UnknownField, format_error
@@ -54,6 +55,10 @@ class Reader:
 
     Attributes:
         path: the file.
+        pages: where the data pages are (a
+            :class:`~slipstream.format.pagestore.PageSource`): for a file,
+            its guarded mapping.
+        storage: the file's bytes (its mapping), for a dataset file.
         format: ``"slipstream"`` or ``"ffcv"``: the kind of file read.
         header: the file's header record, in its format's layout.
         descriptors: what the file says about each field.
@@ -63,6 +68,8 @@ class Reader:
         allocations: every stored value's sample, field, offset and size.
         user_metadata: the JSON object stored by the writer (e.g. ``classes``).
         page_size, data_offset, page_count, data_size: where the pages are.
+        page_lengths: each data page's length in bytes (the last one may be
+            short; in a sharded dataset, each shard's last one).
         page_checksums: the CRC-32 of every data page, or ``None`` for a
             file written without them.
         page_state: per page, ``PAGE_UNCHECKED``, ``PAGE_GOOD`` or
@@ -94,27 +101,32 @@ class Reader:
             raise ArgumentError(f"{path} is a URL: Reader opens local files; open it with "
                                 f"slipstream.open_dataset(path, remote=...), which returns a ShardedReader")
         self.path = local_path(path)
-        self._map, stat = _map_file(self.path)
-        self._identity = _identity(stat)
-        self.storage = np.frombuffer(self._map, np.uint8)
-        # Unguarded when the reader goes, before its mapping can be unmapped.
-        self._guard = _guard(self.storage)
-        self._unguard = weakref.finalize(self, native.unguard_mapping, self._guard)
-        self._use_tables(parse_file(self.path, self.storage))
+        source = FileSource(self.path, *_map_file(self.path))
+        self.storage = source.storage
+        self._use(parse_file(self.path, self.storage), source)
         if verify_pages:
             self.verify_pages()
 
     # ---------------------------------------------------------------- opening
 
-    def _use_tables(self, tables: Tables) -> None:
+    def _use(self, tables: Tables, pages: PageSource, page_lengths: np.ndarray | None = None) -> None:
         """Take what a parser read (or a combination of shards' tables) as
-        this reader's tables, with every page still to be checked."""
+        this reader's tables, with every page still to be checked, and
+        ``pages`` as where the pages are; ``page_lengths`` gives each page's
+        length when the pages are not the tables' data cut every
+        ``page_size`` bytes (shards, each with a short last page)."""
+        self.pages = pages
         self.format, self.header = tables.format, tables.header
         self.descriptors, self.fields = list(tables.descriptors), dict(tables.fields)
         self.metadata, self.allocations = tables.metadata, tables.allocations
         self.user_metadata = tables.user_metadata
         self.page_size, self.data_offset = tables.page_size, tables.data_offset
         self.data_size, self.page_count = tables.data_size, tables.page_count
+        if page_lengths is None:
+            page_lengths = np.full(self.page_count, self.page_size, np.int64)
+            if self.page_count:
+                page_lengths[-1] = self.data_size - (self.page_count - 1) * self.page_size
+        self.page_lengths = page_lengths
         self.page_checksums = tables.page_checksums
         self.page_state = np.full(self.page_count, PAGE_UNCHECKED if self.page_checksums is not None else PAGE_GOOD,
                                   np.uint8)
@@ -137,14 +149,33 @@ class Reader:
         if self.page_checksums is None:
             raise ArgumentError(f"{self.path} has no page checksums (write it with page_checksums=True, or "
                                 f"`slipstream write --page-checksums`, the default of both)")
-        for page in range(self.page_count):
-            if not self.check_page(page):
-                raise self._fail(self.page_report(page))
+        with ThreadPoolExecutor(self.pages.reads_at_once, thread_name_prefix="slipstream-checks") as pool:
+            checks = [pool.submit(self.page_bytes, page) for page in range(self.page_count)]
+            for check in checks:
+                try:
+                    check.result()
+                except FormatError as exc:
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    raise self._fail(str(exc)) from None
 
     def page_span(self, page: int) -> tuple[int, int]:
-        """The file offsets ``[start, end)`` of data page ``page``."""
+        """The offsets ``[start, end)`` of data page ``page`` in the tables'
+        numbering (for a file, its offsets in the file)."""
         start = self.data_offset + page * self.page_size
-        return start, min(start + self.page_size, self.data_offset + self.data_size)
+        return start, start + int(self.page_lengths[page])
+
+    def page_bytes(self, page: int) -> np.ndarray:
+        """The bytes of data page ``page``, checked against its checksum.
+
+        Raises:
+            FormatError: the page does not match its checksum (naming it and
+                the samples in it).
+            StorageError, DatasetNotFoundError: a remote page cannot be had.
+        """
+        data = self.pages.read(page, *self.page_span(page))
+        if not self.check_page(page, data):
+            raise FormatError(self.page_report(page))
+        return data
 
     def page_samples(self, page: int) -> list[int]:
         """The samples with bytes in data page ``page``."""
@@ -159,27 +190,31 @@ class Reader:
         return f"{self.page_problem(page)}{how}; samples in it: {short_list(self.page_samples(page))}"
 
     def page_store(self, os_cache: bool, pool_pages: int) -> PageStore:
-        """A store of this dataset's pages in place, for one loader: the
-        file's mapping (``os_cache``), or a pool of ``pool_pages`` pages read
-        as they are needed (:mod:`slipstream.format.file_pages`).  The caller
-        closes it."""
-        return MappedFile(self) if os_cache else FilePool(self, pool_pages)
+        """A store of this dataset's pages in place, for one loader, made by
+        its source: for a file, the file's mapping (``os_cache``), or a pool
+        of ``pool_pages`` pages read as they are needed
+        (:mod:`slipstream.format.file_pages`).  The caller closes it."""
+        return self.pages.page_store(self, os_cache, pool_pages)
 
     def check_page(self, page: int, data: np.ndarray | None = None) -> bool:
         """Whether data page ``page`` matches its checksum.  The first call
         for a page computes the CRC-32 of ``data`` (the page's bytes as read
         elsewhere, e.g. into a page pool; default: the mapped file) and
         records the result in :attr:`page_state`; later calls only look it
-        up.  Always true for a file without page checksums."""
-        state = self.page_state[page]
-        if state == PAGE_UNCHECKED:
+        up.  Always true for a file without page checksums.  A remote page
+        is checked as it arrives (and read for that when ``data`` is None)."""
+        if self.page_state[page] == PAGE_UNCHECKED:
             if data is None:
-                start, end = self.page_span(page)
-                data = self.storage[start:end]
-            good = L.crc32(data) == self.page_checksums[page]
-            state = self.page_state[page] = PAGE_GOOD if good else PAGE_CORRUPT
-            self.pages_checked += 1
-        return bool(state == PAGE_GOOD)
+                try:
+                    data = self.pages.read(page, *self.page_span(page))
+                except FormatError:
+                    if self.page_state[page] != PAGE_CORRUPT:
+                        raise
+            if self.page_state[page] == PAGE_UNCHECKED:  # not checked as it arrived
+                good = L.crc32(data) == self.page_checksums[page]
+                self.page_state[page] = PAGE_GOOD if good else PAGE_CORRUPT
+                self.pages_checked += 1
+        return bool(self.page_state[page] == PAGE_GOOD)
 
     def page_problem(self, page: int) -> str:
         """What is wrong with a page that failed its check, in words."""
@@ -249,14 +284,19 @@ class Reader:
         if "offset" not in (record.dtype.names or ()):
             return None
         offset, size = int(record["offset"]), int(record["size"])
-        if size:
-            first, last = (offset - self.data_offset) // self.page_size, (offset + size - 1 - self.data_offset) \
-                // self.page_size
-            for page in range(first, last + 1):
-                if not self.check_page(page):
-                    problem = self.page_problem(page)
-                    raise FormatError(problem, detail=problem)
-        return memoryview(self._map)[offset: offset + size]
+        if not size:
+            return memoryview(b"")
+        first, last = (offset - self.data_offset) // self.page_size, (offset + size - 1 - self.data_offset) \
+            // self.page_size
+        parts = []
+        for page in range(first, last + 1):
+            try:
+                data = self.page_bytes(page)
+            except FormatError as exc:
+                raise FormatError(str(exc), detail=str(exc)) from None
+            start = self.page_span(page)[0]
+            parts.append(data[max(0, offset - start): offset + size - start])
+        return memoryview(parts[0] if len(parts) == 1 else np.concatenate(parts))
 
     def index(self, field: str) -> dict[Any, np.ndarray]:
         """Value -> indices of the samples that have it, for a field with one
@@ -275,10 +315,12 @@ class Reader:
         return {key.item(): group for key, group in zip(keys, groups)}
 
     def verify(self) -> None:
-        """Check that ``path`` still holds the file this reader opened, as it
-        was: the same file (not another one renamed over it or written in its
-        place), of the same size, not modified since, and that no page of the
-        mapping was lost to truncation.
+        """Check that what the reader opened did not change since: for a
+        file, that ``path`` still holds the file this reader opened, as it
+        was (the same file, not another one renamed over it or written in
+        its place, of the same size, not modified since), and that no page
+        of the mapping was lost to truncation
+        (:meth:`~slipstream.format.file_pages.FileSource.verify`).
 
         A reader keeps reading the file it opened, whatever happens to the
         path; but a file truncated or rewritten in place changes under it.
@@ -292,30 +334,12 @@ class Reader:
         Raises:
             FormatError: naming the file and what changed.
         """
-        try:
-            now = _identity(os.stat(self.path))
-        except OSError as exc:
-            raise FormatError(f"{self.path} was removed or cannot be read since it was opened: {exc.strerror}") from None
-        then = self._identity
-        if now[:2] != then[:2]:
-            raise FormatError(f"{self.path} was replaced by another file since it was opened: open it again")
-        if now[2] != then[2]:
-            raise FormatError(f"{self.path} changed size since it was opened, from {then[2]:,} to {now[2]:,} bytes "
-                              f"(truncated or rewritten in place)")
-        if now[3:] != then[3:]:
-            raise FormatError(f"{self.path} was modified since it was opened (written in place): open it again")
-        lost = native.guard_faults(self._guard)
-        if lost:
-            raise FormatError(f"{self.path} was truncated while it was read: {lost} of its pages were gone")
+        self.pages.verify()
 
     def close(self) -> None:
-        """Release the mapping (arrays taken from the reader keep it alive)."""
+        """Let the pages go (arrays taken from the reader keep a file's mapping alive)."""
         self.metadata = self.allocations = self.storage = None  # type: ignore[assignment]
-        self._unguard()
-        try:
-            self._map.close()
-        except BufferError:
-            pass
+        self.pages.close()
 
     def __enter__(self) -> Reader:
         return self
@@ -361,25 +385,6 @@ def short_list(values: list[int], limit: int = 8) -> str:
     """``values`` in words, the first ``limit`` of them shown."""
     shown = ", ".join(map(str, values[:limit]))
     return shown + (f" and {len(values) - limit} more" if len(values) > limit else "") if values else "none"
-
-
-def _identity(stat: os.stat_result) -> tuple[int, int, int, int, int]:
-    """What ``verify`` compares: device, inode, size, modification time and
-    change time (which no one can set back, unlike the modification time)."""
-    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns
-
-
-def _guard(storage: np.ndarray) -> int:
-    """Guard a reader's mapping.  Guards of readers no longer referenced are
-    released by their finalizers, which for readers caught in reference
-    cycles run at the next garbage collection: one is run before giving up."""
-    try:
-        return native.guard_mapping(storage)
-    except SlipstreamError as exc:
-        if exc.status != native.Status.ETOOBIG:
-            raise
-        gc.collect()
-        return native.guard_mapping(storage)
 
 
 def _map_file(path: Path) -> tuple[mmap.mmap, os.stat_result]:

@@ -90,7 +90,10 @@ class Remote:
         cache_limit: bytes the page cache may hold (an int or a text such
             as ``"50GB"``; default: no limit).  When a new page does not fit,
             the pages this process needs farthest in the future go first.
-        requests: ranged GETs in flight at once per process.
+        requests: ranged GETs in flight at once per process, at most; a
+            loader's store also keeps the pages in flight under 64 MiB
+            (8 at once of 8 MiB pages), so that the pages the next batch
+            needs come first.
         retries: quick retries of a failing request by the client
             (connection errors, time-outs, HTTP 5xx, throttling), with
             exponential backoff.

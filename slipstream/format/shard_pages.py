@@ -1,6 +1,9 @@
-"""The page stores of sharded datasets (:class:`~slipstream.format.pagestore.PageStore`):
-every shard's pages in one :class:`~slipstream.format.address_range.AddressRange`,
-at their offsets in the dataset's numbering, read in place by the decoders.
+"""The pages of sharded datasets: :class:`ShardFiles`, the source of local
+shards (a :class:`~slipstream.format.pagestore.PageSource`; remote shards'
+is :class:`~slipstream.format.cached_pages.CachedPages`), and the page stores
+(:class:`~slipstream.format.pagestore.PageStore`) that put every shard's
+pages in one :class:`~slipstream.format.address_range.AddressRange`, at
+their offsets in the dataset's numbering, read in place by the decoders.
 
 - :class:`LocalShards`: shard files on this machine.  With the operating
   system's cache (``os_cache=True``), each shard's data pages are mapped
@@ -35,12 +38,54 @@ from slipstream.errors import ArgumentError, FormatError, StorageError
 from slipstream.format.address_range import OS_PAGE, AddressRange
 from slipstream.format.file_pages import CHECKS_AHEAD, READ_THREADS, READS_AHEAD, read_page
 from slipstream.format.files import open_regular
+from slipstream.format.pagestore import PageStore
 from slipstream.format.reader import PAGE_CORRUPT, PAGE_UNCHECKED
+
+IN_FLIGHT_BYTES = 64 << 20
+"""Bytes of pages a remote store downloads at once, at most (and never more
+than ``Remote.requests`` pages): enough to keep a link of 1 GB/s busy at
+50 ms per request (bandwidth times latency), and few enough that the pages
+the next batch needs, fetched first, do not share the link with many
+fetched far ahead."""
 
 MAPPED_PAGES = 1024
 """Released remote pages a store keeps mapped for the next epoch with
 ``os_cache`` (the least recently released go first): 8 GiB of the default
 8 MiB pages, whose page tables take 16 MiB."""
+
+
+class ShardFiles:
+    """The pages of a sharded dataset's local shard files, each mapped by
+    its shard's own reader.
+
+    Args:
+        reader: the dataset (a :class:`~slipstream.format.sharded.ShardedReader`,
+            which this module does not import).
+    """
+
+    def __init__(self, reader: Any) -> None:
+        self.reader = reader
+        self.reads_at_once = min(8, os.cpu_count() or 1)
+
+    def read(self, page: int, start: int, end: int) -> np.ndarray:
+        """The page's bytes, in its shard's mapping."""
+        shard, local = self.reader.shard_of(page)
+        shard_reader = self.reader.shards[shard]
+        return shard_reader.pages.read(local, *shard_reader.page_span(local))
+
+    def page_store(self, reader: Any, os_cache: bool, pool_pages: int) -> PageStore:
+        """Every shard mapped in one range (``os_cache``), or a pool of ``pool_pages`` pages."""
+        return LocalShards(reader, os_cache, pool_pages)
+
+    def verify(self) -> None:
+        """Check that no shard changed since it was opened (naming the one that did)."""
+        for shard in self.reader.shards:
+            shard.verify()
+
+    def close(self) -> None:
+        """Unmap every shard."""
+        for shard in self.reader.shards:
+            shard.close()
 
 
 class _ShardPages:
@@ -169,11 +214,12 @@ class RemotePages(_ShardPages):
     """
 
     def __init__(self, reader: Any, os_cache: bool, pool_pages: int) -> None:
-        super().__init__(reader, ThreadPoolExecutor(reader.remote.requests, thread_name_prefix="slipstream-pages"))
+        downloads = max(1, min(reader.remote.requests, IN_FLIGHT_BYTES // reader.page_size))
+        super().__init__(reader, ThreadPoolExecutor(downloads, thread_name_prefix="slipstream-pages"))
         self._pages = reader.cached_pages
         cache = self._pages.cache
         self.capacity = None
-        self.pages_ahead = 2 * reader.remote.requests
+        self.pages_ahead = 2 * downloads
         if cache.limit is not None:
             # Pages fetched ahead must still be in the cache when their batch comes.
             self.pages_ahead = max(1, min(self.pages_ahead, cache.limit // self.page_size // 2))

@@ -29,10 +29,10 @@ from slipstream.format import manifest as M
 from slipstream.format.location import LocalFolder, Location, open_location
 from slipstream.format.cached_pages import CachedPages
 from slipstream.format.pagecache import PageCache
-from slipstream.format.pagestore import PageStore
-from slipstream.format.reader import PAGE_CORRUPT, PAGE_GOOD, PAGE_UNCHECKED, Reader
+from slipstream.format.pagestore import PageSource, PageStore
+from slipstream.format.reader import Reader
 from slipstream.format.remote import Remote, is_url, local_path
-from slipstream.format.shard_pages import LocalShards, RemotePages
+from slipstream.format.shard_pages import ShardFiles
 from slipstream.format.slipfile import parse_slipstream
 from slipstream.format.tables import Tables, stores_data
 
@@ -60,7 +60,7 @@ class RemoteShard(Reader):
             start = min(size, int(header["descriptors_offset"]))
         self._head, self._tail_start = head, start
         self._tail = np.frombuffer(location.read(name, start, size), np.uint8) if start < size else np.zeros(0, np.uint8)
-        self._use_tables(parse_slipstream(self.path, size, self._bytes))
+        self._use(parse_slipstream(self.path, size, self._bytes), _ThroughTheDataset(self.path))
 
     def _file_size(self) -> int:
         return self._size
@@ -75,11 +75,33 @@ class RemoteShard(Reader):
         raise self._fail(f"bytes {offset} to {offset + size} lie in the data pages, not in the tables: the "
                          f"header is corrupt")
 
+
+
+class _ThroughTheDataset:
+    """The pages of a remote shard opened for its tables
+    (:class:`RemoteShard`): they are read through the dataset's page cache,
+    and checked as they arrive, so there is nothing to verify or close."""
+
+    reads_at_once = 1
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def read(self, page: int, start: int, end: int) -> np.ndarray:
+        raise self._elsewhere()
+
+    def page_store(self, reader: Any, os_cache: bool, pool_pages: int) -> PageStore:
+        raise self._elsewhere()
+
+    def _elsewhere(self) -> ArgumentError:
+        return ArgumentError(f"{self.url}: the pages of a shard are read through its dataset: open the dataset with "
+                             f"slipstream.open_dataset")
+
     def verify(self) -> None:
         """Nothing to compare: each page is checked when it arrives."""
 
     def close(self) -> None:
-        self.metadata = self.allocations = None  # type: ignore[assignment]
+        """Nothing held."""
 
 
 class ShardedReader(Reader):
@@ -92,8 +114,6 @@ class ShardedReader(Reader):
         shards: each shard's reader, in order.
         sample_base, page_base: where each shard's samples and pages start
             in the dataset's numbering.
-        page_lengths: each data page's length in bytes (a shard's last page
-            may be short).
         cached_pages: the remote pages, through the node-local page cache
             (:class:`~slipstream.format.cached_pages.CachedPages`), else None.
         cache: the node-local page cache (remote datasets), else None.
@@ -110,27 +130,25 @@ class ShardedReader(Reader):
         self.path = path if is_url(path) else local_path(path)  # type: ignore[assignment]
         self.location, single = _resolve(path, self.remote)
         self.is_remote = self.location.local_folder() is None
-        self._pool = ThreadPoolExecutor(self.remote.requests if self.is_remote else min(8, os.cpu_count() or 1),
-                                        thread_name_prefix="slipstream-pages")
-        try:
-            if single is None:
-                self.manifest = self._read_manifest()
-                self.shards = list(self._pool.map(self._open_shard, self.manifest.shards))
-            else:
-                self.shards = [self._reader(single, *self._first_bytes(single))]
-                self.manifest = _manifest_of(single, self.shards[0])
-            self._combine()
-        except BaseException:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            raise
         limit = self.remote.cache_bytes
-        if self.is_remote and limit is not None and limit < self.page_size:
-            self._pool.shutdown(wait=False)
-            raise ArgumentError(f"{self.path}: cache_limit ({limit:,} bytes) is smaller than one page of the "
-                                f"dataset ({self.page_size:,} bytes): raise it")
+        if single is None:
+            self.manifest = self._read_manifest()
+            threads = self.remote.requests if self.is_remote else min(8, os.cpu_count() or 1)
+            pool = ThreadPoolExecutor(threads, thread_name_prefix="slipstream-open")
+            try:
+                self.shards = list(pool.map(self._open_shard, self.manifest.shards))
+            finally:
+                pool.shutdown(wait=False, cancel_futures=True)  # after a failure, the shards not yet opened
+        else:
+            self.shards = [self._reader(single, *self._first_bytes(single))]
+            self.manifest = _manifest_of(single, self.shards[0])
         self.cached_pages = CachedPages(self, self.location, PageCache(self.remote.cache_path, limit)) \
             if self.is_remote else None
         self.cache = self.cached_pages.cache if self.cached_pages is not None else None
+        self._combine(self.cached_pages or ShardFiles(self))
+        if self.is_remote and limit is not None and limit < self.page_size:
+            raise ArgumentError(f"{self.path}: cache_limit ({limit:,} bytes) is smaller than one page of the "
+                                f"dataset ({self.page_size:,} bytes): raise it")
         if verify_pages:
             self.verify_pages()
 
@@ -204,16 +222,15 @@ class ShardedReader(Reader):
             raise FormatError(f"{self.path}: the manifest disagrees with shard {entry.name}: "
                               f"{'; '.join(differences)}")
 
-    def _combine(self) -> None:
-        """One index space over the shards (see the module docstring)."""
+    def _combine(self, source: PageSource) -> None:
+        """One index space over the shards (see the module docstring), whose pages ``source`` holds."""
         first = self.shards[0]  # a manifest lists one shard or more
         self.page_size = self.manifest.page_size
         counts = np.array([len(s) for s in self.shards], np.int64)
         pages = np.array([s.page_count for s in self.shards], np.int64)
         self.sample_base = np.concatenate([[0], np.cumsum(counts)])
         self.page_base = np.concatenate([[0], np.cumsum(pages)])
-        self.page_lengths = np.concatenate([_page_lengths(s) for s in self.shards]) if self.page_base[-1] else \
-            np.zeros(0, np.int64)
+        page_lengths = np.concatenate([s.page_lengths for s in self.shards]).astype(np.int64)
         self._page_shard = np.repeat(np.arange(len(self.shards)), pages)
         parts, allocations = [], []
         for k, shard in enumerate(self.shards):
@@ -231,9 +248,9 @@ class ShardedReader(Reader):
         metadata.flags.writeable = table.flags.writeable = False
         checksums = np.concatenate([s.page_checksums for s in self.shards]) if self.manifest.page_checksums else None
         # The shards' fields are the manifest's (checked as each shard opened): the first shard's objects serve.
-        self._use_tables(Tables(self.path, first.format, None, tuple(self.manifest.fields), first.fields, metadata,
-                                table, dict(self.manifest.user_metadata), self.page_size, 0,
-                                int(self.page_lengths.sum()), int(self.page_base[-1]), checksums))
+        self._use(Tables(self.path, first.format, None, tuple(self.manifest.fields), first.fields, metadata, table,
+                         dict(self.manifest.user_metadata), self.page_size, 0, int(page_lengths.sum()),
+                         int(self.page_base[-1]), checksums), source, page_lengths)
 
     def _global(self, shard: int, offsets: np.ndarray) -> np.ndarray:
         """File offsets of shard ``shard`` in the dataset's page numbering."""
@@ -246,106 +263,11 @@ class ShardedReader(Reader):
         shard = int(self._page_shard[page])
         return shard, page - int(self.page_base[shard])
 
-    def page_span(self, page: int) -> tuple[int, int]:
-        start = page * self.page_size
-        return start, start + int(self.page_lengths[page])
-
     def page_problem(self, page: int) -> str:
         shard, local = self.shard_of(page)
         start, end = self.shards[shard].page_span(local)
         return (f"data page {local} of shard {self.manifest.shards[shard].name} ({self.shards[shard].path}, bytes "
                 f"{start:,} to {end:,}) does not match its checksum: the shard is corrupt there")
-
-    def page_store(self, os_cache: bool, pool_pages: int) -> PageStore:
-        """A store of this dataset's pages in place, for one loader: the
-        local shard files (mapped once with ``os_cache``, else each page read
-        into a pool of ``pool_pages``), or the remote pages, mapped from the
-        page cache (kept mapped between epochs with ``os_cache``, else up to
-        ``pool_pages`` of them).  The caller closes it."""
-        if self.is_remote:
-            return RemotePages(self, os_cache, pool_pages)
-        return LocalShards(self, os_cache, pool_pages)
-
-    def check_page(self, page: int, data: np.ndarray | None = None) -> bool:
-        if self.page_state[page] == PAGE_UNCHECKED:
-            if data is None and self.is_remote:
-                try:
-                    self._page_bytes(page)
-                except FormatError:
-                    pass  # recorded corrupt by the download
-                return bool(self.page_state[page] == PAGE_GOOD)
-            good = L.crc32(self._local_page(page) if data is None else data) == self.page_checksums[page]
-            self.page_state[page] = PAGE_GOOD if good else PAGE_CORRUPT
-            self.pages_checked += 1
-        return bool(self.page_state[page] == PAGE_GOOD)
-
-    def verify_pages(self) -> None:
-        """Check every page now (a remote dataset's are downloaded).
-
-        Raises:
-            FormatError: naming the first corrupt page, its shard and samples.
-        """
-        checks = [self._pool.submit(self._page_bytes, page) for page in range(self.page_count)]
-        for check in checks:
-            try:
-                check.result()
-            except FormatError as exc:
-                raise self._fail(str(exc)) from None
-
-    def _local_page(self, page: int) -> np.ndarray:
-        """The bytes of dataset page ``page`` in its mapped local shard file."""
-        shard, local = self.shard_of(page)
-        start = self.shards[shard].data_offset + local * self.page_size
-        return self.shards[shard].storage[start: start + int(self.page_lengths[page])]
-
-    def _page_bytes(self, page: int) -> np.ndarray:
-        """The checked bytes of dataset page ``page``: in its mapped local
-        shard, or read from the page cache (downloaded first if need be).
-
-        Raises:
-            FormatError: the page does not match its checksum (naming it).
-            StorageError, DatasetNotFoundError: a remote page cannot be had.
-        """
-        if not self.is_remote:
-            if not self.check_page(page):
-                raise FormatError(self.page_report(page))
-            return self._local_page(page)
-        return self.cached_pages.read(page)
-
-    # ---------------------------------------------------------------- access
-
-    def _value_bytes(self, index: int, field: str) -> memoryview | None:
-        record = self.metadata[index][field]
-        if "offset" not in (record.dtype.names or ()):
-            return None
-        offset, size = int(record["offset"]), int(record["size"])
-        ps, parts = self.page_size, []
-        for page in range(offset // ps, (offset + size - 1) // ps + 1 if size else offset // ps):
-            try:
-                data = self._page_bytes(page)
-            except FormatError as exc:
-                raise FormatError(str(exc), detail=str(exc)) from None
-            parts.append(data[max(0, offset - page * ps): offset + size - page * ps])
-        return memoryview(parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else np.zeros(0, np.uint8))
-
-    def verify(self) -> None:
-        """Check that no local shard changed since it was opened (remote
-        shards are checked page by page as they arrive)."""
-        for shard in self.shards:
-            shard.verify()
-
-    def close(self) -> None:
-        """Release the shards and the download threads."""
-        self._pool.shutdown(wait=True, cancel_futures=True)
-        for shard in self.shards:
-            shard.close()
-        self.metadata = self.allocations = None  # type: ignore[assignment]
-
-    def __del__(self) -> None:
-        try:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-        except Exception:
-            pass
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{n}: {f!r}" for n, f in self.fields.items())
@@ -401,13 +323,6 @@ def _field_difference(said: tuple[L.FieldDescriptor, ...], held: tuple[L.FieldDe
 
 def _field_text(d: L.FieldDescriptor) -> str:
     return M.shown({"type_id": d.type_id, "arguments": d.arguments, "record": [list(r) for r in d.record]}, 120)
-
-
-def _page_lengths(shard: Reader) -> np.ndarray:
-    lengths = np.full(shard.page_count, shard.page_size, np.int64)
-    if shard.page_count:
-        lengths[-1] = shard.data_size - (shard.page_count - 1) * shard.page_size
-    return lengths
 
 
 def _resolve(path: str | os.PathLike, remote: Remote) -> tuple[Location, str | None]:
