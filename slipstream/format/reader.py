@@ -199,7 +199,7 @@ class Reader:
     def check_page(self, page: int, data: np.ndarray | None = None) -> bool:
         """Whether data page ``page`` matches its checksum.  The first call
         for a page computes the CRC-32 of ``data`` (the page's bytes as read
-        elsewhere, e.g. into a page pool; default: the mapped file) and
+        elsewhere, e.g. into a page pool; default: read from :attr:`pages`) and
         records the result in :attr:`page_state`; later calls only look it
         up.  Always true for a file without page checksums.  A remote page
         is checked as it arrives (and read for that when ``data`` is None)."""
