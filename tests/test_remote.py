@@ -274,6 +274,14 @@ def test_a_cache_smaller_than_the_dataset_stays_within_its_limit(s3_server, remo
     loader.close()
 
 
+def test_a_cache_limit_below_one_page_is_refused_before_the_cache_is_made(s3_server, remote_dataset, tmp_path):
+    cache = tmp_path / "cache"
+    with pytest.raises(ss.ArgumentError, match=rf"^{remote_dataset}: cache_limit \(100 bytes\) is smaller than one "
+                                               rf"page of the dataset \({PAGE:,} bytes\): raise it$"):
+        ss.open_dataset(remote_dataset, remote=remote(s3_server, cache, cache_limit=100))
+    assert not cache.exists()
+
+
 # ---------------------------------------------------------------- faults
 
 

@@ -92,10 +92,8 @@ class CachedPages:
         """
         if self.reader.page_state[page] == PAGE_CORRUPT:
             raise FormatError(self.reader.page_report(page, f" in {CHECKSUM_ATTEMPTS} downloads"))
-        length = int(self.reader.page_lengths[page])
-
         def read(fd: int) -> np.ndarray:
-            data = np.empty(length, np.uint8)
+            data = np.empty(end - start, np.uint8)
             native.pread(fd, data, 0)
             return data
 

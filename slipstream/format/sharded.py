@@ -76,7 +76,6 @@ class RemoteShard(Reader):
                          f"header is corrupt")
 
 
-
 class _ThroughTheDataset:
     """The pages of a remote shard opened for its tables
     (:class:`RemoteShard`): they are read through the dataset's page cache,
@@ -142,13 +141,14 @@ class ShardedReader(Reader):
         else:
             self.shards = [self._reader(single, *self._first_bytes(single))]
             self.manifest = _manifest_of(single, self.shards[0])
+        page_size = self.manifest.page_size
+        if self.is_remote and limit is not None and limit < page_size:  # refused before the cache folder is made
+            raise ArgumentError(f"{self.path}: cache_limit ({limit:,} bytes) is smaller than one page of the "
+                                f"dataset ({page_size:,} bytes): raise it")
         self.cached_pages = CachedPages(self, self.location, PageCache(self.remote.cache_path, limit)) \
             if self.is_remote else None
         self.cache = self.cached_pages.cache if self.cached_pages is not None else None
         self._combine(self.cached_pages or ShardFiles(self))
-        if self.is_remote and limit is not None and limit < self.page_size:
-            raise ArgumentError(f"{self.path}: cache_limit ({limit:,} bytes) is smaller than one page of the "
-                                f"dataset ({self.page_size:,} bytes): raise it")
         if verify_pages:
             self.verify_pages()
 
