@@ -22,7 +22,7 @@ on a local Ray instance with 2 CPUs started once before the rounds (a
 team's cluster is already running).
 
 Every conversion runs from the call to its return (the manifest written),
-with ``RGBImageField()`` (JPEGs kept, each checked by a 1/8-scale decode)
+with ``RGBImageField()`` (JPEGs kept, each checked by ``native.jpeg_check``)
 and ``IntField()``, into shards of 64 MB.  An untimed Ray conversion of one
 tar shard first starts Ray's worker processes.  The configurations
 alternate their order from round to round; the table gives medians and

@@ -17,7 +17,7 @@ from numba.extending import intrinsic
 
 from slipstream import _abi
 
-HEADER_SHA256 = "8b97a3ed7fb4df3eabdfe514277e0465f45e14b71c839d8df83db285ed43d416"
+HEADER_SHA256 = "df82323d3816a62574b7b014f6e16c745fd3e940acd009684049e603c55db946"
 """SHA-256 of the header this module was generated from."""
 
 ABI_VERSION = 6
@@ -261,6 +261,8 @@ FUNCTIONS = {
     "slip_jpeg_info": _abi.Signature("slip_jpeg_info", "int32_t", (("const uint8_t *", "data"), ("size_t", "size"), ("slip_jpeg_info_t *", "info"),)),
     "slip_jpeg_scale_for": _abi.Signature("slip_jpeg_scale_for", "int32_t", (("int32_t", "crop_h"), ("int32_t", "crop_w"), ("int32_t", "out_h"), ("int32_t", "out_w"),)),
     "slip_jpeg_decode": _abi.Signature("slip_jpeg_decode", "int32_t", (("const uint8_t *", "data"), ("size_t", "size"), ("int32_t", "y"), ("int32_t", "x"), ("int32_t", "h"), ("int32_t", "w"), ("int32_t", "scale_denom"), ("int32_t", "flags"), ("uint8_t *", "out"), ("size_t", "out_size"), ("int64_t", "out_stride"),)),
+    "slip_jpeg_scan": _abi.Signature("slip_jpeg_scan", "int32_t", (("const uint8_t *", "data"), ("size_t", "size"),)),
+    "slip_jpeg_check": _abi.Signature("slip_jpeg_check", "int32_t", (("const uint8_t *", "data"), ("size_t", "size"),)),
     "slip_jpeg_decode_crop_resize": _abi.Signature("slip_jpeg_decode_crop_resize", "int32_t", (("const uint8_t *", "data"), ("size_t", "size"), ("int32_t", "y"), ("int32_t", "x"), ("int32_t", "h"), ("int32_t", "w"), ("int32_t", "out_h"), ("int32_t", "out_w"), ("int32_t", "flags"), ("int32_t", "interp"), ("uint8_t *", "out"), ("size_t", "out_size"), ("int64_t", "out_stride"),)),
     "slip_resize": _abi.Signature("slip_resize", "int32_t", (("const uint8_t *", "src"), ("int32_t", "src_h"), ("int32_t", "src_w"), ("int32_t", "channels"), ("int64_t", "src_stride"), ("int32_t", "y"), ("int32_t", "x"), ("int32_t", "h"), ("int32_t", "w"), ("uint8_t *", "dst"), ("int32_t", "dst_h"), ("int32_t", "dst_w"), ("int64_t", "dst_stride"), ("int32_t", "interp"), ("int32_t", "flip_x"),)),
     "slip_resize_region": _abi.Signature("slip_resize_region", "int32_t", (("const uint8_t *", "src"), ("int32_t", "src_h"), ("int32_t", "src_w"), ("int32_t", "channels"), ("int64_t", "src_stride"), ("double", "cy"), ("double", "cx"), ("double", "ch"), ("double", "cw"), ("uint8_t *", "dst"), ("int32_t", "dst_h"), ("int32_t", "dst_w"), ("int64_t", "dst_stride"), ("int32_t", "interp"), ("int32_t", "flip_x"),)),
@@ -438,6 +440,56 @@ def slip_jpeg_decode(typingctx, data, size, y, x, h, w, scale_denom, flags, out,
             exceeds a slip_limit.  On failure out may be partly written.
     """
     return _abi.lower_call(FUNCTIONS["slip_jpeg_decode"], (data, size, y, x, h, w, scale_denom, flags, out, out_size, out_stride))
+
+
+@intrinsic
+def slip_jpeg_scan(typingctx, data, size):
+    """Numba intrinsic calling C ``slip_jpeg_scan``.
+
+    Whether a JPEG's entropy-coded data alone shows that it decodes: the fast
+    path of slip_jpeg_check, for tests and diagnostics.
+
+    Reads the header with libjpeg, then every Huffman code of every block of
+    a single sequential Huffman scan of 8-bit grey, YCbCr or RGB with sampling
+    factors 1 or 2, without decoding any pixel.  It returns 1 only when a
+    decode of the whole image at scale 1/8 by slip_jpeg_decode would succeed
+    (every table the scan uses defined and valid, every code found, no bit read
+    past the end of a restart interval or of the scan, each restart marker the
+    one due, nothing left over before it, EOI after the scan).
+
+    @param data  the compressed JPEG bytes.
+    @param size  number of bytes at data.
+    @return 1: the image decodes; 0: the scanner cannot tell (another kind of
+            JPEG, such as a progressive one, or data it finds fault with,
+            which a decode may still accept); a negative status when the
+            header cannot be read (the codes of slip_jpeg_info) or the image is
+            beyond SLIP_LIMIT_PIXELS (SLIP_ETOOBIG); SLIP_EINVAL for a NULL data.
+    """
+    return _abi.lower_call(FUNCTIONS["slip_jpeg_scan"], (data, size))
+
+
+@intrinsic
+def slip_jpeg_check(typingctx, data, size):
+    """Numba intrinsic calling C ``slip_jpeg_check``.
+
+    Check that a JPEG decodes: every entropy-coded symbol of every block is
+    read, as a decode reads it, and no pixel is made.
+
+    The verdict is exactly that of decoding the whole image at scale 1/8 with
+    slip_jpeg_decode (same status, same message on failure), at a fraction of
+    its cost for the common case: when slip_jpeg_scan shows that the image
+    decodes, nothing else is done; any other image is decoded at 1/8 scale by
+    libjpeg, whose result is returned.  Writers call it to refuse corrupt
+    images before storing them.
+
+    @param data  the compressed JPEG bytes.
+    @param size  number of bytes at data.
+    @return SLIP_OK when the image decodes; otherwise the status
+            slip_jpeg_decode at scale 1/8 returns: the codes of slip_jpeg_info,
+            SLIP_ECORRUPT or SLIP_ETRUNCATED for bad entropy data, SLIP_ETOOBIG
+            for an image beyond a slip_limit; SLIP_EINVAL for a NULL data.
+    """
+    return _abi.lower_call(FUNCTIONS["slip_jpeg_check"], (data, size))
 
 
 @intrinsic
@@ -864,6 +916,8 @@ __all__ = [
     "slip_jpeg_info",
     "slip_jpeg_scale_for",
     "slip_jpeg_decode",
+    "slip_jpeg_scan",
+    "slip_jpeg_check",
     "slip_jpeg_decode_crop_resize",
     "slip_resize",
     "slip_resize_region",

@@ -289,6 +289,38 @@ def jpeg_decode(
     return arr
 
 
+def jpeg_scan(data: Any) -> bool:
+    """Whether a JPEG's entropy-coded data alone shows that it decodes
+    (``slip_jpeg_scan``, the fast path of :func:`jpeg_check`): True only
+    when ``jpeg_decode(data, scale_denom=8)`` would succeed; False when the
+    scanner cannot tell (a progressive JPEG, or data it finds fault with).
+
+    Raises:
+        DecodeError: the header cannot be read, or the image is beyond ``Limit.PIXELS``.
+    """
+    buf = _bytes_arg(data, "data")
+    result = lib.slip_jpeg_scan(buf.ctypes.data, buf.size)
+    if result < 0:
+        _check(result, "jpeg_scan")
+    return result == 1
+
+
+def jpeg_check(data: Any) -> None:
+    """Check that a JPEG decodes, reading every entropy-coded symbol without
+    making pixels (``slip_jpeg_check``): it raises exactly when
+    ``jpeg_decode(data, scale_denom=8)`` does, with the same status and
+    message, and costs a fraction of it for ordinary sequential JPEGs.
+
+    Args:
+        data: the compressed bytes.
+
+    Raises:
+        DecodeError: bad, truncated, unsupported or oversized JPEG.
+    """
+    buf = _bytes_arg(data, "data")
+    _check(lib.slip_jpeg_check(buf.ctypes.data, buf.size), "jpeg_check")
+
+
 def jpeg_decode_crop_resize(
     data: Any,
     y: int,

@@ -310,6 +310,48 @@ SLIP_API int32_t slip_jpeg_decode(const uint8_t *data, size_t size, int32_t y, i
                                   int64_t out_stride);
 
 /**
+ * Whether a JPEG's entropy-coded data alone shows that it decodes: the fast
+ * path of slip_jpeg_check, for tests and diagnostics.
+ *
+ * Reads the header with libjpeg, then every Huffman code of every block of
+ * a single sequential Huffman scan of 8-bit grey, YCbCr or RGB with sampling
+ * factors 1 or 2, without decoding any pixel.  It returns 1 only when a
+ * decode of the whole image at scale 1/8 by slip_jpeg_decode would succeed
+ * (every table the scan uses defined and valid, every code found, no bit read
+ * past the end of a restart interval or of the scan, each restart marker the
+ * one due, nothing left over before it, EOI after the scan).
+ *
+ * @param data  the compressed JPEG bytes.
+ * @param size  number of bytes at data.
+ * @return 1: the image decodes; 0: the scanner cannot tell (another kind of
+ *         JPEG, such as a progressive one, or data it finds fault with,
+ *         which a decode may still accept); a negative status when the
+ *         header cannot be read (the codes of slip_jpeg_info) or the image is
+ *         beyond SLIP_LIMIT_PIXELS (SLIP_ETOOBIG); SLIP_EINVAL for a NULL data.
+ */
+SLIP_API int32_t slip_jpeg_scan(const uint8_t *data, size_t size);
+
+/**
+ * Check that a JPEG decodes: every entropy-coded symbol of every block is
+ * read, as a decode reads it, and no pixel is made.
+ *
+ * The verdict is exactly that of decoding the whole image at scale 1/8 with
+ * slip_jpeg_decode (same status, same message on failure), at a fraction of
+ * its cost for the common case: when slip_jpeg_scan shows that the image
+ * decodes, nothing else is done; any other image is decoded at 1/8 scale by
+ * libjpeg, whose result is returned.  Writers call it to refuse corrupt
+ * images before storing them.
+ *
+ * @param data  the compressed JPEG bytes.
+ * @param size  number of bytes at data.
+ * @return SLIP_OK when the image decodes; otherwise the status
+ *         slip_jpeg_decode at scale 1/8 returns: the codes of slip_jpeg_info,
+ *         SLIP_ECORRUPT or SLIP_ETRUNCATED for bad entropy data, SLIP_ETOOBIG
+ *         for an image beyond a slip_limit; SLIP_EINVAL for a NULL data.
+ */
+SLIP_API int32_t slip_jpeg_check(const uint8_t *data, size_t size);
+
+/**
  * Decode a crop of a JPEG image and resize it to out_h x out_w RGB pixels: the
  * fused per-sample kernel of the loader.
  *

@@ -96,6 +96,13 @@ struct jpeg_error_mgr *slip__jpeg_error_init(slip_jpeg_error *err);
 void slip__jpeg_read_header(j_decompress_ptr dec, slip_jpeg_error *err, const uint8_t *data, size_t size,
                             int check_pixels);
 
+/* Whether the single sequential Huffman scan of the JPEG whose header dec
+ * has read (dec->src at its first entropy-coded byte) reads whole and clean
+ * to EOI, by the rules that make libjpeg-turbo's 1/8-scale decode report no
+ * error: 1 when it surely does, 0 when unsure (the caller then decodes).
+ * Reads the data only; dec is left as it was.  See jpeg_scan.c. */
+int slip__jpeg_scan_is_good(const struct jpeg_decompress_struct *dec);
+
 /* Abort the current libjpeg operation from inside a libjpeg callback:
  * records the detail and longjmps to the active setjmp with `status`. */
 void slip__jpeg_fail(j_common_ptr cinfo, int32_t status, const char *what);

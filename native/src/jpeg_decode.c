@@ -525,6 +525,38 @@ SLIP_API int32_t slip_jpeg_decode(const uint8_t *data, size_t size, int32_t y, i
   return read_block(ts, b.y, b.x, b.h, b.w, flags & SLIP_DECODE_FLIP_X, out, out_stride);
 }
 
+/* Open data for a check at 1/8 scale and run the scanner on it: 1 when it
+ * shows the image decodes (the decompressor then reset), 0 when unsure (the
+ * decompressor left open at the header, for a decode), or a failure status. */
+static int32_t open_and_scan(const uint8_t *data, size_t size, slip_thread_state **ts) {
+  if (!data) return slip__fail(SLIP_EINVAL, "data must not be NULL");
+  *ts = decoder_state();
+  if (!*ts) return SLIP_ENOMEM;
+  int32_t status = open_jpeg(*ts, data, size, 8, 0, 1);
+  if (status != SLIP_OK) return status;
+  if (!slip__jpeg_scan_is_good(&(*ts)->dec)) return 0;
+  jpeg_abort_decompress(&(*ts)->dec);
+  return 1;
+}
+
+SLIP_API int32_t slip_jpeg_scan(const uint8_t *data, size_t size) {
+  slip_thread_state *ts;
+  int32_t scanned = open_and_scan(data, size, &ts);
+  if (scanned == 0) jpeg_abort_decompress(&ts->dec);
+  return scanned;
+}
+
+SLIP_API int32_t slip_jpeg_check(const uint8_t *data, size_t size) {
+  slip_thread_state *ts;
+  int32_t scanned = open_and_scan(data, size, &ts);
+  if (scanned != 0) return scanned < 0 ? scanned : SLIP_OK;
+  /* Unsure: libjpeg decodes the image at 1/8 scale and says what is wrong, if anything. */
+  const uint8_t *pixels;
+  int64_t stride;
+  return read_block_view(ts, 0, 0, (int32_t)ts->dec.output_height, (int32_t)ts->dec.output_width, &pixels,
+                         &stride);
+}
+
 SLIP_API int32_t slip_jpeg_decode_crop_resize(const uint8_t *data, size_t size, int32_t y, int32_t x, int32_t h,
                                               int32_t w, int32_t out_h, int32_t out_w, int32_t flags,
                                               int32_t interp, uint8_t *out, size_t out_size, int64_t out_stride) {

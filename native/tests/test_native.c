@@ -956,6 +956,23 @@ static void test_pack_rejects(void) {
 
 /* Every call on data that cannot hold the image must fail with a detail,
  * and never write outside its output. */
+/* slip_jpeg_check gives the verdict of slip_jpeg_decode of the whole image
+ * at 1/8 scale, and slip_jpeg_scan calls good no image that decode refuses. */
+static void expect_check_agrees(const uint8_t *data, size_t size, const char *what) {
+  slip_jpeg_info_t info;
+  int32_t eighth = slip_jpeg_info(data, size, &info);
+  if (eighth == SLIP_OK) {
+    image out = {0};
+    eighth = guarded_decode(data, size, (region){0, 0, info.height, info.width}, 8, 0, &out);
+    image_free(&out);
+  }
+  int32_t scanned = slip_jpeg_scan(data, size);
+  int32_t checked = slip_jpeg_check(data, size);
+  expect(checked == eighth, "%s: slip_jpeg_check returned %d, the 1/8-scale decode %d", what, checked, eighth);
+  expect(scanned != 1 || eighth == SLIP_OK, "%s: slip_jpeg_scan passed an image the decode refuses (%d)", what,
+         eighth);
+}
+
 static void run_all_decoders(const uint8_t *data, size_t size, region r, int32_t *info_status,
                              int32_t *decode_status, int32_t *crop_status, image *decoded) {
   slip_jpeg_info_t info, before;
@@ -969,6 +986,7 @@ static void run_all_decoders(const uint8_t *data, size_t size, region r, int32_t
   image_free(&tmp);
   *crop_status = guarded_crop_resize(data, size, r, 5, 7, 0, SLIP_INTERP_BILINEAR, &tmp);
   image_free(&tmp);
+  expect_check_agrees(data, size, "the same input");
 }
 
 static void test_prefixes(const jpeg_case *jc) {
@@ -1070,6 +1088,7 @@ static void test_mutations(const jpeg_case *jc, size_t lo, size_t hi, int count,
     status = guarded_crop_resize(data, jc->size, r, rng_range(1, 40), rng_range(1, 40), k & 1, k & 2 ? 1 : 0, &out);
     if (status != SLIP_OK) expect_failure(status, "slip_jpeg_decode_crop_resize of mutated data");
     image_free(&out);
+    expect_check_agrees(data, jc->size, "mutated data");
   }
   free(data);
   case_end();

@@ -89,10 +89,10 @@ class RGBImageField(Field, type_id=1):
             height, width = self.target_size(info.height, info.width)
             raw = self._stores_raw(height, width)
             if (height, width) == (info.height, info.width) and not raw:
-                # Corrupt data fails here: the 1/8-scale decode and the
-                # re-coding both read every entropy-coded block.
+                # Corrupt data fails here: the check and the re-coding both
+                # read every entropy-coded block.
                 if self.tile_width is None:
-                    native.jpeg_decode(jpeg, scale_denom=8)
+                    native.jpeg_check(jpeg)
                 return _encoded(height, width, JPEG_MODE, self._tiled(jpeg))
             scale = native.jpeg_scale_for(info.height, info.width, height, width)
             pixels = native.jpeg_decode(jpeg, scale_denom=scale)
