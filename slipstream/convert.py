@@ -22,7 +22,8 @@ from slipstream.format import Reader, layout, open_dataset
 from slipstream.format.remote import Remote
 from slipstream.format.write import write_dataset
 from slipstream.format.writer import WriteResult
-from slipstream.sources import COCODetection, ImageFolder, SegmentationFolder, as_source
+from slipstream.sources import as_source, source_at
+from slipstream.sources.identity import source_identity
 
 
 def write(
@@ -118,38 +119,33 @@ def cached(
     """The path of a dataset file built from ``source``: written on first
     use, reused afterwards.
 
-    The file name carries a hash of what identifies the source (for a
-    folder, a ``COCODetection`` or a ``SegmentationFolder``: every file's
-    path, size and modification time, and the annotations; for anything
-    else: ``name`` and ``version``, which must then be given), the fields
-    and the format version.  Changing any of them builds a new file.
+    The file name carries a hash of what identifies the source (see
+    :mod:`slipstream.sources.identity`: for a folder, a ``COCODetection``
+    or a ``SegmentationFolder``, every file's path, size and modification
+    time, and the annotations; for ``WebDataset`` shards, their names, sizes
+    and modification times or ETags; for a ``LitData`` dataset, its index;
+    for a Hugging Face dataset, its fingerprint; for anything else,
+    ``name`` and ``version``), the fields and the format version.
+    Changing any of them builds a new file.
     Processes asking for the same file at once (e.g. the ranks of a
     distributed job on one machine) build it once: one writes while holding
     a lock, the others wait for it, then reuse the file.
 
     Args:
-        source, fields, workers, page_size: as for :func:`write`.
+        source, fields, workers, page_size: as for :func:`write`; a path or
+            URL is read as :func:`~slipstream.sources.source_at` says (an
+            image folder, tar shards, a LitData dataset).
         cache_dir: where files are kept (default: :func:`default_cache_dir`).
-        name, version: identify a source that is none of those.
+        name, version: identify a source that cannot identify itself.
     """
-    folder = ImageFolder(source) if isinstance(source, (str, os.PathLike)) else source
-    samples, fields, _ = as_source(folder, fields)
-    if isinstance(folder, ImageFolder):
-        identity = {"folder": str(folder.root.resolve()), "content": folder.fingerprint()}
-        stem = folder.root.resolve().name
-    elif isinstance(folder, COCODetection):
-        identity = {"coco": str(folder.annotation_file.resolve()), "content": folder.fingerprint()}
-        stem = folder.annotation_file.stem
-    elif isinstance(folder, SegmentationFolder):
-        identity = {"segmentation": str(folder.images_root.resolve()), "masks": str(folder.masks_root.resolve()),
-                    "content": folder.fingerprint()}
-        stem = folder.images_root.resolve().name
-    elif name is not None:
-        identity = {"name": name, "version": version}
-        stem = name
-    else:
-        raise ArgumentError(f"cached() identifies a {type(source).__name__} by name and version: pass name= "
-                            f"(and version= when its content changes)")
+    source = source_at(source) if isinstance(source, (str, os.PathLike)) else source
+    samples, fields, _ = as_source(source, fields)
+    identified = source_identity(source)
+    if identified is None and name is None:
+        raise ArgumentError(f"cached() cannot tell what a {type(source).__name__} holds: pass name= (and version= "
+                            f"when its content changes); folders, tar shards, LitData and Hugging Face datasets are "
+                            f"identified by their content")
+    identity, stem = identified or ({"name": name, "version": version}, name)
     spec = {"source": identity, "format": layout.VERSION, "page_size": page_size,
             "fields": [[n, f.type_id, type(f).__qualname__, f.arguments()] for n, f in fields.items()]}
     digest = hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:20]
@@ -161,7 +157,7 @@ def cached(
     with open(path.with_name(path.name + ".lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # waits while another process builds it
         if not path.exists():
-            write(path, folder, fields, workers=workers, page_size=page_size, verbose=verbose)
+            write(path, source, fields, workers=workers, page_size=page_size, verbose=verbose)
     return path
 
 

@@ -958,3 +958,26 @@ class _TargetConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.writable.set()
+
+
+def serve(buckets: list[str]) -> None:
+    """Run a server with ``buckets`` until interrupted, printing its settings
+    as ``export`` lines of ``AWS_*`` variables first (its data is gone when
+    it stops)."""
+    import shlex
+
+    with S3Server() as server:
+        for bucket in buckets:
+            server.create_bucket(bucket, exist_ok=True)
+        for key, value in server.env().items():
+            print(f"export {key}={shlex.quote(value)}", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    # python tests/object_store.py [BUCKET ...]: an S3 server on 127.0.0.1 to try object storage with.
+    serve(sys.argv[1:] or ["demo"])

@@ -19,7 +19,7 @@ import gc
 import mmap
 import os
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -180,6 +180,9 @@ class MappedFile:
     def release(self, pages: Iterable[int]) -> None:
         """Nothing to let go: the operating system's cache keeps or drops pages."""
 
+    def reread(self, pages: Callable[[], int]) -> None:
+        """Nothing to count."""
+
     def verify(self) -> None:
         """Raise :class:`FormatError` when the file changed under the mapping (:meth:`Reader.verify`)."""
         self.reader.verify()
@@ -260,6 +263,9 @@ class FilePool:
                 self._held.discard(page)
                 self.range.release(*self._place(page))
         self.in_use = len(self._held)
+
+    def reread(self, pages: Callable[[], int]) -> None:
+        """Never called: a pool is not resident."""
 
     def verify(self) -> None:
         """Raise :class:`FormatError` when the file changed since it was opened (:meth:`Reader.verify`)."""

@@ -148,9 +148,13 @@ class ObjectPrefix:
 
     def names(self) -> list[str]:
         """The names of the objects directly under the prefix."""
+        return sorted(self.listing())
+
+    def listing(self) -> dict[str, tuple[int, str | None]]:
+        """Each object directly under the prefix: name -> (size, ETag or None)."""
         with self._errors(""):
             listing = obstore.list_with_delimiter(self._store, None)
-        return sorted(str(o["path"]).rsplit("/", 1)[-1] for o in listing["objects"])
+        return {str(o["path"]).rsplit("/", 1)[-1]: (int(o["size"]), o.get("e_tag")) for o in listing["objects"]}
 
     def _errors(self, name: str) -> _Translate:
         return _Translate(self.url_of(name) if name else self.url)

@@ -82,7 +82,9 @@ class PageCache:
 
     Attributes:
         downloads: pages this process downloaded (its GETs for pages).
-        hits: pages this process found in the cache.
+        hits: pages this process found in the cache: page files already
+            there, and pages it reads again from the mappings an earlier
+            epoch left in place.
         evictions: pages this process removed to make room.
         discarded: pages this process removed because they failed their check.
         peak_bytes: the most bytes the cache held after this process
@@ -140,6 +142,12 @@ class PageCache:
                 data = memoryview(download()).cast("B")
                 self._count("downloads")
                 return self._admit(folder, key, page, data), True
+
+    def note_hits(self, pages: int) -> None:
+        """Count ``pages`` reads of pages this process still has mapped from
+        the cache (an earlier epoch's): hits that open no file."""
+        with self._counters:
+            self.hits += pages
 
     def discard(self, key: str, page: int, fd: int) -> bool:
         """Remove the page file ``fd`` reads from the cache, if it is still

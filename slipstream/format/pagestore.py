@@ -24,7 +24,9 @@ drives any store the same way, and never asks what kind it is:
    and checked against its checksum (once per process) when the future
    completes;
 3. :meth:`~PageStore.advance` as batches start, and
-   :meth:`~PageStore.release` for pages no later batch of the epoch reads;
+   :meth:`~PageStore.release` for pages no later batch of the epoch reads
+   (for an epoch whose pages are all in place and checked already, none of
+   these: :meth:`~PageStore.reread` instead);
 4. :meth:`~PageStore.verify` after each batch: bytes read in place may
    have changed under the loader (a file truncated or rewritten).
 
@@ -38,7 +40,7 @@ reached, a file gone) raises from the future, naming the page.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, Protocol, runtime_checkable
 
@@ -107,6 +109,12 @@ class PageStore(Protocol):
 
     def release(self, pages: Iterable[int]) -> None:
         """No batch reads these pages in place until they are fetched again: the store may let them go."""
+
+    def reread(self, pages: Callable[[], int]) -> None:
+        """An epoch starts that reads only pages the store holds in place and
+        has checked (it is :attr:`resident`), so nothing is planned or
+        fetched; ``pages()`` counts them, for a store that counts its reads
+        (a remote one, as hits of its page cache)."""
 
     def verify(self) -> None:
         """Raise :class:`~slipstream.errors.FormatError` (or

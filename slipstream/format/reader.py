@@ -371,8 +371,10 @@ def parse_file(path: str | os.PathLike, data: np.ndarray) -> Tables:
         return beton.parse_beton(path, data)
     if M.looks_like_manifest(bytes(data[:4096])):
         raise _sharded(path, "the manifest of a sharded dataset")
+    tar = " but a tar file: read it as a source, slipstream.WebDataset(path), or give its path to " \
+          "slipstream.Loader or slipstream.write, which convert it" if bytes(data[257:262]) == b"ustar" else ""
     raise format_error(path, f"not a slipstream dataset (starts with {head[:len(L.MAGIC)]!r}, expected "
-                             f"{L.MAGIC!r}) nor an FFCV .beton file (no FFCV version-{beton.VERSION} header)")
+                             f"{L.MAGIC!r}) nor an FFCV .beton file (no FFCV version-{beton.VERSION} header){tar}")
 
 
 def _sharded(path: str | os.PathLike, what: str) -> ArgumentError:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import collections
 import os
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -116,6 +116,9 @@ class _ShardPages:
 
     def advance(self, now: int) -> None:
         """Nothing to follow."""
+
+    def reread(self, pages: Callable[[], int]) -> None:
+        """Nothing to count."""
 
     def fetch(self, page: int) -> Future[None]:
         with self._lock:
@@ -248,8 +251,13 @@ class RemotePages(_ShardPages):
 
     def fetch(self, page: int) -> Future[None]:
         with self._lock:
-            self._kept.pop(page, None)  # read again: not to be let go
+            if self._kept.pop(page, None) is not None:  # read again from its mapping: not to be let go
+                self._pages.cache.note_hits(1)
         return super().fetch(page)
+
+    def reread(self, pages: Callable[[], int]) -> None:
+        """Count the epoch's pages, read from their mappings, as hits of the page cache."""
+        self._pages.cache.note_hits(pages())
 
     def _bring(self, page: int) -> None:
         start, length = self._place(page)

@@ -24,10 +24,10 @@ from slipstream.loader import orders, resume
 from slipstream.loader.iterator import EpochIterator, EpochPlan, FailureLog
 from slipstream.loader.options import FLAT, GROUPS, LoaderOptions, Memory, Order, Sharding, spell, unknown_keyword
 from slipstream.loader.outputs import resolve_outputs
-from slipstream.format.manifest import NAME as MANIFEST
-from slipstream.format.remote import Remote, is_url, local_path
+from slipstream.format.remote import Remote
 from slipstream.format.sharded import open_dataset
 from slipstream.loader.staging import Stager
+from slipstream.sources.paths import holds_dataset, source_at
 
 DEFAULT_POOL_BYTES = 256 << 20
 """Page pool size of ``os_cache=False`` when ``pool_pages`` is not given."""
@@ -74,9 +74,12 @@ class Loader:
         path_or_reader: a dataset file (slipstream or FFCV ``.beton``), a
             sharded dataset (its folder or manifest), a URL of either
             (``s3://bucket/prefix``), a :class:`slipstream.Reader`, or a
-            source :func:`slipstream.write`
-            takes (an image folder, arrays...), which is converted once
-            through :func:`slipstream.cached`.
+            source :func:`slipstream.write` takes, which is converted once
+            through :func:`slipstream.cached`: an image folder, WebDataset
+            tar shards (a ``.tar`` file, a folder or URL prefix of them, or
+            :class:`slipstream.WebDataset`), a LitData dataset (its folder
+            or URL, or :class:`slipstream.LitData`), a Hugging Face dataset,
+            arrays...
         batch_size: samples per batch.
         pipelines: output name -> list of operations.  A list for a field
             that does not start with a decoder gets the field's default
@@ -441,17 +444,13 @@ def _close_all() -> None:
 def _open(source: Any, remote: Remote | None) -> Reader:
     if isinstance(source, Reader):
         return source
-    if isinstance(source, (str, os.PathLike)) and (is_url(source) or local_path(source).is_file()
-                                                   or _has_manifest(source)):
-        return open_dataset(source, remote=remote)
+    if isinstance(source, (str, os.PathLike)):
+        if holds_dataset(source, remote):
+            return open_dataset(source, remote=remote)
+        source = source_at(source, remote)
     from slipstream.convert import cached
 
     return Reader(cached(source))
-
-
-def _has_manifest(folder: str | os.PathLike) -> bool:
-    """Whether a local folder is a sharded dataset (rather than images to convert)."""
-    return (local_path(folder) / MANIFEST).is_file()
 
 
 def _first_pages(reader: Reader) -> np.ndarray:

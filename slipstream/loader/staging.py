@@ -106,8 +106,11 @@ class Stager:
         mapped local dataset after its first epoch)."""
         self._let_go()
         self._source = source
-        self._batches = [] if self.store.capacity is None and self.store.resident and \
-            (self.reader.page_state == PAGE_GOOD).all() else batches
+        in_place = self.store.capacity is None and self.store.resident and (self.reader.page_state == PAGE_GOOD).all()
+        self._batches = [] if in_place else batches
+        if in_place and batches:
+            self.store.reread(lambda: len(covered_pages({field: value_pages(self.reader, field, np.concatenate(batches))
+                                                         for field in source.offset_fields})))
         self._values: list[dict[str, tuple[np.ndarray, ...]]] = []
         self._pages: list[list[int]] = []
         capacity = self.store.capacity

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,6 +24,7 @@ from slipstream.sources.coco import COCODetection
 from slipstream.sources.folders import ImageFolder
 from slipstream.sources.huggingface import from_huggingface, is_huggingface
 from slipstream.sources.litdata import LitData
+from slipstream.sources.paths import source_at
 from slipstream.sources.segmentation import SegmentationFolder
 from slipstream.sources.webdataset import WebDataset
 
@@ -45,7 +45,8 @@ class NamedSamples(IndexableSource):
 
 def as_source(source: Any, fields: Mapping[str, Any] | None) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     """``(samples, fields, user metadata)`` for a source given to
-    :func:`slipstream.write`: an image folder path, an :class:`ImageFolder`,
+    :func:`slipstream.write`: a path (an image folder, tar shards or a
+    LitData dataset, see :func:`~slipstream.sources.paths.source_at`), an :class:`ImageFolder`,
     a NumPy array, a tuple/list or dict of equal-length arrays, a
     :class:`~slipstream.sources.COCODetection` or
     :class:`~slipstream.sources.SegmentationFolder`, a
@@ -54,7 +55,7 @@ def as_source(source: Any, fields: Mapping[str, Any] | None) -> tuple[Any, dict[
     and ``[i]``, or any iterable.  ``fields`` may be omitted for folders,
     dicts of arrays, tar shards, and datasets whose samples are dicts."""
     if isinstance(source, (str, os.PathLike)):
-        source = ImageFolder(Path(source))
+        source = source_at(source)
     if isinstance(source, ImageFolder):
         return source, dict(fields or source.default_fields()), source.user_metadata()
     if isinstance(source, _NAMED_SOURCES):

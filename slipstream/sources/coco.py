@@ -609,6 +609,15 @@ class COCODetection:
             digest.update(f"{name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
         return digest.hexdigest()
 
+    def identity(self) -> dict[str, Any]:
+        """What :func:`slipstream.cached` keys the dataset file by: the
+        annotation file's resolved path and :meth:`fingerprint`."""
+        return {"coco": str(self.annotation_file.resolve()), "content": self.fingerprint()}
+
+    def cache_name(self) -> str:
+        """The annotation file's stem, which starts the cached file's name."""
+        return self.annotation_file.stem
+
     def __repr__(self) -> str:
         boxes = sum(len(a.ids) for a in self._annotations)
         return (f"COCODetection({str(self.images_root)!r}, {str(self.annotation_file)!r}, {len(self)} images, "

@@ -70,7 +70,9 @@ class ImageFolder:
             self.samples = [(path, 0) for path in _find(self.root, suffixes)]
         if not self.samples:
             raise ArgumentError(f"{self.root} has no images, neither in class subfolders (root/<class>/<image>) nor "
-                                f"directly in it (root/<image>); image suffixes: {', '.join(sorted(suffixes))}")
+                                f"directly in it (root/<image>); image suffixes: {', '.join(sorted(suffixes))}. "
+                                f"Tar shards are read by slipstream.WebDataset, a LitData dataset by "
+                                f"slipstream.LitData, a COCO dataset by slipstream.COCODetection")
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -101,6 +103,15 @@ class ImageFolder:
             stat = path.stat()
             digest.update(f"{path.relative_to(self.root)}\0{label}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
         return digest.hexdigest()
+
+    def identity(self) -> dict[str, Any]:
+        """What :func:`slipstream.cached` keys the folder's dataset file by:
+        its resolved path and :meth:`fingerprint`."""
+        return {"folder": str(self.root.resolve()), "content": self.fingerprint()}
+
+    def cache_name(self) -> str:
+        """The folder's name, which starts its cached file's name."""
+        return self.root.resolve().name
 
     def __repr__(self) -> str:
         kind = "flat, label 0" if self.flat else f"{len(self.classes)} classes"

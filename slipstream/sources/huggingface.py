@@ -40,3 +40,52 @@ def from_huggingface(dataset: Any, fields: Mapping[str, Any] | None) -> tuple[An
     meta = {"classes": list(features[labels[0]].names)} if len(labels) == 1 else {}
     samples = IterableSource(dataset, list(fields)) if streamed else IndexableSource(dataset, list(fields))
     return samples, fields, meta
+
+
+def huggingface_identity(dataset: Any) -> tuple[dict[str, Any], str] | None:
+    """``(identity, name)`` of a Hugging Face dataset for
+    :func:`slipstream.cached`, or None when it has none to give.
+
+    A map-style ``Dataset`` is identified by its fingerprint, which
+    ``datasets`` derives from the data it was loaded from and every
+    transform applied since.  An ``IterableDataset`` (streaming) has no
+    fingerprint: it is identified by its builder, configuration, version and
+    split and the files it streams (a local file with its size and
+    modification time; a Hub file by its URL, which names the revision),
+    when ``datasets`` records them; one made from a generator or a Python
+    object records none, and gets None.
+    """
+    import datasets
+
+    info = dataset.info
+    name = info.dataset_name or info.builder_name or "huggingface"
+    split = str(dataset.split) if dataset.split is not None else None
+    if isinstance(dataset, datasets.Dataset):
+        return {"huggingface": dataset._fingerprint, "split": split}, name
+    files = _streamed_files(dataset)
+    if not files or not info.builder_name:
+        return None
+    return {"huggingface-stream": info.builder_name, "config": info.config_name, "version": str(info.version),
+            "split": split, "files": files}, name
+
+
+def _streamed_files(dataset: Any) -> list[Any]:
+    """The files an ``IterableDataset`` reads, as ``datasets`` records them
+    for its examples iterable, each local one with its size and modification
+    time; [] when it records none."""
+    import os
+
+    from slipstream.format.remote import is_url
+
+    kwargs = getattr(dataset._ex_iterable, "kwargs", None) or {}
+    listed = kwargs.get("files") or []
+    files: list[Any] = []
+    for entry in listed:
+        for path in (entry if isinstance(entry, (list, tuple)) else [entry]):
+            text = str(path)
+            if is_url(text) or "://" in text or not os.path.exists(text):
+                files.append(text)
+            else:
+                stat = os.stat(text)
+                files.append([os.path.realpath(text), stat.st_size, stat.st_mtime_ns])
+    return files

@@ -8,6 +8,8 @@ are kept byte for byte (and no torchvision is needed to read them).
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
 from typing import Any
 
 
@@ -63,6 +65,28 @@ class LitData:
             ranges.append((start, start + end - first))
             start += end - first
         return ranges
+
+    def identity(self) -> dict[str, Any]:
+        """What :func:`slipstream.cached` keys the dataset file by: its
+        location and the SHA-256 of its ``index.json``, which lists every
+        chunk with its size and item count (``litdata.optimize`` writes a new
+        one whenever it writes the dataset)."""
+        return {"litdata": self.input_dir, "index": hashlib.sha256(self.index_bytes()).hexdigest()}
+
+    def index_bytes(self) -> bytes:
+        """The dataset's ``index.json``, as stored."""
+        from slipstream.format.remote import is_url, local_path
+
+        if is_url(self.input_dir):
+            from slipstream.format.objectstore import ObjectPrefix
+            from slipstream.format.remote import Remote
+
+            return ObjectPrefix(self.input_dir, Remote()).read_all("index.json")
+        return (Path(local_path(self.input_dir)) / "index.json").read_bytes()
+
+    def cache_name(self) -> str:
+        """The dataset folder's name, which starts the cached file's name."""
+        return self.input_dir.rstrip("/").rsplit("/", 1)[-1]
 
     def describe(self, index: int) -> str:
         """``item i of the LitData dataset at <dir>``, for error messages."""

@@ -251,5 +251,15 @@ class SegmentationFolder:
                 digest.update(f"{path.relative_to(root)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
         return digest.hexdigest()
 
+    def identity(self) -> dict[str, Any]:
+        """What :func:`slipstream.cached` keys the dataset file by: both
+        folders' resolved paths and :meth:`fingerprint`."""
+        return {"segmentation": str(self.images_root.resolve()), "masks": str(self.masks_root.resolve()),
+                "content": self.fingerprint()}
+
+    def cache_name(self) -> str:
+        """The image folder's name, which starts the cached file's name."""
+        return self.images_root.resolve().name
+
     def __repr__(self) -> str:
         return f"SegmentationFolder({str(self.images_root)!r}, {str(self.masks_root)!r}, {len(self)} samples)"

@@ -165,6 +165,43 @@ class WebDataset(SampleStream):
         """Nothing: tar shards carry no dataset-wide metadata."""
         return {}
 
+    def identity(self) -> dict[str, Any]:
+        """What :func:`slipstream.cached` keys the dataset file by: every
+        shard's name, size and version (a local file's modification time, an
+        object's ETag), the fields' members, in order.  Rewriting a shard
+        changes it.
+
+        Raises:
+            DatasetNotFoundError: a shard is missing.
+        """
+        versions: dict[str, tuple[int, Any]] = {}
+        urls = [shard for shard in self.shards if is_url(shard)]
+        for prefix in sorted({url.rsplit("/", 1)[0] for url in urls}):
+            from slipstream.format.objectstore import ObjectPrefix
+
+            listing = ObjectPrefix(prefix, self.remote).listing()
+            versions.update({f"{prefix}/{name}": entry for name, entry in listing.items()})
+        shards = []
+        for shard in self.shards:
+            if is_url(shard):
+                if shard not in versions:
+                    raise DatasetNotFoundError(f"{shard}: no such tar shard")
+                size, version = versions[shard]
+            else:
+                try:
+                    stat = os.stat(local_path(shard))
+                except FileNotFoundError:
+                    raise DatasetNotFoundError(f"{shard}: no such tar shard") from None
+                size, version = stat.st_size, stat.st_mtime_ns
+            shards.append([shard if is_url(shard) else str(Path(local_path(shard)).resolve()), size, version])
+        return {"webdataset": shards, "members": {name: list(m) for name, m in self.members.items()}}
+
+    def cache_name(self) -> str:
+        """The name of the shards' folder (or of the only shard), which starts the cached file's name."""
+        first = self.shards[0].rstrip("/")
+        parent = first.rsplit("/", 2)[-2] if "/" in first else ""
+        return parent if len(self.shards) > 1 and parent else first.rsplit("/", 1)[-1].removesuffix(".tar")
+
     def __repr__(self) -> str:
         return f"WebDataset({len(self.shards)} shards from {self.shards[0]!r}, fields {list(self.fields)})"
 

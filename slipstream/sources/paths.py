@@ -1,0 +1,92 @@
+"""What a path or URL holds when it is a source to convert rather than a
+dataset to open: an image folder, WebDataset tar shards (one ``.tar`` file,
+a folder or prefix of them) or a LitData dataset (a folder or prefix with
+LitData's ``index.json``).  :class:`slipstream.Loader`, :func:`slipstream.cached`
+and :func:`slipstream.write` take these paths as they take the source objects.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from slipstream.format.manifest import NAME as MANIFEST
+from slipstream.format.remote import Remote, is_url, local_path
+from slipstream.sources.folders import ImageFolder
+from slipstream.sources.litdata import LitData
+from slipstream.sources.webdataset import WebDataset
+
+LITDATA_INDEX = "index.json"
+"""The file ``litdata.optimize`` writes beside its chunks."""
+
+_TAR_MAGIC_AT = 257
+"""Where a POSIX tar header holds ``ustar``."""
+
+
+def holds_dataset(path: str | os.PathLike, remote: Remote | None = None) -> bool:
+    """Whether ``path`` is a dataset to open (a slipstream or FFCV file, a
+    sharded dataset's folder, manifest or URL) rather than a source to
+    convert (see :func:`source_at`)."""
+    return _source_kind(path, remote or Remote()) is None
+
+
+def source_at(path: str | os.PathLike, remote: Remote | None = None) -> Any:
+    """The source ``path`` holds: a :class:`~slipstream.sources.WebDataset`
+    for a tar file, or a folder or URL prefix of tar files; a
+    :class:`~slipstream.sources.LitData` dataset for a folder or prefix
+    holding LitData's ``index.json``; otherwise an
+    :class:`~slipstream.sources.ImageFolder` (which says what it found when
+    the folder holds no images).
+
+    Raises:
+        DatasetNotFoundError: nothing is at ``path``.
+        ArgumentError: a folder holds no images and nothing else a source reads.
+    """
+    remote = remote or Remote()
+    kind = _source_kind(path, remote)
+    text = str(path)
+    if kind == "webdataset":
+        return WebDataset(text if text.endswith(".tar") or not is_url(text) else text.rstrip("/") + "/",
+                          remote=remote)
+    if kind == "litdata":
+        return LitData(text)
+    return ImageFolder(local_path(text))
+
+
+def _source_kind(path: str | os.PathLike, remote: Remote) -> str | None:
+    """``"webdataset"``, ``"litdata"``, ``"folder"`` (images), or None for a dataset."""
+    text = str(path)
+    if is_url(text):
+        if text.endswith(".tar"):
+            return "webdataset"
+        from slipstream.format.objectstore import ObjectPrefix
+
+        names = ObjectPrefix(text, remote).names()
+        if MANIFEST in names:
+            return None
+        if LITDATA_INDEX in names:
+            return "litdata"
+        return "webdataset" if any(name.endswith(".tar") for name in names) else None
+    local = Path(local_path(text))
+    if local.is_file():
+        return "webdataset" if _is_tar(local) else None
+    if not local.exists():
+        return "folder"  # whose reader says that nothing is there
+    if not local.is_dir() or (local / MANIFEST).is_file():
+        return None
+    if (local / LITDATA_INDEX).is_file():
+        return "litdata"
+    if any(child.suffix == ".tar" and child.is_file() for child in local.iterdir()):
+        return "webdataset"
+    return "folder"
+
+
+def _is_tar(path: Path) -> bool:
+    """Whether the file starts with a POSIX (or GNU) tar header."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(_TAR_MAGIC_AT + 5)
+    except OSError:
+        return False
+    return head[_TAR_MAGIC_AT:_TAR_MAGIC_AT + 5] == b"ustar"
