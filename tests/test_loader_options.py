@@ -214,6 +214,29 @@ def test_an_epoch_iterator_runs_from_a_plan_without_any_loader(dataset):
     reader.close()
 
 
+def test_a_compiled_pipeline_follows_records_refreshed_in_place(dataset):
+    """Every per-sample array the compiled stages read is one column of the
+    DecodeSource: records that change after the pipeline was compiled reach
+    its next batch through refresh(), with no new compile."""
+    reader = ss.Reader(dataset)
+    source = DecodeSource(reader, reader.storage)
+    compiled = Pipeline(resolve_outputs({}, reader.fields, source, reader.path)).compile(4, slots=2, verbose=False)
+    first = {name: value.copy() for name, value in compiled(np.arange(4)).items()}
+    assert source.offsets("image") is source.column("image", "offset", np.uint64)  # one array per column
+    changed = reader.metadata.copy()
+    changed["label"]["value"][:4] += 100
+    changed["image"][[0, 1]] = changed["image"][[1, 0]]  # sample 0 now points at sample 1's pixels, and back
+    reader.metadata = changed
+    unchanged = compiled(np.arange(4))
+    assert np.array_equal(unchanged["label"], first["label"])  # the columns are copies, until refreshed
+    source.refresh(np.array([0, 1, 2]))
+    now = compiled(np.arange(4))
+    assert now["label"].tolist() == [first["label"][k] + (100 if k < 3 else 0) for k in range(4)]
+    assert np.array_equal(now["image"][0], first["image"][1]) and np.array_equal(now["image"][1], first["image"][0])
+    assert np.array_equal(now["image"][2:], first["image"][2:])
+    reader.close()
+
+
 def test_loader_and_iterator_touch_no_private_attribute_of_each_other():
     """In loader.py and iterator.py, a private attribute (``x._name``) is
     only ever read on ``self``: everything else crosses through the plan,

@@ -168,7 +168,7 @@ def _metadata_values(source: Any, name: str) -> list[Any]:
     """A batch of the record's ``value`` column."""
     from slipstream.compiler import ArraySource
 
-    return [ArraySource(np.ascontiguousarray(source.reader.metadata[name]["value"]))]
+    return [ArraySource(source.column(name, "value"))]
 
 
 def _python_values(source: Any, name: str) -> list[Any]:

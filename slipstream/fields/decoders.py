@@ -44,6 +44,13 @@ COUNT_DECODES_VARIABLE = "SLIPSTREAM_COUNT_DECODES"
 class DecodeSource:
     """Where decoders find the bytes of samples (see the module docstring).
 
+    Every per-sample array a compiled stage reads from the records (the
+    offsets and sizes of stored values, image heights, widths and modes,
+    lengths, scalar values) is one of the source's :meth:`column` arrays,
+    made once and shared by every decoder that reads it; :meth:`refresh`
+    copies records into them in place, so that a compiled pipeline follows
+    records that change after it was compiled.
+
     Attributes:
         reader: the dataset's reader (metadata, fields, path).
         storage: uint8 array the offsets index.
@@ -68,29 +75,44 @@ class DecodeSource:
         self.count_decodes = bool(count_decodes)
         # Allocated even when not counting: decoders written elsewhere take it as an input (see image_inputs).
         self.decodes = np.zeros(len(reader), np.int64)
-        self._offsets: dict[str, np.ndarray] = {}
+        self._columns: dict[tuple[str, str], np.ndarray] = {}
+
+    def column(self, field: str, key: str, dtype: Any = None) -> np.ndarray:
+        """Per sample, item ``key`` of ``field``'s records, as a contiguous
+        array (of ``dtype``, else the records'); the same array for every
+        caller.  Asking for another dtype than the first caller's is an error."""
+        records = self.reader.metadata[field][key]
+        made = self._columns.get((field, key))
+        if made is None:
+            made = self._columns[(field, key)] = np.array(records, dtype=dtype or records.dtype, order="C")
+        elif dtype is not None and made.dtype != np.dtype(dtype):
+            raise TypeError(f"column {key!r} of field {field!r} is {made.dtype}, asked for {np.dtype(dtype)}")
+        return made
+
+    def refresh(self, indices: np.ndarray) -> None:
+        """Copy the records of samples ``indices`` into every column made
+        (for records that change after the pipeline was compiled)."""
+        for (field, key), column in self._columns.items():
+            column[indices] = self.reader.metadata[field][key][indices]
 
     def offsets(self, field: str) -> np.ndarray:
         """Per sample, the start of the field's bytes in ``storage`` (uint64)."""
-        if field not in self._offsets:
-            self._offsets[field] = np.ascontiguousarray(self.reader.metadata[field]["offset"], np.uint64)
-        return self._offsets[field]
+        return self.column(field, "offset", np.uint64)
 
     def sizes(self, field: str) -> np.ndarray:
-        return np.ascontiguousarray(self.reader.metadata[field]["size"], np.uint64)
+        """Per sample, the length of the field's bytes (uint64)."""
+        return self.column(field, "size", np.uint64)
 
     def image_inputs(self, field: str) -> tuple[np.ndarray, ...]:
         """What an image decoder reads, in this order: storage, offsets,
         sizes, heights, widths, modes, errors, decodes."""
-        records = self.reader.metadata[field]
-        return (self.storage, self.offsets(field), self.sizes(field), np.ascontiguousarray(records["height"], np.int64),
-                np.ascontiguousarray(records["width"], np.int64), np.ascontiguousarray(records["mode"]), self.errors,
-                self.decodes)
+        return (self.storage, self.offsets(field), self.sizes(field), self.column(field, "height", np.int64),
+                self.column(field, "width", np.int64), self.column(field, "mode"), self.errors, self.decodes)
 
     @property
     def offset_fields(self) -> list[str]:
         """Fields whose values live in data pages: those whose pages a stager brings in before a batch."""
-        return list(self._offsets)
+        return [field for field, key in self._columns if key == "offset"]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

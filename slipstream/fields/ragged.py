@@ -154,8 +154,8 @@ class RaggedDecoder(Decoder):
         return (int(self.max_length), *self.stored.inner_shape)
 
     def inputs(self) -> tuple[np.ndarray, ...]:
-        return (self.source.storage, self.source.offsets(self.field),
-                np.ascontiguousarray(self.source.reader.metadata[self.field]["length"], np.int64))
+        source = self.source
+        return (source.storage, source.offsets(self.field), source.column(self.field, "length", np.int64))
 
     def declare(self, state: State | None) -> tuple[State, list[Allocation]]:
         dtype = self.stored.dtype

@@ -180,7 +180,7 @@ def _ragged(source: DecodeSource, field: str, inner_shape: tuple[int, ...] | Non
 
 
 def _lengths(source: DecodeSource, field: str) -> np.ndarray:
-    return np.ascontiguousarray(source.reader.metadata[field]["length"], np.int64)
+    return source.column(field, "length", np.int64)
 
 
 def _stored(source: DecodeSource, field: str, kind: type, what: str) -> Any:
@@ -604,10 +604,9 @@ class _MaskDecoder(FollowingDecoder):
     boxes: str | None = dataclasses.field(default=None, repr=False)
 
     def inputs(self) -> tuple[np.ndarray, ...]:
-        records = self.source.reader.metadata[self.field]
-        return (self.source.storage, self.source.offsets(self.field), self.source.sizes(self.field),
-                np.ascontiguousarray(records["height"], np.int64), np.ascontiguousarray(records["width"], np.int64),
-                self.source.errors)
+        source, field = self.source, self.field
+        return (source.storage, source.offsets(field), source.sizes(field), source.column(field, "height", np.int64),
+                source.column(field, "width", np.int64), source.errors)
 
     def output_size(self, node: FollowingNode) -> tuple[int, int]:
         """The (height, width) of the image followed (its last geometric
