@@ -4,12 +4,14 @@ which builds a file once per distinct source and field specification; and
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import fcntl
 import hashlib
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -138,8 +140,62 @@ def cached(
         cache_dir: where files are kept (default: :func:`default_cache_dir`).
         name, version: identify a source that cannot identify itself.
     """
+    return build(cache_entry(source, fields, cache_dir, name=name, version=version, page_size=page_size),
+                 workers=workers, verbose=verbose)
+
+
+def build(entry: CacheEntry, *, workers: int | None = None, verbose: bool = True) -> Path:
+    """The file of a cache entry, written by :func:`write` unless it exists
+    (or another process is writing it: then once that one is done)."""
+    if entry.path.exists():
+        return entry.path
+    with entry.lock():  # waits while another process builds it
+        if not entry.path.exists():
+            write(entry.path, entry.source, entry.fields, workers=workers, page_size=entry.page_size,
+                  verbose=verbose)
+    return entry.path
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheEntry:
+    """Where :func:`cached` keeps the dataset file of a source, and what it writes there.
+
+    Attributes:
+        path: the dataset file (it may not exist yet).
+        source: the source object (a path already read as the source it holds).
+        samples, fields, user_metadata: the source as :func:`write` reads it
+            (:func:`~slipstream.sources.as_source`).
+        page_size: bytes per data page of the file.
+    """
+
+    path: Path
+    source: Any
+    samples: Any
+    fields: dict[str, Any]
+    user_metadata: dict[str, Any]
+    page_size: int
+
+    @contextlib.contextmanager
+    def lock(self, wait: bool = True) -> Iterator[bool]:
+        """Hold the lock under which one process builds the file: yields
+        True once held; without ``wait``, False at once when another
+        process holds it."""
+        with open(self.path.with_name(self.path.name + ".lock"), "a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError:
+                yield False
+                return
+            yield True
+
+
+def cache_entry(source: Any, fields: Mapping[str, Any] | None = None, cache_dir: str | os.PathLike | None = None,
+                *, name: str | None = None, version: str | int | None = None,
+                page_size: int = layout.DEFAULT_PAGE_SIZE) -> CacheEntry:
+    """The :class:`CacheEntry` of ``source`` (arguments as for :func:`cached`);
+    the cache folder is created."""
     source = source_at(source) if isinstance(source, (str, os.PathLike)) else source
-    samples, fields, _ = as_source(source, fields)
+    samples, fields, meta = as_source(source, fields)
     identified = source_identity(source)
     if identified is None and name is None:
         raise ArgumentError(f"cached() cannot tell what a {type(source).__name__} holds: pass name= (and version= "
@@ -152,13 +208,7 @@ def cached(
     directory = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', stem)[:64]}-{digest}.slip"
-    if path.exists():
-        return path
-    with open(path.with_name(path.name + ".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # waits while another process builds it
-        if not path.exists():
-            write(path, source, fields, workers=workers, page_size=page_size, verbose=verbose)
-    return path
+    return CacheEntry(path, source, samples, fields, meta, page_size)
 
 
 class _StoredValue:

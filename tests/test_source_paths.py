@@ -57,6 +57,8 @@ def test_a_litdata_folder_is_loaded_as_litdata(tmp_path, cache):
     images, _, folder = litdata_dataset(tmp_path, count=8)
     assert type(source_at(folder)).__name__ == "LitData"
     with ss.Loader(folder, 4, CROP, order="sequential", verbose=False) as loader:
+        for _ in range(2):  # the first epoch writes the file, the second reads it
+            list(loader)
         assert stored(loader.reader) == [(images[k], 3 * k) for k in range(8)]
     # Identified by its index, with no name=: asked again, the same file.
     assert ss.cached(ss.LitData(folder)) == ss.cached(folder)

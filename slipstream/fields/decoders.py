@@ -41,6 +41,11 @@ COUNT_DECODES_VARIABLE = "SLIPSTREAM_COUNT_DECODES"
 :class:`DecodeSource` is made, turns on its count of JPEG decode calls."""
 
 
+class IncompleteTables(ArgumentError):
+    """A decoder needs a fact of the whole dataset (every image's size, the
+    longest value) before every sample has been read."""
+
+
 class DecodeSource:
     """Where decoders find the bytes of samples (see the module docstring).
 
@@ -88,6 +93,18 @@ class DecodeSource:
         elif dtype is not None and made.dtype != np.dtype(dtype):
             raise TypeError(f"column {key!r} of field {field!r} is {made.dtype}, asked for {np.dtype(dtype)}")
         return made
+
+    def records(self, field: str, need: str) -> np.ndarray:
+        """Every sample's records of ``field``, for a decoder that needs a
+        fact of the whole dataset (``need``, in words) when it is built.
+
+        Raises:
+            IncompleteTables: the dataset's samples are still arriving (a
+                first epoch over a source), so the fact is not known yet.
+        """
+        if not self.reader.complete:
+            raise IncompleteTables(f"{self.reader.path}: {need} is not known until every sample has been read")
+        return self.reader.metadata[field]
 
     def refresh(self, indices: np.ndarray) -> None:
         """Copy the records of samples ``indices`` into every column made
@@ -243,7 +260,7 @@ class ImageDecoder(GeometricImageDecoder):
     field: str
 
     def __post_init__(self) -> None:
-        records = self.source.reader.metadata[self.field]
+        records = self.source.records(self.field, "the size every image shares")
         sizes = set(zip(records["height"].tolist(), records["width"].tolist()))
         if len(sizes) > 1:
             some = ", ".join(f"{h}x{w}" for h, w in sorted(sizes)[:4])
@@ -254,7 +271,7 @@ class ImageDecoder(GeometricImageDecoder):
 
     @property
     def size(self) -> tuple[int, int]:
-        records = self.source.reader.metadata[self.field]
+        records = self.source.records(self.field, "the size every image shares")
         return (int(records["height"][0]), int(records["width"][0])) if len(records) else (0, 0)
 
     def generate_code(self):

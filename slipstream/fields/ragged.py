@@ -100,7 +100,7 @@ class RaggedField(Field, type_id=7):
 def longest(source: Any, field: str) -> tuple[int, int]:
     """``(length, sample)``: the most rows any sample of ``field`` holds, and
     the first sample that holds them (``(0, -1)`` for an empty dataset)."""
-    lengths = source.reader.metadata[field]["length"]
+    lengths = source.records(field, "the longest value")["length"]
     if not len(lengths):
         return 0, -1
     sample = int(np.argmax(lengths))

@@ -93,6 +93,10 @@ class Reader:
             :func:`slipstream.open_dataset` opens.
     """
 
+    complete = True
+    """Every sample's records are known (as opposed to the tables of a file
+    whose samples are still arriving: :mod:`slipstream.format.arriving`)."""
+
     def __init__(self, path: str | os.PathLike, *, verify_pages: bool = False, remote: Any = None) -> None:
         if remote is not None:
             warnings.warn("Reader(remote=...) is deprecated and unused: Reader opens local files; "

@@ -34,7 +34,7 @@ from slipstream.format import tempfiles
 from slipstream.fields.base import Encoded
 from slipstream.format.location import Location, open_location
 from slipstream.format.remote import Remote
-from slipstream.format.writer import WriteResult, _Layout, _ShardPlan, place, stored_fields
+from slipstream.format.writer import Layout, WriteResult, _ShardPlan, place, stored_fields
 
 _SHARD_FILE = re.compile(r"shard-[0-9]{5,}-[0-9a-f]{8}\.slip")
 
@@ -156,7 +156,7 @@ class _Shard:
                  page_checksums: bool, capacity: int) -> None:
         self.number = number
         self.tmp, self.file = tempfiles.create(folder / "shards")
-        self.layout = _Layout(self.file, descriptors, page_size, page_checksums, max(1, capacity))
+        self.layout = Layout(self.file, descriptors, page_size, page_checksums, max(1, capacity))
 
     def complete(self, user: bytes) -> tuple[M.ShardEntry, Path]:
         """Write the shard's tables and header, make it durable and give it

@@ -103,7 +103,7 @@ def write_file(path: str | os.PathLike, descriptors: list[L.FieldDescriptor], pa
     try:
         with tqdm(total=count, unit="img", unit_scale=True, desc=f"writing {path.name}",
                   disable=None if verbose else True) as progress:
-            layout = _Layout(file, descriptors, page_size, page_checksums, count or 0)
+            layout = Layout(file, descriptors, page_size, page_checksums, count or 0)
             skipped = []
             for index, outcome in encoded:
                 if isinstance(outcome, str):
@@ -415,8 +415,9 @@ def place(pos: int, size: int, page_size: int) -> int:
     return start
 
 
-class _Layout:
-    """Lays samples out in the file as they arrive, in order."""
+class Layout:
+    """Lays samples out in the file as they arrive: each one's values after
+    the last's, its records at its index (by default, the next one)."""
 
     def __init__(self, file: Any, descriptors: list[L.FieldDescriptor], page_size: int, page_checksums: bool,
                  capacity: int) -> None:
@@ -434,11 +435,15 @@ class _Layout:
         self.crc = 0
         file.write(bytes(self.data_offset))
 
-    def add(self, encoded: list[Any]) -> None:
+    def add(self, encoded: list[Any], index: int | None = None) -> None:
+        """Lay out one sample's encoded values; its records go to row
+        ``index`` of the tables (default: the next row, in order)."""
+        if index is None:
+            index = self.samples
         if self.samples == len(self.metadata):  # a stream of unknown length
             self.metadata = np.concatenate([self.metadata, np.zeros(max(1024, len(self.metadata)),
                                                                     self.metadata.dtype)])
-        record = self.metadata[self.samples]
+        record = self.metadata[index]
         for k, (descriptor, value) in enumerate(zip(self.descriptors, encoded)):
             sub = record[descriptor.name]
             for key, v in value.record.items():
@@ -447,14 +452,14 @@ class _Layout:
                 data = b"" if value.data is None else value.data
                 offset = self.data_offset + self._allocate(data)
                 sub["offset"], sub["size"] = offset, len(data)
-                self._note_allocation(k, offset, len(data))
+                self._note_allocation(index, k, offset, len(data))
         self.samples += 1
 
-    def _note_allocation(self, field: int, offset: int, size: int) -> None:
+    def _note_allocation(self, sample: int, field: int, offset: int, size: int) -> None:
         if self.allocation_count == len(self.allocations):
             self.allocations = np.concatenate([self.allocations, np.zeros_like(self.allocations)])
         row = self.allocations[self.allocation_count]
-        row["sample"], row["field"], row["offset"], row["size"] = self.samples, field, offset, size
+        row["sample"], row["field"], row["offset"], row["size"] = sample, field, offset, size
         self.allocation_count += 1
 
     def placement(self, size: int) -> int:

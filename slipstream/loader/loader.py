@@ -17,7 +17,7 @@ import numpy as np
 from slipstream.compiler import Pipeline
 from slipstream.compiler.operation import torch_device
 from slipstream.errors import ArgumentError, SlipstreamError
-from slipstream.fields.decoders import DecodeSource
+from slipstream.fields.decoders import DecodeSource, IncompleteTables
 from slipstream.format import Reader
 from slipstream.format import layout as L
 from slipstream.loader import orders, resume
@@ -26,6 +26,8 @@ from slipstream.loader.options import FLAT, GROUPS, LoaderOptions, Memory, Order
 from slipstream.loader.outputs import resolve_outputs
 from slipstream.format.remote import Remote
 from slipstream.format.sharded import open_dataset
+from slipstream.format.writer import SampleStream
+from slipstream.loader.first_epoch import FirstEpoch
 from slipstream.loader.staging import Stager
 from slipstream.sources.paths import holds_dataset, source_at
 
@@ -74,12 +76,16 @@ class Loader:
         path_or_reader: a dataset file (slipstream or FFCV ``.beton``), a
             sharded dataset (its folder or manifest), a URL of either
             (``s3://bucket/prefix``), a :class:`slipstream.Reader`, or a
-            source :func:`slipstream.write` takes, which is converted once
-            through :func:`slipstream.cached`: an image folder, WebDataset
-            tar shards (a ``.tar`` file, a folder or URL prefix of them, or
-            :class:`slipstream.WebDataset`), a LitData dataset (its folder
-            or URL, or :class:`slipstream.LitData`), a Hugging Face dataset,
-            arrays...
+            source :func:`slipstream.write` takes: an image folder,
+            WebDataset tar shards (a ``.tar`` file, a folder or URL prefix
+            of them, or :class:`slipstream.WebDataset`), a LitData dataset
+            (its folder or URL, or :class:`slipstream.LitData`), a Hugging
+            Face dataset, arrays...  A source's dataset file is kept in the
+            cache of :func:`slipstream.cached`; when it is not there yet,
+            the first epoch reads the source as it trains and writes the
+            file, which later epochs read (in ``"sequential"`` and
+            ``"random"`` order, on one rank; otherwise the file is written
+            first; see :mod:`slipstream.loader.first_epoch`).
         batch_size: samples per batch.
         pipelines: output name -> list of operations.  A list for a field
             that does not start with a decoder gets the field's default
@@ -165,18 +171,30 @@ class Loader:
         self.on_error = on_error
         self.failure_log = FailureLog()
         self._pid = os.getpid()
-        self.reader = _open(path_or_reader, remote)
         self.options = LoaderOptions(given["order"], given["sharding"].resolve(), given["memory"], remote)
         self.batch_size, self.num_threads, self.as_dict = batch_size, given["num_threads"], as_dict
+        self._pipelines, self._verbose = dict(pipelines or {}), verbose
+        # A source without its file yet streams its epochs until the file is
+        # complete (see slipstream.loader.first_epoch), in orders that do not
+        # depend on the file's pages, on one rank.
+        streams = self.order in ("sequential", "random") and self.world_size == 1
+        opened = _open(path_or_reader, remote, streams)
+        self._first = opened if isinstance(opened, FirstEpoch) else None
+        self.reader = opened.reader if self._first is not None else opened
         self.indices = self._check_indices(given["indices"])
         self._check_repeated_length()
         self.device = _device(given["device"])
-        self.memory = self._memory_manager(self.options.memory)
-        self.source = DecodeSource(self.reader, self.memory.storage)
-        resolved = resolve_outputs(pipelines or {}, self.reader.fields, self.source, self.reader.path)
-        self.output_names = [name for name in resolved if not name.startswith("_")]
-        self.compiled = Pipeline(resolved).compile(batch_size, seed=self.seed, slots=self.batches_ahead + 2,
-                                                   verbose=verbose)
+        if self._first is not None:
+            try:
+                self._bind(self._first.reader, self._first.stager)
+            except IncompleteTables:  # a pipeline needs facts of the whole dataset: the file first
+                first, self._first = self._first, None
+                first.close()
+                from slipstream.convert import build
+
+                self.reader = Reader(build(first.entry, verbose=verbose))
+        if self._first is None:
+            self._bind(self.reader, self._memory_manager(self.options.memory))
         self._pages = _first_pages(self.reader) if self.order == "quasi_random" else None
         self._epoch, self._resume_at = 0, 0
         self._segments: list[tuple[int, list[int]]] = []  # earlier runs of this epoch on other world sizes
@@ -200,6 +218,30 @@ class Loader:
     batches_ahead = _option("memory", "batches_ahead", "Batches prepared while the training step runs.")
 
     # ---------------------------------------------------------------- set-up
+
+    def _bind(self, reader: Any, memory: Any) -> None:
+        """Read ``reader`` through ``memory`` (a stager): the decoders'
+        source and the compiled pipelines."""
+        self.reader, self.memory = reader, memory
+        self.source = DecodeSource(reader, memory.storage)
+        resolved = resolve_outputs(self._pipelines, reader.fields, self.source, reader.path)
+        self.output_names = [name for name in resolved if not name.startswith("_")]
+        self.compiled = Pipeline(resolved).compile(self.batch_size, seed=self.seed, slots=self.batches_ahead + 2,
+                                                   verbose=self._verbose)
+
+    def _switch_to_file(self) -> None:
+        """The first epoch is over: complete the file (the samples it did
+        not visit included), and read it from now on."""
+        first, self._first = self._first, None
+        assert first is not None
+        try:
+            path = first.finish()
+        finally:
+            first.close()
+        self.memory.close()
+        self._taken_over = None
+        self.reader = Reader(path)
+        self._bind(self.reader, self._memory_manager(self.options.memory))
 
     def _memory_manager(self, options: Memory) -> Stager:
         """The stager over the store of this loader's dataset that ``options`` choose."""
@@ -283,6 +325,8 @@ class Loader:
                                   f"{self._pid}); a forked process, such as a DataLoader worker, must create a "
                                   f"Loader of its own (e.g. on first use, or in worker_init_fn)")
         self._stop_iterator()
+        if self._first is not None and self._epoch > 0:
+            self._switch_to_file()
         self.reader.verify()  # planning an epoch reads the file's tables: not from a changed file
         draws = orders.batches(self.epoch_draws(self._epoch), self.batch_size, self.drop_last)
         start, self._resume_at = self._resume_at, 0
@@ -322,7 +366,10 @@ class Loader:
         """What a state must share with this loader to load into it
         (:data:`slipstream.loader.resume.IDENTITY`)."""
         if self._taken_over is None:
-            self._taken_over = {"dataset": _dataset_identity(self.reader), "indices": _indices_identity(self.indices)}
+            # While a first epoch writes the file, its records are not all known: the file's name stands for them.
+            dataset = _dataset_identity(self.reader) if self._first is None else \
+                f"{len(self.reader)} samples, first epoch of {self.reader.path.name}"
+            self._taken_over = {"dataset": dataset, "indices": _indices_identity(self.indices)}
         return {**self._taken_over, "samples": int(self.indices.size), "order": self.order, "seed": self.seed,
                 "window_pages": self.window_pages, "repeats": self.repeats, "selected_round": self.selected_round,
                 "batch_size": self.batch_size, "drop_last": self.drop_last}
@@ -395,9 +442,18 @@ class Loader:
         self._iterator = None
 
     def close(self) -> None:
-        """Stop the loader's thread and release its pages (the stager and its store)."""
+        """Stop the loader's thread and release its pages (the stager and its
+        store).  During a first epoch, the file is completed when every
+        sample has arrived, else given up (no dataset file is left)."""
         self._stop_iterator()
         self.memory.close()
+        first, self._first = self._first, None
+        if first is not None:
+            try:
+                if first.file.complete:
+                    first.finish()
+            finally:
+                first.close()
 
     def __enter__(self) -> Loader:
         return self
@@ -441,16 +497,26 @@ def _close_all() -> None:
         loader.close()
 
 
-def _open(source: Any, remote: Remote | None) -> Reader:
+def _open(source: Any, remote: Remote | None, streams: bool) -> Reader | FirstEpoch:
+    """The dataset a loader reads: a reader, or, for a source whose file is
+    not in the cache yet, a first epoch that writes it (when ``streams``,
+    the source reads in any order, and no other process is writing it)."""
     if isinstance(source, Reader):
         return source
     if isinstance(source, (str, os.PathLike)):
         if holds_dataset(source, remote):
             return open_dataset(source, remote=remote)
         source = source_at(source, remote)
-    from slipstream.convert import cached
+    from slipstream.convert import build, cache_entry
 
-    return Reader(cached(source))
+    entry = cache_entry(source)
+    if streams and not entry.path.exists() and not isinstance(entry.samples, SampleStream):
+        lock = entry.lock(wait=False)
+        if lock.__enter__():
+            if not entry.path.exists():
+                return FirstEpoch(entry, lock)
+        lock.__exit__(None, None, None)
+    return Reader(build(entry))
 
 
 def _first_pages(reader: Reader) -> np.ndarray:

@@ -613,7 +613,8 @@ class _MaskDecoder(FollowingDecoder):
         operation's output), once the masks are known to have the stored
         images' sizes."""
         image = node.geometric[0].op  # the image field's decoder: the stored pixels the masks must cover
-        masks, images = self.source.reader.metadata[self.field], image.source.reader.metadata[image.field]
+        masks = self.source.records(self.field, "every mask's size")
+        images = image.source.records(image.field, "every image's size")
         differ = np.flatnonzero((masks["height"] != images["height"]) | (masks["width"] != images["width"]))
         if differ.size:
             i = int(differ[0])

@@ -127,7 +127,7 @@ class DecodeOnDevice(FieldOperation, Foldable):
             raise ArgumentError("DecodeOnDevice must be followed by a crop that gives every sample one size "
                                 "(RandomResizedCrop, CenterCrop, or Resize then CenterCrop)")
         self.crop.bind(source, field)  # the checks the crop makes on the CPU (Resize(s) alone has no one size)
-        if np.any(source.reader.metadata[field]["mode"] != RAW_MODE):
+        if np.any(source.records(field, "how every image is stored")["mode"] != RAW_MODE):
             problem = _torchvision_missing()
             if problem is not None:
                 raise ArgumentError(f"{source.reader.path}, field {field!r}: {problem}")

@@ -68,7 +68,7 @@ class MultiCropDecoder(ImageFieldDecoder):
     interpolation: str = "bilinear"
 
     def declare(self, state: State | None) -> tuple[State, list[Allocation]]:
-        records = self.source.reader.metadata[self.field]
+        records = self.source.records(self.field, "the largest image's size")
         largest = (int(records["height"].max()), int(records["width"].max())) if len(records) else (1, 1)
         total = sum(offset_size[1] for offset_size in crop_layout(self.sizes))
         crops = [Allocation((side, side, 3), np.uint8, name=f"crop_{k}") for k, side in enumerate(self.sizes)]

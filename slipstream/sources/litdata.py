@@ -9,6 +9,7 @@ are kept byte for byte (and no torchvision is needed to read them).
 from __future__ import annotations
 
 import hashlib
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -48,14 +49,24 @@ class LitData:
         import litdata
 
         self.input_dir = input_dir
+        self._lock = threading.Lock()
         self.dataset = litdata.StreamingDataset(input_dir, shuffle=False, serializers={"jpeg": _StoredJPEG()},
                                                 **options)
 
     def __len__(self) -> int:
         return len(self.dataset)
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {key: value for key, value in self.__dict__.items() if key != "_lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def __getitem__(self, index: int) -> Any:
-        return self.dataset[index]
+        # litdata's StreamingDataset gives wrong items when read from several threads at once.
+        with self._lock:
+            return self.dataset[index]
 
     def chunk_ranges(self) -> list[tuple[int, int]]:
         """The item ranges ``[start, stop)`` of the dataset's chunks, in

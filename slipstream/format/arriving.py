@@ -1,0 +1,220 @@
+"""A dataset file written as its samples arrive, in any order of their
+indices, and read in place while it grows: the pages under a loader's first
+epoch over a source (see :mod:`slipstream.loader.first_epoch`).
+
+Samples are laid out in the order they arrive, by the writer's own rule
+(:func:`~slipstream.format.writer.place`), into a locked temporary file next
+to the target; each sample's records go into the tables at its index.  Each
+batch's bytes are flushed to the file before the batch runs, and the
+decoders read them through a mapping of the file's pages into one address
+range, at their offsets in the file, as they read any dataset: nothing is
+copied.  When every sample has arrived the tables and the header are written
+and the file is renamed onto its target; until then no complete-looking
+dataset exists, and a process that dies leaves only a temporary file, which
+the next writer of the target removes.
+
+A file written in the order of its indices (an epoch in sequential order)
+is byte for byte the file :func:`slipstream.write` writes; in another order,
+it holds the same samples and records in the same index space, its values
+in the order they arrived.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from slipstream.errors import FormatError
+from slipstream.format import tempfiles
+from slipstream.format.address_range import OS_PAGE, AddressRange
+from slipstream.format.location import sync_folder
+from slipstream.format.reader import PAGE_GOOD
+from slipstream.format.writer import Layout, field_descriptors, stored_user_metadata
+
+RESERVED_BYTES = 1 << 42
+"""Address space reserved for the file's pages (4 TiB, none of it memory
+until mapped): the most data a first epoch can write."""
+
+
+class ArrivingFile:
+    """A dataset file of ``count`` samples, filled in any order.
+
+    Args:
+        path: the file to create when complete.
+        fields: field name -> field object, in the order of each sample's values.
+        count: samples in the dataset (each arrives once).
+        page_size: bytes per data page.
+        user_metadata: the JSON object to store (the source's, such as a folder's class names).
+
+    Attributes:
+        reader: the tables as they grow, read as a dataset's
+            (:class:`ArrivingTables`).
+        arrived: per sample, whether it has arrived.
+    """
+
+    def __init__(self, path: Path, fields: Mapping[str, Any], count: int, page_size: int,
+                 user_metadata: Mapping[str, Any]) -> None:
+        self.path = Path(path)
+        tempfiles.remove_stale(self.path)
+        self._tmp, self._file = tempfiles.create(self.path)
+        self._user = stored_user_metadata(user_metadata)
+        self.user_metadata = dict(user_metadata)
+        self._layout = Layout(self._file, field_descriptors(fields), page_size, True, count)
+        self.arrived = np.zeros(count, bool)
+        self.range = AddressRange(RESERVED_BYTES)
+        self.reader = ArrivingTables(self, dict(fields))
+        self._mapped = 0  # bytes of the file mapped into the range, from its start
+        self._lock = threading.Lock()  # the layout and the file: one sample added, or a flush, at a time
+
+    @property
+    def complete(self) -> bool:
+        """Whether every sample has arrived."""
+        return bool(self.arrived.all())
+
+    def add(self, index: int, encoded: Sequence[Any]) -> None:
+        """Lay out sample ``index`` (its values encoded by the fields)."""
+        if self.arrived[index]:
+            raise ValueError(f"sample {index} arrived twice")
+        with self._lock:
+            self._layout.add(encoded, index)
+        if self._layout.data_offset + self._layout.pos > RESERVED_BYTES:
+            raise FormatError(f"{self.path}: a first epoch writes at most {RESERVED_BYTES:,} bytes of data; write "
+                              f"the dataset first with slipstream.write")
+        self.arrived[index] = True
+
+    def publish(self) -> None:
+        """Make what has arrived readable in place: flush it to the file and map what is new of it."""
+        with self._lock:
+            self._file.flush()
+            end = self._layout.data_offset + self._layout.pos
+            start = self._mapped - self._mapped % OS_PAGE if self._mapped else 0
+            if end > start:
+                # The last page may grow: it is mapped again with the bytes that follow.
+                self.range.map_file(start, end - start, self._file.fileno(), start)
+                self._mapped = end
+
+    def finish(self) -> Path:
+        """Write the tables and the header, and rename the file onto its
+        target: the dataset, complete.  Returns its path."""
+        if not self.complete:
+            missing = np.flatnonzero(~self.arrived)
+            raise ValueError(f"{self.path}: samples {missing[:5].tolist()} have not arrived")
+        self._layout.finish(self._user)
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        os.replace(self._tmp, self.path)  # still locked: a clean-up by another writer cannot take it first
+        self._file.close()
+        sync_folder(self.path.parent)
+        return self.path
+
+    def discard(self) -> None:
+        """Give up: remove the temporary file (the target is not written)."""
+        if not self._file.closed:
+            self._file.close()
+            self._tmp.unlink(missing_ok=True)
+
+    @property
+    def page_count(self) -> int:
+        """Data pages laid out so far (the last one possibly partly)."""
+        return -(-self._layout.pos // self._layout.page_size)
+
+
+class ArrivingTables:
+    """The tables of an :class:`ArrivingFile` as a loader reads a dataset's:
+    records at their samples' indices (zeros until a sample arrives), every
+    page in place and good (it was just written)."""
+
+    format = "slipstream"
+    complete = False
+    """Samples are still arriving: facts of the whole dataset are not known."""
+
+    def __init__(self, file: ArrivingFile, fields: dict[str, Any]) -> None:
+        self._file = file
+        layout = file._layout
+        self.path = file.path
+        self.fields = fields
+        self.descriptors = layout.descriptors
+        self.metadata = layout.metadata
+        self.page_size, self.data_offset = layout.page_size, layout.data_offset
+        self.storage = file.range.storage
+        self.user_metadata = file.user_metadata
+
+    def __len__(self) -> int:
+        return len(self.metadata)
+
+    @property
+    def page_count(self) -> int:
+        """Data pages laid out so far."""
+        return self._file.page_count
+
+    @property
+    def page_state(self) -> np.ndarray:
+        """Every page good: each was checked (its samples encoded) as it was written."""
+        return np.full(self.page_count, PAGE_GOOD, np.uint8)
+
+    def verify(self) -> None:
+        """Nothing can change under it: the file is this process's own."""
+
+    def close(self) -> None:
+        """Let go of nothing: the file is the first epoch's."""
+
+
+class ArrivalStager:
+    """The stager of a first epoch: before each batch runs, its samples
+    have arrived (encoded by ``bring``) and its records reach the compiled
+    pipeline's columns; it has the interface of
+    :class:`slipstream.loader.staging.Stager`.
+
+    Args:
+        file: the file the samples arrive in.
+        bring: ``bring(batches)`` starts making the samples of ``batches``
+            (in order) arrive, and gives one future per batch, done when its
+            samples have arrived (and raising why one could not).
+    """
+
+    pages_fetched = 0
+
+    def __init__(self, file: ArrivingFile, bring: Callable[[list[np.ndarray]], list[Future[None]]]) -> None:
+        self.file = file
+        self.storage = file.range.storage
+        self.pages_ahead = 0
+        self._bring = bring
+        self._ready: list[Future[None]] = []
+        self._batches: list[np.ndarray] = []
+
+    def start_epoch(self, batches: list[np.ndarray], source: Any) -> None:
+        """Start making the samples of ``batches`` arrive, in order (those
+        arrived already are not read again); ``source`` is what the
+        decoders read, whose columns each batch's records reach."""
+        self._batches, self._source = batches, source
+        self._ready = self._bring(batches)
+
+    def prepare(self, batch: int) -> None:
+        """Wait until ``batch``'s samples have arrived, make them readable
+        in place and copy their records into the decoders' columns.
+
+        Raises:
+            FieldValueError: a sample of the batch (or before it) cannot be
+                read or encoded, naming it.
+        """
+        self._ready[batch].result()
+        self.file.publish()
+        self._source.refresh(self._batches[batch])
+
+    def release(self, batch: int) -> None:
+        """Nothing to let go: the pages stay mapped until the file is complete."""
+
+    def verify(self) -> None:
+        """Nothing can change under it."""
+
+    def close(self) -> None:
+        """The first epoch's owner closes the file."""
+
+
+__all__ = ["ArrivalStager", "ArrivingFile", "ArrivingTables", "RESERVED_BYTES"]

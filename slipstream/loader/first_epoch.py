@@ -1,0 +1,179 @@
+"""A loader's first epoch over a source whose dataset file does not exist
+yet: training starts at once, decoding straight from the source, while the
+file is written.
+
+:class:`slipstream.Loader` given a source (an image folder, a Hugging Face
+dataset, a LitData dataset...) looks for its file in the cache of
+:func:`slipstream.cached`.  When it is missing, and the source can be read
+in any order, the loader runs its epochs over an
+:class:`~slipstream.format.arriving.ArrivingFile` instead: before each batch
+runs, the source's samples of the batch are read and encoded by the fields
+(exactly as :func:`slipstream.write` encodes them, JPEG checks included:
+read in one thread, encoded by a pool of threads) working ahead, in the order the epoch asks for them,
+and laid out in the file; the compiled pipelines then decode them from the
+file's pages, as they decode any dataset.  So the first epoch's batches are
+those a loader over the finished file gives, in the same order.  After the
+epoch's samples, the ones it does not visit (a subset of indices, a last
+incomplete batch dropped) are encoded too; the file is then complete, and
+renamed into the cache.  The next epoch reads the file.
+
+While the file is written this process holds the cache's lock for it: other
+processes asking for the same file wait for it (as with ``ss.cached``).  A
+process that stops before the end leaves no dataset file, only a temporary
+file that the next writer removes; the next run starts over.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from slipstream.errors import FieldValueError
+from slipstream.format.arriving import ArrivalStager, ArrivingFile
+from slipstream.format.writer import encode_values
+
+
+class FirstEpoch:
+    """The file of a cache entry, written as a loader's epochs ask for its
+    samples (see the module docstring).
+
+    Args:
+        entry: where the file goes and what it holds
+            (:class:`slipstream.convert.CacheEntry`), its source indexable.
+        lock: the held cache lock of the entry, released once the file is
+            complete or given up.
+        workers: threads encoding samples.
+
+    Attributes:
+        file: the file being written (its tables are the loader's reader).
+        stager: what the loader's epochs use in place of a page stager.
+    """
+
+    def __init__(self, entry: Any, lock: contextlib.AbstractContextManager[Any], workers: int | None = None) -> None:
+        self.entry = entry
+        self._lock = lock
+        self.samples = entry.samples
+        self.fields = dict(entry.fields)
+        self.file = ArrivingFile(entry.path, self.fields, len(self.samples), entry.page_size, entry.user_metadata)
+        self.stager = ArrivalStager(self.file, self._bring)
+        self._pool = ThreadPoolExecutor(workers or os.cpu_count() or 1, thread_name_prefix="slipstream-encode")
+        self._run: _Run | None = None
+        self.path: Path | None = None
+        """The finished file, once complete."""
+
+    @property
+    def reader(self) -> Any:
+        """The file's tables as they grow."""
+        return self.file.reader
+
+    def _bring(self, batches: list[np.ndarray]) -> list[Future[None]]:
+        """Encode the samples of ``batches`` in order, then every sample not
+        yet arrived, in a thread of its own; one future per batch."""
+        self._stop_run()
+        run = self._run = _Run(self, batches)
+        run.thread.start()
+        return run.ready
+
+    def finish(self) -> Path:
+        """Make the file complete (encoding what has not arrived), rename it
+        into the cache and let go of the lock: the dataset's path."""
+        if self.path is None:
+            if self._run is None or self._run.error is not None:
+                self._bring([])  # a run that stopped early, or none yet: the rest arrives now
+            assert self._run is not None
+            self._run.thread.join()
+            if self._run.error is not None:
+                raise self._run.error
+            self.path = self.file.finish()
+            self._release()
+        return self.path
+
+    def close(self) -> None:
+        """Stop encoding; an incomplete file is given up (its temporary file
+        removed), and the lock let go."""
+        self._stop_run()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        if self.path is None:
+            self.file.discard()
+        self._release()
+
+
+
+    def _stop_run(self) -> None:
+        if self._run is not None:
+            self._run.stop.set()
+            self._run.thread.join()
+
+    def _release(self) -> None:
+        lock, self._lock = self._lock, contextlib.nullcontext()
+        lock.__exit__(None, None, None)
+
+    def read(self, index: int) -> Any:
+        """Sample ``index``'s values as the source gives them (or why it cannot)."""
+        try:
+            return self.samples[index]
+        except Exception as exc:
+            return exc
+
+    def encode(self, index: int, values: Any) -> list[Any]:
+        """Sample ``index``'s values encoded by the fields.
+
+        Raises:
+            FieldValueError: naming the sample, the field and why (as :func:`slipstream.write` does).
+        """
+        name = f"sample {index} ({self.samples.describe(index)})"
+        outcome = encode_values(self.fields, name, values)
+        if isinstance(outcome, str):
+            raise FieldValueError(f"{self.entry.path} was not written: {outcome}")
+        return outcome
+
+
+class _Run:
+    """One thread making samples arrive: a batch's samples, encoded by the
+    pool in parallel, are laid out in their order; then the next batch."""
+
+    def __init__(self, first: FirstEpoch, batches: list[np.ndarray]) -> None:
+        self.first, self.batches = first, batches
+        self.ready: list[Future[None]] = [Future() for _ in batches]
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._main, name="slipstream-first-epoch", daemon=True)
+
+    def _main(self) -> None:
+        arrived = self.first.file.arrived
+        try:
+            for batch, ready in zip(self.batches, self.ready):
+                self._arrive([int(i) for i in batch if not arrived[i]])
+                ready.set_result(None)
+            self._arrive(np.flatnonzero(~arrived).tolist())
+        except BaseException as exc:
+            self.error = exc
+            for ready in self.ready:
+                if not ready.done():
+                    ready.set_exception(exc)
+
+    def _arrive(self, indices: list[int]) -> None:
+        """Read ``indices`` from the source (in this thread: not every source
+        can be read from several at once), encode them in parallel, and lay
+        them out in order, a chunk at a time."""
+        first = self.first
+        for start in range(0, len(indices), 64):
+            if self.stop.is_set():
+                raise _Stopped()
+            chunk = indices[start:start + 64]
+            values = [first.read(index) for index in chunk]
+            for index, encoded in zip(chunk, first._pool.map(first.encode, chunk, values)):
+                first.file.add(index, encoded)
+
+
+class _Stopped(Exception):
+    """A run stopped for another to take over."""
+
+
+__all__ = ["FirstEpoch"]

@@ -1,0 +1,181 @@
+"""A loader over a source whose dataset file is not in the cache yet trains
+at once: its first epoch decodes the source's samples as they are encoded,
+while the file is written, and later epochs read the file.
+
+Shown here on real sources (an image folder, a Hugging Face dataset, a
+LitData dataset), each against a loader over the finished file and against
+``ss.write``'s file of the same source; and when things go wrong: a process
+killed in the first epoch, a corrupt image, an epoch left early.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_sources import jpegs, litdata_dataset
+
+import slipstream as ss
+from slipstream.ops import presets
+from slipstream.sources import synthetic_folder
+
+PIPELINES = presets.imagenet_train(48)
+"""Random crops, flips and normalization: batches that show any difference in the bytes or the draws."""
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("SLIPSTREAM_CACHE_DIR", str(folder))
+    return folder / "datasets"
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return synthetic_folder(tmp_path_factory.mktemp("first") / "images", count=70, height=60, width=80,
+                            verbose=False)
+
+
+def epoch(loader: ss.Loader) -> list[list[np.ndarray]]:
+    return [[value.numpy().copy() for value in batch] for batch in loader]
+
+
+def same(a: list[list[np.ndarray]], b: list[list[np.ndarray]]) -> bool:
+    return len(a) == len(b) and all(len(x) == len(y) and all(np.array_equal(u, v) for u, v in zip(x, y))
+                                    for x, y in zip(a, b))
+
+
+def samples_of(path: Path) -> list[tuple[bytes, int]]:
+    with ss.Reader(path) as reader:
+        return [(bytes(reader.value_bytes(k, "image")), int(reader[k]["label"])) for k in range(len(reader))]
+
+
+def dataset_files(cache: Path) -> list[Path]:
+    return sorted(cache.glob("*.slip")) if cache.exists() else []
+
+
+@pytest.mark.parametrize("order", ["random", "sequential"])
+def test_the_first_epoch_streams_and_gives_the_batches_of_the_file(folder, cache, tmp_path, order):
+    with ss.Loader(folder, 16, PIPELINES, order=ss.Order(order, seed=4), verbose=False) as loader:
+        assert not dataset_files(cache)  # training starts before any dataset file exists
+        first = epoch(loader)
+        assert not dataset_files(cache)  # ... and none exists until the next epoch asks for it
+        second = epoch(loader)
+        path = loader.reader.path
+        assert dataset_files(cache) == [path] and isinstance(loader.reader, ss.Reader)
+    with ss.Loader(folder, 16, PIPELINES, order=ss.Order(order, seed=4), verbose=False) as cached:
+        assert cached.reader.path == path  # the file is found in the cache: no first epoch this time
+        assert same(epoch(cached), first) and same(epoch(cached), second)
+    ss.write(tmp_path / "direct.slip", folder, verbose=False)
+    assert samples_of(path) == samples_of(tmp_path / "direct.slip")
+    if order == "sequential":  # samples arrived in index order: the very file ss.write writes
+        assert path.read_bytes() == (tmp_path / "direct.slip").read_bytes()
+
+
+def test_a_hugging_face_dataset_trains_two_epochs_from_nothing(cache, tmp_path):
+    datasets = pytest.importorskip("datasets")
+    images = jpegs(20, seed=30)
+    hf = datasets.Dataset.from_dict({"image": images, "label": [k % 4 for k in range(20)]})
+    pipelines = {"image": [ss.ops.CenterCrop(16)]}
+    with ss.Loader(hf, 8, pipelines, order=ss.Order("random", seed=1), verbose=False) as loader:
+        epochs = [[batch[1].tolist() for batch in loader] for _ in range(2)]
+        path = loader.reader.path
+    assert sorted(sum(epochs[0], [])) == sorted(k % 4 for k in range(20))
+    assert [bytes(b) for b, _ in samples_of(path)] == images
+
+
+def test_a_litdata_dataset_trains_two_epochs_from_nothing(cache, tmp_path):
+    images, _, lit = litdata_dataset(tmp_path, count=12)
+    pipelines = {"image": [ss.ops.CenterCrop(16)]}
+    with ss.Loader(lit, 4, pipelines, order="sequential", verbose=False) as loader:
+        epochs = [[batch[1].tolist() for batch in loader] for _ in range(2)]
+        path = loader.reader.path
+    assert epochs[0] == epochs[1] == [[3 * k for k in range(b, b + 4)] for b in range(0, 12, 4)]
+    assert samples_of(path) == [(images[k], 3 * k) for k in range(12)]
+
+
+def test_samples_the_epoch_does_not_visit_are_written_too(folder, cache):
+    with ss.Loader(folder, 8, PIPELINES, indices=range(0, 70, 3), order="random", verbose=False) as loader:
+        visited = epoch(loader)
+        assert len(visited) == 3
+        epoch(loader)
+        assert len(loader.reader) == 70  # the file holds every sample of the source
+
+
+def test_an_epoch_left_early_starts_again_with_the_same_batches(folder, cache):
+    with ss.Loader(folder, 10, PIPELINES, order=ss.Order("random", seed=9), verbose=False) as loader:
+        for k, _ in enumerate(loader):
+            if k == 2:
+                break
+        first = epoch(loader)  # the first epoch again, from its start
+        epoch(loader)
+        path = loader.reader.path
+    with ss.Loader(folder, 10, PIPELINES, order=ss.Order("random", seed=9), verbose=False) as cached:
+        assert cached.reader.path == path and same(epoch(cached), first)
+
+
+def test_a_pipeline_that_needs_the_whole_dataset_converts_first(cache, tmp_path):
+    images = synthetic_folder(tmp_path / "same", count=12, height=32, width=32, verbose=False)
+    with ss.Loader(images, 4, order="sequential", verbose=False) as loader:  # the plain decoder: one size for all
+        assert dataset_files(cache) == [loader.reader.path]
+        assert [b[0].shape for b in loader] == [(4, 32, 32, 3)] * 3
+
+
+def test_a_corrupt_image_stops_the_first_epoch_naming_it(cache, tmp_path):
+    folder = tmp_path / "bad"
+    (folder / "a").mkdir(parents=True)
+    for k, data in enumerate(jpegs(8, seed=31)):
+        (folder / "a" / f"{k}.jpg").write_bytes(data)
+    (folder / "a" / "5.jpg").write_bytes(jpegs(1, seed=32)[0][:200])  # cut short
+    with ss.Loader(folder, 4, {"image": [ss.ops.CenterCrop(16)]}, order="sequential", verbose=False) as loader:
+        with pytest.raises(ss.FieldValueError, match=r"5\.jpg.*field 'image'"):
+            epoch(loader)
+    assert not dataset_files(cache) and not list(cache.glob(".*.tmp"))
+
+
+KILLED = textwrap.dedent("""
+    import os, sys, signal
+    import slipstream as ss
+    loader = ss.Loader(sys.argv[1], 5, {"image": [ss.ops.CenterCrop(16)]}, order="random", verbose=False)
+    for k, batch in enumerate(loader):
+        if k == 3:
+            print("killing", flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+""")
+
+
+def test_a_process_killed_in_the_first_epoch_leaves_no_dataset_and_the_next_run_starts_over(folder, cache, tmp_path):
+    env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(cache.parent)}
+    run = subprocess.run([sys.executable, "-c", KILLED, str(folder)], capture_output=True, text=True, env=env,
+                         cwd=tmp_path, timeout=600)
+    assert run.returncode == -signal.SIGKILL and "killing" in run.stdout, run.stderr[-2000:]
+    assert not dataset_files(cache)
+    assert list(cache.glob(".*.tmp"))  # only the dead writer's temporary file
+    with ss.Loader(folder, 5, {"image": [ss.ops.CenterCrop(16)]}, order="random", verbose=False) as loader:
+        assert len(epoch(loader)) == 14
+        epoch(loader)
+        path = loader.reader.path
+    assert dataset_files(cache) == [path] and not list(cache.glob(".*.tmp"))  # the stale one removed
+    assert len(samples_of(path)) == 70
+
+
+def test_another_process_waits_for_the_file_a_first_epoch_writes(folder, cache, tmp_path):
+    with ss.Loader(folder, 35, PIPELINES, order="random", verbose=False) as loader:
+        epoch(loader)
+        env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(cache.parent)}
+        code = "import sys, time, slipstream as ss; print(ss.cached(sys.argv[1], verbose=False), time.time())"
+        waiting = subprocess.Popen([sys.executable, "-c", code, str(folder)], stdout=subprocess.PIPE, text=True,
+                                   env=env, cwd=tmp_path)
+        time.sleep(3)
+        before = time.time()
+        iter(loader)  # the next epoch: the file is completed, renamed into the cache, and the lock let go
+        path, done = waiting.communicate(timeout=120)[0].split()
+        assert path == str(loader.reader.path) and float(done) >= before  # it waited for this file
+    assert dataset_files(cache) == [Path(path)]
