@@ -101,6 +101,16 @@ def test_a_litdata_dataset_trains_two_epochs_from_nothing(cache, tmp_path):
     assert samples_of(path) == [(images[k], 3 * k) for k in range(12)]
 
 
+def test_repeated_augmentation_streams_each_sample_once(folder, cache):
+    order = ss.Order("random", seed=3, repeats=2, selected_round=0)
+    with ss.Loader(folder, 10, PIPELINES, order=order, verbose=False) as loader:
+        first = epoch(loader)
+        epoch(loader)
+        path = loader.reader.path
+    with ss.Loader(folder, 10, PIPELINES, order=order, verbose=False) as cached:
+        assert cached.reader.path == path and same(epoch(cached), first)
+
+
 def test_samples_the_epoch_does_not_visit_are_written_too(folder, cache):
     with ss.Loader(folder, 8, PIPELINES, indices=range(0, 70, 3), order="random", verbose=False) as loader:
         visited = epoch(loader)
@@ -179,3 +189,25 @@ def test_another_process_waits_for_the_file_a_first_epoch_writes(folder, cache, 
         path, done = waiting.communicate(timeout=120)[0].split()
         assert path == str(loader.reader.path) and float(done) >= before  # it waited for this file
     assert dataset_files(cache) == [Path(path)]
+
+
+FULL = textwrap.dedent("""
+    import resource, sys
+    import slipstream as ss
+    try:
+        with ss.Loader(sys.argv[1], 5, {"image": [ss.ops.CenterCrop(16)]}, order="random", verbose=False) as loader:
+            for k, batch in enumerate(loader):
+                if k == 0:  # the pipeline compiled (its cache written): from now on writes past 50 kB fail
+                    resource.setrlimit(resource.RLIMIT_FSIZE, (50_000, 50_000))
+    except OSError as exc:  # in the epoch, or when the loader completes the file
+        print("OSError", exc)
+""")
+
+
+def test_a_full_disk_in_the_first_epoch_names_the_file_and_leaves_none(folder, cache, tmp_path):
+    env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(cache.parent)}
+    run = subprocess.run([sys.executable, "-c", FULL, str(folder)], capture_output=True, text=True, env=env,
+                         cwd=tmp_path, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert f"OSError [Errno 27] {cache}" in run.stdout and ".slip was not written: File too large" in run.stdout
+    assert not dataset_files(cache) and not list(cache.glob(".*.tmp"))

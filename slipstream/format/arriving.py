@@ -21,9 +21,10 @@ in the order they arrived.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -81,7 +82,7 @@ class ArrivingFile:
         """Lay out sample ``index`` (its values encoded by the fields)."""
         if self.arrived[index]:
             raise ValueError(f"sample {index} arrived twice")
-        with self._lock:
+        with self._lock, self._writing():
             self._layout.add(encoded, index)
         if self._layout.data_offset + self._layout.pos > RESERVED_BYTES:
             raise FormatError(f"{self.path}: a first epoch writes at most {RESERVED_BYTES:,} bytes of data; write "
@@ -90,7 +91,7 @@ class ArrivingFile:
 
     def publish(self) -> None:
         """Make what has arrived readable in place: flush it to the file and map what is new of it."""
-        with self._lock:
+        with self._lock, self._writing():
             self._file.flush()
             end = self._layout.data_offset + self._layout.pos
             start = self._mapped - self._mapped % OS_PAGE if self._mapped else 0
@@ -99,15 +100,24 @@ class ArrivingFile:
                 self.range.map_file(start, end - start, self._file.fileno(), start)
                 self._mapped = end
 
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """A write that fails (a full disk, a file size limit) names the file."""
+        try:
+            yield
+        except OSError as exc:
+            raise OSError(exc.errno, f"{self.path} was not written: {exc.strerror or exc}") from exc
+
     def finish(self) -> Path:
         """Write the tables and the header, and rename the file onto its
         target: the dataset, complete.  Returns its path."""
         if not self.complete:
             missing = np.flatnonzero(~self.arrived)
             raise ValueError(f"{self.path}: samples {missing[:5].tolist()} have not arrived")
-        self._layout.finish(self._user)
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        with self._writing():
+            self._layout.finish(self._user)
+            self._file.flush()
+            os.fsync(self._file.fileno())
         os.replace(self._tmp, self.path)  # still locked: a clean-up by another writer cannot take it first
         self._file.close()
         sync_folder(self.path.parent)
@@ -116,8 +126,11 @@ class ArrivingFile:
     def discard(self) -> None:
         """Give up: remove the temporary file (the target is not written)."""
         if not self._file.closed:
-            self._file.close()
             self._tmp.unlink(missing_ok=True)
+            try:
+                self._file.close()
+            except OSError:
+                pass  # flushing what was buffered failed (a full disk): the file is gone anyway
 
     @property
     def page_count(self) -> int:

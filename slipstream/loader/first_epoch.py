@@ -149,7 +149,8 @@ class _Run:
         arrived = self.first.file.arrived
         try:
             for batch, ready in zip(self.batches, self.ready):
-                self._arrive([int(i) for i in batch if not arrived[i]])
+                # dict.fromkeys: once each, in order (repeated augmentation repeats samples within a batch).
+                self._arrive([i for i in dict.fromkeys(batch.tolist()) if not arrived[i]])
                 ready.set_result(None)
             self._arrive(np.flatnonzero(~arrived).tolist())
         except BaseException as exc:
