@@ -23,7 +23,7 @@ from slipstream.fields.image import JPEG_MODE
 from slipstream.format import Reader, layout, open_dataset
 from slipstream.format.remote import Remote
 from slipstream.format.write import write_dataset
-from slipstream.format.writer import WriteResult
+from slipstream.format.writer import WriteResult, stored_record
 from slipstream.sources import as_source, source_at
 from slipstream.sources.identity import source_identity
 
@@ -211,7 +211,7 @@ def cache_entry(source: Any, fields: Mapping[str, Any] | None = None, cache_dir:
     return CacheEntry(path, source, samples, fields, meta, page_size)
 
 
-class _StoredValue:
+class StoredValue:
     """A field as a file describes it, for copying: its values arrive
     already :class:`Encoded`."""
 
@@ -247,7 +247,7 @@ class _StoredSamples:
         values = []
         for name in self.reader.fields:
             sub = record[name]
-            kept = {k: sub[k] for k in sub.dtype.names if k not in ("offset", "size")}
+            kept = stored_record(sub)
             data = self.reader.value_bytes(index, name)
             values.append(Encoded(kept, None if data is None else bytes(data)))
         return tuple(values)
@@ -277,7 +277,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, tile_width: int |
     if tile_width is not None and not (isinstance(tile_width, int) and tile_width > 0):
         raise ArgumentError(f"tile_width must be a positive integer or None, got {tile_width!r}")
     with open_dataset(src, remote=remote) as reader:
-        fields = {d.name: _StoredValue(d, tile_width) for d in reader.descriptors}
+        fields = {d.name: StoredValue(d, tile_width) for d in reader.descriptors}
         return write_dataset(dst, _StoredSamples(reader), fields, workers=0, page_size=page_size,
                              page_checksums=page_checksums, user_metadata=reader.user_metadata, verbose=verbose,
                              shard_size=shard_size, shards=shards, remote=remote, overwrite=overwrite)

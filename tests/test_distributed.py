@@ -49,17 +49,23 @@ def dataset(tmp_path_factory):
     return path
 
 
-def run_ranks(path, drop_last: bool, tmp_path) -> list[dict]:
-    port = str(free_port())
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(path), port, str(rank), str(int(drop_last))],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
-             for rank in range(2)]
+def launch_ranks(script: str, arguments: list[list[str]], cwd, env=None) -> list[dict]:
+    """Run ``script`` once per rank (``arguments[rank]`` after the program name), at once; each
+    must succeed and print a JSON object on its last line: the objects, by rank."""
+    procs = [subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, cwd=cwd, env=env)
+             for args in arguments]
     results = []
     for proc in procs:
-        out, err = proc.communicate(timeout=300)
+        out, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err[-3000:]
         results.append(json.loads(out.strip().splitlines()[-1]))
     return results
+
+
+def run_ranks(path, drop_last: bool, tmp_path) -> list[dict]:
+    port = str(free_port())
+    return launch_ranks(WORKER, [[str(path), port, str(rank), str(int(drop_last))] for rank in range(2)], tmp_path)
 
 
 @pytest.mark.parametrize("drop_last", [False, True])

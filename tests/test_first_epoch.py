@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_distributed import free_port, launch_ranks
 from test_sources import jpegs, litdata_dataset
 
 import slipstream as ss
@@ -211,3 +212,68 @@ def test_a_full_disk_in_the_first_epoch_names_the_file_and_leaves_none(folder, c
     assert run.returncode == 0, run.stderr[-2000:]
     assert f"OSError [Errno 27] {cache}" in run.stdout and ".slip was not written: File too large" in run.stdout
     assert not dataset_files(cache) and not list(cache.glob(".*.tmp"))
+
+
+RANK = textwrap.dedent("""
+    import json, sys
+    import torch.distributed as dist
+    import slipstream as ss
+    from slipstream.ops import presets
+
+    folder, port, rank, stop = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    order = ss.Order("random", seed=6)
+    with ss.Loader(folder, 8, presets.imagenet_train(48), order=order, verbose=False) as loader:
+        streamed = loader._first is not None
+        if stop:  # leave epoch 0 after `stop` batches, as a job stopped mid-epoch
+            batches = iter(loader)
+            for _ in range(stop):
+                next(batches)
+            print(json.dumps({"state": loader.state_dict(), "streamed": streamed}))
+            sys.exit(0)
+        epochs = [[[v.numpy().tolist() for v in batch] for batch in loader] for _ in range(2)]
+        path = str(loader.reader.path)
+    with ss.Loader(path, 8, presets.imagenet_train(48), order=order, verbose=False) as cached:
+        again = [[[v.numpy().tolist() for v in batch] for batch in cached] for _ in range(2)]
+    dist.barrier()
+    dist.destroy_process_group()
+    print(json.dumps({"path": path, "streamed": streamed, "same": epochs == again,
+                      "labels": [[b[1] for b in e] for e in epochs]}))
+""")
+
+
+def run_two_ranks(folder, cache, tmp_path, stop: int = 0) -> list[dict]:
+    env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(cache.parent)}
+    port = str(free_port())
+    return launch_ranks(RANK, [[str(folder), port, str(rank), str(stop)] for rank in range(2)], tmp_path, env)
+
+
+def test_two_ranks_stream_their_shares_and_build_one_file(folder, cache, tmp_path):
+    ranks = run_two_ranks(folder, cache, tmp_path)
+    assert all(r["streamed"] for r in ranks)  # neither rank waited for a file before training
+    assert all(r["same"] for r in ranks)  # epochs 0 and 1 equal a two-rank run over the finished file
+    path = Path(ranks[0]["path"])
+    assert ranks[1]["path"] == str(path) and dataset_files(cache) == [path]
+    assert not list(cache.glob(".*"))  # no part or temporary file left
+    shares = [sum(r["labels"][0], []) for r in ranks]
+    assert len(shares[0]) == len(shares[1]) == 35  # 70 samples shared by 2 ranks
+    ss.write(tmp_path / "direct.slip", folder, verbose=False)
+    assert path.read_bytes() == (tmp_path / "direct.slip").read_bytes()  # laid out in index order: write's file
+
+
+def test_a_first_epoch_stopped_on_two_ranks_resumes_on_one(folder, cache, tmp_path):
+    states = [r["state"] for r in run_two_ranks(folder, cache, tmp_path, stop=2)]
+    assert not dataset_files(cache)  # stopped in epoch 0: no dataset
+    order = ss.Order("random", seed=6)
+    with ss.Loader(folder, 8, PIPELINES, order=order, verbose=False) as loader:
+        assert loader._first is not None  # the file is still missing: epoch 0 streams again, from where it stopped
+        loader.load_state_dict(states)
+        rest = epoch(loader)
+        after = epoch(loader)
+        path = loader.reader.path
+    with ss.Loader(path, 8, PIPELINES, order=order, verbose=False) as cached:
+        cached.load_state_dict(states)  # a state of the first epoch resumes a loader over its file
+        assert same(epoch(cached), rest) and same(epoch(cached), after)
+    assert len(sum((b[1].tolist() for b in rest), [])) == 70 - 2 * 2 * 8  # what the two ranks had not given
+    ss.write(tmp_path / "direct.slip", folder, verbose=False)
+    assert samples_of(path) == samples_of(tmp_path / "direct.slip")

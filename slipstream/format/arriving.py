@@ -36,7 +36,8 @@ from slipstream.format import tempfiles
 from slipstream.format.address_range import OS_PAGE, AddressRange
 from slipstream.format.location import sync_folder
 from slipstream.format.reader import PAGE_GOOD
-from slipstream.format.writer import Layout, field_descriptors, stored_user_metadata
+from slipstream.fields.base import Encoded
+from slipstream.format.writer import Layout, field_descriptors, stored_record, stored_user_metadata
 
 RESERVED_BYTES = 1 << 42
 """Address space reserved for the file's pages (4 TiB, none of it memory
@@ -82,12 +83,31 @@ class ArrivingFile:
         """Lay out sample ``index`` (its values encoded by the fields)."""
         if self.arrived[index]:
             raise ValueError(f"sample {index} arrived twice")
+        size = sum(0 if value.data is None else len(value.data) for value in encoded)
         with self._lock, self._writing():
+            # The sample must fit in the reserved range wherever the layout puts it (a page further at most).
+            if self._layout.data_offset + self._layout.pos + size + self._layout.page_size > RESERVED_BYTES:
+                raise FormatError(f"{self.path}: a first epoch writes at most {RESERVED_BYTES:,} bytes of data; "
+                                  f"write the dataset first with slipstream.write")
             self._layout.add(encoded, index)
-        if self._layout.data_offset + self._layout.pos > RESERVED_BYTES:
-            raise FormatError(f"{self.path}: a first epoch writes at most {RESERVED_BYTES:,} bytes of data; write "
-                              f"the dataset first with slipstream.write")
         self.arrived[index] = True
+
+    def stored(self, index: int) -> list[Encoded]:
+        """Sample ``index``'s values as laid out (one per field, their
+        bytes read in place: :meth:`publish` first), as the fields encoded
+        them."""
+        record = self._layout.metadata[index]
+        storage = self.range.storage
+        values = []
+        for descriptor, keep in zip(self._layout.descriptors, self._layout.stores):
+            sub = record[descriptor.name]
+            kept = stored_record(sub)
+            if not keep:
+                values.append(Encoded(kept))
+                continue
+            offset, size = int(sub["offset"]), int(sub["size"])
+            values.append(Encoded(kept, storage[offset: offset + size]))
+        return values
 
     def publish(self) -> None:
         """Make what has arrived readable in place: flush it to the file and map what is new of it."""
@@ -157,6 +177,7 @@ class ArrivingTables:
         self.page_size, self.data_offset = layout.page_size, layout.data_offset
         self.storage = file.range.storage
         self.user_metadata = file.user_metadata
+        self._page_state = np.zeros(0, np.uint8)
 
     def __len__(self) -> int:
         return len(self.metadata)
@@ -169,7 +190,9 @@ class ArrivingTables:
     @property
     def page_state(self) -> np.ndarray:
         """Every page good: each was checked (its samples encoded) as it was written."""
-        return np.full(self.page_count, PAGE_GOOD, np.uint8)
+        if len(self._page_state) != self.page_count:
+            self._page_state = np.full(self.page_count, PAGE_GOOD, np.uint8)
+        return self._page_state
 
     def verify(self) -> None:
         """Nothing can change under it: the file is this process's own."""

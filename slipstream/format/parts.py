@@ -35,7 +35,7 @@ from slipstream.errors import FormatError
 from slipstream.fields.base import Encoded
 from slipstream.format import layout as L
 from slipstream.format.location import Location
-from slipstream.format.writer import stored_fields
+from slipstream.format.writer import stored_fields, stored_record
 
 MAGIC = b"SLIPPART"
 TRAILER_DTYPE = np.dtype([("magic", "S8"), ("samples", "<u8"), ("records_offset", "<u8"), ("crc32", "<u4"),
@@ -200,7 +200,7 @@ def _sample(record: Any, check: int, descriptors: Sequence[L.FieldDescriptor], s
     values, crc = [], 0
     for descriptor, keep in zip(descriptors, stores):
         sub = record[descriptor.name]
-        kept = {key: sub[key] for key in sub.dtype.names if key not in ("offset", "size")}
+        kept = stored_record(sub)
         if not keep:
             values.append(Encoded(kept))
             continue

@@ -399,6 +399,13 @@ def stored_fields(descriptors: Sequence[L.FieldDescriptor]) -> list[bool]:
     return [bool({"offset", "size"} <= set(d.record_dtype.names)) for d in descriptors]
 
 
+def stored_record(sub: Any) -> dict[str, Any]:
+    """A field's record in a file (``sub``, one field of a metadata row) as
+    the field encoded it: every value but where its bytes are (``offset``,
+    ``size``), which the layout fills in."""
+    return {key: sub[key] for key in sub.dtype.names if key not in ("offset", "size")}
+
+
 def place(pos: int, size: int, page_size: int) -> int:
     """Where the layout puts a value of ``size`` bytes when ``pos`` bytes of
     page data are written (data-relative): inside the current page when it

@@ -21,6 +21,11 @@ While the file is written this process holds the cache's lock for it: other
 processes asking for the same file wait for it (as with ``ss.cached``).  A
 process that stops before the end leaves no dataset file, only a temporary
 file that the next writer removes; the next run starts over.
+
+With several ranks of ``torch.distributed``, each rank makes the samples of
+its own batches arrive in a file of its own, and the file is assembled once
+from every rank's part at the start of the next epoch (see
+:mod:`slipstream.loader.first_epoch_ranks`).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -48,6 +54,9 @@ class FirstEpoch:
             (:class:`slipstream.convert.CacheEntry`), its source indexable.
         lock: the held cache lock of the entry, released once the file is
             complete or given up.
+        ranks: ``(rank, world_size)`` of the ``torch.distributed`` group
+            whose ranks share the epoch (each runs a first epoch of its
+            own); None: this process alone.
         workers: threads encoding samples.
 
     Attributes:
@@ -55,9 +64,11 @@ class FirstEpoch:
         stager: what the loader's epochs use in place of a page stager.
     """
 
-    def __init__(self, entry: Any, lock: contextlib.AbstractContextManager[Any], workers: int | None = None) -> None:
+    def __init__(self, entry: Any, lock: contextlib.AbstractContextManager[Any],
+                 ranks: tuple[int, int] | None = None, workers: int | None = None) -> None:
         self.entry = entry
         self._lock = lock
+        self.ranks = ranks
         self.samples = entry.samples
         self.fields = dict(entry.fields)
         self.file = ArrivingFile(entry.path, self.fields, len(self.samples), entry.page_size, entry.user_metadata)
@@ -73,37 +84,52 @@ class FirstEpoch:
         return self.file.reader
 
     def _bring(self, batches: list[np.ndarray]) -> list[Future[None]]:
-        """Encode the samples of ``batches`` in order, then every sample not
-        yet arrived, in a thread of its own; one future per batch."""
+        """Encode the samples of ``batches`` in order, in a thread of its
+        own, then (alone) every sample not yet arrived; one future per batch."""
         self._stop_run()
-        run = self._run = _Run(self, batches)
+        run = self._run = _Run(self, batches, rest=self.ranks is None)
         run.thread.start()
         return run.ready
 
     def finish(self) -> Path:
-        """Make the file complete (encoding what has not arrived), rename it
-        into the cache and let go of the lock: the dataset's path."""
+        """Make the file complete (encoding what has not arrived), put it in
+        the cache and let go of the lock: the dataset's path.  With several
+        ranks, every rank calls it at once (it exchanges what each has)."""
         if self.path is None:
-            if self._run is None or self._run.error is not None:
-                self._bring([])  # a run that stopped early, or none yet: the rest arrives now
-            assert self._run is not None
-            self._run.thread.join()
-            if self._run.error is not None:
-                raise self._run.error
-            self.path = self.file.finish()
+            if self.ranks is not None:
+                from slipstream.loader.first_epoch_ranks import assemble
+
+                self.path = assemble(self, *self.ranks)
+            else:
+                if self._run is None or self._run.error is not None:
+                    self._bring([])  # a run that stopped early, or none yet: the rest arrives now
+                self.wait()
+                self.path = self.file.finish()
             self._release()
         return self.path
 
+    def wait(self) -> None:
+        """Wait until the running epoch's samples have arrived.
+
+        Raises:
+            the error that stopped them.
+        """
+        if self._run is not None:
+            self._run.thread.join()
+            if self._run.error is not None:
+                raise self._run.error
+
+    def arrive(self, indices: Sequence[int]) -> None:
+        """Make the samples ``indices`` arrive now, in this thread."""
+        _Run(self, [], rest=False).arrive(list(indices))
+
     def close(self) -> None:
-        """Stop encoding; an incomplete file is given up (its temporary file
-        removed), and the lock let go."""
+        """Stop encoding; the file in progress is given up (its temporary
+        file removed), and the lock let go."""
         self._stop_run()
         self._pool.shutdown(wait=True, cancel_futures=True)
-        if self.path is None:
-            self.file.discard()
+        self.file.discard()
         self._release()
-
-
 
     def _stop_run(self) -> None:
         if self._run is not None:
@@ -138,8 +164,8 @@ class _Run:
     """One thread making samples arrive: a batch's samples, encoded by the
     pool in parallel, are laid out in their order; then the next batch."""
 
-    def __init__(self, first: FirstEpoch, batches: list[np.ndarray]) -> None:
-        self.first, self.batches = first, batches
+    def __init__(self, first: FirstEpoch, batches: list[np.ndarray], rest: bool) -> None:
+        self.first, self.batches, self.rest = first, batches, rest
         self.ready: list[Future[None]] = [Future() for _ in batches]
         self.stop = threading.Event()
         self.error: BaseException | None = None
@@ -150,16 +176,17 @@ class _Run:
         try:
             for batch, ready in zip(self.batches, self.ready):
                 # dict.fromkeys: once each, in order (repeated augmentation repeats samples within a batch).
-                self._arrive([i for i in dict.fromkeys(batch.tolist()) if not arrived[i]])
+                self.arrive([i for i in dict.fromkeys(batch.tolist()) if not arrived[i]])
                 ready.set_result(None)
-            self._arrive(np.flatnonzero(~arrived).tolist())
+            if self.rest:
+                self.arrive(np.flatnonzero(~arrived).tolist())
         except BaseException as exc:
             self.error = exc
             for ready in self.ready:
                 if not ready.done():
                     ready.set_exception(exc)
 
-    def _arrive(self, indices: list[int]) -> None:
+    def arrive(self, indices: list[int]) -> None:
         """Read ``indices`` from the source (in this thread: not every source
         can be read from several at once), encode them in parallel, and lay
         them out in order, a chunk at a time."""

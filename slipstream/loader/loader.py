@@ -28,6 +28,7 @@ from slipstream.format.remote import Remote
 from slipstream.format.sharded import open_dataset
 from slipstream.format.writer import SampleStream
 from slipstream.loader.first_epoch import FirstEpoch
+from slipstream.loader.first_epoch_ranks import claim, group_is
 from slipstream.loader.staging import Stager
 from slipstream.sources.paths import holds_dataset, source_at
 
@@ -176,10 +177,13 @@ class Loader:
         self._pipelines, self._verbose = dict(pipelines or {}), verbose
         # A source without its file yet streams its epochs until the file is
         # complete (see slipstream.loader.first_epoch), in orders that do not
-        # depend on the file's pages, on one rank.
-        streams = self.order in ("sequential", "random") and self.world_size == 1
-        opened = _open(path_or_reader, remote, streams)
+        # depend on the file's pages, alone or with ranks that can exchange
+        # what each has (torch.distributed).
+        streams = self.order in ("sequential", "random") and \
+            (self.world_size == 1 or group_is(self.rank, self.world_size))
+        opened = _open(path_or_reader, remote, (self.rank, self.world_size) if streams else None)
         self._first = opened if isinstance(opened, FirstEpoch) else None
+        self._failed: BaseException | None = None  # why completing the first epoch's file failed
         self.reader = opened.reader if self._first is not None else opened
         self.indices = self._check_indices(given["indices"])
         self._check_repeated_length()
@@ -236,6 +240,11 @@ class Loader:
         assert first is not None
         try:
             path = first.finish()
+        except BaseException as exc:
+            # Nothing is left to read: the loader is closed, and says why when asked for an epoch again.
+            self._failed = exc
+            self.close()
+            raise
         finally:
             first.close()
         self.memory.close()
@@ -325,6 +334,9 @@ class Loader:
                                   f"{self._pid}); a forked process, such as a DataLoader worker, must create a "
                                   f"Loader of its own (e.g. on first use, or in worker_init_fn)")
         self._stop_iterator()
+        if self._failed is not None:
+            raise SlipstreamError(f"this Loader cannot run another epoch: completing {self.reader.path} failed "
+                                  f"({type(self._failed).__name__}: {self._failed})") from self._failed
         if self._first is not None and self._epoch > 0:
             self._switch_to_file()
         self.reader.verify()  # planning an epoch reads the file's tables: not from a changed file
@@ -367,12 +379,17 @@ class Loader:
         (:data:`slipstream.loader.resume.IDENTITY`)."""
         if self._taken_over is None:
             # While a first epoch writes the file, its records are not all known: the file's name stands for them.
-            dataset = _dataset_identity(self.reader) if self._first is None else \
-                f"{len(self.reader)} samples, first epoch of {self.reader.path.name}"
+            dataset = _dataset_identity(self.reader) if self._first is None else self._first_epoch_identity()
             self._taken_over = {"dataset": dataset, "indices": _indices_identity(self.indices)}
         return {**self._taken_over, "samples": int(self.indices.size), "order": self.order, "seed": self.seed,
                 "window_pages": self.window_pages, "repeats": self.repeats, "selected_round": self.selected_round,
                 "batch_size": self.batch_size, "drop_last": self.drop_last}
+
+    def _first_epoch_identity(self) -> str:
+        """The dataset of a state taken while a first epoch wrote this
+        loader's file: the file's name, which its content decides, stands
+        for its records (not all known yet)."""
+        return f"{len(self.reader)} samples, first epoch of {self.reader.path.name}"
 
     def load_state_dict(self, state: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> None:
         """Continue from ``state_dict()``: the next ``iter()`` starts where
@@ -405,8 +422,10 @@ class Loader:
                 with the default window for ``"quasi_random"``; one written
                 before repeated augmentation only a loader without repeats.
         """
-        states = resume.states_of(state)
         mine = self._identity()
+        # A state taken while the first epoch wrote this file resumes a loader over the file.
+        states = [{**one, "dataset": mine["dataset"]} if one.get("dataset") == self._first_epoch_identity() else one
+                  for one in resume.states_of(state)]
         saved = []
         for one in states:
             resume.check_identity(one, mine, self._unrecorded)
@@ -450,7 +469,7 @@ class Loader:
         first, self._first = self._first, None
         if first is not None:
             try:
-                if first.file.complete:
+                if first.file.complete and first.ranks is None:  # ranks complete it together, at the next epoch
                     first.finish()
             finally:
                 first.close()
@@ -497,10 +516,11 @@ def _close_all() -> None:
         loader.close()
 
 
-def _open(source: Any, remote: Remote | None, streams: bool) -> Reader | FirstEpoch:
+def _open(source: Any, remote: Remote | None, ranks: tuple[int, int] | None) -> Reader | FirstEpoch:
     """The dataset a loader reads: a reader, or, for a source whose file is
-    not in the cache yet, a first epoch that writes it (when ``streams``,
-    the source reads in any order, and no other process is writing it)."""
+    not in the cache yet, a first epoch that writes it (when the loader
+    streams, on ``ranks``: its ``(rank, world_size)``; the source reads in
+    any order; and no other process is writing the file)."""
     if isinstance(source, Reader):
         return source
     if isinstance(source, (str, os.PathLike)):
@@ -510,12 +530,10 @@ def _open(source: Any, remote: Remote | None, streams: bool) -> Reader | FirstEp
     from slipstream.convert import build, cache_entry
 
     entry = cache_entry(source)
-    if streams and not entry.path.exists() and not isinstance(entry.samples, SampleStream):
-        lock = entry.lock(wait=False)
-        if lock.__enter__():
-            if not entry.path.exists():
-                return FirstEpoch(entry, lock)
-        lock.__exit__(None, None, None)
+    if ranks is not None and not isinstance(entry.samples, SampleStream):
+        lock = claim(entry, *ranks)
+        if lock is not None:
+            return FirstEpoch(entry, lock, ranks if ranks[1] > 1 else None)
     return Reader(build(entry))
 
 

@@ -1,0 +1,185 @@
+"""A first epoch shared by the ranks of a ``torch.distributed`` group: each
+rank streams its own batches, and the dataset file is assembled once.
+
+When the source's file is not in the cache, rank 0 takes the cache's lock
+and tells every rank (:func:`claim`).  Each rank then runs a first epoch of
+its own (:class:`~slipstream.loader.first_epoch.FirstEpoch`): the samples
+of its batches arrive in a temporary file of its own, decoded in place.
+At the start of the next epoch every rank calls :func:`assemble` at once:
+
+1. the ranks exchange which samples each has (and whether one failed);
+2. each sample belongs to the lowest rank that has it; the samples no rank
+   visited (a subset of indices, samples dropped with ``drop_last``, the
+   batches before a resumed position) are cut into one contiguous share per
+   rank, which encodes them now;
+3. each rank stores its samples as a part (:mod:`slipstream.format.parts`,
+   as the Ray writer's tasks do) next to the target;
+4. rank 0 lays the parts out into the file, in index order, under the lock,
+   and tells every rank the outcome; the parts are removed.
+
+The file is then the very file :func:`slipstream.write` writes for the
+source, byte for byte, whatever the order of epoch 0: it is laid out in
+index order from values encoded exactly as ``write`` encodes them.  No rank
+reads it before it is complete: every rank waits for rank 0's word.  Ranks
+on several machines need a cache folder they share (``SLIPSTREAM_CACHE_DIR``
+on a shared file system): rank 0 reads every rank's part there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from slipstream.errors import SlipstreamError
+from slipstream.format.location import LocalFolder
+from slipstream.format.parts import read_part, write_part
+from slipstream.format.writer import SampleStream
+
+
+def group_is(rank: int, world_size: int) -> bool:
+    """Whether this process is rank ``rank`` of an initialized
+    ``torch.distributed`` group of ``world_size`` ranks (through which the
+    ranks can share a first epoch)."""
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized() and \
+        (dist.get_rank(), dist.get_world_size()) == (rank, world_size)
+
+
+def claim(entry: Any, rank: int, world_size: int) -> contextlib.AbstractContextManager[Any] | None:
+    """Whether this process writes ``entry``'s file in a first epoch: the
+    lock to hold while it does (held already; on ranks other than 0, a lock
+    that holds nothing), or None when the file exists or another process
+    is writing it.  Rank 0 decides, and tells every rank of the group
+    (which all call this at once)."""
+    held = None
+    if rank == 0 and not entry.path.exists():
+        lock = entry.lock(wait=False)
+        if lock.__enter__() and not entry.path.exists():
+            held = lock
+        else:
+            lock.__exit__(None, None, None)
+    if world_size == 1:
+        return held
+    import torch.distributed as dist
+
+    decided = [held is not None]
+    dist.broadcast_object_list(decided, src=0)
+    if not decided[0]:
+        return None
+    return held if rank == 0 else contextlib.nullcontext()
+
+
+def part_name(target: Path, rank: int, world_size: int) -> str:
+    """The name of rank ``rank``'s part of ``target``, in ``target``'s folder."""
+    return f".{target.name}.part-{rank}-of-{world_size}"
+
+
+def assemble(first: Any, rank: int, world_size: int) -> Path:
+    """Complete the file of a first epoch shared by ``world_size`` ranks
+    (see the module docstring); every rank calls it at once.  Returns the
+    file's path.
+
+    Raises:
+        SlipstreamError: another rank could not make its samples arrive,
+            write its part, or lay the file out (naming the rank and why);
+            this rank's own error is raised as it is.
+    """
+    import torch.distributed as dist
+
+    target = first.entry.path
+    location = LocalFolder(target.parent)
+    names = [part_name(target, r, world_size) for r in range(world_size)]
+
+    def together(what: str, step: Any) -> Any:
+        """Run ``step`` here, then learn every rank's outcome: raise the first failure."""
+        result, error = None, None
+        try:
+            result = step()
+        except Exception as exc:
+            error = exc
+        outcomes: list[Any] = [None] * world_size
+        dist.all_gather_object(outcomes, (result, None if error is None else f"{type(error).__name__}: {error}"))
+        if error is not None:
+            raise error
+        failed = [(r, message) for r, (_, message) in enumerate(outcomes) if message is not None]
+        if failed:
+            r, message = failed[0]
+            raise SlipstreamError(f"{target} was not written: rank {r} of {world_size} could not {what}: {message}")
+        return [value for value, _ in outcomes]
+
+    def arrived() -> bytes:
+        first.wait()
+        return np.packbits(first.file.arrived).tobytes()
+
+    count = len(first.file.arrived)
+    has = np.stack([np.unpackbits(np.frombuffer(bits, np.uint8), count=count).astype(bool)
+                    for bits in together("make its samples arrive", arrived)])
+    owner = np.where(has.any(0), has.argmax(0), -1)
+    for r, share in enumerate(np.array_split(np.flatnonzero(owner < 0), world_size)):
+        owner[share] = r
+    mine = np.flatnonzero(owner == rank)
+
+    def write_mine() -> None:
+        first.arrive(mine[~first.file.arrived[mine]].tolist())
+        first.file.publish()
+        location.delete(names[rank])
+        write_part(location, names[rank], first.file.reader.descriptors, [first.file.stored(i) for i in mine])
+
+    together("write its part", write_mine)
+
+    def lay_out() -> None:
+        if rank != 0:
+            return
+        try:
+            _lay_out(first, location, names, owner)
+        finally:
+            for name in names:
+                location.delete(name)
+
+    together("lay out the file", lay_out)
+    if not target.exists():
+        raise SlipstreamError(f"rank {rank} of {world_size} does not see {target}, which rank 0 wrote: ranks on "
+                              f"several machines need a cache folder they share (SLIPSTREAM_CACHE_DIR)")
+    first.file.discard()
+    return target
+
+
+def _lay_out(first: Any, location: LocalFolder, names: list[str], owner: np.ndarray) -> None:
+    """Write the file of ``first`` from the parts ``names`` (part ``r``
+    holding the samples ``owner`` gives rank ``r``, in index order)."""
+    from slipstream.convert import StoredValue
+    from slipstream.format.write import write_dataset
+
+    missing = [name for name in names if not location.exists(name)]
+    if missing:
+        raise SlipstreamError(f"{', '.join(missing)} not found in {location.url}: ranks on several machines need a "
+                              f"cache folder they share (SLIPSTREAM_CACHE_DIR)")
+    entry = first.entry
+    descriptors = first.file.reader.descriptors
+    fields = {d.name: StoredValue(d) for d in descriptors}
+    write_dataset(entry.path, _Parts(location, names, owner, descriptors), fields, workers=0,
+                  page_size=entry.page_size, user_metadata=entry.user_metadata, verbose=False)
+
+
+class _Parts(SampleStream):
+    """The samples of every rank's part, in index order."""
+
+    def __init__(self, location: LocalFolder, names: list[str], owner: np.ndarray, descriptors: Any) -> None:
+        self.location, self.names, self.owner, self.descriptors = location, names, owner, descriptors
+
+    def __iter__(self) -> Iterator[tuple[str, Any]]:
+        counts = np.bincount(self.owner, minlength=len(self.names))
+        parts = [read_part(self.location, name, self.descriptors, 0, int(n)) for name, n in zip(self.names, counts)]
+        for index, rank in enumerate(self.owner.tolist()):
+            yield f"sample {index}", next(parts[rank])
+
+    def length_hint(self) -> int:
+        return len(self.owner)
+
+
+__all__ = ["assemble", "claim", "group_is", "part_name"]
