@@ -211,7 +211,7 @@ def cache_entry(source: Any, fields: Mapping[str, Any] | None = None, cache_dir:
     return CacheEntry(path, source, samples, fields, meta, page_size)
 
 
-class StoredValue:
+class _StoredValue:
     """A field as a file describes it, for copying: its values arrive
     already :class:`Encoded`."""
 
@@ -277,7 +277,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, tile_width: int |
     if tile_width is not None and not (isinstance(tile_width, int) and tile_width > 0):
         raise ArgumentError(f"tile_width must be a positive integer or None, got {tile_width!r}")
     with open_dataset(src, remote=remote) as reader:
-        fields = {d.name: StoredValue(d, tile_width) for d in reader.descriptors}
+        fields = {d.name: _StoredValue(d, tile_width) for d in reader.descriptors}
         return write_dataset(dst, _StoredSamples(reader), fields, workers=0, page_size=page_size,
                              page_checksums=page_checksums, user_metadata=reader.user_metadata, verbose=verbose,
                              shard_size=shard_size, shards=shards, remote=remote, overwrite=overwrite)

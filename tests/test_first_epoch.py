@@ -139,16 +139,59 @@ def test_a_pipeline_that_needs_the_whole_dataset_converts_first(cache, tmp_path)
         assert [b[0].shape for b in loader] == [(4, 32, 32, 3)] * 3
 
 
-def test_a_corrupt_image_stops_the_first_epoch_naming_it(cache, tmp_path):
-    folder = tmp_path / "bad"
+def folder_with_a_cut_image(folder: Path) -> Path:
+    """Eight JPEGs in class ``a``, the sixth (``5.jpg``, sample 5) cut short."""
     (folder / "a").mkdir(parents=True)
     for k, data in enumerate(jpegs(8, seed=31)):
         (folder / "a" / f"{k}.jpg").write_bytes(data)
-    (folder / "a" / "5.jpg").write_bytes(jpegs(1, seed=32)[0][:200])  # cut short
+    (folder / "a" / "5.jpg").write_bytes(jpegs(1, seed=32)[0][:200])
+    return folder
+
+
+def test_a_corrupt_image_stops_the_first_epoch_naming_it(cache, tmp_path):
+    folder = folder_with_a_cut_image(tmp_path / "bad")
     with ss.Loader(folder, 4, {"image": [ss.ops.CenterCrop(16)]}, order="sequential", verbose=False) as loader:
         with pytest.raises(ss.FieldValueError, match=r"5\.jpg.*field 'image'"):
             epoch(loader)
     assert not dataset_files(cache) and not list(cache.glob(".*.tmp"))
+
+
+@pytest.mark.parametrize("on_error", ["skip", "replace"])
+def test_a_corrupt_image_follows_on_error_in_every_epoch_and_the_file_records_it(cache, tmp_path, on_error):
+    folder = folder_with_a_cut_image(tmp_path / "bad")
+    pipelines = {"image": [ss.ops.CenterCrop(16)], "label": None}
+    order = ss.Order("random", seed=2)
+    with ss.Loader(folder, 4, pipelines, order=order, on_error=on_error, verbose=False) as loader:
+        first = epoch(loader)
+        assert list(loader.failures) == [5] and "5.jpg" in loader.failures[5]
+        second = epoch(loader)
+        path = loader.reader.path
+    rows = [sum(len(batch[0]) for batch in e) for e in (first, second)]
+    assert rows == [7, 7] if on_error == "skip" else [8, 8]  # the file's epochs skip (or replace) it as the first
+    if on_error == "replace":  # the replaced image is black
+        assert sum(int(not batch[0][k].any()) for batch in first for k in range(len(batch[0]))) == 1
+    with ss.Reader(path) as reader:
+        assert list(reader.unreadable) == [5] and "5.jpg" in reader.unreadable[5]
+        assert reader.user_metadata["classes"] == ["a"]
+        with pytest.raises(ss.FormatError, match=r"sample 5, field 'image': the sample could not be written"):
+            reader.read(5, "image")
+        assert [bytes(reader.value_bytes(k, "image")) for k in (0, 4, 6)] == \
+            [(folder / "a" / f"{k}.jpg").read_bytes() for k in (0, 4, 6)]
+    with ss.Loader(folder, 4, pipelines, order=order, on_error=on_error, verbose=False) as cached:
+        assert cached.reader.path == path  # a run that starts with the file gives the same batches
+        assert same(epoch(cached), first) and same(epoch(cached), second)
+    with ss.Loader(path, 4, pipelines, order="sequential", verbose=False) as strict:  # on_error="raise"
+        with pytest.raises(ss.DecodeError, match=r"sample 5 cannot be decoded \(it could not be written .*5\.jpg"):
+            epoch(strict)
+
+
+@pytest.mark.parametrize("entry", [{"12": "gone"}, {"x": "gone"}, {"1": 5}, ["1"]])
+def test_a_file_whose_unreadable_entry_is_malformed_is_refused(tmp_path, entry):
+    path = tmp_path / "d.slip"
+    ss.write(path, {"label": np.arange(10)}, {"label": ss.IntField()}, user_metadata={"slipstream.unreadable": entry},
+             workers=0, verbose=False)
+    with pytest.raises(ss.FormatError, match=r"d\.slip: its user metadata's 'slipstream.unreadable' is not"):
+        ss.Reader(path)
 
 
 KILLED = textwrap.dedent("""
@@ -220,10 +263,10 @@ RANK = textwrap.dedent("""
     import slipstream as ss
     from slipstream.ops import presets
 
-    folder, port, rank, stop = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    folder, port, rank, stop, on_error = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     order = ss.Order("random", seed=6)
-    with ss.Loader(folder, 8, presets.imagenet_train(48), order=order, verbose=False) as loader:
+    with ss.Loader(folder, 8, presets.imagenet_train(48), order=order, on_error=on_error, verbose=False) as loader:
         streamed = loader._first is not None
         if stop:  # leave epoch 0 after `stop` batches, as a job stopped mid-epoch
             batches = iter(loader)
@@ -233,19 +276,20 @@ RANK = textwrap.dedent("""
             sys.exit(0)
         epochs = [[[v.numpy().tolist() for v in batch] for batch in loader] for _ in range(2)]
         path = str(loader.reader.path)
-    with ss.Loader(path, 8, presets.imagenet_train(48), order=order, verbose=False) as cached:
+    with ss.Loader(path, 8, presets.imagenet_train(48), order=order, on_error=on_error, verbose=False) as cached:
         again = [[[v.numpy().tolist() for v in batch] for batch in cached] for _ in range(2)]
     dist.barrier()
     dist.destroy_process_group()
     print(json.dumps({"path": path, "streamed": streamed, "same": epochs == again,
-                      "labels": [[b[1] for b in e] for e in epochs]}))
+                      "labels": [[b[1] for b in e] for e in epochs], "failures": list(loader.failures)}))
 """)
 
 
-def run_two_ranks(folder, cache, tmp_path, stop: int = 0) -> list[dict]:
+def run_two_ranks(folder, cache, tmp_path, stop: int = 0, on_error: str = "raise") -> list[dict]:
     env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(cache.parent)}
     port = str(free_port())
-    return launch_ranks(RANK, [[str(folder), port, str(rank), str(stop)] for rank in range(2)], tmp_path, env)
+    return launch_ranks(RANK, [[str(folder), port, str(rank), str(stop), on_error] for rank in range(2)], tmp_path,
+                        env)
 
 
 def test_two_ranks_stream_their_shares_and_build_one_file(folder, cache, tmp_path):
@@ -277,3 +321,14 @@ def test_a_first_epoch_stopped_on_two_ranks_resumes_on_one(folder, cache, tmp_pa
     assert len(sum((b[1].tolist() for b in rest), [])) == 70 - 2 * 2 * 8  # what the two ranks had not given
     ss.write(tmp_path / "direct.slip", folder, verbose=False)
     assert samples_of(path) == samples_of(tmp_path / "direct.slip")
+
+
+def test_two_ranks_record_a_sample_that_cannot_be_encoded(cache, tmp_path):
+    folder = folder_with_a_cut_image(tmp_path / "bad")
+    ranks = run_two_ranks(folder, cache, tmp_path, on_error="skip")
+    assert all(r["streamed"] and r["same"] for r in ranks)  # the file's epochs skip it as the first epoch did
+    assert sorted(sum((r["failures"] for r in ranks), [])) == [5]  # the rank whose batch held it recorded it
+    with ss.Reader(ranks[0]["path"]) as reader:
+        assert list(reader.unreadable) == [5] and "5.jpg" in reader.unreadable[5]
+        assert [bytes(reader.value_bytes(k, "image")) for k in (0, 7)] == \
+            [(folder / "a" / f"{k}.jpg").read_bytes() for k in (0, 7)]

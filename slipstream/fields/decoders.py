@@ -36,6 +36,17 @@ from slipstream.errors import ArgumentError
 from slipstream.fields import geometry
 from slipstream.fields.image_modes import RAW_MODE
 
+UNREADABLE = int(native.Status.ECORRUPT)
+"""The status of a sample the dataset holds no values for (its writer could
+not read or encode it): decoders leave it alone, as a sample whose bytes are
+corrupt, and the loader's ``on_error`` applies."""
+
+SIZE_KEYS = ("height", "width")
+"""Record items that decoders compute a sample's geometry from before they
+see its status: an unreadable sample (whose records are zeros) reads 1 in
+their columns, a 1x1 image, so that the geometry is defined (no division by
+a zero size) and its decode is skipped as for any failed sample."""
+
 COUNT_DECODES_VARIABLE = "SLIPSTREAM_COUNT_DECODES"
 """Environment variable that, set to anything but ``""`` or ``"0"`` when a
 :class:`DecodeSource` is made, turns on its count of JPEG decode calls."""
@@ -60,6 +71,9 @@ class DecodeSource:
         reader: the dataset's reader (metadata, fields, path).
         storage: uint8 array the offsets index.
         errors: int32 per dataset sample: a decoder's failure status.
+        unreadable: int32 per dataset sample: :data:`UNREADABLE` for the
+            samples the dataset holds no values for (``reader.unreadable``),
+            which each batch starts with in ``errors``; 0 for the others.
         count_decodes: whether the image decoders count their native JPEG
             decode calls in ``decodes``: a debugging switch (does a
             multi-crop decode each image once?), off by default, set by
@@ -75,6 +89,8 @@ class DecodeSource:
         self.reader = reader
         self.storage = storage
         self.errors = np.zeros(len(reader), np.int32)
+        self.unreadable = np.zeros(len(reader), np.int32)
+        self.unreadable[list(reader.unreadable)] = UNREADABLE
         if count_decodes is None:
             count_decodes = os.environ.get(COUNT_DECODES_VARIABLE, "") not in ("", "0")
         self.count_decodes = bool(count_decodes)
@@ -90,13 +106,16 @@ class DecodeSource:
         made = self._columns.get((field, key))
         if made is None:
             made = self._columns[(field, key)] = np.array(records, dtype=dtype or records.dtype, order="C")
+            if key in SIZE_KEYS:
+                made[self.unreadable != 0] = 1
         elif dtype is not None and made.dtype != np.dtype(dtype):
             raise TypeError(f"column {key!r} of field {field!r} is {made.dtype}, asked for {np.dtype(dtype)}")
         return made
 
     def records(self, field: str, need: str) -> np.ndarray:
         """Every sample's records of ``field``, for a decoder that needs a
-        fact of the whole dataset (``need``, in words) when it is built.
+        fact of the whole dataset (``need``, in words) when it is built;
+        the samples the dataset holds no values for are left out.
 
         Raises:
             IncompleteTables: the dataset's samples are still arriving (a
@@ -104,13 +123,20 @@ class DecodeSource:
         """
         if not self.reader.complete:
             raise IncompleteTables(f"{self.reader.path}: {need} is not known until every sample has been read")
-        return self.reader.metadata[field]
+        records = self.reader.metadata[field]
+        return records[self.unreadable == 0] if self.reader.unreadable else records
 
     def refresh(self, indices: np.ndarray) -> None:
         """Copy the records of samples ``indices`` into every column made
-        (for records that change after the pipeline was compiled)."""
+        (for records that change after the pipeline was compiled), and mark
+        those the dataset holds no values for failed (in ``unreadable`` and
+        in ``errors``, for the batch about to run)."""
+        unreadable = [index for index in indices.tolist() if index in self.reader.unreadable]
+        self.unreadable[unreadable] = self.errors[unreadable] = UNREADABLE
         for (field, key), column in self._columns.items():
             column[indices] = self.reader.metadata[field][key][indices]
+            if key in SIZE_KEYS:
+                column[unreadable] = 1
 
     def offsets(self, field: str) -> np.ndarray:
         """Per sample, the start of the field's bytes in ``storage`` (uint64)."""

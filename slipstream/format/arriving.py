@@ -34,6 +34,7 @@ import numpy as np
 from slipstream.errors import FormatError
 from slipstream.format import tempfiles
 from slipstream.format.address_range import OS_PAGE, AddressRange
+from slipstream.format.layout import UNREADABLE_KEY
 from slipstream.format.location import sync_folder
 from slipstream.format.reader import PAGE_GOOD
 from slipstream.fields.base import Encoded
@@ -69,6 +70,8 @@ class ArrivingFile:
         self.user_metadata = dict(user_metadata)
         self._layout = Layout(self._file, field_descriptors(fields), page_size, True, count)
         self.arrived = np.zeros(count, bool)
+        self.unreadable: dict[int, str] = {}
+        """Samples that arrived without values, and why (see :meth:`fail`)."""
         self.range = AddressRange(RESERVED_BYTES)
         self.reader = ArrivingTables(self, dict(fields))
         self._mapped = 0  # bytes of the file mapped into the range, from its start
@@ -90,6 +93,18 @@ class ArrivingFile:
                 raise FormatError(f"{self.path}: a first epoch writes at most {RESERVED_BYTES:,} bytes of data; "
                                   f"write the dataset first with slipstream.write")
             self._layout.add(encoded, index)
+        self.arrived[index] = True
+
+    def fail(self, index: int, why: str) -> None:
+        """Sample ``index`` could not be read or encoded (``why``): it
+        arrives without values (its records zeros), and the file records it
+        (:data:`~slipstream.format.layout.UNREADABLE_KEY`)."""
+        if self.arrived[index]:
+            raise ValueError(f"sample {index} arrived twice")
+        with self._lock:
+            # Empty values: zero records, stored fields zero bytes long at the layout's position (as any empty value).
+            self._layout.add([Encoded({})] * len(self._layout.descriptors), index)
+            self.unreadable[index] = why
         self.arrived[index] = True
 
     def stored(self, index: int) -> list[Encoded]:
@@ -134,8 +149,12 @@ class ArrivingFile:
         if not self.complete:
             missing = np.flatnonzero(~self.arrived)
             raise ValueError(f"{self.path}: samples {missing[:5].tolist()} have not arrived")
+        user = self._user
+        if self.unreadable:
+            user = stored_user_metadata({**self.user_metadata, UNREADABLE_KEY: {
+                str(index): why for index, why in sorted(self.unreadable.items())}})
         with self._writing():
-            self._layout.finish(self._user)
+            self._layout.finish(user)
             self._file.flush()
             os.fsync(self._file.fileno())
         os.replace(self._tmp, self.path)  # still locked: a clean-up by another writer cannot take it first
@@ -161,7 +180,8 @@ class ArrivingFile:
 class ArrivingTables:
     """The tables of an :class:`ArrivingFile` as a loader reads a dataset's:
     records at their samples' indices (zeros until a sample arrives), every
-    page in place and good (it was just written)."""
+    page in place and good (it was just written), and the samples that
+    arrived without values (``unreadable``, index -> why)."""
 
     format = "slipstream"
     complete = False
@@ -177,6 +197,7 @@ class ArrivingTables:
         self.page_size, self.data_offset = layout.page_size, layout.data_offset
         self.storage = file.range.storage
         self.user_metadata = file.user_metadata
+        self.unreadable = file.unreadable
         self._page_state = np.zeros(0, np.uint8)
 
     def __len__(self) -> int:

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from slipstream import native
+from slipstream.errors import FormatError
 
 MAGIC = b"SLIPSTRM"
 """First 8 bytes of every slipstream dataset file."""
@@ -217,3 +218,28 @@ def decode_descriptors(data: bytes, count: int) -> list[FieldDescriptor]:
     if pos != len(data):
         raise ValueError(f"the descriptor table has {len(data) - pos} bytes after its {count} descriptors")
     return descriptors
+
+
+UNREADABLE_KEY = "slipstream.unreadable"
+"""User-metadata key of the samples a file holds no values for, because
+its writer could not read or encode them (a loader's first epoch with
+``on_error="skip"`` or ``"replace"``): ``{"<index>": "<why>", ...}``.
+Their records are zeros; readers report them as failed samples."""
+
+
+def unreadable_samples(user_metadata: Any, count: int, where: Any) -> dict[int, str]:
+    """The samples a file records under :data:`UNREADABLE_KEY` (index -> why),
+    checked against its ``count`` samples; ``where`` names the file in errors.
+
+    Raises:
+        FormatError: the entry is not an object of sample indices and texts.
+    """
+    entry = user_metadata.get(UNREADABLE_KEY, {}) if isinstance(user_metadata, dict) else {}
+    try:
+        samples = {int(index): why for index, why in entry.items()}
+    except (AttributeError, TypeError, ValueError):
+        samples = None
+    if samples is None or not all(0 <= k < count and isinstance(why, str) for k, why in samples.items()):
+        raise FormatError(f"{where}: its user metadata's {UNREADABLE_KEY!r} is not an object of sample indices "
+                          f"(below {count}) and texts")
+    return samples

@@ -67,6 +67,9 @@ class Reader:
             one sub-record per field name.
         allocations: every stored value's sample, field, offset and size.
         user_metadata: the JSON object stored by the writer (e.g. ``classes``).
+        unreadable: sample index -> why, for the samples the file holds no
+            values for (its writer could not read or encode them; see
+            :data:`~slipstream.format.layout.UNREADABLE_KEY`); usually empty.
         page_size, data_offset, page_count, data_size: where the pages are.
         page_lengths: each data page's length in bytes (the last one may be
             short; in a sharded dataset, each shard's last one).
@@ -124,6 +127,7 @@ class Reader:
         self.descriptors, self.fields = list(tables.descriptors), dict(tables.fields)
         self.metadata, self.allocations = tables.metadata, tables.allocations
         self.user_metadata = tables.user_metadata
+        self.unreadable = L.unreadable_samples(self.user_metadata, len(self.metadata), self.path)
         self.page_size, self.data_offset = tables.page_size, tables.data_offset
         self.data_size, self.page_count = tables.data_size, tables.page_count
         if page_lengths is None:
@@ -248,6 +252,9 @@ class Reader:
         if field not in self.fields:
             raise ArgumentError(f"{self.path} has no field {field!r} (fields: {', '.join(self.fields)})")
         where = f"{self.path}: sample {i}, field {field!r}"
+        if i in self.unreadable:
+            problem = f"the sample could not be written into the file: {self.unreadable[i]}"
+            raise FormatError(f"{where}: {problem}", detail=problem)
         try:
             return self.fields[field].read(self.metadata[i][field], self._value_bytes(i, field))
         except SlipstreamError as exc:

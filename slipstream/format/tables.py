@@ -75,11 +75,16 @@ class Tables:
             bad = np.flatnonzero((offsets < lo) | (offsets > hi) | (sizes > hi - offsets))
             if bad.size:
                 raise format_error(self.path, f"{what}: sample entry {int(bad[0])} points outside the data pages")
+        # Samples the file holds no values for have zero records, which no field need accept.
+        unreadable = sorted(L.unreadable_samples(self.user_metadata, len(self.metadata), self.path))
+        checked = np.delete(np.arange(len(self.metadata)), unreadable) if unreadable else None
         for name, field in self.fields.items():
             check = getattr(field, "check_records", None)  # fields need not derive from Field
-            problem = check(self.metadata[name]) if check is not None else None
+            records = self.metadata[name] if checked is None else self.metadata[name][checked]
+            problem = check(records) if check is not None else None
             if problem is not None:
-                raise format_error(self.path, f"field {name!r}: sample {problem[0]} {problem[1]}")
+                sample = problem[0] if checked is None else checked[problem[0]]
+                raise format_error(self.path, f"field {name!r}: sample {sample} {problem[1]}")
         return self
 
 

@@ -57,6 +57,11 @@ class FirstEpoch:
         ranks: ``(rank, world_size)`` of the ``torch.distributed`` group
             whose ranks share the epoch (each runs a first epoch of its
             own); None: this process alone.
+        on_error: the loader's: with ``"raise"``, a sample that cannot be
+            read or encoded stops the epoch (``FieldValueError`` naming
+            it); with ``"skip"`` or ``"replace"`` it arrives without values
+            and the file records why (``Reader.unreadable``), so that every
+            epoch skips or replaces it.
         workers: threads encoding samples.
 
     Attributes:
@@ -65,10 +70,10 @@ class FirstEpoch:
     """
 
     def __init__(self, entry: Any, lock: contextlib.AbstractContextManager[Any],
-                 ranks: tuple[int, int] | None = None, workers: int | None = None) -> None:
+                 ranks: tuple[int, int] | None = None, on_error: str = "raise", workers: int | None = None) -> None:
         self.entry = entry
         self._lock = lock
-        self.ranks = ranks
+        self.ranks, self.on_error = ranks, on_error
         self.samples = entry.samples
         self.fields = dict(entry.fields)
         self.file = ArrivingFile(entry.path, self.fields, len(self.samples), entry.page_size, entry.user_metadata)
@@ -147,17 +152,10 @@ class FirstEpoch:
         except Exception as exc:
             return exc
 
-    def encode(self, index: int, values: Any) -> list[Any]:
-        """Sample ``index``'s values encoded by the fields.
-
-        Raises:
-            FieldValueError: naming the sample, the field and why (as :func:`slipstream.write` does).
-        """
-        name = f"sample {index} ({self.samples.describe(index)})"
-        outcome = encode_values(self.fields, name, values)
-        if isinstance(outcome, str):
-            raise FieldValueError(f"{self.entry.path} was not written: {outcome}")
-        return outcome
+    def encode(self, index: int, values: Any) -> list[Any] | str:
+        """Sample ``index``'s values encoded by the fields, or why they
+        cannot be, naming the sample and the field (as :func:`slipstream.write` does)."""
+        return encode_values(self.fields, f"sample {index} ({self.samples.describe(index)})", values)
 
 
 class _Run:
@@ -196,8 +194,13 @@ class _Run:
                 raise _Stopped()
             chunk = indices[start:start + 64]
             values = [first.read(index) for index in chunk]
-            for index, encoded in zip(chunk, first._pool.map(first.encode, chunk, values)):
-                first.file.add(index, encoded)
+            for index, outcome in zip(chunk, first._pool.map(first.encode, chunk, values)):
+                if not isinstance(outcome, str):
+                    first.file.add(index, outcome)
+                elif first.on_error == "raise":
+                    raise FieldValueError(f"{first.entry.path} was not written: {outcome}")
+                else:  # the loader skips or replaces it, in this epoch and every later one
+                    first.file.fail(index, outcome)
 
 
 class _Stopped(Exception):

@@ -14,8 +14,10 @@ At the start of the next epoch every rank calls :func:`assemble` at once:
    rank, which encodes them now;
 3. each rank stores its samples as a part (:mod:`slipstream.format.parts`,
    as the Ray writer's tasks do) next to the target;
-4. rank 0 lays the parts out into the file, in index order, under the lock,
-   and tells every rank the outcome; the parts are removed.
+4. rank 0 lays the parts out into the file, in index order, under the lock
+   (a sample that could not be read or encoded, with ``on_error`` other
+   than ``"raise"``, arrives without values, as on one rank), and tells
+   every rank the outcome; the parts are removed.
 
 The file is then the very file :func:`slipstream.write` writes for the
 source, byte for byte, whatever the order of epoch 0: it is laid out in
@@ -28,16 +30,15 @@ on a shared file system): rank 0 reads every rank's part there.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from slipstream.errors import SlipstreamError
+from slipstream.format.arriving import ArrivingFile
 from slipstream.format.location import LocalFolder
 from slipstream.format.parts import read_part, write_part
-from slipstream.format.writer import SampleStream
 
 
 def group_is(rank: int, world_size: int) -> bool:
@@ -124,19 +125,22 @@ def assemble(first: Any, rank: int, world_size: int) -> Path:
         owner[share] = r
     mine = np.flatnonzero(owner == rank)
 
-    def write_mine() -> None:
-        first.arrive(mine[~first.file.arrived[mine]].tolist())
-        first.file.publish()
+    def write_mine() -> dict[int, str]:
+        file = first.file
+        first.arrive(mine[~file.arrived[mine]].tolist())
+        file.publish()
         location.delete(names[rank])
-        write_part(location, names[rank], first.file.reader.descriptors, [first.file.stored(i) for i in mine])
+        write_part(location, names[rank], file.reader.descriptors,
+                   [file.stored(i) for i in mine.tolist() if i not in file.unreadable])
+        return {i: file.unreadable[i] for i in mine.tolist() if i in file.unreadable}
 
-    together("write its part", write_mine)
+    unreadable = {i: why for part in together("write its part", write_mine) for i, why in part.items()}
 
     def lay_out() -> None:
         if rank != 0:
             return
         try:
-            _lay_out(first, location, names, owner)
+            _lay_out(first, location, names, owner, unreadable)
         finally:
             for name in names:
                 location.delete(name)
@@ -149,37 +153,31 @@ def assemble(first: Any, rank: int, world_size: int) -> Path:
     return target
 
 
-def _lay_out(first: Any, location: LocalFolder, names: list[str], owner: np.ndarray) -> None:
+def _lay_out(first: Any, location: LocalFolder, names: list[str], owner: np.ndarray,
+            unreadable: dict[int, str]) -> None:
     """Write the file of ``first`` from the parts ``names`` (part ``r``
-    holding the samples ``owner`` gives rank ``r``, in index order)."""
-    from slipstream.convert import StoredValue
-    from slipstream.format.write import write_dataset
-
+    holding the samples ``owner`` gives rank ``r``, in index order, but
+    those ``unreadable``, which arrive without values)."""
     missing = [name for name in names if not location.exists(name)]
     if missing:
         raise SlipstreamError(f"{', '.join(missing)} not found in {location.url}: ranks on several machines need a "
                               f"cache folder they share (SLIPSTREAM_CACHE_DIR)")
     entry = first.entry
     descriptors = first.file.reader.descriptors
-    fields = {d.name: StoredValue(d) for d in descriptors}
-    write_dataset(entry.path, _Parts(location, names, owner, descriptors), fields, workers=0,
-                  page_size=entry.page_size, user_metadata=entry.user_metadata, verbose=False)
-
-
-class _Parts(SampleStream):
-    """The samples of every rank's part, in index order."""
-
-    def __init__(self, location: LocalFolder, names: list[str], owner: np.ndarray, descriptors: Any) -> None:
-        self.location, self.names, self.owner, self.descriptors = location, names, owner, descriptors
-
-    def __iter__(self) -> Iterator[tuple[str, Any]]:
-        counts = np.bincount(self.owner, minlength=len(self.names))
-        parts = [read_part(self.location, name, self.descriptors, 0, int(n)) for name, n in zip(self.names, counts)]
-        for index, rank in enumerate(self.owner.tolist()):
-            yield f"sample {index}", next(parts[rank])
-
-    def length_hint(self) -> int:
-        return len(self.owner)
+    stored = np.ones(len(owner), bool)
+    stored[list(unreadable)] = False
+    counts = np.bincount(owner[stored], minlength=len(names))
+    parts = [read_part(location, name, descriptors, 0, int(n)) for name, n in zip(names, counts)]
+    file = ArrivingFile(entry.path, first.fields, len(owner), entry.page_size, entry.user_metadata)
+    try:
+        for index, rank in enumerate(owner.tolist()):  # in index order: the layout of slipstream.write
+            if index in unreadable:
+                file.fail(index, unreadable[index])
+            else:
+                file.add(index, next(parts[rank]))
+        file.finish()
+    finally:
+        file.discard()
 
 
 __all__ = ["assemble", "claim", "group_is", "part_name"]

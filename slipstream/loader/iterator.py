@@ -262,7 +262,8 @@ def _produce(plan: EpochPlan, out: queue.Queue, stop: threading.Event) -> None:
                 pending.pop(0).synchronize()
             with _on_stream(stream):
                 try:
-                    plan.source.errors[indices] = 0  # an epoch left by an error may have left some set
+                    # An epoch left by an error may have left some set; samples without values start failed.
+                    plan.source.errors[indices] = plan.source.unreadable[indices]
                     plan.memory.prepare(b)
                     outputs = _run(plan, b, indices)
                 except Exception:
@@ -325,6 +326,8 @@ def _reason(reader: Any, index: int, status: int) -> str:
     """The cause: the first field that fails again when read in Python,
     with its message (a corrupt page, the decoder's message, a stored size
     the JPEG disagrees with); the native status where every field reads."""
+    if index in reader.unreadable:
+        return f"it could not be written into {reader.path.name}: {reader.unreadable[index]}"
     for field in reader.fields:
         try:
             reader.read(index, field)

@@ -181,7 +181,7 @@ class Loader:
         # what each has (torch.distributed).
         streams = self.order in ("sequential", "random") and \
             (self.world_size == 1 or group_is(self.rank, self.world_size))
-        opened = _open(path_or_reader, remote, (self.rank, self.world_size) if streams else None)
+        opened = _open(path_or_reader, remote, (self.rank, self.world_size) if streams else None, on_error)
         self._first = opened if isinstance(opened, FirstEpoch) else None
         self._failed: BaseException | None = None  # why completing the first epoch's file failed
         self.reader = opened.reader if self._first is not None else opened
@@ -516,11 +516,12 @@ def _close_all() -> None:
         loader.close()
 
 
-def _open(source: Any, remote: Remote | None, ranks: tuple[int, int] | None) -> Reader | FirstEpoch:
+def _open(source: Any, remote: Remote | None, ranks: tuple[int, int] | None, on_error: str) -> Reader | FirstEpoch:
     """The dataset a loader reads: a reader, or, for a source whose file is
     not in the cache yet, a first epoch that writes it (when the loader
     streams, on ``ranks``: its ``(rank, world_size)``; the source reads in
-    any order; and no other process is writing the file)."""
+    any order; and no other process is writing the file), treating samples
+    it cannot encode by the loader's ``on_error``."""
     if isinstance(source, Reader):
         return source
     if isinstance(source, (str, os.PathLike)):
@@ -533,7 +534,7 @@ def _open(source: Any, remote: Remote | None, ranks: tuple[int, int] | None) -> 
     if ranks is not None and not isinstance(entry.samples, SampleStream):
         lock = claim(entry, *ranks)
         if lock is not None:
-            return FirstEpoch(entry, lock, ranks if ranks[1] > 1 else None)
+            return FirstEpoch(entry, lock, ranks if ranks[1] > 1 else None, on_error)
     return Reader(build(entry))
 
 
