@@ -194,6 +194,19 @@ def test_a_file_whose_unreadable_entry_is_malformed_is_refused(tmp_path, entry):
         ss.Reader(path)
 
 
+def test_a_loader_whose_file_cannot_be_completed_says_why_at_every_later_epoch(cache, tmp_path):
+    folder = folder_with_a_cut_image(tmp_path / "bad")
+    pipelines = {"image": [ss.ops.CenterCrop(16)]}
+    loader = ss.Loader(folder, 2, pipelines, indices=[0, 1, 6, 7], order="sequential", verbose=False)
+    assert len(epoch(loader)) == 2  # the cut image (sample 5) is not among the epoch's samples
+    with pytest.raises(ss.FieldValueError, match=r"5\.jpg"):  # completing the file encodes it
+        iter(loader)
+    with pytest.raises(ss.SlipstreamError, match=r"cannot run another epoch: completing .* failed \(FieldValueError"):
+        iter(loader)
+    loader.close()
+    assert not dataset_files(cache) and not list(cache.glob(".*.tmp"))
+
+
 KILLED = textwrap.dedent("""
     import os, sys, signal
     import slipstream as ss
