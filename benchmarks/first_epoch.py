@@ -24,9 +24,11 @@ order) and taking each batch as a training step would, nothing more:
 
 Times count from the start of the run (before the loader or the conversion
 starts): the first batch, each epoch's images/s, and the two epochs
-together.  An untimed run first compiles the pipeline into the stage cache,
-so no run pays for compiling; the first batch of a loader over the finished
-file is measured too (what the pipeline's start costs without any first
+together; for the slipstream runs, each epoch's CPU time per image (every
+thread of the process: where epoch 0's extra work shows).  An untimed run
+first compiles the pipeline into the stage cache, so no run pays for
+compiling; the first batch of a loader over the finished file is measured
+too (what the pipeline's start costs without any first
 epoch).  Runs alternate their order from round to round; medians and ranges
 over ``--rounds`` (default 2).  2-core timings drift by 10-40%.
 """
@@ -44,7 +46,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import record, summary  # benchmarks/, next to this file
+from common import cpu_seconds, record, summary  # benchmarks/, next to this file
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_FOLDER = REPO_ROOT.parent / "shared" / "data" / "imagenet-sample"
@@ -86,12 +88,14 @@ def child(system: str, folder: Path, batch: int, seed: int) -> None:
     counts = []
     for e in range(2):
         count = 0
-        epoch_start = time.perf_counter()
+        epoch_start, cpu_start = time.perf_counter(), cpu_seconds(os.getpid())
         for images, labels in (epochs(e) if callable(epochs) else epochs):
             if "first_batch" not in marks:
                 marks["first_batch"] = time.perf_counter() - start
             count += len(labels)
         marks[f"epoch{e}_s"] = time.perf_counter() - epoch_start
+        # The DataLoader's work is in its worker processes, which this process cannot time per epoch.
+        marks[f"epoch{e}_cpu_s"] = None if callable(epochs) else cpu_seconds(os.getpid()) - cpu_start
         counts.append(count)
     marks["total_s"] = time.perf_counter() - start
     print(json.dumps({"images": counts, **marks}))
@@ -171,6 +175,10 @@ def main(argv: list[str]) -> int:
               f"{summary([images / x['epoch0_s'] for x in results]):>20} "
               f"{summary([images / x['epoch1_s'] for x in results]):>20} "
               f"{summary([x['total_s'] for x in results], 1):>18}")
+    print(f"\n  {'CPU ms per image (every thread of the training process)':<58} {'epoch 0':>14} {'epoch 1':>14}")
+    for system in SYSTEMS[:2]:
+        per_epoch = [summary([1000 * x[f"epoch{e}_cpu_s"] / images for x in runs[system]], 3) for e in range(2)]
+        print(f"  {system:<58} {per_epoch[0]:>14} {per_epoch[1]:>14}")
     stream, convert = runs[SYSTEMS[0]], runs[SYSTEMS[1]]
     first_extra = [x["first_batch"] - statistics.median(file_start) for x in stream]
     epoch_ratio = [(images / s["epoch0_s"]) / (images / c["epoch1_s"]) for s, c in zip(stream, convert)]
