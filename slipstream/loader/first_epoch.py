@@ -124,9 +124,29 @@ class FirstEpoch:
             if self._run.error is not None:
                 raise self._run.error
 
-    def arrive(self, indices: Sequence[int]) -> None:
-        """Make the samples ``indices`` arrive now, in this thread."""
-        _Run(self, [], rest=False).arrive(list(indices))
+    def arrive(self, indices: Sequence[int], stop: threading.Event | None = None) -> None:
+        """Make the samples ``indices`` arrive now: read them from the source
+        in this thread (not every source can be read from several at once),
+        encode them in parallel, and lay them out in order, a chunk at a
+        time; between chunks, give up once ``stop`` is set.
+
+        Raises:
+            FieldValueError: a sample cannot be read or encoded and
+                ``on_error`` is ``"raise"``.
+        """
+        indices = list(indices)
+        for start in range(0, len(indices), 64):
+            if stop is not None and stop.is_set():
+                raise _Stopped()
+            chunk = indices[start:start + 64]
+            values = [self.read(index) for index in chunk]
+            for index, outcome in zip(chunk, self._pool.map(self.encode, chunk, values)):
+                if not isinstance(outcome, str):
+                    self.file.add(index, outcome)
+                elif self.on_error == "raise":
+                    raise FieldValueError(f"{self.entry.path} was not written: {outcome}")
+                else:  # the loader skips or replaces it, in this epoch and every later one
+                    self.file.fail(index, outcome)
 
     def close(self) -> None:
         """Stop encoding; the file in progress is given up (its temporary
@@ -174,33 +194,15 @@ class _Run:
         try:
             for batch, ready in zip(self.batches, self.ready):
                 # dict.fromkeys: once each, in order (repeated augmentation repeats samples within a batch).
-                self.arrive([i for i in dict.fromkeys(batch.tolist()) if not arrived[i]])
+                self.first.arrive([i for i in dict.fromkeys(batch.tolist()) if not arrived[i]], self.stop)
                 ready.set_result(None)
             if self.rest:
-                self.arrive(np.flatnonzero(~arrived).tolist())
+                self.first.arrive(np.flatnonzero(~arrived).tolist(), self.stop)
         except BaseException as exc:
             self.error = exc
             for ready in self.ready:
                 if not ready.done():
                     ready.set_exception(exc)
-
-    def arrive(self, indices: list[int]) -> None:
-        """Read ``indices`` from the source (in this thread: not every source
-        can be read from several at once), encode them in parallel, and lay
-        them out in order, a chunk at a time."""
-        first = self.first
-        for start in range(0, len(indices), 64):
-            if self.stop.is_set():
-                raise _Stopped()
-            chunk = indices[start:start + 64]
-            values = [first.read(index) for index in chunk]
-            for index, outcome in zip(chunk, first._pool.map(first.encode, chunk, values)):
-                if not isinstance(outcome, str):
-                    first.file.add(index, outcome)
-                elif first.on_error == "raise":
-                    raise FieldValueError(f"{first.entry.path} was not written: {outcome}")
-                else:  # the loader skips or replaces it, in this epoch and every later one
-                    first.file.fail(index, outcome)
 
 
 class _Stopped(Exception):
