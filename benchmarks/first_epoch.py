@@ -18,6 +18,10 @@ order) and taking each batch as a training step would, nothing more:
   (:mod:`slipstream.loader.first_epoch`), the second reads the file;
 - ``slipstream, convert then train``: ``ss.cached(folder)`` (``ss.write``
   with its default workers), then ``ss.Loader(path, ...)``;
+- ``slipstream, from tar shards``: ``ss.Loader(shards, ...)`` over the same
+  images as WebDataset tar shards of 1,000 samples on local disk (made once
+  with :mod:`tarfile`): the first epoch streams the shards in their order
+  through a bounded shuffle (:func:`slipstream.loader.orders.stream_order`);
 - ``DataLoader + Pillow``: ``torch.utils.data.DataLoader`` over the folder,
   2 workers, Pillow decoding and the same crop (the peer of
   ``benchmarks/compare.py``).
@@ -36,6 +40,7 @@ over ``--rounds`` (default 2).  2-core timings drift by 10-40%.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import shutil
@@ -51,7 +56,10 @@ from common import cpu_seconds, record, summary  # benchmarks/, next to this fil
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_FOLDER = REPO_ROOT.parent / "shared" / "data" / "imagenet-sample"
 DATA = REPO_ROOT / "benchmarks" / ".data"
-SYSTEMS = ("slipstream, from the folder", "slipstream, convert then train", "DataLoader + Pillow")
+SYSTEMS = ("slipstream, from the folder", "slipstream, convert then train", "slipstream, from tar shards",
+           "DataLoader + Pillow")
+SLIPSTREAM_SYSTEMS = SYSTEMS[:3]
+SHARD_SAMPLES = 1000
 CLASSES = 8
 
 
@@ -71,6 +79,30 @@ def build_folder(source: Path, count: int) -> Path:
     return folder
 
 
+def build_shards(folder: Path) -> Path:
+    """The folder's images as WebDataset tar shards (``.jpg`` and ``.cls``
+    members), in the folder's sorted order (made once)."""
+    import tarfile
+
+    shards = folder.with_name(folder.name + "-shards")
+    done = shards / ".complete"
+    if done.exists():
+        return shards
+    shards.mkdir(exist_ok=True)
+    photos = sorted(folder.rglob("*.jpg"))
+    for start in range(0, len(photos), SHARD_SAMPLES):
+        with tarfile.open(shards / f"shard-{start // SHARD_SAMPLES:06d}.tar", "w", format=tarfile.USTAR_FORMAT) as tar:
+            for k, photo in enumerate(photos[start:start + SHARD_SAMPLES], start):
+                # Each member written from its bytes: tar.add() would store the folder's hard links as links.
+                for name, data in ((f"{k:06d}.jpg", photo.read_bytes()), (f"{k:06d}.cls",
+                                                                          f"{photo.parent.name[1:]}\n".encode())):
+                    info = tarfile.TarInfo(name)
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+    done.write_text("")
+    return shards
+
+
 def child(system: str, folder: Path, batch: int, seed: int) -> None:
     """One timed run, in this process; prints its JSON line."""
     start = time.perf_counter()
@@ -81,7 +113,8 @@ def child(system: str, folder: Path, batch: int, seed: int) -> None:
     if system == "DataLoader + Pillow":
         epochs = _dataloader_epochs(folder, batch, seed)
     else:
-        source = ss.cached(folder, verbose=False) if system == "slipstream, convert then train" else folder
+        source = {"slipstream, convert then train": lambda: ss.cached(folder, verbose=False),
+                  "slipstream, from tar shards": lambda: build_shards(folder)}.get(system, lambda: folder)()
         loader = ss.Loader(source, batch, presets.imagenet_train(224), order=ss.Order("random", seed=seed),
                            verbose=False)
         epochs = loader
@@ -158,6 +191,7 @@ def main(argv: list[str]) -> int:
         child(args.child, args.folder, args.batch, args.seed)
         return 0
     folder = build_folder(args.folder, args.images)
+    build_shards(folder)
     run("slipstream, convert then train", folder, args.batch, 0)  # compiles the stages, writes the file
     file_start = [run("slipstream, convert then train", folder, args.batch, 0, keep_file=True)["first_batch"]
                   for _ in range(args.rounds)]  # the file exists: the first batch of a warm start
@@ -176,17 +210,22 @@ def main(argv: list[str]) -> int:
               f"{summary([images / x['epoch1_s'] for x in results]):>20} "
               f"{summary([x['total_s'] for x in results], 1):>18}")
     print(f"\n  {'CPU ms per image (every thread of the training process)':<58} {'epoch 0':>14} {'epoch 1':>14}")
-    for system in SYSTEMS[:2]:
+    for system in SLIPSTREAM_SYSTEMS:
         per_epoch = [summary([1000 * x[f"epoch{e}_cpu_s"] / images for x in runs[system]], 3) for e in range(2)]
         print(f"  {system:<58} {per_epoch[0]:>14} {per_epoch[1]:>14}")
-    stream, convert = runs[SYSTEMS[0]], runs[SYSTEMS[1]]
+    stream, convert, shards = runs[SYSTEMS[0]], runs[SYSTEMS[1]], runs[SYSTEMS[2]]
     first_extra = [x["first_batch"] - statistics.median(file_start) for x in stream]
     epoch_ratio = [(images / s["epoch0_s"]) / (images / c["epoch1_s"]) for s, c in zip(stream, convert)]
     total_ratio = [s["total_s"] / c["total_s"] for s, c in zip(stream, convert)]
+    shard_first = [x["first_batch"] - statistics.median(file_start) for x in shards]
+    shard_ratio = [(images / s["epoch0_s"]) / (images / c["epoch1_s"]) for s, c in zip(shards, convert)]
     targets = [
         ("first batch within 2 s of the pipeline's start", f"{summary(first_extra, 2)} s more", max(first_extra) <= 2),
         ("epoch 0 >= 0.7x a warm file epoch", f"{summary(epoch_ratio, 2)}x", min(epoch_ratio) >= 0.7),
         ("two epochs from nothing <= 0.6x convert then train", f"{summary(total_ratio, 2)}x", max(total_ratio) <= 0.6),
+        ("tar shards: first batch within 2 s of the pipeline's start", f"{summary(shard_first, 2)} s more",
+         max(shard_first) <= 2),
+        ("tar shards: epoch 0 >= 0.7x a warm file epoch", f"{summary(shard_ratio, 2)}x", min(shard_ratio) >= 0.7),
     ]
     print("\n  target | measured (paired by round) | met")
     for name, measured, met in targets:

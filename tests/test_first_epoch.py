@@ -21,9 +21,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from test_distributed import free_port, launch_ranks
-from test_sources import jpegs, litdata_dataset
+from test_sources import jpegs, litdata_dataset, write_tars
 
 import slipstream as ss
+from slipstream.loader import orders
 from slipstream.ops import presets
 from slipstream.sources import synthetic_folder
 
@@ -100,6 +101,103 @@ def test_a_litdata_dataset_trains_two_epochs_from_nothing(cache, tmp_path):
         path = loader.reader.path
     assert epochs[0] == epochs[1] == [[3 * k for k in range(b, b + 4)] for b in range(0, 12, 4)]
     assert samples_of(path) == [(images[k], 3 * k) for k in range(12)]
+
+
+def shards_of(folder: Path, count: int, per_shard: int) -> list[bytes]:
+    """Tar shards whose labels are the samples' indices: the images written."""
+    images = jpegs(count, seed=40)
+    write_tars(folder, images, per_shard, extra={k: {"cls": k} for k in range(count)})
+    return images
+
+
+def test_local_webdataset_shards_stream_their_first_epoch_through_a_bounded_shuffle(cache, tmp_path):
+    shards_of(tmp_path / "wds", 70, per_shard=25)
+    pipelines = {"image": [ss.ops.CenterCrop(16)], "json": None}
+    with ss.Loader(tmp_path / "wds", 8, pipelines, order=ss.Order("random", seed=3), verbose=False) as loader:
+        assert not dataset_files(cache) and not isinstance(loader.reader, ss.Reader)  # training starts at once
+        first = np.concatenate([batch[1].numpy().copy() for batch in loader])
+        second = epoch(loader)
+        path = loader.reader.path
+    # Epoch 0 follows the stream: the k-th sample given is among the first min(256 + 2k, 16384 + k) of the
+    # shards, in the order orders.stream_order documents; it holds every sample once.
+    assert first.tolist() == orders.stream_order(np.arange(70), 70, 3, 0).tolist()
+    assert sorted(first.tolist()) == list(range(70))
+    with ss.Loader(tmp_path / "wds", 8, pipelines, order=ss.Order("random", seed=3), verbose=False) as cached:
+        assert cached.reader.path == path
+        cached.set_epoch(1)
+        assert same(epoch(cached), second)  # later epochs are those of a run that found the file
+    ss.write(tmp_path / "direct.slip", ss.WebDataset(tmp_path / "wds"), verbose=False)
+    assert path.read_bytes() == (tmp_path / "direct.slip").read_bytes()  # the stream's order: ss.write's file
+
+
+def test_a_streamed_first_epoch_resumes_from_its_state(cache, tmp_path):
+    shards_of(tmp_path / "wds", 40, per_shard=15)
+    pipelines = {"image": [ss.ops.CenterCrop(16)], "json": None}
+    order = ss.Order("random", seed=8)
+    with ss.Loader(tmp_path / "wds", 6, pipelines, order=order, verbose=False) as loader:
+        whole = [batch[1].tolist() for batch in loader]
+    for file in dataset_files(cache):
+        file.unlink()  # the next runs start without the file again
+    with ss.Loader(tmp_path / "wds", 6, pipelines, order=order, verbose=False) as stopped:
+        for k, _ in enumerate(stopped):
+            if k == 2:
+                state = stopped.state_dict()
+                break
+    for file in dataset_files(cache):
+        file.unlink()  # as if the run had been killed (closing the loader completes the file)
+    with ss.Loader(tmp_path / "wds", 6, pipelines, order=order, verbose=False) as resumed:
+        assert not isinstance(resumed.reader, ss.Reader)
+        resumed.load_state_dict(state)
+        assert [batch[1].tolist() for batch in resumed] == whole[3:]
+        list(resumed)
+        assert isinstance(resumed.reader, ss.Reader) and len(resumed.reader) == 40
+
+
+def test_a_stream_order_is_a_bounded_shuffle():
+    for size, indices in ((5000, np.arange(5000)), (300, np.array([7, 3, 3, 250, 0]))):
+        given = orders.stream_order(np.arange(size), size, 11, 2, buffer=1000, first=50)
+        k = np.arange(size)
+        assert sorted(given.tolist()) == list(range(size)) and (given < np.minimum(50 + 2 * k, 1000 + k)).all()
+        assert not np.array_equal(given, orders.stream_order(np.arange(size), size, 11, 3, buffer=1000, first=50))
+        subset = orders.stream_order(indices, size, 11, 2, buffer=1000, first=50)
+        place = np.argsort(given)
+        assert sorted(subset.tolist()) == sorted(indices.tolist()) and (np.diff(place[subset]) >= 0).all()
+
+
+def test_counting_a_shard_s_samples_by_their_headers_matches_reading_them(tmp_path):
+    shards_of(tmp_path / "wds", 30, per_shard=12)
+    shard = sorted((tmp_path / "wds").glob("*.tar"))[1]
+    shard.write_bytes(shard.read_bytes()[:7000])  # cut inside a member: the rest of the shard is lost
+    source = ss.WebDataset(tmp_path / "wds")
+    items = list(source)
+    assert source.length_hint() == len(items) < 30
+    assert sum(isinstance(values, Exception) for _, values in items) == 1
+
+
+def test_a_stream_that_changes_while_it_is_read_says_so(cache, tmp_path):
+    shards_of(tmp_path / "wds", 30, per_shard=15)
+    with ss.Loader(tmp_path / "wds", 6, {"image": [ss.ops.CenterCrop(16)], "json": None}, order="sequential",
+                   verbose=False) as loader:
+        shard = sorted((tmp_path / "wds").glob("*.tar"))[1]
+        write_tars(tmp_path / "other", jpegs(5, seed=41), per_shard=5)
+        shard.write_bytes(next((tmp_path / "other").glob("*.tar")).read_bytes())  # 5 samples where 15 were
+        with pytest.raises(ss.FormatError, match="ended after 20 samples, but said it holds 30"):
+            epoch(loader)
+    assert not dataset_files(cache)
+
+
+def test_cache_dir_names_the_folder_the_file_goes_to(folder, cache, tmp_path):
+    mine = tmp_path / "fast-disk"
+    with ss.Loader(folder, 16, PIPELINES, order=ss.Order("random", seed=2), cache_dir=mine, verbose=False) as loader:
+        first = epoch(loader)
+        epoch(loader)
+        path = loader.reader.path
+    assert path.parent == mine and not dataset_files(cache)
+    assert path.name == ss.cached(folder, cache_dir=mine, verbose=False).name  # the name ss.cached gives it
+    with ss.Loader(folder, 16, PIPELINES, order=ss.Order("random", seed=2), cache_dir=mine, verbose=False) as again:
+        assert again.reader.path == path and same(epoch(again), first)
+    with pytest.raises(ss.ArgumentError, match="is a dataset already: leave cache_dir out"):
+        ss.Loader(path, 16, PIPELINES, cache_dir=mine, verbose=False)
 
 
 def test_repeated_augmentation_streams_each_sample_once(folder, cache):

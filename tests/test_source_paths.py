@@ -42,12 +42,15 @@ def test_a_tar_file_and_a_folder_of_tars_are_loaded_as_webdataset_shards(tmp_pat
     shards = write_tars(tmp_path / "wds", images, per_shard=10)
     assert type(source_at(shards[0])).__name__ == "WebDataset" and not holds_dataset(shards[0])
     with ss.Loader(shards[0], 5, CROP, order="sequential", verbose=False) as loader:
+        assert not isinstance(loader.reader, ss.Reader)  # local shards stream their first epoch: no file yet
+        for _ in range(2):
+            list(loader)
         assert stored(loader.reader) == [(images[k], k % 10) for k in range(10)]
         assert loader.reader.path.parent == cache
     with ss.Loader(tmp_path / "wds", 5, CROP, order="sequential", verbose=False) as loader:
-        assert stored(loader.reader) == [(images[k], k % 10) for k in range(25)]
         epochs = [[batch[1].tolist() for batch in loader] for _ in range(2)]  # image, label, json
         assert epochs[0] == epochs[1] == [[k % 10 for k in range(b, min(b + 5, 25))] for b in range(0, 25, 5)]
+        assert stored(loader.reader) == [(images[k], k % 10) for k in range(25)]
     ss.write(tmp_path / "direct.slip", ss.WebDataset(tmp_path / "wds"), verbose=False)
     with ss.Reader(tmp_path / "direct.slip") as direct, ss.Reader(ss.cached(tmp_path / "wds")) as cached:
         assert stored(direct) == stored(cached)  # the file ss.write makes, sample for sample

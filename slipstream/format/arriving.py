@@ -36,7 +36,7 @@ from slipstream.format import tempfiles
 from slipstream.format.address_range import OS_PAGE, AddressRange
 from slipstream.format.layout import UNREADABLE_KEY
 from slipstream.format.location import sync_folder
-from slipstream.format.reader import PAGE_GOOD
+from slipstream.format.reader import PAGE_GOOD, python_value
 from slipstream.fields.base import Encoded
 from slipstream.format.writer import Layout, field_descriptors, stored_record, stored_user_metadata
 
@@ -214,6 +214,12 @@ class ArrivingTables:
         if len(self._page_state) != self.page_count:
             self._page_state = np.full(self.page_count, PAGE_GOOD, np.uint8)
         return self._page_state
+
+    def read(self, index: int, field: str) -> Any:
+        """One field of sample ``index``, arrived and published, as a
+        Python value (as :meth:`slipstream.Reader.read` gives it)."""
+        position = list(self.fields).index(field)
+        return python_value(self, index, field, lambda: self._file.stored(index)[position].data)
 
     def verify(self) -> None:
         """Nothing can change under it: the file is this process's own."""

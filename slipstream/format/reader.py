@@ -18,7 +18,7 @@ import mmap
 import os
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,33 @@ PAGE_UNCHECKED, PAGE_GOOD, PAGE_CORRUPT = 0, 1, 2
 
 __all__ = ["PAGE_CORRUPT", "PAGE_GOOD", "PAGE_UNCHECKED", "Reader", "UnknownField", "parse_file"]
 
+
+
+def python_value(tables: Any, index: int, field: str, value_bytes: Callable[[], memoryview | None]) -> Any:
+    """Field ``field`` of sample ``index`` of ``tables`` (a reader's, or a
+    first epoch's) as a Python value, from its record and its stored bytes
+    (``value_bytes()``).
+
+    Raises:
+        FormatError, DecodeError: the sample was recorded unreadable, or its
+            value cannot be read; the message names the file, the sample,
+            the field and the cause, and the exception's ``detail`` holds
+            the cause alone.
+    """
+    where = f"{tables.path}: sample {index}, field {field!r}"
+    if index in tables.unreadable:
+        problem = f"the sample could not be written into the file: {tables.unreadable[index]}"
+        raise FormatError(f"{where}: {problem}", detail=problem)
+    try:
+        return tables.fields[field].read(tables.metadata[index][field], value_bytes())
+    except SlipstreamError as exc:
+        raise type(exc)(f"{where}: {exc}", status=exc.status, detail=exc.detail or str(exc)) from exc
+    except RecursionError:
+        problem = f"its value is nested too deeply to read (over Python's recursion limit of " \
+                  f"{sys.getrecursionlimit()} levels)"
+        raise FormatError(f"{where}: {problem}", detail=problem) from None
+    except (ValueError, TypeError, UnicodeDecodeError) as exc:
+        raise FormatError(f"{where} cannot be read: {exc}", detail=str(exc)) from exc
 
 class Reader:
     """A dataset file, memory-mapped and validated.
@@ -127,7 +154,7 @@ class Reader:
         self.descriptors, self.fields = list(tables.descriptors), dict(tables.fields)
         self.metadata, self.allocations = tables.metadata, tables.allocations
         self.user_metadata = tables.user_metadata
-        self.unreadable = L.unreadable_samples(self.user_metadata, len(self.metadata), self.path)
+        self.unreadable = tables.unreadable
         self.page_size, self.data_offset = tables.page_size, tables.data_offset
         self.data_size, self.page_count = tables.data_size, tables.page_count
         if page_lengths is None:
@@ -251,20 +278,7 @@ class Reader:
         i = self._check_index(index)
         if field not in self.fields:
             raise ArgumentError(f"{self.path} has no field {field!r} (fields: {', '.join(self.fields)})")
-        where = f"{self.path}: sample {i}, field {field!r}"
-        if i in self.unreadable:
-            problem = f"the sample could not be written into the file: {self.unreadable[i]}"
-            raise FormatError(f"{where}: {problem}", detail=problem)
-        try:
-            return self.fields[field].read(self.metadata[i][field], self._value_bytes(i, field))
-        except SlipstreamError as exc:
-            raise type(exc)(f"{where}: {exc}", status=exc.status, detail=exc.detail or str(exc)) from exc
-        except RecursionError:
-            problem = f"its value is nested too deeply to read (over Python's recursion limit of " \
-                      f"{sys.getrecursionlimit()} levels)"
-            raise FormatError(f"{where}: {problem}", detail=problem) from None
-        except (ValueError, TypeError, UnicodeDecodeError) as exc:
-            raise FormatError(f"{where} cannot be read: {exc}", detail=str(exc)) from exc
+        return python_value(self, i, field, lambda: self._value_bytes(i, field))
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return (self[i] for i in range(len(self)))

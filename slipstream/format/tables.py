@@ -10,6 +10,7 @@ so that a new format is one more function returning :class:`Tables`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from typing import Any
 
@@ -60,6 +61,16 @@ class Tables:
     page_count: int
     page_checksums: np.ndarray | None
 
+    @functools.cached_property
+    def unreadable(self) -> dict[int, str]:
+        """Sample index -> why, for the samples the file holds no values
+        for (:data:`~slipstream.format.layout.UNREADABLE_KEY`); usually empty.
+
+        Raises:
+            FormatError: the file's record of them is malformed.
+        """
+        return L.unreadable_samples(self.user_metadata, len(self.metadata), self.path)
+
     def check_values(self) -> Tables:
         """Check that every stored value lies inside the data pages and that
         each field accepts its records; return the tables.
@@ -76,7 +87,7 @@ class Tables:
             if bad.size:
                 raise format_error(self.path, f"{what}: sample entry {int(bad[0])} points outside the data pages")
         # Samples the file holds no values for have zero records, which no field need accept.
-        unreadable = sorted(L.unreadable_samples(self.user_metadata, len(self.metadata), self.path))
+        unreadable = sorted(self.unreadable)
         checked = np.delete(np.arange(len(self.metadata)), unreadable) if unreadable else None
         for name, field in self.fields.items():
             check = getattr(field, "check_records", None)  # fields need not derive from Field

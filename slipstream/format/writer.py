@@ -65,7 +65,11 @@ class SampleStream(abc.ABC):
     def __iter__(self) -> Iterator[tuple[str, Sequence[Any] | Exception]]: ...
 
     def length_hint(self) -> int | None:
-        """The number of samples when known beforehand (for progress), else None."""
+        """The number of items iterating yields (unreadable samples
+        included), when it is known without reading the samples, else None.
+        The writer shows it in its progress; a loader whose first epoch
+        streams from the source needs it (a stream without it is converted
+        before training starts)."""
         return None
 
 

@@ -17,6 +17,13 @@ epoch's samples, the ones it does not visit (a subset of indices, a last
 incomplete batch dropped) are encoded too; the file is then complete, and
 renamed into the cache.  The next epoch reads the file.
 
+A stream (tar shards: read front to back, each sample once) that says how
+many samples it holds makes its samples arrive in its own order, which is
+their index order: a batch waits for every sample of the stream up to the
+last it needs, and the epoch's ``"random"`` order is the bounded shuffle of
+:func:`slipstream.loader.orders.stream_order`, which never needs a sample
+far ahead of those it has given.
+
 While the file is written this process holds the cache's lock for it: other
 processes asking for the same file wait for it (as with ``ss.cached``).  A
 process that stops before the end leaves no dataset file, only a temporary
@@ -33,16 +40,16 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from slipstream.errors import FieldValueError
+from slipstream.errors import ArgumentError, FieldValueError, FormatError
 from slipstream.format.arriving import ArrivalStager, ArrivingFile
-from slipstream.format.writer import encode_values
+from slipstream.format.writer import SampleStream, encode_values
 
 
 class FirstEpoch:
@@ -51,7 +58,8 @@ class FirstEpoch:
 
     Args:
         entry: where the file goes and what it holds
-            (:class:`slipstream.convert.CacheEntry`), its source indexable.
+            (:class:`slipstream.convert.CacheEntry`), its source indexable,
+            or a stream that gives its length (``length_hint()``).
         lock: the held cache lock of the entry, released once the file is
             complete or given up.
         ranks: ``(rank, world_size)`` of the ``torch.distributed`` group
@@ -76,7 +84,14 @@ class FirstEpoch:
         self.ranks, self.on_error = ranks, on_error
         self.samples = entry.samples
         self.fields = dict(entry.fields)
-        self.file = ArrivingFile(entry.path, self.fields, len(self.samples), entry.page_size, entry.user_metadata)
+        self.streamed = isinstance(self.samples, SampleStream)
+        """Whether the source is a stream (read in order, each sample once)."""
+        count = self.samples.length_hint() if self.streamed else len(self.samples)
+        if count is None:
+            raise ArgumentError(f"{self.samples!r} does not say how many samples it holds: a first epoch cannot "
+                                f"stream from it (convert it first, with slipstream.cached)")
+        self._stream = _Stream(self.samples, count) if self.streamed else None
+        self.file = ArrivingFile(entry.path, self.fields, count, entry.page_size, entry.user_metadata)
         self.stager = ArrivalStager(self.file, self._bring)
         self._pool = ThreadPoolExecutor(workers or os.cpu_count() or 1, thread_name_prefix="slipstream-encode")
         self._run: _Run | None = None
@@ -128,19 +143,37 @@ class FirstEpoch:
         """Make the samples ``indices`` arrive now: read them from the source
         in this thread (not every source can be read from several at once),
         encode them in parallel, and lay them out in order, a chunk at a
-        time; between chunks, give up once ``stop`` is set.
+        time; between chunks, give up once ``stop`` is set.  From a stream,
+        every sample not arrived up to the last of ``indices``.
 
         Raises:
             FieldValueError: a sample cannot be read or encoded and
                 ``on_error`` is ``"raise"``.
+            FormatError: a stream holds fewer or more samples than it said.
         """
         indices = list(indices)
+        if self._stream is not None:  # a stream's samples arrive in its order: all of them up to the last asked for
+            stream = self._stream
+            if stream.broken is not None:
+                raise stream.broken
+            try:
+                self._arrive(list(range(stream.position, max(indices, default=-1) + 1)), stop)
+            except _Stopped:
+                raise
+            except BaseException as exc:  # samples read from the stream were lost: it cannot go on
+                stream.broken = exc
+                raise
+        else:
+            self._arrive(indices, stop)
+
+    def _arrive(self, indices: list[int], stop: threading.Event | None) -> None:
+        """:meth:`arrive` of exactly ``indices``."""
         for start in range(0, len(indices), 64):
             if stop is not None and stop.is_set():
                 raise _Stopped()
             chunk = indices[start:start + 64]
-            values = [self.read(index) for index in chunk]
-            for index, outcome in zip(chunk, self._pool.map(self.encode, chunk, values)):
+            read = [self.read(index) for index in chunk]
+            for index, outcome in zip(chunk, self._pool.map(self.encode, chunk, read)):
                 if not isinstance(outcome, str):
                     self.file.add(index, outcome)
                 elif self.on_error == "raise":
@@ -153,6 +186,8 @@ class FirstEpoch:
         file removed), and the lock let go."""
         self._stop_run()
         self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._stream is not None:
+            self._stream.close()
         self.file.discard()
         self._release()
 
@@ -165,17 +200,27 @@ class FirstEpoch:
         lock, self._lock = self._lock, contextlib.nullcontext()
         lock.__exit__(None, None, None)
 
-    def read(self, index: int) -> Any:
-        """Sample ``index``'s values as the source gives them (or why it cannot)."""
-        try:
-            return self.samples[index]
-        except Exception as exc:
-            return exc
+    def read(self, index: int) -> tuple[str, Any]:
+        """Sample ``index``'s description and values as the source gives
+        them (or why it cannot); a stream's next sample, which must be
+        ``index``.
 
-    def encode(self, index: int, values: Any) -> list[Any] | str:
-        """Sample ``index``'s values encoded by the fields, or why they
-        cannot be, naming the sample and the field (as :func:`slipstream.write` does)."""
-        return encode_values(self.fields, f"sample {index} ({self.samples.describe(index)})", values)
+        Raises:
+            FormatError: a stream gives fewer or more samples than it said.
+        """
+        if self._stream is not None:
+            return self._stream.next(index)
+        description = f"sample {index} ({self.samples.describe(index)})"
+        try:
+            return description, self.samples[index]
+        except Exception as exc:
+            return description, exc
+
+    def encode(self, index: int, read: tuple[str, Any]) -> list[Any] | str:
+        """The values of sample ``index`` (with their description, from
+        :meth:`read`) encoded by the fields, or why they cannot be, naming
+        the sample and the field (as :func:`slipstream.write` does)."""
+        return encode_values(self.fields, *read)
 
 
 class _Run:
@@ -203,6 +248,42 @@ class _Run:
             for ready in self.ready:
                 if not ready.done():
                     ready.set_exception(exc)
+
+
+class _Stream:
+    """A stream source read front to back, once, checked against the
+    number of samples it said it holds."""
+
+    def __init__(self, samples: SampleStream, count: int) -> None:
+        self.samples, self.count = samples, count
+        self.position = 0
+        """The index of the next sample."""
+        self.broken: BaseException | None = None
+        """Why the stream cannot go on (samples read from it were lost)."""
+        self._items = iter(samples)
+
+    def next(self, index: int) -> tuple[str, Any]:
+        """Sample ``index`` (the next) as ``(description, values or why not)``.
+
+        Raises:
+            FormatError: the stream ends before ``count`` samples, or goes on after.
+        """
+        assert index == self.position, (index, self.position)
+        item = next(self._items, None)
+        if item is None:
+            raise FormatError(f"{self.samples!r} ended after {index} samples, but said it holds {self.count}: "
+                              f"did the source change while it was read?")
+        if index + 1 == self.count and next(self._items, None) is not None:
+            raise FormatError(f"{self.samples!r} holds more than the {self.count} samples it said it holds: did "
+                              f"the source change while it was read?")
+        self.position += 1
+        name, values = item
+        return f"sample {index} ({name})", values
+
+    def close(self) -> None:
+        """Let go of what the stream holds open (a shard's file)."""
+        if isinstance(self._items, Generator):  # a plain iterator holds nothing to let go
+            self._items.close()
 
 
 class _Stopped(Exception):

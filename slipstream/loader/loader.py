@@ -85,8 +85,10 @@ class Loader:
             cache of :func:`slipstream.cached`; when it is not there yet,
             the first epoch reads the source as it trains and writes the
             file, which later epochs read (in ``"sequential"`` and
-            ``"random"`` order, on one rank; otherwise the file is written
-            first; see :mod:`slipstream.loader.first_epoch`).
+            ``"random"`` order; a stream, such as tar shards, when it says
+            how many samples it holds (local shards do) and on one rank,
+            in its own order through a bounded shuffle; otherwise the file
+            is written first; see :mod:`slipstream.loader.first_epoch`).
         batch_size: samples per batch.
         pipelines: output name -> list of operations.  A list for a field
             that does not start with a decoder gets the field's default
@@ -139,6 +141,10 @@ class Loader:
             raises :class:`FormatError` naming it, whatever the policy.
         indices: the dataset indices to load (default: all).
         num_threads: threads of the compiled pipelines (default: Numba's).
+        cache_dir: for a source, the folder its dataset file is kept in,
+            under the name :func:`slipstream.cached` gives it (default:
+            :func:`slipstream.convert.default_cache_dir`): a fast local
+            disk, or a file system every node of a job shares.
 
     Deprecated (removed in the next release, with one
     ``DeprecationWarning`` per loader naming the new spelling): the flat
@@ -161,7 +167,8 @@ class Loader:
                  order: Order | str | None = None, sharding: Sharding | None = None,
                  memory: Memory | None = None, remote: Remote | None = None, device: Any = None,
                  as_dict: bool = False, verbose: bool = True, on_error: str = "raise",
-                 indices: Sequence[int] | None = None, num_threads: int | None = None, **flat: Any) -> None:
+                 indices: Sequence[int] | None = None, num_threads: int | None = None,
+                 cache_dir: str | os.PathLike | None = None, **flat: Any) -> None:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ArgumentError(f"batch_size must be a positive integer, got {batch_size!r}")
         given = _fold_deprecated(positional, flat, {"order": order, "sharding": sharding, "memory": memory,
@@ -181,7 +188,8 @@ class Loader:
         # what each has (torch.distributed).
         streams = self.order in ("sequential", "random") and \
             (self.world_size == 1 or group_is(self.rank, self.world_size))
-        opened = _open(path_or_reader, remote, (self.rank, self.world_size) if streams else None, on_error)
+        opened = _open(path_or_reader, remote, (self.rank, self.world_size) if streams else None, on_error,
+                       cache_dir)
         self._first = opened if isinstance(opened, FirstEpoch) else None
         self._failed: BaseException | None = None  # why completing the first epoch's file failed
         self.reader = opened.reader if self._first is not None else opened
@@ -284,7 +292,10 @@ class Loader:
         """The places epoch ``epoch`` hands out when it starts on
         ``world_size`` ranks, as draw identities (the dataset indices
         themselves without repeats; see :func:`orders.repeated`)."""
-        order = orders.epoch_order(self.order, self.indices, self._pages, self.seed, epoch, self.window_pages)
+        if epoch == 0 and self._first is not None and self._first.streamed and self.order == "random":
+            order = orders.stream_order(self.indices, len(self.reader), self.seed, epoch)
+        else:
+            order = orders.epoch_order(self.order, self.indices, self._pages, self.seed, epoch, self.window_pages)
         return orders.repeated(order, self.repeats, world_size, self.selected_round)
 
     def epoch_draws(self, epoch: int) -> np.ndarray:
@@ -389,7 +400,10 @@ class Loader:
         """The dataset of a state taken while a first epoch wrote this
         loader's file: the file's name, which its content decides, stands
         for its records (not all known yet)."""
-        return f"{len(self.reader)} samples, first epoch of {self.reader.path.name}"
+        # A stream's first epoch has an order of its own (orders.stream_order): a state of it resumes only a
+        # first epoch streamed from the same source.
+        how = "streamed into" if self._first is not None and self._first.streamed else "of"
+        return f"{len(self.reader)} samples, first epoch {how} {self.reader.path.name}"
 
     def load_state_dict(self, state: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> None:
         """Continue from ``state_dict()``: the next ``iter()`` starts where
@@ -516,22 +530,29 @@ def _close_all() -> None:
         loader.close()
 
 
-def _open(source: Any, remote: Remote | None, ranks: tuple[int, int] | None, on_error: str) -> Reader | FirstEpoch:
+def _open(source: Any, remote: Remote | None, ranks: tuple[int, int] | None, on_error: str,
+          cache_dir: str | os.PathLike | None) -> Reader | FirstEpoch:
     """The dataset a loader reads: a reader, or, for a source whose file is
-    not in the cache yet, a first epoch that writes it (when the loader
-    streams, on ``ranks``: its ``(rank, world_size)``; the source reads in
-    any order; and no other process is writing the file), treating samples
-    it cannot encode by the loader's ``on_error``."""
-    if isinstance(source, Reader):
-        return source
+    not in the cache (``cache_dir``, None: the default) yet, a first epoch
+    that writes it (when the loader streams, on ``ranks``: its ``(rank,
+    world_size)``; the source reads in any order or says its length; and
+    no other process is writing the file), treating samples it cannot
+    encode by the loader's ``on_error``."""
+    if isinstance(source, Reader) or (isinstance(source, (str, os.PathLike)) and holds_dataset(source, remote)):
+        if cache_dir is not None:
+            raise ArgumentError(f"cache_dir= is the folder a source's dataset file is kept in, but {source} is a "
+                                f"dataset already: leave cache_dir out")
+        return source if isinstance(source, Reader) else open_dataset(source, remote=remote)
     if isinstance(source, (str, os.PathLike)):
-        if holds_dataset(source, remote):
-            return open_dataset(source, remote=remote)
         source = source_at(source, remote)
     from slipstream.convert import build, cache_entry
 
-    entry = cache_entry(source)
-    if ranks is not None and not isinstance(entry.samples, SampleStream):
+    entry = cache_entry(source, cache_dir=cache_dir)
+    # A stream streams its first epoch when it says how many samples it holds, on one rank (each rank's
+    # share of a stream would be read from the whole stream).
+    streams = not isinstance(entry.samples, SampleStream) or \
+        (ranks is not None and ranks[1] == 1 and entry.samples.length_hint() is not None)
+    if ranks is not None and streams:
         lock = claim(entry, *ranks)
         if lock is not None:
             return FirstEpoch(entry, lock, ranks if ranks[1] > 1 else None, on_error)

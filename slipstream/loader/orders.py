@@ -92,6 +92,47 @@ def epoch_order(order: str, indices: np.ndarray, pages: np.ndarray | None, seed:
     return indices[np.lexsort((jitter, window))]
 
 
+STREAM_BUFFER = 16384
+"""The most samples a streamed random order (:func:`stream_order`) mixes
+at once."""
+
+STREAM_FIRST = 256
+"""Samples a streamed random order has read before it gives its first."""
+
+
+def stream_order(indices: np.ndarray, size: int, seed: int, epoch: int, buffer: int = STREAM_BUFFER,
+                 first: int = STREAM_FIRST) -> np.ndarray:
+    """Every sample of ``indices`` once, shuffled as a stream of ``size``
+    samples read in index order allows: through a buffer that holds
+    ``first`` samples before it gives one, then takes in two samples for
+    each it gives until it holds ``buffer``, then one for one; each sample
+    given is drawn uniformly from those held.  So the ``k``-th sample given
+    (of all ``size``) is one of the first ``min(first + 2k, buffer + k)``
+    of the stream: the order can be followed while the stream is read,
+    ``buffer`` samples ahead at most.  ``indices`` (a subset, possibly with
+    repeats) is put in that order.  Deterministic in ``(size, seed, epoch)``, like
+    the other orders.
+    """
+    first = max(1, min(first, buffer))
+    rng = _generator(seed, epoch, 1)
+    uniform = rng.random(size).tolist()
+    given = np.empty(size, np.int64)
+    held: list[int] = []
+    entered = 0
+    for k in range(size):
+        target = min(size, first + 2 * k, buffer + k)
+        while entered < target:
+            held.append(entered)
+            entered += 1
+        slot = int(uniform[k] * len(held))
+        given[k] = held[slot]
+        held[slot] = held[-1]
+        held.pop()
+    place = np.empty(size, np.int64)
+    place[given] = np.arange(size)
+    return indices[np.argsort(place[indices], kind="stable")]
+
+
 def selected(samples: int, world_size: int, selected_round: int) -> int:
     """Samples each of ``world_size`` ranks hands out in an epoch of repeated
     augmentation over ``samples`` samples: the dataset size rounded down to

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import struct
 from collections.abc import Iterator
 from typing import BinaryIO
 
@@ -40,9 +39,6 @@ data that follows (there is none), as :mod:`tarfile` reads them."""
 
 _SKIP_CHUNK = 1 << 20
 _ZEROS = bytes(BLOCK)
-_UNSIGNED, _SIGNED = struct.Struct("148B8x356B"), struct.Struct("148b8x356b")
-"""A header's bytes, less its checksum field, as the checksum adds them up
-(tar writers differ on whether bytes are signed)."""
 
 
 class TarDamage(FormatError):
@@ -111,9 +107,13 @@ class _Reader:
             count -= step
 
 
-def members(stream: BinaryIO, size: int) -> Iterator[Member]:
+def members(stream: BinaryIO, size: int, read_data: bool = True) -> Iterator[Member]:
     """The regular files of the tar archive ``stream`` of ``size`` bytes, in
-    order.  Other entries (folders, links) are passed over.
+    order.  Other entries (folders, links) are passed over.  With
+    ``read_data`` false, every member's data is passed over (a seek in a
+    file) and given as ``b""``: the same members, found by their headers
+    alone (the damage found is the same too, sizes being checked against
+    the archive's before any data is read).
 
     Raises:
         TarDamage: the archive ends before its end-of-archive marker (a block
@@ -132,12 +132,13 @@ def members(stream: BinaryIO, size: int) -> Iterator[Member]:
         if block == _ZEROS:
             _check_trailer(reader, start)
             return
-        member = _member(reader, block, start, global_records)
+        member = _member(reader, block, start, global_records, read_data)
         if member is not None:
             yield member
 
 
-def _member(reader: _Reader, block: bytes, start: int, global_records: dict[str, str]) -> Member | None:
+def _member(reader: _Reader, block: bytes, start: int, global_records: dict[str, str],
+            read_data: bool) -> Member | None:
     """The member whose headers begin with ``block`` (read at ``start``):
     extended headers are read and applied to the header that follows them."""
     records = dict(global_records)
@@ -157,11 +158,11 @@ def _member(reader: _Reader, block: bytes, start: int, global_records: dict[str,
             continue
         name = records.get("path", long_name if long_name is not None else header.name)
         size = _pax_size(records, header) if "size" in records else header.size
-        return _body(reader, header, name, size, records, start)
+        return _body(reader, header, name, size, records, start, read_data)
 
 
 def _body(reader: _Reader, header: _Header, name: str, size: int, records: dict[str, str],
-          start: int) -> Member | None:
+          start: int, read_data: bool) -> Member | None:
     """Read (or pass over) the data of the entry ``header`` describes."""
     if header.kind in _NO_DATA or (header.kind in (b"0", b"\0") and name.endswith("/")):
         return None
@@ -184,6 +185,9 @@ def _body(reader: _Reader, header: _Header, name: str, size: int, records: dict[
     if refusal or header.kind not in _REGULAR:  # refused, or an entry of a type tar readers pass over
         reader.skip(padded, f"the data of {where}", name)
         return Member(name, start, None, refusal + ": it is not read") if refusal else None
+    if not read_data:
+        reader.skip(padded, f"the data of {where}", name)
+        return Member(name, start, b"")
     data = reader.read(size, f"the data of {where}", name)
     reader.read(padded - size, f"the padding of {where}", name)
     return Member(name, start, data)
@@ -243,8 +247,10 @@ class _Header:
         """
         corrupt = f"the tar shard is corrupt: the header at byte {offset}"
         stored = _number(block[148:156], f"{corrupt} has a malformed checksum field")
-        blank = 8 * 0x20  # the checksum field counts as spaces
-        if stored not in (sum(_UNSIGNED.unpack(block)) + blank, sum(_SIGNED.unpack(block)) + blank):
+        field = block[148:156]
+        unsigned = sum(block) - sum(field) + 8 * 0x20  # the checksum field counts as spaces
+        # Writers that add signed bytes count each byte over 127 as 256 less.
+        if stored != unsigned and stored != unsigned - 256 * (_high_bytes(block) - _high_bytes(field)):
             raise TarDamage(f"{corrupt} fails its checksum (it is damaged, or the file is not a tar archive)")
         name = block[:100].split(b"\0", 1)[0]
         if block[257:263] == b"ustar\0":  # POSIX ustar: long paths are split into a prefix and a name
@@ -259,6 +265,14 @@ class _Header:
                                             f"a malformed size field")
 
 
+def _high_bytes(data: bytes) -> int:
+    """How many bytes of ``data`` are over 127."""
+    return len(data) - len(data.translate(None, _HIGH))
+
+
+_HIGH = bytes(range(128, 256))
+
+
 def _number(field: bytes, problem: str) -> int:
     """A header's number field: octal digits (ended by a NUL or a space), or
     GNU's base-256 (the first byte's high bit set) for large values."""
@@ -267,7 +281,7 @@ def _number(field: bytes, problem: str) -> int:
             raise TarDamage(problem)
         return int.from_bytes(field[1:], "big")
     digits = field.split(b"\0", 1)[0].strip(b" ")
-    if digits and not all(0x30 <= d <= 0x37 for d in digits):
+    if digits.translate(None, b"01234567"):  # anything but octal digits
         raise TarDamage(f"{problem} ({field!r})")
     return int(digits, 8) if digits else 0
 

@@ -119,6 +119,7 @@ class WebDataset(SampleStream):
             raise ArgumentError(f"members names {unknown}, which are not fields (fields: {list(self.fields)})")
         self.members = {name: tuple(members.get(name, DEFAULT_MEMBERS.get(name, name)).split(";"))
                         for name in self.fields}
+        self._length: int | None = None
 
     def __iter__(self) -> Iterator[tuple[str, Sequence[Any] | Exception]]:
         for shard in self.shards:
@@ -160,6 +161,17 @@ class WebDataset(SampleStream):
             raise ArgumentError(f"the first sample of {self.shards[0]} has members {sorted(first)}, none of which "
                                 f"has a default field: pass fields= and members=")
         return fields
+
+    def length_hint(self) -> int | None:
+        """The number of samples, for shards that are local files: counted
+        from the members' headers alone (a seek past each member's data),
+        so exactly the items iterating yields, unreadable ones included.
+        None when a shard is a URL, where each header would be a request of
+        its own.  Counted once."""
+        if self._length is None and not any(is_url(shard) for shard in self.shards):
+            self._length = sum(sum(1 for _ in _samples(shard, self.remote, read_data=False))
+                               for shard in self.shards)
+        return self._length
 
     def user_metadata(self) -> dict[str, Any]:
         """Nothing: tar shards carry no dataset-wide metadata."""
@@ -233,17 +245,19 @@ class _Sample:
         return FormatError(self.problem) if self.problem else self.found
 
 
-def _samples(shard: str, remote: Remote) -> Iterator[tuple[str, dict[str, bytes] | Exception]]:
+def _samples(shard: str, remote: Remote, read_data: bool = True) -> Iterator[tuple[str, dict[str, bytes] | Exception]]:
     """``(key, {extension: bytes})`` per sample of a tar shard, in order, or
     ``(key, error)`` for a sample that cannot be read; a shard that breaks
     off ends with ``(key of the sample in progress, error)`` naming what is
-    lost (that sample, which may miss members, and every one after it)."""
+    lost (that sample, which may miss members, and every one after it).
+    With ``read_data`` false, the members' contents are ``b""`` (see
+    :func:`tarstream.members`): the same items, from the headers alone."""
     current: _Sample | None = None
     read = 0
     stream, size = _open(shard, remote)
     with stream:
         try:
-            for member in tarstream.members(stream, size):
+            for member in tarstream.members(stream, size, read_data):
                 key, extension = _member_key(member.name)
                 if key is None:
                     continue
