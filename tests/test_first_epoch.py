@@ -10,6 +10,7 @@ killed in the first epoch, a corrupt image, an epoch left early.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -151,6 +152,38 @@ def test_a_streamed_first_epoch_resumes_from_its_state(cache, tmp_path):
         assert [batch[1].tolist() for batch in resumed] == whole[3:]
         list(resumed)
         assert isinstance(resumed.reader, ss.Reader) and len(resumed.reader) == 40
+
+
+def test_shards_in_object_storage_stream_their_first_epoch_when_img2dataset_counted_them(cache, tmp_path,
+                                                                                         s3_server):
+    from slipstream.format.objectstore import ObjectPrefix
+
+    remote = ss.Remote(storage_options=s3_server.storage_options(), cache_dir=tmp_path / "pages")
+    url = "s3://test/first-epoch/wds"
+    prefix = ObjectPrefix(url, remote)
+    shards_of(tmp_path / "wds", 30, per_shard=12)
+    tars = sorted((tmp_path / "wds").glob("*.tar"))
+    for tar in tars:
+        prefix.put_file(tar.name, tar)
+    pipelines = {"image": [ss.ops.CenterCrop(16)], "json": None}
+    with ss.Loader(url, 6, pipelines, order="sequential", remote=remote, verbose=False) as loader:
+        assert isinstance(loader.reader, ss.Reader)  # no count without reading every header: converted first
+    for file in dataset_files(cache):
+        file.unlink()
+    for tar, count in zip(tars, (12, 12, 6)):  # what img2dataset writes beside each shard
+        stats = {"count": count + 1, "successes": count, "failed_to_download": 1, "failed_to_resize": 0}
+        prefix.put_bytes(tar.stem + "_stats.json", json.dumps(stats).encode())
+    with ss.Loader(url, 6, pipelines, order=ss.Order("random", seed=5), remote=remote, verbose=False) as loader:
+        assert not isinstance(loader.reader, ss.Reader)
+        first = np.concatenate([batch[1].numpy().copy() for batch in loader])
+        list(loader)
+        path = loader.reader.path
+    assert first.tolist() == orders.stream_order(np.arange(30), 30, 5, 0).tolist()
+    ss.write(tmp_path / "direct.slip", ss.WebDataset(tmp_path / "wds"), verbose=False)
+    assert path.read_bytes() == (tmp_path / "direct.slip").read_bytes()
+    prefix.put_bytes(tars[1].stem + "_stats.json", b"{not json")
+    with pytest.raises(ss.FormatError, match=r"train-000001_stats.json: not the stats img2dataset writes"):
+        ss.WebDataset(url + "/", remote=remote).length_hint()
 
 
 def test_a_stream_order_is_a_bounded_shuffle():

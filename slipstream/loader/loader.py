@@ -86,7 +86,8 @@ class Loader:
             the first epoch reads the source as it trains and writes the
             file, which later epochs read (in ``"sequential"`` and
             ``"random"`` order; a stream, such as tar shards, when it says
-            how many samples it holds (local shards do) and on one rank,
+            how many samples it holds (local shards do, and shards in
+            object storage that ``img2dataset`` counted) and on one rank,
             in its own order through a bounded shuffle; otherwise the file
             is written first; see :mod:`slipstream.loader.first_epoch`).
         batch_size: samples per batch.

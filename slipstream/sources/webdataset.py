@@ -163,14 +163,20 @@ class WebDataset(SampleStream):
         return fields
 
     def length_hint(self) -> int | None:
-        """The number of samples, for shards that are local files: counted
-        from the members' headers alone (a seek past each member's data),
-        so exactly the items iterating yields, unreadable ones included.
-        None when a shard is a URL, where each header would be a request of
-        its own.  Counted once."""
-        if self._length is None and not any(is_url(shard) for shard in self.shards):
-            self._length = sum(sum(1 for _ in _samples(shard, self.remote, read_data=False))
-                               for shard in self.shards)
+        """The number of samples, counted once.  A shard that is a local
+        file is counted from its members' headers alone (a seek past each
+        member's data), so exactly as many as iterating yields, unreadable
+        ones included.  A shard that is a URL, whose headers would each be a
+        request of its own, is counted by the ``<shard>_stats.json`` that
+        ``img2dataset`` writes beside it (its ``"successes"``: the samples
+        it wrote into the shard); None when one has none."""
+        if self._length is None:
+            urls = [shard for shard in self.shards if is_url(shard)]
+            stated = _stated_counts(urls, self.remote) if urls else {}
+            if len(stated) == len(urls):
+                self._length = sum(stated[shard] if is_url(shard) else
+                                   sum(1 for _ in _samples(shard, self.remote, read_data=False))
+                                   for shard in self.shards)
         return self._length
 
     def user_metadata(self) -> dict[str, Any]:
@@ -216,6 +222,51 @@ class WebDataset(SampleStream):
 
     def __repr__(self) -> str:
         return f"WebDataset({len(self.shards)} shards from {self.shards[0]!r}, fields {list(self.fields)})"
+
+
+STATS_SUFFIX = "_stats.json"
+"""What ``img2dataset`` appends to a shard's name (less ``.tar``) for the
+JSON object describing the shard, whose ``"successes"`` counts the samples
+in it."""
+
+
+def _stated_counts(urls: list[str], remote: Remote) -> dict[str, int]:
+    """The sample count of each shard of ``urls`` that has an
+    ``img2dataset`` stats object beside it (listed once per prefix, read
+    in parallel).
+
+    Raises:
+        FormatError: a stats object is not JSON with a ``"successes"`` count.
+    """
+    from slipstream.format.objectstore import ObjectPrefix
+
+    by_prefix: dict[str, list[str]] = {}
+    for url in urls:
+        by_prefix.setdefault(url.rsplit("/", 1)[0], []).append(url)
+    stats: dict[str, tuple[Any, str]] = {}
+    for prefix, shards in by_prefix.items():
+        store = ObjectPrefix(prefix, remote)
+        names = set(store.listing())
+        for url in shards:
+            name = url.rsplit("/", 1)[1].removesuffix(".tar") + STATS_SUFFIX
+            if name in names:
+                stats[url] = (store, name)
+    if not stats:
+        return {}
+
+    def count(url: str) -> int:
+        store, name = stats[url]
+        try:
+            successes = json.loads(store.read_all(name))["successes"]
+        except (ValueError, TypeError, KeyError) as exc:
+            raise FormatError(f"{store.url_of(name)}: not the stats img2dataset writes beside {url} (a JSON "
+                              f"object with \"successes\"): {type(exc).__name__}: {exc}") from None
+        if not isinstance(successes, int) or isinstance(successes, bool) or successes < 0:
+            raise FormatError(f"{store.url_of(name)}: \"successes\" must be a count of samples, not {successes!r}")
+        return successes
+
+    with ThreadPoolExecutor(min(16, len(stats)), thread_name_prefix="slipstream-stats") as pool:
+        return dict(zip(stats, pool.map(count, stats)))
 
 
 @dataclasses.dataclass
