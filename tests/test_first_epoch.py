@@ -144,8 +144,15 @@ def test_a_streamed_first_epoch_resumes_from_its_state(cache, tmp_path):
             if k == 2:
                 state = stopped.state_dict()
                 break
+    # The file finished since (closing a loader completes it when every sample has arrived; ss.cached, when not):
+    # the run resumes over the file, in the stream's order.
+    ss.cached(tmp_path / "wds", verbose=False)
+    with ss.Loader(tmp_path / "wds", 6, pipelines, order=order, verbose=False) as resumed:
+        assert isinstance(resumed.reader, ss.Reader)
+        resumed.load_state_dict(state)
+        assert [batch[1].tolist() for batch in resumed] == whole[3:]
     for file in dataset_files(cache):
-        file.unlink()  # as if the run had been killed (closing the loader completes the file)
+        file.unlink()  # as if the run had been killed: it resumes streaming the first epoch again
     with ss.Loader(tmp_path / "wds", 6, pipelines, order=order, verbose=False) as resumed:
         assert not isinstance(resumed.reader, ss.Reader)
         resumed.load_state_dict(state)

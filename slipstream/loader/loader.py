@@ -208,6 +208,8 @@ class Loader:
                 self.reader = Reader(build(first.entry, verbose=verbose))
         if self._first is None:
             self._bind(self.reader, self._memory_manager(self.options.memory))
+        # Epoch 0 of a stream follows the stream (orders.stream_order), here or in the run a state resumes.
+        self._streamed_epoch0 = self._first is not None and self._first.streamed
         self._pages = _first_pages(self.reader) if self.order == "quasi_random" else None
         self._epoch, self._resume_at = 0, 0
         self._segments: list[tuple[int, list[int]]] = []  # earlier runs of this epoch on other world sizes
@@ -289,11 +291,14 @@ class Loader:
 
     # ---------------------------------------------------------------- epochs
 
-    def _epoch_order(self, epoch: int, world_size: int) -> np.ndarray:
+    def _epoch_order(self, epoch: int, world_size: int, streamed: bool | None = None) -> np.ndarray:
         """The places epoch ``epoch`` hands out when it starts on
         ``world_size`` ranks, as draw identities (the dataset indices
-        themselves without repeats; see :func:`orders.repeated`)."""
-        if epoch == 0 and self._first is not None and self._first.streamed and self.order == "random":
+        themselves without repeats; see :func:`orders.repeated`); with
+        ``streamed`` (default: whether this loader's epoch 0 streamed),
+        epoch 0 in the order of a stream."""
+        streamed = self._streamed_epoch0 if streamed is None else streamed
+        if epoch == 0 and streamed and self.order == "random":
             order = orders.stream_order(self.indices, len(self.reader), self.seed, epoch)
         else:
             order = orders.epoch_order(self.order, self.indices, self._pages, self.seed, epoch, self.window_pages)
@@ -391,19 +396,19 @@ class Loader:
         (:data:`slipstream.loader.resume.IDENTITY`)."""
         if self._taken_over is None:
             # While a first epoch writes the file, its records are not all known: the file's name stands for them.
-            dataset = _dataset_identity(self.reader) if self._first is None else self._first_epoch_identity()
+            dataset = _dataset_identity(self.reader) if self._first is None else \
+                self._first_epoch_identity(self._first.streamed)
             self._taken_over = {"dataset": dataset, "indices": _indices_identity(self.indices)}
         return {**self._taken_over, "samples": int(self.indices.size), "order": self.order, "seed": self.seed,
                 "window_pages": self.window_pages, "repeats": self.repeats, "selected_round": self.selected_round,
                 "batch_size": self.batch_size, "drop_last": self.drop_last}
 
-    def _first_epoch_identity(self) -> str:
-        """The dataset of a state taken while a first epoch wrote this
-        loader's file: the file's name, which its content decides, stands
-        for its records (not all known yet)."""
-        # A stream's first epoch has an order of its own (orders.stream_order): a state of it resumes only a
-        # first epoch streamed from the same source.
-        how = "streamed into" if self._first is not None and self._first.streamed else "of"
+    def _first_epoch_identity(self, streamed: bool) -> str:
+        """The dataset of a state taken while a first epoch (``streamed``
+        from a stream or not) wrote this loader's file: the file's name,
+        which its content decides, stands for its records (not all known
+        yet)."""
+        how = "streamed into" if streamed else "of"
         return f"{len(self.reader)} samples, first epoch {how} {self.reader.path.name}"
 
     def load_state_dict(self, state: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> None:
@@ -438,19 +443,25 @@ class Loader:
                 before repeated augmentation only a loader without repeats.
         """
         mine = self._identity()
-        # A state taken while the first epoch wrote this file resumes a loader over the file.
-        states = [{**one, "dataset": mine["dataset"]} if one.get("dataset") == self._first_epoch_identity() else one
-                  for one in resume.states_of(state)]
+        # A state taken while the first epoch wrote this file resumes a loader over the file (or one writing
+        # it again); a stream's first epoch is resumed in the stream's order.
+        given = resume.states_of(state)
+        streamed = any(one.get("dataset") == self._first_epoch_identity(True) for one in given)
+        written = (self._first_epoch_identity(False), self._first_epoch_identity(True))
+        states = [{**one, "dataset": mine["dataset"]} if one.get("dataset") in written else one for one in given]
         saved = []
         for one in states:
             resume.check_identity(one, mine, self._unrecorded)
             saved.append(resume.position(one))
         resume.check_together(saved)
         first = saved[0]
-        order = self._epoch_order(first.epoch, first.segments[0][0] if first.segments else first.world_size)
+        streamed = streamed or self._streamed_epoch0
+        order = self._epoch_order(first.epoch, first.segments[0][0] if first.segments else first.world_size,
+                                  streamed)
         point = resume.resume_point(saved, order, self.world_size, self.batch_size, self.drop_last, self.repeats > 1)
         self._stop_iterator()
         self._epoch, self._resume_at, self._segments = point.epoch, point.batch, point.segments
+        self._streamed_epoch0 = streamed
 
     def _unrecorded(self, key: str) -> str | None:
         """Why a state that does not record ``key`` (written before slipstream
