@@ -151,6 +151,13 @@ def test_a_streamed_first_epoch_resumes_from_its_state(cache, tmp_path):
         assert isinstance(resumed.reader, ss.Reader)
         resumed.load_state_dict(state)
         assert [batch[1].tolist() for batch in resumed] == whole[3:]
+        resumed.load_state_dict(state)
+        batches = iter(resumed)
+        next(batches)
+        again = resumed.state_dict()  # stopped again: its state resumes the stream's order as well
+    with ss.Loader(tmp_path / "wds", 6, pipelines, order=order, verbose=False) as resumed:
+        resumed.load_state_dict(again)
+        assert [batch[1].tolist() for batch in resumed] == whole[4:]
     for file in dataset_files(cache):
         file.unlink()  # as if the run had been killed: it resumes streaming the first epoch again
     with ss.Loader(tmp_path / "wds", 6, pipelines, order=order, verbose=False) as resumed:

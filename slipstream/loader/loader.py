@@ -399,7 +399,11 @@ class Loader:
             dataset = _dataset_identity(self.reader) if self._first is None else \
                 self._first_epoch_identity(self._first.streamed)
             self._taken_over = {"dataset": dataset, "indices": _indices_identity(self.indices)}
-        return {**self._taken_over, "samples": int(self.indices.size), "order": self.order, "seed": self.seed,
+        taken = self._taken_over
+        if self._streamed_epoch0 and self._epoch == 0:
+            # Epoch 0 in a stream's order, over the finished file: a state of it resumes in that order too.
+            taken = {**taken, "dataset": self._first_epoch_identity(True)}
+        return {**taken, "samples": int(self.indices.size), "order": self.order, "seed": self.seed,
                 "window_pages": self.window_pages, "repeats": self.repeats, "selected_round": self.selected_round,
                 "batch_size": self.batch_size, "drop_last": self.drop_last}
 
