@@ -490,3 +490,80 @@ def test_two_ranks_record_a_sample_that_cannot_be_encoded(cache, tmp_path):
         assert list(reader.unreadable) == [5] and "5.jpg" in reader.unreadable[5]
         assert [bytes(reader.value_bytes(k, "image")) for k in (0, 7)] == \
             [(folder / "a" / f"{k}.jpg").read_bytes() for k in (0, 7)]
+
+
+def hugging_face_card_folder(folder: Path, images: list[bytes], stated: int) -> Path:
+    """A dataset folder as on the Hub: parquet files of ``images`` (labels: their indices modulo 4) and a
+    card that says the train split holds ``stated`` examples."""
+    datasets = pytest.importorskip("datasets")
+    features = datasets.Features({"image": datasets.Image(), "label": datasets.ClassLabel(names=list("abcd"))})
+    half = len(images) // 2
+    for part, (start, stop) in enumerate([(0, half), (half, len(images))]):
+        chunk = datasets.Dataset.from_dict({"image": [{"bytes": b, "path": None} for b in images[start:stop]],
+                                            "label": [k % 4 for k in range(start, stop)]}, features=features)
+        chunk.to_parquet(str(folder / "data" / f"train-{part:05d}-of-00002.parquet"))
+    (folder / "README.md").write_text(textwrap.dedent(f"""\
+        ---
+        dataset_info:
+          splits:
+          - name: train
+            num_bytes: 0
+            num_examples: {stated}
+        configs:
+        - config_name: default
+          data_files:
+          - split: train
+            path: data/train-*
+        ---
+        """))
+    return folder
+
+
+def test_a_hugging_face_streaming_dataset_whose_card_counts_it_streams_its_first_epoch(cache, tmp_path):
+    datasets = pytest.importorskip("datasets")
+    images = jpegs(30, seed=31)
+    folder = hugging_face_card_folder(tmp_path / "hub", images, stated=30)
+    streaming = datasets.load_dataset(str(folder), split="train", streaming=True)
+    pipelines = {"image": [ss.ops.CenterCrop(16)]}
+    with ss.Loader(streaming, 8, pipelines, order=ss.Order("random", seed=5), verbose=False) as loader:
+        assert not dataset_files(cache) and not isinstance(loader.reader, ss.Reader)  # training starts at once
+        first = [batch[1].tolist() for batch in loader]
+        second = [batch[1].tolist() for batch in loader]
+        path = loader.reader.path
+    # Epoch 0 follows the stream through the bounded shuffle; every later epoch reads the file.
+    assert sum(first, []) == [k % 4 for k in orders.stream_order(np.arange(30), 30, 5, 0).tolist()]
+    assert sorted(sum(second, [])) == sorted(k % 4 for k in range(30))
+    ss.write(tmp_path / "direct.slip", streaming, verbose=False)
+    assert path.read_bytes() == (tmp_path / "direct.slip").read_bytes()
+    assert ss.Reader(path).user_metadata["classes"] == list("abcd")
+
+
+def test_a_streaming_dataset_whose_count_may_have_changed_is_written_first(cache, tmp_path):
+    datasets = pytest.importorskip("datasets")
+    from datasets.distributed import split_dataset_by_node
+
+    from slipstream.sources.huggingface import stated_length
+
+    folder = hugging_face_card_folder(tmp_path / "hub", jpegs(12, seed=32), stated=12)
+    streaming = datasets.load_dataset(str(folder), split="train", streaming=True)
+    assert stated_length(streaming) == 12
+    assert stated_length(streaming.shuffle(seed=1, buffer_size=4).map(lambda x: x)) == 12  # one to one
+    changed = [streaming.filter(lambda x: x["label"] > 0), streaming.take(5), streaming.skip(2),
+               streaming.map(lambda batch: batch, batched=True),
+               split_dataset_by_node(streaming, rank=0, world_size=2)]
+    assert [stated_length(dataset) for dataset in changed] == [None] * len(changed)
+    uncounted = datasets.load_dataset("parquet", data_files=str(folder / "data" / "*.parquet"), split="train",
+                                      streaming=True)  # the files without their card
+    assert stated_length(uncounted) is None
+    with ss.Loader(uncounted, 4, {"image": [ss.ops.CenterCrop(16)]}, order="sequential", verbose=False) as loader:
+        assert isinstance(loader.reader, ss.Reader) and len(loader.reader) == 12  # the file first, then training
+
+
+def test_a_card_that_miscounts_its_dataset_stops_the_first_epoch_saying_so(cache, tmp_path):
+    datasets = pytest.importorskip("datasets")
+    folder = hugging_face_card_folder(tmp_path / "hub", jpegs(12, seed=33), stated=15)
+    streaming = datasets.load_dataset(str(folder), split="train", streaming=True)
+    with ss.Loader(streaming, 4, {"image": [ss.ops.CenterCrop(16)]}, order="sequential", verbose=False) as loader:
+        with pytest.raises(ss.FormatError, match="ended after 12 samples, but said it holds 15"):
+            epoch(loader)
+    assert not dataset_files(cache)

@@ -111,18 +111,17 @@ class ArrivingFile:
         """Sample ``index``'s values as laid out (one per field, their
         bytes read in place: :meth:`publish` first), as the fields encoded
         them."""
-        record = self._layout.metadata[index]
-        storage = self.range.storage
-        values = []
-        for descriptor, keep in zip(self._layout.descriptors, self._layout.stores):
-            sub = record[descriptor.name]
-            kept = stored_record(sub)
-            if not keep:
-                values.append(Encoded(kept))
-                continue
-            offset, size = int(sub["offset"]), int(sub["size"])
-            values.append(Encoded(kept, storage[offset: offset + size]))
-        return values
+        return [self.stored_value(index, position) for position in range(len(self._layout.descriptors))]
+
+    def stored_value(self, index: int, position: int) -> Encoded:
+        """The value of sample ``index``'s field number ``position``, as
+        laid out (see :meth:`stored`)."""
+        sub = self._layout.metadata[index][self._layout.descriptors[position].name]
+        kept = stored_record(sub)
+        if not self._layout.stores[position]:
+            return Encoded(kept)
+        offset, size = int(sub["offset"]), int(sub["size"])
+        return Encoded(kept, self.range.storage[offset: offset + size])
 
     def publish(self) -> None:
         """Make what has arrived readable in place: flush it to the file and map what is new of it."""
@@ -219,7 +218,7 @@ class ArrivingTables:
         """One field of sample ``index``, arrived and published, as a
         Python value (as :meth:`slipstream.Reader.read` gives it)."""
         position = list(self.fields).index(field)
-        return python_value(self, index, field, lambda: self._file.stored(index)[position].data)
+        return python_value(self, index, field, lambda: self._file.stored_value(index, position).data)
 
     def verify(self) -> None:
         """Nothing can change under it: the file is this process's own."""

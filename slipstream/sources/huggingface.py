@@ -2,6 +2,11 @@
 (random access) and ``IterableDataset`` objects, streaming ones included
 (read in order).
 
+A streaming dataset says how many samples it holds when its card records
+the split's ``num_examples`` (as the Hub's dataset cards do) and nothing
+done to the dataset since can change how many it yields; a loader's first
+epoch then streams from it (see :mod:`slipstream.loader.first_epoch`).
+
 Image columns are read undecoded (``Image(decode=False)``), so that JPEGs
 keep their bytes; ``ClassLabel`` columns give integer labels, and their
 class names are stored as ``classes`` in the dataset's user metadata, as
@@ -38,8 +43,57 @@ def from_huggingface(dataset: Any, fields: Mapping[str, Any] | None) -> tuple[An
     fields = dict(fields)
     labels = [name for name in fields if isinstance(features.get(name), datasets.ClassLabel)]
     meta = {"classes": list(features[labels[0]].names)} if len(labels) == 1 else {}
-    samples = IterableSource(dataset, list(fields)) if streamed else IndexableSource(dataset, list(fields))
+    samples = HuggingFaceStream(dataset, list(fields)) if streamed else IndexableSource(dataset, list(fields))
     return samples, fields, meta
+
+
+class HuggingFaceStream(IterableSource):
+    """The samples of a Hugging Face ``IterableDataset``, in order; its
+    length is :func:`stated_length`'s."""
+
+    def length_hint(self) -> int | None:
+        return stated_length(self.iterable)
+
+
+def stated_length(dataset: Any) -> int | None:
+    """How many examples an ``IterableDataset`` yields, as its card records
+    them (``info.splits[split].num_examples``), or None when it records
+    none or something done to the dataset since may yield another number:
+    ``filter``, ``take``, ``skip``, a batched ``map``, a split by node,
+    concatenation, interleaving, repetition.  Shuffling, casting, selecting
+    columns and a ``map`` of one example to one keep the number."""
+    from datasets import iterable_dataset as iterable
+
+    splits, split = dataset.info.splits, dataset.split
+    if not splits or split is None or str(split) not in splits or dataset._distributed is not None:
+        return None
+    count = splits[str(split)].num_examples
+    if not count:  # datasets records 0 where it does not know
+        return None
+    keeping = tuple(getattr(iterable, name) for name in _KEEPING_COUNT if hasattr(iterable, name))
+    examples = dataset._ex_iterable
+    while examples is not None:
+        # Exact types: a subclass may yield another number (a filter is a map that drops examples).
+        kind = type(examples)
+        if kind is iterable.MappedExamplesIterable:
+            if examples.batched:  # a batch can come back with any number of examples
+                return None
+        elif kind is iterable.RebatchedArrowExamplesIterable:
+            if examples.drop_last_batch:
+                return None
+        elif kind not in keeping:
+            return None
+        examples = getattr(examples, "ex_iterable", None)  # the examples iterable it wraps, if any
+    return int(count)
+
+
+_KEEPING_COUNT = ("ExamplesIterable", "ArrowExamplesIterable", "ShuffledDataSourcesExamplesIterable",
+                  "ShuffledDataSourcesArrowExamplesIterable", "InterleavedShardsExamplesIterable",
+                  "BufferShuffledExamplesIterable", "FormattedExamplesIterable", "SelectColumnsIterable",
+                  "TypedExamplesIterable")
+"""The examples iterables of ``datasets`` that yield as many examples as
+the one they wrap, or (sources) as the files hold (names: some exist only
+in some versions)."""
 
 
 def huggingface_identity(dataset: Any) -> tuple[dict[str, Any], str] | None:
