@@ -91,10 +91,14 @@ class SampleWarning(UserWarning):
 
 
 class CacheWarning(UserWarning):
-    """A page read back from the node-local page cache failed its checksum
-    (the copy on the cache's disk was damaged, not the object in the store):
-    it was removed from the cache and downloaded again.  The message names
-    the page file, the shard and its URL."""
+    """A cache did not keep what it should have, and the loader went on
+    without it.  A page read back from the node-local page cache failed its
+    checksum (the copy on the cache's disk was damaged, not the object in
+    the store): it was removed from the cache and downloaded again; the
+    message names the page file, the shard and its URL.  Or a source's
+    dataset file could not be written during a loader's first epoch (a
+    full disk): training goes on from the source; the message names the
+    file and the error."""
 
 
 class FieldValueError(SlipstreamError, ValueError):

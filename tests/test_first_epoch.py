@@ -394,22 +394,72 @@ def test_another_process_waits_for_the_file_a_first_epoch_writes(folder, cache, 
 
 
 FULL = textwrap.dedent("""
-    import resource, sys
+    import glob, json, os, resource, sys, warnings
+    import numpy as np
     import slipstream as ss
-    try:
-        with ss.Loader(sys.argv[1], 5, {"image": [ss.ops.CenterCrop(16)]}, order="random", verbose=False) as loader:
-            for k, batch in enumerate(loader):
-                if k == 0:  # the pipeline compiled (its cache written): from now on writes past 50 kB fail
-                    resource.setrlimit(resource.RLIMIT_FSIZE, (50_000, 50_000))
-    except OSError as exc:  # in the epoch, or when the loader completes the file
-        print("OSError", exc)
+    from slipstream.ops import presets
+
+    folder, cache, when = sys.argv[1:]
+    out = {"epochs": [], "warnings": []}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with ss.Loader(folder, 5, presets.imagenet_train(48), order=ss.Order("random", seed=2),
+                       verbose=False) as loader:
+            for e in range(3):
+                batches = []
+                for k, batch in enumerate(loader):
+                    if e == 0 and (k == 0 if when == "epoch" else k == len(loader) - 1):
+                        # The pipeline compiled (its cache written): from now on the file cannot grow past 50 kB
+                        # (in the epoch) or past what it holds (every sample written: its tables cannot be).
+                        size = 50_000 if when == "epoch" else os.path.getsize(glob.glob(cache + "/.*.tmp")[0])
+                        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+                    batches.append([v.numpy().tolist() for v in batch])
+                out["epochs"].append(batches)
+            out["in_memory"] = loader._first is not None and loader._first.in_memory
+            out["freed"] = loader._first.file._memory.freed
+    out["warnings"] = [f"{w.category.__name__}: {w.message}" for w in caught]
+    print(json.dumps(out))
 """)
 
 
-def test_a_full_disk_in_the_first_epoch_names_the_file_and_leaves_none(folder, cache, tmp_path):
+@pytest.mark.parametrize("when", ["epoch", "finish"])
+def test_a_full_disk_in_the_first_epoch_gives_the_file_up_and_training_goes_on_from_the_source(folder, cache,
+                                                                                                 tmp_path, when):
     env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(cache.parent)}
-    run = subprocess.run([sys.executable, "-c", FULL, str(folder)], capture_output=True, text=True, env=env,
-                         cwd=tmp_path, timeout=600)
+    run = subprocess.run([sys.executable, "-c", FULL, str(folder), str(cache), when], capture_output=True,
+                         text=True, env=env, cwd=tmp_path, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    out = json.loads(run.stdout.splitlines()[-1])
+    assert out["in_memory"] and out["freed"] > 0  # batches done give their memory back
+    (warning,) = out["warnings"]
+    assert warning.startswith(f"CacheWarning: [Errno 27] {cache}") and ".slip was not written: File too large: " \
+        "training goes on from the source" in warning
+    assert not dataset_files(cache) and not list(cache.glob(".*.tmp"))  # no file, no temporary file left
+    # Every epoch, the one the disk filled in included, gives the batches of a loader over ss.write's file.
+    ss.write(tmp_path / "direct.slip", folder, verbose=False)
+    with ss.Loader(tmp_path / "direct.slip", 5, PIPELINES, order=ss.Order("random", seed=2),
+                   verbose=False) as direct:
+        expected = [[[v.tolist() for v in batch] for batch in epoch(direct)] for _ in range(3)]
+    assert out["epochs"] == expected
+
+
+def test_a_full_disk_under_a_stream_names_the_file_and_leaves_none(cache, tmp_path):
+    shards_of(tmp_path / "wds", 40, per_shard=20)
+    script = textwrap.dedent("""
+        import resource, sys
+        import slipstream as ss
+        try:
+            with ss.Loader(sys.argv[1], 5, {"image": [ss.ops.CenterCrop(16)], "json": None}, order="random",
+                           verbose=False) as loader:
+                for k, batch in enumerate(loader):
+                    if k == 0:
+                        resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
+        except OSError as exc:  # a stream cannot be read again: the error stands
+            print("OSError", exc)
+    """)
+    env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(cache.parent)}
+    run = subprocess.run([sys.executable, "-c", script, str(tmp_path / "wds")], capture_output=True, text=True,
+                         env=env, cwd=tmp_path, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     assert f"OSError [Errno 27] {cache}" in run.stdout and ".slip was not written: File too large" in run.stdout
     assert not dataset_files(cache) and not list(cache.glob(".*.tmp"))

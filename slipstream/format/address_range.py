@@ -95,11 +95,16 @@ class AddressRange:
         Raises:
             NativeIOError: the read fails, or the file ends first.
         """
+        native.pread(fd, self.map_memory(start, length), offset)
+        return self.storage[start: start + length]
+
+    def map_memory(self, start: int, length: int) -> np.ndarray:
+        """Map fresh, writable memory (zeros) at ``start``: a writable view of
+        its ``length`` bytes (:attr:`storage` stays read-only, as what the
+        decoders read)."""
         address, whole = self._place(start, length)
         native.range_map_memory(address, whole, True)
-        # Written through a view of its own: storage is read-only, as what the decoders read.
-        native.pread(fd, np.ctypeslib.as_array((ctypes.c_uint8 * length).from_address(address)), offset)
-        return self.storage[start: start + length]
+        return np.ctypeslib.as_array((ctypes.c_uint8 * length).from_address(address))
 
     def map_zeros(self, start: int, length: int) -> None:
         """Map read-only zeros at ``start``: the place of bytes that cannot be had."""

@@ -17,6 +17,12 @@ A file written in the order of its indices (an epoch in sequential order)
 is byte for byte the file :func:`slipstream.write` writes; in another order,
 it holds the same samples and records in the same index space, its values
 in the order they arrived.
+
+When the file cannot be written (a full disk), it can be given up for
+memory (:meth:`ArrivingFile.keep_in_memory`): samples are then laid out in
+fresh memory mapped into the same range, each batch's samples anew for
+that batch, given back once the batch is done (:meth:`ArrivingFile.forget`);
+no file is written.
 """
 
 from __future__ import annotations
@@ -76,6 +82,19 @@ class ArrivingFile:
         self.reader = ArrivingTables(self, dict(fields))
         self._mapped = 0  # bytes of the file mapped into the range, from its start
         self._lock = threading.Lock()  # the layout and the file: one sample added, or a flush, at a time
+        self._memory: _MemoryPages | None = None  # where samples are laid out once the file is given up
+        self._starts: list[int] = []  # in memory: where each arrival's bytes start in the range, in order
+
+    @property
+    def kept(self) -> bool:
+        """Whether the samples go to the file (False: to memory, see :meth:`keep_in_memory`)."""
+        return self._memory is None
+
+    @property
+    def arrivals(self) -> int:
+        """In memory: the samples that have arrived so far, a sample that
+        arrived again counted again (see :meth:`forget`)."""
+        return len(self._starts)
 
     @property
     def complete(self) -> bool:
@@ -83,23 +102,28 @@ class ArrivingFile:
         return bool(self.arrived.all())
 
     def add(self, index: int, encoded: Sequence[Any]) -> None:
-        """Lay out sample ``index`` (its values encoded by the fields)."""
-        if self.arrived[index]:
+        """Lay out sample ``index`` (its values encoded by the fields); in
+        memory, again if it arrived before (its records then name the new
+        copy)."""
+        if self.arrived[index] and self._memory is None:
             raise ValueError(f"sample {index} arrived twice")
         size = sum(0 if value.data is None else len(value.data) for value in encoded)
         with self._lock, self._writing():
             # The sample must fit in the reserved range wherever the layout puts it (a page further at most).
-            if self._layout.data_offset + self._layout.pos + size + self._layout.page_size > RESERVED_BYTES:
+            start = self._layout.data_offset + self._layout.pos
+            if start + size + self._layout.page_size > RESERVED_BYTES:
                 raise FormatError(f"{self.path}: a first epoch writes at most {RESERVED_BYTES:,} bytes of data; "
                                   f"write the dataset first with slipstream.write")
             self._layout.add(encoded, index)
+            if self._memory is not None:
+                self._starts.append(start)
         self.arrived[index] = True
 
     def fail(self, index: int, why: str) -> None:
         """Sample ``index`` could not be read or encoded (``why``): it
         arrives without values (its records zeros), and the file records it
         (:data:`~slipstream.format.layout.UNREADABLE_KEY`)."""
-        if self.arrived[index]:
+        if self.arrived[index] and self._memory is None:
             raise ValueError(f"sample {index} arrived twice")
         with self._lock:
             # Empty values: zero records, stored fields zero bytes long at the layout's position (as any empty value).
@@ -124,7 +148,10 @@ class ArrivingFile:
         return Encoded(kept, self.range.storage[offset: offset + size])
 
     def publish(self) -> None:
-        """Make what has arrived readable in place: flush it to the file and map what is new of it."""
+        """Make what has arrived readable in place: flush it to the file and
+        map what is new of it (in memory: it is in place already)."""
+        if self._memory is not None:
+            return
         with self._lock, self._writing():
             self._file.flush()
             end = self._layout.data_offset + self._layout.pos
@@ -142,9 +169,49 @@ class ArrivingFile:
         except OSError as exc:
             raise OSError(exc.errno, f"{self.path} was not written: {exc.strerror or exc}") from exc
 
+    def keep_in_memory(self) -> None:
+        """Give the file up (its temporary file removed, its pages no longer
+        mapped) and lay samples out in memory from now on, where every
+        sample arrives anew.  For a file that cannot be written: training
+        goes on from the source."""
+        self.discard()
+        with self._lock:
+            if self._mapped:
+                self.range.map_zeros(0, self._mapped)
+            self._mapped = 0
+            self._memory = _MemoryPages(self.range)
+        self.restart()
+
+    def restart(self) -> None:
+        """In memory: give back every sample's memory and lay samples out
+        from the start of the range again (an epoch's start)."""
+        assert self._memory is not None, "a file is restarted only in memory"
+        with self._lock:
+            self._memory.give_back(self._memory.mapped)
+            self._memory = _MemoryPages(self.range)
+            old = self._layout
+            self._layout = Layout(self._memory, old.descriptors, old.page_size, False, len(old.metadata))
+            self.reader.metadata = self._layout.metadata
+            self._starts = []
+            self.arrived[:] = False
+            self.unreadable.clear()
+
+    def forget(self, arrivals: int) -> None:
+        """In memory: give back the memory of the first ``arrivals`` samples
+        that arrived (:attr:`arrivals` once a batch's samples had: no batch
+        after it reads them, each bringing its own)."""
+        if self._memory is None:
+            return
+        with self._lock:
+            keep = self._starts[arrivals] if arrivals < len(self._starts) else \
+                self._layout.data_offset + self._layout.pos
+            self._memory.give_back(keep - keep % OS_PAGE)
+
     def finish(self) -> Path:
         """Write the tables and the header, and rename the file onto its
         target: the dataset, complete.  Returns its path."""
+        if self._memory is not None:
+            raise ValueError(f"{self.path} was given up: its samples are in memory only")
         if not self.complete:
             missing = np.flatnonzero(~self.arrived)
             raise ValueError(f"{self.path}: samples {missing[:5].tolist()} have not arrived")
@@ -174,6 +241,47 @@ class ArrivingFile:
     def page_count(self) -> int:
         """Data pages laid out so far (the last one possibly partly)."""
         return -(-self._layout.pos // self._layout.page_size)
+
+
+class _MemoryPages:
+    """What a layout writes to in memory: the bytes go to their offset in
+    ``range``, in fresh memory mapped a chunk at a time as they come."""
+
+    CHUNK = 8 << 20
+    """Bytes mapped at a time."""
+
+    def __init__(self, range: AddressRange) -> None:
+        self.range = range
+        self.position = 0  # the next byte written
+        self.mapped = 0  # bytes mapped writable from the range's start (given back below `freed`)
+        self.freed = 0
+        self._views: dict[int, np.ndarray] = {}  # chunk start -> a writable view of it
+
+    def write(self, data: Any) -> int:
+        """Copy ``data`` to the next bytes; returns its length."""
+        view = np.frombuffer(memoryview(data).cast("B"), np.uint8)
+        while self.mapped < self.position + len(view):
+            self._views[self.mapped] = self.range.map_memory(self.mapped, self.CHUNK)
+            self.mapped += self.CHUNK
+        done = 0
+        while done < len(view):
+            chunk = (self.position // self.CHUNK) * self.CHUNK
+            at = self.position - chunk
+            part = min(len(view) - done, self.CHUNK - at)
+            self._views[chunk][at: at + part] = view[done: done + part]
+            done += part
+            self.position += part
+        return done
+
+    def give_back(self, end: int) -> None:
+        """Let go of the memory below ``end`` (a whole number of OS pages):
+        read-only zeros take its place."""
+        end = min(end, self.mapped)
+        if end > self.freed:
+            self.range.map_zeros(self.freed, end - self.freed)
+            for chunk in [c for c in self._views if c + self.CHUNK <= end]:
+                del self._views[chunk]
+            self.freed = end
 
 
 class ArrivingTables:
@@ -237,40 +345,59 @@ class ArrivalStager:
         file: the file the samples arrive in.
         bring: ``bring(batches)`` starts making the samples of ``batches``
             (in order) arrive, and gives one future per batch, done when its
-            samples have arrived (and raising why one could not).
+            samples have arrived (and raising why one could not), with the
+            file's :attr:`~ArrivingFile.arrivals` then.
+        give_up_file: ``give_up_file(error)``, for an ``OSError`` writing
+            the file: whether the file was given up for memory
+            (:meth:`ArrivingFile.keep_in_memory`), so that the batch's
+            samples are brought again; False: the error stands.
     """
 
     pages_fetched = 0
 
-    def __init__(self, file: ArrivingFile, bring: Callable[[list[np.ndarray]], list[Future[None]]]) -> None:
+    def __init__(self, file: ArrivingFile, bring: Callable[[list[np.ndarray]], list[Future[int]]],
+                 give_up_file: Callable[[OSError], bool]) -> None:
         self.file = file
         self.storage = file.range.storage
         self.pages_ahead = 0
-        self._bring = bring
-        self._ready: list[Future[None]] = []
+        self._bring, self._give_up_file = bring, give_up_file
+        self._ready: list[Future[int]] = []
         self._batches: list[np.ndarray] = []
+        self._arrivals: dict[int, int] = {}  # batch -> the file's arrivals once its samples had arrived
 
     def start_epoch(self, batches: list[np.ndarray], source: Any) -> None:
         """Start making the samples of ``batches`` arrive, in order (those
         arrived already are not read again); ``source`` is what the
         decoders read, whose columns each batch's records reach."""
         self._batches, self._source = batches, source
+        self._arrivals = {}
         self._ready = self._bring(batches)
 
     def prepare(self, batch: int) -> None:
         """Wait until ``batch``'s samples have arrived, make them readable
-        in place and copy their records into the decoders' columns.
+        in place and copy their records into the decoders' columns.  When
+        writing the file fails and it is given up for memory, the samples
+        of this batch and the next ones arrive again, in memory.
 
         Raises:
             FieldValueError: a sample of the batch (or before it) cannot be
                 read or encoded, naming it.
+            OSError: the file cannot be written, nor given up.
         """
-        self._ready[batch].result()
-        self.file.publish()
+        try:
+            self._arrivals[batch] = self._ready[batch].result()
+            self.file.publish()
+        except OSError as exc:
+            if not self._give_up_file(exc):
+                raise
+            self._ready[batch:] = self._bring(self._batches[batch:])
+            self._arrivals[batch] = self._ready[batch].result()
         self._source.refresh(self._batches[batch])
 
     def release(self, batch: int) -> None:
-        """Nothing to let go: the pages stay mapped until the file is complete."""
+        """In memory, give back the batch's samples (and those before);
+        the pages of a file stay mapped until it is complete."""
+        self.file.forget(self._arrivals.pop(batch))
 
     def verify(self) -> None:
         """Nothing can change under it."""

@@ -29,6 +29,15 @@ processes asking for the same file wait for it (as with ``ss.cached``).  A
 process that stops before the end leaves no dataset file, only a temporary
 file that the next writer removes; the next run starts over.
 
+When the file cannot be written (a full disk, a quota, a file size limit),
+training goes on from the source: the file is given up (a
+:class:`~slipstream.CacheWarning` says so), the lock let go, and every
+epoch from then on reads the source as the first does, each batch's samples
+held in memory only until the batch is done
+(:meth:`~slipstream.format.arriving.ArrivingFile.keep_in_memory`).  Not for
+a stream (its samples cannot be read again) nor on several ranks: there the
+error stands.
+
 With several ranks of ``torch.distributed``, each rank makes the samples of
 its own batches arrive in a file of its own, and the file is assembled once
 from every rank's part at the start of the next epoch (see
@@ -38,8 +47,10 @@ from every rank's part at the start of the next epoch (see
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import threading
+import warnings
 from collections.abc import Generator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -47,7 +58,7 @@ from typing import Any
 
 import numpy as np
 
-from slipstream.errors import ArgumentError, FieldValueError, FormatError
+from slipstream.errors import ArgumentError, CacheWarning, FieldValueError, FormatError
 from slipstream.format.arriving import ArrivalStager, ArrivingFile
 from slipstream.format.writer import SampleStream, encode_values
 
@@ -92,7 +103,7 @@ class FirstEpoch:
                                 f"stream from it (convert it first, with slipstream.cached)")
         self._stream = _Stream(self.samples, count) if self.streamed else None
         self.file = ArrivingFile(entry.path, self.fields, count, entry.page_size, entry.user_metadata)
-        self.stager = ArrivalStager(self.file, self._bring)
+        self.stager = ArrivalStager(self.file, self._bring, self.give_up_file)
         self._pool = ThreadPoolExecutor(workers or os.cpu_count() or 1, thread_name_prefix="slipstream-encode")
         self._run: _Run | None = None
         self.path: Path | None = None
@@ -103,13 +114,41 @@ class FirstEpoch:
         """The file's tables as they grow."""
         return self.file.reader
 
-    def _bring(self, batches: list[np.ndarray]) -> list[Future[None]]:
+    @property
+    def in_memory(self) -> bool:
+        """Whether the file was given up: every epoch reads the source."""
+        return not self.file.kept
+
+    def _bring(self, batches: list[np.ndarray]) -> list[Future[int]]:
         """Encode the samples of ``batches`` in order, in a thread of its
-        own, then (alone) every sample not yet arrived; one future per batch."""
+        own, then (alone, with a file) every sample not yet arrived; one
+        future per batch."""
         self._stop_run()
-        run = self._run = _Run(self, batches, rest=self.ranks is None)
+        run = self._run = _Run(self, batches, rest=self.ranks is None and self.file.kept)
         run.thread.start()
         return run.ready
+
+    def give_up_file(self, error: OSError) -> bool:
+        """After ``error`` writing the file: give the file up and go on
+        from the source, when the disk is the cause (no space, a quota, a
+        file size limit), the source is not a stream and the process is
+        alone; then True (every sample arrives anew, in memory), else False."""
+        if error.errno not in _DISK_FULL or self.in_memory or self._stream is not None or self.ranks is not None:
+            return False
+        self._stop_run()
+        self._run = None
+        self.file.keep_in_memory()
+        self._release()
+        warnings.warn(f"{error}: training goes on from the source, which every epoch reads again; no dataset "
+                      f"file is kept (free space, or pass cache_dir= a folder with room for it, and it is written "
+                      f"on the next run)", CacheWarning, stacklevel=2)
+        return True
+
+    def restart(self) -> None:
+        """In memory: the next epoch reads every sample from the source again."""
+        self._stop_run()
+        self._run = None
+        self.file.restart()
 
     def finish(self) -> Path:
         """Make the file complete (encoding what has not arrived), put it in
@@ -229,20 +268,22 @@ class _Run:
 
     def __init__(self, first: FirstEpoch, batches: list[np.ndarray], rest: bool) -> None:
         self.first, self.batches, self.rest = first, batches, rest
-        self.ready: list[Future[None]] = [Future() for _ in batches]
+        self.ready: list[Future[int]] = [Future() for _ in batches]
         self.stop = threading.Event()
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._main, name="slipstream-first-epoch", daemon=True)
 
     def _main(self) -> None:
-        arrived = self.first.file.arrived
+        file = self.first.file
+        anew = not file.kept  # in memory, each batch brings its own samples (those before it are let go)
         try:
             for batch, ready in zip(self.batches, self.ready):
                 # dict.fromkeys: once each, in order (repeated augmentation repeats samples within a batch).
-                self.first.arrive([i for i in dict.fromkeys(batch.tolist()) if not arrived[i]], self.stop)
-                ready.set_result(None)
+                self.first.arrive([i for i in dict.fromkeys(batch.tolist()) if anew or not file.arrived[i]],
+                                  self.stop)
+                ready.set_result(file.arrivals)
             if self.rest:
-                self.first.arrive(np.flatnonzero(~arrived).tolist(), self.stop)
+                self.first.arrive(np.flatnonzero(~file.arrived).tolist(), self.stop)
         except BaseException as exc:
             self.error = exc
             for ready in self.ready:
@@ -284,6 +325,10 @@ class _Stream:
         """Let go of what the stream holds open (a shard's file)."""
         if isinstance(self._items, Generator):  # a plain iterator holds nothing to let go
             self._items.close()
+
+
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+"""Errors writing the file after which training goes on from the source."""
 
 
 class _Stopped(Exception):

@@ -246,18 +246,24 @@ class Loader:
 
     def _switch_to_file(self) -> None:
         """The first epoch is over: complete the file (the samples it did
-        not visit included), and read it from now on."""
-        first, self._first = self._first, None
+        not visit included), and read it from now on; or, when the disk
+        cannot hold it, go on from the source (see
+        :mod:`slipstream.loader.first_epoch`)."""
+        first = self._first
         assert first is not None
         try:
             path = first.finish()
         except BaseException as exc:
+            if isinstance(exc, OSError) and first.give_up_file(exc):
+                first.restart()
+                return
             # Nothing is left to read: the loader is closed, and says why when asked for an epoch again.
-            self._failed = exc
+            self._first, self._failed = None, exc
+            first.close()
             self.close()
             raise
-        finally:
-            first.close()
+        self._first = None
+        first.close()
         self.memory.close()
         self._taken_over = None
         self.reader = Reader(path)
@@ -354,7 +360,9 @@ class Loader:
         if self._failed is not None:
             raise SlipstreamError(f"this Loader cannot run another epoch: completing {self.reader.path} failed "
                                   f"({type(self._failed).__name__}: {self._failed})") from self._failed
-        if self._first is not None and self._epoch > 0:
+        if self._first is not None and self._first.in_memory:
+            self._first.restart()  # the file was given up: every epoch reads the source again
+        elif self._first is not None and self._epoch > 0:
             self._switch_to_file()
         self.reader.verify()  # planning an epoch reads the file's tables: not from a changed file
         draws = orders.batches(self.epoch_draws(self._epoch), self.batch_size, self.drop_last)
@@ -499,7 +507,8 @@ class Loader:
         first, self._first = self._first, None
         if first is not None:
             try:
-                if first.file.complete and first.ranks is None:  # ranks complete it together, at the next epoch
+                # Ranks complete it together, at the next epoch; a file given up is not completed.
+                if first.file.complete and first.ranks is None and not first.in_memory:
                     first.finish()
             finally:
                 first.close()
