@@ -472,9 +472,14 @@ RANK = textwrap.dedent("""
     from slipstream.ops import presets
 
     folder, port, rank, stop, on_error = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+    drop_last = sys.argv[6] == "1"
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     order = ss.Order("random", seed=6)
-    with ss.Loader(folder, 8, presets.imagenet_train(48), order=order, on_error=on_error, verbose=False) as loader:
+    pipelines = presets.imagenet_train(48)
+    if folder.endswith("wds"):  # tar shards: their .json members are not an output
+        pipelines["json"] = None
+    with ss.Loader(folder, 8, pipelines, order=order, on_error=on_error, drop_last=drop_last,
+                   verbose=False) as loader:
         streamed = loader._first is not None
         if stop:  # leave epoch 0 after `stop` batches, as a job stopped mid-epoch
             batches = iter(loader)
@@ -484,20 +489,21 @@ RANK = textwrap.dedent("""
             sys.exit(0)
         epochs = [[[v.numpy().tolist() for v in batch] for batch in loader] for _ in range(2)]
         path = str(loader.reader.path)
-    with ss.Loader(path, 8, presets.imagenet_train(48), order=order, on_error=on_error, verbose=False) as cached:
+    with ss.Loader(path, 8, pipelines, order=order, on_error=on_error, drop_last=drop_last, verbose=False) as cached:
         again = [[[v.numpy().tolist() for v in batch] for batch in cached] for _ in range(2)]
     dist.barrier()
     dist.destroy_process_group()
-    print(json.dumps({"path": path, "streamed": streamed, "same": epochs == again,
+    print(json.dumps({"path": path, "streamed": streamed, "same": epochs == again, "same_later": epochs[1] == again[1],
                       "labels": [[b[1] for b in e] for e in epochs], "failures": list(loader.failures)}))
 """)
 
 
-def run_two_ranks(folder, cache, tmp_path, stop: int = 0, on_error: str = "raise") -> list[dict]:
+def run_two_ranks(folder, cache, tmp_path, stop: int = 0, on_error: str = "raise", drop_last: bool = False
+                  ) -> list[dict]:
     env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(cache.parent)}
     port = str(free_port())
-    return launch_ranks(RANK, [[str(folder), port, str(rank), str(stop), on_error] for rank in range(2)], tmp_path,
-                        env)
+    return launch_ranks(RANK, [[str(folder), port, str(rank), str(stop), on_error, str(int(drop_last))]
+                               for rank in range(2)], tmp_path, env)
 
 
 def test_two_ranks_stream_their_shares_and_build_one_file(folder, cache, tmp_path):
@@ -511,6 +517,24 @@ def test_two_ranks_stream_their_shares_and_build_one_file(folder, cache, tmp_pat
     assert len(shares[0]) == len(shares[1]) == 35  # 70 samples shared by 2 ranks
     ss.write(tmp_path / "direct.slip", folder, verbose=False)
     assert path.read_bytes() == (tmp_path / "direct.slip").read_bytes()  # laid out in index order: write's file
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_two_ranks_stream_tar_shards_each_keeping_its_share_and_build_one_file(cache, tmp_path, drop_last):
+    shards_of(tmp_path / "wds", 70, per_shard=20)
+    ranks = run_two_ranks(tmp_path / "wds", cache, tmp_path, drop_last=drop_last)
+    assert all(r["streamed"] and r["same_later"] for r in ranks)  # epoch 1: a two-rank run's over the file
+    # Epoch 0 follows the stream's bounded shuffle, shared place by place: rank r's k-th sample is the order's
+    # (2k + r)-th; 70 samples, 35 each, every one once; with drop_last, 4 whole batches each, and the 6 samples
+    # no batch held are read again from the stream to complete the file.
+    order = orders.stream_order(np.arange(70), 70, 6, 0)
+    shares = [sum(r["labels"][0], []) for r in ranks]
+    given = 32 if drop_last else 35
+    assert shares == [order[0::2][:given].tolist(), order[1::2][:given].tolist()]
+    path = Path(ranks[0]["path"])
+    assert dataset_files(cache) == [path] and not list(cache.glob(".*"))
+    ss.write(tmp_path / "direct.slip", ss.WebDataset(tmp_path / "wds"), verbose=False)
+    assert path.read_bytes() == (tmp_path / "direct.slip").read_bytes()
 
 
 def test_a_first_epoch_stopped_on_two_ranks_resumes_on_one(folder, cache, tmp_path):
@@ -529,6 +553,22 @@ def test_a_first_epoch_stopped_on_two_ranks_resumes_on_one(folder, cache, tmp_pa
     assert len(sum((b[1].tolist() for b in rest), [])) == 70 - 2 * 2 * 8  # what the two ranks had not given
     ss.write(tmp_path / "direct.slip", folder, verbose=False)
     assert samples_of(path) == samples_of(tmp_path / "direct.slip")
+
+
+def test_a_stream_s_first_epoch_stopped_on_two_ranks_resumes_on_one(cache, tmp_path):
+    shards_of(tmp_path / "wds", 70, per_shard=20)
+    states = [r["state"] for r in run_two_ranks(tmp_path / "wds", cache, tmp_path, stop=2)]
+    pipelines = {**PIPELINES, "json": None}
+    with ss.Loader(tmp_path / "wds", 8, pipelines, order=ss.Order("random", seed=6), verbose=False) as loader:
+        assert loader._first is not None  # the file is still missing: epoch 0 streams again, from where it stopped
+        loader.load_state_dict(states)
+        rest = np.concatenate([batch[1].numpy().copy() for batch in loader])
+        epoch(loader)  # the next epoch completes the file and reads it
+        path = loader.reader.path
+    # The two ranks gave the order's first 2 * 2 * 8 places (place by place); one rank gives the rest, in order.
+    assert rest.tolist() == orders.stream_order(np.arange(70), 70, 6, 0)[32:].tolist()
+    assert samples_of(path) == samples_of(ss.write(tmp_path / "direct.slip", ss.WebDataset(tmp_path / "wds"),
+                                                   verbose=False).path)
 
 
 def test_two_ranks_record_a_sample_that_cannot_be_encoded(cache, tmp_path):

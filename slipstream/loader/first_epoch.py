@@ -22,7 +22,11 @@ many samples it holds makes its samples arrive in its own order, which is
 their index order: a batch waits for every sample of the stream up to the
 last it needs, and the epoch's ``"random"`` order is the bounded shuffle of
 :func:`slipstream.loader.orders.stream_order`, which never needs a sample
-far ahead of those it has given.
+far ahead of those it has given.  On several ranks, each rank reads the
+whole stream and keeps the samples of its own batches (the ranks share the
+order place by place, so that each reads about as far as the others); a
+sample it passed by and needs later (to complete the file) makes it read
+the stream again.
 
 While the file is written this process holds the cache's lock for it: other
 processes asking for the same file wait for it (as with ``ss.cached``).  A
@@ -102,6 +106,8 @@ class FirstEpoch:
             raise ArgumentError(f"{self.samples!r} does not say how many samples it holds: a first epoch cannot "
                                 f"stream from it (convert it first, with slipstream.cached)")
         self._stream = _Stream(self.samples, count) if self.streamed else None
+        # On several ranks, the samples a stream's reader keeps as it passes them: those of the rank's batches.
+        self._wanted: set[int] | None = None
         self.file = ArrivingFile(entry.path, self.fields, count, entry.page_size, entry.user_metadata)
         self.stager = ArrivalStager(self.file, self._bring, self.give_up_file)
         self._pool = ThreadPoolExecutor(workers or os.cpu_count() or 1, thread_name_prefix="slipstream-encode")
@@ -124,6 +130,8 @@ class FirstEpoch:
         own, then (alone, with a file) every sample not yet arrived; one
         future per batch."""
         self._stop_run()
+        if self._stream is not None and self.ranks is not None:
+            self._wanted = set(np.concatenate(batches).tolist()) if batches else set()
         run = self._run = _Run(self, batches, rest=self.ranks is None and self.file.kept)
         run.thread.start()
         return run.ready
@@ -183,7 +191,9 @@ class FirstEpoch:
         in this thread (not every source can be read from several at once),
         encode them in parallel, and lay them out in order, a chunk at a
         time; between chunks, give up once ``stop`` is set.  From a stream,
-        every sample not arrived up to the last of ``indices``.
+        every sample not arrived up to the last of ``indices`` (on several
+        ranks, those of ``indices`` and of the rank's batches), reading the
+        stream again from its start when one of ``indices`` was passed by.
 
         Raises:
             FieldValueError: a sample cannot be read or encoded and
@@ -195,8 +205,14 @@ class FirstEpoch:
             stream = self._stream
             if stream.broken is not None:
                 raise stream.broken
+            arrived = self.file.arrived
+            if any(index < stream.position and not arrived[index] for index in indices):
+                stream.close()  # passed by (another rank's, then): read the stream again
+                stream = self._stream = _Stream(self.samples, stream.count)
+            keep = None if self._wanted is None else self._wanted.union(indices)
+            passing = range(stream.position, max(indices, default=-1) + 1)
             try:
-                self._arrive(list(range(stream.position, max(indices, default=-1) + 1)), stop)
+                self._arrive([i for i in passing if not arrived[i] and (keep is None or i in keep)], stop)
             except _Stopped:
                 raise
             except BaseException as exc:  # samples read from the stream were lost: it cannot go on
@@ -304,22 +320,25 @@ class _Stream:
         self._items = iter(samples)
 
     def next(self, index: int) -> tuple[str, Any]:
-        """Sample ``index`` (the next) as ``(description, values or why not)``.
+        """Sample ``index`` as ``(description, values or why not)``, passing
+        by the samples before it (``index`` is the next or further on).
 
         Raises:
             FormatError: the stream ends before ``count`` samples, or goes on after.
         """
-        assert index == self.position, (index, self.position)
-        item = next(self._items, None)
-        if item is None:
-            raise FormatError(f"{self.samples!r} ended after {index} samples, but said it holds {self.count}: "
-                              f"did the source change while it was read?")
-        if index + 1 == self.count and next(self._items, None) is not None:
-            raise FormatError(f"{self.samples!r} holds more than the {self.count} samples it said it holds: did "
-                              f"the source change while it was read?")
-        self.position += 1
-        name, values = item
-        return f"sample {index} ({name})", values
+        assert index >= self.position, (index, self.position)
+        while True:
+            item = next(self._items, None)
+            if item is None:
+                raise FormatError(f"{self.samples!r} ended after {self.position} samples, but said it holds "
+                                  f"{self.count}: did the source change while it was read?")
+            self.position += 1
+            if self.position == self.count and next(self._items, None) is not None:
+                raise FormatError(f"{self.samples!r} holds more than the {self.count} samples it said it holds: "
+                                  f"did the source change while it was read?")
+            if self.position > index:
+                name, values = item
+                return f"sample {index} ({name})", values
 
     def close(self) -> None:
         """Let go of what the stream holds open (a shard's file)."""

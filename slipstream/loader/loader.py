@@ -310,6 +310,16 @@ class Loader:
             order = orders.epoch_order(self.order, self.indices, self._pages, self.seed, epoch, self.window_pages)
         return orders.repeated(order, self.repeats, world_size, self.selected_round)
 
+    def _strided(self, epoch: int, streamed: bool | None = None) -> bool:
+        """Whether ranks share epoch ``epoch``'s order place by place
+        (:func:`orders.shard`) rather than in blocks: under repeated
+        augmentation, and in a stream's epoch 0 (``streamed`` as for
+        :meth:`_epoch_order`), where a rank's block would start far into
+        the stream, each rank's ``k``-th sample is the order's
+        ``k * world_size + rank``-th."""
+        streamed = self._streamed_epoch0 if streamed is None else streamed
+        return self.repeats > 1 or (epoch == 0 and streamed)
+
     def epoch_draws(self, epoch: int) -> np.ndarray:
         """This rank's draw identities for ``epoch``, in order: the dataset
         indices of :meth:`epoch_samples`, except that under repeated
@@ -317,7 +327,7 @@ class Loader:
         its random operations draw from)."""
         resumed = epoch == self._epoch and bool(self._segments)
         order = self._epoch_order(epoch, self._segments[0][0] if resumed else self.world_size)
-        strided = self.repeats > 1
+        strided = self._strided(epoch)
         if resumed:
             order = orders.remaining(order, self._segments, self.batch_size, self.drop_last, strided)
         return orders.shard(order, self.rank, self.world_size, self.drop_last, strided)
@@ -470,7 +480,8 @@ class Loader:
         streamed = streamed or self._streamed_epoch0
         order = self._epoch_order(first.epoch, first.segments[0][0] if first.segments else first.world_size,
                                   streamed)
-        point = resume.resume_point(saved, order, self.world_size, self.batch_size, self.drop_last, self.repeats > 1)
+        point = resume.resume_point(saved, order, self.world_size, self.batch_size, self.drop_last,
+                                    self._strided(first.epoch, streamed))
         self._stop_iterator()
         self._epoch, self._resume_at, self._segments = point.epoch, point.batch, point.segments
         self._streamed_epoch0 = streamed
@@ -573,10 +584,9 @@ def _open(source: Any, remote: Remote | None, ranks: tuple[int, int] | None, on_
     from slipstream.convert import build, cache_entry
 
     entry = cache_entry(source, cache_dir=cache_dir)
-    # A stream streams its first epoch when it says how many samples it holds, on one rank (each rank's
-    # share of a stream would be read from the whole stream).
+    # A stream streams its first epoch when it says how many samples it holds.
     streams = not isinstance(entry.samples, SampleStream) or \
-        (ranks is not None and ranks[1] == 1 and entry.samples.length_hint() is not None)
+        (ranks is not None and entry.samples.length_hint() is not None)
     if ranks is not None and streams:
         lock = claim(entry, *ranks)
         if lock is not None:
