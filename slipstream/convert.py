@@ -21,7 +21,8 @@ from slipstream.errors import ArgumentError
 from slipstream.fields import Encoded, RGBImageField
 from slipstream.fields.image import JPEG_MODE
 from slipstream.format import Reader, layout, open_dataset
-from slipstream.format.remote import Remote
+from slipstream.format.remote import Remote, is_url
+from slipstream.format.shared_copy import SharedCopy
 from slipstream.format.write import write_dataset
 from slipstream.format.writer import WriteResult, stored_record
 from slipstream.sources import as_source, source_at
@@ -117,6 +118,7 @@ def cached(
     workers: int | None = None,
     page_size: int = layout.DEFAULT_PAGE_SIZE,
     verbose: bool = True,
+    remote: Remote | None = None,
 ) -> Path:
     """The path of a dataset file built from ``source``: written on first
     use, reused afterwards.
@@ -137,22 +139,34 @@ def cached(
         source, fields, workers, page_size: as for :func:`write`; a path or
             URL is read as :func:`~slipstream.sources.source_at` says (an
             image folder, tar shards, a LitData dataset).
-        cache_dir: where files are kept (default: :func:`default_cache_dir`).
+        cache_dir: where files are kept (default: :func:`default_cache_dir`);
+            a URL (``s3://bucket/prefix``): the files are kept in the default
+            folder and shared there (see
+            :mod:`slipstream.format.shared_copy`): a file found at the URL is
+            downloaded instead of built, and a file built is uploaded.
         name, version: identify a source that cannot identify itself.
+        remote: object-store options, for a source or ``cache_dir`` at a URL.
     """
-    return build(cache_entry(source, fields, cache_dir, name=name, version=version, page_size=page_size),
-                 workers=workers, verbose=verbose)
+    return build(cache_entry(source, fields, cache_dir, name=name, version=version, page_size=page_size,
+                             remote=remote), workers=workers, verbose=verbose)
 
 
 def build(entry: CacheEntry, *, workers: int | None = None, verbose: bool = True) -> Path:
     """The file of a cache entry, written by :func:`write` unless it exists
-    (or another process is writing it: then once that one is done)."""
+    (or another process is writing it: then once that one is done); with a
+    shared copy, downloaded from there when it is there, else uploaded
+    there once written."""
     if entry.path.exists():
         return entry.path
     with entry.lock():  # waits while another process builds it
         if not entry.path.exists():
-            write(entry.path, entry.source, entry.fields, workers=workers, page_size=entry.page_size,
-                  verbose=verbose)
+            if entry.shared is not None and entry.shared.exists():
+                entry.shared.download(entry.path)
+            else:
+                write(entry.path, entry.source, entry.fields, workers=workers, page_size=entry.page_size,
+                      verbose=verbose)
+                if entry.shared is not None:
+                    entry.shared.upload(entry.path)
     return entry.path
 
 
@@ -166,6 +180,8 @@ class CacheEntry:
         samples, fields, user_metadata: the source as :func:`write` reads it
             (:func:`~slipstream.sources.as_source`).
         page_size: bytes per data page of the file.
+        shared: the copy of the file that machines share, at a URL
+            (``cache_dir`` given as one), or None.
     """
 
     path: Path
@@ -174,6 +190,7 @@ class CacheEntry:
     fields: dict[str, Any]
     user_metadata: dict[str, Any]
     page_size: int
+    shared: SharedCopy | None = None
 
     @contextlib.contextmanager
     def lock(self, wait: bool = True) -> Iterator[bool]:
@@ -191,10 +208,10 @@ class CacheEntry:
 
 def cache_entry(source: Any, fields: Mapping[str, Any] | None = None, cache_dir: str | os.PathLike | None = None,
                 *, name: str | None = None, version: str | int | None = None,
-                page_size: int = layout.DEFAULT_PAGE_SIZE) -> CacheEntry:
+                page_size: int = layout.DEFAULT_PAGE_SIZE, remote: Remote | None = None) -> CacheEntry:
     """The :class:`CacheEntry` of ``source`` (arguments as for :func:`cached`);
     the cache folder is created."""
-    source = source_at(source) if isinstance(source, (str, os.PathLike)) else source
+    source = source_at(source, remote) if isinstance(source, (str, os.PathLike)) else source
     samples, fields, meta = as_source(source, fields)
     identified = source_identity(source)
     if identified is None and name is None:
@@ -205,10 +222,12 @@ def cache_entry(source: Any, fields: Mapping[str, Any] | None = None, cache_dir:
     spec = {"source": identity, "format": layout.VERSION, "page_size": page_size,
             "fields": [[n, f.type_id, type(f).__qualname__, f.arguments()] for n, f in fields.items()]}
     digest = hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:20]
-    directory = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    shared_at = str(cache_dir) if is_url(cache_dir) else None
+    directory = Path(cache_dir) if cache_dir is not None and shared_at is None else default_cache_dir()
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', stem)[:64]}-{digest}.slip"
-    return CacheEntry(path, source, samples, fields, meta, page_size)
+    shared = None if shared_at is None else SharedCopy(shared_at, path.name, remote)
+    return CacheEntry(path, source, samples, fields, meta, page_size, shared)
 
 
 class _StoredValue:

@@ -657,3 +657,97 @@ def test_a_card_that_miscounts_its_dataset_stops_the_first_epoch_saying_so(cache
         with pytest.raises(ss.FormatError, match="ended after 12 samples, but said it holds 15"):
             epoch(loader)
     assert not dataset_files(cache)
+
+
+class CountedSamples:
+    """Images read through ``__getitem__``, which counts the reads: whether a dataset was built from them."""
+
+    def __init__(self, images: list[bytes]) -> None:
+        self.images, self.reads = images, 0
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, index: int) -> dict:
+        self.reads += 1
+        return {"image": self.images[index], "label": index}
+
+
+def test_cached_with_a_url_shares_the_file_machines_download_instead_of_building(tmp_path, monkeypatch, s3_server):
+    from slipstream.format.objectstore import ObjectPrefix
+
+    remote = ss.Remote(storage_options=s3_server.storage_options())
+    url = "s3://test/shared-cache/cached"
+    source = CountedSamples(jpegs(12, seed=34))
+    fields = {"image": ss.RGBImageField(), "label": ss.IntField()}
+    monkeypatch.setenv("SLIPSTREAM_CACHE_DIR", str(tmp_path / "machine-a"))
+    built = ss.cached(source, fields, cache_dir=url, name="counted", remote=remote, workers=0,
+                      verbose=False)
+    assert source.reads == 12 and built.parent == tmp_path / "machine-a" / "datasets"
+    assert ObjectPrefix(url, remote).read_all(built.name) == built.read_bytes()  # uploaded whole
+    monkeypatch.setenv("SLIPSTREAM_CACHE_DIR", str(tmp_path / "machine-b"))  # another machine, the same bucket
+    fetched = ss.cached(source, fields, cache_dir=url, name="counted", remote=remote, workers=0,
+                        verbose=False)
+    assert source.reads == 12  # downloaded, not built again
+    assert fetched.parent == tmp_path / "machine-b" / "datasets" and fetched.read_bytes() == built.read_bytes()
+    assert not list(fetched.parent.glob(".*.tmp"))
+
+
+def test_a_first_epoch_with_a_url_as_cache_dir_uploads_the_file_other_machines_train_from(folder, tmp_path,
+                                                                                         monkeypatch, s3_server):
+    from slipstream.format.objectstore import ObjectPrefix
+
+    remote = ss.Remote(storage_options=s3_server.storage_options())
+    url = "s3://test/shared-cache/loader"
+    order = ss.Order("random", seed=8)
+    monkeypatch.setenv("SLIPSTREAM_CACHE_DIR", str(tmp_path / "machine-a"))
+    with ss.Loader(folder, 16, PIPELINES, order=order, cache_dir=url, remote=remote, verbose=False) as loader:
+        assert loader._first is not None  # nothing at the URL: the first epoch streams from the folder
+        epochs = [epoch(loader) for _ in range(2)]
+        path = loader.reader.path
+    assert ObjectPrefix(url, remote).read_all(path.name) == path.read_bytes()
+    monkeypatch.setenv("SLIPSTREAM_CACHE_DIR", str(tmp_path / "machine-b"))
+    with ss.Loader(folder, 16, PIPELINES, order=order, cache_dir=url, remote=remote, verbose=False) as other:
+        assert other._first is None and other.reader.path == tmp_path / "machine-b" / "datasets" / path.name
+        assert same(epoch(other), epochs[0]) and same(epoch(other), epochs[1])
+
+
+SHARED_RANK = textwrap.dedent("""
+    import json, os, sys
+    folder, port, rank, url, options, cache = sys.argv[1:]
+    os.environ["SLIPSTREAM_CACHE_DIR"] = cache  # each rank a machine of its own: nothing local is shared
+    import torch.distributed as dist
+    import slipstream as ss
+    from slipstream.ops import presets
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=int(rank), world_size=2)
+    remote = ss.Remote(storage_options=json.loads(options))
+    with ss.Loader(folder, 8, presets.imagenet_train(48), order=ss.Order("random", seed=6), cache_dir=url,
+                   remote=remote, verbose=False) as loader:
+        streamed = loader._first is not None
+        epochs = [[[v.numpy().tolist() for v in batch] for batch in loader] for _ in range(2)]
+        path = str(loader.reader.path)
+    dist.barrier()
+    dist.destroy_process_group()
+    print(json.dumps({"path": path, "streamed": streamed, "labels": [[b[1] for b in e] for e in epochs]}))
+""")
+
+
+def test_two_ranks_on_machines_of_their_own_build_one_file_through_a_url(folder, tmp_path, s3_server):
+    from slipstream.format.objectstore import ObjectPrefix
+
+    url = "s3://test/shared-cache/ranks"
+    options = json.dumps(s3_server.storage_options())
+    port = str(free_port())
+    ranks = launch_ranks(SHARED_RANK, [[str(folder), port, str(rank), url, options, str(tmp_path / f"machine-{rank}")]
+                                       for rank in range(2)], tmp_path, dict(os.environ))
+    assert all(r["streamed"] for r in ranks)  # neither waited for a file before training
+    paths = [Path(r["path"]) for r in ranks]
+    assert paths[0].name == paths[1].name and paths[0] != paths[1]  # each machine's own copy of one file
+    assert paths[0].read_bytes() == paths[1].read_bytes()
+    names = ObjectPrefix(url, ss.Remote(storage_options=s3_server.storage_options())).names()
+    assert names == [paths[0].name]  # the file, and no part left behind
+    ss.write(tmp_path / "direct.slip", folder, verbose=False)
+    assert paths[0].read_bytes() == (tmp_path / "direct.slip").read_bytes()
+    assert sorted(sum(ranks[0]["labels"][0] + ranks[1]["labels"][0], [])) == sorted(
+        sum(ranks[0]["labels"][1] + ranks[1]["labels"][1], []))  # both epochs: every sample once

@@ -139,13 +139,15 @@ class LocalFolder:
             sync_folder(self.path)
             return
         with open(path, "rb") as src:
-            self._write(name, lambda file: shutil.copyfileobj(src, file, 16 << 20))
+            self.write_with(name, lambda file: shutil.copyfileobj(src, file, 16 << 20))
 
     def put_bytes(self, name: str, data: bytes) -> None:
-        self._write(name, lambda file: file.write(data))
+        self.write_with(name, lambda file: file.write(data))
 
-    def _write(self, name: str, fill: Callable[[BinaryIO], object]) -> None:
-        """Write file ``name`` under a temporary name, then rename it into place."""
+    def write_with(self, name: str, fill: Callable[[BinaryIO], object]) -> None:
+        """Write file ``name`` by ``fill(file)`` under a temporary name (a
+        file that ``fill`` raises out of is removed), then rename it into
+        place."""
         target = self.path / name
         tempfiles.remove_stale(target)
         tmp, file = tempfiles.create(target)

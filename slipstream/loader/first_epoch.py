@@ -42,6 +42,10 @@ held in memory only until the batch is done
 a stream (its samples cannot be read again) nor on several ranks: there the
 error stands.
 
+With a URL as the cache folder, the finished file is uploaded there
+(:class:`~slipstream.format.shared_copy.SharedCopy`), where other machines
+find it.
+
 With several ranks of ``torch.distributed``, each rank makes the samples of
 its own batches arrive in a file of its own, and the file is assembled once
 from every rank's part at the start of the next epoch (see
@@ -172,8 +176,21 @@ class FirstEpoch:
                     self._bring([])  # a run that stopped early, or none yet: the rest arrives now
                 self.wait()
                 self.path = self.file.finish()
+                self._share(self.path)
             self._release()
         return self.path
+
+    def _share(self, path: Path) -> None:
+        """Upload the finished file to the entry's shared copy, if any; a
+        failed upload is a warning: training goes on from the local file."""
+        shared = self.entry.shared
+        if shared is None:
+            return
+        try:
+            shared.upload(path)
+        except Exception as exc:
+            warnings.warn(f"{path} was not shared at {shared.url} ({type(exc).__name__}: {exc}): training goes on "
+                          f"from the local file", CacheWarning, stacklevel=3)
 
     def wait(self) -> None:
         """Wait until the running epoch's samples have arrived.

@@ -24,7 +24,9 @@ source, byte for byte, whatever the order of epoch 0: it is laid out in
 index order from values encoded exactly as ``write`` encodes them.  No rank
 reads it before it is complete: every rank waits for rank 0's word.  Ranks
 on several machines need a cache folder they share (``SLIPSTREAM_CACHE_DIR``
-on a shared file system): rank 0 reads every rank's part there.
+on a shared file system), or a URL as ``cache_dir``: rank 0 reads every
+rank's part there; with a URL it then uploads the file, and a rank on
+another machine downloads it (once per machine).
 """
 
 from __future__ import annotations
@@ -55,10 +57,10 @@ def claim(entry: Any, rank: int, world_size: int) -> contextlib.AbstractContextM
     """Whether this process writes ``entry``'s file in a first epoch: the
     lock to hold while it does (held already; on ranks other than 0, a lock
     that holds nothing), or None when the file exists or another process
-    is writing it.  Rank 0 decides, and tells every rank of the group
-    (which all call this at once)."""
+    is writing it (or a copy of it is shared at a URL).  Rank 0 decides,
+    and tells every rank of the group (which all call this at once)."""
     held = None
-    if rank == 0 and not entry.path.exists():
+    if rank == 0 and not entry.path.exists() and not (entry.shared is not None and entry.shared.exists()):
         lock = entry.lock(wait=False)
         if lock.__enter__() and not entry.path.exists():
             held = lock
@@ -92,8 +94,8 @@ def assemble(first: Any, rank: int, world_size: int) -> Path:
     """
     import torch.distributed as dist
 
-    target = first.entry.path
-    location = LocalFolder(target.parent)
+    target, shared = first.entry.path, first.entry.shared
+    location = LocalFolder(target.parent) if shared is None else shared.location
     names = [part_name(target, r, world_size) for r in range(world_size)]
 
     def together(what: str, step: Any) -> Any:
@@ -144,12 +146,19 @@ def assemble(first: Any, rank: int, world_size: int) -> Path:
         finally:
             for name in names:
                 location.delete(name)
+        if shared is not None:
+            shared.upload(target)
 
     together("lay out the file", lay_out)
+    first.file.discard()
+    if not target.exists() and shared is not None:  # another machine's: downloaded once per machine
+        with first.entry.lock():
+            if not target.exists():
+                shared.download(target)
     if not target.exists():
         raise SlipstreamError(f"rank {rank} of {world_size} does not see {target}, which rank 0 wrote: ranks on "
-                              f"several machines need a cache folder they share (SLIPSTREAM_CACHE_DIR)")
-    first.file.discard()
+                              f"several machines need a cache folder they share (SLIPSTREAM_CACHE_DIR), or a URL "
+                              f"as cache_dir")
     return target
 
 
@@ -161,7 +170,7 @@ def _lay_out(first: Any, location: LocalFolder, names: list[str], owner: np.ndar
     missing = [name for name in names if not location.exists(name)]
     if missing:
         raise SlipstreamError(f"{', '.join(missing)} not found in {location.url}: ranks on several machines need a "
-                              f"cache folder they share (SLIPSTREAM_CACHE_DIR)")
+                              f"cache folder they share (SLIPSTREAM_CACHE_DIR), or a URL as cache_dir")
     entry = first.entry
     descriptors = first.file.reader.descriptors
     stored = np.ones(len(owner), bool)

@@ -145,7 +145,11 @@ class Loader:
         cache_dir: for a source, the folder its dataset file is kept in,
             under the name :func:`slipstream.cached` gives it (default:
             :func:`slipstream.convert.default_cache_dir`): a fast local
-            disk, or a file system every node of a job shares.
+            disk, or a file system every node of a job shares; or a URL
+            (``s3://bucket/prefix``, with ``remote``'s options) where the
+            file is shared: a machine that finds it there downloads it into
+            the default folder, and the file a first epoch writes is
+            uploaded there (see docs/first_epoch.md).
 
     Deprecated (removed in the next release, with one
     ``DeprecationWarning`` per loader naming the new spelling): the flat
@@ -583,7 +587,7 @@ def _open(source: Any, remote: Remote | None, ranks: tuple[int, int] | None, on_
         source = source_at(source, remote)
     from slipstream.convert import build, cache_entry
 
-    entry = cache_entry(source, cache_dir=cache_dir)
+    entry = cache_entry(source, cache_dir=cache_dir, remote=remote)
     # A stream streams its first epoch when it says how many samples it holds.
     streams = not isinstance(entry.samples, SampleStream) or \
         (ranks is not None and entry.samples.length_hint() is not None)

@@ -1,0 +1,83 @@
+"""A dataset file kept at a URL (an object-store prefix) as well as in the
+node-local dataset cache: the copy that machines share.
+
+:func:`slipstream.cached` and :class:`slipstream.Loader` given a URL as
+``cache_dir`` keep the file they build in the node-local cache, where it is
+read, and store it at the URL once it is complete; a machine that does not
+have it yet downloads it from there instead of building it again.  The
+object appears whole or not at all (a multipart upload completes last), and
+a download goes to a temporary file renamed into place, so neither side
+ever sees half a file.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import BinaryIO
+
+from slipstream.format.location import LocalFolder, Location, open_location
+from slipstream.format.remote import Remote
+
+DOWNLOAD_CHUNK = 64 << 20
+"""Bytes per ranged request of a download (several in flight)."""
+
+
+class SharedCopy:
+    """The copy of a dataset file named ``name`` under the prefix ``url``.
+
+    Args:
+        url: the object-store prefix (``s3://bucket/cache``).
+        name: the file's name there (the cache entry's file name).
+        remote: object-store options.
+
+    Attributes:
+        location: the prefix, as a :class:`~slipstream.format.location.Location`
+            (where the ranks of a first epoch also leave their parts).
+        url: where the copy is (for messages).
+    """
+
+    def __init__(self, url: str, name: str, remote: Remote | None = None) -> None:
+        self.location: Location = open_location(url.rstrip("/"), remote)
+        self.name = name
+        self.url = self.location.url_of(name)
+
+    def exists(self) -> bool:
+        """Whether the copy is there."""
+        return self.location.exists(self.name)
+
+    def upload(self, path: Path) -> None:
+        """Store the local file ``path`` as the copy."""
+        self.location.put_file(self.name, path)
+
+    def download(self, path: Path) -> None:
+        """Fetch the copy into the local file ``path``: ranged requests of
+        :data:`DOWNLOAD_CHUNK` bytes, a few at once, into a temporary file
+        that is renamed onto ``path`` once whole.
+
+        Raises:
+            DatasetNotFoundError: the copy is not there.
+            StorageError: the store cannot be read (naming the URL).
+        """
+        size = self.location.size(self.name)
+
+        def fill(file: BinaryIO) -> None:
+            descriptor = file.fileno()
+
+            def fetch(start: int) -> None:
+                data = self.location.read(self.name, start, min(size, start + DOWNLOAD_CHUNK))
+                written = 0
+                while written < len(data):
+                    written += os.pwrite(descriptor, data[written:], start + written)
+
+            with ThreadPoolExecutor(4, thread_name_prefix="slipstream-download") as pool:
+                list(pool.map(fetch, range(0, size, DOWNLOAD_CHUNK)))
+
+        LocalFolder(path.parent).write_with(path.name, fill)
+
+    def __repr__(self) -> str:
+        return f"SharedCopy({self.url!r})"
+
+
+__all__ = ["DOWNLOAD_CHUNK", "SharedCopy"]
