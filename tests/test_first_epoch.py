@@ -632,21 +632,39 @@ def test_a_streaming_dataset_whose_count_may_have_changed_is_written_first(cache
     datasets = pytest.importorskip("datasets")
     from datasets.distributed import split_dataset_by_node
 
-    from slipstream.sources.huggingface import stated_length
+    from slipstream.sources.huggingface import known_length
 
     folder = hugging_face_card_folder(tmp_path / "hub", jpegs(12, seed=32), stated=12)
     streaming = datasets.load_dataset(str(folder), split="train", streaming=True)
-    assert stated_length(streaming) == 12
-    assert stated_length(streaming.shuffle(seed=1, buffer_size=4).map(lambda x: x)) == 12  # one to one
+    assert known_length(streaming) == 12
+    assert known_length(streaming.shuffle(seed=1, buffer_size=4).map(lambda x: x)) == 12  # one to one
     changed = [streaming.filter(lambda x: x["label"] > 0), streaming.take(5), streaming.skip(2),
                streaming.map(lambda batch: batch, batched=True),
                split_dataset_by_node(streaming, rank=0, world_size=2)]
-    assert [stated_length(dataset) for dataset in changed] == [None] * len(changed)
-    uncounted = datasets.load_dataset("parquet", data_files=str(folder / "data" / "*.parquet"), split="train",
+    assert [known_length(dataset) for dataset in changed] == [None] * len(changed)
+    files = str(folder / "data" / "*.parquet")
+    filtered = datasets.load_dataset("parquet", data_files=files, split="train", streaming=True,
+                                     filters=[("label", ">", 0)])  # parquet read with a filter: rows not counted
+    assert known_length(filtered) is None
+    with ss.Loader(filtered, 4, {"image": [ss.ops.CenterCrop(16)]}, order="sequential", verbose=False) as loader:
+        assert isinstance(loader.reader, ss.Reader) and len(loader.reader) == 9  # the file first, then training
+
+
+def test_parquet_files_without_a_card_are_counted_by_their_footers_and_stream(cache, tmp_path):
+    datasets = pytest.importorskip("datasets")
+    from slipstream.sources.huggingface import known_length
+
+    images = jpegs(14, seed=35)
+    folder = hugging_face_card_folder(tmp_path / "hub", images, stated=14)
+    streaming = datasets.load_dataset("parquet", data_files=str(folder / "data" / "*.parquet"), split="train",
                                       streaming=True)  # the files without their card
-    assert stated_length(uncounted) is None
-    with ss.Loader(uncounted, 4, {"image": [ss.ops.CenterCrop(16)]}, order="sequential", verbose=False) as loader:
-        assert isinstance(loader.reader, ss.Reader) and len(loader.reader) == 12  # the file first, then training
+    assert streaming.info.splits is None and known_length(streaming) == 14
+    with ss.Loader(streaming, 4, {"image": [ss.ops.CenterCrop(16)]}, order="sequential", verbose=False) as loader:
+        assert not isinstance(loader.reader, ss.Reader)  # training starts at once
+        labels = [batch[1].tolist() for batch in loader] + [batch[1].tolist() for batch in loader]
+        path = loader.reader.path
+    assert sum(labels, []) == [k % 4 for k in range(14)] * 2
+    assert [bytes(b) for b, _ in samples_of(path)] == images
 
 
 def test_a_card_that_miscounts_its_dataset_stops_the_first_epoch_saying_so(cache, tmp_path):

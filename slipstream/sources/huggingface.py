@@ -3,9 +3,10 @@
 (read in order).
 
 A streaming dataset says how many samples it holds when its card records
-the split's ``num_examples`` (as the Hub's dataset cards do) and nothing
-done to the dataset since can change how many it yields; a loader's first
-epoch then streams from it (see :mod:`slipstream.loader.first_epoch`).
+the split's ``num_examples`` (as the Hub's dataset cards do) or its parquet
+files' footers count their rows, and nothing done to the dataset since can
+change how many it yields; a loader's first epoch then streams from it (see
+:mod:`slipstream.loader.first_epoch`).
 
 Image columns are read undecoded (``Image(decode=False)``), so that JPEGs
 keep their bytes; ``ClassLabel`` columns give integer labels, and their
@@ -49,30 +50,29 @@ def from_huggingface(dataset: Any, fields: Mapping[str, Any] | None) -> tuple[An
 
 class HuggingFaceStream(IterableSource):
     """The samples of a Hugging Face ``IterableDataset``, in order; its
-    length is :func:`stated_length`'s."""
+    length is :func:`known_length`'s."""
 
     def length_hint(self) -> int | None:
-        return stated_length(self.iterable)
+        return known_length(self.iterable)
 
 
-def stated_length(dataset: Any) -> int | None:
-    """How many examples an ``IterableDataset`` yields, as its card records
-    them (``info.splits[split].num_examples``), or None when it records
-    none or something done to the dataset since may yield another number:
-    ``filter``, ``take``, ``skip``, a batched ``map``, a split by node,
-    concatenation, interleaving, repetition.  Shuffling, casting, selecting
-    columns and a ``map`` of one example to one keep the number."""
+def known_length(dataset: Any) -> int | None:
+    """How many examples an ``IterableDataset`` yields, when that is known
+    without reading them: as its card records them
+    (``info.splits[split].num_examples``), else, for parquet files read
+    whole (no ``filters``), as their footers count their rows.  None when
+    neither tells, or something done to the dataset since may yield
+    another number: ``filter``, ``take``, ``skip``, a batched ``map``, a
+    split by node, concatenation, interleaving, repetition.  Shuffling,
+    casting, selecting columns and a ``map`` of one example to one keep
+    the number."""
     from datasets import iterable_dataset as iterable
 
-    splits, split = dataset.info.splits, dataset.split
-    if not splits or split is None or str(split) not in splits or dataset._distributed is not None:
-        return None
-    count = splits[str(split)].num_examples
-    if not count:  # datasets records 0 where it does not know
+    if dataset._distributed is not None:
         return None
     keeping = tuple(getattr(iterable, name) for name in _KEEPING_COUNT if hasattr(iterable, name))
     examples = dataset._ex_iterable
-    while examples is not None:
+    while True:
         # Exact types: a subclass may yield another number (a filter is a map that drops examples).
         kind = type(examples)
         if kind is iterable.MappedExamplesIterable:
@@ -83,8 +83,55 @@ def stated_length(dataset: Any) -> int | None:
                 return None
         elif kind not in keeping:
             return None
-        examples = getattr(examples, "ex_iterable", None)  # the examples iterable it wraps, if any
-    return int(count)
+        inner = getattr(examples, "ex_iterable", None)  # the examples iterable it wraps, if any
+        if inner is None:
+            break
+        examples = inner
+    return _card_count(dataset) or _parquet_rows(examples)
+
+
+def _card_count(dataset: Any) -> int | None:
+    """The split's ``num_examples`` on the dataset's card, if recorded (datasets records 0 where it does not know)."""
+    splits, split = dataset.info.splits, dataset.split
+    if not splits or split is None or str(split) not in splits:
+        return None
+    return int(splits[str(split)].num_examples) or None
+
+
+def _parquet_rows(examples: Any) -> int | None:
+    """The rows of the parquet files the examples iterable ``examples``
+    reads whole, counted from their footers (read in parallel; a URL
+    through ``fsspec``); None for another builder, parquet read with
+    ``filters`` or skipping bad files, or a footer that cannot be read."""
+    builder = getattr(getattr(examples, "generate_tables_fn", None), "__self__", None)
+    if type(builder).__name__ != "Parquet":
+        return None
+    config = builder.config
+    if getattr(config, "filters", None) is not None or getattr(config, "on_bad_files", "error") != "error":
+        return None
+    kwargs = getattr(examples, "kwargs", None) or {}
+    files = list(kwargs.get("files") or [])
+    groups = list(kwargs.get("row_groups_list") or [None] * len(files))
+    if not files or len(groups) != len(files):
+        return None
+
+    def rows(file: Any, row_groups: Any) -> int:
+        import fsspec
+        import pyarrow.parquet as pq
+
+        with fsspec.open(str(file), "rb") as handle:
+            metadata = pq.ParquetFile(handle).metadata
+            if row_groups is None:
+                return int(metadata.num_rows)
+            return sum(int(metadata.row_group(g).num_rows) for g in row_groups)
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    try:
+        with ThreadPoolExecutor(min(16, len(files)), thread_name_prefix="slipstream-parquet") as pool:
+            return sum(pool.map(rows, files, groups))
+    except Exception:  # a footer that cannot be read: the count is not known (reading the dataset says why)
+        return None
 
 
 _KEEPING_COUNT = ("ExamplesIterable", "ArrowExamplesIterable", "ShuffledDataSourcesExamplesIterable",
