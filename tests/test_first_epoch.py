@@ -769,3 +769,24 @@ def test_two_ranks_on_machines_of_their_own_build_one_file_through_a_url(folder,
     assert paths[0].read_bytes() == (tmp_path / "direct.slip").read_bytes()
     assert sorted(sum(ranks[0]["labels"][0] + ranks[1]["labels"][0], [])) == sorted(
         sum(ranks[0]["labels"][1] + ranks[1]["labels"][1], []))  # both epochs: every sample once
+
+
+def test_a_quasi_random_first_epoch_is_random_and_later_epochs_are_quasi_random_over_the_file(folder, cache,
+                                                                                              tmp_path):
+    quasi = ss.Order("quasi_random", seed=9, window_pages=2)
+    with ss.Loader(folder, 8, PIPELINES, order=quasi, verbose=False) as loader:
+        assert loader._first is not None  # training starts at once, in quasi_random order too
+        batches = iter(loader)
+        stopped = [[v.numpy().copy() for v in next(batches)] for _ in range(3)]
+        state = loader.state_dict()
+        first = stopped + [[v.numpy().copy() for v in batch] for batch in batches]
+        second = epoch(loader)
+        path = loader.reader.path
+    # Epoch 0: the permutation of a random order with the seed; epoch 1: quasi-random over the file.
+    with ss.Loader(path, 8, PIPELINES, order=ss.Order("random", seed=9), verbose=False) as random:
+        assert same(epoch(random), first)
+    with ss.Loader(path, 8, PIPELINES, order=quasi, verbose=False) as cached:
+        cached.set_epoch(1)
+        assert same(epoch(cached), second)
+        cached.load_state_dict(state)  # a state of the random first epoch resumes it over the file
+        assert same(epoch(cached), first[3:])

@@ -32,6 +32,12 @@ from slipstream.loader.first_epoch_ranks import claim, group_is
 from slipstream.loader.staging import Stager
 from slipstream.sources.paths import holds_dataset, source_at
 
+EPOCH0_STREAM = "stream"
+"""A first epoch in a stream's order (:func:`orders.stream_order`): a stream's."""
+
+EPOCH0_RANDOM = "random"
+"""A first epoch in random order: ``"quasi_random"`` over a source, whose file has no pages yet."""
+
 DEFAULT_POOL_BYTES = 256 << 20
 """Page pool size of ``os_cache=False`` when ``pool_pages`` is not given."""
 
@@ -188,11 +194,9 @@ class Loader:
         self.batch_size, self.num_threads, self.as_dict = batch_size, given["num_threads"], as_dict
         self._pipelines, self._verbose = dict(pipelines or {}), verbose
         # A source without its file yet streams its epochs until the file is
-        # complete (see slipstream.loader.first_epoch), in orders that do not
-        # depend on the file's pages, alone or with ranks that can exchange
-        # what each has (torch.distributed).
-        streams = self.order in ("sequential", "random") and \
-            (self.world_size == 1 or group_is(self.rank, self.world_size))
+        # complete (see slipstream.loader.first_epoch), alone or with ranks
+        # that can exchange what each has (torch.distributed).
+        streams = self.world_size == 1 or group_is(self.rank, self.world_size)
         opened = _open(path_or_reader, remote, (self.rank, self.world_size) if streams else None, on_error,
                        cache_dir)
         self._first = opened if isinstance(opened, FirstEpoch) else None
@@ -212,9 +216,13 @@ class Loader:
                 self.reader = Reader(build(first.entry, verbose=verbose))
         if self._first is None:
             self._bind(self.reader, self._memory_manager(self.options.memory))
-        # Epoch 0 of a stream follows the stream (orders.stream_order), here or in the run a state resumes.
-        self._streamed_epoch0 = self._first is not None and self._first.streamed
-        self._pages = _first_pages(self.reader) if self.order == "quasi_random" else None
+        # Epoch 0 of a first epoch that cannot follow the order over the file (EPOCH0_STREAM, EPOCH0_RANDOM),
+        # here or in the run a state resumes; None: it does.
+        self._epoch0: str | None = None
+        if self._first is not None:
+            self._epoch0 = EPOCH0_STREAM if self._first.streamed else \
+                EPOCH0_RANDOM if self.order == "quasi_random" else None
+        self._pages = self._file_pages()
         self._epoch, self._resume_at = 0, 0
         self._segments: list[tuple[int, list[int]]] = []  # earlier runs of this epoch on other world sizes
         self._taken_over: dict[str, str] | None = None  # the dataset and indices a state names, once computed
@@ -272,6 +280,7 @@ class Loader:
         self._taken_over = None
         self.reader = Reader(path)
         self._bind(self.reader, self._memory_manager(self.options.memory))
+        self._pages = self._file_pages()
 
     def _memory_manager(self, options: Memory) -> Stager:
         """The stager over the store of this loader's dataset that ``options`` choose."""
@@ -301,28 +310,38 @@ class Loader:
 
     # ---------------------------------------------------------------- epochs
 
-    def _epoch_order(self, epoch: int, world_size: int, streamed: bool | None = None) -> np.ndarray:
+    def _file_pages(self) -> np.ndarray | None:
+        """What ``"quasi_random"`` orders by: the first page of each sample
+        in the file (None: not quasi-random, or no file yet)."""
+        if self.order != "quasi_random" or self._first is not None:
+            return None
+        return _first_pages(self.reader)
+
+    def _epoch_order(self, epoch: int, world_size: int, epoch0: str | None) -> np.ndarray:
         """The places epoch ``epoch`` hands out when it starts on
         ``world_size`` ranks, as draw identities (the dataset indices
-        themselves without repeats; see :func:`orders.repeated`); with
-        ``streamed`` (default: whether this loader's epoch 0 streamed),
-        epoch 0 in the order of a stream."""
-        streamed = self._streamed_epoch0 if streamed is None else streamed
-        if epoch == 0 and streamed and self.order == "random":
+        themselves without repeats; see :func:`orders.repeated`); epoch 0
+        as ``epoch0`` says (:data:`EPOCH0_STREAM`: in the order of a
+        stream; :data:`EPOCH0_RANDOM`: random, for ``"quasi_random"``
+        without the file's pages).  ``"quasi_random"`` without a file at
+        all (given up for memory: docs/first_epoch.md) is random too."""
+        kind = self.order
+        if kind == "quasi_random" and (self._pages is None or (epoch == 0 and epoch0 == EPOCH0_RANDOM)):
+            kind = "random"
+        if epoch == 0 and epoch0 == EPOCH0_STREAM and kind != "sequential":
             order = orders.stream_order(self.indices, len(self.reader), self.seed, epoch)
         else:
-            order = orders.epoch_order(self.order, self.indices, self._pages, self.seed, epoch, self.window_pages)
+            order = orders.epoch_order(kind, self.indices, self._pages, self.seed, epoch, self.window_pages)
         return orders.repeated(order, self.repeats, world_size, self.selected_round)
 
-    def _strided(self, epoch: int, streamed: bool | None = None) -> bool:
+    def _strided(self, epoch: int, epoch0: str | None) -> bool:
         """Whether ranks share epoch ``epoch``'s order place by place
         (:func:`orders.shard`) rather than in blocks: under repeated
-        augmentation, and in a stream's epoch 0 (``streamed`` as for
+        augmentation, and in a stream's epoch 0 (``epoch0`` as for
         :meth:`_epoch_order`), where a rank's block would start far into
         the stream, each rank's ``k``-th sample is the order's
         ``k * world_size + rank``-th."""
-        streamed = self._streamed_epoch0 if streamed is None else streamed
-        return self.repeats > 1 or (epoch == 0 and streamed)
+        return self.repeats > 1 or (epoch == 0 and epoch0 == EPOCH0_STREAM)
 
     def epoch_draws(self, epoch: int) -> np.ndarray:
         """This rank's draw identities for ``epoch``, in order: the dataset
@@ -330,8 +349,8 @@ class Loader:
         augmentation copy ``c`` of sample ``i`` is ``i + (c << 48)`` (what
         its random operations draw from)."""
         resumed = epoch == self._epoch and bool(self._segments)
-        order = self._epoch_order(epoch, self._segments[0][0] if resumed else self.world_size)
-        strided = self._strided(epoch)
+        order = self._epoch_order(epoch, self._segments[0][0] if resumed else self.world_size, self._epoch0)
+        strided = self._strided(epoch, self._epoch0)
         if resumed:
             order = orders.remaining(order, self._segments, self.batch_size, self.drop_last, strided)
         return orders.shard(order, self.rank, self.world_size, self.drop_last, strided)
@@ -419,22 +438,22 @@ class Loader:
         if self._taken_over is None:
             # While a first epoch writes the file, its records are not all known: the file's name stands for them.
             dataset = _dataset_identity(self.reader) if self._first is None else \
-                self._first_epoch_identity(self._first.streamed)
+                self._first_epoch_identity(self._epoch0)
             self._taken_over = {"dataset": dataset, "indices": _indices_identity(self.indices)}
         taken = self._taken_over
-        if self._streamed_epoch0 and self._epoch == 0:
-            # Epoch 0 in a stream's order, over the finished file: a state of it resumes in that order too.
-            taken = {**taken, "dataset": self._first_epoch_identity(True)}
+        if self._epoch0 is not None and self._epoch == 0:
+            # Epoch 0 in a first epoch's order, over the finished file: a state of it resumes in that order too.
+            taken = {**taken, "dataset": self._first_epoch_identity(self._epoch0)}
         return {**taken, "samples": int(self.indices.size), "order": self.order, "seed": self.seed,
                 "window_pages": self.window_pages, "repeats": self.repeats, "selected_round": self.selected_round,
                 "batch_size": self.batch_size, "drop_last": self.drop_last}
 
-    def _first_epoch_identity(self, streamed: bool) -> str:
-        """The dataset of a state taken while a first epoch (``streamed``
-        from a stream or not) wrote this loader's file: the file's name,
-        which its content decides, stands for its records (not all known
-        yet)."""
-        how = "streamed into" if streamed else "of"
+    def _first_epoch_identity(self, epoch0: str | None) -> str:
+        """The dataset of a state taken while a first epoch wrote this
+        loader's file (in an order ``epoch0`` names, as for
+        :meth:`_epoch_order`): the file's name, which its content decides,
+        stands for its records (not all known yet)."""
+        how = {None: "of", EPOCH0_STREAM: "streamed into", EPOCH0_RANDOM: "in random order into"}[epoch0]
         return f"{len(self.reader)} samples, first epoch {how} {self.reader.path.name}"
 
     def load_state_dict(self, state: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> None:
@@ -470,10 +489,10 @@ class Loader:
         """
         mine = self._identity()
         # A state taken while the first epoch wrote this file resumes a loader over the file (or one writing
-        # it again); a stream's first epoch is resumed in the stream's order.
+        # it again); a first epoch in an order of its own (a stream's) is resumed in that order.
         given = resume.states_of(state)
-        streamed = any(one.get("dataset") == self._first_epoch_identity(True) for one in given)
-        written = (self._first_epoch_identity(False), self._first_epoch_identity(True))
+        written = {self._first_epoch_identity(how): how for how in (None, EPOCH0_STREAM, EPOCH0_RANDOM)}
+        named = [written[one["dataset"]] for one in given if one.get("dataset") in written]
         states = [{**one, "dataset": mine["dataset"]} if one.get("dataset") in written else one for one in given]
         saved = []
         for one in states:
@@ -481,14 +500,14 @@ class Loader:
             saved.append(resume.position(one))
         resume.check_together(saved)
         first = saved[0]
-        streamed = streamed or self._streamed_epoch0
+        epoch0 = next((how for how in named if how is not None), self._epoch0)
         order = self._epoch_order(first.epoch, first.segments[0][0] if first.segments else first.world_size,
-                                  streamed)
+                                  epoch0)
         point = resume.resume_point(saved, order, self.world_size, self.batch_size, self.drop_last,
-                                    self._strided(first.epoch, streamed))
+                                    self._strided(first.epoch, epoch0))
         self._stop_iterator()
         self._epoch, self._resume_at, self._segments = point.epoch, point.batch, point.segments
-        self._streamed_epoch0 = streamed
+        self._epoch0 = epoch0
 
     def _unrecorded(self, key: str) -> str | None:
         """Why a state that does not record ``key`` (written before slipstream
