@@ -11,13 +11,14 @@ import hashlib
 import json
 import os
 import re
+import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from slipstream import native
 from slipstream.cache import cache_root
-from slipstream.errors import ArgumentError
+from slipstream.errors import ArgumentError, CacheWarning
 from slipstream.fields import Encoded, RGBImageField
 from slipstream.fields.image import JPEG_MODE
 from slipstream.format import Reader, layout, open_dataset
@@ -155,19 +156,33 @@ def build(entry: CacheEntry, *, workers: int | None = None, verbose: bool = True
     """The file of a cache entry, written by :func:`write` unless it exists
     (or another process is writing it: then once that one is done); with a
     shared copy, downloaded from there when it is there, else uploaded
-    there once written."""
-    if entry.path.exists():
+    there (see :func:`share`)."""
+    if entry.path.exists() and entry.shared is None:
         return entry.path
     with entry.lock():  # waits while another process builds it
         if not entry.path.exists():
             if entry.shared is not None and entry.shared.exists():
                 entry.shared.download(entry.path)
-            else:
-                write(entry.path, entry.source, entry.fields, workers=workers, page_size=entry.page_size,
-                      verbose=verbose)
-                if entry.shared is not None:
-                    entry.shared.upload(entry.path)
+                return entry.path
+            write(entry.path, entry.source, entry.fields, workers=workers, page_size=entry.page_size,
+                  verbose=verbose)
+        share(entry)
     return entry.path
+
+
+def share(entry: CacheEntry) -> None:
+    """Upload the entry's file to its shared copy, if it has one and the
+    copy is not there yet.  A failed upload is a :class:`CacheWarning`:
+    the local file serves, and the next use tries again."""
+    shared = entry.shared
+    if shared is None:
+        return
+    try:
+        if not shared.exists():
+            shared.upload(entry.path)
+    except Exception as exc:
+        warnings.warn(f"{entry.path} was not shared at {shared.url} ({type(exc).__name__}: {exc}): the local file "
+                      f"serves, and the next use of it tries again", CacheWarning, stacklevel=3)
 
 
 @dataclasses.dataclass(frozen=True)

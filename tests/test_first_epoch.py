@@ -397,13 +397,16 @@ FULL = textwrap.dedent("""
     import glob, json, os, resource, sys, warnings
     import numpy as np
     import slipstream as ss
+    from slipstream.format import arriving
     from slipstream.ops import presets
 
-    folder, cache, when = sys.argv[1:]
-    out = {"epochs": [], "warnings": []}
+    folder, cache, when, repeats = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    arriving.MEMORY_AHEAD_BYTES = 1  # in memory, encoding waits until every batch before it is done
+    indices = np.tile(np.arange(70), repeats)  # repeats > 1: oversampling, each sample several times an epoch
+    out = {"epochs": [], "warnings": [], "held": 0}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        with ss.Loader(folder, 5, presets.imagenet_train(48), order=ss.Order("random", seed=2),
+        with ss.Loader(folder, 5, presets.imagenet_train(48), order=ss.Order("random", seed=2), indices=indices,
                        verbose=False) as loader:
             for e in range(3):
                 batches = []
@@ -413,6 +416,9 @@ FULL = textwrap.dedent("""
                         # (in the epoch) or past what it holds (every sample written: its tables cannot be).
                         size = 50_000 if when == "epoch" else os.path.getsize(glob.glob(cache + "/.*.tmp")[0])
                         resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+                    memory = loader._first.file._memory if loader._first is not None else None
+                    if memory is not None:  # bytes of samples held for batches not done
+                        out["held"] = max(out["held"], memory.position - memory.freed)
                     batches.append([v.numpy().tolist() for v in batch])
                 out["epochs"].append(batches)
             out["in_memory"] = loader._first is not None and loader._first.in_memory
@@ -422,15 +428,19 @@ FULL = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("when", ["epoch", "finish"])
+@pytest.mark.parametrize("when, repeats", [("epoch", 1), ("finish", 1), ("epoch", 3)])
 def test_a_full_disk_in_the_first_epoch_gives_the_file_up_and_training_goes_on_from_the_source(folder, cache,
-                                                                                                 tmp_path, when):
+                                                                                                 tmp_path, when,
+                                                                                                 repeats):
     env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(cache.parent)}
-    run = subprocess.run([sys.executable, "-c", FULL, str(folder), str(cache), when], capture_output=True,
-                         text=True, env=env, cwd=tmp_path, timeout=600)
+    run = subprocess.run([sys.executable, "-c", FULL, str(folder), str(cache), when, str(repeats)],
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     out = json.loads(run.stdout.splitlines()[-1])
     assert out["in_memory"] and out["freed"] > 0  # batches done give their memory back
+    # Encoding runs ahead of the batches done by what the budget allows (here: one batch of 5 small images,
+    # about 2 kB each, page-rounded), never the whole epoch (about 150 kB a pass).
+    assert 0 < out["held"] < 40_000
     (warning,) = out["warnings"]
     assert warning.startswith(f"CacheWarning: [Errno 27] {cache}") and ".slip was not written: File too large: " \
         "training goes on from the source" in warning
@@ -438,28 +448,53 @@ def test_a_full_disk_in_the_first_epoch_gives_the_file_up_and_training_goes_on_f
     # Every epoch, the one the disk filled in included, gives the batches of a loader over ss.write's file.
     ss.write(tmp_path / "direct.slip", folder, verbose=False)
     with ss.Loader(tmp_path / "direct.slip", 5, PIPELINES, order=ss.Order("random", seed=2),
-                   verbose=False) as direct:
+                   indices=np.tile(np.arange(70), repeats), verbose=False) as direct:
         expected = [[[v.tolist() for v in batch] for batch in epoch(direct)] for _ in range(3)]
     assert out["epochs"] == expected
 
 
+def test_a_full_disk_as_the_loader_completes_the_file_on_closing_is_a_warning(folder, cache, tmp_path):
+    script = textwrap.dedent("""
+        import glob, os, resource, sys, warnings
+        import slipstream as ss
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with ss.Loader(sys.argv[1], 5, {"image": [ss.ops.CenterCrop(16)]}, verbose=False) as loader:
+                for batch in loader:
+                    pass  # every sample has arrived: closing completes the file, but its tables do not fit
+                size = os.path.getsize(glob.glob(sys.argv[2] + "/.*.tmp")[0])
+                resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+        print("\\n".join(f"{w.category.__name__}: {w.message}" for w in caught))
+    """)
+    env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(cache.parent)}
+    run = subprocess.run([sys.executable, "-c", script, str(folder), str(cache)], capture_output=True, text=True,
+                         env=env, cwd=tmp_path, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "CacheWarning: [Errno 27]" in run.stdout and "no dataset file is kept" in run.stdout
+    assert not dataset_files(cache) and not list(cache.glob(".*.tmp"))
+
+
 def test_a_full_disk_under_a_stream_names_the_file_and_leaves_none(cache, tmp_path):
     shards_of(tmp_path / "wds", 40, per_shard=20)
+    write_tars(tmp_path / "small", jpegs(5, seed=39), per_shard=5)
     script = textwrap.dedent("""
         import resource, sys
         import slipstream as ss
+        pipelines = {"image": [ss.ops.CenterCrop(16)], "json": None}
+        ss.write("small.slip", ss.WebDataset(sys.argv[2]), verbose=False)
+        with ss.Loader("small.slip", 5, pipelines, verbose=False) as warm:
+            next(iter(warm))  # the pipeline compiled and cached: nothing more to write but the dataset file
+        resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))  # room for a few samples
         try:
-            with ss.Loader(sys.argv[1], 5, {"image": [ss.ops.CenterCrop(16)], "json": None}, order="random",
-                           verbose=False) as loader:
-                for k, batch in enumerate(loader):
-                    if k == 0:
-                        resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
+            with ss.Loader(sys.argv[1], 5, pipelines, order="random", verbose=False) as loader:
+                for batch in loader:
+                    pass
         except OSError as exc:  # a stream cannot be read again: the error stands
             print("OSError", exc)
     """)
     env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(cache.parent)}
-    run = subprocess.run([sys.executable, "-c", script, str(tmp_path / "wds")], capture_output=True, text=True,
-                         env=env, cwd=tmp_path, timeout=600)
+    run = subprocess.run([sys.executable, "-c", script, str(tmp_path / "wds"), str(tmp_path / "small")],
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     assert f"OSError [Errno 27] {cache}" in run.stdout and ".slip was not written: File too large" in run.stdout
     assert not dataset_files(cache) and not list(cache.glob(".*.tmp"))
@@ -592,6 +627,13 @@ def hugging_face_card_folder(folder: Path, images: list[bytes], stated: int) -> 
         chunk = datasets.Dataset.from_dict({"image": [{"bytes": b, "path": None} for b in images[start:stop]],
                                             "label": [k % 4 for k in range(start, stop)]}, features=features)
         chunk.to_parquet(str(folder / "data" / f"train-{part:05d}-of-00002.parquet"))
+    write_card(folder, stated)
+    return folder
+
+
+def write_card(folder: Path, stated: int) -> None:
+    """A dataset card in ``folder``, as on the Hub: the train split is ``data/train-*`` and holds ``stated``
+    examples."""
     (folder / "README.md").write_text(textwrap.dedent(f"""\
         ---
         dataset_info:
@@ -606,7 +648,6 @@ def hugging_face_card_folder(folder: Path, images: list[bytes], stated: int) -> 
             path: data/train-*
         ---
         """))
-    return folder
 
 
 def test_a_hugging_face_streaming_dataset_whose_card_counts_it_streams_its_first_epoch(cache, tmp_path):
@@ -667,12 +708,43 @@ def test_parquet_files_without_a_card_are_counted_by_their_footers_and_stream(ca
     assert [bytes(b) for b, _ in samples_of(path)] == images
 
 
+def test_a_card_counts_a_streaming_dataset_only_when_it_reads_every_file_of_the_split(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    from slipstream.sources.huggingface import known_length
+
+    folder = tmp_path / "hub"
+    (folder / "data").mkdir(parents=True)
+    for part in range(2):  # JSON lines: a builder whose files do not count their rows
+        (folder / "data" / f"train-{part}.jsonl").write_text("".join(json.dumps({"label": k}) + "\n"
+                                                                    for k in range(5 * part, 5 * part + 5)))
+    write_card(folder, 10)
+    streaming = datasets.load_dataset(str(folder), split="train", streaming=True)
+    assert known_length(streaming) == 10
+    assert known_length(streaming.shard(2, 0)) is None  # half the files: the card's count is not its count
+    assert len(list(streaming.shard(2, 0))) == 5
+
+
+def test_a_stream_is_read_by_several_ranks_only_when_every_process_reads_it_alike(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    from slipstream.sources.adapters import IterableSource
+    from slipstream.sources.huggingface import HuggingFaceStream
+
+    folder = hugging_face_card_folder(tmp_path / "hub", jpegs(8, seed=36), stated=8)
+    streaming = datasets.load_dataset(str(folder), split="train", streaming=True)
+    assert HuggingFaceStream(streaming, ["image", "label"]).repeatable()
+    # shuffle() orders the stream anew in each process (unseeded) and each epoch: each rank would number it its way.
+    assert not HuggingFaceStream(streaming.shuffle(seed=1, buffer_size=4), ["image", "label"]).repeatable()
+    assert not IterableSource(iter([{"label": 1}]), ["label"]).repeatable()  # a generator: once only
+    assert ss.WebDataset(write_tars(tmp_path / "wds", jpegs(3, seed=37), per_shard=3)).repeatable()
+
+
 def test_a_card_that_miscounts_its_dataset_stops_the_first_epoch_saying_so(cache, tmp_path):
     datasets = pytest.importorskip("datasets")
     folder = hugging_face_card_folder(tmp_path / "hub", jpegs(12, seed=33), stated=15)
     streaming = datasets.load_dataset(str(folder), split="train", streaming=True)
     with ss.Loader(streaming, 4, {"image": [ss.ops.CenterCrop(16)]}, order="sequential", verbose=False) as loader:
-        with pytest.raises(ss.FormatError, match="ended after 12 samples, but said it holds 15"):
+        with pytest.raises(ss.FormatError, match=r"Hugging Face streaming dataset .* \(train\) ended after 12 "
+                                                 r"samples, but said it holds 15"):
             epoch(loader)
     assert not dataset_files(cache)
 
@@ -749,6 +821,45 @@ SHARED_RANK = textwrap.dedent("""
     dist.destroy_process_group()
     print(json.dumps({"path": path, "streamed": streamed, "labels": [[b[1] for b in e] for e in epochs]}))
 """)
+
+
+def test_a_download_during_which_the_copy_is_uploaded_again_is_one_upload_s_file(tmp_path, monkeypatch, s3_server):
+    from slipstream.format import shared_copy
+
+    remote = ss.Remote(storage_options=s3_server.storage_options())
+    monkeypatch.setattr(shared_copy, "DOWNLOAD_CHUNK", 1 << 20)
+    copy = shared_copy.SharedCopy("s3://test/shared-cache/race", "x.slip", remote)
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.write_bytes(b"A" * (3 << 20))
+    second.write_bytes(b"B" * (3 << 20))
+    copy.upload(first)
+    read = copy.location.read
+
+    def read_while_another_machine_uploads(name: str, start: int, end: int) -> memoryview:
+        if start == 2 << 20:  # another machine's upload completes in the middle of this download
+            copy.upload(second)
+        return read(name, start, end)
+
+    monkeypatch.setattr(copy.location, "read", read_while_another_machine_uploads)
+    (tmp_path / "machine").mkdir()
+    copy.download(tmp_path / "machine" / "x.slip")
+    assert (tmp_path / "machine" / "x.slip").read_bytes() == second.read_bytes()  # fetched again, whole
+    assert not list((tmp_path / "machine").glob(".*"))
+
+
+def test_a_failed_upload_is_a_warning_and_the_next_use_uploads(tmp_path, monkeypatch, s3_server):
+    from slipstream.format.objectstore import ObjectPrefix
+
+    remote = ss.Remote(storage_options=s3_server.storage_options())
+    monkeypatch.setenv("SLIPSTREAM_CACHE_DIR", str(tmp_path / "machine"))
+    source = CountedSamples(jpegs(6, seed=38))
+    fields = {"image": ss.RGBImageField(), "label": ss.IntField()}
+    url = "s3://later-bucket/cache"  # no such bucket yet: the upload fails
+    with pytest.warns(ss.CacheWarning, match=r"was not shared at s3://later-bucket/cache/.*the local file serves"):
+        path = ss.cached(source, fields, cache_dir=url, name="later", remote=remote, workers=0, verbose=False)
+    s3_server.create_bucket("later-bucket")
+    assert ss.cached(source, fields, cache_dir=url, name="later", remote=remote, workers=0, verbose=False) == path
+    assert ObjectPrefix(url, remote).read_all(path.name) == path.read_bytes() and source.reads == 6
 
 
 def test_two_ranks_on_machines_of_their_own_build_one_file_through_a_url(folder, tmp_path, s3_server):

@@ -6,6 +6,7 @@ back against its source."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -153,8 +154,14 @@ def litdata_dataset(folder: Path, count: int = 16) -> tuple[list[bytes], list[Pa
     for k, data in enumerate(images):
         files.append(folder / f"{k}.jpg")
         files[-1].write_bytes(data)
-    litdata.optimize(fn=litdata_items.image_and_label, inputs=[(str(f), k) for k, f in enumerate(files)],
-                     output_dir=str(folder / "lit"), chunk_size=4, num_workers=1, mode="overwrite")
+    # litdata.optimize leaves its own SIGINT handler installed, which ends the process (exit status 0) on the
+    # next Ctrl-C: the tests' own Ctrl-C (tests/test_faults.py) would end the test run.
+    interrupt = signal.getsignal(signal.SIGINT)
+    try:
+        litdata.optimize(fn=litdata_items.image_and_label, inputs=[(str(f), k) for k, f in enumerate(files)],
+                         output_dir=str(folder / "lit"), chunk_size=4, num_workers=1, mode="overwrite")
+    finally:
+        signal.signal(signal.SIGINT, interrupt)
     return images, files, str(folder / "lit")
 
 

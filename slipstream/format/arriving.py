@@ -50,6 +50,11 @@ RESERVED_BYTES = 1 << 42
 """Address space reserved for the file's pages (4 TiB, none of it memory
 until mapped): the most data a first epoch can write."""
 
+MEMORY_AHEAD_BYTES = 512 << 20
+"""In memory (a file given up), the most bytes of samples held for batches
+not done yet before encoding waits (a batch larger than this is still
+encoded, alone)."""
+
 
 class ArrivingFile:
     """A dataset file of ``count`` samples, filled in any order.
@@ -82,8 +87,10 @@ class ArrivingFile:
         self.reader = ArrivingTables(self, dict(fields))
         self._mapped = 0  # bytes of the file mapped into the range, from its start
         self._lock = threading.Lock()  # the layout and the file: one sample added, or a flush, at a time
+        self._forgotten = threading.Condition()  # notified when memory is given back
         self._memory: _MemoryPages | None = None  # where samples are laid out once the file is given up
         self._starts: list[int] = []  # in memory: where each arrival's bytes start in the range, in order
+        self._forgot = 0  # in memory: the arrivals forgotten (memory given back)
 
     @property
     def kept(self) -> bool:
@@ -192,7 +199,7 @@ class ArrivingFile:
             old = self._layout
             self._layout = Layout(self._memory, old.descriptors, old.page_size, False, len(old.metadata))
             self.reader.metadata = self._layout.metadata
-            self._starts = []
+            self._starts, self._forgot = [], 0
             self.arrived[:] = False
             self.unreadable.clear()
 
@@ -206,6 +213,22 @@ class ArrivingFile:
             keep = self._starts[arrivals] if arrivals < len(self._starts) else \
                 self._layout.data_offset + self._layout.pos
             self._memory.give_back(keep - keep % OS_PAGE)
+            self._forgot = max(self._forgot, arrivals)
+        with self._forgotten:
+            self._forgotten.notify_all()
+
+    def wait_for_room(self, stop: threading.Event) -> None:
+        """In memory, wait until the samples that arrived and are not
+        forgotten hold less than :data:`MEMORY_AHEAD_BYTES`, or none is left
+        (or ``stop`` is set): encoding runs at most that far ahead of the
+        batches done, and never waits for batches not encoded yet."""
+        memory = self._memory
+        if memory is None:
+            return
+        with self._forgotten:
+            while self._forgot < len(self._starts) and memory.position - memory.freed >= MEMORY_AHEAD_BYTES \
+                    and not stop.is_set():
+                self._forgotten.wait(0.1)
 
     def finish(self) -> Path:
         """Write the tables and the header, and rename the file onto its
@@ -406,4 +429,4 @@ class ArrivalStager:
         """The first epoch's owner closes the file."""
 
 
-__all__ = ["ArrivalStager", "ArrivingFile", "ArrivingTables", "RESERVED_BYTES"]
+__all__ = ["ArrivalStager", "ArrivingFile", "ArrivingTables", "MEMORY_AHEAD_BYTES", "RESERVED_BYTES"]

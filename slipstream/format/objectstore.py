@@ -99,7 +99,13 @@ class ObjectPrefix:
 
     def size(self, name: str) -> int:
         """The size of object ``name`` in bytes."""
-        return self._retrying(name, lambda: int(obstore.head(self._store, name)["size"]))
+        return self.head(name)[0]
+
+    def head(self, name: str) -> tuple[int, str | None]:
+        """The size of object ``name`` in bytes and its ETag (None where the
+        store gives none): what changes when the object is written again."""
+        meta = self._retrying(name, lambda: obstore.head(self._store, name))
+        return int(meta["size"]), meta.get("e_tag")
 
     def _retrying(self, name: str, request: Callable[[], T]) -> T:
         """``request()``, tried again while it fails for a reason that may

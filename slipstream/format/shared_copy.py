@@ -15,13 +15,20 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
-from slipstream.format.location import LocalFolder, Location, open_location
+from slipstream.errors import StorageError
+from slipstream.format.location import LocalFolder
 from slipstream.format.remote import Remote
+
+if TYPE_CHECKING:
+    from slipstream.format.objectstore import ObjectPrefix
 
 DOWNLOAD_CHUNK = 64 << 20
 """Bytes per ranged request of a download (several in flight)."""
+
+DOWNLOAD_TRIES = 3
+"""Downloads tried while the copy keeps changing under them."""
 
 
 class SharedCopy:
@@ -33,13 +40,15 @@ class SharedCopy:
         remote: object-store options.
 
     Attributes:
-        location: the prefix, as a :class:`~slipstream.format.location.Location`
-            (where the ranks of a first epoch also leave their parts).
+        location: the prefix (where the ranks of a first epoch also leave
+            their parts).
         url: where the copy is (for messages).
     """
 
     def __init__(self, url: str, name: str, remote: Remote | None = None) -> None:
-        self.location: Location = open_location(url.rstrip("/"), remote)
+        from slipstream.format.objectstore import ObjectPrefix  # obstore: an extra, needed for URLs only
+
+        self.location: ObjectPrefix = ObjectPrefix(url.rstrip("/"), remote or Remote())
         self.name = name
         self.url = self.location.url_of(name)
 
@@ -54,30 +63,51 @@ class SharedCopy:
     def download(self, path: Path) -> None:
         """Fetch the copy into the local file ``path``: ranged requests of
         :data:`DOWNLOAD_CHUNK` bytes, a few at once, into a temporary file
-        that is renamed onto ``path`` once whole.
+        that is renamed onto ``path`` once whole.  A copy uploaded again
+        meanwhile (its size or ETag changed) is fetched again, so that the
+        file is one upload's, whole.
 
         Raises:
             DatasetNotFoundError: the copy is not there.
-            StorageError: the store cannot be read (naming the URL).
+            StorageError: the store cannot be read (naming the URL), or the
+                copy changed during each of :data:`DOWNLOAD_TRIES` downloads.
         """
-        size = self.location.size(self.name)
+        for _ in range(DOWNLOAD_TRIES):
+            version = self.location.head(self.name)
+            try:
+                LocalFolder(path.parent).write_with(path.name, lambda file: self._fetch(file, version))
+                return
+            except _Changed:
+                continue
+        raise StorageError(f"{self.url} changed during each of {DOWNLOAD_TRIES} downloads: is it written again and "
+                           f"again?")
 
-        def fill(file: BinaryIO) -> None:
-            descriptor = file.fileno()
+    def _fetch(self, file: BinaryIO, version: tuple[int, str | None]) -> None:
+        """Write the copy, of ``version`` (size, ETag), into ``file``.
 
-            def fetch(start: int) -> None:
-                data = self.location.read(self.name, start, min(size, start + DOWNLOAD_CHUNK))
-                written = 0
-                while written < len(data):
-                    written += os.pwrite(descriptor, data[written:], start + written)
+        Raises:
+            _Changed: the copy is not of ``version`` any more.
+        """
+        size, descriptor = version[0], file.fileno()
 
-            with ThreadPoolExecutor(4, thread_name_prefix="slipstream-download") as pool:
-                list(pool.map(fetch, range(0, size, DOWNLOAD_CHUNK)))
+        def fetch(start: int) -> None:
+            data = self.location.read(self.name, start, min(size, start + DOWNLOAD_CHUNK))
+            written = 0
+            while written < len(data):
+                written += os.pwrite(descriptor, data[written:], start + written)
 
-        LocalFolder(path.parent).write_with(path.name, fill)
+        with ThreadPoolExecutor(4, thread_name_prefix="slipstream-download") as pool:
+            list(pool.map(fetch, range(0, size, DOWNLOAD_CHUNK)))
+        # An upload replaces the object whole, at once: the same version after the reads means every read was of it.
+        if self.location.head(self.name) != version:
+            raise _Changed()
 
     def __repr__(self) -> str:
         return f"SharedCopy({self.url!r})"
 
 
-__all__ = ["DOWNLOAD_CHUNK", "SharedCopy"]
+class _Changed(Exception):
+    """The copy was uploaded again during a download."""
+
+
+__all__ = ["DOWNLOAD_CHUNK", "DOWNLOAD_TRIES", "SharedCopy"]

@@ -72,6 +72,13 @@ class SampleStream(abc.ABC):
         before training starts)."""
         return None
 
+    def repeatable(self) -> bool:
+        """Whether iterating again, in this process or another, yields the
+        same items in the same order.  The ranks of a loader's first epoch
+        each read the stream (a stream that is not repeatable is converted
+        before training starts on several ranks)."""
+        return True
+
 
 @dataclasses.dataclass(frozen=True)
 class WriteResult:
@@ -451,7 +458,7 @@ class Layout:
         ``index`` of the tables (default: the next row, in order)."""
         if index is None:
             index = self.samples
-        if self.samples == len(self.metadata):  # a stream of unknown length
+        if index == len(self.metadata):  # the next row of a stream of unknown length
             self.metadata = np.concatenate([self.metadata, np.zeros(max(1024, len(self.metadata)),
                                                                     self.metadata.dtype)])
         record = self.metadata[index]

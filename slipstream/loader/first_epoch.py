@@ -22,8 +22,9 @@ many samples it holds makes its samples arrive in its own order, which is
 their index order: a batch waits for every sample of the stream up to the
 last it needs, and the epoch's ``"random"`` order is the bounded shuffle of
 :func:`slipstream.loader.orders.stream_order`, which never needs a sample
-far ahead of those it has given.  On several ranks, each rank reads the
-whole stream and keeps the samples of its own batches (the ranks share the
+far ahead of those it has given.  On several ranks, a stream that every
+rank reads alike (``SampleStream.repeatable``) is read whole by each rank,
+which keeps the samples of its own batches (the ranks share the
 order place by place, so that each reads about as far as the others); a
 sample it passed by and needs later (to complete the file) makes it read
 the stream again.
@@ -37,8 +38,8 @@ When the file cannot be written (a full disk, a quota, a file size limit),
 training goes on from the source: the file is given up (a
 :class:`~slipstream.CacheWarning` says so), the lock let go, and every
 epoch from then on reads the source as the first does, each batch's samples
-held in memory only until the batch is done
-(:meth:`~slipstream.format.arriving.ArrivingFile.keep_in_memory`).  Not for
+held in memory until the batch is done, encoding running a bounded amount
+ahead (:meth:`~slipstream.format.arriving.ArrivingFile.keep_in_memory`).  Not for
 a stream (its samples cannot be read again) nor on several ranks: there the
 error stands.
 
@@ -66,6 +67,7 @@ from typing import Any
 
 import numpy as np
 
+from slipstream.convert import share
 from slipstream.errors import ArgumentError, CacheWarning, FieldValueError, FormatError
 from slipstream.format.arriving import ArrivalStager, ArrivingFile
 from slipstream.format.writer import SampleStream, encode_values
@@ -145,7 +147,7 @@ class FirstEpoch:
         from the source, when the disk is the cause (no space, a quota, a
         file size limit), the source is not a stream and the process is
         alone; then True (every sample arrives anew, in memory), else False."""
-        if error.errno not in _DISK_FULL or self.in_memory or self._stream is not None or self.ranks is not None:
+        if error.errno not in DISK_FULL or self.in_memory or self._stream is not None or self.ranks is not None:
             return False
         self._stop_run()
         self._run = None
@@ -176,21 +178,9 @@ class FirstEpoch:
                     self._bring([])  # a run that stopped early, or none yet: the rest arrives now
                 self.wait()
                 self.path = self.file.finish()
-                self._share(self.path)
+                share(self.entry)  # with a URL as the cache folder: other machines find it there
             self._release()
         return self.path
-
-    def _share(self, path: Path) -> None:
-        """Upload the finished file to the entry's shared copy, if any; a
-        failed upload is a warning: training goes on from the local file."""
-        shared = self.entry.shared
-        if shared is None:
-            return
-        try:
-            shared.upload(path)
-        except Exception as exc:
-            warnings.warn(f"{path} was not shared at {shared.url} ({type(exc).__name__}: {exc}): training goes on "
-                          f"from the local file", CacheWarning, stacklevel=3)
 
     def wait(self) -> None:
         """Wait until the running epoch's samples have arrived.
@@ -311,6 +301,7 @@ class _Run:
         anew = not file.kept  # in memory, each batch brings its own samples (those before it are let go)
         try:
             for batch, ready in zip(self.batches, self.ready):
+                file.wait_for_room(self.stop)  # in memory, a few batches ahead of those done at most
                 # dict.fromkeys: once each, in order (repeated augmentation repeats samples within a batch).
                 self.first.arrive([i for i in dict.fromkeys(batch.tolist()) if anew or not file.arrived[i]],
                                   self.stop)
@@ -363,7 +354,7 @@ class _Stream:
             self._items.close()
 
 
-_DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 """Errors writing the file after which training goes on from the source."""
 
 
@@ -371,4 +362,4 @@ class _Stopped(Exception):
     """A run stopped for another to take over."""
 
 
-__all__ = ["FirstEpoch"]
+__all__ = ["DISK_FULL", "FirstEpoch"]

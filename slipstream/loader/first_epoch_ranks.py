@@ -136,7 +136,12 @@ def assemble(first: Any, rank: int, world_size: int) -> Path:
                    [file.stored(i) for i in mine.tolist() if i not in file.unreadable])
         return {i: file.unreadable[i] for i in mine.tolist() if i in file.unreadable}
 
-    unreadable = {i: why for part in together("write its part", write_mine) for i, why in part.items()}
+    try:
+        written = together("write its part", write_mine)
+    except BaseException:  # no file is laid out: no part is left behind (at a URL, nothing else removes it)
+        location.delete(names[rank])
+        raise
+    unreadable = {i: why for part in written for i, why in part.items()}
 
     def lay_out() -> None:
         if rank != 0:

@@ -272,8 +272,10 @@ def _produce(plan: EpochPlan, out: queue.Queue, stop: threading.Event) -> None:
                 # Nothing read from a file truncated or rewritten under the
                 # loader is handed on (the mapping reads lost pages as zeros).
                 plan.memory.verify()
-                plan.memory.release(b)
-                keep = _check_errors(plan, indices)
+                try:
+                    keep = _check_errors(plan, indices)  # its messages may read the batch's values
+                finally:
+                    plan.memory.release(b)
                 if keep is not None and not keep.size:
                     if not put(_EMPTY):
                         return

@@ -16,7 +16,7 @@ import numpy as np
 
 from slipstream.compiler import Pipeline
 from slipstream.compiler.operation import torch_device
-from slipstream.errors import ArgumentError, SlipstreamError
+from slipstream.errors import ArgumentError, CacheWarning, SlipstreamError
 from slipstream.fields.decoders import DecodeSource, IncompleteTables
 from slipstream.format import Reader
 from slipstream.format import layout as L
@@ -27,7 +27,7 @@ from slipstream.loader.outputs import resolve_outputs
 from slipstream.format.remote import Remote
 from slipstream.format.sharded import open_dataset
 from slipstream.format.writer import SampleStream
-from slipstream.loader.first_epoch import FirstEpoch
+from slipstream.loader.first_epoch import DISK_FULL, FirstEpoch
 from slipstream.loader.first_epoch_ranks import claim, group_is
 from slipstream.loader.staging import Stager
 from slipstream.sources.paths import holds_dataset, source_at
@@ -544,6 +544,12 @@ class Loader:
                 # Ranks complete it together, at the next epoch; a file given up is not completed.
                 if first.file.complete and first.ranks is None and not first.in_memory:
                     first.finish()
+            except OSError as exc:
+                if exc.errno not in DISK_FULL:
+                    raise
+                # Training is over: the file is not kept, as when the disk fills during an epoch.
+                warnings.warn(f"{exc}: no dataset file is kept (free space, or pass cache_dir= a folder with room "
+                              f"for it, and it is written on the next run)", CacheWarning, stacklevel=2)
             finally:
                 first.close()
 
@@ -607,9 +613,11 @@ def _open(source: Any, remote: Remote | None, ranks: tuple[int, int] | None, on_
     from slipstream.convert import build, cache_entry
 
     entry = cache_entry(source, cache_dir=cache_dir, remote=remote)
-    # A stream streams its first epoch when it says how many samples it holds.
-    streams = not isinstance(entry.samples, SampleStream) or \
-        (ranks is not None and entry.samples.length_hint() is not None)
+    # A stream streams its first epoch when it says how many samples it holds, on several ranks when each rank
+    # reads the same samples from it.
+    samples = entry.samples
+    streams = not isinstance(samples, SampleStream) or \
+        (ranks is not None and samples.length_hint() is not None and (ranks[1] == 1 or samples.repeatable()))
     if ranks is not None and streams:
         lock = claim(entry, *ranks)
         if lock is not None:

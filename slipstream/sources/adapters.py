@@ -96,6 +96,13 @@ class IterableSource(SampleStream):
         except TypeError:
             return None
 
+    def repeatable(self) -> bool:
+        """Not known of an arbitrary iterable (a generator yields its items once)."""
+        return False
+
+    def __repr__(self) -> str:
+        return f"{type(self.iterable).__name__} (an iterable)"
+
 
 def infer_fields(item: Any) -> dict[str, Any]:
     """Fields for samples like ``item``, a dict of values: JPEG bytes, PIL

@@ -55,6 +55,23 @@ class HuggingFaceStream(IterableSource):
     def length_hint(self) -> int | None:
         return known_length(self.iterable)
 
+    def repeatable(self) -> bool:
+        """Unless shuffled (``shuffle()``, whose order may differ between
+        processes and epochs)."""
+        from datasets import iterable_dataset as iterable
+
+        shuffles = tuple(getattr(iterable, name) for name in _SHUFFLING if hasattr(iterable, name))
+        examples = self.iterable._ex_iterable
+        while examples is not None:
+            if isinstance(examples, shuffles):
+                return False
+            examples = getattr(examples, "ex_iterable", None)
+        return True
+
+    def __repr__(self) -> str:
+        info = self.iterable.info
+        return f"Hugging Face streaming dataset {info.dataset_name or info.builder_name!r} ({self.iterable.split})"
+
 
 def known_length(dataset: Any) -> int | None:
     """How many examples an ``IterableDataset`` yields, when that is known
@@ -87,15 +104,38 @@ def known_length(dataset: Any) -> int | None:
         if inner is None:
             break
         examples = inner
-    return _card_count(dataset) or _parquet_rows(examples)
+    return _parquet_rows(examples) or _card_count(dataset, examples)
 
 
-def _card_count(dataset: Any) -> int | None:
-    """The split's ``num_examples`` on the dataset's card, if recorded (datasets records 0 where it does not know)."""
+def _card_count(dataset: Any, examples: Any) -> int | None:
+    """The split's ``num_examples`` on the dataset's card, if recorded
+    (datasets records 0 where it does not know) and the examples iterable
+    ``examples`` reads the split's data files, all of them (not a
+    ``shard()``)."""
     splits, split = dataset.info.splits, dataset.split
     if not splits or split is None or str(split) not in splits:
         return None
+    builder = _builder(examples)
+    data_files = getattr(getattr(builder, "config", None), "data_files", None) or {}
+    read = _files_read(examples)
+    if not read or str(split) not in data_files or \
+            sorted(map(str, read)) != sorted(map(str, data_files[str(split)])):
+        return None
     return int(splits[str(split)].num_examples) or None
+
+
+def _files_read(examples: Any) -> list[Any]:
+    """The files a source examples iterable reads, as ``datasets`` passes
+    them to its builder (``files`` for parquet and arrow, ``base_files``
+    for JSON, CSV and text); [] when it records none."""
+    kwargs = getattr(examples, "kwargs", None) or {}
+    return list(kwargs.get("files") or kwargs.get("base_files") or [])
+
+
+def _builder(examples: Any) -> Any:
+    """The dataset builder whose method a source examples iterable calls, or None."""
+    method = getattr(examples, "generate_tables_fn", None) or getattr(examples, "generate_examples_fn", None)
+    return getattr(method, "__self__", None)
 
 
 def _parquet_rows(examples: Any) -> int | None:
@@ -103,15 +143,14 @@ def _parquet_rows(examples: Any) -> int | None:
     reads whole, counted from their footers (read in parallel; a URL
     through ``fsspec``); None for another builder, parquet read with
     ``filters`` or skipping bad files, or a footer that cannot be read."""
-    builder = getattr(getattr(examples, "generate_tables_fn", None), "__self__", None)
+    builder = _builder(examples)
     if type(builder).__name__ != "Parquet":
         return None
     config = builder.config
     if getattr(config, "filters", None) is not None or getattr(config, "on_bad_files", "error") != "error":
         return None
-    kwargs = getattr(examples, "kwargs", None) or {}
-    files = list(kwargs.get("files") or [])
-    groups = list(kwargs.get("row_groups_list") or [None] * len(files))
+    files = _files_read(examples)
+    groups = list((getattr(examples, "kwargs", None) or {}).get("row_groups_list") or [None] * len(files))
     if not files or len(groups) != len(files):
         return None
 
@@ -141,6 +180,10 @@ _KEEPING_COUNT = ("ExamplesIterable", "ArrowExamplesIterable", "ShuffledDataSour
 """The examples iterables of ``datasets`` that yield as many examples as
 the one they wrap, or (sources) as the files hold (names: some exist only
 in some versions)."""
+
+_SHUFFLING = ("BufferShuffledExamplesIterable", "InterleavedShardsExamplesIterable",
+              "ShuffledDataSourcesExamplesIterable", "ShuffledDataSourcesArrowExamplesIterable")
+"""The examples iterables of ``datasets`` that shuffle."""
 
 
 def huggingface_identity(dataset: Any) -> tuple[dict[str, Any], str] | None:
@@ -178,8 +221,7 @@ def _streamed_files(dataset: Any) -> list[Any]:
 
     from slipstream.format.remote import is_url
 
-    kwargs = getattr(dataset._ex_iterable, "kwargs", None) or {}
-    listed = kwargs.get("files") or []
+    listed = _files_read(dataset._ex_iterable)
     files: list[Any] = []
     for entry in listed:
         for path in (entry if isinstance(entry, (list, tuple)) else [entry]):
