@@ -123,8 +123,8 @@ def stream_order(indices: np.ndarray, size: int, seed: int, epoch: int, buffer: 
 @njit(cache=True, nogil=True)
 def _stream_given(uniform: np.ndarray, first: int, buffer: int) -> np.ndarray:
     """The samples :func:`stream_order` gives, in order: the ``k``-th drawn
-    by ``uniform[k]`` (in [0, 1)) from those held (compiled: 1.3M samples
-    take a second in Python)."""
+    by ``uniform[k]`` (in [0, 1)) from those held (compiled: an epoch of
+    millions of samples is planned when it starts)."""
     size = uniform.size
     given = np.empty(size, np.int64)
     held = np.empty(size, np.int64)
