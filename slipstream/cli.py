@@ -25,7 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     write.add_argument("folder", help="image folder with one subfolder per class (labels number the sorted class "
                                       "names), or a flat folder of images (all labelled 0); or WebDataset tar "
                                       "shards: a .tar file, a brace pattern (train-{000000..000099}.tar), or a "
-                                      "folder or URL prefix ending in / holding .tar files; or the folder of a LitData "
+                                      "folder or URL prefix ending in / holding .tar files, or a shard index (.json, "
+                                      "as webdataset's widsindex writes); or the folder of a LitData "
                                       "optimized dataset (index.json) whose items have 'image' and 'label'")
     write.add_argument("output", help="dataset file to create, or the folder or URL (s3://bucket/prefix) of a "
                                       "sharded dataset")
@@ -139,13 +140,13 @@ def _run(args: argparse.Namespace) -> int:
 def _write_source(name: str, image: object) -> tuple[object, dict[str, object]]:
     """What ``write`` reads, and its fields: WebDataset tar shards (a
     ``.tar``, a brace pattern, a URL prefix ending in ``/``, a folder of
-    ``.tar`` files), a LitData dataset (a folder with ``index.json``), else
-    an image folder."""
+    ``.tar`` files, a shard index ``.json``), a LitData dataset (a folder
+    with ``index.json``), else an image folder."""
     import slipstream as ss
 
     fields = {"image": image, "label": ss.IntField()}
     path = Path(name)
-    if "{" in name or name.endswith(".tar") or ("://" in name and name.endswith("/")) or \
+    if "{" in name or name.endswith((".tar", ".json")) or ("://" in name and name.endswith("/")) or \
             ("://" not in name and path.is_dir() and any(path.glob("*.tar"))):
         return ss.WebDataset(name, fields), fields
     if "://" not in name and (path / "index.json").is_file():

@@ -4,6 +4,7 @@ runs them: the installed ``slipstream`` command."""
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import re
 import shlex
 import sys
@@ -226,3 +227,18 @@ def test_write_labels_a_flat_folder_as_the_demo_does(tmp_path):
     with ss.Reader(tmp_path / "flat.slip") as reader:
         assert [reader[i]["label"] for i in range(len(reader))] == [0, 0, 0, 0]
         assert reader.user_metadata["classes"] == ["flat"]
+
+
+def test_write_reads_the_shards_a_shard_index_lists(tmp_path):
+    from test_sources import jpegs, write_tars
+
+    images = jpegs(7)
+    shards = write_tars(tmp_path / "wds", images, per_shard=4)
+    index = {"wids_version": 1, "shardlist": [{"url": f"wds/{Path(shard).name}", "nsamples": n}
+                                              for shard, n in zip(shards, (4, 3))]}
+    (tmp_path / "train.json").write_text(json.dumps(index))
+    written = run("write", "train.json", "out.slip", "--workers", "0", cwd=tmp_path)
+    assert written.returncode == 0, written.stderr
+    with ss.Reader(tmp_path / "out.slip") as reader:
+        assert [bytes(reader.value_bytes(k, "image")) for k in range(len(reader))] == images
+        assert [reader[k]["label"] for k in range(len(reader))] == [k % 10 for k in range(7)]

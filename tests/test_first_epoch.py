@@ -168,36 +168,106 @@ def test_a_streamed_first_epoch_resumes_from_its_state(cache, tmp_path):
         assert isinstance(resumed.reader, ss.Reader) and len(resumed.reader) == 40
 
 
-def test_shards_in_object_storage_stream_their_first_epoch_when_img2dataset_counted_them(cache, tmp_path,
-                                                                                         s3_server):
+def shards_in_a_bucket(tmp_path, s3_server, url, folder):
+    """Three shards of 12, 12 and 6 samples (:func:`shards_of`), written under ``tmp_path / "wds"`` and
+    uploaded under ``url + "/" + folder``: the remote options, the prefix and the local shards."""
     from slipstream.format.objectstore import ObjectPrefix
 
     remote = ss.Remote(storage_options=s3_server.storage_options(), cache_dir=tmp_path / "pages")
-    url = "s3://test/first-epoch/wds"
     prefix = ObjectPrefix(url, remote)
     shards_of(tmp_path / "wds", 30, per_shard=12)
     tars = sorted((tmp_path / "wds").glob("*.tar"))
     for tar in tars:
-        prefix.put_file(tar.name, tar)
+        prefix.put_file(folder + tar.name, tar)
+    return remote, prefix, tars
+
+
+def streams_the_shards(source, remote, tmp_path):
+    """Check that a loader over the shards of :func:`shards_in_a_bucket` trains at once, its first epoch in
+    the stream's order, and writes ``ss.write``'s file of them: that file."""
     pipelines = {"image": [ss.ops.CenterCrop(16)], "json": None}
-    with ss.Loader(url, 6, pipelines, order="sequential", remote=remote, verbose=False) as loader:
-        assert isinstance(loader.reader, ss.Reader)  # no count without reading every header: converted first
-    for file in dataset_files(cache):
-        file.unlink()
-    for tar, count in zip(tars, (12, 12, 6)):  # what img2dataset writes beside each shard
-        stats = {"count": count + 1, "successes": count, "failed_to_download": 1, "failed_to_resize": 0}
-        prefix.put_bytes(tar.stem + "_stats.json", json.dumps(stats).encode())
-    with ss.Loader(url, 6, pipelines, order=ss.Order("random", seed=5), remote=remote, verbose=False) as loader:
+    with ss.Loader(source, 6, pipelines, order=ss.Order("random", seed=5), remote=remote, verbose=False) as loader:
         assert not isinstance(loader.reader, ss.Reader)
         first = np.concatenate([batch[1].numpy().copy() for batch in loader])
         list(loader)
         path = loader.reader.path
     assert first.tolist() == orders.stream_order(np.arange(30), 30, 5, 0).tolist()
-    ss.write(tmp_path / "direct.slip", ss.WebDataset(tmp_path / "wds"), verbose=False)
+    ss.write(tmp_path / "direct.slip", ss.WebDataset(tmp_path / "wds"), verbose=False, overwrite=True)
     assert path.read_bytes() == (tmp_path / "direct.slip").read_bytes()
+    return path
+
+
+def test_shards_in_object_storage_stream_their_first_epoch_when_img2dataset_counted_them(cache, tmp_path,
+                                                                                         s3_server):
+    url = "s3://test/first-epoch/wds"
+    remote, prefix, tars = shards_in_a_bucket(tmp_path, s3_server, url, "")
+    pipelines = {"image": [ss.ops.CenterCrop(16)], "json": None}
+    with ss.Loader(url, 6, pipelines, order="sequential", remote=remote, verbose=False) as loader:
+        assert isinstance(loader.reader, ss.Reader)  # no count without reading every header: converted first
+    for file in dataset_files(cache):
+        file.unlink()
+    stated = ss.WebDataset(url + "/", remote=remote, length=30)  # a count known from elsewhere
+    with ss.Loader(stated, 6, pipelines, order="sequential", verbose=False) as loader:
+        assert not isinstance(loader.reader, ss.Reader)
+        assert [batch[1].tolist() for batch in loader] == [list(range(k, k + 6)) for k in range(0, 30, 6)]
+    with pytest.raises(ss.ArgumentError, match="length must be a number of samples"):
+        ss.WebDataset(url + "/", remote=remote, length=-1)
+    for file in dataset_files(cache):
+        file.unlink()
+    for tar, count in zip(tars, (12, 12, 6)):  # what img2dataset writes beside each shard
+        stats = {"count": count + 1, "successes": count, "failed_to_download": 1, "failed_to_resize": 0}
+        prefix.put_bytes(tar.stem + "_stats.json", json.dumps(stats).encode())
+    streams_the_shards(url, remote, tmp_path)
     prefix.put_bytes(tars[1].stem + "_stats.json", b"{not json")
     with pytest.raises(ss.FormatError, match=r"train-000001_stats.json: not the stats img2dataset writes"):
         ss.WebDataset(url + "/", remote=remote).length_hint()
+
+
+def test_shards_listed_by_a_wids_index_stream_their_first_epoch(cache, tmp_path, s3_server):
+    url = "s3://test/first-epoch/wids"
+    remote, prefix, tars = shards_in_a_bucket(tmp_path, s3_server, url, "shards/")
+    # What widsindex writes, relative to the index; the last shard through a second index (a "source_url").
+    index = {"__kind__": "wids-shard-index-v1", "wids_version": 1, "name": "train",
+             "shardlist": [{"url": f"shards/{tar.name}", "nsamples": 12, "filesize": tar.stat().st_size}
+                           for tar in tars[:2]],
+             "datasets": [{"source_url": f"{url}/shards/rest.json"}]}
+    prefix.put_bytes("train.json", json.dumps(index).encode())
+    rest = {"wids_version": 1, "shardlist": [{"url": tars[2].name, "nsamples": 6}]}
+    prefix.put_bytes("shards/rest.json", json.dumps(rest).encode())
+    source = ss.WebDataset(f"{url}/train.json", remote=remote)
+    assert source.shards == [f"{url}/shards/{tar.name}" for tar in tars] and source.length_hint() == 30
+    path = streams_the_shards(f"{url}/train.json", remote, tmp_path)  # counted by the index
+    pipelines = {"image": [ss.ops.CenterCrop(16)], "json": None}
+
+    local = tmp_path / "wds" / "shards.json"  # on this machine: relative to the index's folder, or to its "base"
+    local.write_text(json.dumps({"wids_version": 1, "base": "..", "shardlist": [
+        {"url": f"wds/{tar.name}", "nsamples": n} for tar, n in zip(tars, (12, 12, 6))]}))
+    assert ss.WebDataset(local).shards == [str(tar) for tar in tars]
+    assert ss.sources.source_at(local).length_hint() == 30
+    samples, fields, _ = ss.sources.as_source(ss.WebDataset(local), {"image": ss.RGBImageField()})
+    assert list(fields) == ["image"] and samples.length_hint() == 30  # other fields keep the index's counts
+    local.write_text(json.dumps({"wids_version": 1, "shardlist": [
+        {"url": tar.name, "nsamples": n} for tar, n in zip(tars, (12, 13, 6))]}))
+    with ss.Loader(local, 6, pipelines, order="sequential", verbose=False) as loader:
+        with pytest.raises(ss.FormatError, match="ended after 30 samples, but said it holds 31"):
+            epoch(loader)
+    assert dataset_files(cache) == [path]  # no file from the miscounted shards
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"[1, 2", r"index.json: a shard index must be JSON"),
+    (b'{"shardlist": []}', r"index.json: a shard index \(wids\) gives \"wids_version\": 1; this one has none"),
+    (b'{"wids_version": 1, "shardlist": []}', r"index.json: the shard index lists no shards"),
+    (b'{"wids_version": 1, "shardlist": [{"url": "a.tar"}]}',
+     r"index.json: shard 0 \(.*a.tar\) must give its number of samples as \"nsamples\", not None"),
+    (b'{"wids_version": 1, "shardlist": [{"url": "a.tar", "nsamples": -2}]}', r"not -2"),
+    (b'{"wids_version": 1, "shardlist": [{"nsamples": 3}]}', r"shard 0 of the shard list must be an object with"),
+    (b'{"wids_version": 1, "datasets": [{"source_url": "missing.json"}]}', r"missing.json: no such shard index"),
+])
+def test_a_shard_index_that_cannot_be_read_says_what_is_wrong_naming_it(tmp_path, content, message):
+    (tmp_path / "index.json").write_bytes(content)
+    with pytest.raises((ss.FormatError, ss.DatasetNotFoundError), match=message):
+        ss.WebDataset(tmp_path / "index.json")
 
 
 def test_a_stream_order_is_a_bounded_shuffle():

@@ -186,8 +186,7 @@ class ArrivingFile:
             if self._mapped:
                 self.range.map_zeros(0, self._mapped)
             self._mapped = 0
-            self._memory = _MemoryPages(self.range)
-        self.restart()
+            self._lay_out_in_memory()
 
     def restart(self) -> None:
         """In memory: give back every sample's memory and lay samples out
@@ -195,13 +194,18 @@ class ArrivingFile:
         assert self._memory is not None, "a file is restarted only in memory"
         with self._lock:
             self._memory.give_back(self._memory.mapped)
-            self._memory = _MemoryPages(self.range)
-            old = self._layout
-            self._layout = Layout(self._memory, old.descriptors, old.page_size, False, len(old.metadata))
-            self.reader.metadata = self._layout.metadata
-            self._starts, self._forgot = [], 0
-            self.arrived[:] = False
-            self.unreadable.clear()
+            self._lay_out_in_memory()
+
+    def _lay_out_in_memory(self) -> None:
+        """(Under the lock.)  Lay samples out from the start of the range
+        in fresh memory, none of them arrived."""
+        self._memory = _MemoryPages(self.range)
+        old = self._layout
+        self._layout = Layout(self._memory, old.descriptors, old.page_size, False, len(old.metadata))
+        self.reader.metadata = self._layout.metadata
+        self._starts, self._forgot = [], 0
+        self.arrived[:] = False
+        self.unreadable.clear()
 
     def forget(self, arrivals: int) -> None:
         """In memory: give back the memory of the first ``arrivals`` samples

@@ -85,17 +85,19 @@ class Loader:
             (``s3://bucket/prefix``), a :class:`slipstream.Reader`, or a
             source :func:`slipstream.write` takes: an image folder,
             WebDataset tar shards (a ``.tar`` file, a folder or URL prefix
-            of them, or :class:`slipstream.WebDataset`), a LitData dataset
-            (its folder or URL, or :class:`slipstream.LitData`), a Hugging
-            Face dataset, arrays...  A source's dataset file is kept in the
+            of them, a shard index ``.json``, or
+            :class:`slipstream.WebDataset`), a LitData dataset (its folder
+            or URL, or :class:`slipstream.LitData`), a Hugging Face
+            dataset, arrays...  A source's dataset file is kept in the
             cache of :func:`slipstream.cached`; when it is not there yet,
             the first epoch reads the source as it trains and writes the
             file, which later epochs read (in ``"sequential"`` and
             ``"random"`` order; a stream, such as tar shards, when it says
             how many samples it holds (local shards do, and shards in
-            object storage that ``img2dataset`` counted) and on one rank,
-            in its own order through a bounded shuffle; otherwise the file
-            is written first; see :mod:`slipstream.loader.first_epoch`).
+            object storage that a shard index lists or ``img2dataset``
+            counted), in its own order through a bounded shuffle;
+            otherwise the file is written first; see
+            :mod:`slipstream.loader.first_epoch`).
         batch_size: samples per batch.
         pipelines: output name -> list of operations.  A list for a field
             that does not start with a decoder gets the field's default

@@ -68,7 +68,7 @@ def as_source(source: Any, fields: Mapping[str, Any] | None) -> tuple[Any, dict[
         return NamedSamples(source, list(fields)), fields, source.user_metadata()
     if isinstance(source, WebDataset):
         if fields is not None and dict(fields) != source.fields:
-            source = WebDataset(source.shards, fields, source.given_members, source.remote)
+            source = source.with_fields(fields)
         return source, source.fields, {}
     if is_huggingface(source):
         return from_huggingface(source, fields)

@@ -1,6 +1,7 @@
 """What a path or URL holds when it is a source to convert rather than a
 dataset to open: an image folder, WebDataset tar shards (one ``.tar`` file,
-a folder or prefix of them) or a LitData dataset (a folder or prefix with
+a folder or prefix of them, or a shard index: the ``.json`` file of
+:mod:`~slipstream.sources.shard_index`) or a LitData dataset (a folder or prefix with
 LitData's ``index.json``).  :class:`slipstream.Loader`, :func:`slipstream.cached`
 and :func:`slipstream.write` take these paths as they take the source objects.
 """
@@ -15,6 +16,7 @@ from slipstream.format.manifest import NAME as MANIFEST
 from slipstream.format.remote import Remote, is_url, local_path
 from slipstream.sources.folders import ImageFolder
 from slipstream.sources.litdata import LitData
+from slipstream.sources.shard_index import is_shard_index, names_shard_index
 from slipstream.sources.webdataset import WebDataset
 
 LITDATA_INDEX = "index.json"
@@ -47,8 +49,8 @@ def source_at(path: str | os.PathLike, remote: Remote | None = None) -> Any:
     kind = _source_kind(path, remote)
     text = str(path)
     if kind == "webdataset":
-        return WebDataset(text if text.endswith(".tar") or not is_url(text) else text.rstrip("/") + "/",
-                          remote=remote)
+        whole = text.endswith(".tar") or names_shard_index(text) or not is_url(text)
+        return WebDataset(text if whole else text.rstrip("/") + "/", remote=remote)
     if kind == "litdata":
         return LitData(text)
     return ImageFolder(local_path(text))
@@ -57,6 +59,8 @@ def source_at(path: str | os.PathLike, remote: Remote | None = None) -> Any:
 def _source_kind(path: str | os.PathLike, remote: Remote) -> str | None:
     """``"webdataset"``, ``"litdata"``, ``"folder"`` (images), or None for a dataset."""
     text = str(path)
+    if names_shard_index(text) and is_shard_index(text, remote):
+        return "webdataset"
     if is_url(text):
         if text.endswith(".tar"):
             return "webdataset"

@@ -12,6 +12,7 @@ ranged reads), so a shard is never held in memory whole.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import io
 import itertools
@@ -31,6 +32,7 @@ from slipstream.format.files import open_regular
 from slipstream.format.remote import Remote, is_url, local_path
 from slipstream.format.writer import SampleStream
 from slipstream.sources import tarstream
+from slipstream.sources.shard_index import names_shard_index, read_shard_index
 
 DEFAULT_MEMBERS: Mapping[str, str] = {"image": "jpg;jpeg;png;webp", "label": "cls", "json": "json", "text": "txt"}
 """The member extensions a field of one of these names reads when none are
@@ -83,7 +85,10 @@ class WebDataset(SampleStream):
         shards: the tar shards: a list of paths or URLs; or one text that
             is a path or URL with brace ranges (``train-{0000..0099}.tar``,
             ``{a,b}``), a folder or a prefix ending in ``/`` (every
-            ``.tar`` directly in it, sorted), or a single tar file.
+            ``.tar`` directly in it, sorted), a single tar file, or a shard
+            index (``.json``, as ``wids`` reads: the shards it lists, in its
+            order, with their sample counts; see
+            :mod:`slipstream.sources.shard_index`).
         fields: field name -> field (default: from the members of the first
             sample, by the names of :data:`DEFAULT_MEMBERS`: ``image``
             (:class:`~slipstream.RGBImageField`), ``label``
@@ -93,6 +98,12 @@ class WebDataset(SampleStream):
             separated by ``;`` (default: :data:`DEFAULT_MEMBERS`, else the
             field's name).
         remote: object-store options for URLs.
+        length: the number of samples the shards hold (unreadable ones
+            included), when known from elsewhere (the dataset's card, its
+            paper): shards in object storage that nothing else counts then
+            stream a loader's first epoch (:meth:`length_hint`).  A
+            length that turns out wrong stops that epoch with a
+            :class:`~slipstream.FormatError` saying so.
 
     A sample that lacks a member a field needs, has a member twice, has a
     sparse member or one over :data:`~slipstream.sources.tarstream.MAX_MEMBER_SIZE`,
@@ -106,20 +117,35 @@ class WebDataset(SampleStream):
     """
 
     def __init__(self, shards: str | os.PathLike | Sequence[str | os.PathLike], fields: Mapping[str, Any] | None = None,
-                 members: Mapping[str, str] | None = None, remote: Remote | None = None) -> None:
+                 members: Mapping[str, str] | None = None, remote: Remote | None = None,
+                 length: int | None = None) -> None:
+        if length is not None and (not isinstance(length, (int, np.integer)) or isinstance(length, bool)
+                                   or length < 0):
+            raise ArgumentError(f"length must be a number of samples (an integer of at least 0), not {length!r}")
         self.remote = remote or Remote()
-        self.shards = _shard_list(shards, self.remote)
+        self.index = read_shard_index(shards, self.remote) if names_shard_index(shards) else None
+        """The shard index the shards come from, if any (with their counts)."""
+        self.shards = list(self.index.shards) if self.index is not None else _shard_list(shards, self.remote)
         if not self.shards:
             raise DatasetNotFoundError(f"no tar shards in {shards}")
-        self.fields = dict(fields) if fields is not None else self._default_fields()
         self.given_members = dict(members or {})
-        members = self.given_members
-        unknown = sorted(set(members) - set(self.fields))
+        self._read_into(dict(fields) if fields is not None else self._default_fields())
+        self._length: int | None = None if length is None else int(length)
+
+    def _read_into(self, fields: dict[str, Any]) -> None:
+        """Read the members into ``fields`` (the given members, else the defaults)."""
+        unknown = sorted(set(self.given_members) - set(fields))
         if unknown:
-            raise ArgumentError(f"members names {unknown}, which are not fields (fields: {list(self.fields)})")
-        self.members = {name: tuple(members.get(name, DEFAULT_MEMBERS.get(name, name)).split(";"))
-                        for name in self.fields}
-        self._length: int | None = None
+            raise ArgumentError(f"members names {unknown}, which are not fields (fields: {list(fields)})")
+        self.fields = fields
+        self.members = {name: tuple(self.given_members.get(name, DEFAULT_MEMBERS.get(name, name)).split(";"))
+                        for name in fields}
+
+    def with_fields(self, fields: Mapping[str, Any]) -> WebDataset:
+        """The same shards, members and count, read into ``fields``."""
+        other = copy.copy(self)
+        other._read_into(dict(fields))
+        return other
 
     def __iter__(self) -> Iterator[tuple[str, Sequence[Any] | Exception]]:
         for shard in self.shards:
@@ -163,13 +189,17 @@ class WebDataset(SampleStream):
         return fields
 
     def length_hint(self) -> int | None:
-        """The number of samples, counted once.  A shard that is a local
-        file is counted from its members' headers alone (a seek past each
-        member's data), so exactly as many as iterating yields, unreadable
-        ones included.  A shard that is a URL, whose headers would each be a
+        """The number of samples: the ``length`` given, else counted once.
+        Shards from a shard index are counted by it (its ``nsamples``).
+        Otherwise a shard that is a local file is counted from its members'
+        headers alone (a seek past each member's data), so exactly as many
+        as iterating yields, unreadable ones included; a shard that is a
+        URL, whose headers would each be a
         request of its own, is counted by the ``<shard>_stats.json`` that
         ``img2dataset`` writes beside it (its ``"successes"``: the samples
         it wrote into the shard); None when one has none."""
+        if self._length is None and self.index is not None:
+            self._length = sum(self.index.counts)
         if self._length is None:
             urls = [shard for shard in self.shards if is_url(shard)]
             stated = _stated_counts(urls, self.remote) if urls else {}
@@ -221,7 +251,8 @@ class WebDataset(SampleStream):
         return parent if len(self.shards) > 1 and parent else first.rsplit("/", 1)[-1].removesuffix(".tar")
 
     def __repr__(self) -> str:
-        return f"WebDataset({len(self.shards)} shards from {self.shards[0]!r}, fields {list(self.fields)})"
+        origin = f"listed by {self.index.location!r}" if self.index is not None else f"from {self.shards[0]!r}"
+        return f"WebDataset({len(self.shards)} shards {origin}, fields {list(self.fields)})"
 
 
 STATS_SUFFIX = "_stats.json"
