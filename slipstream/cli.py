@@ -143,11 +143,13 @@ def _write_source(name: str, image: object) -> tuple[object, dict[str, object]]:
     ``.tar`` files, a shard index ``.json``), a LitData dataset (a folder
     with ``index.json``), else an image folder."""
     import slipstream as ss
+    from slipstream.sources.shard_index import is_shard_index, names_shard_index
 
     fields = {"image": image, "label": ss.IntField()}
     path = Path(name)
-    if "{" in name or name.endswith((".tar", ".json")) or ("://" in name and name.endswith("/")) or \
-            ("://" not in name and path.is_dir() and any(path.glob("*.tar"))):
+    if "{" in name or name.endswith(".tar") or ("://" in name and name.endswith("/")) or \
+            ("://" not in name and path.is_dir() and any(path.glob("*.tar"))) or \
+            (names_shard_index(name) and is_shard_index(name, ss.Remote())):
         return ss.WebDataset(name, fields), fields
     if "://" not in name and (path / "index.json").is_file():
         return ss.LitData(name), fields

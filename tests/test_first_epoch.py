@@ -259,15 +259,32 @@ def test_shards_listed_by_a_wids_index_stream_their_first_epoch(cache, tmp_path,
     (b'{"shardlist": []}', r"index.json: a shard index \(wids\) gives \"wids_version\": 1; this one has none"),
     (b'{"wids_version": 1, "shardlist": []}', r"index.json: the shard index lists no shards"),
     (b'{"wids_version": 1, "shardlist": [{"url": "a.tar"}]}',
-     r"index.json: shard 0 \(.*a.tar\) must give its number of samples as \"nsamples\", not None"),
+     r"index.json: shard 0 \(.*a.tar\) must give its number of samples as \"nsamples\" .*, not None"),
     (b'{"wids_version": 1, "shardlist": [{"url": "a.tar", "nsamples": -2}]}', r"not -2"),
     (b'{"wids_version": 1, "shardlist": [{"nsamples": 3}]}', r"shard 0 of the shard list must be an object with"),
+    (b'{"wids_version": 1, "shardlist": [{"url": "a.tar", "nsamples": 2199023255553}]}', r"\(0 to 1099511627776\)"),
+    (b'{"wids_version": true, "shardlist": [{"url": "a.tar", "nsamples": 1}]}', r"this one has True"),
+    (b'{"wids_version": 1, "base": 5, "shardlist": [{"url": "a.tar", "nsamples": 1}]}', r"\"base\" must be a path"),
     (b'{"wids_version": 1, "datasets": [{"source_url": "missing.json"}]}', r"missing.json: no such shard index"),
 ])
 def test_a_shard_index_that_cannot_be_read_says_what_is_wrong_naming_it(tmp_path, content, message):
     (tmp_path / "index.json").write_bytes(content)
     with pytest.raises((ss.FormatError, ss.DatasetNotFoundError), match=message):
         ss.WebDataset(tmp_path / "index.json")
+
+
+def test_shard_urls_resolve_against_the_index_and_a_folder_named_json_is_a_folder(tmp_path):
+    from slipstream.sources.shard_index import _resolved
+
+    assert _resolved("a/../b.tar", "s3://bucket/train") == "s3://bucket/train/b.tar"
+    assert _resolved("/other/b.tar", "s3://bucket/train") == "s3://bucket/other/b.tar"
+    assert _resolved("//mirror/b.tar", "https://host/train") == "https://mirror/b.tar"
+    assert _resolved("gs://elsewhere/b.tar", "s3://bucket/train") == "gs://elsewhere/b.tar"
+    assert _resolved("file:///data/b.tar", "s3://bucket/train") == "/data/b.tar"
+    assert _resolved("b.tar", "/data/train") == "/data/train/b.tar"
+    shards_of(tmp_path / "tars.json", 7, per_shard=4)  # a folder of shards, whatever its name
+    assert ss.WebDataset(tmp_path / "tars.json").length_hint() == 7
+    assert ss.sources.source_at(tmp_path / "tars.json").length_hint() == 7
 
 
 def test_a_stream_order_is_a_bounded_shuffle():

@@ -48,19 +48,22 @@ def source_at(path: str | os.PathLike, remote: Remote | None = None) -> Any:
     remote = remote or Remote()
     kind = _source_kind(path, remote)
     text = str(path)
+    if kind == "shard_index":
+        return WebDataset(text, remote=remote)
     if kind == "webdataset":
-        whole = text.endswith(".tar") or names_shard_index(text) or not is_url(text)
-        return WebDataset(text if whole else text.rstrip("/") + "/", remote=remote)
+        return WebDataset(text if text.endswith(".tar") or not is_url(text) else text.rstrip("/") + "/",
+                          remote=remote)
     if kind == "litdata":
         return LitData(text)
     return ImageFolder(local_path(text))
 
 
 def _source_kind(path: str | os.PathLike, remote: Remote) -> str | None:
-    """``"webdataset"``, ``"litdata"``, ``"folder"`` (images), or None for a dataset."""
+    """``"shard_index"``, ``"webdataset"``, ``"litdata"``, ``"folder"``
+    (images), or None for a dataset."""
     text = str(path)
     if names_shard_index(text) and is_shard_index(text, remote):
-        return "webdataset"
+        return "shard_index"
     if is_url(text):
         if text.endswith(".tar"):
             return "webdataset"

@@ -9,8 +9,8 @@ A shard's ``url`` is a path or URL; a relative one is relative to the
 folder (or URL prefix) of the index itself, or to the index's ``"base"``
 when it gives one.  An index may instead (or as well) list ``"datasets"``:
 each either an inline ``"shardlist"`` (with its own optional ``"base"``) or
-a ``"source_url"`` naming another index, whose shards are relative to that
-index.  Weights and other keys are ignored: the source reads every shard
+a ``"source_url"`` naming another index (relative to the first), whose
+shards are relative to that index.  Weights and other keys are ignored: the source reads every shard
 once, in the index's order.
 
 With the counts, a loader streams its first epoch from shards in object
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from slipstream.errors import DatasetNotFoundError, FormatError
+from slipstream.errors import DatasetNotFoundError, FormatError, SlipstreamError
 from slipstream.format.remote import Remote, is_url, local_path
 
 SUFFIX = ".json"
@@ -49,21 +49,29 @@ class ShardIndex:
     counts: tuple[int, ...]
 
 
+MAX_COUNT = 1 << 40
+"""The most samples a shard index may give one shard (or ``length`` a
+stream): far beyond any real shard, low enough that a corrupt count is not
+taken for a dataset to plan."""
+
+
 def names_shard_index(shards: Any) -> bool:
     """Whether ``shards`` (what :class:`~slipstream.WebDataset` is given)
     names a shard index rather than shards: one path or URL ending in
-    ``.json``."""
-    return isinstance(shards, (str, os.PathLike)) and str(shards).lower().endswith(SUFFIX)
+    ``.json`` that is not a folder on this machine."""
+    if not isinstance(shards, (str, os.PathLike)) or not str(shards).lower().endswith(SUFFIX):
+        return False
+    return is_url(str(shards)) or not local_path(str(shards)).is_dir()
 
 
 def is_shard_index(location: str | os.PathLike, remote: Remote) -> bool:
-    """Whether ``location`` holds a JSON object with ``"wids_version"``: a
-    shard index (and not, say, LitData's ``index.json``).  False when it
-    cannot be read or parsed."""
+    """Whether ``location`` is a file or object holding a JSON object with
+    ``"wids_version"``: a shard index (and not, say, LitData's
+    ``index.json``).  False when it cannot be read or parsed."""
     try:
         return isinstance(description := json.loads(_read(str(location), remote)), dict) and \
             "wids_version" in description
-    except (OSError, ValueError, DatasetNotFoundError):
+    except (OSError, ValueError, RecursionError):
         return False
 
 
@@ -103,15 +111,21 @@ def read_shard_index(location: str | os.PathLike, remote: Remote) -> ShardIndex:
 
 def _parse(location: str, remote: Remote) -> dict[str, Any]:
     try:
-        description = json.loads(_read(location, remote))
+        data = _read(location, remote)
+    except SlipstreamError:
+        raise
     except FileNotFoundError:
         raise DatasetNotFoundError(f"{location}: no such shard index") from None
-    except ValueError as exc:
-        raise FormatError(f"{location}: a shard index must be JSON: {exc}") from None
+    except OSError as exc:
+        raise FormatError(f"{location}: the shard index cannot be read: {exc.strerror or exc}") from None
+    try:
+        description = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise FormatError(f"{location}: a shard index must be JSON: {type(exc).__name__}: {exc}") from None
     if not isinstance(description, dict):
         raise FormatError(f"{location}: a shard index must be a JSON object, not {type(description).__name__}")
     version = description.get("wids_version")
-    if version != 1:
+    if type(version) is not int or version != 1:
         found = "has none" if version is None else f"has {version!r}"
         raise FormatError(f"{location}: a shard index (wids) gives \"wids_version\": 1; this one {found}")
     return description
@@ -132,16 +146,18 @@ def _rebased(location: str, shardlist: Any, base: Any, folder: str) -> list[tupl
     if not isinstance(shardlist, list):
         raise FormatError(f"{location}: \"shardlist\" must be a list of shards, not {type(shardlist).__name__}")
     if base is not None:
-        folder = _resolved(str(base), folder)
+        if not isinstance(base, str):
+            raise FormatError(f"{location}: \"base\" must be a path or URL, not {base!r:.80}")
+        folder = _resolved(base, folder)
     entries = []
     for k, shard in enumerate(shardlist):
         if not isinstance(shard, dict) or not isinstance(shard.get("url"), str):
             raise FormatError(f"{location}: shard {k} of the shard list must be an object with a \"url\", not "
                               f"{shard!r:.80}")
         count = shard.get("nsamples")
-        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count <= MAX_COUNT:
             raise FormatError(f"{location}: shard {k} ({shard['url']}) must give its number of samples as "
-                              f"\"nsamples\", not {count!r}")
+                              f"\"nsamples\" (0 to {MAX_COUNT}), not {count!r:.80}")
         entries.append((_resolved(shard["url"], folder), count))
     return entries
 
@@ -152,15 +168,21 @@ def _folder(location: str) -> str:
 
 
 def _resolved(url: str, folder: str) -> str:
-    """``url`` relative to ``folder``: as wids resolves it (a path from the
-    root within the folder's bucket or file system; anything else joined)."""
+    """``url`` relative to ``folder``: a URL or a ``file://`` URL as it is;
+    a path from the root (``/data/a.tar``) or the network location
+    (``//host/a.tar``) within the folder's store; anything else joined to
+    the folder."""
     if is_url(url):
         return url
+    if url.lower().startswith("file://"):
+        return str(local_path(url))
     if is_url(folder):
         scheme, bucket, path, _, _ = urlsplit(folder)
+        if url.startswith("//"):
+            return f"{scheme}:{url}"
         path = url if url.startswith("/") else posixpath.normpath(posixpath.join(path or "/", url))
         return urlunsplit((scheme, bucket, path, "", ""))
     return os.path.normpath(Path(folder) / local_path(url))
 
 
-__all__ = ["SUFFIX", "ShardIndex", "is_shard_index", "names_shard_index", "read_shard_index"]
+__all__ = ["MAX_COUNT", "SUFFIX", "ShardIndex", "is_shard_index", "names_shard_index", "read_shard_index"]

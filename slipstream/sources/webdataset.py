@@ -32,7 +32,7 @@ from slipstream.format.files import open_regular
 from slipstream.format.remote import Remote, is_url, local_path
 from slipstream.format.writer import SampleStream
 from slipstream.sources import tarstream
-from slipstream.sources.shard_index import names_shard_index, read_shard_index
+from slipstream.sources.shard_index import MAX_COUNT, names_shard_index, read_shard_index
 
 DEFAULT_MEMBERS: Mapping[str, str] = {"image": "jpg;jpeg;png;webp", "label": "cls", "json": "json", "text": "txt"}
 """The member extensions a field of one of these names reads when none are
@@ -120,8 +120,9 @@ class WebDataset(SampleStream):
                  members: Mapping[str, str] | None = None, remote: Remote | None = None,
                  length: int | None = None) -> None:
         if length is not None and (not isinstance(length, (int, np.integer)) or isinstance(length, bool)
-                                   or length < 0):
-            raise ArgumentError(f"length must be a number of samples (an integer of at least 0), not {length!r}")
+                                   or not 0 <= length <= MAX_COUNT):
+            raise ArgumentError(f"length must be a number of samples (an integer from 0 to {MAX_COUNT}), not "
+                                f"{length!r:.80}")
         self.remote = remote or Remote()
         self.index = read_shard_index(shards, self.remote) if names_shard_index(shards) else None
         """The shard index the shards come from, if any (with their counts)."""
@@ -144,6 +145,7 @@ class WebDataset(SampleStream):
     def with_fields(self, fields: Mapping[str, Any]) -> WebDataset:
         """The same shards, members and count, read into ``fields``."""
         other = copy.copy(self)
+        other.shards, other.given_members = list(self.shards), dict(self.given_members)
         other._read_into(dict(fields))
         return other
 
