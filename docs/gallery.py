@@ -92,7 +92,8 @@ class Photos:
 
     def load(self, pipelines: dict) -> dict[str, np.ndarray]:
         """The first batch of a loader over the copies, by output name."""
-        with ss.Loader(self.path, self.copies, pipelines, order="sequential", seed=SEED, as_dict=True) as loader:
+        order = ss.Order("sequential", seed=SEED)
+        with ss.Loader(self.path, self.copies, pipelines, order=order, as_dict=True) as loader:
             batch = next(iter(loader))
             return {name: value.numpy().copy() for name, value in batch.items()}
 
@@ -244,7 +245,7 @@ def gallery(work: Path) -> dict[str, Callable[[], list[Row]]]:
                          {"image": ss.RGBImageField(write_mode="raw"), "label": ss.IntField()}, workers=0,
                          verbose=False)
             pipelines = {"image": [mix], "label": [MixLabels(mix, num_classes=len(kinds))]}
-            with ss.Loader(path, DRAWS, pipelines, order="sequential", seed=SEED) as loader:
+            with ss.Loader(path, DRAWS, pipelines, order=ss.Order("sequential", seed=SEED)) as loader:
                 mixed, soft = (t.numpy().copy() for t in next(iter(loader)))
             captions = [f"own weight {soft[i, i]:.2f}" for i in range(DRAWS)]
             return [[(image, f"{k}: {kind}") for k, (image, kind) in enumerate(zip(images, kinds))],

@@ -20,7 +20,7 @@ def rank_main(rank: int, path: str, port: int, world_size: int, out: str) -> Non
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size)
     try:
-        with ss.Loader(path, 8, {"image": [RandomResizedCrop(24)]}, order="random", seed=1) as loader:
+        with ss.Loader(path, 8, {"image": [RandomResizedCrop(24)]}, order=ss.Order("random", seed=1)) as loader:
             epochs = [[(labels.tolist(), int(images.sum())) for images, labels in loader] for _ in range(2)]
         dist.barrier()
     finally:

@@ -19,6 +19,7 @@ from slipstream.compiler import (
     ArraySource,
     Graph,
     Kind,
+    Node,
     Operation,
     Pipeline,
     RandomApply,
@@ -393,7 +394,8 @@ def test_stages_cached_by_different_processes_keep_their_own_code(tmp_path):
                      "b": {"image": [RandomResizedCrop(24)]}}
         out = {}
         for name in sys.argv[2:]:
-            with ss.Loader(sys.argv[1], 4, pipelines[name], seed=1, order="sequential", verbose=False) as loader:
+            order = ss.Order("sequential", seed=1)
+            with ss.Loader(sys.argv[1], 4, pipelines[name], order=order, verbose=False) as loader:
                 out[name] = [hashlib.sha256(images.numpy().tobytes()).hexdigest() for images, _ in loader]
         print(json.dumps(out))
     """))
@@ -509,23 +511,54 @@ def test_jit_and_torch_nodes_of_different_pipelines_never_share_a_stage():
     assert out["b"].shape == (4,) and ((0 <= out["b"]) & (out["b"] < 1)).all()
 
 
-def test_the_booleans_that_kind_replaces_still_place_an_operation_with_a_deprecation_warning():
-    with pytest.warns(DeprecationWarning, match="set kind = Kind.SAMPLE, Kind.BATCH or Kind.TORCH"):
+def test_the_booleans_that_kind_replaced_are_refused_when_the_class_is_defined():
+    with pytest.raises(TypeError, match=r"LegacyBatchCenter sets batch = True, which nothing reads: set kind = "):
         @dataclasses.dataclass(frozen=True)
         class LegacyBatchCenter(BatchMeanCenter):
-            kind = Kind.SAMPLE  # overridden by the legacy attribute below, as an old subclass would
             batch = True
 
-    assert LegacyBatchCenter.kind is Kind.BATCH and LegacyBatchCenter().batch and LegacyBatchCenter().jit
-    values = np.arange(6, dtype=np.float64)
-    out = Pipeline([ArraySource(values), LegacyBatchCenter()]).compile(batch_size=6)(np.arange(6))
-    np.testing.assert_allclose(out, values - values.mean())
-    with pytest.warns(DeprecationWarning):
+    with pytest.raises(TypeError, match=r"sets jit = False, which nothing reads.*Kind.TORCH \(Python, on tensors\)"):
         class LegacyTorch(Operation):
             jit = False
 
-    assert LegacyTorch.kind is Kind.TORCH and not LegacyTorch().jit
-    with pytest.warns(DeprecationWarning, match=r"State\(jit=\.\.\.\) is deprecated and ignored"):
-        legacy_state = State(jit=True, shape=(2,), dtype=np.uint8)
-    assert legacy_state == State(shape=(2,), dtype=np.uint8) and legacy_state.describe() == (
-        "an array of shape (2,) and dtype uint8")
+    with pytest.raises(TypeError, match="jit"):
+        State(jit=True, shape=(2,), dtype=np.uint8)
+
+
+class _EitherOf(Node):
+    """Per sample, ``first`` with probability ``p``, else ``second`` (both in place): a node with control flow
+    that holds a second operation besides its ``op``."""
+
+    def __init__(self, first: Operation, second: Operation, p: float) -> None:
+        super().__init__(first)
+        self.second, self.p = second, float(p)
+
+    def declare(self):
+        return self.parent.state, ()
+
+    def emit(self, ctx):
+        from slipstream.compiler import astgen as A
+
+        other = self.placed(self.parent, f"{self.id}_second", self.pipeline)
+        other.op = self.second
+
+        def apply(node):
+            return [A.assign(ctx.target(self), A.call(ctx.code(node), ctx.value(self.parent), ctx.key(self)))]
+
+        coin = A.call(ctx.helper("uniform"), ctx.key(self, stream=1), A.const(0))
+        return [A.if_else(A.less(coin, A.const(self.p)), apply(self), apply(other))]
+
+
+def test_the_compile_cache_key_covers_every_operation_a_node_holds():
+    from slipstream.ops import RandomGrayscale, RandomSolarize
+
+    images = np.random.default_rng(3).integers(0, 256, (4, 8, 8, 3), dtype=np.uint8)
+
+    def run(threshold):  # p=0: the second operation, a solarization at `threshold`, always runs
+        pipeline = Pipeline([ArraySource(images), _EitherOf(RandomGrayscale(1.0), RandomSolarize(threshold, 1.0), 0.0)])
+        return pipeline.compile(4)(np.arange(4)).copy()
+
+    # Two pipelines differing only in the second operation: each compiles its own stage (a key that left the
+    # second operation out would load the first pipeline's stage for the second and solarize at 100 again).
+    np.testing.assert_array_equal(run(100), np.where(images >= 100, 255 - images, images))
+    np.testing.assert_array_equal(run(200), np.where(images >= 200, 255 - images, images))

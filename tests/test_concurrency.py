@@ -43,8 +43,8 @@ def same(a, b) -> bool:
 
 def test_two_loaders_in_two_threads_give_what_each_gives_alone(dataset):
     def make(seed):
-        return ss.Loader(dataset, 8, {"image": [RandomResizedCrop(24), ColorJitter(0.3, 0.3)]}, seed=seed,
-                         verbose=False)
+        return ss.Loader(dataset, 8, {"image": [RandomResizedCrop(24), ColorJitter(0.3, 0.3)]}, verbose=False,
+                         order=ss.Order(seed=seed))
 
     alone = []
     for seed in (1, 2):
@@ -85,8 +85,9 @@ def test_a_loader_per_rank_under_torch_multiprocessing_spawn(dataset, tmp_path):
         assert len(labels[0]) == len(labels[1]) == SAMPLES // 2
         assert sorted(labels[0] + labels[1]) == list(range(SAMPLES))  # disjoint shards covering the dataset
     assert ranks[0][0] != ranks[0][1]  # a new order each epoch
-    with ss.Loader(dataset, 8, {"image": [RandomResizedCrop(24)]}, order="random", seed=1, distributed=True, rank=1,
-                   world_size=2) as loader:  # rank 1's shard, made here: the same batches, pixels included
+    # Rank 1's shard, made here: the same batches, pixels included.
+    with ss.Loader(dataset, 8, {"image": [RandomResizedCrop(24)]}, order=ss.Order("random", seed=1),
+                   sharding=ss.Sharding(distributed=True, rank=1, world_size=2)) as loader:
         here = [[[labels.tolist(), int(images.sum())] for images, labels in loader] for _ in range(2)]
     assert here == ranks[1]
 

@@ -74,23 +74,27 @@ def cases() -> dict[str, dict[str, Any]]:
         presets,
     )
 
+    import slipstream as ss
+
     mix = MixUp(0.4)
     return {
         "train uint8, random": dict(pipelines={"image": [RandomResizedCrop(32), RandomHorizontalFlip()]},
-                                    order="random", seed=7),
-        "train float16, quasi_random": dict(pipelines=presets.imagenet_train(32), order="quasi_random", seed=8),
+                                    order=ss.Order("random", seed=7)),
+        "train float16, quasi_random": dict(pipelines=presets.imagenet_train(32),
+                                            order=ss.Order("quasi_random", seed=8)),
         "val uint8, sequential": dict(pipelines={"image": [CenterCrop(32, ratio=0.875)]}, order="sequential"),
         "augmentations uint8": dict(pipelines={"image": [
             RandomResizedCrop(32), RandomVerticalFlip(), RandomTranslate(4), ColorJitter(0.4, 0.4, 0.4, 0.1),
             RandomGrayscale(0.3), RandomSolarize(100, 0.3), GaussianBlur(3), Cutout(8), RandomErasing(0.5)]},
-            order="random", seed=9),
-        "simclr views": dict(pipelines=presets.simclr(24, dtype=np.float32), order="random", seed=10),
-        "multi-crop": dict(pipelines=presets.multi_crop(2, 32, (0.3, 1.0), 3, 16, (0.05, 0.3)), order="random",
-                           seed=11),
+            order=ss.Order("random", seed=9)),
+        "simclr views": dict(pipelines=presets.simclr(24, dtype=np.float32), order=ss.Order("random", seed=10)),
+        "multi-crop": dict(pipelines=presets.multi_crop(2, 32, (0.3, 1.0), 3, 16, (0.05, 0.3)),
+                           order=ss.Order("random", seed=11)),
         "mixup soft labels": dict(pipelines={"image": [RandomResizedCrop(32), mix, Normalize(dtype=np.float32)],
-                                             "label": [MixLabels(mix, num_classes=6)]}, order="random", seed=12),
-        "random, rank 1 of 2": dict(pipelines={"image": [RandomResizedCrop(32)]}, order="random", seed=13,
-                                    distributed=True, rank=1, world_size=2),
+                                             "label": [MixLabels(mix, num_classes=6)]},
+                                  order=ss.Order("random", seed=12)),
+        "random, rank 1 of 2": dict(pipelines={"image": [RandomResizedCrop(32)]}, order=ss.Order("random", seed=13),
+                                    sharding=ss.Sharding(distributed=True, rank=1, world_size=2)),
     }
 
 
@@ -113,7 +117,8 @@ def hashes(folder: Path) -> dict[str, list[dict[str, str]]]:
         with ss.Loader(raw, 8, as_dict=True, verbose=False, **kwargs) as loader:
             table[name] = _first_batches(loader)
     jpeg = dataset(folder, raw=False)
-    with ss.Loader(jpeg, 8, {"image": [RandomResizedCrop(32)]}, seed=14, as_dict=True, verbose=False) as loader:
+    with ss.Loader(jpeg, 8, {"image": [RandomResizedCrop(32)]}, order=ss.Order(seed=14), as_dict=True,
+                   verbose=False) as loader:
         table[f"jpeg decode, libjpeg-turbo {libjpeg_version()}"] = _first_batches(loader)
     with ss.Loader(detection_dataset(folder), 8, detection_pipelines(), order=ss.Order("random", seed=15),
                    as_dict=True, verbose=False) as loader:

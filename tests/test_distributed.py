@@ -23,7 +23,8 @@ WORKER = textwrap.dedent("""
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     result = {}
     for order in ("sequential", "random", "quasi_random"):
-        loader = ss.Loader(path, 8, {"image": None}, order=order, seed=4, drop_last=drop_last)  # distributed=None
+        loader = ss.Loader(path, 8, {"image": None}, order=ss.Order(order, seed=4),
+                           sharding=ss.Sharding(drop_last=drop_last))  # distributed=None
         assert (loader.rank, loader.world_size) == (rank, 2)
         result[order] = [[b[0].tolist() for b in loader] for _ in range(2)]  # two epochs
         result[order + "/len"] = len(loader)

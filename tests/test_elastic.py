@@ -24,8 +24,9 @@ def dataset(tmp_path_factory):
 
 
 def loaders(path, order, world_size, drop_last=False):
-    return [ss.Loader(path, BATCH, {"image": None}, order=order, seed=5, distributed=world_size > 1, rank=r,
-                      world_size=world_size, drop_last=drop_last, verbose=False) for r in range(world_size)]
+    return [ss.Loader(path, BATCH, {"image": None}, order=ss.Order(order, seed=5), verbose=False,
+                      sharding=ss.Sharding(distributed=world_size > 1, rank=r, world_size=world_size,
+                                           drop_last=drop_last)) for r in range(world_size)]
 
 
 def take(loader, batches=None):

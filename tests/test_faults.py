@@ -71,7 +71,7 @@ def change_from_another_process(path, how: str) -> None:
 def test_the_file_changed_mid_epoch_raises_naming_it(dataset, os_cache, how):
     gate = Gate(at=2)
     loader = ss.Loader(dataset, BATCH, {"image": [CenterCrop(32), TorchOperation(gate)]}, order="sequential",
-                       os_cache=os_cache, batches_ahead=1, verbose=False)
+                       verbose=False, memory=ss.Memory(os_cache=os_cache, batches_ahead=1))
     it = iter(loader)
     next(it)
     assert gate.reached.wait(30)
@@ -240,7 +240,8 @@ def test_a_file_changed_while_batches_decode_raises_and_the_process_survives(big
     for delay in (0.0, 0.002, 0.01, 0.03, 0.08):
         path = tmp_path / f"train-{delay}.slip"
         path.write_bytes(source.read_bytes())
-        loader = ss.Loader(path, 64, {"image": [CenterCrop(40)]}, order="random", os_cache=os_cache, verbose=False)
+        loader = ss.Loader(path, 64, {"image": [CenterCrop(40)]}, order="random", verbose=False,
+                           memory=ss.Memory(os_cache=os_cache))
         list(loader)  # compiled, warm
         change = threading.Timer(delay, lambda p=path: os.truncate(p, os.path.getsize(p) // 3) if how == "truncate"
                                  else rewrite_in_place(p, other))

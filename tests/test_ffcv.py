@@ -133,13 +133,3 @@ def test_damaged_beton_files(betons, tmp_path):
         ss.Reader(tmp_path / "custom.beton")
     with pytest.raises(ss.ArgumentError, match="has no page checksums"):
         ss.Reader(betons["images.beton"], verify_pages=True)
-
-
-def test_the_old_beton_reader_name_still_works_with_a_warning(betons):
-    from slipstream.format import ffcv
-
-    with pytest.warns(DeprecationWarning, match="BetonReader is deprecated"):
-        old = ffcv.BetonReader
-    assert old is ss.Reader
-    with pytest.warns(DeprecationWarning, match="looks_like_beton is deprecated"):
-        assert ffcv.looks_like_beton(betons["basic.beton"])

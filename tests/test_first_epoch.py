@@ -600,8 +600,8 @@ RANK = textwrap.dedent("""
     pipelines = presets.imagenet_train(48)
     if folder.endswith("wds"):  # tar shards: their .json members are not an output
         pipelines["json"] = None
-    with ss.Loader(folder, 8, pipelines, order=order, on_error=on_error, drop_last=drop_last,
-                   verbose=False) as loader:
+    sharding = ss.Sharding(drop_last=drop_last)
+    with ss.Loader(folder, 8, pipelines, order=order, on_error=on_error, sharding=sharding, verbose=False) as loader:
         streamed = loader._first is not None
         if stop:  # leave epoch 0 after `stop` batches, as a job stopped mid-epoch
             batches = iter(loader)
@@ -611,7 +611,7 @@ RANK = textwrap.dedent("""
             sys.exit(0)
         epochs = [[[v.numpy().tolist() for v in batch] for batch in loader] for _ in range(2)]
         path = str(loader.reader.path)
-    with ss.Loader(path, 8, pipelines, order=order, on_error=on_error, drop_last=drop_last, verbose=False) as cached:
+    with ss.Loader(path, 8, pipelines, order=order, on_error=on_error, sharding=sharding, verbose=False) as cached:
         again = [[[v.numpy().tolist() for v in batch] for batch in cached] for _ in range(2)]
     dist.barrier()
     dist.destroy_process_group()

@@ -170,7 +170,7 @@ def test_tile_width_recodes_jpegs_without_changing_a_pixel(tmp_path):
             np.testing.assert_array_equal(b[i]["image"], a[i]["image"])
             assert bytes(c.value_bytes(i, "image")) == bytes(b.value_bytes(i, "image")), i
     pipeline = {"image": [ss.ops.RandomResizedCrop(24), ss.ops.RandomHorizontalFlip()], "label": []}
-    batches = [list(ss.Loader(path, 5, pipeline, order="random", seed=3)) for path in (plain, tiled)]
+    batches = [list(ss.Loader(path, 5, pipeline, order=ss.Order("random", seed=3))) for path in (plain, tiled)]
     for x, y in zip(*batches, strict=True):
         np.testing.assert_array_equal(np.asarray(x[0]), np.asarray(y[0]))
     with pytest.raises(ValueError, match="tile_width"):
@@ -340,11 +340,6 @@ def test_the_reader_says_which_format_it_read(good_file):
         assert reader.format == "slipstream" and reader.header["magic"] == L.MAGIC
 
 
-def test_the_remote_argument_of_a_reader_is_deprecated(good_file):
-    with pytest.warns(DeprecationWarning, match=r"Reader\(remote=...\) is deprecated"):
-        assert len(ss.Reader(good_file, remote=ss.Remote())) == 12
-
-
 def test_a_file_of_no_known_format_is_named_with_its_first_bytes(tmp_path):
     path = tmp_path / "picture.slip"
     path.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(200))
@@ -490,6 +485,30 @@ def test_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match="write_mode must be one of"):
         ss.RGBImageField(write_mode="png")
     json.dumps(ss.RGBImageField().arguments())  # arguments are JSON
+
+
+def test_one_frozen_write_options_checks_what_every_writer_is_given(tmp_path):
+    from slipstream.format.write_options import WriteOptions
+    from slipstream.format.writer import DEFAULT_SHARD_SIZE
+
+    fields = {"x": ss.IntField()}
+    to_url = WriteOptions.create("s3://bucket/prefix/", fields, columns={"x": "value"})
+    assert to_url.sharded and to_url.shard_size == DEFAULT_SHARD_SIZE and to_url.path == "s3://bucket/prefix"
+    assert to_url.columns == {"x": "value"} and len(to_url.descriptors) == 1
+    one_file = WriteOptions.create(tmp_path / "a.slip", fields, user_metadata={"classes": ["a"]})
+    assert not one_file.sharded and one_file.shard_size is None and one_file.user == b'{"classes": ["a"]}'
+    by_count = WriteOptions.create(tmp_path, fields, shards=3)
+    assert by_count.sharded and by_count.shard_size is None and by_count.plan(9).shard_of(8) == 2
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        one_file.page_size = 4096
+    for kwargs, message in [({"columns": {"y": "z"}}, "columns names 'y', which are not fields"),
+                            ({"shards": 2, "shard_size": "1GB"}, "give shard_size or shards, not both"),
+                            ({"shards": True}, "shards must be a positive integer"),
+                            ({"on_error": "replace"}, "on_error must be 'raise' or 'skip'")]:
+        with pytest.raises(ss.ArgumentError, match=message):
+            WriteOptions.create(tmp_path, fields, **kwargs)
+    with pytest.raises(ss.ArgumentError, match="shards=3 needs the number of samples beforehand"):
+        by_count.plan(None)
 
 
 def test_the_documented_layout_is_the_one_written():

@@ -135,7 +135,7 @@ def test_the_loader_raises_naming_each_bad_sample(hostile_file, corpus):
 
 def test_the_loader_skips_bad_samples_and_counts_them(hostile_file, corpus):
     bad = failing(corpus)
-    with ss.Loader(hostile_file, 16, {"image": [CenterCrop(CROP)]}, order="random", seed=3, on_error="skip",
+    with ss.Loader(hostile_file, 16, {"image": [CenterCrop(CROP)]}, order=ss.Order("random", seed=3), on_error="skip",
                    verbose=False) as loader:
         for epoch in range(2):
             with warnings.catch_warnings(record=True) as caught:
@@ -155,7 +155,7 @@ def test_random_crops_of_truncated_files_fail_only_where_the_crop_needs_missing_
     """Rows below a crop are never read, so a crop above the cut of a
     truncated file decodes; every sample is either kept or counted."""
     bad = failing(corpus)
-    with ss.Loader(hostile_file, 16, {"image": [RandomResizedCrop(CROP)]}, order="random", seed=3,
+    with ss.Loader(hostile_file, 16, {"image": [RandomResizedCrop(CROP)]}, order=ss.Order("random", seed=3),
                    on_error="skip", verbose=False) as loader:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ss.SampleWarning)
@@ -274,8 +274,8 @@ def flipped(tmp_path_factory):
 def test_a_silently_wrong_jpeg_is_caught_by_its_page_checksum_on_first_load(flipped, os_cache):
     path, page_mates, _ = flipped
     first = min(page_mates)
-    with ss.Loader(path, 4, {"image": [CenterCrop(CROP)]}, order="sequential", os_cache=os_cache,
-                   verbose=False) as loader:
+    with ss.Loader(path, 4, {"image": [CenterCrop(CROP)]}, order="sequential", verbose=False,
+                   memory=ss.Memory(os_cache=os_cache)) as loader:
         with pytest.raises(ss.DecodeError, match=rf"flipped.slip: sample {first} cannot be decoded \(field 'image': "
                                                  rf"data page \d+ \(bytes [\d,]+ to [\d,]+\) does not match its "
                                                  rf"checksum"):
@@ -288,8 +288,8 @@ def test_samples_in_a_corrupt_page_are_skipped_or_replaced(flipped, os_cache):
     with ss.Loader(clean, 24, {"image": [CenterCrop(CROP)]}, order="sequential", verbose=False) as loader:
         expected = next(iter(loader))[0].clone()
     for policy in ("skip", "replace"):
-        loader = ss.Loader(path, 5, {"image": [CenterCrop(CROP)]}, order="sequential", os_cache=os_cache,
-                           on_error=policy, verbose=False)
+        loader = ss.Loader(path, 5, {"image": [CenterCrop(CROP)]}, order="sequential", on_error=policy, verbose=False,
+                           memory=ss.Memory(os_cache=os_cache))
         for epoch in range(2):  # the second epoch knows the page is bad without checking it again
             with pytest.warns(ss.SampleWarning, match=f"{len(page_mates)} samples of epoch {epoch}"):
                 batches = [(images.clone(), labels.clone()) for images, labels in loader]
@@ -316,7 +316,8 @@ def test_later_epochs_check_no_page_again(tmp_path):
     ss.write(path, [(data,) for data in images], {"image": ss.RGBImageField()}, page_size=4096, workers=0,
              verbose=False)
     for os_cache in (True, False):
-        with ss.Loader(path, 8, {"image": [RandomResizedCrop(CROP)]}, os_cache=os_cache, verbose=False) as loader:
+        with ss.Loader(path, 8, {"image": [RandomResizedCrop(CROP)]}, verbose=False,
+                       memory=ss.Memory(os_cache=os_cache)) as loader:
             assert loader.reader.pages_checked == 0
             list(loader)
             assert loader.reader.pages_checked == loader.reader.page_count > 1

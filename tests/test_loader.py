@@ -142,7 +142,7 @@ def test_an_exception_in_a_torch_stage_names_the_batch_samples(dataset, device):
 @pytest.mark.parametrize("order", ORDERS)
 def test_each_index_once_per_epoch_and_epochs_differ(dataset, order, device):
     path, _ = dataset
-    loader = ss.Loader(path, 16, order=order, seed=3, device=device)
+    loader = ss.Loader(path, 16, order=ss.Order(order, seed=3), device=device)
     first, second = labels_of(loader), labels_of(loader)
     for epoch in (first, second):
         flat = [i for batch in epoch for i in batch]
@@ -163,7 +163,7 @@ def test_subsets_and_drop_last(dataset, order, device):
     batches = labels_of(kept)
     assert len(kept) == 7 and [len(b) for b in batches] == [10] * 6 + [8]
     assert sorted(i for b in batches for i in b) == subset.tolist()
-    dropped = ss.Loader(path, 10, order=order, indices=subset, drop_last=True, device=device)
+    dropped = ss.Loader(path, 10, order=order, indices=subset, device=device, sharding=ss.Sharding(drop_last=True))
     batches = labels_of(dropped)
     assert len(dropped) == 6 and [len(b) for b in batches] == [10] * 6
     assert set(i for b in batches for i in b) <= set(subset.tolist())
@@ -171,7 +171,7 @@ def test_subsets_and_drop_last(dataset, order, device):
 
 def test_quasi_random_keeps_consecutive_samples_within_a_window_of_pages(dataset):
     path, _ = dataset
-    loader = ss.Loader(path, 16, order="quasi_random", window_pages=2)
+    loader = ss.Loader(path, 16, order=ss.Order("quasi_random", window_pages=2))
     reader = loader.reader
     page = (reader.metadata["image"]["offset"].astype(np.int64) - reader.data_offset) // reader.page_size
     order = loader.epoch_samples(0)
@@ -183,8 +183,8 @@ def test_quasi_random_keeps_consecutive_samples_within_a_window_of_pages(dataset
 @pytest.mark.parametrize("threads", [1, 2])
 def test_same_batches_for_any_thread_count_and_run(dataset, threads, device):
     path, _ = dataset
-    reference = [b[0].numpy().copy() for b in ss.Loader(path, 32, order="random", seed=5)]
-    loader = ss.Loader(path, 32, order="random", seed=5, num_threads=threads, device=device)
+    reference = [b[0].numpy().copy() for b in ss.Loader(path, 32, order=ss.Order("random", seed=5))]
+    loader = ss.Loader(path, 32, order=ss.Order("random", seed=5), num_threads=threads, device=device)
     for expected, batch in zip(reference, loader):
         np.testing.assert_array_equal(host(batch[0]), expected)
 
@@ -216,7 +216,7 @@ class RandomShift(Operation):
 def test_resume_mid_epoch_repeats_the_following_batches_exactly(dataset, order, device):
     path, _ = dataset
     pipelines = {"image": [RandomShift()], "blob": None, "meta": None}
-    loader = ss.Loader(path, 16, pipelines, order=order, seed=11, device=device)
+    loader = ss.Loader(path, 16, pipelines, order=ss.Order(order, seed=11), device=device)
     labels_of(loader)  # epoch 0
     iterator = iter(loader)  # epoch 1
     for _ in range(5):
@@ -224,7 +224,7 @@ def test_resume_mid_epoch_repeats_the_following_batches_exactly(dataset, order, 
     state = loader.state_dict()
     assert state["epoch"] == 1 and state["batch"] == 5
     rest = [(host(b[0]).copy(), host(b[1]).copy()) for b in iterator]
-    fresh = ss.Loader(path, 16, pipelines, order=order, seed=11, device=device)
+    fresh = ss.Loader(path, 16, pipelines, order=ss.Order(order, seed=11), device=device)
     fresh.load_state_dict(state)
     resumed = [(host(b[0]).copy(), host(b[1]).copy()) for b in fresh]
     assert len(resumed) == len(rest) == 8
@@ -233,7 +233,7 @@ def test_resume_mid_epoch_repeats_the_following_batches_exactly(dataset, order, 
         np.testing.assert_array_equal(a_img, b_img)
     assert fresh.state_dict()["epoch"] == 2
     with pytest.raises(ss.ArgumentError, match="cannot resume: the state has seed=11, this loader 12"):
-        ss.Loader(path, 16, pipelines, order=order, seed=12).load_state_dict(state)
+        ss.Loader(path, 16, pipelines, order=ss.Order(order, seed=12)).load_state_dict(state)
 
 
 # ---------------------------------------------------------------- memory managers
@@ -247,7 +247,8 @@ def test_page_pool_stays_within_its_bound(tmp_path, device):
     reader = ss.Reader(path)
     pool = 4
     assert reader.page_count >= 20 * pool
-    loader = ss.Loader(path, 8, order="quasi_random", os_cache=False, pool_pages=pool, window_pages=1, device=device)
+    loader = ss.Loader(path, 8, order=ss.Order("quasi_random", window_pages=1), device=device,
+                       memory=ss.Memory(os_cache=False, pool_pages=pool))
     for epoch in range(2):
         seen = []
         for image, label in loader:
@@ -258,14 +259,14 @@ def test_page_pool_stays_within_its_bound(tmp_path, device):
     assert store.peak_in_use <= pool and store.capacity == pool
     assert store.pages_read >= 2 * reader.page_count  # every page, each epoch, through 4 pages at once
     with pytest.raises(ss.ArgumentError, match="needs .* pages but the page pool holds 1"):
-        iter(ss.Loader(path, 64, order="random", os_cache=False, pool_pages=1))
+        iter(ss.Loader(path, 64, order="random", memory=ss.Memory(os_cache=False, pool_pages=1)))
 
 
 def test_both_memory_managers_give_the_same_batches(dataset, device):
     path, _ = dataset
-    mapped = [host(b[0]).copy() for b in ss.Loader(path, 20, order="random", seed=2, device=device)]
-    pooled = [host(b[0]).copy() for b in ss.Loader(path, 20, order="random", seed=2, os_cache=False,
-                                                   pool_pages=16, device=device)]
+    mapped = [host(b[0]).copy() for b in ss.Loader(path, 20, order=ss.Order("random", seed=2), device=device)]
+    pooled = [host(b[0]).copy() for b in ss.Loader(path, 20, order=ss.Order("random", seed=2), device=device,
+                                                   memory=ss.Memory(os_cache=False, pool_pages=16))]
     assert len(mapped) == len(pooled)
     for a, b in zip(mapped, pooled):
         np.testing.assert_array_equal(a, b)
@@ -276,7 +277,7 @@ def test_both_memory_managers_give_the_same_batches(dataset, device):
 
 def test_two_loaders_alternately_and_from_two_threads(dataset, device):
     path, _ = dataset
-    train = ss.Loader(path, 16, order="random", seed=1, device=device)
+    train = ss.Loader(path, 16, order=ss.Order("random", seed=1), device=device)
     val = ss.Loader(path, 16, order="sequential", device=device)
     expected_val = labels_of(val)
     for batch in train:  # a validation pass inside the training loop
@@ -389,8 +390,8 @@ def test_a_source_is_converted_once_and_loaded(tmp_path, monkeypatch):
 @pytest.mark.cuda
 def test_batches_on_the_device_match_and_slots_are_not_overwritten_early(dataset):
     path, images = dataset
-    loader = ss.Loader(path, 8, {"blob": None, "meta": None}, order="random", seed=9, device="cuda",
-                       batches_ahead=1)
+    loader = ss.Loader(path, 8, {"blob": None, "meta": None}, order=ss.Order("random", seed=9), device="cuda",
+                       memory=ss.Memory(batches_ahead=1))
     received = []
     for image, label, *_ in loader:  # kept on the device while later batches reuse the host slots
         assert image.is_cuda and label.is_cuda

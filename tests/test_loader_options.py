@@ -1,13 +1,12 @@
 """The loader's option groups (Order, Sharding, Memory): their validation,
-the deprecated flat keywords they replace, and the boundary between the
-loader and its epoch iterator (an EpochPlan and a callback)."""
+the refusal of the flat keywords they replaced, and the boundary between
+the loader and its epoch iterator (an EpochPlan and a callback)."""
 
 from __future__ import annotations
 
 import ast
 import dataclasses
 import inspect
-import warnings
 
 import numpy as np
 import pytest
@@ -36,12 +35,6 @@ def dataset(tmp_path_factory):
 def batches_of(loader: ss.Loader, epochs: int = 2) -> list[list[np.ndarray]]:
     with loader:
         return [[value.numpy().copy() for value in batch] for _ in range(epochs) for batch in loader]
-
-
-def loader_quietly(*args, **kwargs) -> ss.Loader:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return ss.Loader(*args, **kwargs)
 
 
 def assert_same(a: list[list[np.ndarray]], b: list[list[np.ndarray]]) -> None:
@@ -94,81 +87,49 @@ def test_sharding_resolves_ranks():
 
 
 @pytest.mark.parametrize("kind", ["sequential", "random", "quasi_random"])
-def test_grouped_options_give_the_batches_of_the_flat_keywords(dataset, kind):
-    flat = loader_quietly(dataset, 10, order=kind, seed=5, drop_last=True, os_cache=False, pool_pages=8,
-                          batches_ahead=2, window_pages=2, distributed=True, rank=1, world_size=2)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", DeprecationWarning)
-        grouped = ss.Loader(dataset, 10, order=ss.Order(kind, seed=5, window_pages=2),
-                            sharding=ss.Sharding(rank=1, world_size=2, drop_last=True),
-                            memory=ss.Memory(os_cache=False, pool_pages=8, batches_ahead=2))
-    assert flat.options == grouped.options
+def test_the_groups_reach_the_loader(dataset, kind):
+    grouped = ss.Loader(dataset, 10, order=ss.Order(kind, seed=5, window_pages=2),
+                        sharding=ss.Sharding(rank=1, world_size=2, drop_last=True),
+                        memory=ss.Memory(os_cache=False, pool_pages=8, batches_ahead=2))
     assert grouped.memory.store.capacity == 8 and grouped.compiled.slots == 4
     assert (grouped.order, grouped.seed, grouped.window_pages) == (kind, 5, 2)
     assert (grouped.rank, grouped.world_size, grouped.drop_last, grouped.batches_ahead) == (1, 2, True, 2)
-    assert len(grouped) == len(flat) == 4
-    assert_same(batches_of(flat), batches_of(grouped))
+    assert len(grouped) == 4
+    rank0 = ss.Loader(dataset, 10, order=ss.Order(kind, seed=5, window_pages=2),
+                      sharding=ss.Sharding(rank=0, world_size=2, drop_last=True))
+    seen = [np.concatenate([b[1].numpy() for b in loader]) for loader in (rank0, grouped)]
+    assert len(np.intersect1d(*seen)) == 0 and sum(map(len, seen)) == 80  # two disjoint shares of 40
 
 
-def test_the_order_shorthand_and_positional_arguments(dataset):
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", DeprecationWarning)  # a kind alone is no deprecated spelling
-        short = ss.Loader(dataset, 16, order="quasi_random")
+def test_the_order_shorthand_and_no_arguments_by_position_after_pipelines(dataset):
+    short = ss.Loader(dataset, 16, order="quasi_random")
     assert short.options.order == ss.Order("quasi_random")
-    with pytest.warns(DeprecationWarning) as caught:
-        positional = ss.Loader(dataset, 16, None, "quasi_random", 0, None, False, 3)
-    assert len(caught) == 1
-    assert str(caught[0].message) == ("order, seed, indices, drop_last, batches_ahead by position are deprecated "
-                                      "(removed in the next release): pass order=slipstream.Order('quasi_random', "
-                                      "seed=0), sharding=slipstream.Sharding(drop_last=False), "
-                                      "memory=slipstream.Memory(batches_ahead=3), indices= by keyword")
-    assert positional.options == short.options
-    assert_same(batches_of(short), batches_of(positional))
+    with pytest.raises(TypeError, match="positional argument"):
+        ss.Loader(dataset, 16, None, "quasi_random")
 
 
-def test_flat_keywords_warn_once_naming_the_new_spelling(dataset):
-    with pytest.warns(DeprecationWarning) as caught:
-        loader = ss.Loader(dataset, 16, order="random", seed=0)
-    assert [str(w.message) for w in caught] == [
-        "seed= is deprecated (removed in the next release): pass order=slipstream.Order('random', seed=0)"]
-    assert caught[0].filename == __file__  # points at the caller
-    with pytest.warns(DeprecationWarning) as caught:
-        ss.Loader(dataset, 16, seed=3, drop_last=True, os_cache=False, rank=0, world_size=1)
-    assert len(caught) == 1
-    message = str(caught[0].message)
-    assert message.startswith("seed=, drop_last=, os_cache=, rank=, world_size= are deprecated")
-    assert message.endswith("pass order=slipstream.Order('random', seed=3), sharding=slipstream.Sharding("
-                            "drop_last=True, rank=0, world_size=1), memory=slipstream.Memory(os_cache=False)")
-    loader.close()
-
-
-@pytest.mark.parametrize("flat, group", [
-    ({"seed": 1}, {"order": ss.Order("random")}),
-    ({"window_pages": 2}, {"order": ss.Order("quasi_random")}),
-    ({"drop_last": True}, {"sharding": ss.Sharding()}),
-    ({"rank": 0, "world_size": 2}, {"sharding": ss.Sharding(drop_last=True)}),
-    ({"batches_ahead": 2, "os_cache": False}, {"memory": ss.Memory()}),
+@pytest.mark.parametrize("name, value, spelling", [
+    ("seed", 1, r"order=slipstream\.Order\(seed=\.\.\.\)"),
+    ("window_pages", 2, r"order=slipstream\.Order\(window_pages=\.\.\.\)"),
+    ("drop_last", True, r"sharding=slipstream\.Sharding\(drop_last=\.\.\.\)"),
+    ("world_size", 2, r"sharding=slipstream\.Sharding\(world_size=\.\.\.\)"),
+    ("os_cache", False, r"memory=slipstream\.Memory\(os_cache=\.\.\.\)"),
+    ("batches_ahead", 2, r"memory=slipstream\.Memory\(batches_ahead=\.\.\.\)"),
 ])
-def test_a_flat_keyword_and_its_group_together_are_refused(dataset, flat, group):
-    name = next(iter(group))
-    with pytest.raises(ss.ArgumentError, match=rf"and {name}= both given: .* is the deprecated spelling of "
-                                               rf"{name}=slipstream\.\w+\(\.\.\.\); pass {name}= only"):
-        ss.Loader(dataset, 16, **flat, **group)
+def test_the_flat_keywords_of_earlier_releases_are_refused_naming_their_group(dataset, name, value, spelling):
+    with pytest.raises(ss.ArgumentError, match=rf"unexpected keyword argument '{name}': pass {spelling}"):
+        ss.Loader(dataset, 16, **{name: value})
 
 
 def test_the_loader_keeps_its_messages(dataset):
     with pytest.raises(ss.ArgumentError, match=r"order must be one of .*, got 'shuffled'"):
         ss.Loader(dataset, 16, order="shuffled")
-    with pytest.raises(ss.ArgumentError, match="batches_ahead must be at least 1, got 0"):
-        loader_quietly(dataset, 16, batches_ahead=0)
     with pytest.raises(ss.ArgumentError, match=r"rank 3 is not in \[0, 2\)"):
-        loader_quietly(dataset, 16, distributed=True, rank=3, world_size=2)
+        ss.Loader(dataset, 16, sharding=ss.Sharding(distributed=True, rank=3, world_size=2))
     with pytest.raises(ss.ArgumentError, match="memory must be a slipstream.Memory, got 3"):
         ss.Loader(dataset, 16, memory=3)
     with pytest.raises(ss.ArgumentError, match="unexpected keyword argument 'shuffle': pass order=\"random\""):
         ss.Loader(dataset, 16, shuffle=True)
-    with pytest.raises(TypeError, match="multiple values for argument 'order'"):
-        ss.Loader(dataset, 16, None, "random", order="random")
 
 
 def test_the_options_rebuild_an_equal_loader_and_its_state_dict_is_unchanged(dataset):
@@ -250,3 +211,24 @@ def test_loader_and_iterator_touch_no_private_attribute_of_each_other():
         assert foreign == []
     assert "_Work" not in vars(iterator)
     assert list(inspect.signature(EpochIterator).parameters) == ["plan", "on_end"]
+
+
+def test_a_loader_checks_and_folds_each_output_s_operations_once(dataset, monkeypatch):
+    from slipstream.compiler import graph, pipeline, rewrites
+    from slipstream.loader import outputs
+
+    checked, folded = [], []
+
+    def check(name, entries):
+        checked.append(name)
+        return graph.check_pipeline(name, entries)
+
+    def fold(entries):
+        folded.append(list(entries))
+        return rewrites.fold(entries)
+
+    for module in (outputs, pipeline):  # every caller of the two, spied on
+        monkeypatch.setattr(module, "check_pipeline", check)
+        monkeypatch.setattr(module, "fold", fold)
+    ss.Loader(dataset, 8, {"image": [ss.ops.CenterCrop(4)]}, verbose=False).close()
+    assert sorted(checked) == ["image", "label"] and len(folded) == 2

@@ -108,7 +108,7 @@ def test_batch_augmentations_in_a_loader_draw_from_its_keys_and_resume_exactly(t
     torch's global generator, and a loader resumed mid-epoch from its
     state_dict() repeats the remaining batches bit for bit."""
     path = _resume_dataset(tmp_path)
-    loader = ss.Loader(path, 8, _augmented(), order="random", seed=3)
+    loader = ss.Loader(path, 8, _augmented(), order=ss.Order("random", seed=3))
     for _ in loader:  # epoch 0
         pass
     torch.manual_seed(1)
@@ -117,18 +117,18 @@ def test_batch_augmentations_in_a_loader_draw_from_its_keys_and_resume_exactly(t
     state = loader.state_dict()
     rest = [(images.clone(), labels.clone()) for images, labels in iterator]
     torch.manual_seed(2)  # another global generator state: the draws must not depend on it
-    fresh = ss.Loader(path, 8, _augmented(), order="random", seed=3)
+    fresh = ss.Loader(path, 8, _augmented(), order=ss.Order("random", seed=3))
     fresh.load_state_dict(state)
     resumed = [(images.clone(), labels.clone()) for images, labels in fresh]
     assert len(resumed) == len(rest) == 3
     for (a, la), (b, lb) in zip(rest, resumed):
         torch.testing.assert_close(la, lb, rtol=0, atol=0)
         torch.testing.assert_close(a, b, rtol=0, atol=0)
-    plain = ss.Loader(path, 8, {"image": [ToTensor()]}, order="random", seed=3)
-    assert not torch.equal(next(iter(plain))[0], next(iter(ss.Loader(path, 8, _augmented(), order="random",
-                                                                      seed=3)))[0])  # the augmentations act
-    other_seed = next(iter(ss.Loader(path, 8, _augmented(), order="sequential", seed=4)))[0]
-    same_seed = next(iter(ss.Loader(path, 8, _augmented(), order="sequential", seed=3)))[0]
+    plain = ss.Loader(path, 8, {"image": [ToTensor()]}, order=ss.Order("random", seed=3))
+    augmented = ss.Loader(path, 8, _augmented(), order=ss.Order("random", seed=3))
+    assert not torch.equal(next(iter(plain))[0], next(iter(augmented))[0])  # the augmentations act
+    other_seed = next(iter(ss.Loader(path, 8, _augmented(), order=ss.Order("sequential", seed=4))))[0]
+    same_seed = next(iter(ss.Loader(path, 8, _augmented(), order=ss.Order("sequential", seed=3))))[0]
     assert not torch.equal(other_seed, same_seed)
 
 

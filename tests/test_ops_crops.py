@@ -128,7 +128,8 @@ def test_fused_crops_match_pillow_decode_crop_resize(photos, size):
     image decoded at 1/4 scale."""
     samples, jpeg, raw = photos
     seed = 3
-    loader = ss.Loader(jpeg, len(samples), {"image": [RandomResizedCrop(size)]}, order="sequential", seed=seed)
+    loader = ss.Loader(jpeg, len(samples), {"image": [RandomResizedCrop(size)]},
+                       order=ss.Order("sequential", seed=seed))
     (batch,) = next(iter(loader))
     within = total = 0
     for k, sample in enumerate(samples):
@@ -144,7 +145,8 @@ def test_fused_crops_match_pillow_decode_crop_resize(photos, size):
             ideal = np.asarray(Image.fromarray(full[y:y + h, x:x + w]).resize((size, size), Image.LANCZOS), int)
             assert np.abs(ours - ideal).mean() <= np.abs(expected.astype(int) - ideal).mean() + 3.0, (k, size)
     assert total == 0 or within / total >= 0.999
-    raw_loader = ss.Loader(raw, len(samples), {"image": [RandomResizedCrop(size)]}, order="sequential", seed=seed)
+    raw_loader = ss.Loader(raw, len(samples), {"image": [RandomResizedCrop(size)]},
+                           order=ss.Order("sequential", seed=seed))
     (raw_batch,) = next(iter(raw_loader))
     for k, sample in enumerate(samples):  # raw images take the same regions, resized exactly like the reference
         region = random_resized_crop_params(key(seed, k, stream=decoder_stream(raw_loader)), sample.height,
@@ -166,7 +168,8 @@ def test_center_crop_is_exact(photos):
 
 def test_resize_then_random_crop_keeps_the_scale(photos):
     samples, jpeg, raw = photos
-    loader = ss.Loader(raw, len(samples), {"image": [Resize(64), RandomCrop(48)]}, order="sequential", seed=4)
+    loader = ss.Loader(raw, len(samples), {"image": [Resize(64), RandomCrop(48)]},
+                       order=ss.Order("sequential", seed=4))
     (batch,) = next(iter(loader))
     (whole,) = next(iter(ss.Loader(raw, len(samples), {"image": [Resize((40, 30))]}, order="sequential")))
     assert batch.shape == (len(samples), 48, 48, 3) and whole.shape == (len(samples), 40, 30, 3)
@@ -186,7 +189,7 @@ def test_flips_happen_with_probability_p_and_fold_into_the_decode(tmp_path):
     path = tmp_path / "same.slip"
     ss.write(path, [(image,)] * n, {"image": ss.RGBImageField(write_mode="raw")}, workers=0)
     loader = ss.Loader(path, 500, {"image": [CenterCrop((6, 9), ratio=1.0), RandomHorizontalFlip(p)]},
-                       order="sequential", seed=1)
+                       order=ss.Order("sequential", seed=1))
     assert len(loader.compiled.graph.nodes) == 1  # the flip became part of the decode
     flipped = 0
     for (batch,) in loader:
@@ -197,7 +200,7 @@ def test_flips_happen_with_probability_p_and_fold_into_the_decode(tmp_path):
                 np.testing.assert_array_equal(sample, image)
     sigma = math.sqrt(p * (1 - p) / n)
     assert abs(flipped / n - p) <= 3 * sigma
-    unfused = ss.Loader(path, 500, {"image": [RandomHorizontalFlip(p)]}, order="sequential", seed=1)
+    unfused = ss.Loader(path, 500, {"image": [RandomHorizontalFlip(p)]}, order=ss.Order("sequential", seed=1))
     outputs = [s for (b,) in unfused for s in b.numpy()]
     count = sum(int(np.array_equal(s, image[:, ::-1])) for s in outputs)
     assert count + sum(int(np.array_equal(s, image)) for s in outputs) == n  # the others are untouched
@@ -228,15 +231,15 @@ def test_augmented_batches_are_deterministic_across_threads_and_resume(photos):
     pipeline = {"image": [RandomResizedCrop(64), RandomHorizontalFlip(), ToTensor()]}
     runs = []
     for threads in (1, 2):
-        loader = ss.Loader(jpeg, 2, pipeline, order="random", seed=5, num_threads=threads)
+        loader = ss.Loader(jpeg, 2, pipeline, order=ss.Order("random", seed=5), num_threads=threads)
         runs.append([b[0].numpy().copy() for b in loader])
     for a, b in zip(*runs):
         np.testing.assert_array_equal(a, b)
-    loader = ss.Loader(jpeg, 2, pipeline, order="random", seed=5)
+    loader = ss.Loader(jpeg, 2, pipeline, order=ss.Order("random", seed=5))
     iterator = iter(loader)
     next(iterator)
     state = loader.state_dict()
-    resumed = ss.Loader(jpeg, 2, pipeline, order="random", seed=5)
+    resumed = ss.Loader(jpeg, 2, pipeline, order=ss.Order("random", seed=5))
     resumed.load_state_dict(state)
     for a, b in zip(runs[0][1:], resumed):
         np.testing.assert_array_equal(a, b[0].numpy())
@@ -254,7 +257,7 @@ def test_a_small_network_learns_through_the_imagenet_train_pipeline(tmp_path):
     path = tmp_path / "classes.slip"
     ss.write(path, items, {"image": ss.RGBImageField(), "label": ss.IntField()}, workers=0)
     loader = ss.Loader(path, 32, {"image": [RandomResizedCrop(32, scale=(0.5, 1.0)), RandomHorizontalFlip(),
-                                            ToTensor(), Normalize((0.5,) * 3, (0.25,) * 3)]}, seed=0)
+                                            ToTensor(), Normalize((0.5,) * 3, (0.25,) * 3)]}, order=ss.Order(seed=0))
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, stride=2), torch.nn.ReLU(), torch.nn.Conv2d(8, 16, 3, stride=2),
                                 torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(16, 10))
@@ -280,7 +283,7 @@ def test_multi_crop_decodes_once_and_matches_its_regions(photos, monkeypatch):
     samples, jpeg, raw = photos
     pipelines = ss.ops.multi_crop_pipelines(global_crops=2, global_size=64, local_crops=3, local_size=24, flip=0.0,
                                             mean=(0, 0, 0), std=(1, 1, 1), dtype=np.float32)
-    loader = ss.Loader(jpeg, len(samples), pipelines, order="sequential", seed=2, as_dict=True)
+    loader = ss.Loader(jpeg, len(samples), pipelines, order=ss.Order("sequential", seed=2), as_dict=True)
     assert loader.output_names == ["global_0", "global_1", "local_0", "local_1", "local_2"]
     batch = next(iter(loader))
     assert loader.source.decodes.tolist() == [1] * len(samples)  # one decode per sample for all 5 crops
@@ -310,7 +313,7 @@ def test_decode_counting_is_off_unless_asked_and_changes_no_pixel(photos, monkey
     batches, fingerprints = {}, {}
     for switch in ("", "0", "1"):
         monkeypatch.setenv("SLIPSTREAM_COUNT_DECODES", switch)
-        loader = ss.Loader(jpeg, len(samples), pipelines, order="sequential", seed=4, as_dict=True)
+        loader = ss.Loader(jpeg, len(samples), pipelines, order=ss.Order("sequential", seed=4), as_dict=True)
         batches[switch] = next(iter(loader))
         counted = 2 if switch == "1" else 0  # the crop's decode and the multi-crop's, per sample
         assert loader.source.count_decodes == (switch == "1")

@@ -23,8 +23,8 @@ def dataset(tmp_path_factory):
 
 
 def batches(path, mix, **pipelines):
-    loader = ss.Loader(path, 16, {"image": [mix], "label": [MixLabels(mix, 10)], **pipelines}, order="sequential",
-                       seed=3)
+    loader = ss.Loader(path, 16, {"image": [mix], "label": [MixLabels(mix, 10)], **pipelines},
+                       order=ss.Order("sequential", seed=3))
     return [(b[0].numpy().copy(), b[1].numpy().copy()) for b in loader]
 
 

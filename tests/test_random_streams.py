@@ -11,7 +11,7 @@ from test_determinism import dataset, digest
 def _batches(path, pipelines, seed=5):
     import slipstream as ss
 
-    with ss.Loader(path, 8, pipelines, order="random", seed=seed, as_dict=True, verbose=False) as loader:
+    with ss.Loader(path, 8, pipelines, order=ss.Order("random", seed=seed), as_dict=True, verbose=False) as loader:
         return [{name: digest(value) for name, value in batch.items()} for batch in loader]
 
 

@@ -104,7 +104,7 @@ def test_any_number_of_workers_writes_the_same_bytes_as_write(one_worker, tars, 
     pipelines = {"image": [ss.ops.CenterCrop(16)], "label": None}
 
     def batches(path, **options):
-        loader = ss.Loader(path, 100, pipelines, order="quasi_random", seed=3, verbose=False, **options)
+        loader = ss.Loader(path, 100, pipelines, order=ss.Order("quasi_random", seed=3), verbose=False, **options)
         out = [(image.numpy().tobytes(), np.asarray(label).tolist()) for image, label in loader]
         loader.close()
         return out

@@ -127,7 +127,7 @@ WORKER = textwrap.dedent("""
     remote = ss.Remote(storage_options=options, cache_dir=cache)
     result = {}
     for order in ("sequential", "random", "quasi_random"):
-        loader = ss.Loader(url, 8, order=order, seed=4, remote=remote, verbose=False)
+        loader = ss.Loader(url, 8, order=ss.Order(order, seed=4), remote=remote, verbose=False)
         assert (loader.rank, loader.world_size) == (rank, 2)
         result[order] = [[(hashlib.sha256(i.numpy().tobytes()).hexdigest(), l.tolist()) for i, l in loader]
                          for _ in range(2)]
@@ -151,8 +151,8 @@ def test_two_gloo_ranks_get_the_batches_of_one_local_file(s3_server, remote_data
         for epoch in range(2):
             shares = []
             for rank in range(2):
-                local = ss.Loader(local_file, 8, order=order, seed=4, distributed=True, rank=rank, world_size=2,
-                                  verbose=False)
+                local = ss.Loader(local_file, 8, order=ss.Order(order, seed=4), verbose=False,
+                                  sharding=ss.Sharding(distributed=True, rank=rank, world_size=2))
                 local.set_epoch(epoch)
                 expected = [(hashlib.sha256(i.numpy().tobytes()).hexdigest(), l.tolist()) for i, l in local]
                 got = [tuple(b) for b in ranks[rank][order][epoch]]
@@ -180,8 +180,8 @@ READ_ALL = textwrap.dedent("""
     import json, sys
     import slipstream as ss
     url, cache, options = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-    loader = ss.Loader(url, 8, order="random", seed=1, remote=ss.Remote(storage_options=options, cache_dir=cache),
-                       verbose=False)
+    loader = ss.Loader(url, 8, order=ss.Order("random", seed=1),
+                       remote=ss.Remote(storage_options=options, cache_dir=cache), verbose=False)
     labels = sorted(s for _, l in loader for s in l.tolist())
     print(json.dumps({"labels": labels, "downloads": loader.reader.cache.downloads}))
 """)
@@ -216,8 +216,9 @@ def test_a_second_epoch_makes_no_request(s3_server, s3_proxy, remote_dataset, tm
 def test_pages_are_read_in_place_from_the_cache(s3_server, remote_dataset, local_file, tmp_path):
     """No copy: the decoders read each cached page where the store mapped
     it, at the values' own offsets, which are never rewritten."""
-    loader = ss.Loader(remote_dataset, 8, order="random", seed=5, remote=remote(s3_server, tmp_path), verbose=False)
-    assert batches(loader, 2) == batches(ss.Loader(local_file, 8, order="random", seed=5, verbose=False), 2)
+    loader = ss.Loader(remote_dataset, 8, order=ss.Order("random", seed=5), remote=remote(s3_server, tmp_path),
+                       verbose=False)
+    assert batches(loader, 2) == batches(ss.Loader(local_file, 8, order=ss.Order("random", seed=5), verbose=False), 2)
     store = loader.memory.store
     assert loader.memory.storage is store.storage and store.storage.size >= loader.reader.page_count * PAGE
     np.testing.assert_array_equal(loader.source.offsets("image"), loader.reader.metadata["image"]["offset"])
@@ -228,8 +229,9 @@ def test_once_every_page_is_mapped_an_epoch_fetches_nothing(s3_server, remote_da
     """With the OS's cache (the default), released pages stay mapped like a
     local file's: after one epoch the store is resident and the stager
     plans, fetches and releases nothing; a pool of 2 pages keeps 2 mapped."""
-    expected = batches(ss.Loader(local_file, 8, order="random", seed=3, verbose=False), 2)
-    loader = ss.Loader(remote_dataset, 8, order="random", seed=3, remote=remote(s3_server, tmp_path), verbose=False)
+    expected = batches(ss.Loader(local_file, 8, order=ss.Order("random", seed=3), verbose=False), 2)
+    loader = ss.Loader(remote_dataset, 8, order=ss.Order("random", seed=3), remote=remote(s3_server, tmp_path),
+                       verbose=False)
     count = loader.reader.page_count
     assert not loader.memory.store.resident
     first = batches(loader)
@@ -237,7 +239,7 @@ def test_once_every_page_is_mapped_an_epoch_fetches_nothing(s3_server, remote_da
     assert loader.memory.store.resident and fetched >= count
     assert [first[0], batches(loader)[0]] == expected and loader.memory.pages_fetched == fetched
     loader.close()
-    pooled = ss.Loader(remote_dataset, 8, order="random", seed=3, remote=remote(s3_server, tmp_path),
+    pooled = ss.Loader(remote_dataset, 8, order=ss.Order("random", seed=3), remote=remote(s3_server, tmp_path),
                        memory=ss.Memory(os_cache=False, pool_pages=2), verbose=False)
     assert batches(pooled, 2) == expected
     assert not pooled.memory.store.resident and pooled.memory.pages_fetched >= 2 * count
@@ -261,11 +263,11 @@ def test_a_cached_page_truncated_under_a_loader_is_named_not_sigbus(s3_server, r
 
 def test_a_cache_smaller_than_the_dataset_stays_within_its_limit(s3_server, remote_dataset, local_file, tmp_path):
     limit = 4 * PAGE
-    loader = ss.Loader(remote_dataset, 8, order="random", seed=2,
+    loader = ss.Loader(remote_dataset, 8, order=ss.Order("random", seed=2),
                        remote=remote(s3_server, tmp_path, cache_limit=limit), verbose=False)
     cache = loader.reader.cache
     assert loader.reader.page_count * PAGE >= 3 * limit
-    expected = batches(ss.Loader(local_file, 8, order="random", seed=2, verbose=False), 2)
+    expected = batches(ss.Loader(local_file, 8, order=ss.Order("random", seed=2), verbose=False), 2)
     assert batches(loader, 2) == expected
     stats = cache.stats()
     assert stats["peak_bytes"] <= limit and stats["bytes"] <= limit and stats["evictions"] > 0

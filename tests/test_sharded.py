@@ -109,14 +109,15 @@ def test_loaders_give_the_batches_of_the_single_file(files, order):
     chosen = np.arange(3, COUNT, 2)
 
     def epochs(path, **options):
-        loader = ss.Loader(path, 16, pipelines, order=order, seed=7, indices=chosen, verbose=False, **options)
+        loader = ss.Loader(path, 16, pipelines, order=ss.Order(order, seed=7), indices=chosen, verbose=False,
+                           **options)
         out = [[(i.numpy().tobytes(), l.tolist()) for i, l in loader] for _ in range(2)]
         loader.close()
         return out
 
     expected = epochs(one)
     assert epochs(by_size) == expected
-    assert epochs(by_count / M.NAME, pool_pages=4) == expected
+    assert epochs(by_count / M.NAME, memory=ss.Memory(pool_pages=4)) == expected
     assert sorted(s for _, labels in expected[0] for s in labels) == chosen.tolist()
 
 
@@ -161,13 +162,13 @@ def test_a_shard_truncated_under_a_loader_is_named_and_the_process_survives(samp
 
 def test_values_read_in_python_and_resume(files):
     _, by_size, _ = files
-    loader = ss.Loader(by_size, 10, {"image": None}, order="random", seed=1, verbose=False)
+    loader = ss.Loader(by_size, 10, {"image": None}, order=ss.Order("random", seed=1), verbose=False)
     iterator = iter(loader)
     first = [next(iterator) for _ in range(3)]
     state = loader.state_dict()
     rest = [(labels.tolist(), meta) for labels, meta in iterator]
     assert all(m["i"] == l for labels, meta in rest for l, m in zip(labels, meta))
-    resumed = ss.Loader(by_size, 10, {"image": None}, order="random", seed=1, verbose=False)
+    resumed = ss.Loader(by_size, 10, {"image": None}, order=ss.Order("random", seed=1), verbose=False)
     resumed.load_state_dict(state)
     assert [(labels.tolist(), meta) for labels, meta in resumed] == rest
     assert len(first) == 3

@@ -35,6 +35,7 @@ from slipstream.compiler import symbols
 from slipstream.compiler.graph import Graph
 from slipstream.compiler.kinds import Kind
 from slipstream.compiler.nodes import DecoderNode, EmitContext, Node, RefNode
+from slipstream.compiler.operation import Operation
 from slipstream.compiler.symbols import Symbol
 from slipstream import _threading
 from slipstream.cache import cache_root
@@ -402,12 +403,26 @@ def fingerprint(graph: Graph, stage: StageSource) -> str:
     h.update(stage.source.encode())
     h.update(_package_digest().encode())
     for node in graph.nodes_in(stage.index):
-        if node.op is not None:
-            h.update(node.op.fingerprint().encode())
-            h.update(_code_digest(type(node.op)).encode())
+        # Every operation the node holds (a node with control flow may hold several besides ``op``), and the
+        # code of a node class of the user's, which emits code of its own.
+        for op in _operations_of(node):
+            h.update(op.fingerprint().encode())
+            h.update(_code_digest(type(op)).encode())
+        h.update(_code_digest(type(node)).encode())
         h.update(repr((node.state, node.allocations)).encode())
     h.update(f"{numba.__version__} {np.__version__} {sys.version}".encode())
     return h.hexdigest()[:24]
+
+
+def _operations_of(node: Node) -> list[Operation]:
+    """The operations ``node`` holds: its ``op`` and any other attribute
+    (or item of a list or tuple attribute) that is an operation."""
+    found: list[Operation] = []
+    for value in vars(node).values():
+        for item in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(item, Operation) and not any(item is seen for seen in found):
+                found.append(item)
+    return found
 
 
 _loaded: dict[str, Callable[..., Any]] = {}

@@ -46,6 +46,11 @@ class Graph:
     A pipeline whose name starts with ``_`` is internal: other pipelines may
     refer to it (``RefNode``), but it is not an output, so its values can
     stay in per-thread memory inside the sample loop.
+
+    Args:
+        pipelines: pipeline name -> its entries, each already checked by
+            :func:`check_pipeline` (a :class:`~slipstream.compiler.Pipeline`
+            or a loader checks them once, and folds them).
     """
 
     def __init__(self, pipelines: Mapping[str, Sequence[Any]]) -> None:
@@ -55,7 +60,7 @@ class Graph:
         self.pipelines: dict[str, list[Node]] = {}
         next_id = 0
         for name, given in pipelines.items():
-            items = check_pipeline(name, given)
+            items = list(given)
             if not items:
                 raise PipelineError(f"pipeline {name!r} is empty")
             nodes: list[Node] = []

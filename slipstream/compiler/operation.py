@@ -41,7 +41,6 @@ from __future__ import annotations
 import abc
 import dataclasses
 import sys
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -67,25 +66,11 @@ class Operation:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        legacy = {name: cls.__dict__[name] for name in ("jit", "batch") if isinstance(cls.__dict__.get(name), bool)}
-        if legacy:  # the two booleans that ``kind`` replaces, still read for one release
-            warnings.warn(f"{cls.__qualname__} sets {' and '.join(f'{k} = {v}' for k, v in legacy.items())}; "
-                          f"set kind = Kind.SAMPLE, Kind.BATCH or Kind.TORCH instead "
-                          f"(slipstream.compiler.Kind)", DeprecationWarning, stacklevel=2)
-            jit, batch = legacy.get("jit", cls.kind.compiled), legacy.get("batch", cls.kind is Kind.BATCH)
-            cls.kind = Kind.TORCH if not jit else Kind.BATCH if batch else Kind.SAMPLE
-            for name in legacy:
-                delattr(cls, name)
-
-    @property
-    def jit(self) -> bool:
-        """Whether the code is compiled (``kind.compiled``)."""
-        return self.kind.compiled
-
-    @property
-    def batch(self) -> bool:
-        """Whether the code runs once per batch (``kind is Kind.BATCH``)."""
-        return self.kind is Kind.BATCH
+        legacy = [f"{name} = {cls.__dict__[name]}" for name in ("jit", "batch") if name in cls.__dict__]
+        if legacy:  # the booleans of earlier releases would otherwise be read by nothing: the operation misplaced
+            raise TypeError(f"{cls.__qualname__} sets {' and '.join(legacy)}, which nothing reads: set kind = "
+                            f"Kind.SAMPLE (compiled, per sample), Kind.BATCH (compiled, per batch) or Kind.TORCH "
+                            f"(Python, on tensors) instead (slipstream.compiler.Kind)")
 
     def declare(self, state: State) -> Declared:
         """The outgoing state and the memory needed, from the incoming state.

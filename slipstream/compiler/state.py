@@ -4,7 +4,7 @@ memory an operation asks for."""
 from __future__ import annotations
 
 import dataclasses
-import warnings
+import sys
 from typing import Any
 
 import numpy as np
@@ -12,7 +12,8 @@ import numpy as np
 
 def _normalize_dtype(dtype: Any) -> Any:
     """NumPy dtypes are kept as ``np.dtype``; torch dtypes stay as they are."""
-    if type(dtype).__module__.startswith("torch"):
+    torch = sys.modules.get("torch")  # a torch dtype exists only once torch is imported
+    if torch is not None and isinstance(dtype, torch.dtype):
         return dtype
     return np.dtype(dtype)
 
@@ -45,10 +46,7 @@ class State:
     dtype: Any
     device: str = "cpu"
 
-    def __init__(self, shape: tuple[int, ...], dtype: Any, device: str = "cpu", *, jit: bool | None = None) -> None:
-        if jit is not None:  # the flag of earlier releases, which the operation's kind replaces
-            warnings.warn("State(jit=...) is deprecated and ignored: whether a value is an array or a tensor "
-                          "follows from the kind of the operation that makes it", DeprecationWarning, stacklevel=2)
+    def __init__(self, shape: tuple[int, ...], dtype: Any, device: str = "cpu") -> None:
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "dtype", dtype)
         object.__setattr__(self, "device", device)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import mmap
 import os
 import sys
-import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -112,8 +111,6 @@ class Reader:
         path: the file.
         verify_pages: check every page's CRC-32 now (when the file has them),
             instead of each page when it is first read.
-        remote: deprecated and unused (a local file needs no object-store
-            options; :func:`slipstream.open_dataset` takes them for URLs).
 
     Raises:
         DatasetNotFoundError: there is no such file.
@@ -127,10 +124,7 @@ class Reader:
     """Every sample's records are known (as opposed to the tables of a file
     whose samples are still arriving: :mod:`slipstream.format.arriving`)."""
 
-    def __init__(self, path: str | os.PathLike, *, verify_pages: bool = False, remote: Any = None) -> None:
-        if remote is not None:
-            warnings.warn("Reader(remote=...) is deprecated and unused: Reader opens local files; "
-                          "slipstream.open_dataset(path, remote=...) opens URLs", DeprecationWarning, stacklevel=2)
+    def __init__(self, path: str | os.PathLike, *, verify_pages: bool = False) -> None:
         if is_url(path):
             raise ArgumentError(f"{path} is a URL: Reader opens local files; open it with "
                                 f"slipstream.open_dataset(path, remote=...), which returns a ShardedReader")

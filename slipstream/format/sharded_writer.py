@@ -34,12 +34,12 @@ from slipstream.format import tempfiles
 from slipstream.fields.base import Encoded
 from slipstream.format.location import Location, open_location
 from slipstream.format.remote import Remote
-from slipstream.format.writer import Layout, WriteResult, _ShardPlan, place, stored_fields
+from slipstream.format.writer import Layout, WriteResult, ShardPlan, place, stored_fields
 
 _SHARD_FILE = re.compile(r"shard-[0-9]{5,}-[0-9a-f]{8}\.slip")
 
 
-def write_shards(path: str | os.PathLike, plan: _ShardPlan, descriptors: list[L.FieldDescriptor], page_size: int,
+def write_shards(path: str | os.PathLike, plan: ShardPlan, descriptors: list[L.FieldDescriptor], page_size: int,
                  page_checksums: bool, user: bytes, encoded: Iterator[tuple[int, Any]], count: int, on_error: str,
                  remote: Remote | None, verbose: bool) -> WriteResult:
     """Lay ``encoded`` samples out into shards at ``path`` and write the
@@ -120,7 +120,7 @@ class ShardCuts:
     data would pass ``plan.size``, or where ``plan.shard_of`` moves on.
     """
 
-    def __init__(self, plan: _ShardPlan, page_size: int) -> None:
+    def __init__(self, plan: ShardPlan, page_size: int) -> None:
         self.plan = plan
         self.page_size = page_size
         self.number = 0  # the current shard

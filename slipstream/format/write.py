@@ -1,6 +1,7 @@
 """Writing a dataset: one file, or shards and a manifest (locally or in an
-object store), from any source of samples; the checks both share, and the
-choice between :func:`~slipstream.format.writer.write_file` and
+object store), from any source of samples: the options checked
+(:class:`~slipstream.format.write_options.WriteOptions`), then
+:func:`~slipstream.format.writer.write_file` or
 :func:`~slipstream.format.sharded_writer.write_shards`."""
 
 from __future__ import annotations
@@ -11,23 +12,10 @@ from typing import Any
 
 from slipstream.errors import ArgumentError
 from slipstream.format import layout as L
-from slipstream.format import manifest as M
-from slipstream.format.location import open_location
-from slipstream.format.remote import Remote, is_url, local_path, parse_size
+from slipstream.format.remote import Remote
 from slipstream.format.sharded_writer import write_shards
-from slipstream.format.writer import (
-    DEFAULT_SHARD_SIZE,
-    SampleSource,
-    SampleStream,
-    WriteResult,
-    _check_arguments,
-    _encoded_samples,
-    _ShardPlan,
-    check_sharding,
-    field_descriptors,
-    stored_user_metadata,
-    write_file,
-)
+from slipstream.format.write_options import WriteOptions
+from slipstream.format.writer import SampleSource, SampleStream, WriteResult, _encoded_samples, write_file
 
 
 def write_dataset(
@@ -83,62 +71,19 @@ def write_dataset(
         FileExistsError: ``path`` exists and ``overwrite`` is off.
         FileNotFoundError: the folder that is to hold the file does not exist.
     """
-    fields = dict(fields)
-    _check_arguments(fields, page_size, on_error, workers)
-    check_sharding(shard_size, shards)
-    sharded = shards is not None or shard_size is not None or is_url(path)
-    check_destination(path, sharded=sharded, overwrite=overwrite, remote=remote)
+    options = WriteOptions.create(path, fields, shard_size=shard_size, shards=shards, page_size=page_size,
+                                  page_checksums=page_checksums, on_error=on_error, user_metadata=user_metadata,
+                                  overwrite=overwrite, remote=remote)
+    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 0):
+        raise ArgumentError(f"workers must be a non-negative integer or None, got {workers!r}")
+    options.check_destination()
     workers = (os.cpu_count() or 1) if workers is None else workers
-    user = stored_user_metadata(user_metadata)
-    descriptors = field_descriptors(fields)
-    streamed = isinstance(source, SampleStream)
-    count = source.length_hint() if streamed else len(source)
-    encoded = _encoded_samples(source, fields, workers, count)
-    if shards is not None and count is None:
-        raise ArgumentError(f"shards={shards} needs the number of samples beforehand, which a "
-                            f"{type(source).__name__} does not give: use shard_size instead")
-    if sharded:
-        if shards is None and shard_size is None:
-            shard_size = DEFAULT_SHARD_SIZE
-        plan = _ShardPlan(parse_size(shard_size, "shard_size"), shards, count)
-        return write_shards(path, plan, descriptors, page_size, page_checksums, user, encoded, count, on_error,
-                            remote, verbose)
-    return write_file(path, descriptors, page_size, page_checksums, user, encoded, count, on_error, verbose)
-
-
-def check_destination(path: str | os.PathLike, *, sharded: bool, overwrite: bool, remote: Remote | None) -> None:
-    """Refuse a destination the write would fail at only after encoding
-    everything, or would replace without being asked to.
-
-    Args:
-        path: where the dataset goes: a file, or for ``sharded``, the folder
-            or prefix of shards and a manifest.
-        sharded: whether a sharded dataset is written there.
-        overwrite: whether a dataset already there may be replaced.
-        remote: object-store options, for a URL.
-
-    Raises:
-        FileExistsError: a file (or a sharded dataset's manifest) is at
-            ``path`` and ``overwrite`` is off.
-        FileNotFoundError: the folder that is to hold the file does not exist.
-        NotADirectoryError, IsADirectoryError: ``path``, or the folder that
-            is to hold it, is the wrong kind of thing.
-    """
-    if sharded:
-        if not is_url(path) and local_path(path).is_file():
-            raise NotADirectoryError(f"{path} is a file; a sharded dataset is written into a folder")
-        if not overwrite and open_location(path, remote).exists(M.NAME):
-            raise FileExistsError(f"{path} already holds a slipstream dataset ({M.NAME}); pass overwrite=True "
-                                  f"(--overwrite) to replace it")
-        return
-    target = local_path(path)
-    folder = target.parent
-    if not folder.is_dir():
-        if folder.exists():
-            raise NotADirectoryError(f"{target} cannot be written: {folder} is not a folder")
-        raise FileNotFoundError(f"{target} cannot be written: the folder {folder} does not exist")
-    if target.is_dir():
-        raise IsADirectoryError(f"{target} is a folder; give the path of a file to write, or shard_size= or "
-                                f"shards= (--shard-size, --shards) to write a sharded dataset into the folder")
-    if target.exists() and not overwrite:
-        raise FileExistsError(f"{target} already exists; pass overwrite=True (--overwrite) to replace it")
+    count = source.length_hint() if isinstance(source, SampleStream) else len(source)
+    if options.sharded:
+        plan = options.plan(count)  # before encoding: shards= refused for a stream that cannot be counted
+        encoded = _encoded_samples(source, options.fields, workers, count)
+        return write_shards(path, plan, list(options.descriptors), options.page_size, options.page_checksums,
+                            options.user, encoded, count, options.on_error, options.remote, verbose)
+    encoded = _encoded_samples(source, options.fields, workers, count)
+    return write_file(path, list(options.descriptors), options.page_size, options.page_checksums, options.user,
+                      encoded, count, options.on_error, verbose)

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from slipstream import _threading, native
-from slipstream.errors import ArgumentError, FieldValueError, SlipstreamError
+from slipstream.errors import FieldValueError, SlipstreamError
 from slipstream.format import layout as L
 from slipstream.format import tempfiles
 from slipstream.format.location import sync_folder
@@ -148,7 +148,7 @@ DEFAULT_SHARD_SIZE = 1 << 30
 
 
 @dataclasses.dataclass(frozen=True)
-class _ShardPlan:
+class ShardPlan:
     """Where shards end: at a data size, or at equal shares of the source."""
 
     size: int | None
@@ -160,14 +160,6 @@ class _ShardPlan:
         return None if self.count is None else index * self.count // max(1, self.samples)
 
 
-def check_sharding(shard_size: int | str | None, shards: int | None) -> None:
-    """Refuse ``shards`` that is not a positive integer, or given with ``shard_size``."""
-    if shards is not None and (not isinstance(shards, int) or shards < 1):
-        raise ArgumentError(f"shards must be a positive integer, got {shards!r}")
-    if shards is not None and shard_size is not None:
-        raise ArgumentError("give shard_size or shards, not both")
-
-
 def stored_user_metadata(user_metadata: Mapping[str, Any] | None) -> bytes:
     """The user metadata as a file stores it: JSON, keys sorted, UTF-8."""
     return json.dumps(dict(user_metadata or {}), sort_keys=True, ensure_ascii=False).encode("utf-8")
@@ -177,24 +169,6 @@ def field_descriptors(fields: Mapping[str, Any]) -> list[L.FieldDescriptor]:
     """The descriptor a file stores for each of ``fields`` (name -> field), in order."""
     return [L.FieldDescriptor(f.type_id, name, f.arguments(), L.record_spec(f.record_dtype()))
             for name, f in fields.items()]
-
-
-def _check_arguments(fields: dict[str, Any], page_size: int, on_error: str, workers: int | None) -> None:
-    if not fields:
-        raise ArgumentError("no fields given: pass fields={'name': Field(), ...}")
-    for name, field in fields.items():
-        if not isinstance(name, str) or not name:
-            raise ArgumentError(f"field names must be non-empty strings, got {name!r}")
-        if not all(hasattr(field, a) for a in ("type_id", "encode", "record_dtype", "arguments")):
-            raise ArgumentError(f"field {name!r} is {field!r}, not a slipstream Field")
-    if on_error not in ("raise", "skip"):
-        raise ArgumentError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
-    if workers is not None and (not isinstance(workers, int) or workers < 0):
-        raise ArgumentError(f"workers must be a non-negative integer or None, got {workers!r}")
-    try:
-        L.check_page_size(page_size)
-    except ValueError as exc:
-        raise ArgumentError(str(exc)) from None
 
 
 # ---------------------------------------------------------------- encoding, in workers

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import queue
+import sys
 import threading
 import warnings
 from collections.abc import Callable
@@ -395,9 +396,8 @@ def _rows(value: Any, keep: np.ndarray | None) -> Any:
         return value
     if isinstance(value, np.ndarray):
         return value[keep]
-    if type(value).__module__.startswith("torch"):  # a torch stage's tensor, maybe on a device
-        import torch
-
+    torch = sys.modules.get("torch")  # a tensor exists only once torch is imported
+    if torch is not None and isinstance(value, torch.Tensor):  # a torch stage's, maybe on a device
         return value[torch.from_numpy(keep).to(value.device)]
     return [value[i] for i in keep.tolist()]
 

@@ -4,7 +4,6 @@ and an epoch iterator that yields batches of torch tensors."""
 from __future__ import annotations
 
 import atexit
-import dataclasses
 import enum
 import os
 import warnings
@@ -14,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from slipstream.compiler import Pipeline
+from slipstream.compiler.graph import Graph
+from slipstream.compiler.pipeline import CompiledPipeline
 from slipstream.compiler.operation import torch_device
 from slipstream.errors import ArgumentError, CacheWarning, SlipstreamError
 from slipstream.fields.decoders import DecodeSource, IncompleteTables
@@ -22,7 +22,7 @@ from slipstream.format import Reader
 from slipstream.format import layout as L
 from slipstream.loader import orders, resume
 from slipstream.loader.iterator import EpochIterator, EpochPlan, FailureLog
-from slipstream.loader.options import FLAT, GROUPS, LoaderOptions, Memory, Order, Sharding, spell, unknown_keyword
+from slipstream.loader.options import GROUPS, LoaderOptions, Memory, Order, Sharding, unknown_keyword
 from slipstream.loader.outputs import resolve_outputs
 from slipstream.format.remote import Remote
 from slipstream.format.sharded import open_dataset
@@ -45,11 +45,6 @@ ON_ERROR = ("raise", "skip", "replace")
 """The ``on_error`` policies of :class:`Loader`."""
 
 _open_loaders: weakref.WeakSet = weakref.WeakSet()
-
-_POSITIONAL = ("order", "seed", "indices", "drop_last", "batches_ahead", "num_threads", "os_cache", "distributed",
-               "rank", "world_size", "device")
-"""The parameters that once followed ``pipelines`` by position (deprecated)."""
-
 
 def _option(group: str, field: str, doc: str) -> property:
     """A read-only loader attribute that reads ``field`` of the option group ``group``."""
@@ -159,14 +154,10 @@ class Loader:
             the default folder, and the file a first epoch writes is
             uploaded there (see docs/first_epoch.md).
 
-    Deprecated (removed in the next release, with one
-    ``DeprecationWarning`` per loader naming the new spelling): the flat
-    keywords ``seed``, ``window_pages`` (now in ``order``), ``drop_last``,
-    ``distributed``, ``rank``, ``world_size`` (in ``sharding``),
-    ``os_cache``, ``pool_pages``, ``batches_ahead`` (in ``memory``), and
-    any argument after ``pipelines`` by position.  A flat keyword together
-    with its group (``seed=1, order=Order(...)``) is an
-    :class:`ArgumentError`.
+    Every argument after ``pipelines`` is a keyword.  Another loader's
+    keyword (``num_workers``, ``shuffle``...) or one of an earlier release
+    (``seed``, ``drop_last``...) is an :class:`ArgumentError` that says
+    what to pass instead.
 
     Attributes:
         options: the option groups it runs with
@@ -176,24 +167,24 @@ class Loader:
     """
 
     def __init__(self, path_or_reader: Any, batch_size: int,
-                 pipelines: Mapping[str, Sequence[Any] | None] | None = None, *positional: Any,
+                 pipelines: Mapping[str, Sequence[Any] | None] | None = None, *,
                  order: Order | str | None = None, sharding: Sharding | None = None,
                  memory: Memory | None = None, remote: Remote | None = None, device: Any = None,
                  as_dict: bool = False, verbose: bool = True, on_error: str = "raise",
                  indices: Sequence[int] | None = None, num_threads: int | None = None,
-                 cache_dir: str | os.PathLike | None = None, **flat: Any) -> None:
+                 cache_dir: str | os.PathLike | None = None, **unknown: Any) -> None:
+        if unknown:  # another loader's keyword (or one of an earlier release): say what to pass instead
+            raise ArgumentError(unknown_keyword(next(iter(unknown))))
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ArgumentError(f"batch_size must be a positive integer, got {batch_size!r}")
-        given = _fold_deprecated(positional, flat, {"order": order, "sharding": sharding, "memory": memory,
-                                                    "indices": indices, "num_threads": num_threads,
-                                                    "device": device})
+        order, sharding, memory = _option_groups(order, sharding, memory)
         if on_error not in ON_ERROR:
             raise ArgumentError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
         self.on_error = on_error
         self.failure_log = FailureLog()
         self._pid = os.getpid()
-        self.options = LoaderOptions(given["order"], given["sharding"].resolve(), given["memory"], remote)
-        self.batch_size, self.num_threads, self.as_dict = batch_size, given["num_threads"], as_dict
+        self.options = LoaderOptions(order, sharding.resolve(), memory, remote)
+        self.batch_size, self.num_threads, self.as_dict = batch_size, num_threads, as_dict
         self._pipelines, self._verbose = dict(pipelines or {}), verbose
         # A source without its file yet streams its epochs until the file is
         # complete (see slipstream.loader.first_epoch), alone or with ranks
@@ -204,9 +195,9 @@ class Loader:
         self._first = opened if isinstance(opened, FirstEpoch) else None
         self._failed: BaseException | None = None  # why completing the first epoch's file failed
         self.reader = opened.reader if self._first is not None else opened
-        self.indices = self._check_indices(given["indices"])
+        self.indices = self._check_indices(indices)
         self._check_repeated_length()
-        self.device = _device(given["device"])
+        self.device = _device(device)
         if self._first is not None:
             try:
                 self._bind(self._first.reader, self._first.stager)
@@ -255,8 +246,9 @@ class Loader:
         self.source = DecodeSource(reader, memory.storage)
         resolved = resolve_outputs(self._pipelines, reader.fields, self.source, reader.path)
         self.output_names = [name for name in resolved if not name.startswith("_")]
-        self.compiled = Pipeline(resolved).compile(self.batch_size, seed=self.seed, slots=self.batches_ahead + 2,
-                                                   verbose=self._verbose)
+        # resolve_outputs checked and folded each list already (a Pipeline would do it again): straight to the graph.
+        self.compiled = CompiledPipeline(Graph(resolved), self.batch_size, self.seed, self.batches_ahead + 2,
+                                         single=False, verbose=self._verbose)
 
     def _switch_to_file(self) -> None:
         """The first epoch is over: complete the file (the samples it did
@@ -660,61 +652,25 @@ def _indices_identity(indices: np.ndarray) -> str:
     return f"{indices.size} indices in [{indices.min()}, {indices.max()}], CRC-32 {crc:08x}"
 
 
-def _fold_deprecated(positional: tuple[Any, ...], flat: Mapping[str, Any], given: dict[str, Any]) -> dict[str, Any]:
-    """The loader's grouped options (and ``indices``, ``num_threads``,
-    ``device``) from its keywords, with the deprecated spellings folded in:
-    arguments after ``pipelines`` by position, and the flat keywords of
-    :data:`slipstream.loader.options.FLAT`.  Warns once about whatever
-    deprecated spelling was used, naming the new one; both spellings of one
-    option is an error."""
-    if len(positional) > len(_POSITIONAL):
-        raise TypeError(f"Loader() takes at most {3 + len(_POSITIONAL)} positional arguments "
-                        f"({3 + len(positional)} given)")
-    old = dict(zip(_POSITIONAL, positional))
-    by_position = list(old)
-    for name, value in flat.items():
-        if name not in FLAT:
-            raise ArgumentError(unknown_keyword(name))
-        if name in old:
-            raise TypeError(f"Loader() got multiple values for argument {name!r}")
-        old[name] = value
-    values = dict(given)
-    for name in ("order", "indices", "num_threads", "device"):  # now keyword-only, once positional
-        if name in old:
-            if values[name] is not None:
-                raise TypeError(f"Loader() got multiple values for argument {name!r}")
-            values[name] = old.pop(name)
-    # the shorthand order="sequential" for Order("sequential"); an enum (FFCV's OrderOption) is refused there, named
-    if isinstance(values["order"], (str, enum.Enum)):
-        values["order"] = Order(values["order"])
-        shorthand = True
-    else:
-        shorthand = False
-    news, spelled = [], set()
+def _option_groups(order: Order | str | None, sharding: Sharding | None,
+                   memory: Memory | None) -> tuple[Order, Sharding, Memory]:
+    """The loader's option groups as given, defaults for those not given;
+    an order's kind alone (``"random"``) is short for ``Order(kind)``.
+
+    Raises:
+        ArgumentError: a group is not of its class (an enum such as FFCV's
+            ``OrderOption`` is refused by :class:`Order`, naming the kinds).
+    """
+    if isinstance(order, (str, enum.Enum)):
+        order = Order(order)
+    groups = {"order": order, "sharding": sharding, "memory": memory}
     for group, kind in GROUPS.items():
-        fields = {field: old[name] for name, (to, field) in FLAT.items() if to == group and name in old}
-        names = ", ".join(f"{name}=" for name, (to, _) in FLAT.items() if to == group and name in old)
-        current = values[group]
-        if current is not None and not isinstance(current, kind):
+        given = groups[group]
+        if given is not None and not isinstance(given, kind):
             raise ArgumentError(f"{group} must be a slipstream.{kind.__name__}"
-                                f"{' or one of ' + str(orders.ORDERS) if kind is Order else ''}, got {current!r}")
-        if fields and current is not None and not (group == "order" and shorthand):
-            raise ArgumentError(f"{names} and {group}= both given: {names} is the deprecated spelling of "
-                                f"{group}=slipstream.{kind.__name__}(...); pass {group}= only")
-        if fields:
-            current = dataclasses.replace(current, **fields) if current is not None else kind(**fields)
-            news.append(f"{group}={spell(current, list(fields))}")
-            spelled.add(group)
-        values[group] = current if current is not None else kind()
-    if old or by_position:
-        olds = [f"{name}=" for name in flat]
-        if by_position:
-            olds.append(f"{', '.join(by_position)} by position")
-            news += [f"{name}= by keyword" for name in by_position if name not in FLAT and name not in spelled]
-        one = len(olds) == 1 and len(flat) + len(by_position) == 1
-        warnings.warn(f"{', '.join(olds)} {'is' if one else 'are'} deprecated (removed in the "
-                      f"next release): pass {', '.join(news)}", DeprecationWarning, stacklevel=3)
-    return values
+                                f"{' or one of ' + str(orders.ORDERS) if kind is Order else ''}, got {given!r}")
+        groups[group] = given if given is not None else kind()
+    return groups["order"], groups["sharding"], groups["memory"]
 
 
 def _device(device: Any) -> Any:

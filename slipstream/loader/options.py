@@ -227,8 +227,7 @@ class Memory:
 @dataclasses.dataclass(frozen=True)
 class LoaderOptions:
     """The option groups a loader runs with (``Loader.options``): those
-    it was given, the deprecated flat keywords folded in, with the
-    sharding resolved (``rank`` and ``world_size`` filled in).  Another
+    it was given, with the sharding resolved (``rank`` and ``world_size`` filled in).  Another
     loader takes them as they are: ``Loader(path, 256, pipelines,
     **vars(loader.options))``.
 
@@ -248,14 +247,15 @@ class LoaderOptions:
 GROUPS: dict[str, type] = {"order": Order, "sharding": Sharding, "memory": Memory}
 """Loader keyword -> the option group it takes."""
 
-FLAT: dict[str, tuple[str, str]] = {
+MOVED: dict[str, tuple[str, str]] = {
     "seed": ("order", "seed"), "window_pages": ("order", "window_pages"),
     "drop_last": ("sharding", "drop_last"), "distributed": ("sharding", "distributed"),
     "rank": ("sharding", "rank"), "world_size": ("sharding", "world_size"),
     "os_cache": ("memory", "os_cache"), "pool_pages": ("memory", "pool_pages"),
     "batches_ahead": ("memory", "batches_ahead"),
 }
-"""The loader's deprecated flat keywords -> (group keyword, field)."""
+"""Keywords of earlier releases, now fields of an option group -> (the
+group keyword, the field)."""
 
 
 FOREIGN: dict[str, str] = {
@@ -271,18 +271,12 @@ take -> what to pass instead."""
 
 def unknown_keyword(name: str) -> str:
     """The message refusing the Loader keyword ``name``, with slipstream's
-    spelling when ``name`` is another loader's."""
+    spelling when ``name`` is another loader's or an earlier release's."""
     message = f"Loader() got an unexpected keyword argument {name!r}"
+    if name in MOVED:
+        group, field = MOVED[name]
+        return f"{message}: pass {group}=slipstream.{GROUPS[group].__name__}({field}=...)"
     return f"{message}: {FOREIGN[name]}" if name in FOREIGN else message
-
-
-def spell(group: Any, fields: list[str]) -> str:
-    """How ``group`` is written, naming ``fields`` (an Order's kind always,
-    by position): the new spelling a deprecation message shows."""
-    shown = [f"{name}={getattr(group, name)!r}" for name in fields if name != "kind"]
-    if isinstance(group, Order):
-        shown.insert(0, repr(group.kind))
-    return f"slipstream.{type(group).__name__}({', '.join(shown)})"
 
 
 __all__ = ["LoaderOptions", "Memory", "Order", "Sharding"]

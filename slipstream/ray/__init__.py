@@ -18,7 +18,7 @@ from slipstream.errors import ArgumentError
 from slipstream.format.writer import WriteResult
 from slipstream.ray.datasink import SlipstreamDatasink
 from slipstream.ray.datasource import LitDataSource, WebDatasetSource, read_litdata, read_webdataset
-from slipstream.ray.options import WriteOptions
+from slipstream.format.write_options import WriteOptions
 from slipstream.ray.writer import write_dataset
 
 __all__ = ["LitDataSource", "SlipstreamDatasink", "WebDatasetSource", "read_litdata", "read_webdataset", "write"]
@@ -61,4 +61,4 @@ def write(dataset: Any, path: str, fields: Mapping[str, Any], *, concurrency: in
     """
     if concurrency is not None and (not isinstance(concurrency, int) or concurrency < 1):
         raise ArgumentError(f"concurrency must be a positive integer, got {concurrency!r}")
-    return write_dataset(dataset, WriteOptions.create(path, fields, **options), concurrency)
+    return write_dataset(dataset, WriteOptions.create(path, fields, sharded=True, **options), concurrency)

@@ -41,7 +41,7 @@ from slipstream.format.remote import join
 from slipstream.format.sharded_writer import remove_unfinished
 from slipstream.format.writer import WriteResult
 from slipstream.ray.encode import Encoding, encode_rows
-from slipstream.ray.options import WriteOptions, check_destination
+from slipstream.format.write_options import WriteOptions
 from slipstream.ray.planner import Segment, ShardPlanner, lay_out_shard, publish_write
 
 PARTS = "_parts"
@@ -99,7 +99,7 @@ class SlipstreamDatasink(Datasink):
     """
 
     def __init__(self, path: str, fields: Mapping[str, Any], **options: Any) -> None:
-        self.options = WriteOptions.create(path, fields, **options)
+        self.options = WriteOptions.create(path, fields, sharded=True, **options)
         self.result: WriteResult | None = None
         self._write_id = uuid.uuid4().hex[:16]  # names this write's parts
 
@@ -123,7 +123,7 @@ class SlipstreamDatasink(Datasink):
     def on_write_start(self, schema: Any = None) -> None:
         """Refuse an existing dataset without ``overwrite``; clear the parts
         a killed earlier write left."""
-        check_destination(self.options.path, self.options.overwrite, self.options.remote)
+        self.options.check_destination()
         _clear(self._parts(), prefix="")
 
     def write(self, blocks: Iterable[Any], ctx: Any) -> PartSummary:
@@ -142,7 +142,7 @@ class SlipstreamDatasink(Datasink):
 
         options = self.options
         summaries = sorted((s for s in write_result.write_returns if s is not None), key=lambda s: s.task)
-        check_destination(options.path, options.overwrite, options.remote)
+        options.check_destination()
         planner = ShardPlanner(options, sum(s.encoding.rows for s in summaries))
         specs = [shard for s in summaries
                  for shard in planner.add(s.name, s.encoding.rows, s.encoding.sizes, s.encoding.skipped)]

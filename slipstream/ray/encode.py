@@ -12,7 +12,7 @@ import numpy as np
 from slipstream.fields.base import Encoded
 from slipstream.format.sharded_writer import stored_sizes
 from slipstream.format.writer import encode_values, stored_fields
-from slipstream.ray.options import WriteOptions
+from slipstream.format.write_options import WriteOptions
 
 
 @dataclasses.dataclass(frozen=True)

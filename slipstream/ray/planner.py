@@ -13,7 +13,7 @@ from slipstream.format import manifest as M
 from slipstream.format.location import open_location
 from slipstream.format.sharded_writer import ShardCuts, publish, write_shard
 from slipstream.format.writer import WriteResult
-from slipstream.ray.options import WriteOptions, check_destination
+from slipstream.format.write_options import WriteOptions
 
 Segment = tuple[Hashable, int, int]
 """``(part, start, stop)``: the kept rows ``start .. stop-1`` of a part."""
@@ -83,7 +83,7 @@ def publish_write(options: WriteOptions, entries: list[M.ShardEntry],
     (none: one empty shard, as :func:`slipstream.write` writes), once the
     destination is checked again; the write's result."""
     entries = entries or [lay_out_shard(options, 0, [])]
-    check_destination(options.path, options.overwrite, options.remote)
+    options.check_destination()
     manifest = publish(open_location(options.path, options.remote), list(options.descriptors), options.page_size,
                        options.page_checksums, options.user, entries)
     return WriteResult(options.path, manifest.samples, tuple(skipped), tuple(e.name for e in entries))

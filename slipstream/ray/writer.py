@@ -40,7 +40,7 @@ from slipstream.format.parts import Part, pack_part
 from slipstream.format.sharded_writer import remove_unfinished
 from slipstream.format.writer import WriteResult
 from slipstream.ray.encode import Encoding, encode_rows
-from slipstream.ray.options import WriteOptions, check_destination
+from slipstream.format.write_options import WriteOptions
 from slipstream.ray.planner import Segment, ShardPlanner, lay_out_shard, publish_write
 
 RETRIES = 3
@@ -53,7 +53,7 @@ def write_dataset(dataset: Any, options: WriteOptions, concurrency: int | None) 
     cluster's CPUs); see the module docstring."""
     import ray
 
-    check_destination(options.path, options.overwrite, options.remote)
+    options.check_destination()
     dataset.context.execution_options.preserve_order = True
     limit = concurrency or max(1, int(ray.cluster_resources().get("CPU", 1)))
     conversion = _Conversion(ray, options, limit)
