@@ -524,6 +524,15 @@ def test_the_booleans_that_kind_replaced_are_refused_when_the_class_is_defined()
     with pytest.raises(TypeError, match="jit"):
         State(jit=True, shape=(2,), dtype=np.uint8)
 
+    @dataclasses.dataclass(frozen=True)
+    class Tiles(Operation):  # a field or a method of either name is the class's own business
+        batch: int = 4
+
+        def jit(self):
+            return "mine"
+
+    assert Tiles().batch == 4 and Tiles.kind is Kind.SAMPLE
+
 
 class _EitherOf(Node):
     """Per sample, ``first`` with probability ``p``, else ``second`` (both in place): a node with control flow
@@ -531,7 +540,7 @@ class _EitherOf(Node):
 
     def __init__(self, first: Operation, second: Operation, p: float) -> None:
         super().__init__(first)
-        self.second, self.p = second, float(p)
+        self.choices, self.p = {"second": second}, float(p)  # kept in a dict: the key finds it all the same
 
     def declare(self):
         return self.parent.state, ()
@@ -540,7 +549,7 @@ class _EitherOf(Node):
         from slipstream.compiler import astgen as A
 
         other = self.placed(self.parent, f"{self.id}_second", self.pipeline)
-        other.op = self.second
+        other.op = self.choices["second"]
 
         def apply(node):
             return [A.assign(ctx.target(self), A.call(ctx.code(node), ctx.value(self.parent), ctx.key(self)))]

@@ -124,6 +124,7 @@ class StageSource:
     globals: dict[str, Any]
     lines: dict[int, Node]  # line number of the source -> node whose statement spans it
     scratch: set[Symbol]  # allocations held per thread instead of per sample of the batch
+    operations: list[Operation]  # every operation whose code the stage calls (a node may call several)
 
 
 class _Context(EmitContext):
@@ -131,6 +132,7 @@ class _Context(EmitContext):
         self.graph = graph
         self.stage = stage
         self.globals: dict[str, Any] = {}
+        self.operations: list[Operation] = []  # whose code ``code`` handed out, in order
         self.external: dict[int, Node] = {}  # earlier-stage nodes read here, by id
         self.scratch: set[Symbol] = set()  # buffers held per thread
 
@@ -235,6 +237,7 @@ class _Context(EmitContext):
             if node.kind.compiled and not isinstance(code, numba.core.registry.CPUDispatcher):
                 code = numba.njit(nogil=True)(code)
             self.globals[fn_name] = code
+            self.operations.append(node.op)
         return A.name(fn_name)
 
     def helper(self, helper_name: str) -> ast.expr:
@@ -321,7 +324,7 @@ def generate_stage(graph: Graph, stage: int, trace: bool = False) -> StageSource
     tree = ast.Module(body=[header, function], type_ignores=[])
     source = A.unparse(tree)
     return StageSource(stage, jit, fn_name, params, returns, source, {**HELPERS, **ctx.globals},
-                       _line_map(tree, source, emitted), ctx.scratch)
+                       _line_map(tree, source, emitted), ctx.scratch, ctx.operations)
 
 
 def _scratch_buffers(ctx: _Context, nodes: list[Node], returns: list[Node]) -> set[Symbol]:
@@ -393,8 +396,16 @@ def _code_bytes(code: Any) -> bytes:
     functions), without its file name and line numbers."""
     if not isinstance(code, types.CodeType):
         return b""
-    nested = b"".join(_code_bytes(c) if isinstance(c, types.CodeType) else repr(c).encode() for c in code.co_consts)
+    nested = b"".join(_code_bytes(c) if isinstance(c, types.CodeType) else _constant_bytes(c) for c in code.co_consts)
     return code.co_code + repr(code.co_names).encode() + nested
+
+
+def _constant_bytes(constant: Any) -> bytes:
+    """A code constant as bytes that are the same in every process (a
+    frozenset's order depends on the string hash seed: sorted)."""
+    if isinstance(constant, frozenset):
+        return repr(sorted(repr(item) for item in constant)).encode()
+    return repr(constant).encode()
 
 
 def fingerprint(graph: Graph, stage: StageSource) -> str:
@@ -402,27 +413,17 @@ def fingerprint(graph: Graph, stage: StageSource) -> str:
     h = hashlib.sha256()
     h.update(stage.source.encode())
     h.update(_package_digest().encode())
+    # Every operation whose code the stage calls, wherever a node keeps it (a node with control flow may
+    # call several), besides each node's own.
+    operations = [node.op for node in graph.nodes_in(stage.index) if node.op is not None] + stage.operations
+    for op in operations:
+        h.update(op.fingerprint().encode())
+        h.update(_code_digest(type(op)).encode())
     for node in graph.nodes_in(stage.index):
-        # Every operation the node holds (a node with control flow may hold several besides ``op``), and the
-        # code of a node class of the user's, which emits code of its own.
-        for op in _operations_of(node):
-            h.update(op.fingerprint().encode())
-            h.update(_code_digest(type(op)).encode())
-        h.update(_code_digest(type(node)).encode())
+        h.update(_code_digest(type(node)).encode())  # a node class of the user's emits code of its own
         h.update(repr((node.state, node.allocations)).encode())
     h.update(f"{numba.__version__} {np.__version__} {sys.version}".encode())
     return h.hexdigest()[:24]
-
-
-def _operations_of(node: Node) -> list[Operation]:
-    """The operations ``node`` holds: its ``op`` and any other attribute
-    (or item of a list or tuple attribute) that is an operation."""
-    found: list[Operation] = []
-    for value in vars(node).values():
-        for item in value if isinstance(value, (list, tuple)) else (value,):
-            if isinstance(item, Operation) and not any(item is seen for seen in found):
-                found.append(item)
-    return found
 
 
 _loaded: dict[str, Callable[..., Any]] = {}

@@ -60,6 +60,8 @@ class Graph:
         self.pipelines: dict[str, list[Node]] = {}
         next_id = 0
         for name, given in pipelines.items():
+            if isinstance(given, (str, bytes)) or not isinstance(given, Sequence):
+                raise PipelineError(f"pipeline {name!r} must be a list of operations, got {given!r}")
             items = list(given)
             if not items:
                 raise PipelineError(f"pipeline {name!r} is empty")

@@ -66,7 +66,8 @@ class Operation:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        legacy = [f"{name} = {cls.__dict__[name]}" for name in ("jit", "batch") if name in cls.__dict__]
+        legacy = [f"{name} = {cls.__dict__[name]}" for name in ("jit", "batch")
+                  if isinstance(cls.__dict__.get(name), bool)]
         if legacy:  # the booleans of earlier releases would otherwise be read by nothing: the operation misplaced
             raise TypeError(f"{cls.__qualname__} sets {' and '.join(legacy)}, which nothing reads: set kind = "
                             f"Kind.SAMPLE (compiled, per sample), Kind.BATCH (compiled, per batch) or Kind.TORCH "
