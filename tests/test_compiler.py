@@ -571,3 +571,51 @@ def test_the_compile_cache_key_covers_every_operation_a_node_holds():
     # second operation out would load the first pipeline's stage for the second and solarize at 100 again).
     np.testing.assert_array_equal(run(100), np.where(images >= 100, 255 - images, images))
     np.testing.assert_array_equal(run(200), np.where(images >= 200, 255 - images, images))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Shaken(Operation):
+    """Adds noise from a generator given by name: NumPy's or Python's global one (no seed reaches them)."""
+
+    source: str = "numpy"
+
+    def declare(self, state):
+        return state, None
+
+    def generate_code(self):
+        import random
+
+        if self.source == "numpy":
+            def shake(x, key):
+                x[0] += np.random.random()
+                return x
+        else:
+            def shake(x, key):
+                x[0] += random.random()
+                return x
+        return shake
+
+
+@dataclasses.dataclass(frozen=True)
+class _DeclaresAState(Operation):
+    """Returns the outgoing state alone from declare(), without its allocations."""
+
+    def declare(self, state):
+        return state
+
+    def generate_code(self):
+        def keep(x, key):
+            return x
+        return keep
+
+
+def test_authoring_mistakes_are_refused_when_the_pipeline_is_built_naming_the_operation():
+    data = np.zeros((4, 3), np.float64)
+    for source, drawn in (("numpy", "np.random"), ("python", "random")):
+        with pytest.raises(PipelineError, match=rf"the code of _Shaken\(source='{source}'\) draws from {drawn}, "
+                                                r"whose numbers follow no seed.*uniform\(key, k\)"):
+            Pipeline([ArraySource(data), _Shaken(source)]).compile(4)(np.arange(4))
+    with pytest.raises(PipelineError, match=r"_DeclaresAState\(\): declare\(\) must return \(state, allocations\): "
+                                            r"the outgoing State, and an Allocation, a list of them or None; it "
+                                            r"returned State\("):
+        Pipeline([ArraySource(data), _DeclaresAState()]).compile(4)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import dis
 import functools
 import hashlib
 import importlib.util
@@ -234,6 +235,13 @@ class _Context(EmitContext):
         fn_name = f"op{node.id}"
         if fn_name not in self.globals:
             code = node.op.generate_code()
+            unseeded = unseeded_draws(code) if node.kind.compiled else None
+            if unseeded is not None:
+                raise PipelineError(
+                    f"pipeline {node.pipeline!r}: the code of {node.describe()} draws from {unseeded}, whose "
+                    f"numbers follow no seed: the same batch would differ from run to run.  Draw from the "
+                    f"sample's key instead: slipstream.compiler.random's uniform(key, k), integers(key, k, low, "
+                    f"high), normal(key, k), with a different k for each draw")
             if node.kind.compiled and not isinstance(code, numba.core.registry.CPUDispatcher):
                 code = numba.njit(nogil=True)(code)
             self.globals[fn_name] = code
@@ -398,6 +406,43 @@ def _code_bytes(code: Any) -> bytes:
         return b""
     nested = b"".join(_code_bytes(c) if isinstance(c, types.CodeType) else _constant_bytes(c) for c in code.co_consts)
     return code.co_code + repr(code.co_names).encode() + nested
+
+
+def unseeded_draws(fn: Any) -> str | None:
+    """What ``fn`` (an operation's code, or a Numba function of it) draws
+    random numbers from without a key: Python's ``random`` or NumPy's
+    global ``numpy.random``, as written in it (``"np.random"``); None when
+    it uses neither.  Nested functions are read too."""
+    py = getattr(fn, "py_func", fn)
+    code = getattr(py, "__code__", None)
+    if code is None:
+        return None
+    scope = dict(getattr(py, "__globals__", {}))
+    for name, cell in zip(code.co_freevars, py.__closure__ or ()):
+        try:
+            scope[name] = cell.cell_contents
+        except ValueError:  # a cell not yet filled
+            continue
+    pending = [code]
+    while pending:
+        current = pending.pop()
+        pending.extend(c for c in current.co_consts if isinstance(c, types.CodeType))
+        previous = None
+        for instruction in dis.get_instructions(current):
+            if instruction.opname in ("LOAD_GLOBAL", "LOAD_DEREF", "LOAD_NAME"):
+                value = scope.get(instruction.argval)
+                module = value.__name__ if isinstance(value, types.ModuleType) else \
+                    getattr(value, "__module__", None) if callable(value) else None
+                if module == "random" or (module or "").startswith("numpy.random"):
+                    return instruction.argval
+                previous = instruction.argval if value is np else None
+            elif instruction.opname in ("LOAD_ATTR", "LOAD_METHOD") and previous is not None:
+                if instruction.argval == "random":
+                    return f"{previous}.random"
+                previous = None
+            else:
+                previous = None
+    return None
 
 
 def _constant_bytes(constant: Any) -> bytes:

@@ -13,7 +13,7 @@ import numpy as np
 
 from slipstream.compiler import symbols
 from slipstream.compiler.kinds import Kind, is_compiled_stage
-from slipstream.compiler.nodes import DecoderNode, Node, TransformNode
+from slipstream.compiler.nodes import DeclarationError, DecoderNode, Node, TransformNode
 from slipstream.compiler.operation import Decoder, Operation, as_operation
 from slipstream.compiler.random import stream_id
 from slipstream.compiler.rewrites import FieldOperation
@@ -116,6 +116,8 @@ class Graph:
                 f"move the batch to the device, or use a torch operation (slipstream.ops.batch) there")
         try:
             node.state, node.allocations = node.declare()
+        except DeclarationError as exc:  # the operation's own mistake, not its input's
+            raise PipelineError(f"pipeline {node.pipeline!r}: {node.describe()}: {exc}") from None
         except (ValueError, TypeError) as exc:
             parent = node.parent
             if node.kind.compiled and parent is not None and parent.kind is Kind.TORCH:

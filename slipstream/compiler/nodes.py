@@ -20,6 +20,7 @@ from slipstream.compiler import astgen as A
 from slipstream.compiler.kinds import Kind, stage_number
 from slipstream.compiler.operation import Decoder, Operation, TorchOperation
 from slipstream.compiler.state import Allocation, State
+from slipstream.errors import PipelineError
 
 
 class EmitContext(abc.ABC):
@@ -133,8 +134,6 @@ class Node:
         """Which of this node's allocations is its output ``name``."""
         names = [a.name for a in self.allocations]
         if name not in names:
-            from slipstream.errors import PipelineError
-
             given = ", ".join(repr(n) for n in names if n is not None) or "none"
             raise PipelineError(f"pipeline {self.pipeline!r}: {self.describe()} has no output {name!r} "
                                 f"(its named outputs: {given})")
@@ -187,14 +186,31 @@ class Node:
         return repr(self.op) if self.op is not None else type(self).__name__
 
 
+class DeclarationError(PipelineError):
+    """An operation's ``declare()`` returned something that is not what it
+    must return (the graph names the operation)."""
+
+
 def normalize_declared(declared: Any) -> tuple[State, tuple[Allocation, ...]]:
-    """``declare()``'s result with the allocations as a tuple."""
+    """``declare()``'s result with the allocations as a tuple.
+
+    Raises:
+        DeclarationError: the result is not ``(State, allocations)``, the
+            allocations an :class:`Allocation`, a sequence of them or None.
+    """
+    if not (isinstance(declared, (tuple, list)) and len(declared) == 2 and isinstance(declared[0], State)):
+        raise DeclarationError(f"declare() must return (state, allocations): the outgoing State, and an "
+                               f"Allocation, a list of them or None; it returned {declared!r:.120}")
     state, memory = declared
     if memory is None:
         return state, ()
     if isinstance(memory, Allocation):
         return state, (memory,)
-    return state, tuple(memory)
+    memory = tuple(memory) if isinstance(memory, (tuple, list)) else (memory,)
+    if not all(isinstance(allocation, Allocation) for allocation in memory):
+        raise DeclarationError(f"declare() must return (state, allocations) with an Allocation, a list of them "
+                               f"or None as the allocations; it returned {declared[1]!r:.120}")
+    return state, memory
 
 
 class DecoderNode(Node):
@@ -296,8 +312,6 @@ class RefNode(Node):
 def find_node(pipelines: dict[str, list[Node]], referrer: str, pipeline: str, op: Operation | None) -> Node:
     """The node of ``pipeline`` running ``op`` (its last node when ``op`` is
     None), for a node of pipeline ``referrer`` that reads it."""
-    from slipstream.errors import PipelineError
-
     source = pipelines.get(pipeline)
     if source is None:
         raise PipelineError(f"pipeline {referrer!r} refers to pipeline {pipeline!r}, which does not exist "
