@@ -227,9 +227,9 @@ class Memory:
 @dataclasses.dataclass(frozen=True)
 class LoaderOptions:
     """The option groups a loader runs with (``Loader.options``): those
-    it was given, with the sharding resolved (``rank`` and ``world_size`` filled in).  Another
-    loader takes them as they are: ``Loader(path, 256, pipelines,
-    **vars(loader.options))``.
+    it was given, with the sharding resolved (``rank`` and ``world_size``
+    filled in).  Another loader takes them as they are: ``Loader(path,
+    256, pipelines, **vars(loader.options))``.
 
     Attributes:
         order: the :class:`Order`.
