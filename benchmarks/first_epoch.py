@@ -26,7 +26,9 @@ order) and taking each batch as a training step would, nothing more:
   an S3 server on this machine (SeaweedFS, from ``tests/object_store.py``),
   each with the ``_stats.json`` img2dataset writes beside it, which counts
   its samples: ``ss.Loader("s3://...", ...)`` streams the first epoch from
-  the server;
+  the server; and ``slipstream, from uncounted tar shards in S3``: the same
+  shards without the stats, whose length the first epoch learns at the
+  stream's end (its batches formed as the shards are read);
 - ``DataLoader + Pillow``: ``torch.utils.data.DataLoader`` over the folder,
   2 workers, Pillow decoding and the same crop (the peer of
   ``benchmarks/compare.py``).
@@ -66,8 +68,10 @@ DATA = REPO_ROOT / "benchmarks" / ".data"
 SYSTEMS = ("slipstream, from the folder", "slipstream, convert then train", "slipstream, from tar shards",
            "DataLoader + Pillow")
 S3_SYSTEM = "slipstream, from tar shards in S3"
+S3_UNCOUNTED_SYSTEM = "slipstream, from uncounted tar shards in S3"
 SHARD_SAMPLES = 1000
 S3_SHARDS = "s3://bench/first-epoch-shards"
+S3_UNCOUNTED_SHARDS = "s3://bench/first-epoch-uncounted-shards"
 CLASSES = 8
 
 
@@ -123,11 +127,12 @@ def child(system: str, folder: Path, batch: int, seed: int) -> None:
     else:
         source = {"slipstream, convert then train": lambda: ss.cached(folder, verbose=False),
                   "slipstream, from tar shards": lambda: build_shards(folder),
-                  S3_SYSTEM: lambda: S3_SHARDS}.get(system, lambda: folder)()
+                  S3_SYSTEM: lambda: S3_SHARDS, S3_UNCOUNTED_SYSTEM: lambda: S3_UNCOUNTED_SHARDS,
+                  }.get(system, lambda: folder)()
         # The S3 server's address and keys come in the environment (AWS_*), as on a cloud machine.
+        in_s3 = system in (S3_SYSTEM, S3_UNCOUNTED_SYSTEM)
         loader = ss.Loader(source, batch, presets.imagenet_train(224), order=ss.Order("random", seed=seed),
-                           remote=ss.Remote(cache_dir=DATA / "cache" / "pages") if system == S3_SYSTEM else None,
-                           verbose=False)
+                           remote=ss.Remote(cache_dir=DATA / "cache" / "pages") if in_s3 else None, verbose=False)
         epochs = loader
     counts = []
     for e in range(2):
@@ -173,14 +178,17 @@ def _dataloader_epochs(folder: Path, batch: int, seed: int):
 
 
 def upload_shards(shards: Path, server: Any) -> None:
-    """The shards into the S3 server, each with img2dataset's stats beside it."""
+    """The shards into the S3 server, each with img2dataset's stats beside
+    it, and again without them (under another prefix)."""
     import slipstream as ss
     from slipstream.format.objectstore import ObjectPrefix
 
     server.create_bucket("bench", exist_ok=True)
-    prefix = ObjectPrefix(S3_SHARDS, ss.Remote(storage_options=server.storage_options()))
+    remote = ss.Remote(storage_options=server.storage_options())
+    prefix, uncounted = ObjectPrefix(S3_SHARDS, remote), ObjectPrefix(S3_UNCOUNTED_SHARDS, remote)
     for tar in sorted(shards.glob("*.tar")):
         prefix.put_file(tar.name, tar)
+        uncounted.put_file(tar.name, tar)
         count = ss.WebDataset(tar).length_hint()  # from the tar headers
         stats = {"count": count, "successes": count, "failed_to_download": 0, "failed_to_resize": 0}
         prefix.put_bytes(f"{tar.stem}_stats.json", json.dumps(stats).encode())
@@ -221,7 +229,7 @@ def main(argv: list[str]) -> int:
         return 0
     folder = build_folder(args.folder, args.images)
     shards = build_shards(folder)
-    systems = SYSTEMS[:3] + ((S3_SYSTEM,) if args.s3 else ()) + SYSTEMS[3:]
+    systems = SYSTEMS[:3] + ((S3_SYSTEM, S3_UNCOUNTED_SYSTEM) if args.s3 else ()) + SYSTEMS[3:]
     with contextlib.ExitStack() as stack:
         env: dict[str, dict[str, str]] = {}
         if args.s3:
@@ -231,7 +239,7 @@ def main(argv: list[str]) -> int:
             shutil.rmtree(DATA / "s3-first-epoch", ignore_errors=True)
             server = stack.enter_context(S3Server(DATA / "s3-first-epoch"))
             upload_shards(shards, server)
-            env[S3_SYSTEM] = server.env()
+            env[S3_SYSTEM] = env[S3_UNCOUNTED_SYSTEM] = server.env()
         run("slipstream, convert then train", folder, args.batch, 0)  # compiles the stages, writes the file
         file_start = [run("slipstream, convert then train", folder, args.batch, 0, keep_file=True)["first_batch"]
                       for _ in range(args.rounds)]  # the file exists: the first batch of a warm start
@@ -243,9 +251,9 @@ def main(argv: list[str]) -> int:
     print(f"{images:,} JPEGs of {args.folder} (linked), ImageNet-train 224, batch {args.batch}, random order, two "
           f"epochs from nothing, {args.rounds} rounds, {os.cpu_count()} cores")
     print(f"  first batch over the finished file (the pipeline's start, stages compiled): {summary(file_start, 2)} s")
-    print(f"  {'system':<34} {'first batch s':>18} {'epoch 0 img/s':>20} {'epoch 1 img/s':>20} {'two epochs s':>18}")
+    print(f"  {'system':<44} {'first batch s':>18} {'epoch 0 img/s':>20} {'epoch 1 img/s':>20} {'two epochs s':>18}")
     for system, results in runs.items():
-        print(f"  {system:<34} {summary([x['first_batch'] for x in results], 2):>18} "
+        print(f"  {system:<44} {summary([x['first_batch'] for x in results], 2):>18} "
               f"{summary([images / x['epoch0_s'] for x in results]):>20} "
               f"{summary([images / x['epoch1_s'] for x in results]):>20} "
               f"{summary([x['total_s'] for x in results], 1):>18}")
@@ -267,7 +275,8 @@ def main(argv: list[str]) -> int:
         ("two epochs from nothing <= 0.6x convert then train", f"{summary(total_ratio, 2)}x", max(total_ratio) <= 0.6),
     ] + streaming_targets(SYSTEMS[2], "tar shards: ")
     if args.s3:
-        targets += streaming_targets(S3_SYSTEM, "tar shards in S3: ")
+        targets += streaming_targets(S3_SYSTEM, "tar shards in S3: ") + \
+            streaming_targets(S3_UNCOUNTED_SYSTEM, "uncounted tar shards in S3: ")
     print("\n  target | measured (paired by round) | met")
     for name, measured, met in targets:
         print(f"  {name} | {measured} | {'yes' if met else 'no'}")

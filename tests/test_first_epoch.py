@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -202,10 +203,6 @@ def test_shards_in_object_storage_stream_their_first_epoch_when_img2dataset_coun
     url = "s3://test/first-epoch/wds"
     remote, prefix, tars = shards_in_a_bucket(tmp_path, s3_server, url, "")
     pipelines = {"image": [ss.ops.CenterCrop(16)], "json": None}
-    with ss.Loader(url, 6, pipelines, order="sequential", remote=remote, verbose=False) as loader:
-        assert isinstance(loader.reader, ss.Reader)  # no count without reading every header: converted first
-    for file in dataset_files(cache):
-        file.unlink()
     stated = ss.WebDataset(url + "/", remote=remote, length=30)  # a count known from elsewhere
     with ss.Loader(stated, 6, pipelines, order="sequential", verbose=False) as loader:
         assert not isinstance(loader.reader, ss.Reader)
@@ -221,6 +218,146 @@ def test_shards_in_object_storage_stream_their_first_epoch_when_img2dataset_coun
     prefix.put_bytes(tars[1].stem + "_stats.json", b"{not json")
     with pytest.raises(ss.FormatError, match=r"train-000001_stats.json: not the stats img2dataset writes"):
         ss.WebDataset(url + "/", remote=remote).length_hint()
+
+
+def test_shards_that_nothing_counts_stream_their_first_epoch_which_learns_its_length_at_the_end(cache, tmp_path,
+                                                                                                 s3_server):
+    url = "s3://test/first-epoch/uncounted"
+    remote, prefix, tars = shards_in_a_bucket(tmp_path, s3_server, url, "")
+    assert ss.WebDataset(url + "/", remote=remote).length_hint() is None  # neither index, stats nor length=
+    path = streams_the_shards(url, remote, tmp_path)  # the bounded shuffle of 30 samples; ss.write's file
+    pipelines = {"image": [ss.ops.CenterCrop(16)], "json": None}
+
+    path.unlink()
+    with ss.Loader(url, 7, pipelines, order="sequential", sharding=ss.Sharding(drop_last=True), remote=remote,
+                   verbose=False) as loader:
+        with pytest.raises(TypeError, match="known only at its end"):
+            len(loader)
+        assert "epoch 0's length not known yet" in repr(loader)
+        batches = iter(loader)
+        with pytest.raises(TypeError, match="known only at its end"):
+            len(batches)
+        labels = [batch[1].tolist() for batch in batches]
+        assert labels == [list(range(k, k + 7)) for k in range(0, 28, 7)]  # the stream's order, 2 samples dropped
+        assert len(loader) == 4  # known once the stream has ended
+        assert [batch[1].tolist() for batch in loader] == labels  # epoch 1 reads the file, every sample in it
+        assert isinstance(loader.reader, ss.Reader) and len(loader.reader) == 30
+    assert path.read_bytes() == (tmp_path / "direct.slip").read_bytes()
+
+    # Stopped in epoch 0: resumed by a run that streams it again, and by one over the file.
+    order = ss.Order("random", seed=5)
+    path.unlink()
+    with ss.Loader(url, 6, pipelines, order=order, remote=remote, verbose=False) as loader:
+        unknown = loader.state_dict()  # taken before the stream's length is known
+        whole = [batch[1].tolist() for batch in loader]
+    assert sum(whole, []) == orders.stream_order(np.arange(30), 30, 5, 0).tolist()
+    assert unknown["samples"] == -1 and "a stream of unknown length" in unknown["dataset"]
+    path.unlink()
+    with ss.Loader(url, 6, pipelines, order=order, remote=remote, verbose=False) as stopped:
+        for k, _ in enumerate(stopped):
+            if k == 1:
+                known = stopped.state_dict()  # the length known or not, as far as the stream was read ahead
+                break
+    for state in ({**unknown, "batch": 2}, known):
+        if path.exists():
+            path.unlink()  # as if the run had been killed: it resumes streaming the first epoch again
+        with ss.Loader(url, 6, pipelines, order=order, remote=remote, verbose=False) as resumed:
+            resumed.load_state_dict(state)
+            assert [batch[1].tolist() for batch in resumed] == whole[2:]
+            assert len(resumed) == 5
+        with ss.Loader(url, 6, pipelines, order=order, remote=remote, verbose=False) as resumed:
+            assert isinstance(resumed.reader, ss.Reader)
+            resumed.load_state_dict(state)
+            assert [batch[1].tolist() for batch in resumed] == whole[2:]
+    path.unlink()
+    with ss.Loader(url, 6, pipelines, order=order, remote=remote, verbose=False) as resumed:
+        resumed.load_state_dict({**unknown, "batch": 9})  # checked once the stream has ended
+        with pytest.raises(ss.ArgumentError, match=r"resumes epoch 0 at batch 9, but the stream .* makes 5 batches"):
+            list(resumed)
+
+    # What needs the stream's length beforehand writes the file first: a subset, repeated augmentation.
+    path.unlink()
+    with ss.Loader(url, 6, pipelines, indices=[1, 2, 3], remote=remote, verbose=False) as loader:
+        assert isinstance(loader.reader, ss.Reader) and [batch[1].tolist() for batch in loader] != []
+    path.unlink()
+    with ss.Loader(url, 6, pipelines, order=ss.Order("random", repeats=2, selected_round=0), remote=remote,
+                   verbose=False) as loader:
+        assert isinstance(loader.reader, ss.Reader)
+
+
+def test_a_stream_of_unknown_length_records_a_bad_sample_and_is_read_to_its_end_when_its_epoch_is_skipped(
+        cache, tmp_path, s3_server):
+    from slipstream.format.objectstore import ObjectPrefix
+
+    url = "s3://test/first-epoch/uncounted-bad"
+    remote = ss.Remote(storage_options=s3_server.storage_options(), cache_dir=tmp_path / "pages")
+    images = jpegs(20, seed=41)
+    images[5] = images[5][: len(images[5]) // 2]  # a cut JPEG
+    write_tars(tmp_path / "wds", images, 8, extra={k: {"cls": k} for k in range(20)})
+    for tar in sorted((tmp_path / "wds").glob("*.tar")):
+        ObjectPrefix(url, remote).put_file(tar.name, tar)
+    pipelines = {"image": [ss.ops.CenterCrop(16)], "json": None}
+    with ss.Loader(url, 4, pipelines, order="sequential", remote=remote, verbose=False) as loader:
+        with pytest.raises(ss.FieldValueError, match=r"sample 5 \(.*train-000000.tar: img000005\), field 'image'"):
+            epoch(loader)
+    assert not dataset_files(cache)
+    with ss.Loader(url, 4, pipelines, order="sequential", on_error="skip", remote=remote, verbose=False) as loader:
+        with pytest.warns(ss.SampleWarning, match="sample 5: it could not be written"):
+            first = [batch[1].tolist() for batch in loader]
+        assert first == [[0, 1, 2, 3], [4, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15], [16, 17, 18, 19]]
+        path = loader.reader.path
+    ss.write(tmp_path / "direct.slip", ss.WebDataset(tmp_path / "wds"), on_error="skip", verbose=False)
+    with ss.Reader(path) as reader, ss.Reader(tmp_path / "direct.slip") as direct:
+        assert len(reader) == 20 and list(reader.unreadable) == [5]  # recorded, in the index space of the stream
+        assert [bytes(reader.value_bytes(k, "image")) for k in (4, 6, 19)] == \
+            [bytes(direct.value_bytes(k, "image")) for k in (4, 5, 18)]  # ss.write leaves it out instead
+
+    path.unlink()
+    with ss.Loader(url, 4, pipelines, on_error="skip", remote=remote, verbose=False):
+        pass
+    assert not dataset_files(cache)  # closed before its stream was read to the end: no file
+    with ss.Loader(url, 4, pipelines, order="sequential", on_error="skip", remote=remote, verbose=False) as loader:
+        loader.set_epoch(1)  # the first epoch skipped: the stream is read to its end, the file written first
+        with pytest.warns(ss.SampleWarning):
+            assert [batch[1].tolist() for batch in loader] == first
+        assert len(loader) == 5 and isinstance(loader.reader, ss.Reader) and loader.reader.path == path
+
+
+class StallingShards(ss.WebDataset):
+    """Tar shards that do not say their length and whose reading stalls after ``flowing`` samples until
+    ``flow`` is set (as a stalled download does)."""
+
+    def __init__(self, *args, flowing: int, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.flowing, self.flow = flowing, threading.Event()
+
+    def length_hint(self):
+        return None
+
+    def __iter__(self):
+        for k, item in enumerate(super().__iter__()):
+            if k == self.flowing:
+                assert self.flow.wait(60), "the test never let the stream flow again"
+            yield item
+
+
+def test_an_epoch_left_while_its_stream_stalls_stops_at_once(cache, tmp_path):
+    shards_of(tmp_path / "wds", 200, per_shard=50)
+    shards = StallingShards(tmp_path / "wds", flowing=70)  # samples are read 64 at a time: in the second read
+    pipelines = {"image": [ss.ops.CenterCrop(16)], "json": None}
+    with ss.Loader(shards, 4, pipelines, order="sequential", verbose=False) as loader:
+        batches = iter(loader)
+        assert [next(batches)[1].tolist() for _ in range(2)] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+        started = time.perf_counter()
+        batches.close()  # the next batch waits for samples the stream does not give
+        assert time.perf_counter() - started < 5
+        shards.flow.set()
+    assert not dataset_files(cache)  # left before the stream's end: no file
+    shards.flow.clear()
+    with ss.Loader(shards, 4, pipelines, order="sequential", verbose=False) as loader:
+        shards.flow.set()
+        assert [batch[1].tolist() for batch in loader] == [list(range(k, k + 4)) for k in range(0, 200, 4)]
+        assert len(loader) == 50
 
 
 def test_shards_listed_by_a_wids_index_stream_their_first_epoch(cache, tmp_path, s3_server):
@@ -273,6 +410,31 @@ def test_a_shard_index_that_cannot_be_read_says_what_is_wrong_naming_it(tmp_path
         ss.WebDataset(tmp_path / "index.json")
 
 
+def test_shards_on_an_http_server_are_named_by_a_shard_index_or_a_pattern_not_by_their_folder(tmp_path):
+    shards_of(tmp_path / "wds", 6, per_shard=3)
+    (tmp_path / "wds" / "train.json").write_text(json.dumps({"wids_version": 1, "shardlist": [
+        {"url": f"train-00000{k}.tar", "nsamples": 3} for k in range(2)]}))
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "-d",
+                               str(tmp_path / "wds")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        fields = {"image": ss.RGBImageField(), "label": ss.IntField()}
+        for attempt in range(100):  # the server starting
+            try:
+                indexed = ss.WebDataset(url + "train.json", fields)
+                break
+            except ss.SlipstreamError:
+                time.sleep(0.1)
+        assert indexed.shards == [f"{url}train-00000{k}.tar" for k in range(2)] and indexed.length_hint() == 6
+        assert ss.WebDataset(url + "train-{000000..000001}.tar", fields).shards == indexed.shards
+        with pytest.raises(ss.ArgumentError, match=r"a folder on an HTTP server cannot be listed; name its shards"):
+            ss.WebDataset(url, fields)
+    finally:
+        server.kill()
+        server.wait()
+
+
 def test_shard_urls_resolve_against_the_index_and_a_folder_named_json_is_a_folder(tmp_path):
     from slipstream.sources.shard_index import _resolved
 
@@ -296,6 +458,20 @@ def test_a_stream_order_is_a_bounded_shuffle():
         subset = orders.stream_order(indices, size, 11, 2, buffer=1000, first=50)
         place = np.argsort(given)
         assert sorted(subset.tolist()) == sorted(indices.tolist()) and (np.diff(place[subset]) >= 0).all()
+        # Followed as the stream is read, without its length: the same samples in the same order.
+        online, entered = orders.StreamShuffle(11, 2, buffer=1000, first=50), 0
+        followed = []
+        while online.has_more():
+            while online.wants():
+                if entered < size:
+                    online.enter(entered)
+                    entered += 1
+                else:
+                    online.end()
+            if online.has_more():
+                followed.append(online.give())
+                assert online.entered <= min(size, 50 + 2 * (len(followed) - 1), 1000 + len(followed) - 1)
+        assert followed == given.tolist()
 
 
 def test_counting_a_shard_s_samples_by_their_headers_matches_reading_them(tmp_path):
@@ -756,7 +932,7 @@ def test_a_hugging_face_streaming_dataset_whose_card_counts_it_streams_its_first
     assert ss.Reader(path).user_metadata["classes"] == list("abcd")
 
 
-def test_a_streaming_dataset_whose_count_may_have_changed_is_written_first(cache, tmp_path):
+def test_a_streaming_dataset_whose_count_may_have_changed_streams_learning_its_length(cache, tmp_path):
     datasets = pytest.importorskip("datasets")
     from datasets.distributed import split_dataset_by_node
 
@@ -775,7 +951,12 @@ def test_a_streaming_dataset_whose_count_may_have_changed_is_written_first(cache
                                      filters=[("label", ">", 0)])  # parquet read with a filter: rows not counted
     assert known_length(filtered) is None
     with ss.Loader(filtered, 4, {"image": [ss.ops.CenterCrop(16)]}, order="sequential", verbose=False) as loader:
-        assert isinstance(loader.reader, ss.Reader) and len(loader.reader) == 9  # the file first, then training
+        assert not isinstance(loader.reader, ss.Reader)  # training at once, the length learnt at the stream's end
+        labels = [k % 4 for k in range(12) if k % 4]  # the stream's order, the filter's rows
+        assert [batch[1].tolist() for batch in loader] == [labels[:4], labels[4:8], labels[8:]] and len(loader) == 3
+    with ss.Loader(filtered, 4, {"image": [ss.ops.CenterCrop(16)]}, order="sequential", indices=[0, 1],
+                   verbose=False) as loader:
+        assert isinstance(loader.reader, ss.Reader) and len(loader.reader) == 9  # a subset: the file first
 
 
 def test_parquet_files_without_a_card_are_counted_by_their_footers_and_stream(cache, tmp_path):

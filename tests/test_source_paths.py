@@ -100,6 +100,8 @@ def test_webdataset_shards_in_object_storage_are_identified_by_etag(tmp_path, ca
     for shard in write_tars(tmp_path / "wds", images, per_shard=9):
         prefix.put_file(shard.rsplit("/", 1)[-1], shard)
     with ss.Loader("s3://test/paths/wds", 6, CROP, order="sequential", remote=remote, verbose=False) as loader:
+        assert [batch[1].tolist() for batch in loader] == [[k % 10 for k in range(j, j + 6)] for j in (0, 6, 12)]
+        list(loader)  # the second epoch reads the file the first wrote
         assert stored(loader.reader) == [(images[k], k % 10) for k in range(18)]
         first = loader.reader.path
     source = ss.WebDataset("s3://test/paths/wds/", remote=remote)

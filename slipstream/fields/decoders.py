@@ -70,8 +70,9 @@ class DecodeSource:
     Attributes:
         reader: the dataset's reader (metadata, fields, path).
         storage: uint8 array the offsets index.
-        errors: int32 per dataset sample: a decoder's failure status.
-        unreadable: int32 per dataset sample: :data:`UNREADABLE` for the
+        errors: int32 per sample (``samples`` of them, as for every
+            per-sample array): a decoder's failure status.
+        unreadable: int32 per sample: :data:`UNREADABLE` for the
             samples the dataset holds no values for (``reader.unreadable``),
             which each batch starts with in ``errors``; 0 for the others.
         count_decodes: whether the image decoders count their native JPEG
@@ -80,22 +81,28 @@ class DecodeSource:
             the argument of the same name or else by
             ``$SLIPSTREAM_COUNT_DECODES``.  When it is off the compiled
             decoders hold no counting code at all.
-        decodes: int64 per dataset sample: native JPEG decode calls made
+        samples: the per-sample arrays' length: ``len(reader)``, or for
+            the tables of a stream whose length is not known yet, the
+            indices its samples can arrive at (``reader.capacity``).
+        decodes: int64 per sample: native JPEG decode calls made
             for it while ``count_decodes`` is on, zeros otherwise (each
             sample is written by one thread, so no races).
     """
 
-    def __init__(self, reader: Any, storage: np.ndarray, count_decodes: bool | None = None) -> None:
+    def __init__(self, reader: Any, storage: np.ndarray, count_decodes: bool | None = None,
+                 samples: int | None = None) -> None:
         self.reader = reader
         self.storage = storage
-        self.errors = np.zeros(len(reader), np.int32)
-        self.unreadable = np.zeros(len(reader), np.int32)
+        # np.zeros leaves large arrays untouched (no memory) until written: a stream's capacity costs nothing.
+        self.samples = len(reader) if samples is None else samples
+        self.errors = np.zeros(self.samples, np.int32)
+        self.unreadable = np.zeros(self.samples, np.int32)
         self.unreadable[list(reader.unreadable)] = UNREADABLE
         if count_decodes is None:
             count_decodes = os.environ.get(COUNT_DECODES_VARIABLE, "") not in ("", "0")
         self.count_decodes = bool(count_decodes)
         # Allocated even when not counting: decoders written elsewhere take it as an input (see image_inputs).
-        self.decodes = np.zeros(len(reader), np.int64)
+        self.decodes = np.zeros(self.samples, np.int64)
         self._columns: dict[tuple[str, str], np.ndarray] = {}
 
     def column(self, field: str, key: str, dtype: Any = None) -> np.ndarray:
@@ -105,9 +112,11 @@ class DecodeSource:
         records = self.reader.metadata[field][key]
         made = self._columns.get((field, key))
         if made is None:
-            made = self._columns[(field, key)] = np.array(records, dtype=dtype or records.dtype, order="C")
+            made = self._columns[(field, key)] = np.zeros((self.samples, *records.shape[1:]), dtype or records.dtype)
+            known = min(len(records), self.samples)
+            made[:known] = records[:known]
             if key in SIZE_KEYS:
-                made[self.unreadable != 0] = 1
+                made[list(self.reader.unreadable)] = 1  # those marked in `unreadable` (not a scan of every sample)
         elif dtype is not None and made.dtype != np.dtype(dtype):
             raise TypeError(f"column {key!r} of field {field!r} is {made.dtype}, asked for {np.dtype(dtype)}")
         return made

@@ -50,37 +50,63 @@ RESERVED_BYTES = 1 << 42
 """Address space reserved for the file's pages (4 TiB, none of it memory
 until mapped): the most data a first epoch can write."""
 
+STREAM_CAPACITY = 1 << 27
+"""The most samples a file of a stream that does not say its length can
+hold: per-sample arrays (which samples arrived, the decoders' columns) are
+reserved for that many, none of their memory touched until samples fill
+it (a few bytes per sample then)."""
+
 MEMORY_AHEAD_BYTES = 512 << 20
 """In memory (a file given up), the most bytes of samples held for batches
 not done yet before encoding waits (a batch larger than this is still
 encoded, alone)."""
 
 
+def unknown_length(path: Path, what: str) -> str:
+    """Why the number of ``what`` of the file at ``path``, written from a
+    stream that does not say its length, is not known yet."""
+    return (f"{path}: the stream it is written from does not say how many samples it holds, so its number of {what} "
+            f"is known only at its end (give the source's length, as WebDataset(length=) does, to know it "
+            f"beforehand)")
+
+
 class ArrivingFile:
-    """A dataset file of ``count`` samples, filled in any order.
+    """A dataset file of ``count`` samples (or of a stream's, however many
+    it holds), filled in any order.
 
     Args:
         path: the file to create when complete.
         fields: field name -> field object, in the order of each sample's values.
-        count: samples in the dataset (each arrives once).
+        count: samples in the dataset (each arrives once); None: a stream
+            that does not say its length, whose samples arrive in index
+            order until it ends (:meth:`end`), at most
+            :data:`STREAM_CAPACITY`.
         page_size: bytes per data page.
         user_metadata: the JSON object to store (the source's, such as a folder's class names).
 
     Attributes:
         reader: the tables as they grow, read as a dataset's
             (:class:`ArrivingTables`).
-        arrived: per sample, whether it has arrived.
+        arrived: per sample, whether it has arrived (``capacity`` of them).
+        count: the samples of the dataset, None until a stream of unknown
+            length has ended.
+        capacity: the indices samples can arrive at: ``count``, or
+            :data:`STREAM_CAPACITY` until the stream has ended.
     """
 
-    def __init__(self, path: Path, fields: Mapping[str, Any], count: int, page_size: int,
+    def __init__(self, path: Path, fields: Mapping[str, Any], count: int | None, page_size: int,
                  user_metadata: Mapping[str, Any]) -> None:
         self.path = Path(path)
         tempfiles.remove_stale(self.path)
         self._tmp, self._file = tempfiles.create(self.path)
         self._user = stored_user_metadata(user_metadata)
         self.user_metadata = dict(user_metadata)
-        self._layout = Layout(self._file, field_descriptors(fields), page_size, True, count)
-        self.arrived = np.zeros(count, bool)
+        # A stream of unknown length grows the layout's tables as samples arrive, in index order.
+        self._layout = Layout(self._file, field_descriptors(fields), page_size, True,
+                              1024 if count is None else count)
+        self.count = count
+        self.capacity = STREAM_CAPACITY if count is None else count
+        self.arrived = np.zeros(self.capacity, bool)
         self.unreadable: dict[int, str] = {}
         """Samples that arrived without values, and why (see :meth:`fail`)."""
         self.range = AddressRange(RESERVED_BYTES)
@@ -105,15 +131,20 @@ class ArrivingFile:
 
     @property
     def complete(self) -> bool:
-        """Whether every sample has arrived."""
-        return bool(self.arrived.all())
+        """Whether every sample has arrived (a stream's: it has ended too)."""
+        return self.count is not None and bool(self.arrived[:self.count].all())
+
+    def end(self) -> None:
+        """A stream of unknown length has ended: its samples are those that
+        arrived (at indices 0 to :attr:`count` - 1)."""
+        self.count = self.capacity = int(np.count_nonzero(self.arrived))
+        self.arrived = self.arrived[:self.count].copy()
 
     def add(self, index: int, encoded: Sequence[Any]) -> None:
         """Lay out sample ``index`` (its values encoded by the fields); in
         memory, again if it arrived before (its records then name the new
         copy)."""
-        if self.arrived[index] and self._memory is None:
-            raise ValueError(f"sample {index} arrived twice")
+        self._check_index(index)
         size = sum(0 if value.data is None else len(value.data) for value in encoded)
         with self._lock, self._writing():
             # The sample must fit in the reserved range wherever the layout puts it (a page further at most).
@@ -130,13 +161,21 @@ class ArrivingFile:
         """Sample ``index`` could not be read or encoded (``why``): it
         arrives without values (its records zeros), and the file records it
         (:data:`~slipstream.format.layout.UNREADABLE_KEY`)."""
-        if self.arrived[index] and self._memory is None:
-            raise ValueError(f"sample {index} arrived twice")
+        self._check_index(index)
         with self._lock:
             # Empty values: zero records, stored fields zero bytes long at the layout's position (as any empty value).
             self._layout.add([Encoded({})] * len(self._layout.descriptors), index)
             self.unreadable[index] = why
         self.arrived[index] = True
+
+    def _check_index(self, index: int) -> None:
+        """Refuse a sample arriving a second time (but in memory) or beyond the capacity."""
+        if index >= self.capacity:
+            raise FormatError(f"{self.path}: a stream that does not say its length streams its first epoch for "
+                              f"at most {self.capacity:,} samples; give its length (length=), or write it first "
+                              f"with slipstream.write")
+        if self.arrived[index] and self._memory is None:
+            raise ValueError(f"sample {index} arrived twice")
 
     def stored(self, index: int) -> list[Encoded]:
         """Sample ``index``'s values as laid out (one per field, their
@@ -202,7 +241,6 @@ class ArrivingFile:
         self._memory = _MemoryPages(self.range)
         old = self._layout
         self._layout = Layout(self._memory, old.descriptors, old.page_size, False, len(old.metadata))
-        self.reader.metadata = self._layout.metadata
         self._starts, self._forgot = [], 0
         self.arrived[:] = False
         self.unreadable.clear()
@@ -240,7 +278,7 @@ class ArrivingFile:
         if self._memory is not None:
             raise ValueError(f"{self.path} was given up: its samples are in memory only")
         if not self.complete:
-            missing = np.flatnonzero(~self.arrived)
+            missing = np.flatnonzero(~self.arrived[:self.count])
             raise ValueError(f"{self.path}: samples {missing[:5].tolist()} have not arrived")
         user = self._user
         if self.unreadable:
@@ -327,15 +365,32 @@ class ArrivingTables:
         self.path = file.path
         self.fields = fields
         self.descriptors = layout.descriptors
-        self.metadata = layout.metadata
         self.page_size, self.data_offset = layout.page_size, layout.data_offset
         self.storage = file.range.storage
         self.user_metadata = file.user_metadata
         self.unreadable = file.unreadable
         self._page_state = np.zeros(0, np.uint8)
 
+    @property
+    def metadata(self) -> np.ndarray:
+        """The records, row ``i`` sample ``i``'s (zeros until it arrives;
+        a stream's grow as its samples arrive)."""
+        return self._file._layout.metadata
+
+    @property
+    def capacity(self) -> int:
+        """The indices samples can arrive at (see :attr:`ArrivingFile.capacity`)."""
+        return self._file.capacity
+
     def __len__(self) -> int:
-        return len(self.metadata)
+        """The samples of the dataset.
+
+        Raises:
+            TypeError: a stream that does not say its length has not ended.
+        """
+        if self._file.count is None:
+            raise TypeError(unknown_length(self.path, "samples"))
+        return self._file.count
 
     @property
     def page_count(self) -> int:
@@ -392,10 +447,11 @@ class ArrivalStager:
         self._batches: list[np.ndarray] = []
         self._arrivals: dict[int, int] = {}  # batch -> the file's arrivals once its samples had arrived
 
-    def start_epoch(self, batches: list[np.ndarray], source: Any) -> None:
+    def start_epoch(self, batches: Sequence[np.ndarray], source: Any) -> None:
         """Start making the samples of ``batches`` arrive, in order (those
         arrived already are not read again); ``source`` is what the
         decoders read, whose columns each batch's records reach."""
+        batches = list(batches)
         self._batches, self._source = batches, source
         self._arrivals = {}
         self._ready = self._bring(batches)
@@ -433,4 +489,5 @@ class ArrivalStager:
         """The first epoch's owner closes the file."""
 
 
-__all__ = ["ArrivalStager", "ArrivingFile", "ArrivingTables", "MEMORY_AHEAD_BYTES", "RESERVED_BYTES"]
+__all__ = ["ArrivalStager", "ArrivingFile", "ArrivingTables", "MEMORY_AHEAD_BYTES", "RESERVED_BYTES", "STREAM_CAPACITY",
+           "unknown_length"]

@@ -215,10 +215,10 @@ def _options(url: str, given: Mapping[str, str]) -> tuple[dict[str, Any], dict[s
         (client if key in _CLIENT_KEYS else config)[key] = value
     if "allow_http" in client:
         client["allow_http"] = str(client["allow_http"]).lower() in ("1", "true", "yes")
-    elif os.environ.get("AWS_ALLOW_HTTP", "").lower() in ("1", "true", "yes") or str(
-            config.get("endpoint", os.environ.get("AWS_ENDPOINT_URL", os.environ.get("AWS_ENDPOINT", "")))
-            ).startswith("http://"):
-        client["allow_http"] = True  # an http:// endpoint given on purpose (a local or on-premise store)
+    elif os.environ.get("AWS_ALLOW_HTTP", "").lower() in ("1", "true", "yes") or url.lower().startswith("http://") \
+            or str(config.get("endpoint", os.environ.get("AWS_ENDPOINT_URL", os.environ.get("AWS_ENDPOINT", "")))
+                   ).startswith("http://"):
+        client["allow_http"] = True  # an http:// URL or endpoint given on purpose (a local or on-premise server)
     return config, client
 
 

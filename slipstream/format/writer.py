@@ -67,9 +67,11 @@ class SampleStream(abc.ABC):
     def length_hint(self) -> int | None:
         """The number of items iterating yields (unreadable samples
         included), when it is known without reading the samples, else None.
-        The writer shows it in its progress; a loader whose first epoch
-        streams from the source needs it (a stream without it is converted
-        before training starts)."""
+        The writer shows it in its progress.  A loader's first epoch
+        streams from a stream without it on one rank only, where the
+        epoch's length is known once the stream has ended; on several
+        ranks, with ``indices`` or with repeated augmentation such a stream
+        is converted before training starts."""
         return None
 
     def repeatable(self) -> bool:

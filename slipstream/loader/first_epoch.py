@@ -17,12 +17,15 @@ epoch's samples, the ones it does not visit (a subset of indices, a last
 incomplete batch dropped) are encoded too; the file is then complete, and
 renamed into the cache.  The next epoch reads the file.
 
-A stream (tar shards: read front to back, each sample once) that says how
-many samples it holds makes its samples arrive in its own order, which is
-their index order: a batch waits for every sample of the stream up to the
-last it needs, and the epoch's ``"random"`` order is the bounded shuffle of
+A stream (tar shards: read front to back, each sample once) makes its
+samples arrive in its own order, which is their index order: a batch waits
+for every sample of the stream up to the last it needs, and the epoch's
+``"random"`` order is the bounded shuffle of
 :func:`slipstream.loader.orders.stream_order`, which never needs a sample
-far ahead of those it has given.  On several ranks, a stream that every
+far ahead of those it has given.  A stream that does not say how many
+samples it holds has an epoch 0 whose batches are formed as it is read
+(:class:`FormedBatches`: its length is learnt at the stream's end), on one
+rank only.  On several ranks, a stream that says its length and that every
 rank reads alike (``SampleStream.repeatable``) is read whole by each rank,
 which keeps the samples of its own batches (the ranks share the
 order place by place, so that each reads about as far as the others); a
@@ -60,7 +63,7 @@ import errno
 import os
 import threading
 import warnings
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -69,8 +72,12 @@ import numpy as np
 
 from slipstream.convert import share
 from slipstream.errors import ArgumentError, CacheWarning, FieldValueError, FormatError
-from slipstream.format.arriving import ArrivalStager, ArrivingFile
+from slipstream.format.arriving import ArrivalStager, ArrivingFile, unknown_length
 from slipstream.format.writer import SampleStream, encode_values
+from slipstream.loader.orders import StreamShuffle
+
+CHUNK = 64
+"""Samples read, then encoded in parallel, at a time."""
 
 
 class FirstEpoch:
@@ -79,8 +86,9 @@ class FirstEpoch:
 
     Args:
         entry: where the file goes and what it holds
-            (:class:`slipstream.convert.CacheEntry`), its source indexable,
-            or a stream that gives its length (``length_hint()``).
+            (:class:`slipstream.convert.CacheEntry`), its source indexable
+            or a stream (one that does not give its length,
+            ``length_hint()``, on one rank only).
         lock: the held cache lock of the entry, released once the file is
             complete or given up.
         ranks: ``(rank, world_size)`` of the ``torch.distributed`` group
@@ -108,14 +116,19 @@ class FirstEpoch:
         self.streamed = isinstance(self.samples, SampleStream)
         """Whether the source is a stream (read in order, each sample once)."""
         count = self.samples.length_hint() if self.streamed else len(self.samples)
-        if count is None:
-            raise ArgumentError(f"{self.samples!r} does not say how many samples it holds: a first epoch cannot "
-                                f"stream from it (convert it first, with slipstream.cached)")
+        self.uncounted = count is None
+        """Whether the source is a stream that does not say its length: its
+        epoch 0 is formed as the stream is read (:meth:`form_epoch`)."""
+        if self.uncounted and ranks is not None:
+            raise ArgumentError(f"{self.samples!r} does not say how many samples it holds: a first epoch on several "
+                                f"ranks cannot stream from it (convert it first, with slipstream.cached)")
         self._stream = _Stream(self.samples, count) if self.streamed else None
         # On several ranks, the samples a stream's reader keeps as it passes them: those of the rank's batches.
         self._wanted: set[int] | None = None
         self.file = ArrivingFile(entry.path, self.fields, count, entry.page_size, entry.user_metadata)
-        self.stager = ArrivalStager(self.file, self._bring, self.give_up_file)
+        self.stager: ArrivalStager | FormingStager = FormingStager(self.file) if self.uncounted else \
+            ArrivalStager(self.file, self._bring, self.give_up_file)
+        self._forming: FormedBatches | None = None
         self._pool = ThreadPoolExecutor(workers or os.cpu_count() or 1, thread_name_prefix="slipstream-encode")
         self._run: _Run | None = None
         self.path: Path | None = None
@@ -125,6 +138,12 @@ class FirstEpoch:
     def reader(self) -> Any:
         """The file's tables as they grow."""
         return self.file.reader
+
+    @property
+    def samples_read(self) -> int:
+        """Samples read from a stream so far (its samples ``0`` to this, less one, have arrived)."""
+        assert self._stream is not None
+        return self._stream.position
 
     @property
     def in_memory(self) -> bool:
@@ -174,7 +193,11 @@ class FirstEpoch:
 
                 self.path = assemble(self, *self.ranks)
             else:
-                if self._run is None or self._run.error is not None:
+                if self.uncounted:
+                    self._stop_run()
+                    while self.file.count is None:  # an epoch left early: the rest of the stream arrives now
+                        self.arrive_next()
+                elif self._run is None or self._run.error is not None:
                     self._bring([])  # a run that stopped early, or none yet: the rest arrives now
                 self.wait()
                 self.path = self.file.finish()
@@ -230,18 +253,66 @@ class FirstEpoch:
 
     def _arrive(self, indices: list[int], stop: threading.Event | None) -> None:
         """:meth:`arrive` of exactly ``indices``."""
-        for start in range(0, len(indices), 64):
+        for start in range(0, len(indices), CHUNK):
             if stop is not None and stop.is_set():
                 raise _Stopped()
-            chunk = indices[start:start + 64]
-            read = [self.read(index) for index in chunk]
-            for index, outcome in zip(chunk, self._pool.map(self.encode, chunk, read)):
-                if not isinstance(outcome, str):
-                    self.file.add(index, outcome)
-                elif self.on_error == "raise":
-                    raise FieldValueError(f"{self.entry.path} was not written: {outcome}")
-                else:  # the loader skips or replaces it, in this epoch and every later one
-                    self.file.fail(index, outcome)
+            chunk = indices[start:start + CHUNK]
+            self._lay_out(chunk, [self.read(index) for index in chunk])
+
+    def arrive_next(self) -> None:
+        """From a stream that does not say its length, make its next
+        samples arrive (a chunk of them), or, at its end, end the file
+        (:meth:`ArrivingFile.end`).
+
+        Raises:
+            FieldValueError: a sample cannot be read or encoded and
+                ``on_error`` is ``"raise"``.
+        """
+        stream = self._stream
+        assert stream is not None and self.file.count is None
+        if stream.broken is not None:
+            raise stream.broken
+        start = stream.position
+        try:
+            read = [item for item in (stream.take() for _ in range(CHUNK)) if item is not None]
+            self._lay_out(list(range(start, start + len(read))), read)
+        except BaseException as exc:  # samples read from the stream were lost: it cannot go on
+            stream.broken = exc
+            raise
+        if stream.ended:
+            self.file.end()
+
+    def _lay_out(self, chunk: list[int], read: list[tuple[str, Any]]) -> None:
+        """Encode the samples ``chunk`` (as :meth:`read` gave them) in
+        parallel and lay them out in order, as ``on_error`` says for those
+        that cannot be."""
+        for index, outcome in zip(chunk, self._pool.map(self.encode, chunk, read)):
+            if not isinstance(outcome, str):
+                self.file.add(index, outcome)
+            elif self.on_error == "raise":
+                raise FieldValueError(f"{self.entry.path} was not written: {outcome}")
+            else:  # the loader skips or replaces it, in this epoch and every later one
+                self.file.fail(index, outcome)
+
+    def form_epoch(self, shuffled: bool, seed: int, batch_size: int, drop_last: bool,
+                   skip: int = 0) -> FormedBatches:
+        """Epoch 0 over a stream that does not say its length: its batches,
+        formed as the stream is read (by a thread started with the epoch:
+        :meth:`FormedBatches.start`).
+
+        Args:
+            shuffled: in the bounded shuffle of
+                :func:`slipstream.loader.orders.stream_order` (what it gives
+                once the stream's length is known), else in the stream's order.
+            seed: the order's seed.
+            batch_size, drop_last: as the loader's.
+            skip: batches of the epoch handed out before (a resumed state):
+                formed, not given.
+        """
+        self._stop_run()
+        self._forming = FormedBatches(self, StreamShuffle(seed, 0) if shuffled else None, batch_size, drop_last,
+                                      skip)
+        return self._forming
 
     def close(self) -> None:
         """Stop encoding; the file in progress is given up (its temporary
@@ -257,6 +328,8 @@ class FirstEpoch:
         if self._run is not None:
             self._run.stop.set()
             self._run.thread.join()
+        if self._forming is not None:  # before another reads the stream
+            self._forming.stop()
 
     def _release(self) -> None:
         lock, self._lock = self._lock, contextlib.nullcontext()
@@ -317,12 +390,14 @@ class _Run:
 
 class _Stream:
     """A stream source read front to back, once, checked against the
-    number of samples it said it holds."""
+    number of samples it said it holds (None: it did not say)."""
 
-    def __init__(self, samples: SampleStream, count: int) -> None:
+    def __init__(self, samples: SampleStream, count: int | None) -> None:
         self.samples, self.count = samples, count
         self.position = 0
         """The index of the next sample."""
+        self.ended = False
+        """Whether the stream has ended (:meth:`take` read past its last sample)."""
         self.broken: BaseException | None = None
         """Why the stream cannot go on (samples read from it were lost)."""
         self._items = iter(samples)
@@ -348,10 +423,195 @@ class _Stream:
                 name, values = item
                 return f"sample {index} ({name})", values
 
+    def take(self) -> tuple[str, Any] | None:
+        """The next sample as ``(description, values or why not)``, or None
+        once the stream has ended."""
+        item = next(self._items, None) if not self.ended else None
+        if item is None:
+            self.ended = True
+            return None
+        name, values = item
+        self.position += 1
+        return f"sample {self.position - 1} ({name})", values
+
     def close(self) -> None:
         """Let go of what the stream holds open (a shard's file)."""
         if isinstance(self._items, Generator):  # a plain iterator holds nothing to let go
             self._items.close()
+
+
+class FormedBatches:
+    """The batches of epoch 0 over a stream that does not say its length,
+    formed by a thread as it reads the stream: it makes the stream's
+    samples arrive a chunk at a time, follows the epoch's order (the
+    stream's own, or its bounded shuffle, :class:`StreamShuffle`, which
+    gives a sample only once those it draws from have arrived) and hands
+    each batch on once it is whole.  Iterating waits for each batch and
+    ends when the stream has (after its last, shorter batch, unless
+    ``drop_last``); it has no length until then.  Every sample of the
+    stream arrives, those of a batch ``drop_last`` drops too: the file is
+    complete when the epoch ends.
+    """
+
+    def __init__(self, first: FirstEpoch, shuffle: StreamShuffle | None, batch_size: int, drop_last: bool,
+                 skip: int) -> None:
+        self._first, self._shuffle = first, shuffle
+        self.batch_size, self.drop_last, self.skip = batch_size, drop_last, skip
+        self._formed: list[np.ndarray] = []
+        self._ended = False
+        self._error: BaseException | None = None
+        self._changed = threading.Condition()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._main, name="slipstream-first-epoch", daemon=True)
+
+    def __len__(self) -> int:
+        """The batches iterating gives (those ``skip`` leaves out not counted).
+
+        Raises:
+            TypeError: the stream has not ended yet.
+        """
+        if not self._ended:
+            raise TypeError(unknown_length(self._first.file.path, "batches in epoch 0"))
+        return len(self._formed)
+
+    def start(self) -> None:
+        """Start reading the stream and forming batches."""
+        self._thread.start()
+
+    def stop(self, wait: bool = True) -> None:
+        """Stop forming batches (iterating ends, raising why), and with
+        ``wait`` wait for the thread (which stops once the chunk of samples
+        it is reading has arrived)."""
+        self._stop.set()
+        if wait and self._thread.is_alive():
+            self._thread.join()
+
+    def __getitem__(self, batch: int) -> np.ndarray:
+        """Batch ``batch`` (of those iterating gave)."""
+        return self._formed[batch]
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        batch = 0
+        while True:
+            with self._changed:
+                while batch >= len(self._formed) and not self._ended and self._error is None \
+                        and not self._stop.is_set():
+                    self._changed.wait(0.1)
+                if batch < len(self._formed):
+                    formed = self._formed[batch]
+                elif self._error is not None:
+                    raise self._error
+                elif self._stop.is_set():
+                    raise _Stopped()
+                else:
+                    return
+            yield formed
+            batch += 1
+
+    def _main(self) -> None:
+        try:
+            formed = 0  # batches formed, the skipped ones included
+            for batch in self._batches():
+                if formed >= self.skip:
+                    with self._changed:
+                        self._formed.append(batch)
+                        self._changed.notify_all()
+                formed += 1
+            if formed < self.skip:
+                raise ArgumentError(f"the state resumes epoch 0 at batch {self.skip}, but the stream "
+                                    f"{self._first.samples!r} makes {formed} batches of {self.batch_size}: it is "
+                                    f"another stream, or changed since")
+            with self._changed:
+                self._ended = True
+                self._changed.notify_all()
+        except BaseException as exc:
+            with self._changed:
+                self._error = exc
+                self._changed.notify_all()
+
+    def _batches(self) -> Iterator[np.ndarray]:
+        """The epoch's batches, each once its samples have arrived."""
+        batch: list[int] = []
+        for index in self._order():
+            batch.append(index)
+            if len(batch) == self.batch_size:
+                yield np.asarray(batch, np.int64)
+                batch = []
+        if batch and not self.drop_last:
+            yield np.asarray(batch, np.int64)
+
+    def _order(self) -> Iterator[int]:
+        """The epoch's samples in order, each once it has arrived."""
+        shuffle, index = self._shuffle, 0
+        while True:
+            if shuffle is None:
+                if not self._holds(index):
+                    return
+                yield index
+                index += 1
+                continue
+            while shuffle.wants():
+                if self._holds(index):
+                    shuffle.enter(index)
+                    index += 1
+                else:
+                    shuffle.end()
+            if not shuffle.has_more():
+                return
+            yield shuffle.give()
+
+    def _holds(self, index: int) -> bool:
+        """Whether the stream holds sample ``index``, which has then arrived
+        (its samples arrive in index order, read when first needed)."""
+        first = self._first
+        while first.file.count is None and index >= first.samples_read:
+            if self._stop.is_set():
+                raise _Stopped()
+            first.arrive_next()
+        return first.file.count is None or index < first.file.count
+
+
+class FormingStager:
+    """The stager of epoch 0 over a stream that does not say its length
+    (with the interface of :class:`slipstream.loader.staging.Stager`): the
+    batches are :class:`FormedBatches`, whose samples have arrived when
+    they are handed on; before each batch runs, what arrived is made
+    readable in place and the batch's records reach the decoders' columns.
+    Writing the file fails for good (a stream cannot be read again)."""
+
+    pages_fetched = 0
+    pages_ahead = 0
+
+    def __init__(self, file: ArrivingFile) -> None:
+        self.file = file
+        self.storage = file.range.storage
+        self._batches: FormedBatches | None = None
+        self._source: Any = None
+
+    def start_epoch(self, batches: FormedBatches, source: Any) -> None:
+        """Start forming ``batches``; ``source`` is what the decoders read."""
+        self._batches, self._source = batches, source
+        batches.start()
+
+    def prepare(self, batch: int) -> None:
+        """Make what has arrived readable and copy batch ``batch``'s records
+        into the decoders' columns.
+
+        Raises:
+            OSError: the file cannot be written.
+        """
+        assert self._batches is not None
+        self.file.publish()
+        self._source.refresh(self._batches[batch])
+
+    def release(self, batch: int) -> None:
+        """The pages of the file stay mapped until it is complete."""
+
+    def verify(self) -> None:
+        """Nothing can change under it."""
+
+    def close(self) -> None:
+        """The first epoch's owner closes the file."""
 
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
@@ -362,4 +622,4 @@ class _Stopped(Exception):
     """A run stopped for another to take over."""
 
 
-__all__ = ["DISK_FULL", "FirstEpoch"]
+__all__ = ["CHUNK", "DISK_FULL", "FirstEpoch", "FormedBatches", "FormingStager"]

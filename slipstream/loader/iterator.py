@@ -27,7 +27,7 @@ import queue
 import sys
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -96,7 +96,11 @@ class EpochPlan:
 
     Attributes:
         epoch: the epoch number (seeds the random operations).
-        batches: the dataset indices of each batch still to make, in order.
+        batches: the dataset indices of each batch still to make, in order:
+            a sequence, or (epoch 0 over a stream that does not say its
+            length) an iterable without a length, whose batches are formed
+            as the stream is read and can then be indexed
+            (:class:`slipstream.loader.first_epoch.FormedBatches`).
         first_batch: the position in the epoch of ``batches[0]`` (after a
             resume, the batches handed out before).
         pipeline: the compiled pipeline: ``pipeline(indices, epoch, draws)`` makes
@@ -118,10 +122,13 @@ class EpochPlan:
         draws: the draw identities of each batch of ``batches``, what the
             random operations draw from, under repeated augmentation; None
             (default): the indices themselves.
+        stop_batches: for ``batches`` formed by a thread of their own, what
+            stops it (without waiting for it) when the iterator closes, so
+            that the loader thread waiting for a batch stops waiting.
     """
 
     epoch: int
-    batches: tuple[np.ndarray, ...]
+    batches: Sequence[np.ndarray] | Iterable[np.ndarray]
     first_batch: int
     pipeline: Any
     memory: Any
@@ -135,6 +142,7 @@ class EpochPlan:
     failures: FailureLog
     batches_ahead: int
     draws: tuple[np.ndarray, ...] | None = None
+    stop_batches: Callable[[], None] | None = None
 
 
 class EpochIterator:
@@ -153,11 +161,10 @@ class EpochIterator:
         self.epoch = plan.epoch
         self.position = plan.first_batch  # batches of the epoch handed out so far
         self._on_end = on_end
-        self._remaining = len(plan.batches)
         self._queue: queue.Queue = queue.Queue(maxsize=plan.batches_ahead)
         self._stop = threading.Event()
         self._done = False
-        plan.memory.start_epoch(list(plan.batches), plan.source)
+        plan.memory.start_epoch(plan.batches, plan.source)
         plan.failures.start_epoch()
         _threading.start_pool()  # before the thread's parallel code could start it (see _threading)
         self._thread = threading.Thread(target=_produce, args=(plan, self._queue, self._stop),
@@ -168,7 +175,13 @@ class EpochIterator:
         return self
 
     def __len__(self) -> int:
-        return self._remaining
+        """The batches still to come.
+
+        Raises:
+            TypeError: epoch 0 over a stream that does not say its length,
+                whose number of batches is known only at its end.
+        """
+        return len(self.plan.batches) - (self.position - self.plan.first_batch)  # type: ignore[arg-type]
 
     @property
     def closed(self) -> bool:
@@ -182,7 +195,6 @@ class EpochIterator:
         item = self._take()
         while item is _EMPTY:
             self.position += 1
-            self._remaining -= 1
             item = self._take()
         if item is _END:
             self.close()
@@ -199,7 +211,6 @@ class EpochIterator:
             torch.cuda.current_stream().wait_event(ready)
             _used_on_current_stream(outputs)
         self.position += 1
-        self._remaining -= 1
         return outputs
 
     def _take(self) -> Any:
@@ -216,6 +227,8 @@ class EpochIterator:
         """Stop the thread and wait for it (idempotent)."""
         self._done = True
         self._stop.set()
+        if self.plan.stop_batches is not None:
+            self.plan.stop_batches()
         if threading.current_thread() is self._thread:
             return
         while self._thread.is_alive():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import atexit
 import enum
+import functools
 import os
 import warnings
 import weakref
@@ -87,11 +88,13 @@ class Loader:
             cache of :func:`slipstream.cached`; when it is not there yet,
             the first epoch reads the source as it trains and writes the
             file, which later epochs read (in ``"sequential"`` and
-            ``"random"`` order; a stream, such as tar shards, when it says
+            ``"random"`` order; a stream, such as tar shards, in its own
+            order through a bounded shuffle: on several ranks when it says
             how many samples it holds (local shards do, and shards in
             object storage that a shard index lists or ``img2dataset``
-            counted), in its own order through a bounded shuffle;
-            otherwise the file is written first; see
+            counted), otherwise on one rank, where the first epoch has no
+            ``len()`` until the stream ends, and without ``indices`` or
+            repeats; otherwise the file is written first; see
             :mod:`slipstream.loader.first_epoch`).
         batch_size: samples per batch.
         pipelines: output name -> list of operations.  A list for a field
@@ -195,18 +198,23 @@ class Loader:
         self._first = opened if isinstance(opened, FirstEpoch) else None
         self._failed: BaseException | None = None  # why completing the first epoch's file failed
         self.reader = opened.reader if self._first is not None else opened
-        self.indices = self._check_indices(indices)
+        if self._first is not None and self._first.uncounted and (indices is not None or self.repeats > 1):
+            # A subset of a stream whose length is unknown cannot be checked, nor repeats cut to its length.
+            self._write_first(verbose)
+        self._indices = None if self._first is not None and self._first.uncounted else \
+            self._check_indices(indices)
         self._check_repeated_length()
         self.device = _device(device)
         if self._first is not None:
             try:
                 self._bind(self._first.reader, self._first.stager)
-            except IncompleteTables:  # a pipeline needs facts of the whole dataset: the file first
-                first, self._first = self._first, None
-                first.close()
-                from slipstream.convert import build
-
-                self.reader = Reader(build(first.entry, verbose=verbose))
+            except (IncompleteTables, MemoryError) as exc:
+                # A pipeline needs facts of the whole dataset, or the per-sample arrays reserved for a stream of
+                # unknown length do not fit (a host that commits memory strictly): the file first.
+                if isinstance(exc, MemoryError) and not self._first.uncounted:
+                    raise
+                self._write_first(verbose)
+                self._indices = self._check_indices(indices)
         if self._first is None:
             self._bind(self.reader, self._memory_manager(self.options.memory))
         # Epoch 0 of a first epoch that cannot follow the order over the file (EPOCH0_STREAM, EPOCH0_RANDOM),
@@ -237,13 +245,36 @@ class Loader:
                                                    "distributed).")
     batches_ahead = _option("memory", "batches_ahead", "Batches prepared while the training step runs.")
 
+    @property
+    def indices(self) -> np.ndarray:
+        """The dataset indices each epoch visits (before its order).
+
+        Raises:
+            TypeError: epoch 0 streams from a source that does not say how
+                many samples it holds, and has not reached its end.
+        """
+        if self._indices is None:
+            self._indices = np.arange(len(self.reader), dtype=np.int64)
+        return self._indices
+
     # ---------------------------------------------------------------- set-up
+
+    def _write_first(self, verbose: bool) -> None:
+        """Give the first epoch up for the file, written now (from the source) and read from the start."""
+        first, self._first = self._first, None
+        assert first is not None
+        first.close()
+        from slipstream.convert import build
+
+        self.reader = Reader(build(first.entry, verbose=verbose))
 
     def _bind(self, reader: Any, memory: Any) -> None:
         """Read ``reader`` through ``memory`` (a stager): the decoders'
         source and the compiled pipelines."""
         self.reader, self.memory = reader, memory
-        self.source = DecodeSource(reader, memory.storage)
+        forming = self._first is not None and self._first.uncounted
+        # A stream of unknown length: the decoders' per-sample columns cover every index it can reach.
+        self.source = DecodeSource(reader, memory.storage, samples=reader.capacity if forming else None)
         resolved = resolve_outputs(self._pipelines, reader.fields, self.source, reader.path)
         self.output_names = [name for name in resolved if not name.startswith("_")]
         # resolve_outputs checked and folded each list already (a Pipeline would do it again): straight to the graph.
@@ -285,8 +316,10 @@ class Loader:
         """Refuse repeated augmentation whose length rule leaves each rank
         no sample of a dataset that has some (torchvision's sampler gives
         such an epoch silently)."""
+        if self.repeats == 1:
+            return
         samples = self.indices.size
-        if self.repeats == 1 or not samples or orders.selected(samples, self.world_size, self.selected_round):
+        if not samples or orders.selected(samples, self.world_size, self.selected_round):
             return
         raise ArgumentError(f"Order(repeats={self.repeats}, selected_round={self.selected_round}) gives each of "
                             f"{self.world_size} ranks ({samples} // {self.selected_round} * "
@@ -341,7 +374,13 @@ class Loader:
         """This rank's draw identities for ``epoch``, in order: the dataset
         indices of :meth:`epoch_samples`, except that under repeated
         augmentation copy ``c`` of sample ``i`` is ``i + (c << 48)`` (what
-        its random operations draw from)."""
+        its random operations draw from).
+
+        Raises:
+            TypeError: epoch 0 streams from a source that does not say how
+                many samples it holds, and has not reached its end (as for
+                :meth:`epoch_samples`, :meth:`epoch_batches` and ``len()``).
+        """
         resumed = epoch == self._epoch and bool(self._segments)
         order = self._epoch_order(epoch, self._segments[0][0] if resumed else self.world_size, self._epoch0)
         strided = self._strided(epoch, self._epoch0)
@@ -360,6 +399,12 @@ class Loader:
         return orders.batches(self.epoch_samples(epoch), self.batch_size, self.drop_last)
 
     def __len__(self) -> int:
+        """Batches per epoch (this rank's).
+
+        Raises:
+            TypeError: epoch 0 streams from a source that does not say how
+                many samples it holds, and has not reached its end.
+        """
         if self.repeats > 1:
             per_rank = orders.selected(self.indices.size, self.world_size, self.selected_round)
         else:
@@ -392,11 +437,20 @@ class Loader:
         elif self._first is not None and self._epoch > 0:
             self._switch_to_file()
         self.reader.verify()  # planning an epoch reads the file's tables: not from a changed file
-        draws = orders.batches(self.epoch_draws(self._epoch), self.batch_size, self.drop_last)
         start, self._resume_at = self._resume_at, 0
         repeated = self.repeats > 1
-        batches = [orders.sample_of(b) for b in draws] if repeated else draws
-        plan = EpochPlan(epoch=self._epoch, batches=tuple(batches[start:]), first_batch=start,
+        stop_batches = None
+        if self._forming():
+            assert self._first is not None and not repeated and not self._segments
+            draws = []
+            formed = self._first.form_epoch(self.order != "sequential", self.seed, self.batch_size, self.drop_last,
+                                            skip=start)
+            batches: Any = formed
+            stop_batches = functools.partial(formed.stop, wait=False)
+        else:
+            draws = orders.batches(self.epoch_draws(self._epoch), self.batch_size, self.drop_last)
+            batches = tuple(orders.sample_of(b) for b in draws[start:]) if repeated else tuple(draws[start:])
+        plan = EpochPlan(epoch=self._epoch, batches=batches, first_batch=start, stop_batches=stop_batches,
                          pipeline=self.compiled, memory=self.memory, source=self.source, reader=self.reader,
                          names=tuple(self.output_names), as_dict=self.as_dict, device=self.device,
                          num_threads=self.num_threads, on_error=self.on_error, failures=self.failure_log,
@@ -404,6 +458,11 @@ class Loader:
         iterator = EpochIterator(plan, on_end=self._epoch_finished)
         self._iterator = weakref.ref(iterator)
         return iterator
+
+    def _forming(self) -> bool:
+        """Whether the next epoch is epoch 0 over a stream that does not
+        say its length, its batches formed as the stream is read."""
+        return self._first is not None and self._first.uncounted and self._epoch == 0
 
     def _running(self) -> EpochIterator | None:
         return self._iterator() if self._iterator is not None else None
@@ -429,6 +488,13 @@ class Loader:
     def _identity(self) -> dict[str, Any]:
         """What a state must share with this loader to load into it
         (:data:`slipstream.loader.resume.IDENTITY`)."""
+        options = {"order": self.order, "seed": self.seed, "window_pages": self.window_pages, "repeats": self.repeats,
+                   "selected_round": self.selected_round, "batch_size": self.batch_size, "drop_last": self.drop_last}
+        if self._first is not None and self._first.uncounted:
+            # A first epoch over a stream that did not say its length: the file's name stands for the stream,
+            # its length unknown (whether the stream has ended yet or not, so that states do not depend on timing).
+            return {"dataset": self._first_epoch_identity(EPOCH0_STREAM, counted=False), "indices": "all",
+                    "samples": -1, **options}
         if self._taken_over is None:
             # While a first epoch writes the file, its records are not all known: the file's name stands for them.
             dataset = _dataset_identity(self.reader) if self._first is None else \
@@ -438,17 +504,17 @@ class Loader:
         if self._epoch0 is not None and self._epoch == 0:
             # Epoch 0 in a first epoch's order, over the finished file: a state of it resumes in that order too.
             taken = {**taken, "dataset": self._first_epoch_identity(self._epoch0)}
-        return {**taken, "samples": int(self.indices.size), "order": self.order, "seed": self.seed,
-                "window_pages": self.window_pages, "repeats": self.repeats, "selected_round": self.selected_round,
-                "batch_size": self.batch_size, "drop_last": self.drop_last}
+        return {**taken, "samples": int(self.indices.size), **options}
 
-    def _first_epoch_identity(self, epoch0: str | None) -> str:
+    def _first_epoch_identity(self, epoch0: str | None, counted: bool = True) -> str:
         """The dataset of a state taken while a first epoch wrote this
         loader's file (in an order ``epoch0`` names, as for
         :meth:`_epoch_order`): the file's name, which its content decides,
-        stands for its records (not all known yet)."""
+        stands for its records (not all known yet); with ``counted``
+        False, of a stream whose length was not known yet."""
         how = {None: "of", EPOCH0_STREAM: "streamed into", EPOCH0_RANDOM: "in random order into"}[epoch0]
-        return f"{len(self.reader)} samples, first epoch {how} {self.reader.path.name}"
+        samples = f"{len(self.reader)} samples" if counted else "a stream of unknown length"
+        return f"{samples}, first epoch {how} {self.reader.path.name}"
 
     def load_state_dict(self, state: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> None:
         """Continue from ``state_dict()``: the next ``iter()`` starts where
@@ -480,14 +546,34 @@ class Loader:
                 resumes only a loader over the whole dataset, in its order,
                 with the default window for ``"quasi_random"``; one written
                 before repeated augmentation only a loader without repeats.
+
+        During epoch 0 over a stream that does not say its length, a state
+        of that epoch taken on one rank resumes it as the stream is read
+        again (its position checked once the stream ends); any other state
+        needs the stream's length: the rest of the stream is read and the
+        file completed first.
         """
+        given = resume.states_of(state)
+        # The stream's epoch 0 of a state taken before its length was known (by the file's name).
+        uncounted = self._first_epoch_identity(EPOCH0_STREAM, counted=False)
+        if self._first is not None and self._first.uncounted:
+            if self._resume_forming(given, uncounted):
+                return
+            # Any other state needs the stream's length: what can be checked without it is, first.
+            self._check_without_length(given)
+            self._stop_iterator()
+            self._switch_to_file()
         mine = self._identity()
         # A state taken while the first epoch wrote this file resumes a loader over the file (or one writing
         # it again); a first epoch in an order of its own (a stream's) is resumed in that order.
-        given = resume.states_of(state)
         written = {self._first_epoch_identity(how): how for how in (None, EPOCH0_STREAM, EPOCH0_RANDOM)}
+        written[uncounted] = EPOCH0_STREAM
         named = [written[one["dataset"]] for one in given if one.get("dataset") in written]
         states = [{**one, "dataset": mine["dataset"]} if one.get("dataset") in written else one for one in given]
+        if self._unrecorded("indices") is None:  # over every sample, as the stream's epoch 0 is
+            states = [{**one, "indices": mine["indices"], "samples": mine["samples"]}
+                      if one.get("dataset") == mine["dataset"] and one.get("indices") == "all" else one
+                      for one in states]
         saved = []
         for one in states:
             resume.check_identity(one, mine, self._unrecorded)
@@ -503,13 +589,47 @@ class Loader:
         self._epoch, self._resume_at, self._segments = point.epoch, point.batch, point.segments
         self._epoch0 = epoch0
 
+    def _resume_forming(self, given: list[Mapping[str, Any]], uncounted: str) -> bool:
+        """Resume epoch 0 over a stream that does not say its length from
+        the one state ``given`` of it, if that is what it is (the stream's
+        dataset identity ``uncounted``, epoch 0): True once done.  The
+        position is checked once the stream has ended."""
+        if len(given) != 1 or given[0].get("dataset") != uncounted:
+            return False
+        resume.check_identity(given[0], self._identity(), self._unrecorded)
+        saved = resume.position(given[0])
+        if saved.epoch != 0:
+            return False
+        if saved.world_size != 1 or saved.segments:
+            raise ArgumentError(f"the state has world_size={saved.world_size} and {len(saved.segments)} segments, "
+                                f"but epoch 0 streams from a source that does not say how many samples it holds "
+                                f"on one rank only")
+        self._stop_iterator()
+        self._epoch, self._resume_at, self._segments = 0, saved.batch, []
+        return True
+
+    def _check_without_length(self, given: list[Mapping[str, Any]]) -> None:
+        """Refuse states that cannot resume this loader for a reason other
+        than their dataset, indices and sample count, which need the length
+        of the stream this loader's first epoch reads (see
+        :meth:`load_state_dict`)."""
+        mine = self._identity()
+        unknown = ("dataset", "indices", "samples")
+        saved = []
+        for one in given:
+            resume.check_identity({**one, **{key: mine[key] for key in unknown if key in one}}, mine,
+                                  lambda key: None if key in unknown else self._unrecorded(key))
+            saved.append(resume.position(one))
+        resume.check_together(saved)
+
     def _unrecorded(self, key: str) -> str | None:
         """Why a state that does not record ``key`` (written before slipstream
         recorded it) cannot stand in for this loader's value, or ``None``
         when it can: when this loader has the value every loader had unless
         told otherwise.  Its dataset cannot be checked (its sample count
         still is)."""
-        if key == "indices" and not np.array_equal(self.indices, np.arange(len(self.reader))):
+        if key == "indices" and self._indices is not None and \
+                not np.array_equal(self._indices, np.arange(len(self.reader))):
             return "this loader does not load the whole dataset in its order"
         default = orders.DEFAULT_WINDOW_PAGES
         if key == "window_pages" and self.order == "quasi_random" and self.window_pages != default:
@@ -578,8 +698,12 @@ class Loader:
         return self.failure_log.count
 
     def __repr__(self) -> str:
+        try:
+            length = f"{len(self)} batches per epoch"
+        except TypeError:
+            length = "epoch 0's length not known yet"
         return (f"Loader({str(self.reader.path)!r}, batch_size={self.batch_size}, order={self.order!r}, "
-                f"outputs={self.output_names}, {len(self)} batches per epoch, rank {self.rank}/{self.world_size})")
+                f"outputs={self.output_names}, {length}, rank {self.rank}/{self.world_size})")
 
 
 @atexit.register
@@ -594,7 +718,8 @@ def _open(source: Any, remote: Remote | None, ranks: tuple[int, int] | None, on_
     """The dataset a loader reads: a reader, or, for a source whose file is
     not in the cache (``cache_dir``, None: the default) yet, a first epoch
     that writes it (when the loader streams, on ``ranks``: its ``(rank,
-    world_size)``; the source reads in any order or says its length; and
+    world_size)``; the source reads in any order, or is a stream, which on
+    several ranks must say its length and read alike in every process; and
     no other process is writing the file), treating samples it cannot
     encode by the loader's ``on_error``."""
     if isinstance(source, Reader) or (isinstance(source, (str, os.PathLike)) and holds_dataset(source, remote)):
@@ -607,11 +732,11 @@ def _open(source: Any, remote: Remote | None, ranks: tuple[int, int] | None, on_
     from slipstream.convert import build, cache_entry
 
     entry = cache_entry(source, cache_dir=cache_dir, remote=remote)
-    # A stream streams its first epoch when it says how many samples it holds, on several ranks when each rank
-    # reads the same samples from it.
+    # A stream streams its first epoch on one rank; on several, when it says how many samples it holds and each
+    # rank reads the same samples from it.
     samples = entry.samples
     streams = not isinstance(samples, SampleStream) or \
-        (ranks is not None and samples.length_hint() is not None and (ranks[1] == 1 or samples.repeatable()))
+        (ranks is not None and (ranks[1] == 1 or (samples.length_hint() is not None and samples.repeatable())))
     if ranks is not None and streams:
         lock = claim(entry, *ranks)
         if lock is not None:

@@ -143,6 +143,62 @@ def _stream_given(uniform: np.ndarray, first: int, buffer: int) -> np.ndarray:
     return given
 
 
+class StreamShuffle:
+    """:func:`stream_order` followed while the stream is read, for a stream
+    whose length is not known until it ends: the samples it gives, in
+    order, are those of ``stream_order(indices, size, seed, epoch)`` once
+    the stream turns out to hold ``size`` samples (the same draws, one per
+    sample given).
+
+    Feed it the stream's indices with :meth:`enter` while :meth:`wants`
+    asks for more, :meth:`end` it when the stream ends, and take samples
+    with :meth:`give`.
+    """
+
+    def __init__(self, seed: int, epoch: int, buffer: int = STREAM_BUFFER, first: int = STREAM_FIRST) -> None:
+        self._rng = _generator(seed, epoch, 1)
+        # Drawn a block at a time: the generator gives the same numbers in blocks as one by one.
+        self._uniform: list[float] = []
+        self._first, self._buffer = max(1, min(first, buffer)), buffer
+        self._held: list[int] = []
+        self.entered = 0
+        """Samples of the stream entered so far."""
+        self.given = 0
+        """Samples given so far."""
+        self.ended = False
+        """Whether the stream has ended (every sample entered)."""
+
+    def wants(self) -> bool:
+        """Whether the next sample given must wait for another of the stream."""
+        return not self.ended and self.entered < min(self._first + 2 * self.given, self._buffer + self.given)
+
+    def enter(self, index: int) -> None:
+        """The stream's next sample."""
+        self._held.append(index)
+        self.entered += 1
+
+    def end(self) -> None:
+        """The stream has no more samples."""
+        self.ended = True
+
+    def has_more(self) -> bool:
+        """Whether samples are left to give (once the stream has ended: held ones)."""
+        return bool(self._held) or not self.ended
+
+    def give(self) -> int:
+        """The next sample of the order (once :meth:`wants` is False)."""
+        assert not self.wants() and self._held, "give() before the samples it draws from have entered"
+        held = self._held
+        if not self._uniform:
+            self._uniform = self._rng.random(4096).tolist()[::-1]
+        slot = int(self._uniform.pop() * len(held))
+        chosen = held[slot]
+        held[slot] = held[-1]
+        held.pop()
+        self.given += 1
+        return chosen
+
+
 def selected(samples: int, world_size: int, selected_round: int) -> int:
     """Samples each of ``world_size`` ranks hands out in an epoch of repeated
     augmentation over ``samples`` samples: the dataset size rounded down to

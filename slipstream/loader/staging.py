@@ -25,6 +25,7 @@ loader applies its ``on_error`` policy.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -100,10 +101,11 @@ class Stager:
 
     # ---------------------------------------------------------------- planning
 
-    def start_epoch(self, batches: list[np.ndarray], source: Any) -> None:
+    def start_epoch(self, batches: Sequence[np.ndarray], source: Any) -> None:
         """Plan the epoch: each batch's pages, and when each page is read.
         Nothing is planned when every page is in place and known good (a
         mapped local dataset after its first epoch)."""
+        batches = list(batches)
         self._let_go()
         self._source = source
         in_place = self.store.capacity is None and self.store.resident and (self.reader.page_state == PAGE_GOOD).all()

@@ -85,10 +85,13 @@ class WebDataset(SampleStream):
         shards: the tar shards: a list of paths or URLs; or one text that
             is a path or URL with brace ranges (``train-{0000..0099}.tar``,
             ``{a,b}``), a folder or a prefix ending in ``/`` (every
-            ``.tar`` directly in it, sorted), a single tar file, or a shard
+            ``.tar`` directly in it, sorted; not on an ``http(s)://``
+            server, which lists no folder), a single tar file, or a shard
             index (``.json``, as ``wids`` reads: the shards it lists, in its
             order, with their sample counts; see
-            :mod:`slipstream.sources.shard_index`).
+            :mod:`slipstream.sources.shard_index`).  Shards on an HTTP
+            server are read by ranged requests, which the server must
+            answer (most do; Python's ``http.server`` does not).
         fields: field name -> field (default: from the members of the first
             sample, by the names of :data:`DEFAULT_MEMBERS`: ``image``
             (:class:`~slipstream.RGBImageField`), ``label``
@@ -100,8 +103,10 @@ class WebDataset(SampleStream):
         remote: object-store options for URLs.
         length: the number of samples the shards hold (unreadable ones
             included), when known from elsewhere (the dataset's card, its
-            paper): shards in object storage that nothing else counts then
-            stream a loader's first epoch (:meth:`length_hint`).  A
+            paper), for shards in object storage that nothing else counts
+            (:meth:`length_hint`): a loader's first epoch over them then
+            streams on several ranks too, with ``indices`` and with
+            repeated augmentation, and has a ``len()`` from its start.  A
             length that turns out wrong stops that epoch with a
             :class:`~slipstream.FormatError` saying so.
 
@@ -520,6 +525,9 @@ def _shard_list(shards: str | os.PathLike | Sequence[str | os.PathLike], remote:
             return [text]
         from slipstream.format.objectstore import ObjectPrefix
 
+        if text.lower().startswith(("http://", "https://")):  # listing takes WebDAV, which file servers lack
+            raise ArgumentError(f"{text}: a folder on an HTTP server cannot be listed; name its shards (a brace "
+                                f"pattern such as {text}train-{{000000..000099}}.tar, or a shard index .json)")
         return [text + name for name in ObjectPrefix(text.rstrip("/"), remote).names() if name.endswith(".tar")]
     path = Path(local_path(text))
     if path.is_dir():
