@@ -458,10 +458,11 @@ def fingerprint(graph: Graph, stage: StageSource) -> str:
     h = hashlib.sha256()
     h.update(stage.source.encode())
     h.update(_package_digest().encode())
-    # Every operation whose code the stage calls, wherever a node keeps it (a node with control flow may
-    # call several), besides each node's own.
-    operations = [node.op for node in graph.nodes_in(stage.index) if node.op is not None] + stage.operations
-    for op in operations:
+    # Each node's operation, and every operation whose code the stage calls wherever a node keeps it (a node
+    # with control flow may call several): each once.
+    own = [node.op for node in graph.nodes_in(stage.index) if node.op is not None]
+    operations = {id(op): op for op in own + stage.operations}
+    for op in operations.values():
         h.update(op.fingerprint().encode())
         h.update(_code_digest(type(op)).encode())
     for node in graph.nodes_in(stage.index):

@@ -79,11 +79,10 @@ def write_dataset(
     options.check_destination()
     workers = (os.cpu_count() or 1) if workers is None else workers
     count = source.length_hint() if isinstance(source, SampleStream) else len(source)
-    if options.sharded:
-        plan = options.plan(count)  # before encoding: shards= refused for a stream that cannot be counted
-        encoded = _encoded_samples(source, options.fields, workers, count)
+    plan = options.plan(count) if options.sharded else None  # shards= is refused for a stream that is not counted
+    encoded = _encoded_samples(source, options.fields, workers, count)  # encoding starts when it is first read
+    if plan is not None:
         return write_shards(path, plan, list(options.descriptors), options.page_size, options.page_checksums,
                             options.user, encoded, count, options.on_error, options.remote, verbose)
-    encoded = _encoded_samples(source, options.fields, workers, count)
     return write_file(path, list(options.descriptors), options.page_size, options.page_checksums, options.user,
                       encoded, count, options.on_error, verbose)
