@@ -48,3 +48,34 @@ def test_an_operation_keeps_its_stream_when_another_is_inserted_before_it_in_its
     moved = Pipeline({"other": [ArraySource(images), Normalize(dtype=np.float32)],  # every node id shifts
                       "output": [ArraySource(images), DrawUniform()]}).compile(10)(np.arange(10))
     np.testing.assert_array_equal(plain, moved["output"])
+
+
+def test_changing_an_operation_s_settings_keeps_every_stream():
+    """Streams are keyed by the kinds of operations and their places among
+    their kind, not by settings: two alike operations keep their draws when
+    the first one's setting changes (keyed by settings, the second would
+    have become the first of its description, and drawn the first's
+    numbers), and so does the changed one."""
+    from slipstream.compiler import ArraySource, Pipeline
+    from test_compiler import DrawUniform
+
+    images = np.arange(10 * 4 * 4 * 3, dtype=np.uint8).reshape(10, 4, 4, 3)
+
+    class ScaledDraw(DrawUniform):
+        def __init__(self, scale: float) -> None:
+            self.scale = scale
+
+        def __repr__(self) -> str:
+            return f"ScaledDraw({self.scale})"
+
+    def streams(first_scale: float) -> list[int]:
+        pipeline = Pipeline({"output": [ArraySource(images), ScaledDraw(first_scale), ScaledDraw(1.0)]})
+        return [node.stream for node in pipeline.compile(10).graph.pipelines["output"]]
+
+    same, changed = streams(1.0), streams(2.0)
+    assert changed == same and len(set(same)) == 3  # every node its own stream, none moved by the setting
+
+    def drawn(first_scale: float) -> np.ndarray:  # what the second operation draws
+        return Pipeline([ArraySource(images), ScaledDraw(first_scale), ScaledDraw(1.0)]).compile(10)(np.arange(10))
+
+    np.testing.assert_array_equal(drawn(1.0).copy(), drawn(2.0))

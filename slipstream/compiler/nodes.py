@@ -12,7 +12,6 @@ from __future__ import annotations
 import abc
 import ast
 import copy
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -140,16 +139,15 @@ class Node:
         return names.index(name)
 
     def identity(self) -> str:
-        """What this node is, for keying its random streams: its class, its
-        operation's class and its description (the operation's settings, and
-        the node's own).  Module names are left out, so that a class keeps
-        its streams whether its module runs as a script or is imported."""
-        what, described = (type(self.op).__qualname__, self.describe()) if self.op is not None else ("", self.describe())
-        stand_in = self.op.draws_like() if self.op is not None else None
-        if stand_in is not None and stand_in is not self.op:
-            what, described = type(stand_in).__qualname__, repr(stand_in)
-        # an object's default repr names its address, which differs from run to run
-        return re.sub(r" at 0x[0-9a-fA-F]+", "", f"{type(self).__qualname__}:{what}:{described}")
+        """What kind of node this is, for keying its random streams: its
+        class and its operation's class (that of the operation it draws
+        like, :meth:`Operation.draws_like`), never the operation's settings,
+        so that changing a setting keeps every stream; the graph adds the
+        pipeline and how many nodes of the same identity precede this one
+        in it.  Module names are left out, so that a class keeps its streams
+        whether its module runs as a script or is imported."""
+        drawn = self.op.draws_like() if self.op is not None else None
+        return f"{type(self).__qualname__}:{type(drawn).__qualname__ if drawn is not None else ''}"
 
     def dependencies(self) -> Sequence[Node]:
         """Nodes whose values this node reads."""

@@ -57,8 +57,9 @@ def sample_key(seed, epoch, identity, op_id):
 
 
 def stream_id(output: str, identity: str, occurrence: int) -> int:
-    """The identity of the ``occurrence``-th operation described by
-    ``identity`` in pipeline ``output``, as an even integer below 2**63: the
+    """The identity of the ``occurrence``-th operation of kind ``identity``
+    (its node's and operation's classes: ``Node.identity()``) in pipeline
+    ``output``, as an even integer below 2**63: the
     operation's streams are ``sample_key(seed, epoch, identity, stream_id + s)``
     for s = 0, 1."""
     digest = hashlib.sha256(f"{output}\0{identity}\0{occurrence}".encode()).digest()
