@@ -138,20 +138,22 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _write_source(name: str, image: object) -> tuple[object, dict[str, object]]:
-    """What ``write`` reads, and its fields: what
-    :func:`slipstream.sources.source_at` finds at ``name`` (WebDataset tar
-    shards: a ``.tar``, a folder or URL prefix of them, a shard index
-    ``.json``; a LitData dataset; else an image folder), or the tar shards
-    of a brace pattern (``train-{000000..000099}.tar``)."""
+    """What ``write`` reads, and its fields: WebDataset tar shards (a
+    ``.tar``, a brace pattern, a URL prefix ending in ``/``, a folder of
+    ``.tar`` files, a shard index ``.json``), a LitData dataset (a folder
+    with ``index.json``), else an image folder."""
     import slipstream as ss
+    from slipstream.sources.shard_index import is_shard_index, names_shard_index
 
     fields = {"image": image, "label": ss.IntField()}
-    if "{" in name:
+    path = Path(name)
+    if "{" in name or name.endswith(".tar") or ("://" in name and name.endswith("/")) or \
+            ("://" not in name and path.is_dir() and any(path.glob("*.tar"))) or \
+            (names_shard_index(name) and is_shard_index(name, ss.Remote())):
         return ss.WebDataset(name, fields), fields
-    source = ss.sources.source_at(name)
-    if isinstance(source, ss.WebDataset):
-        return source.with_fields(fields), fields
-    return source, fields
+    if "://" not in name and (path / "index.json").is_file():
+        return ss.LitData(name), fields
+    return ss.sources.ImageFolder(name), fields
 
 
 def _write_on_ray(address: str, source: object, fields: dict[str, object], output: str, **options: object) -> object:
