@@ -229,7 +229,7 @@ def gallery(work: Path) -> dict[str, Callable[[], list[Row]]]:
                                              mean=(0, 0, 0), std=(1, 1, 1), dtype=np.float32, yoked=yoked)
             views = p.load(pipelines)
             row: Row = [(small, f"yoked={yoked}")]
-            for name in [n for n in pipelines if not n.startswith("_")]:
+            for name in [n for n, given in pipelines.items() if not isinstance(given, ss.Internal)]:
                 chw = views[name][0]
                 row.append(((chw.transpose(1, 2, 0) * 255).round().clip(0, 255).astype(np.uint8), name))
             rows.append(row)

@@ -18,6 +18,7 @@ from slipstream.compiler import (
     Allocation,
     ArraySource,
     Graph,
+    Internal,
     Kind,
     Node,
     Operation,
@@ -321,6 +322,24 @@ def test_reference_carries_a_random_parameter_to_another_pipeline():
     np.testing.assert_array_equal(out["copy"], out["param"])
 
 
+def test_an_internal_pipeline_is_read_but_not_an_output():
+    draw = DrawUniform()
+    pipeline = Pipeline({
+        "param": Internal([ArraySource(np.zeros(50)), draw]),
+        "copy": [RefNode("param", draw)],
+        "_named_like_a_private_one": [RefNode("param", draw)],
+    })
+    compiled = pipeline.compile(16)
+    out = compiled(np.arange(16))
+    assert list(out) == ["copy", "_named_like_a_private_one"]  # a leading underscore is only a name
+    assert len(set(out["copy"].tolist())) == 16
+    np.testing.assert_array_equal(out["_named_like_a_private_one"], out["copy"])
+    assert list(compiled.graph.outputs) == ["copy", "_named_like_a_private_one"]
+    assert [node.pipeline for node in compiled.graph.nodes][0] == "param"
+    with pytest.raises(PipelineError, match="every pipeline given is Internal"):
+        Pipeline({"param": Internal([ArraySource(np.zeros(50)), draw])}).compile(4)
+
+
 def test_random_apply_fraction_and_determinism():
     data = images(count=4000, size=4)
     pipeline = Pipeline([ArraySource(data), RandomApply(FlipX(), p=0.3)])
@@ -548,14 +567,11 @@ class _EitherOf(Node):
     def emit(self, ctx):
         from slipstream.compiler import astgen as A
 
-        other = self.placed(self.parent, f"{self.id}_second", self.pipeline)
-        other.op = self.choices["second"]
-
-        def apply(node):
-            return [A.assign(ctx.target(self), A.call(ctx.code(node), ctx.value(self.parent), ctx.key(self)))]
+        def apply(op):
+            return [A.assign(ctx.target(self), A.call(ctx.code(self, op), ctx.value(self.parent), ctx.key(self)))]
 
         coin = A.call(ctx.helper("uniform"), ctx.key(self, stream=1), A.const(0))
-        return [A.if_else(A.less(coin, A.const(self.p)), apply(self), apply(other))]
+        return [A.if_else(A.less(coin, A.const(self.p)), apply(self.op), apply(self.choices["second"]))]
 
 
 def test_the_compile_cache_key_covers_every_operation_a_node_holds():
@@ -609,6 +625,32 @@ class _DeclaresAState(Operation):
         return keep
 
 
+@dataclasses.dataclass(frozen=True)
+class _ReturnsItsInput(Operation):
+    """Declares an output allocation, then returns its input instead of filling it."""
+
+    def declare(self, state):
+        return state, Allocation(state.shape, state.dtype)
+
+    def generate_code(self):
+        def double(x, out, key):
+            x *= 2
+            return x
+        return double
+
+
+@dataclasses.dataclass(frozen=True)
+class _DoublesInPlace(Operation):
+    def declare(self, state):
+        return state, None
+
+    def generate_code(self):
+        def double(x, key):
+            x *= 2
+            return x
+        return double
+
+
 def test_authoring_mistakes_are_refused_when_the_pipeline_is_built_naming_the_operation():
     data = np.zeros((4, 3), np.float64)
     for source, drawn in (("numpy", "np.random"), ("python", "random")):
@@ -619,3 +661,10 @@ def test_authoring_mistakes_are_refused_when_the_pipeline_is_built_naming_the_op
                                             r"the outgoing State, and an Allocation, a list of them or None; it "
                                             r"returned State\("):
         Pipeline([ArraySource(data), _DeclaresAState()]).compile(4)
+    with pytest.raises(PipelineError, match=r"_ReturnsItsInput\(\): it declares an output allocation but its code "
+                                            r"returns its input 'x', so the allocation would stay zeros: write the "
+                                            r"result into the allocation"):
+        Pipeline([ArraySource(data), _ReturnsItsInput()]).compile(4)
+    # Code that declares no allocation and returns its input changes it in place, as it should.
+    np.testing.assert_array_equal(Pipeline([ArraySource(data + 1), _DoublesInPlace()]).compile(4)(np.arange(4)),
+                                  np.full((4, 3), 2.0))

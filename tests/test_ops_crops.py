@@ -290,7 +290,7 @@ def test_multi_crop_decodes_once_and_matches_its_regions(photos, monkeypatch):
     scale_lo = np.array([0.4, 0.4, 0.05, 0.05, 0.05])
     scale_hi = np.array([1.0, 1.0, 0.4, 0.4, 0.4])
     for k, sample in enumerate(samples):
-        regions = multi_crop_regions(key(2, k, stream=decoder_stream(loader, "_crops")), sample.height, sample.width, scale_lo, scale_hi, *LOG_RATIO, False)
+        regions = multi_crop_regions(key(2, k, stream=decoder_stream(loader, "crops")), sample.height, sample.width, scale_lo, scale_hi, *LOG_RATIO, False)
         full = pillow_rgb(sample.data)
         for name, region, side in zip(loader.output_names, regions, (64, 64, 24, 24, 24)):
             ours = np.rint(batch[name][k].numpy().transpose(1, 2, 0) * 255).astype(int)

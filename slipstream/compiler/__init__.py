@@ -9,7 +9,7 @@ Usable on its own, on in-memory arrays::
 """
 
 from slipstream.compiler.drawing import draw_graph
-from slipstream.compiler.graph import Buffer, Graph
+from slipstream.compiler.graph import Buffer, Graph, Internal
 from slipstream.compiler.kinds import Kind
 from slipstream.compiler.nodes import DecoderNode, EmitContext, Node, RandomApply, RefNode, TransformNode, find_node
 from slipstream.compiler.operation import Decoder, Operation, TakesKeys, TorchOperation
@@ -25,6 +25,7 @@ __all__ = [
     "DecoderNode",
     "EmitContext",
     "Graph",
+    "Internal",
     "Kind",
     "Node",
     "Operation",

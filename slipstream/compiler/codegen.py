@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import dis
 import functools
 import hashlib
 import importlib.util
@@ -33,6 +32,7 @@ import numpy as np
 from slipstream.compiler import astgen as A
 from slipstream.compiler import random as rnd
 from slipstream.compiler import symbols
+from slipstream.compiler.checks import unseeded_draws
 from slipstream.compiler.graph import Graph
 from slipstream.compiler.kinds import Kind
 from slipstream.compiler.nodes import DecoderNode, EmitContext, Node, RefNode
@@ -134,6 +134,7 @@ class _Context(EmitContext):
         self.stage = stage
         self.globals: dict[str, Any] = {}
         self.operations: list[Operation] = []  # whose code ``code`` handed out, in order
+        self.called: dict[int, list[Operation]] = {}  # by node id: the operations whose code it calls, its own first
         self.external: dict[int, Node] = {}  # earlier-stage nodes read here, by id
         self.scratch: set[Symbol] = set()  # buffers held per thread
 
@@ -231,21 +232,28 @@ class _Context(EmitContext):
         return A.call("batch_keys", A.name(symbols.SEED.name), A.name(symbols.EPOCH.name),
                       A.name(symbols.DRAWS.name), self.count, A.const(node.stream))
 
-    def code(self, node: Node) -> ast.expr:
-        fn_name = f"op{node.id}"
+    def code(self, node: Node, op: Operation | None = None) -> ast.expr:
+        op = node.op if op is None else op
+        # The node's own operation is op<id>; others it calls (a node with control flow) op<id>_1, op<id>_2, ...
+        called = self.called.setdefault(node.id, [node.op])
+        if not any(op is seen for seen in called):
+            called.append(op)
+        position = next(k for k, seen in enumerate(called) if seen is op)
+        fn_name = f"op{node.id}" if position == 0 else f"op{node.id}_{position}"
         if fn_name not in self.globals:
-            code = node.op.generate_code()
+            code = op.generate_code()
             unseeded = unseeded_draws(code) if node.kind.compiled else None
             if unseeded is not None:
+                what = node.describe() if op is node.op else f"{op!r} in {node.describe()}"
                 raise PipelineError(
-                    f"pipeline {node.pipeline!r}: the code of {node.describe()} draws from {unseeded}, whose "
+                    f"pipeline {node.pipeline!r}: the code of {what} draws from {unseeded}, whose "
                     f"numbers follow no seed: the same batch would differ from run to run.  Draw from the "
                     f"sample's key instead: slipstream.compiler.random's uniform(key, k), integers(key, k, low, "
                     f"high), normal(key, k), with a different k for each draw")
             if node.kind.compiled and not isinstance(code, numba.core.registry.CPUDispatcher):
                 code = numba.njit(nogil=True)(code)
             self.globals[fn_name] = code
-            self.operations.append(node.op)
+            self.operations.append(op)
         return A.name(fn_name)
 
     def helper(self, helper_name: str) -> ast.expr:
@@ -295,11 +303,11 @@ def generate_stage(graph: Graph, stage: int, trace: bool = False) -> StageSource
 
     emitted: list[tuple[Node, list[ast.stmt]]] = []
 
-    def emit_all(method: str, position: ast.expr) -> list[ast.stmt]:
+    def emit_all(emit: Callable[[Node], list[ast.stmt]], position: ast.expr) -> list[ast.stmt]:
         """Every node's statements from one of its emit methods, in order."""
         statements: list[ast.stmt] = []
         for node in nodes:
-            own = getattr(node, method)(ctx)
+            own = emit(node)
             emitted.append((node, own))
             if trace and own:
                 statements += [A.assign_item(A.name(symbols.TRACE.name), A.const(0), A.const(node.id)),
@@ -313,14 +321,15 @@ def generate_stage(graph: Graph, stage: int, trace: bool = False) -> StageSource
                                 A.assign(symbols.DRAW.name, A.index(A.name(symbols.DRAWS.name), ctx.sample))]
         if ctx.scratch:
             loop.append(A.assign(symbols.THREAD.name, A.call("get_thread_id")))
-        loop += emit_all("emit", ctx.sample)
+        loop += emit_all(lambda node: node.emit(ctx), ctx.sample)
         # Numba may lose an exception raised in a parallel loop (the call then returns as if all went
         # well); the runtime finds such a sample by this mark missing.
         loop.append(A.assign_item(A.name(symbols.DONE.name), ctx.sample, A.const(1)))
         samples = A.call("range" if trace else "prange", ctx.count)
-        body = [A.for_range(symbols.SAMPLE.name, samples, loop), *emit_all("emit_batch", A.const(-1))]
+        after = emit_all(lambda node: node.emit_batch(ctx), A.const(-1))
+        body = [A.for_range(symbols.SAMPLE.name, samples, loop), *after]
     else:
-        body = emit_all("emit_torch", A.const(-1))
+        body = emit_all(lambda node: node.emit_torch(ctx), A.const(-1))
     body.append(A.ret([ctx.batch_value(n) for n in returns]))
 
     params = stage_parameters(nodes, ctx.external, jit) + ([symbols.TRACE] if trace else [])
@@ -406,43 +415,6 @@ def _code_bytes(code: Any) -> bytes:
         return b""
     nested = b"".join(_code_bytes(c) if isinstance(c, types.CodeType) else _constant_bytes(c) for c in code.co_consts)
     return code.co_code + repr(code.co_names).encode() + nested
-
-
-def unseeded_draws(fn: Any) -> str | None:
-    """What ``fn`` (an operation's code, or a Numba function of it) draws
-    random numbers from without a key: Python's ``random`` or NumPy's
-    global ``numpy.random``, as written in it (``"np.random"``); None when
-    it uses neither.  Nested functions are read too."""
-    py = getattr(fn, "py_func", fn)
-    code = getattr(py, "__code__", None)
-    if code is None:
-        return None
-    scope = dict(getattr(py, "__globals__", {}))
-    for name, cell in zip(code.co_freevars, py.__closure__ or ()):
-        try:
-            scope[name] = cell.cell_contents
-        except ValueError:  # a cell not yet filled
-            continue
-    pending = [code]
-    while pending:
-        current = pending.pop()
-        pending.extend(c for c in current.co_consts if isinstance(c, types.CodeType))
-        previous = None
-        for instruction in dis.get_instructions(current):
-            if instruction.opname in ("LOAD_GLOBAL", "LOAD_DEREF", "LOAD_NAME"):
-                value = scope.get(instruction.argval)
-                module = value.__name__ if isinstance(value, types.ModuleType) else \
-                    getattr(value, "__module__", None) if callable(value) else None
-                if module == "random" or (module or "").startswith("numpy.random"):
-                    return instruction.argval
-                previous = instruction.argval if value is np else None
-            elif instruction.opname in ("LOAD_ATTR", "LOAD_METHOD") and previous is not None:
-                if instruction.argval == "random":
-                    return f"{previous}.random"
-                previous = None
-            else:
-                previous = None
-    return None
 
 
 def _constant_bytes(constant: Any) -> bytes:

@@ -85,7 +85,7 @@ def draw_graph(graph: Any, ax: Any = None) -> Any:
         colours[stage], counts[jit] = palette[counts[jit] % len(palette)], counts[jit] + 1
     boxes = {}
     for column, name in enumerate(names):
-        ax.text(column, 0.6, f"{name} (internal)" if name.startswith("_") else name, ha="center", va="bottom",
+        ax.text(column, 0.6, name if name in graph.outputs else f"{name} (internal)", ha="center", va="bottom",
                 fontsize=fontsize + 1.5, fontweight="bold")
         for node in graph.pipelines[name]:
             top, box_h = tops[row[node.id]], heights[row[node.id]]

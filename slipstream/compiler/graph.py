@@ -22,6 +22,26 @@ from slipstream.errors import PipelineError
 
 
 @dataclasses.dataclass(frozen=True)
+class Internal:
+    """A pipeline that other pipelines read (through :class:`RefNode`) but
+    that is not an output: its value is not handed out, so it can stay in
+    per-thread memory inside the sample loop.  ``pipeline`` is what an
+    output would be given: a list of entries, or, for a loader, a
+    :class:`~slipstream.View`::
+
+        {"crops": Internal(View("image", [MultiCrop(sizes, scales)])),
+         "global_0": [RefNode("crops", output="crop_0"), Normalize(mean, std)]}
+    """
+
+    pipeline: Any
+
+
+def unwrapped(given: Any) -> tuple[Any, bool]:
+    """A pipeline's entries and whether it is an output (not :class:`Internal`)."""
+    return (given.pipeline, False) if isinstance(given, Internal) else (given, True)
+
+
+@dataclasses.dataclass(frozen=True)
 class Buffer:
     """One allocation of one node: ``(slots, batch_size, *allocation.shape)``."""
 
@@ -43,23 +63,22 @@ class Graph:
     pipeline (:mod:`slipstream.compiler.kinds`); nodes of all pipelines with
     the same stage number are compiled into one function.
 
-    A pipeline whose name starts with ``_`` is internal: other pipelines may
-    refer to it (``RefNode``), but it is not an output, so its values can
-    stay in per-thread memory inside the sample loop.
+    A pipeline given as :class:`Internal` is read by other pipelines
+    (``RefNode``) but is not an output.
 
     Args:
-        pipelines: pipeline name -> its entries, each already checked by
-            :func:`check_pipeline` (a :class:`~slipstream.compiler.Pipeline`
-            or a loader checks them once, and folds them).
+        pipelines: pipeline name -> its entries (or :class:`Internal`
+            entries), each already checked by :func:`check_pipeline` (a
+            :class:`~slipstream.compiler.Pipeline` or a loader checks them
+            once, and folds them).
     """
 
-    def __init__(self, pipelines: Mapping[str, Sequence[Any]]) -> None:
-        if not pipelines:
-            raise PipelineError("a pipeline needs at least one output")
+    def __init__(self, pipelines: Mapping[str, Sequence[Any] | Internal]) -> None:
         self.outputs: dict[str, Node] = {}
         self.pipelines: dict[str, list[Node]] = {}
         next_id = 0
-        for name, given in pipelines.items():
+        for name, spec in pipelines.items():
+            given, output = unwrapped(spec)
             if isinstance(given, (str, bytes)) or not isinstance(given, Sequence):
                 raise PipelineError(f"pipeline {name!r} must be a list of operations, got {given!r}")
             items = list(given)
@@ -72,8 +91,11 @@ class Graph:
                 nodes.append(node)
             self.pipelines[name] = nodes
             _number_streams(name, nodes)
-            if not name.startswith("_"):
+            if output:
                 self.outputs[name] = nodes[-1]
+        if not self.outputs:
+            raise PipelineError("a pipeline needs at least one output" +
+                                (" (every pipeline given is Internal)" if pipelines else ""))
         self._resolve_references()
         self.nodes = self._ordered()
         for node in self.nodes:
@@ -234,4 +256,4 @@ def _number_streams(pipeline: str, nodes: list[Node]) -> None:
         seen[identity] = seen.get(identity, 0) + 1
 
 
-__all__ = ["Buffer", "Graph"]
+__all__ = ["Buffer", "Graph", "Internal"]

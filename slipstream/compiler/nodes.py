@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from slipstream.compiler import astgen as A
+from slipstream.compiler.checks import returns_its_input
 from slipstream.compiler.kinds import Kind, stage_number
 from slipstream.compiler.operation import Decoder, Operation, TorchOperation
 from slipstream.compiler.state import Allocation, State
@@ -71,8 +72,10 @@ class EmitContext(abc.ABC):
         where they are used (a torch stage)."""
 
     @abc.abstractmethod
-    def code(self, node: Node) -> ast.expr:
-        """The compiled code of the node's operation."""
+    def code(self, node: Node, op: Operation | None = None) -> ast.expr:
+        """The compiled code of the node's operation, or of another
+        operation ``op`` that the node calls (a node with control flow may
+        call several); each is part of the stage's compile cache key."""
 
     @abc.abstractmethod
     def helper(self, helper_name: str) -> ast.expr:
@@ -230,6 +233,18 @@ class DecoderNode(Node):
 
 class TransformNode(Node):
     """An operation applied to the parent's value."""
+
+    def declare(self) -> tuple[State, tuple[Allocation, ...]]:
+        state, memory = super().declare()
+        returned = returns_its_input(self.op.generate_code()) if memory and self.kind.compiled else None
+        if returned is not None:
+            # The stage hands out (and later stages read) the allocation, which such code never fills.
+            raise DeclarationError(
+                f"it declares an output allocation but its code returns its input {returned!r}, so the "
+                f"allocation would stay zeros: write the result into the allocation (the parameter after "
+                f"{returned!r}) and return it, or declare no allocation (None) for code that changes its "
+                f"input in place")
+        return state, memory
 
     def emit(self, ctx: EmitContext) -> list[ast.stmt]:
         if self.kind is Kind.BATCH:  # the loop only prepares the sample's key

@@ -13,7 +13,7 @@ import numpy as np
 
 from slipstream.compiler import symbols
 from slipstream.compiler.codegen import StageSource, generate_stage, load_diagnostic, load_stage, typing_error
-from slipstream.compiler.graph import Graph, check_pipeline
+from slipstream.compiler.graph import Graph, Internal, check_pipeline, unwrapped
 from slipstream.compiler.operation import Decoder, torch_dtype
 from slipstream.compiler.rewrites import fold
 from slipstream.compiler.state import Allocation, State
@@ -74,9 +74,18 @@ class ArraySource(Decoder):
         return f"ArraySource(array of shape {self.array.shape}, {self.array.dtype})"
 
 
+def _prepared(name: str, given: Any) -> Sequence[Any] | Internal:
+    """Pipeline ``name``'s entries checked and folded (as the loader's: ``ToTensor()`` then
+    ``Normalize(...)`` run as one operation), an :class:`Internal` one's kept internal."""
+    entries, output = unwrapped(given)
+    prepared = fold(check_pipeline(name, entries))
+    return prepared if output else Internal(prepared)
+
+
 class Pipeline:
     """Pipelines to compile: ``{output_name: [decoder, operations...]}``, or
-    one list for a single output.
+    one list for a single output; a pipeline that others read but that is
+    no output is given as :class:`~slipstream.compiler.graph.Internal`.
 
     Example::
 
@@ -84,11 +93,10 @@ class Pipeline:
         batch = compiled(np.arange(64))         # samples 0..63, processed
     """
 
-    def __init__(self, pipelines: Mapping[str, Sequence[Any]] | Sequence[Any]) -> None:
+    def __init__(self, pipelines: Mapping[str, Sequence[Any] | Internal] | Sequence[Any]) -> None:
         self.single = not isinstance(pipelines, Mapping)
         given = {SINGLE_OUTPUT: pipelines} if self.single else dict(pipelines)
-        # the same rewrites as the loader's: ToTensor() then Normalize(...) run as one operation
-        self.pipelines = {name: fold(check_pipeline(name, entries)) for name, entries in given.items()}
+        self.pipelines = {name: _prepared(name, entries) for name, entries in given.items()}
 
     def compile(self, batch_size: int, *, seed: int = 0, slots: int = 2, verbose: bool = False) -> CompiledPipeline:
         """Build the graph, generate and compile its stages, allocate memory.

@@ -134,11 +134,11 @@ class ArrivingFile:
         """Whether every sample has arrived (a stream's: it has ended too)."""
         return self.count is not None and bool(self.arrived[:self.count].all())
 
-    def end(self) -> None:
-        """A stream of unknown length has ended: its samples are those that
-        arrived (at indices 0 to :attr:`count` - 1)."""
-        self.count = self.capacity = int(np.count_nonzero(self.arrived))
-        self.arrived = self.arrived[:self.count].copy()
+    def end(self, count: int) -> None:
+        """A stream of unknown length has ended after ``count`` samples,
+        which arrived at indices 0 to ``count`` - 1."""
+        self.count = self.capacity = count
+        self.arrived = self.arrived[:count].copy()
 
     def add(self, index: int, encoded: Sequence[Any]) -> None:
         """Lay out sample ``index`` (its values encoded by the fields); in

@@ -280,7 +280,7 @@ class FirstEpoch:
             stream.broken = exc
             raise
         if stream.ended:
-            self.file.end()
+            self.file.end(stream.position)
 
     def _lay_out(self, chunk: list[int], read: list[tuple[str, Any]]) -> None:
         """Encode the samples ``chunk`` (as :meth:`read` gave them) in

@@ -104,9 +104,9 @@ class Loader:
             second view) is declared as ``slipstream.View(field, [...])``;
             any other name must start with a decoder or a ``RefNode``.  A
             name that is none of these is refused, naming the closest field
-            (see :mod:`slipstream.loader.outputs`).  Names starting with
-            ``_`` are internal: other outputs refer to them, they are not
-            yielded.
+            (see :mod:`slipstream.loader.outputs`).  Any of these given as
+            ``slipstream.Internal(...)`` is read by other outputs (through
+            a ``RefNode``) but not yielded.
         order: which samples an epoch visits, in what sequence, with what
             seed: a :class:`slipstream.Order` (default ``Order("random",
             seed=0)``), or its kind alone (``"sequential"``, ``"random"``
@@ -198,11 +198,10 @@ class Loader:
         self._first = opened if isinstance(opened, FirstEpoch) else None
         self._failed: BaseException | None = None  # why completing the first epoch's file failed
         self.reader = opened.reader if self._first is not None else opened
-        if self._first is not None and self._first.uncounted and (indices is not None or self.repeats > 1):
+        if self._uncounted and (indices is not None or self.repeats > 1):
             # A subset of a stream whose length is unknown cannot be checked, nor repeats cut to its length.
             self._write_first(verbose)
-        self._indices = None if self._first is not None and self._first.uncounted else \
-            self._check_indices(indices)
+        self._indices = None if self._uncounted else self._check_indices(indices)
         self._check_repeated_length()
         self.device = _device(device)
         if self._first is not None:
@@ -272,13 +271,13 @@ class Loader:
         """Read ``reader`` through ``memory`` (a stager): the decoders'
         source and the compiled pipelines."""
         self.reader, self.memory = reader, memory
-        forming = self._first is not None and self._first.uncounted
         # A stream of unknown length: the decoders' per-sample columns cover every index it can reach.
-        self.source = DecodeSource(reader, memory.storage, samples=reader.capacity if forming else None)
+        self.source = DecodeSource(reader, memory.storage, samples=reader.capacity if self._uncounted else None)
         resolved = resolve_outputs(self._pipelines, reader.fields, self.source, reader.path)
-        self.output_names = [name for name in resolved if not name.startswith("_")]
         # resolve_outputs checked and folded each list already (a Pipeline would do it again): straight to the graph.
-        self.compiled = CompiledPipeline(Graph(resolved), self.batch_size, self.seed, self.batches_ahead + 2,
+        graph = Graph(resolved)
+        self.output_names = list(graph.outputs)
+        self.compiled = CompiledPipeline(graph, self.batch_size, self.seed, self.batches_ahead + 2,
                                          single=False, verbose=self._verbose)
 
     def _switch_to_file(self) -> None:
@@ -459,10 +458,16 @@ class Loader:
         self._iterator = weakref.ref(iterator)
         return iterator
 
+    @property
+    def _uncounted(self) -> bool:
+        """Whether this loader's first epoch reads a stream that has not
+        said its length (yet)."""
+        return self._first is not None and self._first.uncounted
+
     def _forming(self) -> bool:
         """Whether the next epoch is epoch 0 over a stream that does not
         say its length, its batches formed as the stream is read."""
-        return self._first is not None and self._first.uncounted and self._epoch == 0
+        return self._uncounted and self._epoch == 0
 
     def _running(self) -> EpochIterator | None:
         return self._iterator() if self._iterator is not None else None
@@ -490,7 +495,7 @@ class Loader:
         (:data:`slipstream.loader.resume.IDENTITY`)."""
         options = {"order": self.order, "seed": self.seed, "window_pages": self.window_pages, "repeats": self.repeats,
                    "selected_round": self.selected_round, "batch_size": self.batch_size, "drop_last": self.drop_last}
-        if self._first is not None and self._first.uncounted:
+        if self._uncounted:
             # A first epoch over a stream that did not say its length: the file's name stands for the stream,
             # its length unknown (whether the stream has ended yet or not, so that states do not depend on timing).
             return {"dataset": self._first_epoch_identity(EPOCH0_STREAM, counted=False), "indices": "all",
@@ -556,7 +561,7 @@ class Loader:
         given = resume.states_of(state)
         # The stream's epoch 0 of a state taken before its length was known (by the file's name).
         uncounted = self._first_epoch_identity(EPOCH0_STREAM, counted=False)
-        if self._first is not None and self._first.uncounted:
+        if self._uncounted:
             if self._resume_forming(given, uncounted):
                 return
             # Any other state needs the stream's length: what can be checked without it is, first.
@@ -574,11 +579,7 @@ class Loader:
             states = [{**one, "indices": mine["indices"], "samples": mine["samples"]}
                       if one.get("dataset") == mine["dataset"] and one.get("indices") == "all" else one
                       for one in states]
-        saved = []
-        for one in states:
-            resume.check_identity(one, mine, self._unrecorded)
-            saved.append(resume.position(one))
-        resume.check_together(saved)
+        saved = resume.positions(states, mine, self._unrecorded)
         first = saved[0]
         epoch0 = next((how for how in named if how is not None), self._epoch0)
         order = self._epoch_order(first.epoch, first.segments[0][0] if first.segments else first.world_size,
@@ -615,12 +616,8 @@ class Loader:
         :meth:`load_state_dict`)."""
         mine = self._identity()
         unknown = ("dataset", "indices", "samples")
-        saved = []
-        for one in given:
-            resume.check_identity({**one, **{key: mine[key] for key in unknown if key in one}}, mine,
-                                  lambda key: None if key in unknown else self._unrecorded(key))
-            saved.append(resume.position(one))
-        resume.check_together(saved)
+        resume.positions([{**one, **{key: mine[key] for key in unknown if key in one}} for one in given], mine,
+                         lambda key: None if key in unknown else self._unrecorded(key))
 
     def _unrecorded(self, key: str) -> str | None:
         """Why a state that does not record ``key`` (written before slipstream

@@ -11,6 +11,9 @@ Every output is one of:
   second view of SimCLR, the crops of multi-crop);
 * a list that starts with a decoder or a reference to another output.
 
+Any of these given as :class:`~slipstream.compiler.graph.Internal` is read
+by other outputs (``RefNode``) but not handed out.
+
 Any other name is refused, with the closest field suggested: a misspelt
 field name would otherwise become an extra output and leave the field it
 meant to configure with its default pipeline.  Outputs come in the order
@@ -26,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from slipstream.compiler import Decoder, RefNode
-from slipstream.compiler.graph import check_pipeline
+from slipstream.compiler.graph import Internal, check_pipeline, unwrapped
 from slipstream.compiler.rewrites import FieldOperation, fold
 from slipstream.errors import ArgumentError
 
@@ -51,12 +54,14 @@ class View:
     operations: Sequence[Any] = ()
 
 
-Given = Mapping[str, "Sequence[Any] | View | None"]
+Given = Mapping[str, "Sequence[Any] | View | Internal | None"]
 
 
-def resolve_outputs(given: Given, fields: Mapping[str, Any], source: Any, dataset: Any) -> dict[str, list[Any]]:
+def resolve_outputs(given: Given, fields: Mapping[str, Any], source: Any,
+                    dataset: Any) -> dict[str, list[Any] | Internal]:
     """Each output's operations, checked, folded and bound to ``source``
-    (a :class:`~slipstream.fields.decoders.DecodeSource`), in output order.
+    (a :class:`~slipstream.fields.decoders.DecodeSource`), in output order;
+    an :class:`~slipstream.compiler.graph.Internal` pipeline's kept so.
 
     Args:
         given: the user's ``pipelines`` mapping.
@@ -72,30 +77,31 @@ def resolve_outputs(given: Given, fields: Mapping[str, Any], source: Any, datase
     """
     if not isinstance(given, Mapping):
         raise ArgumentError(f"pipelines must be a mapping of output name to operations, got {given!r}")
-    views = {name: entry for name, entry in given.items() if isinstance(entry, View)}
+    entries = {name: unwrapped(spec) for name, spec in given.items()}
+    views = {name: entry for name, (entry, _) in entries.items() if isinstance(entry, View)}
     for name, view in views.items():
         if view.field not in fields:
             raise ArgumentError(f"output {name!r} is a view of field {view.field!r}, which {dataset} does not have"
                                 f"{_suggestion(view.field, fields)} (fields: {', '.join(fields)})")
     viewed = {view.field for view in views.values()}
-    outputs: dict[str, list[Any]] = {}
+    outputs: dict[str, list[Any] | Internal] = {}
     for name in [*given, *(f for f in fields if f not in given and f not in viewed)]:
-        entry = given.get(name, ())
+        entry, output = entries.get(name, ((), True))
         if entry is None:
             if name not in fields:
                 raise ArgumentError(_unknown(name, fields, dataset, "drops it with None"))
             continue
         if isinstance(entry, View):
-            outputs[name] = _field_pipeline(name, entry.field, entry.operations, fields, source)
+            operations = _field_pipeline(name, entry.field, entry.operations, fields, source)
         elif name in fields:
-            outputs[name] = _field_pipeline(name, name, entry, fields, source)
+            operations = _field_pipeline(name, name, entry, fields, source)
         else:
             operations = fold(check_pipeline(name, entry))
             if not operations or not isinstance(operations[0], (Decoder, RefNode)):
                 raise ArgumentError(_unknown(name, fields, dataset, "gives it operations that do not start "
                                                                     "with a decoder or a RefNode"))
-            outputs[name] = operations
-    if not any(not name.startswith("_") for name in outputs):
+        outputs[name] = operations if output else Internal(operations)
+    if all(isinstance(operations, Internal) for operations in outputs.values()):
         raise ArgumentError(f"every field of {dataset} was dropped: nothing to load")
     return outputs
 

@@ -234,6 +234,19 @@ def _same_integer(theirs: Any, mine: Any) -> bool:
     return whole(theirs) and whole(mine)
 
 
+def positions(states: Sequence[Mapping[str, Any]], mine: Mapping[str, Any],
+              legacy: Callable[[str], str | None]) -> list[Position]:
+    """The positions of ``states``, each checked against the loader's
+    identity ``mine`` (:func:`check_identity`) and together
+    (:func:`check_together`)."""
+    saved = []
+    for one in states:
+        check_identity(one, mine, legacy)
+        saved.append(position(one))
+    check_together(saved)
+    return saved
+
+
 def check_together(saved: Sequence[Position]) -> None:
     """Refuse a list of states that are not every rank of one run: the
     same epoch, world size and segments, one state per rank."""
