@@ -35,7 +35,7 @@ from slipstream.compiler import symbols
 from slipstream.compiler.checks import unseeded_draws
 from slipstream.compiler.graph import Graph
 from slipstream.compiler.kinds import Kind
-from slipstream.compiler.nodes import DecoderNode, EmitContext, Node, RefNode
+from slipstream.compiler.nodes import EmitContext, Node
 from slipstream.compiler.operation import Operation
 from slipstream.compiler.symbols import Symbol
 from slipstream import _threading
@@ -145,10 +145,14 @@ class _Context(EmitContext):
         an earlier stage."""
         holder = node
         while not holder.allocations:
-            if isinstance(holder, RefNode) and holder.output is not None:
-                source, position = holder.target, holder.target.output_position(holder.output)
+            aliased = holder.alias()
+            if aliased is None:
+                raise PipelineError(f"{holder.describe()} declares no allocation and reads no other node: its value "
+                                    f"has no memory to live in")
+            source, output = aliased
+            if output is not None:
+                position = source.output_position(output)
                 return (source, position) if source.stage == self.stage else (holder, None)
-            source = holder.target if isinstance(holder, RefNode) else holder.parent
             if source.stage != self.stage:
                 return source, None
             holder = source
@@ -219,7 +223,7 @@ class _Context(EmitContext):
         return self.batch_outs(node)[position]
 
     def inputs(self, node: Node) -> list[ast.expr]:
-        return [A.name(symbols.input_array(node.id, k).name) for k in range(len(node.op.inputs()))]
+        return [A.name(symbols.input_array(node.id, k).name) for k in range(len(node.arrays()))]
 
     def key(self, node: Node, stream: int = 0) -> ast.expr:
         return A.call("sample_key", A.name(symbols.SEED.name), A.name(symbols.EPOCH.name),
@@ -277,8 +281,7 @@ def stage_parameters(nodes: list[Node], external: Iterable[int], compiled: bool)
     of the nodes ``external`` from earlier stages: what the runtime binds."""
     params = list(symbols.BATCH_PARAMETERS) + ([symbols.DONE] if compiled else [])
     for node in nodes:
-        if isinstance(node, DecoderNode):
-            params += [symbols.input_array(node.id, k) for k in range(len(node.op.inputs()))]
+        params += [symbols.input_array(node.id, k) for k in range(len(node.arrays()))]
         params += [symbols.buffer(node.id, k) for k in range(len(node.allocations))]
         if node.kind is Kind.BATCH and node.op is not None:
             params.append(symbols.keys(node.id))

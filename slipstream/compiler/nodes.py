@@ -55,7 +55,7 @@ class EmitContext(abc.ABC):
 
     @abc.abstractmethod
     def inputs(self, node: Node) -> list[ast.expr]:
-        """The arrays a decoder node reads."""
+        """The arrays from outside the graph the node reads (:meth:`Node.arrays`: a decoder's)."""
 
     @abc.abstractmethod
     def key(self, node: Node, stream: int = 0) -> ast.expr:
@@ -156,6 +156,19 @@ class Node:
         """Nodes whose values this node reads."""
         return () if self.parent is None else (self.parent,)
 
+    def alias(self) -> tuple[Node, str | None] | None:
+        """Where this node's value lives when it has no allocation of its
+        own: ``(node, None)`` for that node's value (the parent's, which
+        an in-place operation rewrote), ``(node, name)`` for that node's
+        named output; None for a node without a parent."""
+        return None if self.parent is None else (self.parent, None)
+
+    def arrays(self) -> Sequence[Any]:
+        """Arrays from outside the graph that this node's code reads (a
+        decoder's dataset columns, :meth:`Decoder.inputs`): parameters of
+        its stage, bound on every call."""
+        return ()
+
     def resolve(self, pipelines: dict[str, list[Node]]) -> None:
         """Find the nodes of other pipelines this node reads (``RefNode`` and
         other multi-input nodes), once every pipeline's nodes exist."""
@@ -226,6 +239,9 @@ class DecoderNode(Node):
             raise ValueError("a decoder must declare the allocation its samples are written to")
         return state, memory
 
+    def arrays(self) -> Sequence[Any]:
+        return self.op.inputs()
+
     def emit(self, ctx: EmitContext) -> list[ast.stmt]:
         args = [*ctx.inputs(self), ctx.index, *ctx.outs(self), ctx.key(self)]
         return [A.assign(ctx.target(self), A.call(ctx.code(self), *args))]
@@ -286,6 +302,9 @@ class RefNode(Node):
 
     def dependencies(self) -> Sequence[Node]:
         return (self.target,) if self.target is not None else ()
+
+    def alias(self) -> tuple[Node, str | None] | None:
+        return self.target, self.output
 
     def resolve(self, pipelines: dict[str, list[Node]]) -> None:
         self.target = find_node(pipelines, self.pipeline, self.source_pipeline, self.source_op)

@@ -152,8 +152,8 @@ class CompiledPipeline:
                         for b in graph.buffers() if b.symbol in scratch}
         parameters = {p for source in self.sources for p in source.params}
         self.keys = {p: np.zeros(batch_size, np.uint64) for p in sorted(parameters, key=str) if p.role is Role.KEYS}
-        self._inputs = {symbols.input_array(n.id, k): _jit_view(a) for n in graph.decoders()
-                        for k, a in enumerate(n.op.inputs())}
+        self._inputs = {symbols.input_array(n.id, k): _jit_view(a) for n in graph.nodes
+                        for k, a in enumerate(n.arrays())}
         self._jit_buffers = {symbol: _jit_view(array) for symbol, array in self.buffers.items()}
         self._jit_scratch = {symbol: _jit_view(array) for symbol, array in self.scratch.items()}
         self._done = np.zeros(batch_size, np.uint8)  # which samples a compiled stage finished (see codegen)
