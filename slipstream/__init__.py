@@ -34,7 +34,7 @@ from slipstream.fields import (  # noqa: E402
 )
 from slipstream.format import Reader, open_dataset  # noqa: E402
 from slipstream.format.remote import Remote  # noqa: E402
-from slipstream.compiler.graph import Internal  # noqa: E402
+from slipstream.compiler import Internal, Keyed  # noqa: E402
 from slipstream.loader import Loader, Memory, Order, Sharding, View  # noqa: E402
 from slipstream.sources import COCODetection, LitData, SegmentationFolder, WebDataset  # noqa: E402
 from slipstream.errors import (  # noqa: E402
@@ -85,6 +85,7 @@ __all__ = [
     "IntField",
     "Internal",
     "JSONField",
+    "Keyed",
     "LibraryError",
     "LitData",
     "COCODetection",

@@ -74,18 +74,21 @@ def test_the_draws_follow_the_documented_plan():
     space = augmix.augmix_space(True)
     for key in keys_of(2, 20):
         weights, depths, ops, magnitudes = draws_of(op, int(key), 60, 90)
-        g0, g1 = (max(rnd.gamma(key, k, 0.7), np.finfo(np.float64).tiny) for k in (0, 1))
-        h = np.array([max(rnd.gamma(key, 2 + i, 0.7), np.finfo(np.float64).tiny) for i in range(4)])
+        named, steps = augmix._DRAWS, augmix._CHAIN_DRAWS
+        g0, g1 = (max(rnd.gamma(key, k, 0.7), np.finfo(np.float64).tiny) for k in (named.original, named.shared))
+        h = np.array([max(rnd.gamma(key, named.weight + i, 0.7), np.finfo(np.float64).tiny) for i in range(4)])
         assert weights[0] == np.float32(g0 / (g0 + g1))
         assert np.array_equal(weights[1:], (h / h.sum()).astype(np.float32) * np.float32(g1 / (g0 + g1)))
         assert weights.dtype == np.float32
         for i in range(4):
-            chain = np.uint64(rnd.draw(key, 6 + i))
-            assert depths[i] == rnd.integers(chain, 0, 1, 4)
+            chain = np.uint64(rnd.draw(key, named.chain + i))
+            assert depths[i] == rnd.integers(chain, steps.depth, 1, 4)
             for s in range(depths[i]):
-                r, b = rnd.integers(chain, 3 * s + 1, 0, 13), rnd.integers(chain, 3 * s + 2, 0, 7)
+                r = rnd.integers(chain, steps.primitive + s, 0, 13)
+                b = rnd.integers(chain, steps.bin + s, 0, 7)
                 assert ops[i, s] == space[0][r]
-                assert magnitudes[i, s] == policies.drawn_magnitude(space, r, b, rnd.uniform(chain, 3 * s + 3), 60, 90)
+                sign = rnd.uniform(chain, steps.sign + s)
+                assert magnitudes[i, s] == policies.drawn_magnitude(space, r, b, sign, 60, 90)
 
 
 @njit

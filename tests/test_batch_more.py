@@ -29,7 +29,7 @@ from slipstream.ops.batch import (BatchCircularMask, BatchFixedOpticalDistortion
                                   BatchRandomRotation, BatchRandomZoom, BatchRotateObject, BatchSRGBToLMS,
                                   BatchYIQColorJitter)
 from slipstream.ops.batch_tones import SRGB_TO_LMS
-from slipstream.ops.warps import perspective_corners
+from slipstream.ops.warps import AFFINE_DRAWS, PERSPECTIVE_DRAWS, ROTATION_DRAWS, perspective_corners
 
 
 def chw(images: np.ndarray) -> torch.Tensor:
@@ -102,14 +102,15 @@ def test_batch_warps_draw_the_compiled_parameters():
     affine = BatchRandomAffine(25, (0.2, 0.1), (0.7, 1.3), SHEAR).sample(images, keys)
     perspective = BatchRandomPerspective(0.6, p=0.7).sample(images, keys)
     for i, key in enumerate(keys):
-        assert rotation["angle"][i].item() == rnd.uniform_range(key, 0, -50.0, 70.0)
-        assert affine["angle"][i].item() == rnd.uniform_range(key, 0, -25.0, 25.0)
-        assert affine["translate"][i].tolist() == [round(rnd.uniform_range(key, 1, -0.2 * w, 0.2 * w)),
-                                                   round(rnd.uniform_range(key, 2, -0.1 * h, 0.1 * h))]
-        assert affine["scale"][i].item() == rnd.uniform_range(key, 3, 0.7, 1.3)
-        assert affine["shear"][i].tolist() == [rnd.uniform_range(key, 4, -10.0, 10.0),
-                                               rnd.uniform_range(key, 5, -5.0, 15.0)]
-        assert bool(perspective["apply"][i]) == (rnd.uniform(key, 0) < 0.7)
+        assert rotation["angle"][i].item() == rnd.uniform_range(key, ROTATION_DRAWS.angle, -50.0, 70.0)
+        assert affine["angle"][i].item() == rnd.uniform_range(key, AFFINE_DRAWS.angle, -25.0, 25.0)
+        shift = [rnd.uniform_range(key, AFFINE_DRAWS.shift_x, -0.2 * w, 0.2 * w),
+                 rnd.uniform_range(key, AFFINE_DRAWS.shift_y, -0.1 * h, 0.1 * h)]
+        assert affine["translate"][i].tolist() == [round(v) for v in shift]
+        assert affine["scale"][i].item() == rnd.uniform_range(key, AFFINE_DRAWS.scale, 0.7, 1.3)
+        assert affine["shear"][i].tolist() == [rnd.uniform_range(key, AFFINE_DRAWS.shear_x, -10.0, 10.0),
+                                               rnd.uniform_range(key, AFFINE_DRAWS.shear_y, -5.0, 15.0)]
+        assert bool(perspective["apply"][i]) == (rnd.uniform(key, PERSPECTIVE_DRAWS.apply) < 0.7)
         assert perspective["ends"][i].tolist() == perspective_corners(key, h, w, 0.6).tolist()
 
 
@@ -317,7 +318,7 @@ def test_each_images_parameters_come_from_its_own_key(name):
         assert torch.equal(value, again[key])
         assert torch.equal(value[3:], shifted[key]), key
     if "apply" in params:
-        assert params["apply"].tolist() == (rnd.uniforms(keys, 0) < op.p).tolist()
+        assert params["apply"].tolist() == (rnd.uniforms(keys, rnd.draw_number("apply")) < op.p).tolist()
     torch.testing.assert_close(op(BATCH, keys), op.apply(BATCH, params), rtol=0, atol=0)
 
 

@@ -40,9 +40,8 @@ def blend(a: torch.Tensor, b: torch.Tensor, ratio: float) -> torch.Tensor:
 @pytest.mark.parametrize("name", ["brightness", "contrast", "saturation"])
 def test_single_color_factors_match_torchvision_arithmetic(name):
     out, keys = run(ColorJitter(**{name: 0.6}))
-    stream = {"brightness": 0, "contrast": 1, "saturation": 2}[name]
     for image, result, key in zip(IMAGES, out, keys):
-        factor = rnd.uniform_range(key, stream, 0.4, 1.6)
+        factor = rnd.uniform_range(key, rnd.draw_number(name), 0.4, 1.6)
         img = torch.from_numpy(image)
         if name == "brightness":
             expected = blend(img, torch.zeros_like(img), factor)
@@ -75,7 +74,7 @@ def test_grayscale_and_solarize():
     out, keys = run(RandomGrayscale(p=0.5))
     changed = 0
     for image, result, key in zip(IMAGES, out, keys):
-        if rnd.uniform(key, 0) < 0.5:
+        if rnd.uniform(key, rnd.draw_number("apply")) < 0.5:
             expected = gray(torch.from_numpy(image)).numpy()
             assert (result == expected[..., None]).all()
             changed += 1
@@ -89,7 +88,7 @@ def test_grayscale_and_solarize():
 def test_gaussian_blur_matches_a_reflect_padded_convolution():
     out, keys = run(GaussianBlur(5, sigma=(0.5, 2.0)))
     for image, result, key in zip(IMAGES, out, keys):
-        sigma = rnd.uniform_range(key, 0, 0.5, 2.0)
+        sigma = rnd.uniform_range(key, rnd.draw_number("sigma"), 0.5, 2.0)
         t = torch.arange(-2, 3, dtype=torch.float64)
         kernel = torch.exp(-0.5 * (t / sigma) ** 2)
         kernel = (kernel / kernel.sum()).float()
@@ -111,7 +110,8 @@ def test_random_erasing_and_cutout():
         assert (result[rows.min():rows.max() + 1, cols.min():cols.max() + 1] == (1, 2, 3)).all()  # one rectangle
     out, keys = run(Cutout(8, fill=255))
     for result, key in zip(out, keys):
-        cy, cx = rnd.integers(key, 0, 0, 20), rnd.integers(key, 1, 0, 28)
+        cy = rnd.integers(key, rnd.draw_number("center_y"), 0, 20)
+        cx = rnd.integers(key, rnd.draw_number("center_x"), 0, 28)
         top, left = max(0, cy - 4), max(0, cx - 4)
         assert (result[top:min(20, cy + 4), left:min(28, cx + 4)] == 255).all()
 
@@ -154,7 +154,8 @@ def test_random_erasing_refuses_what_it_cannot_erase():
 def test_translate_and_flips():
     out, keys = run(RandomTranslate(3, fill=0))
     for image, result, key in zip(IMAGES, out, keys):
-        dy, dx = rnd.integers(key, 0, -3, 4), rnd.integers(key, 1, -3, 4)
+        dy = rnd.integers(key, rnd.draw_number("shift_y"), -3, 4)
+        dx = rnd.integers(key, rnd.draw_number("shift_x"), -3, 4)
         padded = np.zeros((26, 34, 3), np.uint8)
         padded[3:23, 3:31] = image
         np.testing.assert_array_equal(result, padded[3 + dy:23 + dy, 3 + dx:31 + dx])

@@ -143,5 +143,5 @@ def test_a_batch_augmentation_draws_each_images_parameters_from_that_images_key(
     shifted = jitter.sample(BATCH[3:], keys[3:])
     for name in ("brightness", "contrast", "saturation", "hue"):
         torch.testing.assert_close(params[name][3:], shifted[name], rtol=0, atol=0)
-    expected = 0.6 + 0.8 * torch.tensor([rnd.uniform(key, 0) for key in keys]).float()
+    expected = 0.6 + 0.8 * torch.tensor([rnd.uniform(key, rnd.draw_number("brightness")) for key in keys]).float()
     torch.testing.assert_close(params["brightness"], expected)

@@ -62,7 +62,7 @@ def test_lambdas_follow_beta_and_are_deterministic(dataset):
     path, _, labels = dataset
     alpha = 0.4
     keys = [np.uint64(rnd.sample_key(np.uint64(9), 0, i, 0)) for i in range(20_000)]
-    draws = np.array([rnd.beta(key, 0, alpha, alpha) for key in keys])
+    draws = np.array([rnd.beta(key, rnd.draw_number("lam"), alpha, alpha) for key in keys])
     assert abs(draws.mean() - 0.5) < 0.01 and abs(draws.var() - 1 / (4 * (2 * alpha + 1))) < 0.005
     first, second = batches(path, MixUp(alpha)), batches(path, MixUp(alpha))
     for (a, la), (b, lb) in zip(first, second):

@@ -79,3 +79,125 @@ def test_changing_an_operation_s_settings_keeps_every_stream():
         return Pipeline([ArraySource(images), ScaledDraw(first_scale), ScaledDraw(1.0)]).compile(10)(np.arange(10))
 
     np.testing.assert_array_equal(drawn(1.0).copy(), drawn(2.0))
+
+
+# ---------------------------------------------------------------- named draws
+
+_COMPILED_DRAWS = None  # set by the test below: a module-level named tuple, as operations keep theirs
+
+
+def test_named_draw_numbers_depend_only_on_their_names():
+    from numba import njit
+
+    from slipstream.compiler import random as rnd
+
+    first = rnd.named_draws("top", "left", "flip")
+    grown = rnd.named_draws("area", "top", "left", "aspect", "flip")  # names added, in another order
+    shrunk = rnd.named_draws("flip")
+    assert (grown.top, grown.left, grown.flip) == (first.top, first.left, first.flip)
+    assert shrunk.flip == first.flip == rnd.draw_number("flip")
+    assert len(set(grown)) == 5
+    # every number, with its block and the 2k + 1 of normal(), inside int64
+    assert all(0 <= n and 2 * (n + rnd.DRAW_BLOCK) + 1 < 2**63 for n in grown)
+
+    global _COMPILED_DRAWS
+    _COMPILED_DRAWS = first
+
+    @njit
+    def drawn(key):  # compiled code reads the names as constants
+        return rnd.uniform(key, _COMPILED_DRAWS.flip), rnd.uniform(key, _COMPILED_DRAWS.top + 3)
+
+    assert drawn(12345) == (rnd.uniform(12345, first.flip), rnd.uniform(12345, first.top + 3))
+
+
+def test_named_draws_whose_blocks_overlap_are_refused():
+    import pytest
+
+    from slipstream.compiler import random as rnd
+
+    with pytest.raises(ValueError, match="named draws 'a' and 'b' overlap|named draws 'b' and 'a' overlap"):
+        rnd.named_draws("a", "b", block=2**60)  # first numbers lie below 2**60: any two such blocks overlap
+    with pytest.raises(ValueError, match="given twice"):
+        rnd.named_draws("top", "left", "top")
+    with pytest.raises(ValueError, match="identifier"):
+        rnd.named_draws("top left")
+
+
+# ---------------------------------------------------------------- explicit keys
+
+
+def _drawn(pipelines, output):
+    from slipstream.compiler import Pipeline
+
+    return np.array(Pipeline(pipelines).compile(10)(np.arange(10))[output])
+
+
+def test_a_keyed_operation_keeps_its_draws_when_its_output_is_renamed_or_an_alike_operation_comes_first():
+    import slipstream as ss
+    from slipstream.compiler import ArraySource
+    from test_compiler import DrawUniform
+
+    images = np.arange(10 * 4 * 4 * 3, dtype=np.uint8).reshape(10, 4, 4, 3)
+    keyed = _drawn({"output": [ArraySource(images), ss.Keyed(DrawUniform(), key="draw")]}, "output")
+    renamed = _drawn({"renamed": [ArraySource(images), ss.Keyed(DrawUniform(), key="draw")]}, "renamed")
+    after_alike = _drawn({"output": [ArraySource(images), DrawUniform(), ss.Keyed(DrawUniform(), key="draw")]},
+                         "output")
+    np.testing.assert_array_equal(keyed, renamed)
+    np.testing.assert_array_equal(keyed, after_alike)
+    # unkeyed, both edits move the stream
+    plain = _drawn({"output": [ArraySource(images), DrawUniform()]}, "output")
+    assert not np.array_equal(plain, _drawn({"renamed": [ArraySource(images), DrawUniform()]}, "renamed"))
+    assert not np.array_equal(plain, _drawn({"output": [ArraySource(images), DrawUniform(), DrawUniform()]}, "output"))
+
+
+def test_a_keyed_node_draws_alike_in_two_outputs():
+    import slipstream as ss
+    from slipstream.compiler import ArraySource, RandomApply
+    from test_compiler import FlipX
+
+    images = np.arange(10 * 4 * 4 * 3, dtype=np.uint8).reshape(10, 4, 4, 3)
+    flips = {name: [ArraySource(images), ss.Keyed(RandomApply(FlipX(), p=0.5), key="flip")] for name in ("a", "b")}
+    np.testing.assert_array_equal(_drawn(flips, "a"), _drawn(flips, "b"))
+    unkeyed = {name: [ArraySource(images), RandomApply(FlipX(), p=0.5)] for name in ("a", "b")}
+    assert not np.array_equal(_drawn(unkeyed, "a"), _drawn(unkeyed, "b"))
+
+
+def test_the_same_key_in_two_outputs_of_a_loader_crops_them_alike(tmp_path):
+    import slipstream as ss
+    from slipstream.ops import RandomHorizontalFlip, RandomResizedCrop
+
+    path = dataset(tmp_path, raw=True)
+
+    def crops(key):
+        def crop():
+            return ss.Keyed(RandomResizedCrop(32), key=key) if key else RandomResizedCrop(32)
+        return _batches(path, {"image": [crop()], "view_2": ss.View("image", [crop()]), "label": []})
+
+    alike = crops("crop")
+    assert [b["image"] for b in alike] == [b["view_2"] for b in alike]
+    unkeyed = crops(None)
+    assert [b["image"] for b in unkeyed] != [b["view_2"] for b in unkeyed]
+    # renamed, and followed by a flip (a keyed crop does not take it in): the crop keeps its draws
+    renamed = _batches(path, {"renamed": ss.View("image", [ss.Keyed(RandomResizedCrop(32), key="crop")]),
+                              "label": []})
+    assert [b["renamed"] for b in renamed] == [b["image"] for b in alike]
+    flipped = _batches(path, {"image": [ss.Keyed(RandomResizedCrop(32), key="crop"), RandomHorizontalFlip(0.0)],
+                              "label": []})
+    assert [b["image"] for b in flipped] == [b["image"] for b in alike]
+
+
+def test_the_same_key_twice_in_one_output_is_refused(tmp_path):
+    import pytest
+
+    import slipstream as ss
+    from slipstream.compiler import ArraySource, Pipeline
+    from slipstream.ops import RandomHorizontalFlip, RandomResizedCrop
+    from test_compiler import DrawUniform, FlipX
+
+    images = np.zeros((4, 4, 4, 3), np.uint8)
+    with pytest.raises(ss.PipelineError, match=r"key 'k' to both FlipX\(\) and DrawUniform\(\)"):
+        Pipeline([ArraySource(images), ss.Keyed(FlipX(), key="k"), ss.Keyed(DrawUniform(), key="k")]).compile(4)
+    path = dataset(tmp_path, raw=True)
+    with pytest.raises(ss.PipelineError, match=r"'image' gives key 'k' to both .*RandomHorizontalFlip"):
+        ss.Loader(path, 8, {"image": [ss.Keyed(RandomResizedCrop(32), key="k"),
+                                      ss.Keyed(RandomHorizontalFlip(), key="k")]}, verbose=False)

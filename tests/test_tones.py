@@ -285,7 +285,7 @@ def test_operations_apply_with_probability_p_from_the_sample_key(pipeline, name)
         stream = compiled.graph.pipelines[f"{name} {when}"][1].stream
         applied = 0
         for i, (image, result) in enumerate(zip(BATCH, outputs[f"{name} {when}"])):
-            if rnd.uniform(np.uint64(rnd.sample_key(np.uint64(SEED), 0, i, stream)), 0) < p:
+            if rnd.uniform(np.uint64(rnd.sample_key(np.uint64(SEED), 0, i, stream)), rnd.draw_number("apply")) < p:
                 assert_exact(result, effect(image))
                 applied += 1
             else:

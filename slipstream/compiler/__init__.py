@@ -14,6 +14,7 @@ from slipstream.compiler.kinds import Kind
 from slipstream.compiler.nodes import DecoderNode, EmitContext, Node, RandomApply, RefNode, TransformNode, find_node
 from slipstream.compiler.operation import Decoder, Operation, TakesKeys, TorchOperation
 from slipstream.compiler.pipeline import ArraySource, CompiledPipeline, Pipeline
+from slipstream.compiler.rewrites import Keyed
 from slipstream.compiler.state import Allocation, State
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "EmitContext",
     "Graph",
     "Internal",
+    "Keyed",
     "Kind",
     "Node",
     "Operation",

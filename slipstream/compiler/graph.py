@@ -15,8 +15,8 @@ from slipstream.compiler import symbols
 from slipstream.compiler.kinds import Kind, is_compiled_stage
 from slipstream.compiler.nodes import DeclarationError, DecoderNode, Node, TransformNode
 from slipstream.compiler.operation import Decoder, Operation, as_operation
-from slipstream.compiler.random import stream_id
-from slipstream.compiler.rewrites import FieldOperation
+from slipstream.compiler.random import keyed_stream_id, stream_id
+from slipstream.compiler.rewrites import FieldOperation, Keyed
 from slipstream.compiler.state import Allocation
 from slipstream.errors import PipelineError
 
@@ -86,7 +86,9 @@ class Graph:
                 raise PipelineError(f"pipeline {name!r} is empty")
             nodes: list[Node] = []
             for position, item in enumerate(items):
-                node = _node_for(item, name, position).placed(nodes[-1] if nodes else None, next_id, name)
+                stream_key = item.key if isinstance(item, Keyed) else None
+                node = _node_for(item.entry if isinstance(item, Keyed) else item, name, position)
+                node = node.placed(nodes[-1] if nodes else None, next_id, name, stream_key)
                 next_id += 1
                 nodes.append(node)
             self.pipelines[name] = nodes
@@ -205,6 +207,9 @@ def entry_problem(item: Any) -> str | None:
     or a torch module (whether it fits where it stands is checked when the
     graph is built)."""
     torch = sys.modules.get("torch")  # a module instance means torch is imported already
+    if isinstance(item, Keyed):
+        problem = entry_problem(item.entry)
+        return None if problem is None else f"{item!r} wraps what is not an entry: {problem}"
     if isinstance(item, (Operation, Node, FieldOperation)):
         return None
     if torch is not None and isinstance(item, torch.nn.Module):
@@ -248,12 +253,22 @@ def _node_for(item: Any, pipeline: str, position: int) -> Node:
 def _number_streams(pipeline: str, nodes: list[Node]) -> None:
     """Give each node of a pipeline its random streams, from the pipeline's
     name, what the node is and how many alike nodes precede it (see
-    :mod:`slipstream.compiler.random`)."""
+    :mod:`slipstream.compiler.random`), or from its explicit key alone.  A
+    keyed node still counts among its alike nodes, so that keying one
+    keeps the streams of the others."""
     seen: dict[str, int] = {}
+    keyed: dict[str, Node] = {}
     for node in nodes:
         identity = node.identity()
         node.stream = stream_id(pipeline, identity, seen.get(identity, 0))
         seen[identity] = seen.get(identity, 0) + 1
+        if node.stream_key is not None:
+            if node.stream_key in keyed:
+                raise PipelineError(f"pipeline {pipeline!r} gives key {node.stream_key!r} to both "
+                                    f"{keyed[node.stream_key].describe()} and {node.describe()}: one output's "
+                                    f"entries draw alike only by mistake, so each key may appear once in it")
+            keyed[node.stream_key] = node
+            node.stream = keyed_stream_id(node.stream_key)
 
 
 __all__ = ["Buffer", "Graph", "Internal"]

@@ -19,6 +19,7 @@ from slipstream.compiler import astgen as A
 from slipstream.compiler.checks import returns_its_input
 from slipstream.compiler.kinds import Kind, stage_number
 from slipstream.compiler.operation import Decoder, Operation, TorchOperation
+from slipstream.compiler.random import named_draws
 from slipstream.compiler.state import Allocation, State
 from slipstream.errors import PipelineError
 
@@ -119,11 +120,13 @@ class Node:
         self.allocations: tuple[Allocation, ...] = ()
         self.stage = 0
         self.stream = 0  # the first of this node's random streams (slipstream.compiler.random.stream_id)
+        self.stream_key: str | None = None  # the explicit stream key of a Keyed entry
 
-    def placed(self, parent: Node | None, node_id: int, pipeline: str) -> Node:
-        """A copy of this node placed in a graph."""
+    def placed(self, parent: Node | None, node_id: int, pipeline: str, stream_key: str | None = None) -> Node:
+        """A copy of this node placed in a graph, with the explicit stream
+        key ``stream_key`` when its entry gave one (:class:`~slipstream.compiler.Keyed`)."""
         node = copy.copy(self)
-        node.parent, node.id, node.pipeline = parent, node_id, pipeline
+        node.parent, node.id, node.pipeline, node.stream_key = parent, node_id, pipeline, stream_key
         return node
 
     @property
@@ -357,11 +360,15 @@ def find_node(pipelines: dict[str, list[Node]], referrer: str, pipeline: str, op
     return found[0]
 
 
+_RANDOM_APPLY_DRAWS = named_draws("apply")
+
+
 class RandomApply(TransformNode):
     """Apply a per-sample operation to each sample with probability ``p``.
 
-    Emits ``if uniform(key, 0) < p: ... else: ...`` into the sample loop; the
-    draw and the operation use independent random keys.  The operation must
+    Emits ``if uniform(key, APPLY) < p: ... else: ...`` into the sample
+    loop (``APPLY``: its named draw ``apply``); the draw and the operation
+    use independent random keys.  The operation must
     keep the shape and dtype of its input.
     """
 
@@ -383,7 +390,7 @@ class RandomApply(TransformNode):
         return state, memory
 
     def emit(self, ctx: EmitContext) -> list[ast.stmt]:
-        coin = A.call(ctx.helper("uniform"), ctx.key(self, stream=1), A.const(0))
+        coin = A.call(ctx.helper("uniform"), ctx.key(self, stream=1), A.const(_RANDOM_APPLY_DRAWS.apply))
         applied = [A.assign(ctx.target(self), A.call(ctx.code(self), ctx.value(self.parent), *ctx.outs(self),
                                                        ctx.key(self)))]
         if self.allocations:  # the output buffer must hold the sample either way

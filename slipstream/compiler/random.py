@@ -18,12 +18,20 @@ The mixing function is SplitMix64's finalizer (Steele, Lea and Flood,
 on 64-bit integers with good avalanche; a key is made by chaining it over the
 four counters, and the k-th draw of a key mixes the key with k.
 
+An operation names its draws rather than numbering them:
+``DRAWS = named_draws("top", "left", "flip")`` gives each name a draw
+number that is a function of the name alone, so that adding, removing or
+renaming one draw never moves another; ``uniform(key, DRAWS.flip)`` is then
+the flip's draw.  A name owns a block of :data:`DRAW_BLOCK` consecutive
+numbers, so that indexed draws (``DRAWS.area + attempt``) stay its own.
+
 All functions here are compiled with Numba and callable both from Python and
 from operation code.
 """
 
 from __future__ import annotations
 
+import collections
 import hashlib
 
 import numpy as np
@@ -64,6 +72,65 @@ def stream_id(output: str, identity: str, occurrence: int) -> int:
     for s = 0, 1."""
     digest = hashlib.sha256(f"{output}\0{identity}\0{occurrence}".encode()).digest()
     return int.from_bytes(digest[:8], "little") >> 2 << 1
+
+
+def keyed_stream_id(key: str) -> int:
+    """The identity of an operation given an explicit stream key
+    (:class:`slipstream.Keyed`): a function of the key alone, so that the
+    same key draws the same numbers in any output and at any place, and
+    an even integer below 2**63 as :func:`stream_id`'s is.  The prefix
+    keeps it apart from every :func:`stream_id`."""
+    digest = hashlib.sha256(f"\0key\0{key}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 2 << 1
+
+
+DRAW_BLOCK = 1 << 32
+"""How many consecutive draw numbers a named draw owns unless
+:func:`named_draws` is told otherwise: ``DRAWS.name + i`` is the name's own
+for ``0 <= i < DRAW_BLOCK``."""
+
+_FIRST_DRAW_BITS = 60  # first numbers below 2**60 and blocks of at most 2**60: 2k + 1 (normal) stays below 2**62
+
+
+def draw_number(name: str) -> int:
+    """The first draw number of the draw named ``name``: the leading bits of
+    the name's SHA-256, a function of the name alone, below 2**60."""
+    digest = hashlib.sha256(f"draw\0{name}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> (64 - _FIRST_DRAW_BITS)
+
+
+def named_draws(*names: str, block: int = DRAW_BLOCK) -> tuple[int, ...]:
+    """The draw numbers of one operation's named draws, as a named tuple
+    (``DRAWS.top``; compiled code reads a module-level one as constants).
+
+    Each name's number is :func:`draw_number` of the name, whatever the
+    other names are, so a draw added or removed leaves the others where
+    they were, and two operations that name a draw alike (a crop and the
+    flip folded into it: ``"flip"``) draw it alike.  Each name owns the
+    ``block`` numbers from its own: give every name of an operation at
+    once, so that overlapping blocks are found when the module is imported.
+
+    Raises:
+        ValueError: a name that is not an identifier, or given twice; a
+            block out of [1, 2**60]; two names whose blocks overlap.
+    """
+    if not names:
+        raise ValueError("named_draws needs at least one name")
+    if not 1 <= block <= 1 << _FIRST_DRAW_BITS:
+        raise ValueError(f"named_draws: block must lie in [1, 2**{_FIRST_DRAW_BITS}], got {block}")
+    for name in names:
+        if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
+            raise ValueError(f"named_draws: a draw's name must be an identifier not starting with '_', got {name!r}")
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"named_draws: {', '.join(map(repr, repeated))} given twice")
+    numbers = [draw_number(name) for name in names]
+    ordered = sorted(zip(numbers, names))
+    for (first, name), (second, other) in zip(ordered, ordered[1:]):
+        if second - first < block:
+            raise ValueError(f"named draws {name!r} and {other!r} overlap: their blocks of {block} numbers start "
+                             f"{second - first} apart; rename one of them")
+    return collections.namedtuple("NamedDraws", names)(*numbers)
 
 
 @njit(cache=True, nogil=True)

@@ -14,11 +14,15 @@ recognise entries by what they are, not by the attributes they happen to have:
 * :class:`LooksAhead`: an entry whose defaults depend on the entries after
   it (``RandomErasing`` fills with the colour that a later ``Normalize``
   turns into 0).  :func:`fold` settles them first.
+
+And one wrapper, :class:`Keyed`: an entry whose random stream comes from an
+explicit key rather than from its place.
 """
 
 from __future__ import annotations
 
 import abc
+import dataclasses
 from typing import Any
 
 from slipstream.compiler.nodes import DecoderNode
@@ -65,16 +69,67 @@ class LooksAhead(abc.ABC):
         after it, in order) decide."""
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class Keyed(LooksAhead):
+    """A pipeline entry whose random draws come from ``key`` alone, not
+    from where it stands (docs/compiler.md, "Randomness")::
+
+        pipelines = {
+            "image": [slipstream.Keyed(RandomResizedCrop(224), key="crop"), Normalize()],
+            "view_2": slipstream.View("image", [slipstream.Keyed(RandomResizedCrop(224), key="crop"),
+                                                ColorJitter(0.4, 0.4, 0.4), Normalize()]),
+        }
+
+    Its stream keeps its draws when other entries are inserted or removed,
+    when alike operations come before it, and when its output is renamed;
+    the same key in two outputs draws the same numbers (above: both outputs
+    cropped alike).  One output may not hold the same key twice.  A keyed
+    entry is never folded with its neighbours (a flip after a keyed crop
+    stays a flip of its own), so that the key keys just the entry it wraps.
+
+    Args:
+        entry: an operation, a node (``RandomApply``), a torch module, or a
+            first entry that decodes a field (a crop, in a loader: the key
+            keys the decoder it becomes).
+        key: a non-empty string.
+    """
+
+    entry: Any
+    key: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.key, str) or not self.key:
+            raise ValueError(f"Keyed: key must be a non-empty string, got {self.key!r}")
+        if isinstance(self.entry, Keyed):
+            raise ValueError(f"Keyed: {self.entry!r} has a key already")
+
+    def settled(self, following: list[Any]) -> Keyed:
+        """The wrapped entry's defaults settled, the key kept."""
+        if isinstance(self.entry, LooksAhead):
+            return Keyed(self.entry.settled(following), self.key)
+        return self
+
+    def __repr__(self) -> str:
+        return f"Keyed({self.entry!r}, key={self.key!r})"
+
+
+def unkeyed(entry: Any) -> Any:
+    """The entry a :class:`Keyed` wraps; any other entry itself."""
+    return entry.entry if isinstance(entry, Keyed) else entry
+
+
 def fold(entries: list[Any]) -> list[Any]:
     """``entries`` with the defaults of :class:`LooksAhead` entries settled,
     then each pair of adjacent entries joined where the first is
     :class:`Foldable` and knows how (repeatedly: a joined pair may take in
-    the entry after it too)."""
+    the entry after it too); a :class:`Keyed` entry is left as it is."""
     entries = [entry.settled(entries[k + 1:]) if isinstance(entry, LooksAhead) else entry
                for k, entry in enumerate(entries)]
     folded: list[Any] = []
     for entry in entries:
-        joined = folded[-1].fold(entry) if folded and isinstance(folded[-1], Foldable) else None
+        joined = None
+        if folded and isinstance(folded[-1], Foldable) and not isinstance(entry, Keyed):
+            joined = folded[-1].fold(entry)
         if joined is not None:
             folded[-1] = joined
         else:

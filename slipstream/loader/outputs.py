@@ -30,7 +30,7 @@ from typing import Any
 
 from slipstream.compiler import Decoder, RefNode
 from slipstream.compiler.graph import Internal, check_pipeline, unwrapped
-from slipstream.compiler.rewrites import FieldOperation, fold
+from slipstream.compiler.rewrites import FieldOperation, Keyed, fold, unkeyed
 from slipstream.errors import ArgumentError
 
 
@@ -97,7 +97,7 @@ def resolve_outputs(given: Given, fields: Mapping[str, Any], source: Any,
             operations = _field_pipeline(name, name, entry, fields, source)
         else:
             operations = fold(check_pipeline(name, entry))
-            if not operations or not isinstance(operations[0], (Decoder, RefNode)):
+            if not operations or not isinstance(unkeyed(operations[0]), (Decoder, RefNode)):
                 raise ArgumentError(_unknown(name, fields, dataset, "gives it operations that do not start "
                                                                     "with a decoder or a RefNode"))
         outputs[name] = operations if output else Internal(operations)
@@ -112,12 +112,16 @@ def _field_pipeline(output: str, field: str, entries: Sequence[Any], fields: Map
     decoder in front unless the list starts with one, decoding operations
     bound to the field."""
     operations = fold(check_pipeline(output, entries))
-    if not operations or not isinstance(operations[0], (Decoder, RefNode, FieldOperation)):
+    if not operations or not isinstance(unkeyed(operations[0]), (Decoder, RefNode, FieldOperation)):
         operations = fields[field].default_pipeline(field, source) + operations
     bound: list[Any] = []
     for op in operations:
-        entry = op.bind(source, field) if isinstance(op, FieldOperation) else op
-        bound.extend(entry if isinstance(entry, list) else [entry])
+        inner = unkeyed(op)
+        entry = inner.bind(source, field) if isinstance(inner, FieldOperation) else inner
+        entry = entry if isinstance(entry, list) else [entry]
+        if isinstance(op, Keyed):  # the first entry decodes and draws; what a bind adds after it draws nothing
+            entry[0] = Keyed(entry[0], op.key)
+        bound.extend(entry)
     return bound
 
 

@@ -20,6 +20,16 @@ from slipstream.compiler.rewrites import LooksAhead
 from slipstream.fields import geometry
 
 
+_FLIP_DRAWS = rnd.named_draws("flip")
+_JITTER_DRAWS = rnd.named_draws("order", "brightness", "contrast", "saturation", "hue")  # order + k: factor k's rank
+_COIN_DRAWS = rnd.named_draws("apply")  # the operations that apply with probability p and draw nothing else
+_BLUR_DRAWS = rnd.named_draws("sigma")
+# RandomErasing: try t draws area + t and aspect + t; pixel i of a noise box (channel-major) is normal(noise + i).
+_ERASE_DRAWS = rnd.named_draws("apply", "area", "aspect", "top", "left", "noise")
+_CUTOUT_DRAWS = rnd.named_draws("center_y", "center_x")
+_TRANSLATE_DRAWS = rnd.named_draws("shift_y", "shift_x")
+
+
 def _check_image(op: Operation, state: State) -> None:
     if len(state.shape) != 3 or state.dtype != np.uint8:
         raise ValueError(f"{type(op).__name__} takes (height, width, channels) uint8 images, got "
@@ -58,7 +68,7 @@ class RandomHorizontalFlip(_RandomFlip):
         p, one, set_shift = self.p, uint64(1), geometry.set_shift
 
         def flip(x, out, transform, key):
-            flipped = rnd.uniform(key, 0) < p
+            flipped = rnd.uniform(key, _FLIP_DRAWS.flip) < p
             set_shift(transform, x.shape[0], x.shape[1], 0, 0, False, flipped)
             if not flipped:  # the output is always ``out``: the compiler relies on it
                 return copy_sample(out, x)
@@ -84,7 +94,7 @@ class RandomVerticalFlip(_RandomFlip):
         p, one, set_shift = self.p, uint64(1), geometry.set_shift
 
         def flip(x, out, transform, key):
-            flipped = rnd.uniform(key, 0) < p
+            flipped = rnd.uniform(key, _FLIP_DRAWS.flip) < p
             set_shift(transform, x.shape[0], x.shape[1], 0, 0, flipped, False)
             if not flipped:
                 return copy_sample(out, x)
@@ -246,16 +256,16 @@ class ColorJitter(Operation):
         use_b, use_c, use_s, use_h = active
 
         def jitter(x, key):
-            order = np.argsort(np.array([rnd.uniform(key, 10 + k) for k in range(4)]))
+            order = np.argsort(np.array([rnd.uniform(key, _JITTER_DRAWS.order + k) for k in range(4)]))
             for step in order:
                 if step == 0 and use_b:
-                    adjust_brightness(x, rnd.uniform_range(key, 0, b_lo, b_hi))
+                    adjust_brightness(x, rnd.uniform_range(key, _JITTER_DRAWS.brightness, b_lo, b_hi))
                 elif step == 1 and use_c:
-                    adjust_contrast(x, rnd.uniform_range(key, 1, c_lo, c_hi))
+                    adjust_contrast(x, rnd.uniform_range(key, _JITTER_DRAWS.contrast, c_lo, c_hi))
                 elif step == 2 and use_s:
-                    adjust_saturation(x, rnd.uniform_range(key, 2, s_lo, s_hi))
+                    adjust_saturation(x, rnd.uniform_range(key, _JITTER_DRAWS.saturation, s_lo, s_hi))
                 elif step == 3 and use_h:
-                    adjust_hue(x, rnd.uniform_range(key, 3, h_lo, h_hi))
+                    adjust_hue(x, rnd.uniform_range(key, _JITTER_DRAWS.hue, h_lo, h_hi))
             return x
 
         return jitter
@@ -295,7 +305,7 @@ class RandomGrayscale(Operation):
         p = self.p
 
         def grayscale(x, key):
-            if rnd.uniform(key, 0) < p:
+            if rnd.uniform(key, _COIN_DRAWS.apply) < p:
                 flat = x.reshape(-1)
                 for q in range(uint64(flat.size // 3)):
                     v = np.uint8(_gray(np.float32(flat[3 * q]), np.float32(flat[3 * q + 1]),
@@ -324,7 +334,7 @@ class RandomSolarize(Operation):
         top = np.uint8(255)
 
         def solarize(x, key):
-            if rnd.uniform(key, 0) < p:
+            if rnd.uniform(key, _COIN_DRAWS.apply) < p:
                 flat = x.reshape(-1)
                 for j in range(uint64(flat.size)):
                     v = flat[j]
@@ -364,7 +374,7 @@ class GaussianBlur(Operation):
         lo, hi = self.sigma
 
         def blur(x, out, rows, key):
-            sigma = rnd.uniform_range(key, 0, lo, hi)
+            sigma = rnd.uniform_range(key, _BLUR_DRAWS.sigma, lo, hi)
             weights = np.empty(2 * radius + 1, np.float32)
             total = 0.0
             for t in range(-radius, radius + 1):
@@ -460,17 +470,18 @@ class RandomErasing(Operation, LooksAhead):
         fill_bits = fill.astype(np.float16).view(np.uint16)
 
         def erase(x, key):
-            if not rnd.uniform(key, 0) < p:
+            if not rnd.uniform(key, _ERASE_DRAWS.apply) < p:
                 return x
             height, width = _image_size(x)
             area = height * width
             for attempt in range(10):
-                target = area * rnd.uniform_range(key, 1 + 2 * attempt, s_lo, s_hi)
-                aspect = np.exp(rnd.uniform_range(key, 2 + 2 * attempt, log_lo, log_hi))
+                target = area * rnd.uniform_range(key, _ERASE_DRAWS.area + attempt, s_lo, s_hi)
+                aspect = np.exp(rnd.uniform_range(key, _ERASE_DRAWS.aspect + attempt, log_lo, log_hi))
                 h = int(np.rint(np.sqrt(target * aspect)))
                 w = int(np.rint(np.sqrt(target / aspect)))
                 if h < height and w < width:
-                    top, left = rnd.integers(key, 30, 0, height - h + 1), rnd.integers(key, 31, 0, width - w + 1)
+                    top = rnd.integers(key, _ERASE_DRAWS.top, 0, height - h + 1)
+                    left = rnd.integers(key, _ERASE_DRAWS.left, 0, width - w + 1)
                     if noise:
                         _fill_noise(x, top, left, h, w, key)
                     else:
@@ -519,10 +530,6 @@ def _fill_box_compiled(x, top, left, h, w, fill, fill_bits):  # noqa: ANN001
     return lambda x, top, left, h, w, fill, fill_bits: _fill_planes(x, top, left, h, w, fill)
 
 
-_NOISE_DRAWS = 64
-"""RandomErasing's noise: pixel i of the box (channel-major) takes normal draw ``_NOISE_DRAWS + i``."""
-
-
 def _fill_noise(x: np.ndarray, top: int, left: int, h: int, w: int, key: int) -> None:
     """Set the box (top, left, h, w) of the (channels, height, width) float
     sample ``x`` to standard normal draws of ``key``, one per pixel and
@@ -539,7 +546,7 @@ def _fill_noise_compiled(x, top, left, h, w, key):  # noqa: ANN001
         for k in range(x.shape[0]):
             for r in range(h):
                 for c in range(w):
-                    value = rnd.normal(key, _NOISE_DRAWS + (k * h + r) * w + c)
+                    value = rnd.normal(key, _ERASE_DRAWS.noise + (k * h + r) * w + c)
                     if bits:
                         x[k, top + r, left + c] = half_bits(value)
                     else:
@@ -594,7 +601,8 @@ class Cutout(Operation):
 
         def cutout(x, key):
             height, width, channels = x.shape
-            cy, cx = rnd.integers(key, 0, 0, height), rnd.integers(key, 1, 0, width)
+            cy = rnd.integers(key, _CUTOUT_DRAWS.center_y, 0, height)
+            cx = rnd.integers(key, _CUTOUT_DRAWS.center_x, 0, width)
             for r in range(max(0, cy - size // 2), min(height, cy - size // 2 + size)):
                 for c in range(max(0, cx - size // 2), min(width, cx - size // 2 + size)):
                     for k in range(channels):
@@ -623,7 +631,8 @@ class RandomTranslate(Operation, geometry.Geometric):
         fill = np.broadcast_to(np.asarray(self.fill, np.float64), (3,)).astype(np.uint8)
 
         def translate(x, out, transform, key):
-            dy, dx = rnd.integers(key, 0, -pad, pad + 1), rnd.integers(key, 1, -pad, pad + 1)
+            dy = rnd.integers(key, _TRANSLATE_DRAWS.shift_y, -pad, pad + 1)
+            dx = rnd.integers(key, _TRANSLATE_DRAWS.shift_x, -pad, pad + 1)
             height, width, channels = x.shape
             # out[r, c] = x[r + dy, c + dx]: the content moves by (-dy, -dx)
             set_shift(transform, height, width, -dy, -dx, False, False)

@@ -20,18 +20,18 @@ runs its steps with the tensor kernels even on PIL input (so its posterize
 to 0 bits gives black, as here, where Pillow would refuse 0).
 
 The draws come from the sample's counter-based key
-(:mod:`slipstream.compiler.random`), by a fixed plan, so that a batch is the
-same whatever the thread count or resume point.  With ``W`` the mixture
-width:
+(:mod:`slipstream.compiler.random`), by a fixed plan of named draws, so
+that a batch is the same whatever the thread count or resume point:
 
-* draws 0 and 1 (as Gamma sub-keys): ``g0, g1 ~ Gamma(alpha)``; the
-  original's weight is ``m = g0 / (g0 + g1)``, the chains share ``g1 / (g0
-  + g1)``;
-* draws ``2 .. W + 1`` (Gamma sub-keys): ``h_i ~ Gamma(alpha)``; chain
+* draws ``original`` and ``shared`` (as Gamma sub-keys): ``g0, g1 ~
+  Gamma(alpha)``; the original's weight is ``m = g0 / (g0 + g1)``, the
+  chains share ``g1 / (g0 + g1)``;
+* draw ``weight + i`` (a Gamma sub-key): ``h_i ~ Gamma(alpha)``; chain
   ``i`` weighs ``h_i / sum(h) * g1 / (g0 + g1)`` (float32 product);
-* draw ``W + 2 + i``: the sub-key ``c`` of chain ``i``, whose draw 0 is its
-  depth (when ``chain_depth <= 0``) and draws ``3s + 1``, ``3s + 2``, ``3s +
-  3`` step ``s``'s primitive, bin and sign.
+* draw ``chain + i``: the sub-key ``c`` of chain ``i``, whose draw
+  ``depth`` is its depth (when ``chain_depth <= 0``) and draws
+  ``primitive + s``, ``bin + s``, ``sign + s`` step ``s``'s primitive, bin
+  and sign.
 
 Each ratio is computed as torch's Dirichlet sampler computes it
 (``_s_dirichlet_cpu`` in ``aten/src/ATen/native/Distributions.cpp``): the
@@ -67,6 +67,8 @@ BINS = 10
 """Magnitudes per primitive: torchvision's ``AugMix._PARAMETER_MAX``, and the
 largest ``severity``."""
 
+_DRAWS = rnd.named_draws("original", "shared", "weight", "chain")
+_CHAIN_DRAWS = rnd.named_draws("depth", "primitive", "bin", "sign")  # a chain's sub-key's
 _TINY = float(np.finfo(np.float64).tiny)
 _TINY32, _BELOW_ONE32 = np.finfo(np.float32).tiny, np.nextafter(np.float32(1), np.float32(0))
 
@@ -115,23 +117,24 @@ def augmix_draw(key, space, severity, chain_depth, alpha, height, width, weights
     chain's depth in ``depths``, and its steps in the rows of ``ops`` and
     ``magnitudes`` (``chain_depth`` or 3 columns)."""
     chains = depths.size
-    g0, g1 = _gamma(key, 0, alpha), _gamma(key, 1, alpha)
+    g0, g1 = _gamma(key, _DRAWS.original, alpha), _gamma(key, _DRAWS.shared, alpha)
     weights[0] = _ratio(g0, g0 + g1)
     share = _ratio(g1, g0 + g1)
     total = 0.0
     for i in range(chains):
-        total += _gamma(key, 2 + i, alpha)
+        total += _gamma(key, _DRAWS.weight + i, alpha)
     for i in range(chains):
-        weights[1 + i] = _ratio(_gamma(key, 2 + i, alpha), total) * share
+        weights[1 + i] = _ratio(_gamma(key, _DRAWS.weight + i, alpha), total) * share
     count = space[0].size
     for i in range(chains):
-        chain = rnd.draw(key, chains + 2 + i)
-        depths[i] = chain_depth if chain_depth > 0 else rnd.integers(chain, 0, 1, 4)
+        chain = rnd.draw(key, _DRAWS.chain + i)
+        depths[i] = chain_depth if chain_depth > 0 else rnd.integers(chain, _CHAIN_DRAWS.depth, 1, 4)
         for s in range(depths[i]):
-            row = rnd.integers(chain, 3 * s + 1, 0, count)
-            b = rnd.integers(chain, 3 * s + 2, 0, severity)
+            row = rnd.integers(chain, _CHAIN_DRAWS.primitive + s, 0, count)
+            b = rnd.integers(chain, _CHAIN_DRAWS.bin + s, 0, severity)
             ops[i, s] = space[0][row]
-            magnitudes[i, s] = policies.drawn_magnitude(space, row, b, rnd.uniform(chain, 3 * s + 3), height, width)
+            sign = rnd.uniform(chain, _CHAIN_DRAWS.sign + s)
+            magnitudes[i, s] = policies.drawn_magnitude(space, row, b, sign, height, width)
 
 
 @njit(cache=True, nogil=True)

@@ -34,12 +34,17 @@ import math
 import torch
 
 from slipstream.errors import ArgumentError
-from slipstream.ops.batch_base import Params, _back, _BatchAugmentation, _Draws, _float, _gray
+from slipstream.compiler import random as rnd
+from slipstream.ops.batch_base import COIN_DRAWS, Params, _back, _BatchAugmentation, _Draws, _float, _gray
 from slipstream.ops.batch_tones import (BatchCircularMask, BatchRandomAdjustSharpness, BatchRandomAutocontrast,
                                         BatchRandomEqualize, BatchRandomInvert, BatchRandomPosterize, BatchSRGBToLMS,
                                         BatchYIQColorJitter)
 from slipstream.ops.batch_warps import (BatchFixedOpticalDistortion, BatchPatchShuffle, BatchRandomAffine,
                                         BatchRandomPerspective, BatchRandomRotation, BatchRandomZoom, BatchRotateObject)
+
+_JITTER_DRAWS = rnd.named_draws("brightness", "contrast", "saturation", "hue", "order")  # order + j: step j's rank
+_BLUR_DRAWS = rnd.named_draws("sigma", "apply")
+_ERASE_DRAWS = rnd.named_draws("area", "aspect", "top", "left", "apply")
 
 __all__ = ["BatchCircularMask", "BatchColorJitter", "BatchFixedOpticalDistortion", "BatchGaussianBlur",
            "BatchPatchShuffle", "BatchRandomAdjustSharpness", "BatchRandomAffine", "BatchRandomAutocontrast",
@@ -63,8 +68,9 @@ class BatchColorJitter(_BatchAugmentation):
                        "saturation": (max(0.0, 1 - saturation), 1 + saturation), "hue": (-hue, hue)}
 
     def draw(self, x: torch.Tensor, draws: _Draws) -> Params:
-        params = {name: draws.uniform(k, lo, hi) for k, (name, (lo, hi)) in enumerate(self.ranges.items())}
-        params["order"] = draws.permutation(len(self.ranges), 4)
+        named = _JITTER_DRAWS
+        params = {name: draws.uniform(getattr(named, name), lo, hi) for name, (lo, hi) in self.ranges.items()}
+        params["order"] = draws.permutation(named.order, 4)
         return params
 
     def apply(self, x: torch.Tensor, params: Params) -> torch.Tensor:
@@ -109,7 +115,7 @@ class BatchRandomGrayscale(_BatchAugmentation):
         self.p = p
 
     def draw(self, x: torch.Tensor, draws: _Draws) -> Params:
-        return {"apply": draws.rand(0) < self.p}
+        return {"apply": draws.rand(COIN_DRAWS.apply) < self.p}
 
     def apply(self, x: torch.Tensor, params: Params) -> torch.Tensor:
         y, was_uint8 = _float(x)
@@ -126,7 +132,7 @@ class BatchRandomSolarize(_BatchAugmentation):
         self.threshold, self.p = threshold, p
 
     def draw(self, x: torch.Tensor, draws: _Draws) -> Params:
-        return {"apply": draws.rand(0) < self.p}
+        return {"apply": draws.rand(COIN_DRAWS.apply) < self.p}
 
     def apply(self, x: torch.Tensor, params: Params) -> torch.Tensor:
         y, was_uint8 = _float(x)
@@ -147,7 +153,7 @@ class BatchGaussianBlur(_BatchAugmentation):
         self.kernel_size, self.sigma, self.p = kernel_size, sigma, p
 
     def draw(self, x: torch.Tensor, draws: _Draws) -> Params:
-        return {"sigma": draws.uniform(0, *self.sigma), "apply": draws.rand(1) < self.p}
+        return {"sigma": draws.uniform(_BLUR_DRAWS.sigma, *self.sigma), "apply": draws.rand(_BLUR_DRAWS.apply) < self.p}
 
     def apply(self, x: torch.Tensor, params: Params) -> torch.Tensor:
         y, was_uint8 = _float(x)
@@ -177,13 +183,13 @@ class BatchRandomErasing(_BatchAugmentation):
 
     def draw(self, x: torch.Tensor, draws: _Draws) -> Params:
         _, _, h, w = x.shape
-        area = draws.uniform(0, *self.scale) * h * w
-        aspect = torch.exp(draws.uniform(1, math.log(self.ratio[0]), math.log(self.ratio[1])))
+        area = draws.uniform(_ERASE_DRAWS.area, *self.scale) * h * w
+        aspect = torch.exp(draws.uniform(_ERASE_DRAWS.aspect, math.log(self.ratio[0]), math.log(self.ratio[1])))
         eh = torch.sqrt(area * aspect).round().clamp(1, h)
         ew = torch.sqrt(area / aspect).round().clamp(1, w)
-        top = (draws.rand(2) * (h - eh + 1)).floor()  # rand < 1, so top <= h - eh
-        left = (draws.rand(3) * (w - ew + 1)).floor()
-        return {"box": torch.stack([top, left, eh, ew], 1).long(), "apply": draws.rand(4) < self.p}
+        top = (draws.rand(_ERASE_DRAWS.top) * (h - eh + 1)).floor()  # rand < 1, so top <= h - eh
+        left = (draws.rand(_ERASE_DRAWS.left) * (w - ew + 1)).floor()
+        return {"box": torch.stack([top, left, eh, ew], 1).long(), "apply": draws.rand(_ERASE_DRAWS.apply) < self.p}
 
     def apply(self, x: torch.Tensor, params: Params) -> torch.Tensor:
         y, was_uint8 = _float(x)

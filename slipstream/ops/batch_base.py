@@ -1,6 +1,6 @@
 """What every torch batch augmentation shares (see :mod:`slipstream.ops.batch`
 for their use): the base class that separates drawing per-image parameters
-from applying them, the numbered random draws from the pipeline's keys or
+from applying them, the named random draws from the pipeline's keys or
 from a ``torch.Generator``, and the conversions of uint8 batches to floats
 in [0, 1] and to 8-bit levels and back.
 
@@ -80,6 +80,12 @@ def _numbers(value: Any) -> tuple[Any, ...]:
     return tuple(value) if isinstance(value, (tuple, list)) else ()
 
 
+COIN_DRAWS = rnd.named_draws("apply")
+"""The draw of an augmentation applied with probability ``p``, named as the
+compiled operations name theirs, so that a batch one draws as its compiled
+twin does."""
+
+
 def _probability(p: Any) -> float:
     """``p`` as a float, refused unless it is a number in [0, 1]."""
     if not _is_number(p) or not 0.0 <= p <= 1.0:
@@ -88,8 +94,9 @@ def _probability(p: Any) -> float:
 
 
 class _Draws:
-    """The random numbers of one batch, numbered: draw ``k`` gives one value
-    per image.  From the pipeline's per-sample ``keys`` when given (the k-th
+    """The random numbers of one batch: draw ``k`` (a named draw's number,
+    :func:`slipstream.compiler.random.named_draws`) gives one value per
+    image.  From the pipeline's per-sample ``keys`` when given (the k-th
     draw of each sample's key, :func:`slipstream.compiler.random.uniforms`),
     else from ``generator`` (torch's global generator when None), in order
     of the calls."""
@@ -171,8 +178,8 @@ class _BatchAugmentation(torch.nn.Module, TakesKeys):
 
 
 class _Chance(_BatchAugmentation):
-    """An augmentation applied to each image with probability ``p`` (draw 0
-    of its key, as the compiled operation of the same name draws it), with
+    """An augmentation applied to each image with probability ``p`` (draw
+    ``apply`` of its key, as the compiled operation of the same name draws it), with
     no other parameter: subclasses give :meth:`change`, the whole batch
     changed."""
 
@@ -181,7 +188,7 @@ class _Chance(_BatchAugmentation):
         self.p = _probability(p)
 
     def draw(self, x: torch.Tensor, draws: _Draws) -> Params:
-        return {"apply": draws.rand(0) < self.p}
+        return {"apply": draws.rand(COIN_DRAWS.apply) < self.p}
 
     def change(self, x: torch.Tensor) -> torch.Tensor:
         """Every image of ``x`` changed, in ``x``'s dtype."""

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from slipstream.compiler import random as rnd
 from slipstream.errors import ArgumentError
 from slipstream.ops import tones
 from slipstream.ops.augment import _factor_range
@@ -85,6 +86,7 @@ def posterize(levels: torch.Tensor, bits: int) -> torch.Tensor:
     return levels & ((0xFF00 >> bits) & 0xFF)
 
 
+_YIQ_DRAWS = rnd.named_draws("apply", "brightness", "contrast", "saturation", "value", "hue")
 _SMOOTH = torch.tensor([[1.0, 1.0, 1.0], [1.0, 5.0, 1.0], [1.0, 1.0, 1.0]])
 
 
@@ -229,8 +231,8 @@ class BatchYIQColorJitter(_BatchAugmentation):
         self.p = _probability(p)
 
     def draw(self, x: torch.Tensor, draws: _Draws) -> Params:
-        params = {name: draws.uniform64(1 + k, *span) for k, (name, span) in enumerate(self.ranges.items())}
-        params["apply"] = draws.rand(0) < self.p
+        params = {name: draws.uniform64(getattr(_YIQ_DRAWS, name), *span) for name, span in self.ranges.items()}
+        params["apply"] = draws.rand(_YIQ_DRAWS.apply) < self.p
         return params
 
     def apply(self, x: torch.Tensor, params: Params) -> torch.Tensor:

@@ -25,12 +25,16 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from slipstream.compiler import random as rnd
 from slipstream.errors import ArgumentError
 from slipstream.ops import warps
 from slipstream.ops.batch_base import (Params, _back, _BatchAugmentation, _checked, _Draws, _float, _is_number,
                                        _numbers, _probability, _where)
 
 _PADDINGS = ("constant", "edge")
+_ZOOM_DRAWS = rnd.named_draws("apply", "zoom", "x", "y")
+_ROTATE_OBJECT_DRAWS = rnd.named_draws("apply", "angle", "ctr_x", "ctr_y", "scale", "dest_x", "dest_y")
+_SHUFFLE_DRAWS = rnd.named_draws("apply", "size", "ranks")  # ranks + j: patch j's rank
 
 # ---------------------------------------------------------------- arguments
 
@@ -220,7 +224,7 @@ class BatchRandomRotation(_Projective):
         self.degrees, self.center = spec.degrees, spec.center
 
     def draw(self, x: torch.Tensor, draws: _Draws) -> Params:
-        return {"angle": draws.uniform64(0, *self.degrees)}
+        return {"angle": draws.uniform64(warps.ROTATION_DRAWS.angle, *self.degrees)}
 
     def coefficients(self, params: Params, height: int, width: int) -> torch.Tensor:
         angle = params["angle"].double()
@@ -242,17 +246,19 @@ class BatchRandomAffine(_Projective):
         super().__init__(self.spec.interpolation, fill, generator=generator)
 
     def draw(self, x: torch.Tensor, draws: _Draws) -> Params:
-        spec, (h, w) = self.spec, x.shape[2:]
+        spec, (h, w), named = self.spec, x.shape[2:], warps.AFFINE_DRAWS
         zero = torch.zeros(x.shape[0], dtype=torch.float64, device=x.device)
         tx = ty = zero
         if spec.translate is not None:
-            tx = torch.round(draws.uniform64(1, -spec.translate[0] * w, spec.translate[0] * w))  # half to even
-            ty = torch.round(draws.uniform64(2, -spec.translate[1] * h, spec.translate[1] * h))
+            # torch.round: half to even, as Python's round
+            tx = torch.round(draws.uniform64(named.shift_x, -spec.translate[0] * w, spec.translate[0] * w))
+            ty = torch.round(draws.uniform64(named.shift_y, -spec.translate[1] * h, spec.translate[1] * h))
         shear = spec.shear if spec.shear is not None else (0.0, 0.0)
-        return {"angle": draws.uniform64(0, *spec.degrees), "translate": torch.stack([tx, ty], 1),
-                "scale": draws.uniform64(3, *spec.scale) if spec.scale is not None else zero + 1.0,
-                "shear": torch.stack([draws.uniform64(4, shear[0], shear[1]) if spec.shear is not None else zero,
-                                      draws.uniform64(5, shear[2], shear[3]) if len(shear) == 4 else zero], 1)}
+        return {"angle": draws.uniform64(named.angle, *spec.degrees), "translate": torch.stack([tx, ty], 1),
+                "scale": draws.uniform64(named.scale, *spec.scale) if spec.scale is not None else zero + 1.0,
+                "shear": torch.stack([
+                    draws.uniform64(named.shear_x, shear[0], shear[1]) if spec.shear is not None else zero,
+                    draws.uniform64(named.shear_y, shear[2], shear[3]) if len(shear) == 4 else zero], 1)}
 
     def coefficients(self, params: Params, height: int, width: int) -> torch.Tensor:
         angle = params["angle"].double()
@@ -279,8 +285,9 @@ class BatchRandomPerspective(_Projective):
         bound_w, bound_h = int(self.distortion_scale * (w // 2)) + 1, int(self.distortion_scale * (h // 2)) + 1
         ranges = [(0, bound_w), (0, bound_h), (w - bound_w, w), (0, bound_h), (w - bound_w, w), (h - bound_h, h),
                   (0, bound_w), (h - bound_h, h)]  # top-left, top-right, bottom-right, bottom-left; x then y
-        corners = [draws.integers(1 + k, low, high) for k, (low, high) in enumerate(ranges)]
-        return {"apply": draws.rand(0) < self.p, "ends": torch.stack(corners, 1).view(-1, 4, 2)}
+        named = warps.PERSPECTIVE_DRAWS
+        corners = [draws.integers(named.corner + k, low, high) for k, (low, high) in enumerate(ranges)]
+        return {"apply": draws.rand(named.apply) < self.p, "ends": torch.stack(corners, 1).view(-1, 4, 2)}
 
     def coefficients(self, params: Params, height: int, width: int) -> torch.Tensor:
         return perspective_coefficients(params["ends"], height, width)
@@ -301,8 +308,10 @@ class BatchRandomZoom(_Projective):
         self.p = _probability(p)
 
     def draw(self, x: torch.Tensor, draws: _Draws) -> Params:
-        point = torch.stack([draws.uniform64(2, *self.x), draws.uniform64(3, *self.y)], 1)
-        return {"apply": draws.rand(0) < self.p, "zoom": draws.uniform64(1, *self.zoom), "point": point}
+        named = _ZOOM_DRAWS
+        point = torch.stack([draws.uniform64(named.x, *self.x), draws.uniform64(named.y, *self.y)], 1)
+        return {"apply": draws.rand(named.apply) < self.p, "zoom": draws.uniform64(named.zoom, *self.zoom),
+                "point": point}
 
     def coefficients(self, params: Params, height: int, width: int) -> torch.Tensor:
         zoom = params["zoom"].double()
@@ -331,8 +340,9 @@ class BatchRotateObject(_Projective):
         self.p = _probability(p)
 
     def draw(self, x: torch.Tensor, draws: _Draws) -> Params:
-        params = {"apply": draws.rand(0) < self.p, "angle": draws.uniform64(1, *self.degrees)}
-        params.update({name: draws.uniform64(2 + k, *span) for k, (name, span) in enumerate(self.ranges.items())})
+        named = _ROTATE_OBJECT_DRAWS
+        params = {"apply": draws.rand(named.apply) < self.p, "angle": draws.uniform64(named.angle, *self.degrees)}
+        params.update({name: draws.uniform64(getattr(named, name), *span) for name, span in self.ranges.items()})
         return params
 
     def coefficients(self, params: Params, height: int, width: int) -> torch.Tensor:
@@ -398,8 +408,9 @@ class BatchPatchShuffle(_BatchAugmentation):
 
     def draw(self, x: torch.Tensor, draws: _Draws) -> Params:
         counts = [rows * columns for rows, columns, _, _ in (self.grid(s, *x.shape[2:]) for s in self.sizes)]
-        return {"apply": draws.rand(0) < self.p, "size": draws.integers(1, 0, len(self.sizes)),
-                "ranks": draws.rows(2, max(counts))}
+        named = _SHUFFLE_DRAWS
+        return {"apply": draws.rand(named.apply) < self.p, "size": draws.integers(named.size, 0, len(self.sizes)),
+                "ranks": draws.rows(named.ranks, max(counts))}
 
     def apply(self, x: torch.Tensor, params: Params) -> torch.Tensor:
         out = _checked(x)

@@ -37,9 +37,11 @@ from slipstream.ops.augment import RandomHorizontalFlip
 
 INTERPOLATIONS = {"bilinear": native.Interp.BILINEAR, "bicubic": native.Interp.BICUBIC, "area": native.Interp.AREA}
 
-# Draw numbers within a sample's key: attempt a uses 2a (area) and 2a + 1
-# (aspect ratio); then the position, then the flip.
-_TOP, _LEFT, _FLIP = 40, 41, 42
+CROP_DRAWS = rnd.named_draws("area", "aspect", "top", "left", "flip")
+"""The draws of a sample's key the crops take: attempt a's area and aspect
+ratio (``area + a``, ``aspect + a``), the position, and the flip a
+``RandomHorizontalFlip`` folded into the crop becomes (the GPU decode's
+planner draws it too, :mod:`slipstream.ops.device_decode`)."""
 
 ATTEMPTS = 10
 """Tries of RandomResizedCrop's rejection sampling before the central crop (torchvision's)."""
@@ -56,13 +58,21 @@ def random_resized_crop_params(key, height, width, scale_lo, scale_hi, log_ratio
     central crop with an aspect ratio in range.  Returns (top, left, h, w)."""
     area = height * width
     for attempt in range(attempts):
-        target_area = area * rnd.uniform_range(key, 2 * attempt, scale_lo, scale_hi)
-        aspect = math.exp(rnd.uniform_range(key, 2 * attempt + 1, log_ratio_lo, log_ratio_hi))
+        target_area = area * rnd.uniform_range(key, CROP_DRAWS.area + attempt, scale_lo, scale_hi)
+        aspect = math.exp(rnd.uniform_range(key, CROP_DRAWS.aspect + attempt, log_ratio_lo, log_ratio_hi))
         w = int(np.rint(math.sqrt(target_area * aspect)))
         h = int(np.rint(math.sqrt(target_area / aspect)))
         if 0 < w <= width and 0 < h <= height:
-            return rnd.integers(key, _TOP, 0, height - h + 1), rnd.integers(key, _LEFT, 0, width - w + 1), h, w
+            top, left = _position(key, height, width, h, w)
+            return top, left, h, w
     return central_params(height, width, math.exp(log_ratio_lo), math.exp(log_ratio_hi))
+
+
+@njit(cache=True, nogil=True)
+def _position(key, height, width, h, w):
+    """A uniform (top, left) of an h x w region in a height x width image."""
+    top = rnd.integers(key, CROP_DRAWS.top, 0, height - h + 1)
+    return top, rnd.integers(key, CROP_DRAWS.left, 0, width - w + 1)
 
 
 @njit(cache=True, nogil=True)
@@ -85,15 +95,16 @@ def analytic_crop_params(key, height, width, scale_lo, scale_hi, log_ratio_lo, l
     ratio log-uniform over the part of the range where that area fits; the
     central fallback only when no ratio in range fits."""
     area = height * width
-    target_area = area * rnd.uniform_range(key, 0, scale_lo, scale_hi)
+    target_area = area * rnd.uniform_range(key, CROP_DRAWS.area, scale_lo, scale_hi)
     lo = max(log_ratio_lo, math.log(target_area / (height * height)))
     hi = min(log_ratio_hi, math.log(width * width / target_area))
     if lo > hi:
         return central_params(height, width, math.exp(log_ratio_lo), math.exp(log_ratio_hi))
-    aspect = math.exp(rnd.uniform_range(key, 1, lo, hi))
+    aspect = math.exp(rnd.uniform_range(key, CROP_DRAWS.aspect, lo, hi))
     w = min(width, max(1, int(np.rint(math.sqrt(target_area * aspect)))))
     h = min(height, max(1, int(np.rint(math.sqrt(target_area / aspect)))))
-    return rnd.integers(key, _TOP, 0, height - h + 1), rnd.integers(key, _LEFT, 0, width - w + 1), h, w
+    top, left = _position(key, height, width, h, w)
+    return top, left, h, w
 
 
 @njit(cache=True, nogil=True)
@@ -130,7 +141,8 @@ def resized_random_crop_params(key, height, width, out_h, out_w, shorter):
     scale = min(height, width) / shorter
     h = max(1, min(height, int(np.rint(out_h * scale))))
     w = max(1, min(width, int(np.rint(out_w * scale))))
-    return rnd.integers(key, _TOP, 0, height - h + 1), rnd.integers(key, _LEFT, 0, width - w + 1), h, w
+    top, left = _position(key, height, width, h, w)
+    return top, left, h, w
 
 
 # ---------------------------------------------------------------- the bound decoder
@@ -194,7 +206,7 @@ class CropDecoder(GeometricImageDecoder):
         @njit(nogil=True, inline="always")
         def decode_region(storage, offsets, sizes, heights, widths, modes, errors, decodes, index, out, transform,
                           key, y, x, h, w):
-            flip = flip_p > 0.0 and rnd.uniform(key, _FLIP) < flip_p
+            flip = flip_p > 0.0 and rnd.uniform(key, CROP_DRAWS.flip) < flip_p
             set_region(transform, y, x, h, w, out_h, out_w, flip)
             return decode_sample(storage, offsets, sizes, modes, errors, decodes, index, out,
                                  (heights[index], widths[index], y, x, h, w, flip))

@@ -766,16 +766,15 @@ def iou_crop_params(key, height, width, boxes, n, options, min_scale, max_scale,
     Returns (top, left, h, w)."""
     if n == 0:
         return 0, 0, height, width
-    draw = _IOU_DRAWS
-    for _ in range(rounds):
-        min_iou = options[rnd.integers(key, draw, 0, len(options))]
-        draw += 1
+    trial = 0  # over all rounds
+    for r in range(rounds):
+        min_iou = options[rnd.integers(key, _IOU_DRAWS.min_iou + r, 0, len(options))]
         if min_iou >= 1.0:
             return 0, 0, height, width
         for _ in range(trials):
-            u = (rnd.uniform(key, draw), rnd.uniform(key, draw + 1), rnd.uniform(key, draw + 2),
-                 rnd.uniform(key, draw + 3))
-            draw += 4
+            u = (rnd.uniform(key, _IOU_DRAWS.crop_width + trial), rnd.uniform(key, _IOU_DRAWS.crop_height + trial),
+                 rnd.uniform(key, _IOU_DRAWS.crop_left + trial), rnd.uniform(key, _IOU_DRAWS.crop_top + trial))
+            trial += 1
             w = int(width * (min_scale + (max_scale - min_scale) * u[0]))
             h = int(height * (min_scale + (max_scale - min_scale) * u[1]))
             if w < 1 or h < 1 or not min_ratio <= w / h <= max_ratio:
@@ -799,7 +798,8 @@ def iou_crop_params(key, height, width, boxes, n, options, min_scale, max_scale,
     return 0, 0, height, width
 
 
-_IOU_DRAWS = 1000  # the IoU crop's draws start here, clear of the flip's (crops._FLIP)
+# The key is also the flip's (the crop decoder's): naming it here checks that no IoU draw overlaps it.
+_IOU_DRAWS = rnd.named_draws("min_iou", "crop_width", "crop_height", "crop_left", "crop_top", "flip")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -54,7 +54,7 @@ from slipstream.compiler.rewrites import FieldOperation, Foldable
 from slipstream.errors import ArgumentError, DecodeError
 from slipstream.fields.decoders import DecodeSource, ImageFieldDecoder
 from slipstream.fields.image_modes import RAW_MODE
-from slipstream.ops.crops import _FLIP, Crop, CropDecoder
+from slipstream.ops.crops import CROP_DRAWS, Crop, CropDecoder
 from slipstream.ops.pack import Normalize
 
 HEADER = 64
@@ -178,7 +178,7 @@ class DevicePlanner(ImageFieldDecoder):
         def plan(storage, offsets, sizes, heights, widths, modes, errors, decodes, index, out, key):
             height, width = heights[index], widths[index]
             y, x, h, w = region(key, height, width)
-            flip = flip_p > 0.0 and rnd.uniform(key, _FLIP) < flip_p
+            flip = flip_p > 0.0 and rnd.uniform(key, CROP_DRAWS.flip) < flip_p
             start, size = uint64(offsets[index]), uint64(sizes[index])
             if errors[index] == 0 and size > uint64(out.size) - header:
                 errors[index] = too_long

@@ -128,6 +128,10 @@ class _Mix(_Mixing):
             raise ValueError(f"alpha must be positive, got {self.alpha}")
 
 
+# One set for the three operations: MixUpOrCutMix runs MixUp's or CutMix's code on its own keys.
+_DRAWS = rnd.named_draws("lam", "center_y", "center_x", "switch")
+
+
 @dataclasses.dataclass(frozen=True)
 class MixUp(_Mix):
     """Blend each image with its partner: ``lambda * x_i + (1 - lambda) * x_partner``."""
@@ -140,7 +144,7 @@ class MixUp(_Mix):
         def mixup(xs, out, params, keys):
             n = xs.shape[0]
             for i in range(n):
-                lam = rnd.beta(keys[i], 0, alpha, alpha)
+                lam = rnd.beta(keys[i], _DRAWS.lam, alpha, alpha)
                 partner = (i + 1) % n
                 params[i, 0], params[i, 1] = partner, lam
                 a, b, dst = xs[i].reshape(-1), xs[partner].reshape(-1), out[i].reshape(-1)
@@ -174,11 +178,12 @@ class CutMix(_Mix):
         def cutmix(xs, out, params, keys):
             n, (height, width) = xs.shape[0], _planes(xs)
             for i in range(n):
-                lam = rnd.beta(keys[i], 0, alpha, alpha)
+                lam = rnd.beta(keys[i], _DRAWS.lam, alpha, alpha)
                 partner = (i + 1) % n
                 side = np.sqrt(1.0 - lam)
                 cut_h, cut_w = int(height * side), int(width * side)
-                cy, cx = rnd.integers(keys[i], 10, 0, height), rnd.integers(keys[i], 11, 0, width)
+                cy = rnd.integers(keys[i], _DRAWS.center_y, 0, height)
+                cx = rnd.integers(keys[i], _DRAWS.center_x, 0, width)
                 top, bottom = max(cy - cut_h // 2, 0), min(cy + cut_h // 2, height)
                 left, right = max(cx - cut_w // 2, 0), min(cx + cut_w // 2, width)
                 _paste(out, xs, i, partner, top, bottom, left, right)
@@ -228,7 +233,7 @@ class MixUpOrCutMix(_Mixing):
         switch = float(self.switch_prob)
 
         def mix(xs, out, params, keys):
-            if xs.shape[0] and rnd.uniform(keys[0], 20) < switch:
+            if xs.shape[0] and rnd.uniform(keys[0], _DRAWS.switch) < switch:
                 return cutmix(xs, out, params, keys)
             return mixup(xs, out, params, keys)
 

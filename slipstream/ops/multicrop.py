@@ -35,6 +35,9 @@ from slipstream.fields.decoders import DecodeSource, ImageFieldDecoder
 from slipstream.ops.crops import ATTEMPTS, INTERPOLATIONS, random_resized_crop_params
 
 
+_DRAWS = rnd.named_draws("crop")  # crop + k: the sub-key crop k draws from
+
+
 @njit(cache=True, nogil=True)
 def multi_crop_regions(key, height, width, scale_lo, scale_hi, log_ratio_lo, log_ratio_hi, yoked):
     """(top, left, h, w) of every crop of a sample: crop ``k`` sampled as
@@ -44,7 +47,7 @@ def multi_crop_regions(key, height, width, scale_lo, scale_hi, log_ratio_lo, log
     count = scale_lo.size
     out = np.empty((count, 4), np.int64)
     for k in range(count):
-        y, x, h, w = random_resized_crop_params(rnd.draw(key, 1000 + k), height, width, scale_lo[k], scale_hi[k],
+        y, x, h, w = random_resized_crop_params(rnd.draw(key, _DRAWS.crop + k), height, width, scale_lo[k], scale_hi[k],
                                                 log_ratio_lo, log_ratio_hi, ATTEMPTS)
         if yoked and k > 0:
             cy, cx = out[0, 0] + out[0, 2] // 2, out[0, 1] + out[0, 3] // 2

@@ -72,6 +72,9 @@ NAMES = {"Identity": Primitive.IDENTITY, "ShearX": Primitive.SHEAR_X, "ShearY": 
 _GEOMETRIC = (Primitive.SHEAR_X, Primitive.SHEAR_Y, Primitive.TRANSLATE_X, Primitive.TRANSLATE_Y, Primitive.ROTATE)
 
 _WIDTH, _HEIGHT = -1.0, -2.0
+_TRIVIAL_DRAWS = rnd.named_draws("primitive", "bin", "sign")
+_RAND_DRAWS = rnd.named_draws("primitive", "sign")  # step s: primitive + s, sign + s
+_AUTO_DRAWS = rnd.named_draws("policy", "apply", "sign")  # step s: apply + s, sign + s
 """Markers in a magnitude table's ``end`` column: the range ends at a
 fraction (the ``scale`` column) of the image's width or height, which is
 known only per sample."""
@@ -382,9 +385,10 @@ def trivial_augment_draw(key, params, height, width, chosen, magnitudes):
     returns the number of steps, 1."""
     space = params[0]
     ops, table = space[0], space[5]
-    row = rnd.integers(key, 0, 0, ops.size)
-    b = rnd.integers(key, 1, 0, table.shape[1])
-    chosen[0], magnitudes[0] = ops[row], drawn_magnitude(space, row, b, rnd.uniform(key, 2), height, width)
+    row = rnd.integers(key, _TRIVIAL_DRAWS.primitive, 0, ops.size)
+    b = rnd.integers(key, _TRIVIAL_DRAWS.bin, 0, table.shape[1])
+    sign = rnd.uniform(key, _TRIVIAL_DRAWS.sign)
+    chosen[0], magnitudes[0] = ops[row], drawn_magnitude(space, row, b, sign, height, width)
     return 1
 
 
@@ -397,9 +401,9 @@ def rand_augment_draw(key, params, height, width, chosen, magnitudes):
     space, num_ops, magnitude_bin = params
     ops = space[0]
     for s in range(num_ops):
-        row = rnd.integers(key, 2 * s, 0, ops.size)
-        chosen[s], magnitudes[s] = ops[row], drawn_magnitude(space, row, magnitude_bin, rnd.uniform(key, 2 * s + 1), height,
-                                                   width)
+        row = rnd.integers(key, _RAND_DRAWS.primitive + s, 0, ops.size)
+        sign = rnd.uniform(key, _RAND_DRAWS.sign + s)
+        chosen[s], magnitudes[s] = ops[row], drawn_magnitude(space, row, magnitude_bin, sign, height, width)
     return num_ops
 
 
@@ -412,13 +416,14 @@ def auto_augment_draw(key, params, height, width, chosen, magnitudes):
     number of steps applied."""
     space, rows, probs, bins = params
     ops = space[0]
-    policy = rnd.integers(key, 0, 0, rows.shape[0])
+    policy = rnd.integers(key, _AUTO_DRAWS.policy, 0, rows.shape[0])
     count = 0
     for s in range(rows.shape[1]):
-        if rnd.uniform(key, 1 + s) < probs[policy, s]:
+        if rnd.uniform(key, _AUTO_DRAWS.apply + s) < probs[policy, s]:
             row = rows[policy, s]
             chosen[count] = ops[row]
-            magnitudes[count] = drawn_magnitude(space, row, max(bins[policy, s], 0), rnd.uniform(key, 3 + s), height, width)
+            sign = rnd.uniform(key, _AUTO_DRAWS.sign + s)
+            magnitudes[count] = drawn_magnitude(space, row, max(bins[policy, s], 0), sign, height, width)
             count += 1
     return count
 

@@ -152,6 +152,8 @@ def parse_rand_augment(config: str) -> RandAugmentConfig:
 
 # ---------------------------------------------------------------- per sample, compiled
 
+_DRAWS = rnd.named_draws("choice", "apply", "level", "noise", "sign")  # layer l: choice + l, apply + l, ...
+
 
 @njit(cache=True, nogil=True)
 def _negated(key, k, value):
@@ -254,23 +256,23 @@ def timm_draw(key, params, height, width, chosen, arguments):
     noise and bound): each layer's operation (uniformly with replacement, or
     by the weights without), applied with probability 1/2, at a magnitude
     drawn as ``AugmentOp`` draws it.  Fills ``chosen`` and ``arguments``
-    with the steps applied; returns their number.  Draws 8 l .. 8 l + 7 of
-    the key serve layer l."""
+    with the steps applied; returns their number.  Layer l draws ``choice +
+    l``, ``apply + l``, ``level + l`` (or the normal ``noise + l``) and
+    ``sign + l`` of the key."""
     ops, weights, layers, magnitude, std, upper = params
     taken = np.zeros(ops.size, np.bool_)
     count = 0
     for layer in range(layers):
-        k = 8 * layer
-        row = _choose(key, k, ops.size, weights, taken)
-        if rnd.uniform(key, k + 1) >= 0.5:  # each chosen operation applies with probability 1/2
+        row = _choose(key, _DRAWS.choice + layer, ops.size, weights, taken)
+        if rnd.uniform(key, _DRAWS.apply + layer) >= 0.5:  # each chosen operation applies with probability 1/2
             continue
         level = magnitude
         if std == np.inf:
-            level = rnd.uniform_range(key, k + 2, 0.0, magnitude)
+            level = rnd.uniform_range(key, _DRAWS.level + layer, 0.0, magnitude)
         elif std > 0.0:
-            level = magnitude + std * rnd.normal(key, 4 * layer + 2)  # draws k + 4 and k + 5
+            level = magnitude + std * rnd.normal(key, _DRAWS.noise + layer)
         level = max(0.0, min(level, upper))
-        chosen[count], arguments[count] = ops[row], argument_of(ops[row], level, key, k + 3)
+        chosen[count], arguments[count] = ops[row], argument_of(ops[row], level, key, _DRAWS.sign + layer)
         count += 1
     return count
 

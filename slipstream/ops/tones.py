@@ -54,6 +54,7 @@ __all__ = ["RandomAdjustSharpness", "RandomAutocontrast", "RandomEqualize", "Ran
            "solarize"]
 
 _ONE = uint64(1)
+_COIN_DRAWS = rnd.named_draws("apply")  # the operations that apply with probability p
 _TOP = np.uint8(255)
 
 # ---------------------------------------------------------------- shared arithmetic
@@ -370,7 +371,7 @@ class RandomPosterize(Operation):
         p, bits = self.p, int(self.bits)
 
         def apply(x, key):
-            if rnd.uniform(key, 0) < p:
+            if rnd.uniform(key, _COIN_DRAWS.apply) < p:
                 posterize(x, x, bits)
             return x
 
@@ -395,7 +396,7 @@ class _WholeImage(Operation):
         p, kernel = self.p, self._kernel
 
         def apply(x, key):
-            if rnd.uniform(key, 0) < p:
+            if rnd.uniform(key, _COIN_DRAWS.apply) < p:
                 kernel(x, x)
             return x
 
@@ -451,7 +452,7 @@ class RandomAdjustSharpness(Operation):
         p, factor = self.p, float(self.sharpness_factor)
 
         def sharpen(x, out, key):
-            if rnd.uniform(key, 0) < p:
+            if rnd.uniform(key, _COIN_DRAWS.apply) < p:
                 sharpness(x, out, factor)
                 return out
             return copy_sample(out, x)  # the output is always ``out``: the compiler relies on it

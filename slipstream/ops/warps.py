@@ -39,6 +39,9 @@ from slipstream.fields import geometry
 __all__ = ["RandomAffine", "RandomPerspective", "RandomRotation", "affine", "affine_inverse", "perspective",
            "perspective_coefficients", "perspective_corners", "rotation_inverse", "rotation_inverse_about", "round15"]
 
+ROTATION_DRAWS = rnd.named_draws("angle")
+AFFINE_DRAWS = rnd.named_draws("angle", "shift_x", "shift_y", "scale", "shear_x", "shear_y")
+PERSPECTIVE_DRAWS = rnd.named_draws("apply", "corner")  # corner + k: coordinate k of the four (x, y) end points
 _DEGREE = math.pi / 180.0  # CPython's math.radians multiplies by this constant
 _FIXED_LIMIT = 32768.0  # Pillow's check_fixed: coordinates below this fit 16.16 fixed point
 
@@ -542,7 +545,7 @@ class RandomRotation(_Warp):
 
         def rotate(x, out, transform, key):
             height, width, channels = x.shape
-            angle = rnd.uniform_range(key, 0, lo, hi)
+            angle = rnd.uniform_range(key, ROTATION_DRAWS.angle, lo, hi)
             if centred:
                 inverse = rotation_inverse(height, width, angle)
             else:
@@ -606,15 +609,16 @@ class RandomAffine(_Warp):
 
         def transform_affine(x, out, transform, key):
             height, width, channels = x.shape
-            angle = rnd.uniform_range(key, 0, d_lo, d_hi)
+            angle = rnd.uniform_range(key, AFFINE_DRAWS.angle, d_lo, d_hi)
             tx = ty = 0.0
             if moves:
                 max_dx, max_dy = move_x * width, move_y * height
-                tx = np.rint(rnd.uniform_range(key, 1, -max_dx, max_dx))  # Python's round: half to even
-                ty = np.rint(rnd.uniform_range(key, 2, -max_dy, max_dy))
-            s = rnd.uniform_range(key, 3, s_lo, s_hi) if scales else 1.0
-            sx = rnd.uniform_range(key, 4, x_lo, x_hi) if shears_x else 0.0
-            sy = rnd.uniform_range(key, 5, y_lo, y_hi) if shears_y else 0.0
+                # np.rint rounds half to even, as Python's round
+                tx = np.rint(rnd.uniform_range(key, AFFINE_DRAWS.shift_x, -max_dx, max_dx))
+                ty = np.rint(rnd.uniform_range(key, AFFINE_DRAWS.shift_y, -max_dy, max_dy))
+            s = rnd.uniform_range(key, AFFINE_DRAWS.scale, s_lo, s_hi) if scales else 1.0
+            sx = rnd.uniform_range(key, AFFINE_DRAWS.shear_x, x_lo, x_hi) if shears_x else 0.0
+            sy = rnd.uniform_range(key, AFFINE_DRAWS.shear_y, y_lo, y_hi) if shears_y else 0.0
             px, py = (width * 0.5, height * 0.5) if centred else (cx, cy)
             inverse = affine_inverse(px, py, angle, tx, ty, s, sx, sy)
             affine(x, out, inverse, nearest, fill[:channels])
@@ -663,7 +667,7 @@ class RandomPerspective(_Warp):
 
         def distort(x, out, transform, key):
             height, width, channels = x.shape
-            if not rnd.uniform(key, 0) < p:
+            if not rnd.uniform(key, PERSPECTIVE_DRAWS.apply) < p:
                 set_shift(transform, height, width, 0, 0, False, False)
                 return copy_sample(out, x)
             ends = perspective_corners(key, height, width, scale)
@@ -682,13 +686,16 @@ def perspective_corners(key, height, width, distortion_scale):
     """torchvision's ``RandomPerspective`` end points, (4, 2) int64 (x, y):
     top-left, top-right, bottom-right, bottom-left, each moved inwards by a
     whole number of pixels below ``int(distortion_scale * half) + 1`` on
-    each axis (draws 1 to 8 of ``key``)."""
+    each axis (draws ``corner`` to ``corner + 7`` of ``key``)."""
     bound_w = int64(distortion_scale * (width // 2)) + 1
     bound_h = int64(distortion_scale * (height // 2)) + 1
     ends = np.empty((4, 2), np.int64)
-    ends[0, 0], ends[0, 1] = rnd.integers(key, 1, 0, bound_w), rnd.integers(key, 2, 0, bound_h)
-    ends[1, 0], ends[1, 1] = rnd.integers(key, 3, width - bound_w, width), rnd.integers(key, 4, 0, bound_h)
-    ends[2, 0] = rnd.integers(key, 5, width - bound_w, width)
-    ends[2, 1] = rnd.integers(key, 6, height - bound_h, height)
-    ends[3, 0], ends[3, 1] = rnd.integers(key, 7, 0, bound_w), rnd.integers(key, 8, height - bound_h, height)
+    corner = PERSPECTIVE_DRAWS.corner
+    ends[0, 0], ends[0, 1] = rnd.integers(key, corner, 0, bound_w), rnd.integers(key, corner + 1, 0, bound_h)
+    ends[1, 0] = rnd.integers(key, corner + 2, width - bound_w, width)
+    ends[1, 1] = rnd.integers(key, corner + 3, 0, bound_h)
+    ends[2, 0] = rnd.integers(key, corner + 4, width - bound_w, width)
+    ends[2, 1] = rnd.integers(key, corner + 5, height - bound_h, height)
+    ends[3, 0] = rnd.integers(key, corner + 6, 0, bound_w)
+    ends[3, 1] = rnd.integers(key, corner + 7, height - bound_h, height)
     return ends
