@@ -322,6 +322,28 @@ def test_reference_carries_a_random_parameter_to_another_pipeline():
     np.testing.assert_array_equal(out["copy"], out["param"])
 
 
+def test_a_reference_finds_the_operation_object_it_is_given_wherever_it_stands():
+    draw = DrawUniform()
+    compiled = Pipeline({
+        "param": [ArraySource(np.zeros(50)), draw],
+        "copy": [RefNode(op=draw)],
+    }).compile(16)
+    out = compiled(np.arange(16))
+    np.testing.assert_array_equal(out["copy"], out["param"])
+    assert "Ref(DrawUniform" in compiled.explain()
+    twice = {"a": [ArraySource(np.zeros(50)), draw], "b": [ArraySource(np.zeros(50)), draw],
+             "copy": [RefNode(op=draw)]}
+    with pytest.raises(PipelineError, match=r"reads DrawUniform\(\), which 2 entries of the pipelines hold "
+                                            r"\(pipelines: 'a', 'b'\): place that object once, or name its pipeline"):
+        Pipeline(twice).compile(4)
+    out = Pipeline({**twice, "copy": [RefNode("b", draw)]}).compile(16)(np.arange(16))
+    np.testing.assert_array_equal(out["copy"], out["b"])
+    with pytest.raises(PipelineError, match=r"reads DrawUniform\(\), which 0 entries"):
+        Pipeline({"a": [ArraySource(np.zeros(50))], "copy": [RefNode(op=DrawUniform())]}).compile(4)
+    with pytest.raises(ValueError, match="RefNode reads a pipeline"):
+        RefNode()
+
+
 def test_an_internal_pipeline_is_read_but_not_an_output():
     draw = DrawUniform()
     pipeline = Pipeline({

@@ -43,6 +43,19 @@ def test_mixup_labels_sum_to_one_and_match_the_pixels(dataset):
             assert np.abs(mixed[i] - (lam * own[i] + (1 - lam) * partner[i])).max() <= 0.5 + 1e-3
 
 
+def test_mix_labels_finds_its_mixing_wherever_the_mixing_stands(dataset):
+    path, images, labels = dataset
+    mix = MixUp(alpha=0.4)
+    loader = ss.Loader(path, 16, {"image": None, "mixed": ss.View("image", [mix]), "label": [MixLabels(mix, 10)]},
+                       order=ss.Order("sequential", seed=3))
+    mixed, soft = next(iter(loader))
+    own = images[:16].astype(float)
+    for i in np.flatnonzero(labels[:16] != np.roll(labels[:16], -1)):
+        lam = float(soft[i, labels[i]])
+        assert 0 < lam < 1 and abs(float(soft[i].sum()) - 1) < 1e-6
+        assert np.abs(mixed[i].numpy() - (lam * own[i] + (1 - lam) * own[(i + 1) % 16])).max() <= 0.5 + 1e-3
+
+
 def test_cutmix_labels_are_the_pasted_area(dataset):
     path, images, labels = dataset
     for k, (mixed, soft) in enumerate(batches(path, CutMix(alpha=1.0))):

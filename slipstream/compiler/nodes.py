@@ -285,13 +285,22 @@ class TransformNode(Node):
 
 
 class RefNode(Node):
-    """Reuses another pipeline's value: the output of the node running
-    ``op`` in pipeline ``pipeline_name`` (its last node when ``op`` is None),
-    or, with ``output``, that node's named output (an allocation its
-    operation named).  The value is shared, not recomputed: a random
-    parameter drawn in one pipeline reaches the other unchanged."""
+    """Reuses another pipeline's value: the output of the node running the
+    operation object ``op`` (in pipeline ``pipeline_name``, or wherever it
+    stands when no pipeline is named), or the last node of pipeline
+    ``pipeline_name`` when ``op`` is None; with ``output``, that node's
+    named output (an allocation its operation named).  The value is
+    shared, not recomputed: a random parameter drawn in one pipeline
+    reaches the other unchanged::
 
-    def __init__(self, pipeline_name: str, op: Operation | None = None, output: str | None = None) -> None:
+        crop = RandomResizedCrop(224)
+        {"image": [crop, Normalize()], "crop_again": [RefNode(op=crop)]}
+    """
+
+    def __init__(self, pipeline_name: str | None = None, op: Operation | None = None,
+                 output: str | None = None) -> None:
+        if pipeline_name is None and op is None:
+            raise ValueError("RefNode reads a pipeline (pipeline_name) or an operation (op): give one")
         super().__init__(None)
         self.source_pipeline = pipeline_name
         self.source_op = op
@@ -341,23 +350,35 @@ class RefNode(Node):
     def describe(self) -> str:
         """``Ref(pipeline: operation[.output])``: which pipeline's output this reference reads."""
         what = "its output" if self.source_op is None else repr(self.source_op)
-        return f"Ref({self.source_pipeline!r}: {what}{'' if self.output is None else '.' + self.output})"
+        where = "" if self.source_pipeline is None else f"{self.source_pipeline!r}: "
+        return f"Ref({where}{what}{'' if self.output is None else '.' + self.output})"
 
 
-def find_node(pipelines: dict[str, list[Node]], referrer: str, pipeline: str, op: Operation | None) -> Node:
-    """The node of ``pipeline`` running ``op`` (its last node when ``op`` is
-    None), for a node of pipeline ``referrer`` that reads it."""
+def find_node(pipelines: dict[str, list[Node]], referrer: str, pipeline: str | None, op: Operation | None) -> Node:
+    """The node running the operation object ``op`` (in ``pipeline``, or
+    in whichever pipeline holds it when ``pipeline`` is None), or the last
+    node of ``pipeline`` when ``op`` is None, for a node of pipeline
+    ``referrer`` that reads it."""
+    if pipeline is None:
+        if op is None:
+            raise PipelineError(f"pipeline {referrer!r} refers to no pipeline and no operation")
+        found = [(name, n) for name, nodes in pipelines.items() for n in nodes if n.op is op]
+        if len(found) != 1:
+            holders = ", ".join(repr(name) for name, _ in found) or "none"
+            raise PipelineError(f"pipeline {referrer!r} reads {op!r}, which {len(found)} entries of the pipelines "
+                                f"hold (pipelines: {holders}): place that object once, or name its pipeline")
+        return found[0][1]
     source = pipelines.get(pipeline)
     if source is None:
         raise PipelineError(f"pipeline {referrer!r} refers to pipeline {pipeline!r}, which does not exist "
                             f"(pipelines: {', '.join(pipelines)})")
     if op is None:
         return source[-1]
-    found = [n for n in source if n.op is op]
-    if len(found) != 1:
+    found_here = [n for n in source if n.op is op]
+    if len(found_here) != 1:
         raise PipelineError(f"pipeline {referrer!r} refers to {op!r} in pipeline {pipeline!r}, which holds it "
-                            f"{len(found)} times")
-    return found[0]
+                            f"{len(found_here)} times")
+    return found_here[0]
 
 
 _RANDOM_APPLY_DRAWS = named_draws("apply")

@@ -11,7 +11,7 @@ pipeline reads them through a :class:`MixLabels` node::
 
     mix = MixUp(alpha=0.2)
     pipelines = {"image": [RandomResizedCrop(224), mix, Normalize(mean, std)],
-                 "label": [MixLabels(mix, num_classes=1000)]}   # reads pipeline "image"
+                 "label": [MixLabels(mix, num_classes=1000)]}   # reads mix's parameters, where it stands
 
 The soft labels are ``lambda * onehot(label) + (1 - lambda) * onehot(partner's label)``.
 Mixing works on uint8 (height, width, channels) images (mixed in float,
@@ -270,12 +270,13 @@ class _MixLabelsOp(Operation):
 
 class MixLabels(Node):
     """The label side of :class:`MixUp` / :class:`CutMix`: reads this
-    pipeline's integer labels and the mixing parameters of ``mix`` in
-    pipeline ``pipeline``, and gives (num_classes,) float32 soft labels.
+    pipeline's integer labels and the mixing parameters of the operation
+    object ``mix`` (in whichever pipeline holds it, or in pipeline
+    ``pipeline`` when named), and gives (num_classes,) float32 soft labels.
     Place it right after the label decoder (it is the label pipeline's
     second entry; the loader puts the field's decoder in front)."""
 
-    def __init__(self, mix: MixUp | CutMix | MixUpOrCutMix, num_classes: int, pipeline: str = "image") -> None:
+    def __init__(self, mix: MixUp | CutMix | MixUpOrCutMix, num_classes: int, pipeline: str | None = None) -> None:
         if not isinstance(num_classes, int) or num_classes < 1:
             raise ValueError(f"num_classes must be a positive int, got {num_classes!r}")
         super().__init__(_MixLabelsOp(num_classes))
@@ -283,7 +284,8 @@ class MixLabels(Node):
         self.target: Node | None = None
 
     def __repr__(self) -> str:
-        return f"MixLabels({self.mix!r}, num_classes={self.op.num_classes}, pipeline={self.source_pipeline!r})"
+        where = "" if self.source_pipeline is None else f", pipeline={self.source_pipeline!r}"
+        return f"MixLabels({self.mix!r}, num_classes={self.op.num_classes}{where})"
 
     def resolve(self, pipelines: dict[str, list[Node]]) -> None:
         self.target = find_node(pipelines, self.pipeline, self.source_pipeline, self.mix)
@@ -308,4 +310,5 @@ class MixLabels(Node):
 
     def describe(self) -> str:
         """``MixLabels(mix, num_classes=..., pipeline=...)``."""
-        return f"MixLabels({self.mix!r}, num_classes={self.op.num_classes}, pipeline={self.source_pipeline!r})"
+        where = "" if self.source_pipeline is None else f", pipeline={self.source_pipeline!r}"
+        return f"MixLabels({self.mix!r}, num_classes={self.op.num_classes}{where})"

@@ -243,7 +243,7 @@ def _with_mixing(pipelines: dict[str, list[Any]], image: str, label: str, mix: A
     if num_classes is None:
         raise ArgumentError(f"{preset} mixes labels (MixUp or CutMix on): give num_classes, or turn the mixing off")
     pipelines[image].append(mix)
-    pipelines[label] = [MixLabels(mix, num_classes, pipeline=image)]
+    pipelines[label] = [MixLabels(mix, num_classes)]
     return pipelines
 
 
