@@ -81,6 +81,61 @@ def test_changing_an_operation_s_settings_keeps_every_stream():
     np.testing.assert_array_equal(drawn(1.0).copy(), drawn(2.0))
 
 
+def _jitter_class(*extra_fields):
+    """An operation class named Jitter (a scaled uniform per sample), with
+    ``extra_fields`` besides its ``scale``: the same class before and after
+    its author adds a field with a default."""
+    import dataclasses
+
+    from slipstream.compiler import Allocation, Operation, State
+    from slipstream.compiler import random as rnd
+
+    draws = rnd.named_draws("value")
+
+    def declare(self, state):
+        return State(shape=(), dtype=np.float64), Allocation((), np.float64)
+
+    def generate_code(self):
+        uniform, scale = rnd.uniform, float(self.scale)
+
+        def jitter(x, out, key):
+            out[0] = scale * uniform(key, draws.value)
+            return out
+
+        return jitter
+
+    return dataclasses.make_dataclass("Jitter", [("scale", float, 1.0), *extra_fields], bases=(Operation,),
+                                      frozen=True, namespace={"declare": declare, "generate_code": generate_code})
+
+
+def test_renaming_an_output_changing_or_adding_a_setting_or_inserting_another_kind_keeps_the_other_draws():
+    from slipstream.compiler import ArraySource, Pipeline
+    from test_compiler import DrawUniform, FlipX
+
+    images = np.arange(10 * 4 * 4 * 3, dtype=np.uint8).reshape(10, 4, 4, 3)
+    jitter, jitter_with_a_new_field = _jitter_class(), _jitter_class(("mode", str, "uniform"))
+
+    def run(pipelines):
+        out = Pipeline(pipelines).compile(10)(np.arange(10))
+        return {name: value.copy() for name, value in out.items()}
+
+    def outputs(first=(), scale=1.0, cls=jitter, other="b"):
+        return {"a": [ArraySource(images), *first, cls(scale), DrawUniform()],
+                other: [ArraySource(images), DrawUniform()]}
+
+    base = run(outputs())
+    renamed = run(outputs(other="c"))
+    rescaled = run(outputs(scale=2.0))
+    with_a_field = run(outputs(cls=jitter_with_a_new_field))
+    inserted = run(outputs(first=[FlipX()]))
+    for changed in (renamed, rescaled, with_a_field, inserted):  # the draws of "a"'s last operation
+        np.testing.assert_array_equal(changed["a"], base["a"])
+    for changed in (rescaled, with_a_field, inserted):  # and of the other output, where it keeps its name
+        np.testing.assert_array_equal(changed["b"], base["b"])
+    assert not np.array_equal(renamed["c"], base["b"])  # a renamed output draws anew: its name keys its streams
+    assert len(set(base["a"].tolist())) == 10
+
+
 # ---------------------------------------------------------------- named draws
 
 _COMPILED_DRAWS = None  # set by the test below: a module-level named tuple, as operations keep theirs
