@@ -111,26 +111,31 @@ def named_draws(*names: str, block: int = DRAW_BLOCK) -> tuple[int, ...]:
     once, so that overlapping blocks are found when the module is imported.
 
     Raises:
-        ValueError: a name that is not an identifier, or given twice; a
-            block out of [1, 2**60]; two names whose blocks overlap.
+        ValueError: a name given twice, or one that cannot be a named
+            tuple's field (not an identifier, a keyword, a leading
+            underscore); a block out of [1, 2**60]; two names whose blocks
+            overlap.
     """
     if not names:
         raise ValueError("named_draws needs at least one name")
     if not 1 <= block <= 1 << _FIRST_DRAW_BITS:
         raise ValueError(f"named_draws: block must lie in [1, 2**{_FIRST_DRAW_BITS}], got {block}")
-    for name in names:
-        if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
-            raise ValueError(f"named_draws: a draw's name must be an identifier not starting with '_', got {name!r}")
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
         raise ValueError(f"named_draws: {', '.join(map(repr, repeated))} given twice")
+    if not all(isinstance(name, str) for name in names):
+        raise ValueError(f"named_draws: a draw's name is a string, got {names!r}")
+    try:
+        fields = collections.namedtuple("NamedDraws", names)
+    except ValueError as exc:  # a name that cannot be a field: not an identifier, a keyword, a leading underscore
+        raise ValueError(f"named_draws: {exc}") from None
     numbers = [draw_number(name) for name in names]
     ordered = sorted(zip(numbers, names))
     for (first, name), (second, other) in zip(ordered, ordered[1:]):
         if second - first < block:
             raise ValueError(f"named draws {name!r} and {other!r} overlap: their blocks of {block} numbers start "
                              f"{second - first} apart; rename one of them")
-    return collections.namedtuple("NamedDraws", names)(*numbers)
+    return fields(*numbers)
 
 
 @njit(cache=True, nogil=True)
