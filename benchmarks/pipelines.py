@@ -50,7 +50,7 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numba
 import numpy as np
@@ -77,6 +77,7 @@ class _FullDecoder(Decoder):
 
     source: Any = dataclasses.field(repr=False)
     field: str
+    can_fail: ClassVar[bool] = True
 
     def inputs(self):
         return self.source.image_inputs(self.field)
@@ -89,12 +90,11 @@ class _FullDecoder(Decoder):
     def generate_code(self):
         decode = native.slip_jpeg_decode
 
-        def full(storage, offsets, sizes, heights, widths, modes, errors, decodes, index, out, key):
+        def full(storage, offsets, sizes, heights, widths, modes, failed, decodes, index, out, status, key):
             data = storage[offsets[index]:offsets[index] + sizes[index]]
-            status = decode(data, data.size, 0, 0, heights[index], widths[index], 1, 0, out, out.size, out.strides[0])
+            status[0] = decode(data, data.size, 0, 0, heights[index], widths[index], 1, 0, out, out.size,
+                               out.strides[0])
             decodes[index] += 1
-            if status != 0:
-                errors[index] = status
             return out
 
         return full

@@ -12,7 +12,7 @@ from slipstream.compiler.drawing import draw_graph
 from slipstream.compiler.graph import Buffer, Graph, Internal
 from slipstream.compiler.kinds import Kind
 from slipstream.compiler.nodes import DecoderNode, EmitContext, Node, RandomApply, RefNode, TransformNode, find_node
-from slipstream.compiler.operation import Decoder, Operation, TakesKeys, TorchOperation
+from slipstream.compiler.operation import STATUS, Decoder, Operation, TakesKeys, TorchOperation
 from slipstream.compiler.pipeline import ArraySource, CompiledPipeline, Pipeline
 from slipstream.compiler.rewrites import Keyed
 from slipstream.compiler.state import Allocation, State
@@ -34,6 +34,7 @@ __all__ = [
     "Pipeline",
     "RandomApply",
     "RefNode",
+    "STATUS",
     "State",
     "TakesKeys",
     "TorchOperation",

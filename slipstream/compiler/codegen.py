@@ -126,6 +126,7 @@ class StageSource:
     lines: dict[int, Node]  # line number of the source -> node whose statement spans it
     scratch: set[Symbol]  # allocations held per thread instead of per sample of the batch
     operations: list[Operation]  # every operation whose code the stage calls (a node may call several)
+    statuses: list[Symbol]  # the decoders' status buffers, returned after the values (Graph.statuses)
 
 
 class _Context(EmitContext):
@@ -318,8 +319,9 @@ def generate_stage(graph: Graph, stage: int, trace: bool = False) -> StageSource
             statements += own
         return statements
 
+    statuses = [b.symbol for b in graph.statuses() if b.node.stage == stage] if jit else []
     if jit:
-        ctx.scratch = _scratch_buffers(ctx, nodes, returns)
+        ctx.scratch = _scratch_buffers(ctx, nodes, returns) - set(statuses)
         loop: list[ast.stmt] = [A.assign(symbols.INDEX.name, A.index(A.name(symbols.INDICES.name), ctx.sample)),
                                 A.assign(symbols.DRAW.name, A.index(A.name(symbols.DRAWS.name), ctx.sample))]
         if ctx.scratch:
@@ -333,7 +335,10 @@ def generate_stage(graph: Graph, stage: int, trace: bool = False) -> StageSource
         body = [A.for_range(symbols.SAMPLE.name, samples, loop), *after]
     else:
         body = emit_all(lambda node: node.emit_torch(ctx), A.const(-1))
-    body.append(A.ret([ctx.batch_value(n) for n in returns]))
+    # The batch's per-sample statuses are outputs of the stage, as its values are: the runtime reads them from
+    # what the stage returns, not from memory the compiled code shares with it.
+    body.append(A.ret([ctx.batch_value(n) for n in returns]
+                      + [A.span(A.name(symbol.name), None, ctx.count) for symbol in statuses]))
 
     params = stage_parameters(nodes, ctx.external, jit) + ([symbols.TRACE] if trace else [])
     fn_name = f"stage_{stage}"
@@ -344,7 +349,7 @@ def generate_stage(graph: Graph, stage: int, trace: bool = False) -> StageSource
     tree = ast.Module(body=[header, function], type_ignores=[])
     source = A.unparse(tree)
     return StageSource(stage, jit, fn_name, params, returns, source, {**HELPERS, **ctx.globals},
-                       _line_map(tree, source, emitted), ctx.scratch, ctx.operations)
+                       _line_map(tree, source, emitted), ctx.scratch, ctx.operations, statuses)
 
 
 def _scratch_buffers(ctx: _Context, nodes: list[Node], returns: list[Node]) -> set[Symbol]:

@@ -182,6 +182,14 @@ class Graph:
         """Every allocation of every node, in node order."""
         return [Buffer(node, k, a) for node in self.nodes for k, a in enumerate(node.allocations)]
 
+    def statuses(self) -> list[Buffer]:
+        """The status outputs of the decoders that can fail
+        (:attr:`~slipstream.compiler.Decoder.can_fail`), in graph order:
+        buffers every call writes for each sample, which the stage that runs
+        the decoder returns after its values."""
+        return [Buffer(node, node.status_position, node.allocations[node.status_position])
+                for node in self.decoders() if node.status_position is not None]
+
     def decoders(self) -> list[DecoderNode]:
         """The decoder nodes, one per decoded field and pipeline, in graph order."""
         return [node for node in self.nodes if isinstance(node, DecoderNode)]

@@ -15,10 +15,12 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from slipstream.compiler import astgen as A
 from slipstream.compiler.checks import returns_its_input
 from slipstream.compiler.kinds import Kind, stage_number
-from slipstream.compiler.operation import Decoder, Operation, TorchOperation
+from slipstream.compiler.operation import STATUS, Decoder, Operation, TorchOperation
 from slipstream.compiler.random import named_draws
 from slipstream.compiler.state import Allocation, State
 from slipstream.errors import PipelineError
@@ -231,16 +233,35 @@ def normalize_declared(declared: Any) -> tuple[State, tuple[Allocation, ...]]:
 
 
 class DecoderNode(Node):
-    """The first node of a pipeline: runs a :class:`Decoder`."""
+    """The first node of a pipeline: runs a :class:`Decoder`.  For a decoder
+    that can fail (:attr:`Decoder.can_fail`) the node adds the status
+    output to the decoder's allocations: its code receives it last among
+    its outs, and the compiled stage returns it (see
+    :meth:`~slipstream.compiler.Graph.statuses`)."""
 
     def __init__(self, op: Decoder) -> None:
         super().__init__(op)
 
+    def declared(self) -> tuple[State, tuple[Allocation, ...]]:
+        """The decoder's own output state and allocations."""
+        return normalize_declared(self.op.declare(None))
+
     def declare(self) -> tuple[State, tuple[Allocation, ...]]:
-        state, memory = normalize_declared(self.op.declare(None))
+        state, memory = self.declared()
         if not memory:
             raise ValueError("a decoder must declare the allocation its samples are written to")
+        if any(allocation.name == STATUS for allocation in memory):
+            raise DeclarationError(f"it declares an allocation named {STATUS!r}, the name of the status output "
+                                   f"that the node of a decoder that can fail adds: name it otherwise")
+        if self.op.can_fail:
+            memory = (*memory, Allocation((), np.int32, name=STATUS))
         return state, memory
+
+    @property
+    def status_position(self) -> int | None:
+        """Which of the node's allocations is its status output; None for a
+        decoder that cannot fail."""
+        return len(self.allocations) - 1 if self.op.can_fail else None
 
     def arrays(self) -> Sequence[Any]:
         return self.op.inputs()

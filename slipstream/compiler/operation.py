@@ -24,7 +24,9 @@ class attribute ``kind``; the stages of a pipeline follow from the kinds.
   holds each sample's random key.
 * decoder (:class:`Decoder`): ``code(*inputs, index, *outs, key) -> y``,
   where ``inputs`` are the arrays :meth:`Decoder.inputs` names and ``index``
-  the sample's index in the dataset.
+  the sample's index in the dataset.  A decoder that can fail
+  (:attr:`Decoder.can_fail`) gets one more out after its own, ``status``,
+  its per-sample status (see :class:`Decoder`).
 * torch operation (``Kind.TORCH``): ``code(x) -> y`` on batch tensors.
 
 Compiled code is compiled with ``numba.njit``: plain Python over NumPy arrays,
@@ -101,12 +103,37 @@ class Operation:
         return self
 
 
+STATUS = "status"
+"""The name of the status output of a decoder that can fail."""
+
+
 class Decoder(Operation):
-    """The first operation of a pipeline: makes a sample from stored data."""
+    """The first operation of a pipeline: makes a sample from stored data.
+
+    Class attributes:
+        can_fail: whether a sample's data may be undecodable (corrupt bytes,
+            a value too long for its buffer).  Code cannot raise inside the
+            parallel sample loop (Numba would then run the loop serially),
+            so such a decoder reports each sample's outcome instead: its node
+            declares one more allocation after the decoder's own, the int32
+            scalar output :data:`STATUS`, which its code receives after its
+            own outs (before ``key``) and must write on every sample: 0 on
+            success, else a native status (:class:`slipstream.native.Status`),
+            with its output then filled with zeros so that nothing
+            half-decoded flows on.  Buffers are reused from batch to batch,
+            so a status left unwritten would be an earlier batch's.  The
+            compiled pipeline hands the batch's statuses out
+            (:meth:`~slipstream.compiler.CompiledPipeline.status`), and the
+            loader applies its ``on_error`` from them.
+    """
+
+    can_fail: ClassVar[bool] = False
 
     def inputs(self) -> tuple[np.ndarray, ...]:
         """Arrays passed to the compiled stage and on to the code, before
-        ``index``: the data this decoder reads."""
+        ``index``: the data this decoder reads.  What the code makes,
+        its status included, goes into its declared outs, which the
+        runtime reads from what the stage returns, not into these."""
         return ()
 
     def declare(self, state: State | None) -> Declared:  # type: ignore[override]

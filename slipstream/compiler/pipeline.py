@@ -158,6 +158,8 @@ class CompiledPipeline:
         self._jit_scratch = {symbol: _jit_view(array) for symbol, array in self.scratch.items()}
         self._done = np.zeros(batch_size, np.uint8)  # which samples a compiled stage finished (see codegen)
         self._slot = 0
+        self._statuses: list[np.ndarray] = []  # the last call's status outputs, as its stages returned them
+        self._count = 0  # the last call's number of samples
         self._compiled = [False] * len(self.sources)
         # Stages built without parallel loops (one CPU) must not start Numba's pool through the setting.
         self._parallel = any(fn.targetoptions.get("parallel") for fn in self.dispatchers)
@@ -195,6 +197,8 @@ class CompiledPipeline:
             self._slot_read[slot].synchronize()
             self._slot_read[slot] = None
         values: dict[int, Any] = {}
+        statuses: list[np.ndarray] = []
+        self._statuses, self._count = statuses, n
         progress = self._compile_progress()
         # The setting is this thread's (Numba keeps one per thread); put back after.
         previous_chunk = numba.set_parallel_chunksize(SAMPLES_PER_CHUNK) if self._parallel else None
@@ -221,6 +225,7 @@ class CompiledPipeline:
                 if progress is not None and source.jit and not self._compiled[k]:
                     progress.update(1)
                 self._compiled[k] = True
+                statuses += results[len(source.returns):]
                 for node, value in zip(source.returns, results):
                     if source.jit and node.state.dtype == np.float16:
                         value = value.view(np.float16)
@@ -236,6 +241,17 @@ class CompiledPipeline:
             self._slot_read[slot] = torch.cuda.current_stream().record_event()
         outputs = {name: values[node.id] for name, node in self.graph.outputs.items()}
         return outputs[SINGLE_OUTPUT] if self._single else outputs
+
+    def status(self) -> np.ndarray:
+        """The per-sample status of the last call's samples, in their order:
+        int32, 0 where every decoder that can fail decoded the sample, else
+        the status of the first that failed (in graph order; see
+        :attr:`~slipstream.compiler.Decoder.can_fail`).  A copy: the
+        stages' status outputs are memory of the call's slot."""
+        combined = np.zeros(self._count, np.int32)
+        for status in self._statuses:
+            combined = np.where(combined != 0, combined, status)
+        return combined
 
     def _raise_operation_error(self, source: StageSource, args: list[Any], idx: np.ndarray) -> None:
         """After a jit stage failed: run the batch again through the stage's

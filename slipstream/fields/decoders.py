@@ -9,15 +9,20 @@ tables, since every store keeps each page at its own place.  The decoders
 never know which store is in use.
 
 A failing sample cannot raise inside a parallel loop (Numba then runs the
-loop serially), so decoders that can fail write the native status of a
-failed sample into ``errors[index]`` and fill its output with zeros (a black
-image), so that nothing half-decoded flows into the rest of the pipeline.
-A sample already marked failed before the batch (its bytes lie in a page
-that failed its checksum) is not decoded at all: its output is zeros.
-After the batch the loader applies its ``on_error`` policy: raise naming the
-sample, leave the sample out of its batch, or keep the zero-filled sample.
-The image decoders share that logic, and the choice between raw stored
-pixels and a JPEG, through :func:`sample_decoder`.
+loop serially), so decoders that can fail (``can_fail``, see
+:class:`~slipstream.compiler.Decoder`) write each sample's native status into
+their status output (0 when it decoded) and fill a failed sample's output
+with zeros (a black image), so that nothing half-decoded flows into the rest
+of the pipeline.  A sample known to have failed before the batch (the
+dataset holds no values for it, or its bytes lie in a page that failed its
+checksum) is marked in the read-only input :attr:`DecodeSource.failed`,
+which the loader writes before each batch: it is not decoded at all, its
+status is that mark and its output zeros.  After the batch the loader
+applies its ``on_error`` policy to the samples that the marks or the
+decoders' statuses say failed: raise naming the sample, leave the sample
+out of its batch, or keep the zero-filled sample.  The image decoders share
+that logic, and the choice between raw stored pixels and a JPEG, through
+:func:`sample_decoder`.
 """
 
 from __future__ import annotations
@@ -70,11 +75,15 @@ class DecodeSource:
     Attributes:
         reader: the dataset's reader (metadata, fields, path).
         storage: uint8 array the offsets index.
-        errors: int32 per sample (``samples`` of them, as for every
-            per-sample array): a decoder's failure status.
+        failed: int32 per sample (``samples`` of them, as for every
+            per-sample array): the native status of the samples known to
+            have failed before a batch runs, 0 for the others.  The loader
+            writes the batch's samples before each batch (from
+            ``unreadable``, and corrupt pages: see
+            :mod:`slipstream.loader.staging`); decoders only read it.
         unreadable: int32 per sample: :data:`UNREADABLE` for the
             samples the dataset holds no values for (``reader.unreadable``),
-            which each batch starts with in ``errors``; 0 for the others.
+            which each batch starts with in ``failed``; 0 for the others.
         count_decodes: whether the image decoders count their native JPEG
             decode calls in ``decodes``: a debugging switch (does a
             multi-crop decode each image once?), off by default, set by
@@ -95,7 +104,7 @@ class DecodeSource:
         self.storage = storage
         # np.zeros leaves large arrays untouched (no memory) until written: a stream's capacity costs nothing.
         self.samples = len(reader) if samples is None else samples
-        self.errors = np.zeros(self.samples, np.int32)
+        self.failed = np.zeros(self.samples, np.int32)
         self.unreadable = np.zeros(self.samples, np.int32)
         self.unreadable[list(reader.unreadable)] = UNREADABLE
         if count_decodes is None:
@@ -139,9 +148,9 @@ class DecodeSource:
         """Copy the records of samples ``indices`` into every column made
         (for records that change after the pipeline was compiled), and mark
         those the dataset holds no values for failed (in ``unreadable`` and
-        in ``errors``, for the batch about to run)."""
+        in ``failed``, for the batch about to run)."""
         unreadable = [index for index in indices.tolist() if index in self.reader.unreadable]
-        self.unreadable[unreadable] = self.errors[unreadable] = UNREADABLE
+        self.unreadable[unreadable] = self.failed[unreadable] = UNREADABLE
         for (field, key), column in self._columns.items():
             column[indices] = self.reader.metadata[field][key][indices]
             if key in SIZE_KEYS:
@@ -157,9 +166,9 @@ class DecodeSource:
 
     def image_inputs(self, field: str) -> tuple[np.ndarray, ...]:
         """What an image decoder reads, in this order: storage, offsets,
-        sizes, heights, widths, modes, errors, decodes."""
+        sizes, heights, widths, modes, failed, decodes."""
         return (self.storage, self.offsets(field), self.sizes(field), self.column(field, "height", np.int64),
-                self.column(field, "width", np.int64), self.column(field, "mode"), self.errors, self.decodes)
+                self.column(field, "width", np.int64), self.column(field, "mode"), self.failed, self.decodes)
 
     @property
     def offset_fields(self) -> list[str]:
@@ -207,14 +216,15 @@ it needs (a tuple), and returns a native status (0 on success)."""
 def sample_decoder(from_pixels: SampleDecode, from_jpeg: SampleDecode,
                    count_decodes: bool = False) -> Callable[..., Any]:
     """The per-sample body every image decoder shares: a compiled
-    ``decode_sample(storage, offsets, sizes, modes, errors, decodes, index, out, args) -> out``.
+    ``decode_sample(storage, offsets, sizes, modes, failed, decodes, index, out, status, args) -> out``.
 
     It takes the sample's stored bytes and hands them to ``from_pixels``
     when the record's mode is :data:`~slipstream.fields.image.RAW_MODE`
-    (height x width x 3 pixels) and to ``from_jpeg`` otherwise.  A sample
-    already marked failed in ``errors`` is not decoded; a failure, old or
-    new, leaves its status in ``errors[index]`` and zeros in ``out`` (see
-    the module docstring).  With ``count_decodes``, ``decodes[index]`` goes
+    (height x width x 3 pixels) and to ``from_jpeg`` otherwise, and writes
+    the outcome into ``status[0]`` (the decoder's status output).  A sample
+    marked in ``failed`` is not decoded; a failure, known or new, leaves
+    its status in ``status[0]`` and zeros in ``out`` (see the module
+    docstring).  With ``count_decodes``, ``decodes[index]`` goes
     up by one per call of ``from_jpeg``, which must therefore make exactly
     one native JPEG decode call; without it the compiled code has no
     counting (the flag is a constant that Numba folds away).
@@ -226,19 +236,19 @@ def sample_decoder(from_pixels: SampleDecode, from_jpeg: SampleDecode,
     """
 
     @njit(nogil=True, inline="always")
-    def decode_sample(storage, offsets, sizes, modes, errors, decodes, index, out, args):
+    def decode_sample(storage, offsets, sizes, modes, failed, decodes, index, out, status, args):
         start, size = uint64(offsets[index]), uint64(sizes[index])
         data = storage[start:start + size]
-        if errors[index] != 0:  # its bytes are known to be corrupt
-            status = errors[index]
+        if failed[index] != 0:  # no values, or its bytes are known to be corrupt
+            outcome = np.int32(failed[index])
         elif modes[index] == RAW_MODE:
-            status = from_pixels(data, out, args)
+            outcome = np.int32(from_pixels(data, out, args))
         else:
-            status = from_jpeg(data, out, args)
+            outcome = np.int32(from_jpeg(data, out, args))
             if count_decodes:
                 decodes[index] += 1
-        if status != 0:
-            errors[index] = status
+        status[0] = outcome  # on every sample: the buffer holds an earlier batch's otherwise
+        if outcome != 0:
             out[:] = 0
         return out
 
@@ -250,11 +260,13 @@ class ImageFieldDecoder(Decoder):
     :meth:`DecodeSource.image_inputs` and give (height, width, 3) uint8
     samples of ``self.size``.  Subclasses have ``source``, ``field`` and
     ``size`` (a field or a property), and build their per-sample code on
-    :meth:`sample_decoder`."""
+    :meth:`sample_decoder`.  They can fail: their code takes the status
+    output after their own outs (see :class:`~slipstream.compiler.Decoder`)."""
 
     source: DecodeSource
     field: str
     size: tuple[int, int]
+    can_fail: ClassVar[bool] = True
 
     def inputs(self) -> tuple[np.ndarray, ...]:
         return self.source.image_inputs(self.field)
@@ -313,10 +325,11 @@ class ImageDecoder(GeometricImageDecoder):
         decode_sample = self.sample_decoder(_copy_pixels, _decode_whole_jpeg)
         set_region = geometry.set_region
 
-        def decode(storage, offsets, sizes, heights, widths, modes, errors, decodes, index, out, transform, key):
+        def decode(storage, offsets, sizes, heights, widths, modes, failed, decodes, index, out, transform, status,
+                   key):
             height, width = heights[index], widths[index]
             set_region(transform, 0, 0, height, width, height, width, False)
-            return decode_sample(storage, offsets, sizes, modes, errors, decodes, index, out, ())
+            return decode_sample(storage, offsets, sizes, modes, failed, decodes, index, out, status, ())
 
         return decode
 
@@ -382,15 +395,16 @@ class StoredBytesDecoder(Decoder):
     uint8 sample (the rest is left as it was): what reading alone costs, or
     compressed images for a decoder elsewhere (e.g. on the GPU).  Pair it
     with the field's ``size`` column for each value's length.  Values longer
-    than ``max_size`` are flagged in ``errors`` and come out as zeros."""
+    than ``max_size`` fail (status ``EBUFFER``) and come out as zeros."""
 
     source: DecodeSource = dataclasses.field(repr=False)
     field: str
     max_size: int
+    can_fail: ClassVar[bool] = True
 
     def inputs(self) -> tuple[np.ndarray, ...]:
         return (self.source.storage, self.source.offsets(self.field), self.source.sizes(self.field),
-                self.source.errors)
+                self.source.failed)
 
     def declare(self, state: State | None) -> tuple[State, Allocation]:
         shape = (int(self.max_size),)
@@ -399,11 +413,12 @@ class StoredBytesDecoder(Decoder):
     def generate_code(self):
         too_long = np.int32(native.Status.EBUFFER)
 
-        def read(storage, offsets, sizes, errors, index, out, key):
+        def read(storage, offsets, sizes, failed, index, out, status, key):
             start, size = uint64(offsets[index]), uint64(sizes[index])
-            if errors[index] == 0 and size > uint64(out.size):
-                errors[index] = too_long
-            if errors[index] != 0:  # too long, or its bytes are known to be corrupt
+            status[0] = failed[index]  # no values, or its bytes are known to be corrupt
+            if status[0] == 0 and size > uint64(out.size):
+                status[0] = too_long
+            if status[0] != 0:
                 out[:] = 0
                 return out
             for j in range(size):

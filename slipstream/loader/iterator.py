@@ -108,7 +108,7 @@ class EpochPlan:
         memory: the stager that brings the batches' pages in
             (``start_epoch``, ``prepare``, ``release``, ``verify``; see
             :class:`slipstream.loader.staging.Stager`).
-        source: what the decoders read, with the per-sample ``errors``.
+        source: what the decoders read, with the per-sample ``failed`` marks.
         reader: the dataset (named in errors; checked for changes under it).
         names: the outputs yielded, in order.
         as_dict: yield dicts by output name instead of tuples.
@@ -276,8 +276,9 @@ def _produce(plan: EpochPlan, out: queue.Queue, stop: threading.Event) -> None:
                 pending.pop(0).synchronize()
             with _on_stream(stream):
                 try:
-                    # An epoch left by an error may have left some set; samples without values start failed.
-                    plan.source.errors[indices] = plan.source.unreadable[indices]
+                    # The batch's known failures, over any mark an earlier epoch left: samples without
+                    # values; the stager adds those in corrupt pages.
+                    plan.source.failed[indices] = plan.source.unreadable[indices]
                     plan.memory.prepare(b)
                     outputs = _run(plan, b, indices)
                 except Exception:
@@ -322,12 +323,17 @@ def _run(plan: EpochPlan, b: int, indices: np.ndarray) -> Any:
 
 def _check_errors(plan: EpochPlan, indices: np.ndarray) -> np.ndarray | None:
     """Apply ``on_error`` to the batch's failed samples: raise, or record
-    them and return the rows to keep (None: all of them)."""
-    errors = plan.source.errors[indices]
+    them and return the rows to keep (None: all of them).  A sample failed
+    when it was known to before the batch (``source.failed``: no values, or
+    a corrupt page, reported even where no decoder of the pipeline can
+    fail) or when a decoder reported it (the pipeline's status outputs,
+    ``CompiledPipeline.status``); a known failure comes first, as the
+    decoders copy it into their status."""
+    known = plan.source.failed[indices]
+    errors = np.where(known != 0, known, plan.pipeline.status())
     bad = np.flatnonzero(errors)
     if not bad.size:
         return None
-    plan.source.errors[indices] = 0
     if plan.on_error == "raise":
         index, status = int(indices[bad[0]]), int(errors[bad[0]])
         raise DecodeError(f"{plan.reader.path}: sample {index} cannot be decoded "

@@ -66,13 +66,15 @@ def covered_pages(pages: dict[str, tuple[np.ndarray, ...]]) -> list[int]:
 
 def mark_corrupt(reader: Any, source: Any, indices: np.ndarray, pages: dict[str, tuple[np.ndarray, ...]]) -> None:
     """Mark the samples of ``indices`` whose values (``pages``, as
-    :func:`value_pages` gives them per field) touch a page found corrupt."""
+    :func:`value_pages` gives them per field) touch a page found corrupt,
+    in ``source.failed``: known failures, which the decoders do not decode
+    and the loader's ``on_error`` applies to."""
     state = reader.page_state
     for first, last, _ in pages.values():
         bad = state[first] == PAGE_CORRUPT
         for k in np.flatnonzero(first != last).tolist():  # values over several pages (rare)
             bad[k] = bool((state[first[k]:last[k] + 1] == PAGE_CORRUPT).any())
-        source.errors[indices[bad]] = CORRUPT
+        source.failed[indices[bad]] = CORRUPT
 
 
 class Stager:

@@ -170,19 +170,21 @@ class CropDecoder(GeometricImageDecoder):
     def generate_code(self):
         region, decode_region = self.crop.region(), self.region_decoder()
 
-        def decode(storage, offsets, sizes, heights, widths, modes, errors, decodes, index, out, transform, key):
+        def decode(storage, offsets, sizes, heights, widths, modes, failed, decodes, index, out, transform, status,
+                   key):
             y, x, h, w = region(key, heights[index], widths[index])
-            return decode_region(storage, offsets, sizes, heights, widths, modes, errors, decodes, index, out,
-                                 transform, key, y, x, h, w)
+            return decode_region(storage, offsets, sizes, heights, widths, modes, failed, decodes, index, out,
+                                 transform, status, key, y, x, h, w)
 
         return decode
 
     def region_decoder(self) -> Callable[..., Any]:
         """The compiled ``decode_region(storage, offsets, sizes, heights,
-        widths, modes, errors, decodes, index, out, transform, key, y, x, h, w)
-        -> out``: decodes the region (``y``, ``x``, ``h``, ``w``) of sample
-        ``index`` into ``out``, flipped with the crop's probability, and
-        writes where the pixels went into ``transform``.  Decoders whose
+        widths, modes, failed, decodes, index, out, transform, status, key, y,
+        x, h, w) -> out``: decodes the region (``y``, ``x``, ``h``, ``w``) of
+        sample ``index`` into ``out``, flipped with the crop's probability,
+        writes where the pixels went into ``transform`` and the outcome into
+        ``status``.  Decoders whose
         region needs more than the image's size (:class:`RandomIoUCrop`
         reads the boxes) build on it."""
         (out_h, out_w), flip_p = self.size, self.crop.flip_p
@@ -204,11 +206,11 @@ class CropDecoder(GeometricImageDecoder):
         decode_sample = self.sample_decoder(from_pixels, from_jpeg)
 
         @njit(nogil=True, inline="always")
-        def decode_region(storage, offsets, sizes, heights, widths, modes, errors, decodes, index, out, transform,
-                          key, y, x, h, w):
+        def decode_region(storage, offsets, sizes, heights, widths, modes, failed, decodes, index, out, transform,
+                          status, key, y, x, h, w):
             flip = flip_p > 0.0 and rnd.uniform(key, CROP_DRAWS.flip) < flip_p
             set_region(transform, y, x, h, w, out_h, out_w, flip)
-            return decode_sample(storage, offsets, sizes, modes, errors, decodes, index, out,
+            return decode_sample(storage, offsets, sizes, modes, failed, decodes, index, out, status,
                                  (heights[index], widths[index], y, x, h, w, flip))
 
         return decode_region

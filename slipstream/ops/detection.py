@@ -123,7 +123,7 @@ class FollowingNode(DecoderNode):
     def dependencies(self) -> Sequence[Node]:
         return (*self.geometric, *(() if self.boxes_node is None else (self.boxes_node,)))
 
-    def declare(self) -> tuple[State, tuple[Allocation, ...]]:
+    def declared(self) -> tuple[State, tuple[Allocation, ...]]:
         return normalize_declared(self.op.declare_following(self))
 
     def emit(self, ctx: EmitContext) -> list[ast.stmt]:
@@ -602,11 +602,12 @@ class _MaskDecoder(FollowingDecoder):
     follow: str
     fill: int
     boxes: str | None = dataclasses.field(default=None, repr=False)
+    can_fail: ClassVar[bool] = True  # a corrupt mask: its status after the outs, as an image decoder's
 
     def inputs(self) -> tuple[np.ndarray, ...]:
         source, field = self.source, self.field
         return (source.storage, source.offsets(field), source.sizes(field), source.column(field, "height", np.int64),
-                source.column(field, "width", np.int64), source.errors)
+                source.column(field, "width", np.int64), source.failed)
 
     def output_size(self, node: FollowingNode) -> tuple[int, int]:
         """The (height, width) of the image followed (its last geometric
@@ -645,16 +646,17 @@ class _SegmentationDecoder(_MaskDecoder):
         fill, compose = self.source.reader.fields[self.field].dtype.type(self.fill), geometry.compose
         axis_aligned, uncovered = geometry.is_axis_aligned_chain, geometry.uncovered
 
-        def mask(storage, offsets, sizes, heights, widths, errors, index, transforms, out, transform, key):
+        def mask(storage, offsets, sizes, heights, widths, failed, index, transforms, out, transform, status, key):
             t = compose(transforms, transform)
             start, size = uint64(offsets[index]), uint64(sizes[index])
-            status = errors[index]
-            if status == 0:
-                status = decode_mask(storage[start:start + size], heights[index], widths[index], t, out, fill)
-            if status == 0 and not axis_aligned(transforms):
+            outcome = np.int32(failed[index])
+            if outcome == 0:
+                outcome = np.int32(decode_mask(storage[start:start + size], heights[index], widths[index], t, out,
+                                               fill))
+            if outcome == 0 and not axis_aligned(transforms):
                 clear(uncovered(transforms), out, fill)
-            if status != 0:
-                errors[index] = status
+            status[0] = outcome
+            if outcome != 0:
                 out[:] = fill
             return out
 
@@ -703,20 +705,20 @@ class _InstancesDecoder(_MaskDecoder):
 
         compose, axis_aligned, uncovered = geometry.compose, geometry.is_axis_aligned_chain, geometry.uncovered
 
-        def masks(storage, offsets, sizes, heights, widths, errors, lengths, index, transforms, kept, count, out,
-                  transform, key):
+        def masks(storage, offsets, sizes, heights, widths, failed, lengths, index, transforms, kept, count, out,
+                  transform, status, key):
             t = compose(transforms, transform)
             start, size = uint64(offsets[index]), uint64(sizes[index])
-            status = errors[index]
-            if status == 0:
-                status = decode_instances(storage[start:start + size], heights[index], widths[index], lengths[index],
-                                          kept, count[0], t, out)
-            if status == 0 and not axis_aligned(transforms):
+            outcome = np.int32(failed[index])
+            if outcome == 0:
+                outcome = np.int32(decode_instances(storage[start:start + size], heights[index], widths[index],
+                                                    lengths[index], kept, count[0], t, out))
+            if outcome == 0 and not axis_aligned(transforms):
                 gone = uncovered(transforms)
                 for k in range(count[0]):
                     clear(gone, out[k], 0)
-            if status != 0:
-                errors[index] = status
+            status[0] = outcome
+            if outcome != 0:
                 out[:] = 0
             return out
 
@@ -827,8 +829,8 @@ class _IoUCropDecoder(CropDecoder):
             float(crop.max_aspect_ratio)
         trials, rounds, stored_fmt = int(crop.trials), int(crop.rounds), FORMATS.index(crop.stored_format)
 
-        def decode(storage, offsets, sizes, heights, widths, modes, errors, decodes, box_offsets, box_lengths,
-                   index, out, transform, boxes, key):
+        def decode(storage, offsets, sizes, heights, widths, modes, failed, decodes, box_offsets, box_lengths,
+                   index, out, transform, boxes, status, key):
             n = box_lengths[index]
             copy_bytes(storage, box_offsets[index], n * 16, boxes)
             for r in range(n):
@@ -836,8 +838,8 @@ class _IoUCropDecoder(CropDecoder):
                                                                           boxes[r, 3], stored_fmt)
             y, x, h, w = iou_crop_params(key, heights[index], widths[index], boxes, n, options, lo, hi, rlo, rhi,
                                          trials, rounds)
-            return decode_region(storage, offsets, sizes, heights, widths, modes, errors, decodes, index, out,
-                                 transform, key, y, x, h, w)
+            return decode_region(storage, offsets, sizes, heights, widths, modes, failed, decodes, index, out,
+                                 transform, status, key, y, x, h, w)
 
         return decode
 

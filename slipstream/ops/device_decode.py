@@ -175,14 +175,15 @@ class DevicePlanner(ImageFieldDecoder):
         region, flip_p = self.crop.region(), float(self.crop.flip_p)
         too_long, raw_mode, header, put = np.int32(native.Status.EBUFFER), RAW_MODE, uint64(HEADER), _put
 
-        def plan(storage, offsets, sizes, heights, widths, modes, errors, decodes, index, out, key):
+        def plan(storage, offsets, sizes, heights, widths, modes, failed, decodes, index, out, status, key):
             height, width = heights[index], widths[index]
             y, x, h, w = region(key, height, width)
             flip = flip_p > 0.0 and rnd.uniform(key, CROP_DRAWS.flip) < flip_p
             start, size = uint64(offsets[index]), uint64(sizes[index])
-            if errors[index] == 0 and size > uint64(out.size) - header:
-                errors[index] = too_long
-            length = size if errors[index] == 0 else uint64(0)
+            status[0] = failed[index]  # no values, or its bytes are known to be corrupt
+            if status[0] == 0 and size > uint64(out.size) - header:
+                status[0] = too_long
+            length = size if status[0] == 0 else uint64(0)
             put(out, WORD_LENGTH, length)
             put(out, WORD_TOP, y)
             put(out, WORD_LEFT, x)

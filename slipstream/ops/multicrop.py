@@ -134,11 +134,11 @@ class MultiCropDecoder(ImageFieldDecoder):
         decode_sample = self.sample_decoder(from_pixels, from_jpeg)
 
         @njit(nogil=True)
-        def decode_all(storage, offsets_, sizes_, heights, widths, modes, errors, decodes, index, outputs, packed,
-                       block, key):
+        def decode_all(storage, offsets_, sizes_, heights, widths, modes, failed, decodes, index, outputs, packed,
+                       block, status, key):
             height, width = heights[index], widths[index]
             crops = multi_crop_regions(key, height, width, scale_lo, scale_hi, log_lo, log_hi, yoked)
-            decode_sample(storage, offsets_, sizes_, modes, errors, decodes, index, packed,
+            decode_sample(storage, offsets_, sizes_, modes, failed, decodes, index, packed, status,
                           (height, width, crops, block))
             for k in range(count):  # each crop into its own output (zeros for a failed sample)
                 dst = outputs[k].reshape(-1)
@@ -156,10 +156,10 @@ def _with_outputs(decode_all: Any, count: int) -> Any:
     as one tuple (a loop can index a tuple of one array type; a function
     cannot take a variable number of arrays otherwise)."""
     crops = ", ".join(f"crop_{k}" for k in range(count))
-    source = (f"def decode(storage, offsets, sizes, heights, widths, modes, errors, decodes, index, {crops}, packed, "
-              f"block, key):\n"
-              f"    return decode_all(storage, offsets, sizes, heights, widths, modes, errors, decodes, index, "
-              f"({crops},), packed, block, key)\n")
+    source = (f"def decode(storage, offsets, sizes, heights, widths, modes, failed, decodes, index, {crops}, packed, "
+              f"block, status, key):\n"
+              f"    return decode_all(storage, offsets, sizes, heights, widths, modes, failed, decodes, index, "
+              f"({crops},), packed, block, status, key)\n")
     namespace = {"decode_all": decode_all}
     exec(compile(source, f"<multi-crop decoder of {count} crops>", "exec"), namespace)
     return namespace["decode"]
