@@ -583,17 +583,78 @@ class _EitherOf(Node):
         super().__init__(first)
         self.choices, self.p = {"second": second}, float(p)  # kept in a dict: the key finds it all the same
 
-    def declare(self):
-        return self.parent.state, ()
+    def declare(self, inputs):
+        return inputs[0].state, ()
 
     def emit(self, ctx):
         from slipstream.compiler import astgen as A
 
         def apply(op):
-            return [A.assign(ctx.target(self), A.call(ctx.code(self, op), ctx.value(self.parent), ctx.key(self)))]
+            return [A.assign(ctx.target, A.call(ctx.code(op), ctx.value(), ctx.key()))]
 
-        coin = A.call(ctx.helper("uniform"), ctx.key(self, stream=1), A.const(0))
+        coin = A.call(ctx.helper("uniform"), ctx.key(stream=1), A.const(0))
         return [A.if_else(A.less(coin, A.const(self.p)), apply(self.op), apply(self.choices["second"]))]
+
+
+@dataclasses.dataclass(frozen=True)
+class _MeanOfTwo(Operation):
+    """Per sample, the element-wise mean of two values of one shape, as float32."""
+
+    def declare(self, state):
+        return State(shape=state.shape, dtype=np.float32), Allocation(state.shape, np.float32)
+
+    def generate_code(self):
+        def mean(a, b, out, key):
+            x, y, o = a.reshape(-1), b.reshape(-1), out.reshape(-1)
+            for j in range(o.size):
+                o[j] = (np.float32(x[j]) + np.float32(y[j])) / 2
+            return out
+
+        return mean
+
+
+class _Mean(Node):
+    """The mean of the values of two pipelines: a node with two inputs, found by the pipelines' names."""
+
+    def __init__(self, first: str, second: str) -> None:
+        super().__init__(_MeanOfTwo())
+        self.first, self.second = first, second
+
+    def reads(self, find):
+        return (find.last(self.first).output(), find.last(self.second).output())
+
+    def declare(self, inputs):
+        if inputs[0].state.shape != inputs[1].state.shape:
+            raise ValueError(f"the two values differ in shape: {inputs[0].state.shape} and {inputs[1].state.shape}")
+        return super().declare(inputs)
+
+    def emit(self, ctx):
+        from slipstream.compiler import astgen as A
+
+        return [A.assign(ctx.target, A.call(ctx.code(), ctx.value(0), ctx.value(1), *ctx.outs(), ctx.key()))]
+
+
+def test_a_node_reads_two_pipelines_as_its_inputs_and_the_graph_records_them():
+    a = np.random.default_rng(4).integers(0, 256, (8, 5, 3), dtype=np.uint8)
+    b = np.random.default_rng(5).integers(0, 256, (8, 5, 3), dtype=np.uint8)
+    compiled = Pipeline({"a": Internal([ArraySource(a)]), "b": Internal([ArraySource(b)]),
+                         "mean": [_Mean("a", "b")]}).compile(batch_size=8)
+    np.testing.assert_array_equal(compiled(np.arange(8))["mean"], (a.astype(np.float32) + b) / 2)
+    mean = compiled.graph.outputs["mean"]
+    assert [(i.node.pipeline, i.output) for i in mean.inputs] == [("a", None), ("b", None)]
+    assert mean.dependencies() == (compiled.graph.pipelines["a"][0], compiled.graph.pipelines["b"][0])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        mean.stage = 1  # a record of the lowered graph is never changed
+    with pytest.raises(PipelineError, match=r"pipeline 'mean': .*the two values differ in shape: \(5, 3\) and \(2,\)"):
+        Pipeline({"a": Internal([ArraySource(a)]), "b": Internal([ArraySource(b[:, 0, :2])]),
+                  "mean": [_Mean("a", "b")]}).compile(batch_size=8)
+
+
+def test_pipelines_that_read_each_other_in_a_cycle_are_refused():
+    images = np.zeros((4, 2), np.uint8)
+    with pytest.raises(PipelineError, match=r"pipelines refer to each other in a cycle through _MeanOfTwo\(\)"):
+        Pipeline({"a": [ArraySource(images), _Mean("a", "b")],
+                  "b": [ArraySource(images), _Mean("b", "a")]}).compile(batch_size=4)
 
 
 def test_the_compile_cache_key_covers_every_operation_a_node_holds():

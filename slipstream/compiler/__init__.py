@@ -11,7 +11,8 @@ Usable on its own, on in-memory arrays::
 from slipstream.compiler.drawing import draw_graph
 from slipstream.compiler.graph import Buffer, Graph, Internal
 from slipstream.compiler.kinds import Kind
-from slipstream.compiler.nodes import DecoderNode, EmitContext, Node, RandomApply, RefNode, TransformNode, find_node
+from slipstream.compiler.nodes import (DecoderNode, EmitContext, Finder, GraphNode, Input, Node, RandomApply, RefNode,
+                                       TransformNode)
 from slipstream.compiler.operation import STATUS, Decoder, Operation, TakesKeys, TorchOperation
 from slipstream.compiler.pipeline import ArraySource, CompiledPipeline, Pipeline
 from slipstream.compiler.rewrites import Keyed
@@ -25,7 +26,10 @@ __all__ = [
     "Decoder",
     "DecoderNode",
     "EmitContext",
+    "Finder",
     "Graph",
+    "GraphNode",
+    "Input",
     "Internal",
     "Keyed",
     "Kind",
@@ -40,5 +44,4 @@ __all__ = [
     "TorchOperation",
     "TransformNode",
     "draw_graph",
-    "find_node",
 ]

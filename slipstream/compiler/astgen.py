@@ -4,7 +4,7 @@ builds its statements with these and the expressions its
 :class:`~slipstream.compiler.EmitContext` hands it::
 
     from slipstream.compiler import astgen as A
-    A.assign(ctx.target(self), A.call(ctx.code(self), ctx.value(self.parent), ctx.key(self)))
+    A.assign(ctx.target, A.call(ctx.code(), ctx.value(), ctx.key()))
     # v3 = op3(v2, sample_key(seed, epoch, draw, ...))
 """
 

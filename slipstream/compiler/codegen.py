@@ -35,7 +35,7 @@ from slipstream.compiler import symbols
 from slipstream.compiler.checks import unseeded_draws
 from slipstream.compiler.graph import Graph
 from slipstream.compiler.kinds import Kind
-from slipstream.compiler.nodes import EmitContext, Node
+from slipstream.compiler.nodes import EmitContext, GraphNode, Input, Node
 from slipstream.compiler.operation import Operation
 from slipstream.compiler.symbols import Symbol
 from slipstream import _threading
@@ -120,76 +120,99 @@ class StageSource:
     jit: bool
     name: str
     params: list[Symbol]
-    returns: list[Node]
+    returns: list[GraphNode]
     source: str
     globals: dict[str, Any]
-    lines: dict[int, Node]  # line number of the source -> node whose statement spans it
+    lines: dict[int, GraphNode]  # line number of the source -> node whose statement spans it
     scratch: set[Symbol]  # allocations held per thread instead of per sample of the batch
     operations: list[Operation]  # every operation whose code the stage calls (a node may call several)
     statuses: list[Symbol]  # the decoders' status buffers, returned after the values (Graph.statuses)
 
 
-class _Context(EmitContext):
+class _Stage:
+    """What the code generator keeps while it emits one stage: the globals
+    the generated code calls, and where each value of the stage lives."""
+
     def __init__(self, graph: Graph, stage: int) -> None:
         self.graph = graph
         self.stage = stage
         self.globals: dict[str, Any] = {}
         self.operations: list[Operation] = []  # whose code ``code`` handed out, in order
         self.called: dict[int, list[Operation]] = {}  # by node id: the operations whose code it calls, its own first
-        self.external: dict[int, Node] = {}  # earlier-stage nodes read here, by id
+        self.external: dict[int, GraphNode] = {}  # earlier-stage nodes read here, by id
         self.scratch: set[Symbol] = set()  # buffers held per thread
 
-    def holder(self, node: Node) -> tuple[Node, int | None]:
-        """Where a per-sample node's value is held: ``(node, k)`` for
-        allocation k of a node of this stage (up the in-place chain, and
-        through references), or ``(node, None)`` for the value of a node of
-        an earlier stage."""
+    def holder(self, node: GraphNode, output: str | None = None) -> tuple[GraphNode, int | None]:
+        """Where a per-sample value is held: ``(node, k)`` for allocation k
+        of a node of this stage (its named output ``output``, or up the
+        chain of nodes without memory of their own), or ``(node, None)`` for
+        the value of a node of an earlier stage."""
         holder = node
-        while not holder.allocations:
-            aliased = holder.alias()
-            if aliased is None:
+        while output is None and not holder.allocations:
+            source = holder.alias()
+            if source is None:
                 raise PipelineError(f"{holder.describe()} declares no allocation and reads no other node: its value "
                                     f"has no memory to live in")
-            source, output = aliased
-            if output is not None:
-                position = source.output_position(output)
-                return (source, position) if source.stage == self.stage else (holder, None)
-            if source.stage != self.stage:
-                return source, None
-            holder = source
-        return holder, 0
+            if source.output is None and source.node.stage != self.stage:
+                return source.node, None
+            if source.output is not None and source.node.stage != self.stage:
+                return holder, None
+            holder, output = source.node, source.output
+        return holder, (0 if output is None else holder.output_position(output))
 
-    def _is_here(self, node: Node) -> bool:
+    def here(self, node: GraphNode) -> bool:
         return node.stage == self.stage
 
-    def target(self, node: Node) -> str:
+    def target(self, node: GraphNode) -> str:
         return symbols.value(node.id).name
 
-    def _external(self, node: Node) -> ast.expr:
+    def external_value(self, node: GraphNode) -> ast.expr:
         self.external[node.id] = node
         return A.name(symbols.value(node.id).name)
 
-    def _sample_view(self, batch: ast.expr, scalar: bool) -> ast.expr:
-        i = self.sample
+    def sample_view(self, batch: ast.expr, scalar: bool) -> ast.expr:
+        i = A.name(symbols.SAMPLE.name)
         return A.span(batch, i, A.add(i, A.const(1))) if scalar else A.index(batch, i)
 
-    def value(self, node: Node) -> ast.expr:
-        if self._is_here(node):
-            return A.name(self.target(node))
-        return self._sample_view(self._external(node), node.state.shape == ())
+    def count(self) -> ast.expr:
+        return A.name(symbols.COUNT.name)
 
-    def batch_value(self, node: Node) -> ast.expr:
-        if not self._is_here(node):
-            expr = self._external(node)
-            return A.call("as_tensor", expr) if (node.kind.compiled and not self.graph.is_jit_stage(self.stage)) else expr
+    def _named_output(self, read: Input) -> int:
+        """Which allocation of ``read.node`` (a node of this stage) is its output ``read.output``."""
+        if not self.here(read.node):
+            raise PipelineError(f"{read.node.describe()}'s output {read.output!r} is read outside its stage; read it "
+                                f"through a RefNode, which runs in the stage of the node it reads")
+        return read.node.output_position(read.output)
+
+    def value(self, read: Input) -> ast.expr:
+        """``read``'s value for the current sample."""
+        if read.output is not None:
+            return self.outs(read.node)[self._named_output(read)]
+        if self.here(read.node):
+            return A.name(self.target(read.node))
+        return self.sample_view(self.external_value(read.node), read.node.state.shape == ())
+
+    def batch_value(self, read: Input) -> ast.expr:
+        """``read``'s value for the whole batch."""
+        node = read.node
+        if read.output is not None:
+            position = self._named_output(read)
+            if symbols.buffer(node.id, position) in self.scratch:
+                raise PipelineError(f"{node.describe()}'s output {read.output!r} is read for the whole batch, but "
+                                    f"it is per-thread memory; read it through a RefNode")
+            return self.batch_outs(node)[position]
+        if not self.here(node):
+            expr = self.external_value(node)
+            into_torch = node.kind.compiled and not self.graph.is_jit_stage(self.stage)
+            return A.call("as_tensor", expr) if into_torch else expr
         if node.kind is not Kind.SAMPLE:
             return A.name(self.target(node))
         holder, position = self.holder(node)
         if position is None:
-            return self._external(holder)
-        return A.span(A.name(symbols.buffer(holder.id, position).name), None, self.count)
+            return self.external_value(holder)
+        return A.span(A.name(symbols.buffer(holder.id, position).name), None, self.count())
 
-    def outs(self, node: Node) -> list[ast.expr]:
+    def outs(self, node: GraphNode) -> list[ast.expr]:
         views = []
         for k, allocation in enumerate(node.allocations):
             scalar = allocation.shape == ()
@@ -199,45 +222,14 @@ class _Context(EmitContext):
                 views.append(A.span(A.name(symbol.name), tid, A.add(tid, A.const(1))) if scalar
                              else A.index(A.name(symbol.name), tid))
             else:
-                views.append(self._sample_view(A.name(symbol.name), scalar))
+                views.append(self.sample_view(A.name(symbol.name), scalar))
         return views
 
-    def batch_outs(self, node: Node) -> list[ast.expr]:
-        return [A.span(A.name(symbols.buffer(node.id, k).name), None, self.count)
+    def batch_outs(self, node: GraphNode) -> list[ast.expr]:
+        return [A.span(A.name(symbols.buffer(node.id, k).name), None, self.count())
                 for k in range(len(node.allocations))]
 
-    def _output_position(self, node: Node, name: str) -> int:
-        """Which allocation of ``node`` (a node of this stage) is its output ``name``."""
-        if not self._is_here(node):
-            raise PipelineError(f"{node.describe()}'s output {name!r} is read outside its stage; read it through "
-                                f"a RefNode, which runs in the stage of the node it reads")
-        return node.output_position(name)
-
-    def output(self, node: Node, name: str) -> ast.expr:
-        return self.outs(node)[self._output_position(node, name)]
-
-    def batch_output(self, node: Node, name: str) -> ast.expr:
-        position = self._output_position(node, name)
-        if symbols.buffer(node.id, position) in self.scratch:
-            raise PipelineError(f"{node.describe()}'s output {name!r} is read for the whole batch, but it is "
-                                f"per-thread memory, since no output reads it; read it through a RefNode")
-        return self.batch_outs(node)[position]
-
-    def inputs(self, node: Node) -> list[ast.expr]:
-        return [A.name(symbols.input_array(node.id, k).name) for k in range(len(node.arrays()))]
-
-    def key(self, node: Node, stream: int = 0) -> ast.expr:
-        return A.call("sample_key", A.name(symbols.SEED.name), A.name(symbols.EPOCH.name),
-                      A.name(symbols.DRAW.name), A.const(node.stream + stream))
-
-    def keys(self, node: Node) -> ast.expr:
-        return A.name(symbols.keys(node.id).name)
-
-    def batch_keys(self, node: Node) -> ast.expr:
-        return A.call("batch_keys", A.name(symbols.SEED.name), A.name(symbols.EPOCH.name),
-                      A.name(symbols.DRAWS.name), self.count, A.const(node.stream))
-
-    def code(self, node: Node, op: Operation | None = None) -> ast.expr:
+    def code(self, node: GraphNode, op: Operation | None) -> ast.expr:
         op = node.op if op is None else op
         # The node's own operation is op<id>; others it calls (a node with control flow) op<id>_1, op<id>_2, ...
         called = self.called.setdefault(node.id, [node.op])
@@ -261,6 +253,56 @@ class _Context(EmitContext):
             self.operations.append(op)
         return A.name(fn_name)
 
+
+class _Emitter(EmitContext):
+    """The :class:`EmitContext` of one node of a stage being generated."""
+
+    def __init__(self, stage: _Stage, node: GraphNode) -> None:
+        self._stage, self._node = stage, node
+
+    @property
+    def node(self) -> GraphNode:
+        return self._node
+
+    @property
+    def target(self) -> str:
+        return self._stage.target(self._node)
+
+    def _input(self, k: int) -> Input:
+        if not 0 <= k < len(self._node.inputs):
+            raise PipelineError(f"pipeline {self._node.pipeline!r}: {self._node.describe()} reads input {k}, but it "
+                                f"has {len(self._node.inputs)} (see Node.reads)")
+        return self._node.inputs[k]
+
+    def value(self, k: int = 0) -> ast.expr:
+        return self._stage.value(self._input(k))
+
+    def batch_value(self, k: int = 0) -> ast.expr:
+        return self._stage.batch_value(self._input(k))
+
+    def outs(self) -> list[ast.expr]:
+        return self._stage.outs(self._node)
+
+    def batch_outs(self) -> list[ast.expr]:
+        return self._stage.batch_outs(self._node)
+
+    def arrays(self) -> list[ast.expr]:
+        return [A.name(symbols.input_array(self._node.id, k).name) for k in range(len(self._node.arrays()))]
+
+    def key(self, stream: int = 0) -> ast.expr:
+        return A.call("sample_key", A.name(symbols.SEED.name), A.name(symbols.EPOCH.name),
+                      A.name(symbols.DRAW.name), A.const(self._node.stream + stream))
+
+    def keys(self) -> ast.expr:
+        return A.name(symbols.keys(self._node.id).name)
+
+    def batch_keys(self) -> ast.expr:
+        return A.call("batch_keys", A.name(symbols.SEED.name), A.name(symbols.EPOCH.name),
+                      A.name(symbols.DRAWS.name), self.count, A.const(self._node.stream))
+
+    def code(self, op: Operation | None = None) -> ast.expr:
+        return self._stage.code(self._node, op)
+
     def helper(self, helper_name: str) -> ast.expr:
         return A.name(helper_name)
 
@@ -274,10 +316,10 @@ class _Context(EmitContext):
 
     @property
     def count(self) -> ast.expr:
-        return A.name(symbols.COUNT.name)
+        return self._stage.count()
 
 
-def stage_parameters(nodes: list[Node], external: Iterable[int], compiled: bool) -> list[Symbol]:
+def stage_parameters(nodes: list[GraphNode], external: Iterable[int], compiled: bool) -> list[Symbol]:
     """The parameters of the stage running ``nodes`` and reading the values
     of the nodes ``external`` from earlier stages: what the runtime binds."""
     params = list(symbols.BATCH_PARAMETERS) + ([symbols.DONE] if compiled else [])
@@ -297,21 +339,22 @@ def generate_stage(graph: Graph, stage: int, trace: bool = False) -> StageSource
     node's statements the stage records in its last parameter, ``trace``,
     the node's id and the sample's position, so that an exception raised by
     an operation can be traced to the operation and the sample."""
-    ctx = _Context(graph, stage)
+    ctx = _Stage(graph, stage)
     nodes = graph.nodes_in(stage)
+    emitters = {node.id: _Emitter(ctx, node) for node in nodes}
     jit = graph.is_jit_stage(stage)
     later = [n for n in graph.nodes if n.stage > stage]
     needed_later = {d.id for n in later for d in n.dependencies() if d.stage == stage}
     outputs = {n.id for n in graph.outputs.values() if n.stage == stage}
     returns = [n for n in nodes if n.id in needed_later | outputs]
 
-    emitted: list[tuple[Node, list[ast.stmt]]] = []
+    emitted: list[tuple[GraphNode, list[ast.stmt]]] = []
 
-    def emit_all(emit: Callable[[Node], list[ast.stmt]], position: ast.expr) -> list[ast.stmt]:
-        """Every node's statements from one of its emit methods, in order."""
+    def emit_all(emit: Callable[[Node, EmitContext], list[ast.stmt]], position: ast.expr) -> list[ast.stmt]:
+        """Every node's statements from one of its specification's emit methods, in order."""
         statements: list[ast.stmt] = []
         for node in nodes:
-            own = emit(node)
+            own = emit(node.spec, emitters[node.id])
             emitted.append((node, own))
             if trace and own:
                 statements += [A.assign_item(A.name(symbols.TRACE.name), A.const(0), A.const(node.id)),
@@ -322,23 +365,24 @@ def generate_stage(graph: Graph, stage: int, trace: bool = False) -> StageSource
     statuses = [b.symbol for b in graph.statuses() if b.node.stage == stage] if jit else []
     if jit:
         ctx.scratch = _scratch_buffers(ctx, nodes, returns) - set(statuses)
-        loop: list[ast.stmt] = [A.assign(symbols.INDEX.name, A.index(A.name(symbols.INDICES.name), ctx.sample)),
-                                A.assign(symbols.DRAW.name, A.index(A.name(symbols.DRAWS.name), ctx.sample))]
+        sample = A.name(symbols.SAMPLE.name)
+        loop: list[ast.stmt] = [A.assign(symbols.INDEX.name, A.index(A.name(symbols.INDICES.name), sample)),
+                                A.assign(symbols.DRAW.name, A.index(A.name(symbols.DRAWS.name), sample))]
         if ctx.scratch:
             loop.append(A.assign(symbols.THREAD.name, A.call("get_thread_id")))
-        loop += emit_all(lambda node: node.emit(ctx), ctx.sample)
+        loop += emit_all(lambda spec, ctx: spec.emit(ctx), sample)
         # Numba may lose an exception raised in a parallel loop (the call then returns as if all went
         # well); the runtime finds such a sample by this mark missing.
-        loop.append(A.assign_item(A.name(symbols.DONE.name), ctx.sample, A.const(1)))
-        samples = A.call("range" if trace else "prange", ctx.count)
-        after = emit_all(lambda node: node.emit_batch(ctx), A.const(-1))
+        loop.append(A.assign_item(A.name(symbols.DONE.name), sample, A.const(1)))
+        samples = A.call("range" if trace else "prange", ctx.count())
+        after = emit_all(lambda spec, ctx: spec.emit_batch(ctx), A.const(-1))
         body = [A.for_range(symbols.SAMPLE.name, samples, loop), *after]
     else:
-        body = emit_all(lambda node: node.emit_torch(ctx), A.const(-1))
+        body = emit_all(lambda spec, ctx: spec.emit_torch(ctx), A.const(-1))
     # The batch's per-sample statuses are outputs of the stage, as its values are: the runtime reads them from
     # what the stage returns, not from memory the compiled code shares with it.
-    body.append(A.ret([ctx.batch_value(n) for n in returns]
-                      + [A.span(A.name(symbol.name), None, ctx.count) for symbol in statuses]))
+    body.append(A.ret([ctx.batch_value(n.output()) for n in returns]
+                      + [A.span(A.name(symbol.name), None, ctx.count()) for symbol in statuses]))
 
     params = stage_parameters(nodes, ctx.external, jit) + ([symbols.TRACE] if trace else [])
     fn_name = f"stage_{stage}"
@@ -352,7 +396,7 @@ def generate_stage(graph: Graph, stage: int, trace: bool = False) -> StageSource
                        _line_map(tree, source, emitted), ctx.scratch, ctx.operations, statuses)
 
 
-def _scratch_buffers(ctx: _Context, nodes: list[Node], returns: list[Node]) -> set[Symbol]:
+def _scratch_buffers(ctx: _Stage, nodes: list[GraphNode], returns: list[GraphNode]) -> set[Symbol]:
     """Allocations whose values never leave the sample loop: nothing after
     the loop reads them (not returned, not read by a batch operation), so
     one slot per thread serves every sample and the whole chain of a sample
@@ -361,19 +405,20 @@ def _scratch_buffers(ctx: _Context, nodes: list[Node], returns: list[Node]) -> s
     for node in nodes:
         if node in returns and node.kind is Kind.SAMPLE:
             kept.add(ctx.holder(node))
-        if (node.kind is Kind.BATCH and node.parent is not None and node.parent.stage == ctx.stage
-                and node.parent.kind is not Kind.BATCH):
-            kept.add(ctx.holder(node.parent))
+        if node.kind is Kind.BATCH:  # a batch operation reads its per-sample inputs for the whole batch
+            kept.update(ctx.holder(i.node, i.output) for i in node.inputs
+                        if ctx.here(i.node) and i.node.kind is Kind.SAMPLE)
     return {symbols.buffer(node.id, k) for node in nodes if node.kind is Kind.SAMPLE
             for k in range(len(node.allocations)) if (node, k) not in kept}
 
 
-def _line_map(tree: ast.Module, source: str, emitted: list[tuple[Node, list[ast.stmt]]]) -> dict[int, Node]:
+def _line_map(tree: ast.Module, source: str,
+              emitted: list[tuple[GraphNode, list[ast.stmt]]]) -> dict[int, GraphNode]:
     """Source line -> the node whose emitted statement spans it.  The source
     is parsed again: its statements come in the order of the tree's, and
     carry the line numbers the text has."""
     owners = {id(statement): node for node, statements in emitted for statement in statements}
-    lines: dict[int, Node] = {}
+    lines: dict[int, GraphNode] = {}
     for made, parsed in zip(ast.walk(tree), ast.walk(ast.parse(source))):
         node = owners.get(id(made))
         if node is not None:
@@ -446,7 +491,7 @@ def fingerprint(graph: Graph, stage: StageSource) -> str:
         h.update(op.fingerprint().encode())
         h.update(_code_digest(type(op)).encode())
     for node in graph.nodes_in(stage.index):
-        h.update(_code_digest(type(node)).encode())  # a node class of the user's emits code of its own
+        h.update(_code_digest(type(node.spec)).encode())  # a node class of the user's emits code of its own
         h.update(repr((node.state, node.allocations)).encode())
     h.update(f"{numba.__version__} {np.__version__} {sys.version}".encode())
     return h.hexdigest()[:24]

@@ -1,6 +1,6 @@
-"""The pipeline graph: nodes built from ``{output_name: [operations]}``,
-references resolved, states propagated, memory collected and nodes grouped
-into stages."""
+"""The pipeline graph: ``{output_name: [entries]}`` lowered to immutable
+records (:class:`~slipstream.compiler.nodes.GraphNode`) with explicit
+inputs, states, memory and stages."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 
 from slipstream.compiler import symbols
-from slipstream.compiler.kinds import Kind, is_compiled_stage
-from slipstream.compiler.nodes import DeclarationError, DecoderNode, Node, TransformNode
-from slipstream.compiler.operation import Decoder, Operation, as_operation
+from slipstream.compiler.kinds import Kind, is_compiled_stage, stage_number
+from slipstream.compiler.nodes import DeclarationError, DecoderNode, Finder, GraphNode, Input, Node, TransformNode
+from slipstream.compiler.operation import STATUS, Decoder, Operation, as_operation
 from slipstream.compiler.random import keyed_stream_id, stream_id
 from slipstream.compiler.rewrites import FieldOperation, Keyed
-from slipstream.compiler.state import Allocation
+from slipstream.compiler.state import Allocation, State
 from slipstream.errors import PipelineError
 
 
@@ -45,7 +45,7 @@ def unwrapped(given: Any) -> tuple[Any, bool]:
 class Buffer:
     """One allocation of one node: ``(slots, batch_size, *allocation.shape)``."""
 
-    node: Node
+    node: GraphNode
     index: int
     allocation: Allocation
 
@@ -55,13 +55,26 @@ class Buffer:
         return symbols.buffer(self.node.id, self.index)
 
 
-class Graph:
-    """Nodes of every pipeline, in an order where each node follows the
-    nodes it reads, with states, allocations and stages assigned.
+@dataclasses.dataclass(frozen=True)
+class _Entry:
+    """One entry of a pipeline list, placed: its specification, id and random streams."""
 
-    Stage numbers follow from the kinds of the operations along each
-    pipeline (:mod:`slipstream.compiler.kinds`); nodes of all pipelines with
-    the same stage number are compiled into one function.
+    spec: Node
+    id: int
+    stream: int
+
+
+class Graph:
+    """The lowered graph: a :class:`GraphNode` for every entry of every
+    pipeline, in an order where each node follows the nodes it reads.
+
+    Lowering is one pass.  Each entry becomes a specification
+    (:class:`Node`) with an id and random streams; then each entry, once the
+    entries it reads (:meth:`Node.reads`) are lowered, becomes an immutable
+    record with its inputs, kind, stage, state and allocations.  Stage
+    numbers follow from the kinds of the nodes along the inputs
+    (:mod:`slipstream.compiler.kinds`); nodes of all pipelines with the
+    same stage number are compiled into one function.
 
     A pipeline given as :class:`Internal` is read by other pipelines
     (``RefNode``) but is not an output.
@@ -74,8 +87,8 @@ class Graph:
     """
 
     def __init__(self, pipelines: Mapping[str, Sequence[Any] | Internal]) -> None:
-        self.outputs: dict[str, Node] = {}
-        self.pipelines: dict[str, list[Node]] = {}
+        self._entries: dict[str, list[_Entry]] = {}
+        output_names: list[str] = []
         next_id = 0
         for name, spec in pipelines.items():
             given, output = unwrapped(spec)
@@ -84,93 +97,64 @@ class Graph:
             items = list(given)
             if not items:
                 raise PipelineError(f"pipeline {name!r} is empty")
-            nodes: list[Node] = []
-            for position, item in enumerate(items):
-                stream_key = item.key if isinstance(item, Keyed) else None
-                node = _node_for(item.entry if isinstance(item, Keyed) else item, name, position)
-                node = node.placed(nodes[-1] if nodes else None, next_id, name, stream_key)
-                next_id += 1
-                nodes.append(node)
-            self.pipelines[name] = nodes
-            _number_streams(name, nodes)
+            specs = [_node_for(item.entry if isinstance(item, Keyed) else item, name, position)
+                     for position, item in enumerate(items)]
+            streams = _streams(name, specs, [item.key if isinstance(item, Keyed) else None for item in items])
+            self._entries[name] = [_Entry(s, next_id + k, stream) for k, (s, stream) in enumerate(zip(specs, streams))]
+            next_id += len(items)
             if output:
-                self.outputs[name] = nodes[-1]
-        if not self.outputs:
+                output_names.append(name)
+        if not output_names:
             raise PipelineError("a pipeline needs at least one output" +
                                 (" (every pipeline given is Internal)" if pipelines else ""))
-        self._resolve_references()
-        self.nodes = self._ordered()
-        for node in self.nodes:
-            self._declare(node)
-            node.stage = node.stage_number()
+        self._lowered: dict[int, GraphNode] = {}
+        self._visiting: set[int] = set()
+        self.nodes: list[GraphNode] = []
+        """Every node, each after the nodes it reads."""
+        for name, entries in self._entries.items():
+            for position in range(len(entries)):
+                self.lowered(name, position)
+        self.pipelines: dict[str, list[GraphNode]] = {
+            name: [self._lowered[entry.id] for entry in entries] for name, entries in self._entries.items()}
+        """Pipeline name -> its nodes, in the order of its list."""
+        self.outputs: dict[str, GraphNode] = {name: self.pipelines[name][-1] for name in output_names}
+        """Output name -> the node whose value it is (Internal pipelines are not outputs)."""
         self.stages = sorted({node.stage for node in self.nodes})
 
-    def _resolve_references(self) -> None:
-        for nodes in self.pipelines.values():
-            for node in nodes:
-                node.resolve(self.pipelines)
+    def lowered(self, pipeline: str, position: int) -> GraphNode:
+        """The record of entry ``position`` of ``pipeline``, lowered (with
+        the entries it reads) when first asked for."""
+        entry = self._entries[pipeline][position]
+        done = self._lowered.get(entry.id)
+        if done is not None:
+            return done
+        if entry.id in self._visiting:
+            raise PipelineError(f"pipelines refer to each other in a cycle through {entry.spec.describe()} "
+                                f"(pipeline {pipeline!r})")
+        self._visiting.add(entry.id)
+        spec = entry.spec
+        inputs = tuple(spec.reads(_Finder(self, pipeline, position)))
+        if not all(isinstance(i, Input) for i in inputs):
+            raise PipelineError(f"pipeline {pipeline!r}: {spec.describe()}'s reads() must return Input values "
+                                f"(node.output(name)), got {inputs!r:.120}")
+        kind = spec.kind_of(inputs)
+        stage = stage_number(kind, ((i.node.kind, i.node.stage) for i in inputs))
+        state, allocations = _declare(spec, pipeline, kind, inputs)
+        node = GraphNode(entry.id, pipeline, position, spec, kind, inputs, state, allocations, stage, entry.stream)
+        self._visiting.discard(entry.id)
+        self._lowered[entry.id] = node
+        self.nodes.append(node)
+        return node
 
-    def _ordered(self) -> list[Node]:
-        """Every node after the nodes it reads (depth-first, stable)."""
-        order: list[Node] = []
-        state: dict[int, str] = {}
+    def entries(self, pipeline: str, referrer: str) -> list[_Entry]:
+        """The entries of ``pipeline``, which pipeline ``referrer`` reads."""
+        entries = self._entries.get(pipeline)
+        if entries is None:
+            raise PipelineError(f"pipeline {referrer!r} refers to pipeline {pipeline!r}, which does not exist "
+                                f"(pipelines: {', '.join(self._entries)})")
+        return entries
 
-        def visit(node: Node) -> None:
-            if state.get(node.id) == "done":
-                return
-            if state.get(node.id) == "visiting":
-                raise PipelineError(f"pipelines refer to each other in a cycle through {node.describe()}")
-            state[node.id] = "visiting"
-            for dependency in node.dependencies():
-                visit(dependency)
-            state[node.id] = "done"
-            order.append(node)
-
-        for nodes in self.pipelines.values():
-            for node in nodes:
-                visit(node)
-        return order
-
-    def _declare(self, node: Node) -> None:
-        parent = node.parent
-        if node.kind.compiled and parent is not None and str(parent.state.device).startswith("cuda"):
-            raise PipelineError(
-                f"pipeline {node.pipeline!r}: {node.describe()} is compiled code for the CPU, placed after "
-                f"{parent.describe()}, whose output is on {parent.state.device}: place it before the entries that "
-                f"move the batch to the device, or use a torch operation (slipstream.ops.batch) there")
-        try:
-            node.state, node.allocations = node.declare()
-        except DeclarationError as exc:  # the operation's own mistake, not its input's
-            raise PipelineError(f"pipeline {node.pipeline!r}: {node.describe()}: {exc}") from None
-        except (ValueError, TypeError) as exc:
-            parent = node.parent
-            if node.kind.compiled and parent is not None and parent.kind is Kind.TORCH:
-                raise PipelineError(
-                    f"pipeline {node.pipeline!r}: {node.describe()} is compiled code, placed after "
-                    f"{parent.describe()}, a torch operation, whose output ({parent.state.describe()}) it cannot "
-                    f"take: {exc}. Compiled operations work on the arrays a pipeline makes before its torch "
-                    f"operations: place it before {parent.describe()}") from exc
-            if node.parent is None:
-                raise PipelineError(f"pipeline {node.pipeline!r}: {node.describe()} failed to declare its "
-                                    f"output: {exc}") from exc
-            raise PipelineError(
-                f"pipeline {node.pipeline!r}: {node.parent.describe()} produces {node.parent.state.describe()}, "
-                f"which {node.describe()} cannot take: {exc}"
-            ) from exc
-        if node.kind.compiled and node.allocations and node.state is not None:
-            # compiled code returns its first allocation as its value (see slipstream.compiler.operation)
-            memory, state = node.allocations[0], node.state
-            if tuple(memory.shape) != tuple(state.shape) or np.dtype(memory.dtype) != np.dtype(state.dtype):
-                raise PipelineError(
-                    f"pipeline {node.pipeline!r}: {node.describe()} declares its output as {node.state.describe()} but "
-                    f"allocates {memory.shape} {np.dtype(memory.dtype)} for it: compiled code returns its first "
-                    f"Allocation, so the two must have the same shape and dtype")
-        if (node.parent is not None and node.kind.compiled and not node.parent.kind.compiled
-                and node.parent.state.device != "cpu"):
-            raise PipelineError(f"pipeline {node.pipeline!r}: {node.describe()} is compiled code but "
-                                f"{node.parent.describe()} leaves its output on {node.parent.state.device}")
-
-    def nodes_in(self, stage: int) -> list[Node]:
+    def nodes_in(self, stage: int) -> list[GraphNode]:
         """The nodes that run in ``stage``, in graph order."""
         return [node for node in self.nodes if node.stage == stage]
 
@@ -187,12 +171,94 @@ class Graph:
         (:attr:`~slipstream.compiler.Decoder.can_fail`), in graph order:
         buffers every call writes for each sample, which the stage that runs
         the decoder returns after its values."""
-        return [Buffer(node, node.status_position, node.allocations[node.status_position])
-                for node in self.decoders() if node.status_position is not None]
+        return [b for b in self.buffers() if isinstance(b.node.spec, DecoderNode) and b.allocation.name == STATUS]
 
-    def decoders(self) -> list[DecoderNode]:
+    def decoders(self) -> list[GraphNode]:
         """The decoder nodes, one per decoded field and pipeline, in graph order."""
-        return [node for node in self.nodes if isinstance(node, DecoderNode)]
+        return [node for node in self.nodes if isinstance(node.spec, DecoderNode)]
+
+
+class _Finder(Finder):
+    """The lookups of the entry being lowered (see :class:`Finder`)."""
+
+    def __init__(self, graph: Graph, pipeline: str, position: int) -> None:
+        self._graph, self._pipeline, self._position = graph, pipeline, position
+
+    @property
+    def pipeline(self) -> str:
+        return self._pipeline
+
+    @property
+    def position(self) -> int:
+        return self._position
+
+    def previous(self) -> GraphNode | None:
+        return None if self._position == 0 else self._graph.lowered(self._pipeline, self._position - 1)
+
+    def names(self) -> list[str]:
+        return list(self._graph._entries)
+
+    def entries(self, pipeline: str) -> list[Node]:
+        return [entry.spec for entry in self._graph.entries(pipeline, self._pipeline)]
+
+    def node(self, pipeline: str, position: int) -> GraphNode:
+        self._graph.entries(pipeline, self._pipeline)
+        return self._graph.lowered(pipeline, position)
+
+    def last(self, pipeline: str) -> GraphNode:
+        return self.node(pipeline, len(self._graph.entries(pipeline, self._pipeline)) - 1)
+
+    def holding(self, op: Operation, pipeline: str | None = None) -> GraphNode:
+        names = self.names() if pipeline is None else [pipeline]
+        found = [(name, k) for name in names for k, spec in enumerate(self.entries(name)) if spec.op is op]
+        if len(found) != 1:
+            if pipeline is not None:
+                raise PipelineError(f"pipeline {self._pipeline!r} refers to {op!r} in pipeline {pipeline!r}, which "
+                                    f"holds it {len(found)} times")
+            holders = ", ".join(repr(name) for name, _ in found) or "none"
+            raise PipelineError(f"pipeline {self._pipeline!r} reads {op!r}, which {len(found)} entries of the "
+                                f"pipelines hold (pipelines: {holders}): place that object once, or name its "
+                                f"pipeline")
+        return self._graph.lowered(*found[0])
+
+
+def _declare(spec: Node, pipeline: str, kind: Kind, inputs: tuple[Input, ...]) -> tuple[State, tuple[Allocation, ...]]:
+    """The state and allocations ``spec`` declares from its inputs, or a
+    PipelineError naming the entry and what it could not take."""
+    parent = inputs[0].node if inputs else None
+    describe = spec.describe()
+    if kind.compiled and parent is not None and str(parent.state.device).startswith("cuda"):
+        raise PipelineError(
+            f"pipeline {pipeline!r}: {describe} is compiled code for the CPU, placed after "
+            f"{parent.describe()}, whose output is on {parent.state.device}: place it before the entries that "
+            f"move the batch to the device, or use a torch operation (slipstream.ops.batch) there")
+    try:
+        state, allocations = spec.declare(inputs)
+    except DeclarationError as exc:  # the operation's own mistake, not its input's
+        raise PipelineError(f"pipeline {pipeline!r}: {describe}: {exc}") from None
+    except (ValueError, TypeError) as exc:
+        if kind.compiled and parent is not None and parent.kind is Kind.TORCH:
+            raise PipelineError(
+                f"pipeline {pipeline!r}: {describe} is compiled code, placed after "
+                f"{parent.describe()}, a torch operation, whose output ({parent.state.describe()}) it cannot "
+                f"take: {exc}. Compiled operations work on the arrays a pipeline makes before its torch "
+                f"operations: place it before {parent.describe()}") from exc
+        if parent is None:
+            raise PipelineError(f"pipeline {pipeline!r}: {describe} failed to declare its output: {exc}") from exc
+        raise PipelineError(f"pipeline {pipeline!r}: {inputs[0].describe()} produces {inputs[0].state.describe()}, "
+                            f"which {describe} cannot take: {exc}") from exc
+    if kind.compiled and allocations and state is not None:
+        # compiled code returns its first allocation as its value (see slipstream.compiler.operation)
+        memory = allocations[0]
+        if tuple(memory.shape) != tuple(state.shape) or np.dtype(memory.dtype) != np.dtype(state.dtype):
+            raise PipelineError(
+                f"pipeline {pipeline!r}: {describe} declares its output as {state.describe()} but "
+                f"allocates {memory.shape} {np.dtype(memory.dtype)} for it: compiled code returns its first "
+                f"Allocation, so the two must have the same shape and dtype")
+    if parent is not None and kind.compiled and not parent.kind.compiled and parent.state.device != "cpu":
+        raise PipelineError(f"pipeline {pipeline!r}: {describe} is compiled code but {parent.describe()} leaves its "
+                            f"output on {parent.state.device}")
+    return state, allocations
 
 
 def check_pipeline(pipeline: str, entries: Any) -> list[Any]:
@@ -258,25 +324,27 @@ def _node_for(item: Any, pipeline: str, position: int) -> Node:
     return TransformNode(op)
 
 
-def _number_streams(pipeline: str, nodes: list[Node]) -> None:
-    """Give each node of a pipeline its random streams, from the pipeline's
-    name, what the node is and how many alike nodes precede it (see
-    :mod:`slipstream.compiler.random`), or from its explicit key alone.  A
-    keyed node still counts among its alike nodes, so that keying one
-    keeps the streams of the others."""
+def _streams(pipeline: str, specs: list[Node], keys: list[str | None]) -> list[int]:
+    """The first random stream of each entry of a pipeline, from the
+    pipeline's name, what the entry is and how many alike entries precede
+    it (see :mod:`slipstream.compiler.random`), or from its explicit key
+    alone.  A keyed entry still counts among its alike entries, so that
+    keying one keeps the streams of the others."""
     seen: dict[str, int] = {}
     keyed: dict[str, Node] = {}
-    for node in nodes:
-        identity = node.identity()
-        node.stream = stream_id(pipeline, identity, seen.get(identity, 0))
+    streams = []
+    for spec, key in zip(specs, keys):
+        identity = spec.identity()
+        streams.append(stream_id(pipeline, identity, seen.get(identity, 0)))
         seen[identity] = seen.get(identity, 0) + 1
-        if node.stream_key is not None:
-            if node.stream_key in keyed:
-                raise PipelineError(f"pipeline {pipeline!r} gives key {node.stream_key!r} to both "
-                                    f"{keyed[node.stream_key].describe()} and {node.describe()}: one output's "
-                                    f"entries draw alike only by mistake, so each key may appear once in it")
-            keyed[node.stream_key] = node
-            node.stream = keyed_stream_id(node.stream_key)
+        if key is not None:
+            if key in keyed:
+                raise PipelineError(f"pipeline {pipeline!r} gives key {key!r} to both {keyed[key].describe()} and "
+                                    f"{spec.describe()}: one output's entries draw alike only by mistake, so each "
+                                    f"key may appear once in it")
+            keyed[key] = spec
+            streams[-1] = keyed_stream_id(key)
+    return streams
 
 
 __all__ = ["Buffer", "Graph", "Internal"]

@@ -1,17 +1,27 @@
-"""Nodes of a pipeline graph.  Each node emits its own Python AST statements
-into the generated stage function, so a new kind of node (control flow, a
-second input, ...) needs no change to :class:`~slipstream.compiler.Graph`.
+"""Nodes of a pipeline: the specifications a user writes, and the records
+of the graph lowered from them.
 
-The :class:`EmitContext` a node receives names everything it may refer to:
-the values of other nodes, its own output memory, its random key, and the
-globals (operation code, helpers) the generated code calls.
+Two layers:
+
+- A :class:`Node` is a *specification*: what an entry of a pipeline list
+  does.  It says which values it reads (:meth:`Node.reads`), what it makes
+  of them (:meth:`Node.declare`) and which statements compute it (the
+  ``emit*`` methods).  The compiler never changes it, so one object may
+  stand in several places.
+- A :class:`GraphNode` is an immutable record of the lowered graph
+  (:class:`~slipstream.compiler.Graph`): one placed entry with its id, its
+  kind and stage, its random streams, its declared state and allocations,
+  and its :class:`Input` values, each another record's value or one of its
+  named outputs.  The code generator walks these records, and each hands
+  its emission back to its specification with an :class:`EmitContext`
+  bound to it.
 """
 
 from __future__ import annotations
 
 import abc
 import ast
-import copy
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,63 +29,198 @@ import numpy as np
 
 from slipstream.compiler import astgen as A
 from slipstream.compiler.checks import returns_its_input
-from slipstream.compiler.kinds import Kind, stage_number
+from slipstream.compiler.kinds import Kind
 from slipstream.compiler.operation import STATUS, Decoder, Operation, TorchOperation
 from slipstream.compiler.random import named_draws
 from slipstream.compiler.state import Allocation, State
 from slipstream.errors import PipelineError
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class GraphNode:
+    """One placed entry of the lowered graph; immutable, built once its
+    inputs are.
+
+    Attributes:
+        id: its number in the graph (the names of its generated values
+            derive from it).
+        pipeline: the pipeline whose list holds the entry.
+        position: the entry's position in that list.
+        spec: the :class:`Node` the entry was lowered from.
+        kind: where its code runs (:class:`Kind`).
+        inputs: the values it reads, in the order its specification asked for them.
+        state: its value's state (shape, dtype, device).
+        allocations: the memory it writes; the first holds its value, and
+            any may carry a name (a named output).
+        stage: the stage whose function runs it (:mod:`slipstream.compiler.kinds`).
+        stream: the first of its random streams (:mod:`slipstream.compiler.random`).
+    """
+
+    id: int
+    pipeline: str
+    position: int
+    spec: Node
+    kind: Kind
+    inputs: tuple[Input, ...]
+    state: State
+    allocations: tuple[Allocation, ...]
+    stage: int
+    stream: int
+
+    @property
+    def op(self) -> Operation | None:
+        """The operation of its specification (None for a node without one)."""
+        return self.spec.op
+
+    def output(self, name: str | None = None) -> Input:
+        """Its value (``name`` None) or its named output ``name``, as an input of another node."""
+        if name is not None:
+            self.output_position(name)
+        return Input(self, name)
+
+    def output_position(self, name: str) -> int:
+        """Which of its allocations is its output ``name``."""
+        names = [a.name for a in self.allocations]
+        if name not in names:
+            given = ", ".join(repr(n) for n in names if n is not None) or "none"
+            raise PipelineError(f"pipeline {self.pipeline!r}: {self.describe()} has no output {name!r} "
+                                f"(its named outputs: {given})")
+        return names.index(name)
+
+    def dependencies(self) -> tuple[GraphNode, ...]:
+        """The nodes whose values it reads, each once, in the order of its inputs."""
+        return tuple(dict.fromkeys(i.node for i in self.inputs))
+
+    def alias(self) -> Input | None:
+        """Where its value lives when it has no allocation of its own: its
+        first input (the value an in-place operation rewrote, or what a
+        reference reads); None when it has an allocation or no input."""
+        return None if self.allocations or not self.inputs else self.inputs[0]
+
+    def arrays(self) -> Sequence[Any]:
+        """The arrays from outside the graph its code reads (:meth:`Node.arrays`)."""
+        return self.spec.arrays()
+
+    def describe(self) -> str:
+        """One line naming it in ``explain()``, graph drawings and errors (:meth:`Node.describe`)."""
+        return self.spec.describe()
+
+
+@dataclasses.dataclass(frozen=True)
+class Input:
+    """A value a node reads: ``node``'s value, or its named output ``output``."""
+
+    node: GraphNode
+    output: str | None = None
+
+    @property
+    def state(self) -> State:
+        """The state of the value read: the node's own, or that of its named output's allocation."""
+        if self.output is None:
+            return self.node.state
+        if not self.node.kind.compiled:
+            raise ValueError(f"{self.node.describe()} runs in torch, where operations have no named outputs")
+        memory = self.node.allocations[self.node.output_position(self.output)]
+        return State(shape=memory.shape, dtype=memory.dtype, device=memory.device)
+
+    def describe(self) -> str:
+        """``operation`` or ``operation.output``."""
+        return self.node.describe() + ("" if self.output is None else f".{self.output}")
+
+
+class Finder(abc.ABC):
+    """What :meth:`Node.reads` may look up while the graph is lowered, for
+    the entry at ``position`` of pipeline ``pipeline``: the other entries,
+    and the records of those it reads (lowered on demand, so that a node
+    is built after the nodes it reads; a cycle is refused)."""
+
+    @property
+    @abc.abstractmethod
+    def pipeline(self) -> str:
+        """The pipeline of the entry being lowered."""
+
+    @property
+    @abc.abstractmethod
+    def position(self) -> int:
+        """The entry's position in its pipeline's list."""
+
+    @abc.abstractmethod
+    def previous(self) -> GraphNode | None:
+        """The entry before it in its pipeline (None for the first)."""
+
+    @abc.abstractmethod
+    def names(self) -> list[str]:
+        """Every pipeline's name, in the order given."""
+
+    @abc.abstractmethod
+    def entries(self, pipeline: str) -> list[Node]:
+        """The specifications of pipeline ``pipeline``'s entries, in order."""
+
+    @abc.abstractmethod
+    def node(self, pipeline: str, position: int) -> GraphNode:
+        """The record of entry ``position`` of pipeline ``pipeline``."""
+
+    @abc.abstractmethod
+    def last(self, pipeline: str) -> GraphNode:
+        """The record of the last entry of pipeline ``pipeline`` (its value)."""
+
+    @abc.abstractmethod
+    def holding(self, op: Operation, pipeline: str | None = None) -> GraphNode:
+        """The record of the entry that runs the operation object ``op``,
+        in pipeline ``pipeline``, or wherever it stands when None."""
+
+
 class EmitContext(abc.ABC):
     """What a node's ``emit*`` methods may use (docs/compiler.md, "Writing a
-    node").  Implemented by the code generator; every method returns an AST
-    expression."""
+    node"), bound to the record being emitted (:attr:`node`).  Implemented
+    by the code generator; every method returns an AST expression."""
+
+    @property
+    @abc.abstractmethod
+    def node(self) -> GraphNode:
+        """The record being emitted: its inputs, allocations, kind and stage."""
+
+    @property
+    @abc.abstractmethod
+    def target(self) -> str:
+        """The variable name that receives the node's value."""
 
     @abc.abstractmethod
-    def value(self, node: Node) -> ast.expr:
-        """The node's value for the current sample (inside the sample loop)."""
+    def value(self, k: int = 0) -> ast.expr:
+        """Input ``k``'s value for the current sample (inside the sample loop)."""
 
     @abc.abstractmethod
-    def batch_value(self, node: Node) -> ast.expr:
-        """The node's value for the whole batch (after the sample loop)."""
+    def batch_value(self, k: int = 0) -> ast.expr:
+        """Input ``k``'s value for the whole batch (after the sample loop, or in a torch stage)."""
 
     @abc.abstractmethod
-    def outs(self, node: Node) -> list[ast.expr]:
-        """The current sample's views of the node's allocations."""
+    def outs(self) -> list[ast.expr]:
+        """The current sample's views of the node's allocations, in declared order."""
 
     @abc.abstractmethod
-    def batch_outs(self, node: Node) -> list[ast.expr]:
+    def batch_outs(self) -> list[ast.expr]:
         """The batch's views of the node's allocations."""
 
     @abc.abstractmethod
-    def output(self, node: Node, name: str) -> ast.expr:
-        """The current sample's view of the node's output ``name`` (an
-        allocation its operation named: see :class:`Allocation`)."""
-
-    @abc.abstractmethod
-    def batch_output(self, node: Node, name: str) -> ast.expr:
-        """The batch's view of the node's output ``name``."""
-
-    @abc.abstractmethod
-    def inputs(self, node: Node) -> list[ast.expr]:
+    def arrays(self) -> list[ast.expr]:
         """The arrays from outside the graph the node reads (:meth:`Node.arrays`: a decoder's)."""
 
     @abc.abstractmethod
-    def key(self, node: Node, stream: int = 0) -> ast.expr:
-        """The current sample's random key for this node; ``stream`` 0 or 1
+    def key(self, stream: int = 0) -> ast.expr:
+        """The current sample's random key for the node; ``stream`` 0 or 1
         gives two independent keys."""
 
     @abc.abstractmethod
-    def keys(self, node: Node) -> ast.expr:
+    def keys(self) -> ast.expr:
         """A per-sample array of keys, for a batch node (filled in the loop)."""
 
     @abc.abstractmethod
-    def batch_keys(self, node: Node) -> ast.expr:
-        """The random keys of the batch's samples for this node, computed
+    def batch_keys(self) -> ast.expr:
+        """The random keys of the batch's samples for the node, computed
         where they are used (a torch stage)."""
 
     @abc.abstractmethod
-    def code(self, node: Node, op: Operation | None = None) -> ast.expr:
+    def code(self, op: Operation | None = None) -> ast.expr:
         """The compiled code of the node's operation, or of another
         operation ``op`` that the node calls (a node with control flow may
         call several); each is part of the stage's compile cache key."""
@@ -83,10 +228,6 @@ class EmitContext(abc.ABC):
     @abc.abstractmethod
     def helper(self, helper_name: str) -> ast.expr:
         """A runtime helper: ``uniform``, ``copy_sample``, ``sample_key``, ``batch_keys``, ``as_tensor``."""
-
-    @abc.abstractmethod
-    def target(self, node: Node) -> str:
-        """The variable name that holds the node's value."""
 
     @property
     @abc.abstractmethod
@@ -105,46 +246,29 @@ class EmitContext(abc.ABC):
 
 
 class Node:
-    """A vertex of the pipeline graph: an operation applied to a parent's value.
+    """The specification of a pipeline entry: an operation applied to the
+    values it reads.
 
-    Subclasses override :meth:`declare` and the ``emit*`` methods.  The
-    graph fills ``parent``, ``id``, ``pipeline``, ``state``, ``allocations``
-    and ``stage`` when it is built; a node object given in a pipeline list is
-    copied first, so the same object may appear in several places.
+    Subclasses override what differs: :meth:`reads` (by default, the
+    previous entry's value), :meth:`declare`, and the ``emit*`` methods.
+    The graph lowers each placed entry to a :class:`GraphNode` and never
+    changes the specification, so the same object may stand in several
+    places.
     """
 
     def __init__(self, op: Operation | None = None) -> None:
         self.op = op
-        self.parent: Node | None = None
-        self.id = -1
-        self.pipeline = ""
-        self.state: State | None = None
-        self.allocations: tuple[Allocation, ...] = ()
-        self.stage = 0
-        self.stream = 0  # the first of this node's random streams (slipstream.compiler.random.stream_id)
-        self.stream_key: str | None = None  # the explicit stream key of a Keyed entry
 
-    def placed(self, parent: Node | None, node_id: int, pipeline: str, stream_key: str | None = None) -> Node:
-        """A copy of this node placed in a graph, with the explicit stream
-        key ``stream_key`` when its entry gave one (:class:`~slipstream.compiler.Keyed`)."""
-        node = copy.copy(self)
-        node.parent, node.id, node.pipeline, node.stream_key = parent, node_id, pipeline, stream_key
-        return node
+    def reads(self, find: Finder) -> Sequence[Input]:
+        """The values this node reads, looked up with ``find``: by default
+        the previous entry's value (none for a first entry)."""
+        previous = find.previous()
+        return () if previous is None else (previous.output(),)
 
-    @property
-    def kind(self) -> Kind:
+    def kind_of(self, inputs: Sequence[Input]) -> Kind:
         """Where this node's code runs: its operation's kind (a node without
         an operation runs per sample)."""
         return self.op.kind if self.op is not None else Kind.SAMPLE
-
-    def output_position(self, name: str) -> int:
-        """Which of this node's allocations is its output ``name``."""
-        names = [a.name for a in self.allocations]
-        if name not in names:
-            given = ", ".join(repr(n) for n in names if n is not None) or "none"
-            raise PipelineError(f"pipeline {self.pipeline!r}: {self.describe()} has no output {name!r} "
-                                f"(its named outputs: {given})")
-        return names.index(name)
 
     def identity(self) -> str:
         """What kind of node this is, for keying its random streams: its
@@ -157,36 +281,18 @@ class Node:
         drawn = self.op.draws_like() if self.op is not None else None
         return f"{type(self).__qualname__}:{type(drawn).__qualname__ if drawn is not None else ''}"
 
-    def dependencies(self) -> Sequence[Node]:
-        """Nodes whose values this node reads."""
-        return () if self.parent is None else (self.parent,)
-
-    def alias(self) -> tuple[Node, str | None] | None:
-        """Where this node's value lives when it has no allocation of its
-        own: ``(node, None)`` for that node's value (the parent's, which
-        an in-place operation rewrote), ``(node, name)`` for that node's
-        named output; None for a node without a parent."""
-        return None if self.parent is None else (self.parent, None)
-
     def arrays(self) -> Sequence[Any]:
         """Arrays from outside the graph that this node's code reads (a
         decoder's dataset columns, :meth:`Decoder.inputs`): parameters of
         its stage, bound on every call."""
         return ()
 
-    def resolve(self, pipelines: dict[str, list[Node]]) -> None:
-        """Find the nodes of other pipelines this node reads (``RefNode`` and
-        other multi-input nodes), once every pipeline's nodes exist."""
-
-    def stage_number(self) -> int:
-        """This node's stage, from those of the nodes it reads (already
-        numbered): see :mod:`slipstream.compiler.kinds`."""
-        return stage_number(self.kind, ((source.kind, source.stage) for source in self.dependencies()))
-
-    def declare(self) -> tuple[State, tuple[Allocation, ...]]:
-        """Output state and allocations, from the parent's state."""
-        assert self.op is not None and self.parent is not None and self.parent.state is not None
-        return normalize_declared(self.op.declare(self.parent.state))
+    def declare(self, inputs: Sequence[Input]) -> tuple[State, tuple[Allocation, ...]]:
+        """Output state and allocations, from the states of the values it
+        reads (by default its operation's declaration from its first
+        input's state)."""
+        assert self.op is not None and inputs
+        return normalize_declared(self.op.declare(inputs[0].state))
 
     def emit(self, ctx: EmitContext) -> list[ast.stmt]:
         """Statements for one sample, inside the stage's sample loop."""
@@ -233,21 +339,25 @@ def normalize_declared(declared: Any) -> tuple[State, tuple[Allocation, ...]]:
 
 
 class DecoderNode(Node):
-    """The first node of a pipeline: runs a :class:`Decoder`.  For a decoder
-    that can fail (:attr:`Decoder.can_fail`) the node adds the status
-    output to the decoder's allocations: its code receives it last among
-    its outs, and the compiled stage returns it (see
+    """The first node of a pipeline: runs a :class:`Decoder`, reading
+    nothing else.  For a decoder that can fail (:attr:`Decoder.can_fail`)
+    the node adds the status output (named :data:`STATUS`) to the
+    decoder's allocations: its code receives it last among its outs, and
+    the compiled stage returns it (see
     :meth:`~slipstream.compiler.Graph.statuses`)."""
 
     def __init__(self, op: Decoder) -> None:
         super().__init__(op)
 
-    def declared(self) -> tuple[State, tuple[Allocation, ...]]:
+    def reads(self, find: Finder) -> Sequence[Input]:
+        return ()
+
+    def declared(self, inputs: Sequence[Input]) -> tuple[State, tuple[Allocation, ...]]:
         """The decoder's own output state and allocations."""
         return normalize_declared(self.op.declare(None))
 
-    def declare(self) -> tuple[State, tuple[Allocation, ...]]:
-        state, memory = self.declared()
+    def declare(self, inputs: Sequence[Input]) -> tuple[State, tuple[Allocation, ...]]:
+        state, memory = self.declared(inputs)
         if not memory:
             raise ValueError("a decoder must declare the allocation its samples are written to")
         if any(allocation.name == STATUS for allocation in memory):
@@ -257,26 +367,20 @@ class DecoderNode(Node):
             memory = (*memory, Allocation((), np.int32, name=STATUS))
         return state, memory
 
-    @property
-    def status_position(self) -> int | None:
-        """Which of the node's allocations is its status output; None for a
-        decoder that cannot fail."""
-        return len(self.allocations) - 1 if self.op.can_fail else None
-
     def arrays(self) -> Sequence[Any]:
         return self.op.inputs()
 
     def emit(self, ctx: EmitContext) -> list[ast.stmt]:
-        args = [*ctx.inputs(self), ctx.index, *ctx.outs(self), ctx.key(self)]
-        return [A.assign(ctx.target(self), A.call(ctx.code(self), *args))]
+        args = [*ctx.arrays(), ctx.index, *ctx.outs(), ctx.key()]
+        return [A.assign(ctx.target, A.call(ctx.code(), *args))]
 
 
 class TransformNode(Node):
-    """An operation applied to the parent's value."""
+    """An operation applied to the previous entry's value."""
 
-    def declare(self) -> tuple[State, tuple[Allocation, ...]]:
-        state, memory = super().declare()
-        returned = returns_its_input(self.op.generate_code()) if memory and self.kind.compiled else None
+    def declare(self, inputs: Sequence[Input]) -> tuple[State, tuple[Allocation, ...]]:
+        state, memory = super().declare(inputs)
+        returned = returns_its_input(self.op.generate_code()) if memory and self.op.kind.compiled else None
         if returned is not None:
             # The stage hands out (and later stages read) the allocation, which such code never fills.
             raise DeclarationError(
@@ -287,22 +391,21 @@ class TransformNode(Node):
         return state, memory
 
     def emit(self, ctx: EmitContext) -> list[ast.stmt]:
-        if self.kind is Kind.BATCH:  # the loop only prepares the sample's key
-            return [A.assign_item(ctx.keys(self), ctx.sample, ctx.key(self))]
-        args = [ctx.value(self.parent), *ctx.outs(self), ctx.key(self)]
-        return [A.assign(ctx.target(self), A.call(ctx.code(self), *args))]
+        if ctx.node.kind is Kind.BATCH:  # the loop only prepares the sample's key
+            return [A.assign_item(ctx.keys(), ctx.sample, ctx.key())]
+        return [A.assign(ctx.target, A.call(ctx.code(), ctx.value(), *ctx.outs(), ctx.key()))]
 
     def emit_batch(self, ctx: EmitContext) -> list[ast.stmt]:
-        if self.kind is not Kind.BATCH:
+        if ctx.node.kind is not Kind.BATCH:
             return []
-        args = [ctx.batch_value(self.parent), *ctx.batch_outs(self), A.span(ctx.keys(self), None, ctx.count)]
-        return [A.assign(ctx.target(self), A.call(ctx.code(self), *args))]
+        args = [ctx.batch_value(), *ctx.batch_outs(), A.span(ctx.keys(), None, ctx.count)]
+        return [A.assign(ctx.target, A.call(ctx.code(), *args))]
 
     def emit_torch(self, ctx: EmitContext) -> list[ast.stmt]:
-        args = [ctx.batch_value(self.parent)]
+        args = [ctx.batch_value()]
         if isinstance(self.op, TorchOperation) and self.op.takes_keys:
-            args.append(ctx.batch_keys(self))
-        return [A.assign(ctx.target(self), A.call(ctx.code(self), *args))]
+            args.append(ctx.batch_keys())
+        return [A.assign(ctx.target, A.call(ctx.code(), *args))]
 
 
 class RefNode(Node):
@@ -326,80 +429,33 @@ class RefNode(Node):
         self.source_pipeline = pipeline_name
         self.source_op = op
         self.output = output
-        self.target: Node | None = None
 
-    @property
-    def kind(self) -> Kind:
+    def reads(self, find: Finder) -> Sequence[Input]:
+        if self.source_op is None:
+            return (find.last(self.source_pipeline).output(self.output),)
+        return (find.holding(self.source_op, self.source_pipeline).output(self.output),)
+
+    def kind_of(self, inputs: Sequence[Input]) -> Kind:
         """The referenced node's kind: a reference runs where its target runs."""
-        return self.target.kind if self.target is not None else Kind.SAMPLE
+        return inputs[0].node.kind
 
-    def dependencies(self) -> Sequence[Node]:
-        return (self.target,) if self.target is not None else ()
-
-    def alias(self) -> tuple[Node, str | None] | None:
-        return self.target, self.output
-
-    def resolve(self, pipelines: dict[str, list[Node]]) -> None:
-        self.target = find_node(pipelines, self.pipeline, self.source_pipeline, self.source_op)
-
-    def stage_number(self) -> int:
-        return self.target.stage
-
-    def declare(self) -> tuple[State, tuple[Allocation, ...]]:
-        assert self.target is not None and self.target.state is not None
-        if self.output is None:
-            return self.target.state, ()
-        if not self.target.kind.compiled:
-            raise ValueError(f"{self.target.describe()} runs in torch, where operations have no named outputs")
-        memory = self.target.allocations[self.target.output_position(self.output)]
-        return State(shape=memory.shape, dtype=memory.dtype, device=memory.device), ()
-
-    def _read(self, ctx: EmitContext, batch: bool) -> ast.expr:
-        if self.output is not None:
-            return (ctx.batch_output if batch else ctx.output)(self.target, self.output)
-        return (ctx.batch_value if batch else ctx.value)(self.target)
+    def declare(self, inputs: Sequence[Input]) -> tuple[State, tuple[Allocation, ...]]:
+        return inputs[0].state, ()
 
     def emit(self, ctx: EmitContext) -> list[ast.stmt]:
-        return [] if self.kind is Kind.BATCH else [A.assign(ctx.target(self), self._read(ctx, batch=False))]
+        return [] if ctx.node.kind is Kind.BATCH else [A.assign(ctx.target, ctx.value())]
 
     def emit_batch(self, ctx: EmitContext) -> list[ast.stmt]:
-        return [A.assign(ctx.target(self), self._read(ctx, batch=True))] if self.kind is Kind.BATCH else []
+        return [A.assign(ctx.target, ctx.batch_value())] if ctx.node.kind is Kind.BATCH else []
 
     def emit_torch(self, ctx: EmitContext) -> list[ast.stmt]:
-        return [A.assign(ctx.target(self), self._read(ctx, batch=True))]
+        return [A.assign(ctx.target, ctx.batch_value())]
 
     def describe(self) -> str:
         """``Ref(pipeline: operation[.output])``: which pipeline's output this reference reads."""
         what = "its output" if self.source_op is None else repr(self.source_op)
         where = "" if self.source_pipeline is None else f"{self.source_pipeline!r}: "
         return f"Ref({where}{what}{'' if self.output is None else '.' + self.output})"
-
-
-def find_node(pipelines: dict[str, list[Node]], referrer: str, pipeline: str | None, op: Operation | None) -> Node:
-    """The node running the operation object ``op`` (in ``pipeline``, or
-    in whichever pipeline holds it when ``pipeline`` is None), or the last
-    node of ``pipeline`` when ``op`` is None, for a node of pipeline
-    ``referrer`` that reads it."""
-    if pipeline is None:
-        if op is None:
-            raise PipelineError(f"pipeline {referrer!r} refers to no pipeline and no operation")
-        found = [(name, n) for name, nodes in pipelines.items() for n in nodes if n.op is op]
-        if len(found) != 1:
-            holders = ", ".join(repr(name) for name, _ in found) or "none"
-            raise PipelineError(f"pipeline {referrer!r} reads {op!r}, which {len(found)} entries of the pipelines "
-                                f"hold (pipelines: {holders}): place that object once, or name its pipeline")
-        return found[0][1]
-    source = pipelines.get(pipeline)
-    if source is None:
-        raise PipelineError(f"pipeline {referrer!r} refers to pipeline {pipeline!r}, which does not exist "
-                            f"(pipelines: {', '.join(pipelines)})")
-    if op is None:
-        return source[-1]
-    found_here = [n for n in source if n.op is op]
-    if len(found_here) != 1:
-        raise PipelineError(f"pipeline {referrer!r} refers to {op!r} in pipeline {pipeline!r}, which holds it "
-                            f"{len(found_here)} times")
-    return found_here[0]
 
 
 _RANDOM_APPLY_DRAWS = named_draws("apply")
@@ -422,24 +478,24 @@ class RandomApply(TransformNode):
         super().__init__(op)
         self.p = float(p)
 
-    def declare(self) -> tuple[State, tuple[Allocation, ...]]:
-        state, memory = super().declare()
-        if (state.shape, state.dtype) != (self.parent.state.shape, self.parent.state.dtype):
+    def declare(self, inputs: Sequence[Input]) -> tuple[State, tuple[Allocation, ...]]:
+        state, memory = super().declare(inputs)
+        given = inputs[0].state
+        if (state.shape, state.dtype) != (given.shape, given.dtype):
             raise ValueError(
                 f"RandomApply needs an operation that keeps shape and dtype; {self.op!r} turns "
-                f"{self.parent.state.shape} {self.parent.state.dtype} into {state.shape} {state.dtype}"
+                f"{given.shape} {given.dtype} into {state.shape} {state.dtype}"
             )
         return state, memory
 
     def emit(self, ctx: EmitContext) -> list[ast.stmt]:
-        coin = A.call(ctx.helper("uniform"), ctx.key(self, stream=1), A.const(_RANDOM_APPLY_DRAWS.apply))
-        applied = [A.assign(ctx.target(self), A.call(ctx.code(self), ctx.value(self.parent), *ctx.outs(self),
-                                                       ctx.key(self)))]
-        if self.allocations:  # the output buffer must hold the sample either way
-            skipped = A.call(ctx.helper("copy_sample"), ctx.outs(self)[0], ctx.value(self.parent))
+        coin = A.call(ctx.helper("uniform"), ctx.key(stream=1), A.const(_RANDOM_APPLY_DRAWS.apply))
+        applied = [A.assign(ctx.target, A.call(ctx.code(), ctx.value(), *ctx.outs(), ctx.key()))]
+        if ctx.node.allocations:  # the output buffer must hold the sample either way
+            skipped = A.call(ctx.helper("copy_sample"), ctx.outs()[0], ctx.value())
         else:
-            skipped = ctx.value(self.parent)
-        return [A.if_else(A.less(coin, A.const(self.p)), applied, [A.assign(ctx.target(self), skipped)])]
+            skipped = ctx.value()
+        return [A.if_else(A.less(coin, A.const(self.p)), applied, [A.assign(ctx.target, skipped)])]
 
     def describe(self) -> str:
         """``RandomApply(op, p=...)``."""

@@ -47,7 +47,7 @@ from numba import njit, uint64
 from slipstream.compiler import Allocation, Decoder, DecoderNode, Kind, Node, Operation, RefNode, State
 from slipstream.compiler import astgen as A
 from slipstream.compiler import random as rnd
-from slipstream.compiler.nodes import EmitContext, normalize_declared
+from slipstream.compiler.nodes import EmitContext, Finder, GraphNode, Input, normalize_declared
 from slipstream.compiler.rewrites import FieldOperation
 from slipstream.errors import ArgumentError, PipelineError
 from slipstream.fields import geometry
@@ -77,8 +77,8 @@ class FollowingDecoder(Decoder):
     follow: str | None
     boxes: str | None
 
-    def declare_following(self, node: FollowingNode) -> Any:
-        """Output state and allocations, knowing the nodes ``node`` reads
+    def declare_following(self, node: Followed) -> Any:
+        """Output state and allocations, knowing the nodes it reads
         (``node.geometric`` and ``node.boxes_node``, declared already)."""
         raise NotImplementedError(f"{type(self).__name__} must implement declare_following()")
 
@@ -86,76 +86,86 @@ class FollowingDecoder(Decoder):
         raise PipelineError(f"{self!r} reads other pipelines, so it is placed by its FollowingNode")
 
 
+@dataclasses.dataclass(frozen=True)
+class Followed:
+    """What a :class:`FollowingDecoder` reads: the geometric nodes of the
+    pipeline it follows, in order, and the node of the boxes it selects
+    from (None when it selects none)."""
+
+    geometric: tuple[GraphNode, ...]
+    boxes_node: GraphNode | None
+
+    @classmethod
+    def of(cls, inputs: Sequence[Input]) -> Followed:
+        """From a :class:`FollowingNode`'s inputs: the transforms it reads, then the kept boxes and their count."""
+        boxes = [i.node for i in inputs if i.output == KEPT]
+        return cls(tuple(i.node for i in inputs if i.output == geometry.TRANSFORM), boxes[0] if boxes else None)
+
+
 class FollowingNode(DecoderNode):
-    """The node of a :class:`FollowingDecoder`: finds the nodes it reads
-    once every pipeline exists, and passes their outputs to its code."""
+    """The node of a :class:`FollowingDecoder`: its inputs are the composed
+    transform of every geometric node of the pipeline it follows (their
+    named outputs ``transform``), then the kept rows and count of the
+    boxes it selects from, all passed to its code."""
 
     def __init__(self, op: FollowingDecoder) -> None:
         super().__init__(op)
-        self.geometric: list[Node] = []
-        self.boxes_node: Node | None = None
 
-    def resolve(self, pipelines: dict[str, list[Node]]) -> None:
-        op = self.op
+    def reads(self, find: Finder) -> Sequence[Input]:
+        op, inputs = self.op, []
         if op.follow is not None:
-            followed = _pipeline(pipelines, self.pipeline, op.follow)
-            self.geometric = [n for n in followed if isinstance(n.op, geometry.Geometric)]
+            followed = find.entries(op.follow)
             untracked = [n for n in followed if isinstance(n.op, geometry.Untracked)]
             if untracked:
-                raise PipelineError(f"pipeline {self.pipeline!r}: {self.describe()} follows pipeline {op.follow!r}, "
+                raise PipelineError(f"pipeline {find.pipeline!r}: {self.describe()} follows pipeline {op.follow!r}, "
                                     f"where {untracked[0].describe()} moves pixels with no single map (a mixture "
                                     f"of differently warped images), so nothing can follow it; apply it in a "
                                     f"pipeline without boxes, keypoints or masks")
-            if not followed or followed[0] not in self.geometric:
+            if not isinstance(followed[0].op, geometry.Geometric):
                 # the decoder sets the stored image's coordinates; everything after it that moves pixels says so
-                raise PipelineError(f"pipeline {self.pipeline!r}: {self.describe()} follows pipeline {op.follow!r}, "
+                raise PipelineError(f"pipeline {find.pipeline!r}: {self.describe()} follows pipeline {op.follow!r}, "
                                     f"which does not start with a geometric image decoder (a crop, Resize, or "
                                     f"the image field's own decoder)")
+            inputs += [find.node(op.follow, k).output(geometry.TRANSFORM) for k, n in enumerate(followed)
+                       if isinstance(n.op, geometry.Geometric)]
         if isinstance(op, BoxesDecoder):
-            _refuse_unfiltered_rows(pipelines, self.pipeline, op)
+            _refuse_unfiltered_rows(find, op)
         if op.boxes is not None:
-            found = [n for n in _pipeline(pipelines, self.pipeline, op.boxes) if isinstance(n.op, BoxesDecoder)]
+            found = [k for k, n in enumerate(find.entries(op.boxes)) if isinstance(n.op, BoxesDecoder)]
             if not found:
-                raise PipelineError(f"pipeline {self.pipeline!r}: {self.describe()} selects the boxes kept in "
+                raise PipelineError(f"pipeline {find.pipeline!r}: {self.describe()} selects the boxes kept in "
                                     f"pipeline {op.boxes!r}, which has no BoundingBoxes")
-            self.boxes_node = found[-1]
+            boxes = find.node(op.boxes, found[-1])
+            inputs += [boxes.output(KEPT), boxes.output(COUNT)]
+        return inputs
 
-    def dependencies(self) -> Sequence[Node]:
-        return (*self.geometric, *(() if self.boxes_node is None else (self.boxes_node,)))
-
-    def declared(self) -> tuple[State, tuple[Allocation, ...]]:
-        return normalize_declared(self.op.declare_following(self))
+    def declared(self, inputs: Sequence[Input]) -> tuple[State, tuple[Allocation, ...]]:
+        return normalize_declared(self.op.declare_following(Followed.of(inputs)))
 
     def emit(self, ctx: EmitContext) -> list[ast.stmt]:
-        args = [*ctx.inputs(self), ctx.index]
-        if self.geometric:
-            args.append(A.tuple_of([ctx.output(n, geometry.TRANSFORM) for n in self.geometric]))
-        if self.boxes_node is not None:
-            args += [ctx.output(self.boxes_node, KEPT), ctx.output(self.boxes_node, COUNT)]
-        args += [*ctx.outs(self), ctx.key(self)]
-        return [A.assign(ctx.target(self), A.call(ctx.code(self), *args))]
+        inputs = ctx.node.inputs
+        args = [*ctx.arrays(), ctx.index]
+        transforms = [ctx.value(k) for k, i in enumerate(inputs) if i.output == geometry.TRANSFORM]
+        if transforms:
+            args.append(A.tuple_of(transforms))
+        args += [ctx.value(k) for k, i in enumerate(inputs) if i.output in (KEPT, COUNT)]
+        args += [*ctx.outs(), ctx.key()]
+        return [A.assign(ctx.target, A.call(ctx.code(), *args))]
 
 
-def _refuse_unfiltered_rows(pipelines: dict[str, list[Node]], boxes_pipeline: str, boxes: BoxesDecoder) -> None:
+def _refuse_unfiltered_rows(find: Finder, boxes: BoxesDecoder) -> None:
     """Refuse an output that reads a field with one row per box in full
-    (its default decoder) while ``boxes`` drops boxes: its rows would no
-    longer match the kept boxes."""
+    (its default decoder) while ``boxes`` (in pipeline ``find.pipeline``)
+    drops boxes: its rows would no longer match the kept boxes."""
     box_lengths = _lengths(boxes.source, boxes.field)
-    for name, nodes in pipelines.items():
-        op = nodes[0].op
+    for name in find.names():
+        op = find.entries(name)[0].op
         if (isinstance(op, RaggedDecoder) and op.source is boxes.source and op.field != boxes.field
                 and box_lengths.any() and np.array_equal(_lengths(op.source, op.field), box_lengths)):
             raise PipelineError(f"output {name!r} reads field {op.field!r}, which holds a row per box, in full, "
-                                f"while BoundingBoxes in pipeline {boxes_pipeline!r} drops boxes: its rows would not "
-                                f"match the kept boxes; give it [KeptWithBoxes({boxes_pipeline!r})], or None to "
+                                f"while BoundingBoxes in pipeline {find.pipeline!r} drops boxes: its rows would not "
+                                f"match the kept boxes; give it [KeptWithBoxes({find.pipeline!r})], or None to "
                                 f"leave it out")
-
-
-def _pipeline(pipelines: dict[str, list[Node]], referrer: str, name: str) -> list[Node]:
-    if name not in pipelines:
-        raise PipelineError(f"pipeline {referrer!r} refers to pipeline {name!r}, which does not exist "
-                            f"(pipelines: {', '.join(pipelines)})")
-    return pipelines[name]
 
 
 class Following(FieldOperation):
@@ -192,7 +202,7 @@ def _stored(source: DecodeSource, field: str, kind: type, what: str) -> Any:
     return stored
 
 
-def _check_one_per_box(source: DecodeSource, field: str, node: FollowingNode, rows: str) -> None:
+def _check_one_per_box(source: DecodeSource, field: str, node: Followed, rows: str) -> None:
     """Refuse a field that does not hold as many rows per sample as the boxes ``node`` selects from."""
     boxes = node.boxes_node.op
     mine, theirs = _lengths(source, field), _lengths(boxes.source, boxes.field)
@@ -277,7 +287,7 @@ class BoxesDecoder(FollowingDecoder):
     def inputs(self) -> tuple[np.ndarray, ...]:
         return (self.source.storage, self.source.offsets(self.field), _lengths(self.source, self.field))
 
-    def declare_following(self, node: FollowingNode) -> list[Allocation] | Any:
+    def declare_following(self, node: Followed) -> list[Allocation] | Any:
         max_n = self.rows
         return State(shape=(max_n, 4), dtype=np.float32), [
             Allocation((max_n, 4), np.float32), Allocation((), np.int64, name=COUNT),
@@ -398,7 +408,7 @@ class _KeptRowsDecoder(FollowingDecoder):
     def inputs(self) -> tuple[np.ndarray, ...]:
         return (self.source.storage, self.source.offsets(self.field), _lengths(self.source, self.field))
 
-    def declare_following(self, node: FollowingNode) -> Any:
+    def declare_following(self, node: Followed) -> Any:
         _check_one_per_box(self.source, self.field, node, "rows")
         stored = self.source.reader.fields[self.field]
         shape = (node.boxes_node.state.shape[0], *stored.inner_shape)
@@ -459,7 +469,7 @@ class _KeypointsDecoder(FollowingDecoder):
     def inputs(self) -> tuple[np.ndarray, ...]:
         return (self.source.storage, self.source.offsets(self.field), _lengths(self.source, self.field))
 
-    def declare_following(self, node: FollowingNode) -> Any:
+    def declare_following(self, node: Followed) -> Any:
         _check_one_per_box(self.source, self.field, node, "keypoint rows")
         points = self.source.reader.fields[self.field].inner_shape[0]
         return _following_image((node.boxes_node.state.shape[0], points, 3), np.float32)
@@ -525,13 +535,12 @@ class Count(RefNode):
     def __init__(self, boxes: str = "boxes") -> None:
         super().__init__(boxes, None, output=COUNT)
 
-    def resolve(self, pipelines: dict[str, list[Node]]) -> None:
-        found = [n for n in _pipeline(pipelines, self.pipeline, self.source_pipeline)
-                 if isinstance(n.op, BoxesDecoder)]
+    def reads(self, find: Finder) -> Sequence[Input]:
+        found = [k for k, n in enumerate(find.entries(self.source_pipeline)) if isinstance(n.op, BoxesDecoder)]
         if not found:
-            raise PipelineError(f"pipeline {self.pipeline!r} counts the boxes of pipeline {self.source_pipeline!r}, "
+            raise PipelineError(f"pipeline {find.pipeline!r} counts the boxes of pipeline {self.source_pipeline!r}, "
                                 f"which has no BoundingBoxes")
-        self.target = found[-1]
+        return (find.node(self.source_pipeline, found[-1]).output(COUNT),)
 
     def describe(self) -> str:
         """``Count('boxes')``."""
@@ -565,17 +574,13 @@ class TrimToCounts(Node):
     def __init__(self, counts: str = "counts") -> None:
         super().__init__(_Trim())
         self.counts_pipeline = counts
-        self.counts_node: Node | None = None
 
-    def resolve(self, pipelines: dict[str, list[Node]]) -> None:
-        self.counts_node = _pipeline(pipelines, self.pipeline, self.counts_pipeline)[-1]
-
-    def dependencies(self) -> Sequence[Node]:
-        return (self.parent, self.counts_node)
+    def reads(self, find: Finder) -> Sequence[Input]:
+        """The padded values before it, and the counts."""
+        return (find.previous().output(), find.last(self.counts_pipeline).output())
 
     def emit_torch(self, ctx: EmitContext) -> list[ast.stmt]:
-        return [A.assign(ctx.target(self), A.call(ctx.code(self), ctx.batch_value(self.parent),
-                                                  ctx.batch_value(self.counts_node)))]
+        return [A.assign(ctx.target, A.call(ctx.code(), ctx.batch_value(0), ctx.batch_value(1)))]
 
     def describe(self) -> str:
         """``TrimToCounts('counts')``."""
@@ -609,7 +614,7 @@ class _MaskDecoder(FollowingDecoder):
         return (source.storage, source.offsets(field), source.sizes(field), source.column(field, "height", np.int64),
                 source.column(field, "width", np.int64), source.failed)
 
-    def output_size(self, node: FollowingNode) -> tuple[int, int]:
+    def output_size(self, node: Followed) -> tuple[int, int]:
         """The (height, width) of the image followed (its last geometric
         operation's output), once the masks are known to have the stored
         images' sizes."""
@@ -637,7 +642,7 @@ class _SegmentationDecoder(_MaskDecoder):
         if not 0 <= self.fill <= np.iinfo(stored.dtype).max:
             raise ArgumentError(f"fill {self.fill} does not fit the {stored.dtype} masks of field {self.field!r}")
 
-    def declare_following(self, node: FollowingNode) -> Any:
+    def declare_following(self, node: Followed) -> Any:
         return _following_image(self.output_size(node), self.source.reader.fields[self.field].dtype)
 
     def generate_code(self):
@@ -696,7 +701,7 @@ class _InstancesDecoder(_MaskDecoder):
     def inputs(self) -> tuple[np.ndarray, ...]:
         return (*super().inputs(), _lengths(self.source, self.field))
 
-    def declare_following(self, node: FollowingNode) -> Any:
+    def declare_following(self, node: Followed) -> Any:
         _check_one_per_box(self.source, self.field, node, "masks")
         return _following_image((node.boxes_node.state.shape[0], *self.output_size(node)), np.uint8)
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -33,9 +34,12 @@ from numba.extending import overload
 from slipstream.compiler import Allocation, Kind, Node, Operation, State
 from slipstream.compiler import astgen as A
 from slipstream.compiler import random as rnd
-from slipstream.compiler.nodes import EmitContext, find_node, normalize_declared
+from slipstream.compiler.nodes import EmitContext, Finder, Input
+from slipstream.errors import PipelineError
 
 PARAMS = 2  # per sample: partner position, lambda
+MIXING = "params"
+"""The named output of MixUp's and CutMix's per-sample parameters, which MixLabels reads."""
 
 
 def _fitted(value: float, like: Any) -> float:
@@ -111,7 +115,7 @@ class _Mixing(Operation):
 
     def declare(self, state: State):
         self._check(state)
-        return state, [Allocation(state.shape, state.dtype), Allocation((PARAMS,), np.float64, name="params")]
+        return state, [Allocation(state.shape, state.dtype), Allocation((PARAMS,), np.float64, name=MIXING)]
 
     def _check(self, state: State) -> None:
         _check_mixable(self, state)
@@ -287,26 +291,16 @@ class MixLabels(Node):
         where = "" if self.source_pipeline is None else f", pipeline={self.source_pipeline!r}"
         return f"MixLabels({self.mix!r}, num_classes={self.op.num_classes}{where})"
 
-    def resolve(self, pipelines: dict[str, list[Node]]) -> None:
-        self.target = find_node(pipelines, self.pipeline, self.source_pipeline, self.mix)
-
-    def dependencies(self):
-        return (self.parent, self.target)
-
-    def declare(self):
-        return normalize_declared(self.op.declare(self.parent.state))
-
-    def emit(self, ctx: EmitContext) -> list[ast.stmt]:
-        return []
+    def reads(self, find: Finder) -> Sequence[Input]:
+        """The labels before it, and the mixing operation's parameters (its output ``params``)."""
+        return (find.previous().output(), find.holding(self.mix, self.source_pipeline).output(MIXING))
 
     def emit_batch(self, ctx: EmitContext) -> list[ast.stmt]:
-        if self.target.stage != self.stage:
-            from slipstream.errors import PipelineError
-
-            raise PipelineError(f"MixLabels in pipeline {self.pipeline!r} must run in the same stage as {self.mix!r}")
-        params = ctx.batch_output(self.target, "params")
-        return [A.assign(ctx.target(self), A.call(ctx.code(self), ctx.batch_value(self.parent), params,
-                                                  *ctx.batch_outs(self)))]
+        mixing = ctx.node.inputs[1].node
+        if mixing.stage != ctx.node.stage:
+            raise PipelineError(f"MixLabels in pipeline {ctx.node.pipeline!r} must run in the same stage as "
+                                f"{self.mix!r}")
+        return [A.assign(ctx.target, A.call(ctx.code(), ctx.batch_value(0), ctx.batch_value(1), *ctx.batch_outs()))]
 
     def describe(self) -> str:
         """``MixLabels(mix, num_classes=..., pipeline=...)``."""
