@@ -121,8 +121,8 @@ bench: $(STAMP) bench-peers
 	$(BIN)/python benchmarks/compare.py $(IMAGES)
 
 # libFuzzer harnesses (native/fuzz) under AddressSanitizer and UndefinedBehaviorSanitizer:
-# three C harnesses for the JPEG kernels (the third differential: the writer's
-# check against the decode it stands for), and the file-format parsers through
+# four C harnesses for the JPEG and planar kernels (the third differential: the
+# writer's check against the decode it stands for), and the file-format parsers through
 # atheris (libFuzzer for Python) with the sanitized library preloaded.  Each
 # runs FUZZ_SECONDS from the committed seeds plus what earlier runs found
 # (build/fuzz/corpus); a crash stops make and leaves its input in build/fuzz.
@@ -130,7 +130,7 @@ fuzz: $(STAMP)
 	@command -v $(CLANG) >/dev/null 2>&1 || { echo "installing clang"; $(SUDO) apt-get update -qq && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends clang; }
 	@mkdir -p $(FUZZ_DIR)/corpus/jpeg_info $(FUZZ_DIR)/corpus/decode_crop_resize $(FUZZ_DIR)/corpus/format \
-	  $(FUZZ_DIR)/corpus/jpeg_check
+	  $(FUZZ_DIR)/corpus/jpeg_check $(FUZZ_DIR)/corpus/planes
 	@# clang links fuzzers only with its sanitizer runtime, a separate Debian package.
 	@printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { return 0; }\n' | \
 	  $(CLANG) -x c -fsanitize=fuzzer,address,undefined - -o $(FUZZ_DIR)/probe >/dev/null 2>&1 || { \
@@ -144,6 +144,8 @@ fuzz: $(STAMP)
 	  $(JPEG_CFLAGS) -lpthread -lm -o $(FUZZ_DIR)/fuzz_decode_crop_resize
 	$(CLANG) $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined native/src/*.c native/fuzz/fuzz_jpeg_check.c \
 	  $(JPEG_CFLAGS) -lpthread -lm -o $(FUZZ_DIR)/fuzz_jpeg_check
+	$(CLANG) $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined native/src/*.c native/fuzz/fuzz_planes.c \
+	  $(JPEG_CFLAGS) -lpthread -lm -o $(FUZZ_DIR)/fuzz_planes
 	$(CLANG) $(FUZZ_FLAGS) -fPIC -shared -fsanitize=fuzzer-no-link,address,undefined native/src/*.c \
 	  $(JPEG_CFLAGS) -lpthread -lm -o $(FUZZ_DIR)/libslipstream.so
 	cd $(FUZZ_DIR) && ./fuzz_jpeg_info -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
@@ -152,6 +154,8 @@ fuzz: $(STAMP)
 	  corpus/decode_crop_resize $(CURDIR)/native/fuzz/corpus/decode_crop_resize
 	cd $(FUZZ_DIR) && ./fuzz_jpeg_check -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	  corpus/jpeg_check $(CURDIR)/native/fuzz/corpus/jpeg_info
+	cd $(FUZZ_DIR) && ./fuzz_planes -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	  corpus/planes $(CURDIR)/native/fuzz/corpus/decode_crop_resize
 	cd $(FUZZ_DIR) && SLIPSTREAM_LIBRARY=$(CURDIR)/$(FUZZ_DIR)/libslipstream.so ASAN_OPTIONS=detect_leaks=0 \
 	  LD_PRELOAD="$$($(CURDIR)/$(BIN)/python -c 'import atheris; print(atheris.path())')/asan_with_fuzzer.so" \
 	  $(CURDIR)/$(BIN)/python $(CURDIR)/native/fuzz/fuzz_format.py -max_total_time=$(FUZZ_SECONDS) \

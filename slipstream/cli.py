@@ -31,8 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     write.add_argument("output", help="dataset file to create, or the folder or URL (s3://bucket/prefix) of a "
                                       "sharded dataset")
     write.add_argument("--workers", type=int, default=None, help="encoding processes (default: one per core)")
-    write.add_argument("--write-mode", choices=["jpeg", "raw", "smart"], default="jpeg",
-                       help="how images are stored (default: jpeg, JPEG input kept byte for byte)")
+    write.add_argument("--write-mode", choices=["jpeg", "raw", "smart", "yuv420"], default="jpeg",
+                       help="how images are stored (default: jpeg, JPEG input kept byte for byte; yuv420: the "
+                            "decoded YCbCr 4:2:0 planes, loaded with no entropy decoding)")
     write.add_argument("--max-resolution", type=int, default=None, help="shrink images whose longer side exceeds this")
     write.add_argument("--jpeg-quality", type=int, default=90, help="quality of images compressed here (default 90)")
     write.add_argument("--tile-width", type=int, default=None,
@@ -59,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     convert.add_argument("output")
     convert.add_argument("--tile-width", type=int, default=None,
                          help="re-code stored JPEGs losslessly into tiles this wide, e.g. 32: faster crops, same pixels")
+    convert.add_argument("--write-mode", choices=["yuv420"], default=None,
+                         help="store the images as their decoded YCbCr 4:2:0 planes (loaded with no entropy decoding); "
+                              "default: as they are")
     convert.add_argument("--page-size", type=int, default=8 << 20, help="bytes per page (default 8 MiB)")
     convert.add_argument("--page-checksums", action=argparse.BooleanOptionalAction, default=True,
                          help="store a CRC-32 of every page, checked when the page is first read (default: yes)")
@@ -119,9 +123,9 @@ def _run(args: argparse.Namespace) -> int:
             return 1 if problem.fatal else 0
         return 0
     if args.command == "convert":
-        result = ss.convert(args.input, args.output, tile_width=args.tile_width, page_size=args.page_size,
-                            page_checksums=args.page_checksums, shard_size=args.shard_size, shards=args.shards,
-                            overwrite=args.overwrite)
+        result = ss.convert(args.input, args.output, tile_width=args.tile_width, write_mode=args.write_mode,
+                            page_size=args.page_size, page_checksums=args.page_checksums, shard_size=args.shard_size,
+                            shards=args.shards, overwrite=args.overwrite)
         print(_written(result))
         return 0
     if args.command == "demo":
@@ -273,9 +277,9 @@ def _image_sizes(records: np.ndarray) -> list[str]:
     lines = [f"    sizes: height {heights.min()}..{heights.max()} (median {int(np.median(heights))}), "
              f"width {widths.min()}..{widths.max()} (median {int(np.median(widths))})",
              f"    longer side: {histogram}"]
-    if "mode" in records.dtype.names:  # an image field: JPEG or raw pixels
-        modes = np.bincount(records["mode"], minlength=2)
-        lines.append(f"    stored as: {modes[0]:,} JPEG, {modes[1]:,} raw")
+    if "mode" in records.dtype.names:  # an image field: JPEG, raw pixels or YCbCr planes
+        modes = np.bincount(records["mode"], minlength=3)
+        lines.append(f"    stored as: {modes[0]:,} JPEG, {modes[1]:,} raw, {modes[2]:,} YCbCr 4:2:0 planes")
     return lines
 
 

@@ -16,11 +16,14 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from slipstream import native
 from slipstream.cache import cache_root
 from slipstream.errors import ArgumentError, CacheWarning
 from slipstream.fields import Encoded, RGBImageField
 from slipstream.fields.image import JPEG_MODE
+from slipstream.fields.image_modes import RAW_MODE, YUV420_MODE
 from slipstream.format import Reader, layout, open_dataset
 from slipstream.format.remote import Remote, is_url
 from slipstream.format.shared_copy import SharedCopy
@@ -247,13 +250,18 @@ def cache_entry(source: Any, fields: Mapping[str, Any] | None = None, cache_dir:
 
 class _StoredValue:
     """A field as a file describes it, for copying: its values arrive
-    already :class:`Encoded`."""
+    already :class:`Encoded`, and image values may be re-stored (tiled, or
+    as planes)."""
 
-    def __init__(self, descriptor: Any, tile_width: int | None = None) -> None:
+    def __init__(self, descriptor: Any, tile_width: int | None = None, write_mode: str | None = None) -> None:
         self.type_id, self._arguments, self._record = descriptor.type_id, descriptor.arguments, descriptor.record_dtype
-        self.tile_width = tile_width if self.type_id == RGBImageField.type_id else None
+        image = self.type_id == RGBImageField.type_id
+        self.tile_width = tile_width if image else None
+        self.planes = image and write_mode == "yuv420"
         if self.tile_width is not None:
             self._arguments = {**self._arguments, "tile_width": tile_width}
+        if self.planes:
+            self._arguments = {**self._arguments, "write_mode": write_mode, "tile_width": None}
 
     def arguments(self) -> dict[str, Any]:
         return self._arguments
@@ -262,7 +270,17 @@ class _StoredValue:
         return self._record
 
     def encode(self, value: Encoded) -> Encoded:
-        if self.tile_width is None or value.data is None or value.record["mode"] != JPEG_MODE:
+        if value.data is None or not (self.planes or self.tile_width is not None):
+            return value
+        mode = value.record["mode"]
+        if self.planes and mode != YUV420_MODE:
+            record = value.record.copy()
+            record["mode"] = YUV420_MODE
+            if mode == RAW_MODE:
+                pixels = np.frombuffer(value.data, np.uint8).reshape(int(record["height"]), int(record["width"]), 3)
+                return Encoded(record, native.rgb_to_planes(pixels).tobytes())
+            return Encoded(record, native.jpeg_decode_planes(value.data).tobytes())
+        if self.tile_width is None or mode != JPEG_MODE:
             return value
         return Encoded(value.record, native.jpeg_add_restart_markers(value.data, self.tile_width))
 
@@ -291,27 +309,37 @@ class _StoredSamples:
 
 
 def convert(src: str | os.PathLike, dst: str | os.PathLike, *, tile_width: int | None = None,
-            page_size: int = layout.DEFAULT_PAGE_SIZE, page_checksums: bool = True,
+            write_mode: str | None = None, page_size: int = layout.DEFAULT_PAGE_SIZE, page_checksums: bool = True,
             verbose: bool = True, shard_size: int | str | None = None, shards: int | None = None,
             remote: Remote | None = None, overwrite: bool = False) -> WriteResult:
     """Copy a dataset (a slipstream file, a sharded dataset, a URL of
     either, or an FFCV ``.beton``) into a slipstream file or a sharded
-    dataset at ``dst``.  Stored values are copied as they are: images are
-    not decoded or re-encoded.
+    dataset at ``dst``.  Stored values are copied as they are (images are
+    not decoded or re-encoded) unless ``tile_width`` or ``write_mode`` asks
+    for another layout of the images.
 
     Args:
         tile_width: when set, the stored JPEGs of image fields are re-coded
             losslessly into tiles at most this many pixels wide, as
             :class:`~slipstream.RGBImageField`'s ``tile_width`` does: the
             same pixels, faster crops.
+        write_mode: ``"yuv420"`` stores the images as planar YCbCr 4:2:0
+            planes, as :class:`~slipstream.RGBImageField`'s ``write_mode``
+            does (JPEGs decoded to their planes, raw pixels converted);
+            None copies them as they are.
         page_size, page_checksums, verbose, shard_size, shards, remote,
             overwrite: as for :func:`write` (``remote`` serves ``src`` and
             ``dst``).
     """
     if tile_width is not None and not (isinstance(tile_width, int) and tile_width > 0):
         raise ArgumentError(f"tile_width must be a positive integer or None, got {tile_width!r}")
+    if write_mode not in (None, "yuv420"):
+        raise ArgumentError(f'write_mode must be None (values copied as they are) or "yuv420", got {write_mode!r}')
+    if write_mode is not None and tile_width is not None:
+        raise ArgumentError('tile_width tiles stored JPEGs, and write_mode="yuv420" stores planes instead: give one '
+                            'of them')
     with open_dataset(src, remote=remote) as reader:
-        fields = {d.name: _StoredValue(d, tile_width) for d in reader.descriptors}
+        fields = {d.name: _StoredValue(d, tile_width, write_mode) for d in reader.descriptors}
         return write_dataset(dst, _StoredSamples(reader), fields, workers=0, page_size=page_size,
                              page_checksums=page_checksums, user_metadata=reader.user_metadata, verbose=verbose,
                              shard_size=shard_size, shards=shards, remote=remote, overwrite=overwrite)

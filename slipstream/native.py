@@ -361,6 +361,111 @@ def jpeg_decode_crop_resize(
 # ---------------------------------------------------------------- pixels
 
 
+def planes_bytes(height: int, width: int) -> int:
+    """Bytes of a height x width image stored as planar YCbCr 4:2:0: Y, then
+    Cb and Cr at half the height and width, rounded up
+    (``slip_planes_bytes``).
+
+    Raises:
+        ArgumentError: a size outside 1 .. ``MAX_DIMENSION``.
+    """
+    result = int(lib.slip_planes_bytes(height, width))
+    _check(result if result < 0 else 0, "planes_bytes", ArgumentError)
+    return result
+
+
+def _planes_out(out: Any, size: int) -> np.ndarray:
+    if out is None:
+        return np.empty(size, np.uint8)
+    arr = _writable(_bytes_arg(out, "out"), "out")
+    if arr.size < size:
+        raise ArgumentError(f"out holds {arr.size} bytes; the planes need {size}")
+    return arr
+
+
+def jpeg_decode_planes(data: Any, out: Any = None) -> np.ndarray:
+    """Decode a JPEG into planar YCbCr 4:2:0 (``slip_jpeg_decode_planes``):
+    a 4:2:0 JPEG's own decoded planes, any other JPEG decoded to RGB and
+    converted (its chroma averaged over 2 x 2 pixels).
+
+    Args:
+        data: the compressed bytes.
+        out: optional writable buffer of at least :func:`planes_bytes` bytes.
+
+    Returns:
+        The planes, a 1-D uint8 array of :func:`planes_bytes` bytes (a view
+        of ``out`` when given).
+
+    Raises:
+        DecodeError: bad, truncated, unsupported or oversized JPEG.
+    """
+    buf = _bytes_arg(data, "data")
+    info = _jpeg_info(buf, "jpeg_decode_planes")
+    size = planes_bytes(info.height, info.width)
+    arr = _planes_out(out, size)
+    _check(lib.slip_jpeg_decode_planes(buf.ctypes.data, buf.size, arr.ctypes.data, arr.size), "jpeg_decode_planes")
+    return arr[:size]
+
+
+def rgb_to_planes(src: Any, out: Any = None) -> np.ndarray:
+    """An (H, W, 3) uint8 RGB image as planar YCbCr 4:2:0
+    (``slip_rgb_to_planes``): JFIF's conversion, each chroma sample the
+    mean of the pixels it covers.
+
+    Returns:
+        The planes, a 1-D uint8 array of :func:`planes_bytes` bytes (a view
+        of ``out`` when given).
+    """
+    img = _image_arg(src, "src", (3,))
+    h, w, _ = img.shape
+    size = planes_bytes(h, w)
+    arr = _planes_out(out, size)
+    _check(lib.slip_rgb_to_planes(img.ctypes.data, h, w, img.strides[0], arr.ctypes.data, arr.size), "rgb_to_planes",
+           ArgumentError)
+    return arr[:size]
+
+
+def planes_crop_resize(
+    planes: Any,
+    height: int,
+    width: int,
+    y: int,
+    x: int,
+    h: int,
+    w: int,
+    out_h: int,
+    out_w: int,
+    flags: DecodeFlags | int = DecodeFlags.DEFAULT,
+    interp: Interp | int = Interp.AREA,
+    out: Any = None,
+) -> np.ndarray:
+    """Crop (y, x, h, w) out of the planes of a height x width image, resize
+    it to out_h x out_w and convert it to RGB (``slip_planes_crop_resize``).
+
+    Args:
+        planes: the planes (:func:`planes_bytes` bytes or more).
+        height, width: the image's size.
+        y, x, h, w: the crop, in pixels.
+        out_h, out_w: output size.
+        flags: :class:`DecodeFlags`; ``FLIP_X`` mirrors the output.
+        interp: :class:`Interp` filter.
+        out: optional (out_h, out_w, 3) uint8 array to write into.
+
+    Returns:
+        The (out_h, out_w, 3) uint8 image (``out`` when given).
+
+    Raises:
+        DecodeError: fewer bytes than the planes of a height x width image.
+        ArgumentError: a crop outside the image, a bad size, filter or ``out``.
+    """
+    buf = _bytes_arg(planes, "planes")
+    arr = _output_image(out, (out_h, out_w, 3))
+    status = lib.slip_planes_crop_resize(buf.ctypes.data, buf.size, height, width, y, x, h, w, out_h, out_w,
+                                         int(flags), int(interp), arr.ctypes.data, _extent(arr), arr.strides[0])
+    _check(status, "planes_crop_resize")
+    return arr
+
+
 def resize(
     src: Any,
     y: int,

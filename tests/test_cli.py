@@ -33,7 +33,7 @@ def test_write_info_and_convert(tmp_path):
     info = run("info", "out.slip", "--verify-pages", cwd=tmp_path)
     assert info.returncode == 0, info.stderr
     for expected in ("6 samples", "image: RGBImageField(write_mode='jpeg'", "height 40..42 (median 41)",
-                     "width 60..90", "longer side: 0-64: 3, 64-128: 3", "stored as: 6 JPEG, 0 raw", "label: IntField()",
+                     "width 60..90", "longer side: 0-64: 3, 64-128: 3", "stored as: 6 JPEG, 0 raw, 0 YCbCr 4:2:0 planes", "label: IntField()",
                      "classes=['ant', 'bee']", "pages: verified"):
         assert expected in info.stdout, (expected, info.stdout)
 

@@ -102,8 +102,8 @@ def test_ffcv_orders_are_answered_with_slipstreams(dataset, order, kind):
 
 
 def test_ffcv_write_modes_are_answered_with_slipstreams():
-    with pytest.raises(ss.ArgumentError, match=r"""^write_mode must be one of \('jpeg', 'raw', 'smart'\), got 'jpg': """
-                                               r"""slipstream spells FFCV's "jpg" "jpeg"$"""):
+    with pytest.raises(ss.ArgumentError, match=r"""^write_mode must be one of \('jpeg', 'raw', 'smart', 'yuv420'\), """
+                                               r"""got 'jpg': slipstream spells FFCV's "jpg" "jpeg"$"""):
         ss.RGBImageField(write_mode="jpg")
     with pytest.raises(ss.ArgumentError, match=r"""got 'proportion': FFCV's "proportion" \(a random share of the """
                                                r"""images as JPEG\) has no slipstream equivalent: "smart" stores"""):

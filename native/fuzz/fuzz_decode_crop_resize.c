@@ -13,32 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "slipstream.h"
+#include "fuzz_common.h"
 
-enum { PARAMS = 8, CANARY = 64 };
-
-static void check_status(int32_t status) {
-  switch (status) {
-    case SLIP_OK: case SLIP_ENOTJPEG: case SLIP_ECORRUPT: case SLIP_ETRUNCATED: case SLIP_EUNSUPPORTED:
-    case SLIP_ETOOBIG: case SLIP_ENOMEM:
-      break;
-    default:
-      abort();
-  }
-  if (status != SLIP_OK && slip_last_error()[0] == '\0') abort();
-}
-
-static uint8_t *guarded(size_t size) {
-  uint8_t *block = malloc(size + 2 * CANARY);
-  if (block == NULL) abort();
-  memset(block, 0xA5, size + 2 * CANARY);
-  return block;
-}
-
-static void check_guards(const uint8_t *block, size_t size) {
-  for (size_t i = 0; i < CANARY; i++)
-    if (block[i] != 0xA5 || block[CANARY + size + i] != 0xA5) abort();
-}
+enum { PARAMS = 8 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < PARAMS) return 0;

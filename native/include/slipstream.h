@@ -53,7 +53,7 @@ extern "C" {
 #endif
 
 /** Version of this ABI; bumped whenever a declaration in this file changes. */
-#define SLIP_ABI_VERSION 6
+#define SLIP_ABI_VERSION 7
 
 /** Largest image side, in pixels, that any function accepts (libjpeg's own limit). */
 #define SLIP_MAX_DIMENSION 65500
@@ -382,6 +382,105 @@ SLIP_API int32_t slip_jpeg_check(const uint8_t *data, size_t size);
 SLIP_API int32_t slip_jpeg_decode_crop_resize(const uint8_t *data, size_t size, int32_t y, int32_t x, int32_t h,
                                               int32_t w, int32_t out_h, int32_t out_w, int32_t flags,
                                               int32_t interp, uint8_t *out, size_t out_size, int64_t out_stride);
+
+/**
+ * Bytes of an image stored as planar YCbCr 4:2:0: the layout that
+ * slip_jpeg_decode_planes and slip_rgb_to_planes write and
+ * slip_planes_crop_resize reads.  The planes follow one another with no
+ * padding: Y, height rows of width bytes; then Cb and Cr, each
+ * ceil(height/2) rows of ceil(width/2) bytes.  Chroma sample (i, j) covers
+ * the luma pixels [2i, 2i + 2) x [2j, 2j + 2), with its centre between them
+ * (JPEG's siting); values are JFIF's full-range YCbCr.
+ *
+ * @param height  image height in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param width   image width in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @return height * width + 2 * ceil(height/2) * ceil(width/2);
+ *         SLIP_EINVAL for a size outside 1 .. SLIP_MAX_DIMENSION.
+ */
+SLIP_API int64_t slip_planes_bytes(int32_t height, int32_t width);
+
+/**
+ * Decode a JPEG image into planar YCbCr 4:2:0 (see slip_planes_bytes).
+ *
+ * A YCbCr JPEG with 4:2:0 sampling (luma 2x2, each chroma component 1x1)
+ * is decoded without chroma upsampling or colour conversion: the planes are
+ * the JPEG's own decoded samples (accurate integer IDCT), so nothing is lost
+ * that a decode to RGB would keep.  Any other JPEG (other subsamplings,
+ * grayscale, RGB, CMYK) is decoded to RGB as slip_jpeg_decode does and
+ * converted with slip_rgb_to_planes, which averages its chroma over 2 x 2
+ * pixels: 4:4:4 and 4:2:2 images lose chroma resolution there.
+ *
+ * @param data      the compressed JPEG bytes.
+ * @param size      number of bytes at data.
+ * @param out       receives the planes.
+ * @param out_size  bytes available at out; at least slip_planes_bytes(height, width).
+ * @return SLIP_OK; SLIP_EINVAL for NULL pointers; SLIP_EBUFFER when out_size
+ *         is too small; otherwise the codes of slip_jpeg_decode (a bad
+ *         header, corrupt or truncated entropy data, an image over a
+ *         slip_limit).  On failure out may be partly written.
+ */
+SLIP_API int32_t slip_jpeg_decode_planes(const uint8_t *data, size_t size, uint8_t *out, size_t out_size);
+
+/**
+ * Convert RGB pixels into planar YCbCr 4:2:0 (see slip_planes_bytes): JFIF's
+ * full-range conversion in 16-bit fixed point, each chroma sample the mean
+ * of the (up to four) pixels it covers, rounded once.
+ *
+ * @param src         height rows of width RGB pixels (3 bytes each).
+ * @param height      image height in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param width       image width in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param src_stride  bytes from one source row to the next (>= width * 3).
+ * @param out         receives the planes.
+ * @param out_size    bytes available at out; at least slip_planes_bytes(height, width).
+ * @return SLIP_OK; SLIP_EINVAL for NULL pointers, a bad size or stride;
+ *         SLIP_EBUFFER when out_size is too small.
+ */
+SLIP_API int32_t slip_rgb_to_planes(const uint8_t *src, int32_t height, int32_t width, int64_t src_stride,
+                                    uint8_t *out, size_t out_size);
+
+/**
+ * Crop an image stored as planar YCbCr 4:2:0 (see slip_planes_bytes), resize
+ * the crop to out_h x out_w and convert it to RGB: the per-sample kernel of
+ * images stored as planes.
+ *
+ * Only the rows and columns the crop covers are read.  The luma crop is
+ * resampled with `interp` (as slip_resize would resample it); the chroma
+ * planes are resampled at their own resolution, the crop's edges halved,
+ * linearly where the chroma is enlarged (as a JPEG decoder's smooth
+ * upsampling) and with `interp` where it shrinks; the three planes are
+ * filtered row by row together and converted to RGB (JFIF, in single
+ * precision, rounded once) at the output size, mirrored when
+ * SLIP_DECODE_FLIP_X is set.  A crop of the whole image at its own size
+ * equals a libjpeg-turbo decode of the JPEG the planes came from within 2
+ * levels (libjpeg-turbo rounds its upsampled chroma, and replicates the
+ * chroma of images at most 4 pixels across).  After the first calls on a
+ * thread it allocates nothing of its own.
+ *
+ * @param planes      the planes of a height x width image.
+ * @param size        bytes at planes; at least slip_planes_bytes(height, width).
+ * @param height      image height in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param width       image width in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param y           first row of the crop (>= 0).
+ * @param x           first column of the crop (>= 0).
+ * @param h           crop height in pixels (> 0, y + h <= height).
+ * @param w           crop width in pixels (> 0, x + w <= width).
+ * @param out_h       output height in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param out_w       output width in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param flags       slip_decode_flags; SLIP_DECODE_FLIP_X mirrors the
+ *                    output, SLIP_DECODE_FAST_IDCT has no effect.
+ * @param interp      slip_interp filter.
+ * @param out         receives out_h rows of out_w RGB pixels.
+ * @param out_size    bytes available at out; at least (out_h - 1) * out_stride + out_w * 3.
+ * @param out_stride  bytes from one output row to the next (>= out_w * 3).
+ * @return SLIP_OK; SLIP_EINVAL for bad arguments or a crop outside the
+ *         image; SLIP_ETRUNCATED when size is smaller than the planes of a
+ *         height x width image; SLIP_EBUFFER when out_size is too small;
+ *         SLIP_ENOMEM when scratch cannot grow.
+ */
+SLIP_API int32_t slip_planes_crop_resize(const uint8_t *planes, size_t size, int32_t height, int32_t width,
+                                         int32_t y, int32_t x, int32_t h, int32_t w, int32_t out_h, int32_t out_w,
+                                         int32_t flags, int32_t interp, uint8_t *out, size_t out_size,
+                                         int64_t out_stride);
 
 /**
  * Crop and resize an interleaved 8-bit image (the reference semantics are

@@ -64,6 +64,7 @@ typedef struct slip_thread_state {
   slip_scratch weights; /* resampling taps */
   slip_scratch accum;   /* one row of vertically filtered samples */
   slip_scratch sub;     /* a JPEG of the restart intervals a region needs */
+  slip_scratch planes;  /* the resized Y, Cb and Cr planes of slip_planes_crop_resize */
   slip_pack_tables pack;
 } slip_thread_state;
 
@@ -106,6 +107,24 @@ int slip__jpeg_scan_is_good(const struct jpeg_decompress_struct *dec);
 /* Abort the current libjpeg operation from inside a libjpeg callback:
  * records the detail and longjmps to the active setjmp with `status`. */
 void slip__jpeg_fail(j_common_ptr cinfo, int32_t status, const char *what);
+
+/* Taps of one output pixel along one axis: `count` weights starting at
+ * source index `first`. */
+typedef struct slip_axis_taps {
+  int32_t first;
+  int32_t count;
+} slip_axis_taps;
+
+/* The most taps an output pixel of a filter has along one axis, when n
+ * output pixels cover `length` source pixels. */
+int32_t slip__max_taps(double length, int32_t n, int32_t interp);
+
+/* Filter taps of n output pixels along one axis, for the source interval
+ * [start, start + length) with taps limited to pixels lo .. hi - 1: into
+ * taps[n] and weights[n * max_taps] (each pixel's weights normalized to
+ * sum to one). */
+void slip__compute_taps(double start, double length, int32_t n, int32_t lo, int32_t hi, int32_t interp,
+                        int32_t max_taps, slip_axis_taps *taps, float *weights);
 
 /*
  * Resample the rectangle (cy, cx, ch, cw) of src - given in pixels of src,

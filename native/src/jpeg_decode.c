@@ -580,3 +580,88 @@ SLIP_API int32_t slip_jpeg_decode_crop_resize(const uint8_t *data, size_t size, 
   return slip__resample(ts, pixels, b.h, b.w, 3, stride, (y - b.oy) * inv - b.y, (x - b.ox) * inv - b.x, h * inv,
                         w * inv, out, out_h, out_w, out_stride, interp, flags & SLIP_DECODE_FLIP_X);
 }
+
+/* ------------------------------------------------------------ YCbCr planes */
+
+/* Whether the JPEG whose header dec has read is YCbCr 4:2:0: three
+ * components, luma sampled 2x2 and both chroma components 1x1. */
+static int is_ycbcr_420(const struct jpeg_decompress_struct *dec) {
+  const jpeg_component_info *c = dec->comp_info;
+  return dec->jpeg_color_space == JCS_YCbCr && dec->num_components == 3 && c[0].h_samp_factor == 2 &&
+         c[0].v_samp_factor == 2 && c[1].h_samp_factor == 1 && c[1].v_samp_factor == 1 &&
+         c[2].h_samp_factor == 1 && c[2].v_samp_factor == 1;
+}
+
+/*
+ * Decode the 4:2:0 JPEG opened by open_jpeg() without upsampling or colour
+ * conversion: libjpeg's raw-data output, 16 luma and 8 chroma rows at a
+ * time, padded to whole blocks, copied into the compact planes at out.
+ */
+static int32_t read_raw_planes(slip_thread_state *ts, uint8_t *out) {
+  struct jpeg_decompress_struct *dec = &ts->dec;
+  if (setjmp(ts->dec_err.jump)) {
+    jpeg_abort_decompress(dec);
+    return ts->dec_err.status;
+  }
+  dec->raw_data_out = TRUE;
+  dec->out_color_space = JCS_YCbCr;
+  dec->scale_num = dec->scale_denom = 1;
+  jpeg_start_decompress(dec);
+  int32_t height = (int32_t)dec->image_height, width = (int32_t)dec->image_width;
+  int32_t c_height = (height + 1) / 2, c_width = (width + 1) / 2;
+  size_t y_pitch = (size_t)dec->comp_info[0].width_in_blocks * DCTSIZE;
+  size_t c_pitch = (size_t)dec->comp_info[1].width_in_blocks * DCTSIZE;
+  if ((size_t)dec->comp_info[2].width_in_blocks * DCTSIZE > c_pitch)
+    c_pitch = (size_t)dec->comp_info[2].width_in_blocks * DCTSIZE;
+  uint8_t *band = slip__scratch_reserve(&ts->rows, 2 * DCTSIZE * y_pitch + 2 * DCTSIZE * c_pitch);
+  if (!band) slip__jpeg_fail((j_common_ptr)dec, SLIP_ENOMEM, slip_last_error());
+  JSAMPROW y_rows[2 * DCTSIZE], cb_rows[DCTSIZE], cr_rows[DCTSIZE];
+  for (int i = 0; i < 2 * DCTSIZE; i++) y_rows[i] = band + (size_t)i * y_pitch;
+  uint8_t *chroma = band + 2 * DCTSIZE * y_pitch;
+  for (int i = 0; i < DCTSIZE; i++) {
+    cb_rows[i] = chroma + (size_t)i * c_pitch;
+    cr_rows[i] = chroma + (size_t)(DCTSIZE + i) * c_pitch;
+  }
+  JSAMPARRAY planes[3] = {y_rows, cb_rows, cr_rows};
+  uint8_t *y_out = out, *cb_out = out + (size_t)height * width;
+  uint8_t *cr_out = cb_out + (size_t)c_height * c_width;
+  for (int32_t row = 0; row < height; row += 2 * DCTSIZE) {
+    if (jpeg_read_raw_data(dec, planes, 2 * DCTSIZE) != 2 * DCTSIZE)
+      slip__jpeg_fail((j_common_ptr)dec, SLIP_ETRUNCATED, "the JPEG data ends before its last row of blocks");
+    int32_t y_rows_here = height - row < 2 * DCTSIZE ? height - row : 2 * DCTSIZE;
+    for (int32_t i = 0; i < y_rows_here; i++)
+      memcpy(y_out + (size_t)(row + i) * width, y_rows[i], (size_t)width);
+    int32_t c_row = row / 2, c_rows_here = c_height - c_row < DCTSIZE ? c_height - c_row : DCTSIZE;
+    for (int32_t i = 0; i < c_rows_here; i++) {
+      memcpy(cb_out + (size_t)(c_row + i) * c_width, cb_rows[i], (size_t)c_width);
+      memcpy(cr_out + (size_t)(c_row + i) * c_width, cr_rows[i], (size_t)c_width);
+    }
+  }
+  jpeg_abort_decompress(dec); /* the rows are read: nothing after them is needed */
+  return SLIP_OK;
+}
+
+SLIP_API int32_t slip_jpeg_decode_planes(const uint8_t *data, size_t size, uint8_t *out, size_t out_size) {
+  if (!data || !out) return slip__fail(SLIP_EINVAL, "data and out must not be NULL");
+  slip_thread_state *ts = decoder_state();
+  if (!ts) return SLIP_ENOMEM;
+  int32_t status = open_jpeg(ts, data, size, 1, 0, 1);
+  if (status != SLIP_OK) return status;
+  int32_t height = (int32_t)ts->dec.image_height, width = (int32_t)ts->dec.image_width;
+  int64_t need = slip_planes_bytes(height, width);
+  if (need < 0 || out_size < (uint64_t)need) {
+    jpeg_abort_decompress(&ts->dec);
+    return need < 0 ? (int32_t)need
+                    : slip__fail(SLIP_EBUFFER, "the planes of a %d x %d image need %lld bytes, out has %zu", height,
+                                 width, (long long)need, out_size);
+  }
+  if (is_ycbcr_420(&ts->dec)) return read_raw_planes(ts, out);
+  /* Any other JPEG: decoded to RGB, then converted and its chroma averaged. */
+  jpeg_abort_decompress(&ts->dec);
+  size_t rgb_bytes = (size_t)height * (size_t)width * 3;
+  uint8_t *rgb = slip__scratch_reserve(&ts->block, rgb_bytes);
+  if (!rgb) return SLIP_ENOMEM;
+  status = slip_jpeg_decode(data, size, 0, 0, height, width, 1, 0, rgb, rgb_bytes, (int64_t)width * 3);
+  if (status != SLIP_OK) return status;
+  return slip_rgb_to_planes(rgb, height, width, (int64_t)width * 3, out, out_size);
+}

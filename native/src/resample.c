@@ -24,13 +24,6 @@
 /* Four floats, for the three channels of a pixel (GCC/Clang vector extension). */
 typedef float v4f __attribute__((vector_size(16)));
 
-/* Taps of one output pixel along one axis: `count` weights starting at
- * source index `first`. */
-typedef struct axis_taps {
-  int32_t first;
-  int32_t count;
-} axis_taps;
-
 /* Keys' cubic convolution kernel with a = -0.5 (Pillow's and torchvision's
  * bicubic), at distance x in units of the kernel's own pixel: 1 at 0, 0 at
  * 1 and from 2 on, negative lobes between 1 and 2. */
@@ -57,11 +50,8 @@ static double tap_weight(int32_t interp, int32_t i, double a, double b, double c
   return t > 0 ? t : 0;
 }
 
-/* Filter taps of n output pixels along one axis, for the source interval
- * [start, start + length) with taps limited to pixels lo .. hi - 1: into
- * taps[n] and weights[n * max_taps]. */
-static void compute_taps(double start, double length, int32_t n, int32_t lo, int32_t hi, int32_t interp,
-                         int32_t max_taps, axis_taps *taps, float *weights) {
+void slip__compute_taps(double start, double length, int32_t n, int32_t lo, int32_t hi, int32_t interp,
+                        int32_t max_taps, slip_axis_taps *taps, float *weights) {
   double scale = length / n;
   double support = scale > 1.0 ? scale : 1.0;
   for (int32_t j = 0; j < n; j++) {
@@ -102,7 +92,7 @@ static void compute_taps(double start, double length, int32_t n, int32_t lo, int
  * padding for the last one.  Inlined with a constant `taps` the loop unrolls.
  */
 static inline __attribute__((always_inline)) void horizontal3(const float *acc, int32_t col_lo,
-                                                              const axis_taps *tx, const float *wx, int32_t kx,
+                                                              const slip_axis_taps *tx, const float *wx, int32_t kx,
                                                               int32_t dst_w, int32_t taps, float *hrow) {
   for (int32_t j = 0; j < dst_w; j++) {
     const float *wj = wx + (size_t)j * (size_t)kx;
@@ -172,7 +162,7 @@ __attribute__((target("avx2"))) static inline __m256 pixel_pair(const float *a0,
  * j + 1's.  An odd last pixel goes through horizontal3.
  */
 __attribute__((target("avx2"))) static inline __attribute__((always_inline)) void horizontal3_pairs_taps(
-    const float *acc, int32_t col_lo, const axis_taps *tx, const float *pair_w, const float *wx, int32_t kx,
+    const float *acc, int32_t col_lo, const slip_axis_taps *tx, const float *pair_w, const float *wx, int32_t kx,
     int32_t dst_w, int32_t taps, float *hrow) {
   int32_t j = 0;
   for (; j + 2 <= dst_w; j += 2) {
@@ -188,7 +178,7 @@ __attribute__((target("avx2"))) static inline __attribute__((always_inline)) voi
   if (j < dst_w) horizontal3(acc, col_lo, tx + j, wx + (size_t)j * (size_t)kx, kx, 1, taps, hrow + (size_t)j * 3);
 }
 
-__attribute__((target("avx2"))) static void horizontal3_pairs(const float *acc, int32_t col_lo, const axis_taps *tx,
+__attribute__((target("avx2"))) static void horizontal3_pairs(const float *acc, int32_t col_lo, const slip_axis_taps *tx,
                                                                const float *pair_w, const float *wx, int32_t kx,
                                                                int32_t dst_w, int32_t taps, float *hrow) {
   switch (taps) {
@@ -203,7 +193,7 @@ __attribute__((target("avx2"))) static void horizontal3_pairs(const float *acc, 
 }
 #endif
 
-static int32_t max_taps_for(double length, int32_t n, int32_t interp) {
+int32_t slip__max_taps(double length, int32_t n, int32_t interp) {
   double scale = length / n;
   double support = scale > 1.0 ? scale : 1.0;
   double span = interp == SLIP_INTERP_AREA ? scale : 2.0 * kernel_radius(interp) * support;
@@ -248,18 +238,18 @@ int32_t slip__resample(slip_thread_state *ts, const uint8_t *src, int32_t src_h,
   if (y_hi > src_h) y_hi = src_h;
   if (x_hi > src_w) x_hi = src_w;
 
-  int32_t ky = max_taps_for(ch, dst_h, interp), kx = max_taps_for(cw, dst_w, interp);
-  size_t taps_bytes = ((size_t)dst_h + (size_t)dst_w) * sizeof(axis_taps);
+  int32_t ky = slip__max_taps(ch, dst_h, interp), kx = slip__max_taps(cw, dst_w, interp);
+  size_t taps_bytes = ((size_t)dst_h + (size_t)dst_w) * sizeof(slip_axis_taps);
   /* wy, wx, and horizontal3_pairs' weights: 8 floats per pair of output pixels and tap, at most
    * dst_w * kx * 4. */
   size_t weight_bytes = ((size_t)dst_h * (size_t)ky + (size_t)dst_w * (size_t)kx * 5) * sizeof(float);
   uint8_t *mem = slip__scratch_reserve(&ts->weights, taps_bytes + weight_bytes);
   if (!mem) return SLIP_ENOMEM;
-  axis_taps *ty = (axis_taps *)mem, *tx = ty + dst_h;
+  slip_axis_taps *ty = (slip_axis_taps *)mem, *tx = ty + dst_h;
   float *wy = (float *)(mem + taps_bytes), *wx = wy + (size_t)dst_h * (size_t)ky;
   float *pair_w = wx + (size_t)dst_w * (size_t)kx;
-  compute_taps(cy, ch, dst_h, y_lo, y_hi, interp, ky, ty, wy);
-  compute_taps(cx, cw, dst_w, x_lo, x_hi, interp, kx, tx, wx);
+  slip__compute_taps(cy, ch, dst_h, y_lo, y_hi, interp, ky, ty, wy);
+  slip__compute_taps(cx, cw, dst_w, x_lo, x_hi, interp, kx, tx, wx);
 
   /* Pad every output pixel's horizontal taps to the same count (zero
    * weights) so that the inner loop has a fixed trip count. */
@@ -273,7 +263,7 @@ int32_t slip__resample(slip_thread_state *ts, const uint8_t *src, int32_t src_h,
    * the taps of pixel dst_w - 1 - j, computed exactly as without the flip. */
   if (flip_x) {
     for (int32_t j = 0, k = dst_w - 1; j < k; j++, k--) {
-      axis_taps t = tx[j];
+      slip_axis_taps t = tx[j];
       tx[j] = tx[k];
       tx[k] = t;
       float *a = wx + (size_t)j * (size_t)kx, *b = wx + (size_t)k * (size_t)kx;

@@ -60,6 +60,7 @@ static void destroy_state(void *p) {
   free(ts->weights.data);
   free(ts->accum.data);
   free(ts->sub.data);
+  free(ts->planes.data);
   free(ts);
   thread_state = NULL;
 }

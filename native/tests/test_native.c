@@ -596,6 +596,119 @@ static void random_interval(int32_t n, int32_t *start, int32_t *len) {
   }
 }
 
+/* Mean absolute difference of the JFIF luma of two RGB images of h x w
+ * pixels (the chroma of planes is subsampled, their luma is not). */
+static double luma_error(const uint8_t *a, int64_t a_stride, const uint8_t *b, int64_t b_stride, int32_t h,
+                         int32_t w) {
+  double err = 0;
+  for (int32_t i = 0; i < h; i++)
+    for (int32_t j = 0; j < w; j++) {
+      const uint8_t *p = a + i * a_stride + 3 * j, *q = b + i * b_stride + 3 * j;
+      err += fabs(0.299 * (p[0] - q[0]) + 0.587 * (p[1] - q[1]) + 0.114 * (p[2] - q[2]));
+    }
+  return err / ((double)h * (double)w);
+}
+
+/* Planar YCbCr 4:2:0: a 4:2:0 (or grey) JPEG's planes, converted back at
+ * full size, match its RGB decode within 2 levels; other layouts lose only
+ * chroma detail; flips mirror; crops stay close to the decode's crops;
+ * buffers of the documented sizes suffice and shorter ones are refused. */
+static void test_planes(jpeg_case *jc) {
+  case_begin("planes %s", jc->name);
+  const image *full = &jc->full[0];
+  int32_t h = jc->h, w = jc->w, ch = (h + 1) / 2, cw = (w + 1) / 2;
+  int64_t n = slip_planes_bytes(h, w);
+  expect(n == (int64_t)h * w + 2 * (int64_t)ch * cw, "slip_planes_bytes(%d, %d) is %lld", h, w, (long long)n);
+  uint8_t *planes = xmalloc((size_t)n); /* exactly the planes: AddressSanitizer sees any read past them */
+  if (full->px && expect_status(slip_jpeg_decode_planes(jc->data, jc->size, planes, (size_t)n), SLIP_OK,
+                                "slip_jpeg_decode_planes")) {
+    guarded out;
+    int64_t stride = (int64_t)w * 3 + 5;
+    guarded_alloc(&out, output_size(h, stride, (size_t)w * 3));
+    int32_t status = slip_planes_crop_resize(planes, (size_t)n, h, w, 0, 0, h, w, h, w, 0, SLIP_INTERP_BILINEAR,
+                                             out.p, out.size, stride);
+    if (expect_status(status, SLIP_OK, "slip_planes_crop_resize of the whole image")) {
+      expect(guarded_intact(&out, h, stride, (size_t)w * 3), "slip_planes_crop_resize wrote outside its output");
+      image got = {0}, flipped = {0};
+      image_from(&got, out.p, stride, h, w, 3);
+      /* libjpeg-turbo replicates the chroma of images a few pixels across instead of interpolating it: their
+       * decodes are no reference for the planes' smooth chroma. */
+      int tiny = h <= 4 || w <= 4;
+      int exact = jc->subsampling == SLIP_SUBSAMPLING_GRAY || (jc->subsampling == SLIP_SUBSAMPLING_420 && !tiny);
+      double err = luma_error(got.px, (int64_t)w * 3, full->px, (int64_t)w * 3, h, w);
+      if (exact) expect(max_abs_diff(&got, full) <= 2, "differs from the decode by %d levels", max_abs_diff(&got, full));
+      else expect(err < (tiny ? 8.0 : 1.0), "differs from the decode's luma by %.2f levels on average", err);
+      status = slip_planes_crop_resize(planes, (size_t)n, h, w, 0, 0, h, w, h, w, SLIP_DECODE_FLIP_X,
+                                       SLIP_INTERP_BILINEAR, out.p, out.size, stride);
+      if (expect_status(status, SLIP_OK, "slip_planes_crop_resize with SLIP_DECODE_FLIP_X")) {
+        image_from(&flipped, out.p, stride, h, w, 3);
+        expect(is_mirror(&got, &flipped), "the FLIP_X output is not the mirror of the plain one");
+      }
+      image_free(&got);
+      image_free(&flipped);
+    }
+    free(out.mem);
+    /* Crops at their own size and resized, each filter: close to the same crop of the decode. */
+    for (int k = 0; k < 6; k++) {
+      int32_t y, x, rh, rw, oh = rng_range(1, 40), ow = rng_range(1, 40);
+      random_interval(h, &y, &rh);
+      random_interval(w, &x, &rw);
+      if (k < 2) oh = rh, ow = rw;
+      guarded crop;
+      guarded_alloc(&crop, (size_t)oh * (size_t)ow * 3);
+      status = slip_planes_crop_resize(planes, (size_t)n, h, w, y, x, rh, rw, oh, ow, 0, k % 3, crop.p, crop.size,
+                                       (int64_t)ow * 3);
+      if (expect_status(status, SLIP_OK, "slip_planes_crop_resize of a crop")) {
+        expect(guarded_intact(&crop, oh, (int64_t)ow * 3, (size_t)ow * 3), "a crop wrote outside its output");
+        image want = {0};
+        image_alloc(&want, oh, ow, 3);
+        slip_resize(full->px, full->h, full->w, 3, (int64_t)full->w * 3, y, x, rh, rw, want.px, oh, ow,
+                    (int64_t)ow * 3, k % 3, 0);
+        double err = luma_error(crop.p, (int64_t)ow * 3, want.px, (int64_t)ow * 3, oh, ow);
+        expect(err < (h <= 4 || w <= 4 ? 8.0 : 2.0), "crop (%d, %d, %d, %d) to %d x %d differs from the decode's in "
+               "luma by %.2f levels on "
+               "average", y, x, rh, rw, oh, ow, err);
+        image_free(&want);
+      }
+      free(crop.mem);
+    }
+    /* Short buffers and bad arguments are refused. */
+    uint8_t px[3];
+    expect_status(slip_planes_crop_resize(planes, (size_t)n - 1, h, w, 0, 0, 1, 1, 1, 1, 0, 0, px, 3, 3),
+                  SLIP_ETRUNCATED, "slip_planes_crop_resize of planes one byte short");
+    expect_status(slip_planes_crop_resize(planes, (size_t)n, h, w, 0, 0, 1, 1, 1, 1, 0, 0, px, 2, 3), SLIP_EBUFFER,
+                  "slip_planes_crop_resize into a 2-byte output");
+    expect_status(slip_planes_crop_resize(planes, (size_t)n, h, w, 0, 0, h + 1, 1, 1, 1, 0, 0, px, 3, 3),
+                  SLIP_EINVAL, "slip_planes_crop_resize of a crop taller than the image");
+    expect_status(slip_planes_crop_resize(planes, (size_t)n, h, w, 0, 0, 1, 1, 1, 1, 0, 7, px, 3, 3), SLIP_EINVAL,
+                  "slip_planes_crop_resize with an unknown filter");
+    expect_status(slip_planes_crop_resize(NULL, (size_t)n, h, w, 0, 0, 1, 1, 1, 1, 0, 0, px, 3, 3), SLIP_EINVAL,
+                  "slip_planes_crop_resize of NULL planes");
+    expect_status(slip_jpeg_decode_planes(jc->data, jc->size, planes, (size_t)n - 1), SLIP_EBUFFER,
+                  "slip_jpeg_decode_planes into a buffer one byte short");
+  }
+  /* Planes from the source pixels: the mean of each 2 x 2 block's chroma. */
+  if (jc->channels == 3) {
+    expect_status(slip_rgb_to_planes(jc->src, h, w, (int64_t)w * 3, planes, (size_t)n), SLIP_OK, "slip_rgb_to_planes");
+    guarded out;
+    guarded_alloc(&out, (size_t)h * (size_t)w * 3);
+    if (expect_status(slip_planes_crop_resize(planes, (size_t)n, h, w, 0, 0, h, w, h, w, 0, SLIP_INTERP_BILINEAR,
+                                              out.p, out.size, (int64_t)w * 3), SLIP_OK,
+                      "slip_planes_crop_resize of converted planes")) {
+      double err = luma_error(out.p, (int64_t)w * 3, jc->src, (int64_t)w * 3, h, w);
+      expect(err < 1.0, "planes of the source pixels differ from them in luma by %.2f levels on average", err);
+    }
+    free(out.mem);
+    expect_status(slip_rgb_to_planes(jc->src, h, w, (int64_t)w * 3 - 1, planes, (size_t)n), SLIP_EINVAL,
+                  "slip_rgb_to_planes with a short stride");
+    expect_status(slip_rgb_to_planes(jc->src, h, w, (int64_t)w * 3, planes, (size_t)n - 1), SLIP_EBUFFER,
+                  "slip_rgb_to_planes into a buffer one byte short");
+  }
+  expect_status((int32_t)slip_planes_bytes(0, w), SLIP_EINVAL, "slip_planes_bytes of a 0-row image");
+  free(planes);
+  case_end();
+}
+
 /* Regions touching every edge and corner, 1-pixel strips, and at least 20
  * random ones; returns how many were written to r (room for 40). */
 static int make_regions(int32_t H, int32_t W, region *r) {
@@ -1013,6 +1126,12 @@ static void test_prefixes(const jpeg_case *jc) {
       expect(sd == SLIP_ETRUNCATED || sd == SLIP_ECORRUPT, "%s returned %d", what, sd);
     snprintf(what, sizeof what, "slip_jpeg_decode_crop_resize of a %zu-byte prefix", n);
     if (!(n + 2 == jc->size && sc == SLIP_OK)) expect_failure(sc, what);
+    int64_t plane_bytes = slip_planes_bytes(jc->h, jc->w);
+    uint8_t *planes = xmalloc((size_t)plane_bytes);
+    int32_t sp = slip_jpeg_decode_planes(prefix, n, planes, (size_t)plane_bytes);
+    snprintf(what, sizeof what, "slip_jpeg_decode_planes of a %zu-byte prefix", n);
+    if (!(n + 2 == jc->size && sp == SLIP_OK)) expect_failure(sp, what);
+    free(planes);
     image_free(&decoded);
     free(prefix);
   }
@@ -1089,6 +1208,11 @@ static void test_mutations(const jpeg_case *jc, size_t lo, size_t hi, int count,
     if (status != SLIP_OK) expect_failure(status, "slip_jpeg_decode_crop_resize of mutated data");
     image_free(&out);
     expect_check_agrees(data, jc->size, "mutated data");
+    int64_t plane_bytes = slip_planes_bytes(jc->h, jc->w);
+    uint8_t *planes = xmalloc((size_t)plane_bytes);
+    status = slip_jpeg_decode_planes(data, jc->size, planes, (size_t)plane_bytes);
+    if (status != SLIP_OK) expect_failure(status, "slip_jpeg_decode_planes of mutated data");
+    free(planes);
   }
   free(data);
   case_end();
@@ -1900,6 +2024,7 @@ int main(int argc, char **argv) {
         test_crop_resize(jc, SLIP_INTERP_AREA);
         test_crop_resize(jc, SLIP_INTERP_BILINEAR);
         test_crop_resize(jc, SLIP_INTERP_BICUBIC);
+        test_planes(jc);
       }
   test_scale_for();
   test_four_components(JCS_CMYK, "CMYK");

@@ -39,7 +39,7 @@ from slipstream import native
 from slipstream.compiler import Allocation, Decoder, Kind, Operation, State
 from slipstream.errors import ArgumentError
 from slipstream.fields import geometry
-from slipstream.fields.image_modes import RAW_MODE
+from slipstream.fields.image_modes import RAW_MODE, YUV420_MODE
 
 UNREADABLE = int(native.Status.ECORRUPT)
 """The status of a sample the dataset holds no values for (its writer could
@@ -213,24 +213,26 @@ SampleDecode = Callable[..., int]
 it needs (a tuple), and returns a native status (0 on success)."""
 
 
-def sample_decoder(from_pixels: SampleDecode, from_jpeg: SampleDecode,
+def sample_decoder(from_pixels: SampleDecode, from_jpeg: SampleDecode, from_planes: SampleDecode,
                    count_decodes: bool = False) -> Callable[..., Any]:
     """The per-sample body every image decoder shares: a compiled
     ``decode_sample(storage, offsets, sizes, modes, failed, decodes, index, out, status, args) -> out``.
 
-    It takes the sample's stored bytes and hands them to ``from_pixels``
-    when the record's mode is :data:`~slipstream.fields.image.RAW_MODE`
-    (height x width x 3 pixels) and to ``from_jpeg`` otherwise, and writes
-    the outcome into ``status[0]`` (the decoder's status output).  A sample
-    marked in ``failed`` is not decoded; a failure, known or new, leaves
-    its status in ``status[0]`` and zeros in ``out`` (see the module
-    docstring).  With ``count_decodes``, ``decodes[index]`` goes
-    up by one per call of ``from_jpeg``, which must therefore make exactly
-    one native JPEG decode call; without it the compiled code has no
-    counting (the flag is a constant that Numba folds away).
+    It takes the sample's stored bytes and hands them by the record's mode
+    (:mod:`~slipstream.fields.image_modes`): to ``from_pixels`` for
+    ``RAW_MODE`` (height x width x 3 pixels), to ``from_planes`` for
+    ``YUV420_MODE`` (planar YCbCr 4:2:0) and to ``from_jpeg`` otherwise,
+    and writes the outcome into ``status[0]`` (the decoder's status
+    output).  A sample marked in ``failed`` is not decoded; a failure,
+    known or new, leaves its status in ``status[0]`` and zeros in ``out``
+    (see the module docstring).  With ``count_decodes``,
+    ``decodes[index]`` goes up by one per call of ``from_jpeg``, which
+    must therefore make exactly one native JPEG decode call; without it
+    the compiled code has no counting (the flag is a constant that Numba
+    folds away).
 
-    The three functions are inlined into the decoder that calls
-    ``decode_sample`` (Numba's ``inline="always"``, which the two given
+    The four functions are inlined into the decoder that calls
+    ``decode_sample`` (Numba's ``inline="always"``, which the three given
     functions should have too): each would otherwise be a compilation of
     its own, nearly doubling a cold compile of the decoder.
     """
@@ -243,6 +245,8 @@ def sample_decoder(from_pixels: SampleDecode, from_jpeg: SampleDecode,
             outcome = np.int32(failed[index])
         elif modes[index] == RAW_MODE:
             outcome = np.int32(from_pixels(data, out, args))
+        elif modes[index] == YUV420_MODE:
+            outcome = np.int32(from_planes(data, out, args))
         else:
             outcome = np.int32(from_jpeg(data, out, args))
             if count_decodes:
@@ -275,10 +279,11 @@ class ImageFieldDecoder(Decoder):
         shape = (*self.size, 3)
         return State(shape=shape, dtype=np.uint8), Allocation(shape, np.uint8)
 
-    def sample_decoder(self, from_pixels: SampleDecode, from_jpeg: SampleDecode) -> Callable[..., Any]:
-        """:func:`sample_decoder` over these two functions, counting decode
+    def sample_decoder(self, from_pixels: SampleDecode, from_jpeg: SampleDecode,
+                       from_planes: SampleDecode) -> Callable[..., Any]:
+        """:func:`sample_decoder` over these three functions, counting decode
         calls when the source does (``DecodeSource.count_decodes``)."""
-        return sample_decoder(from_pixels, from_jpeg, self.source.count_decodes)
+        return sample_decoder(from_pixels, from_jpeg, from_planes, self.source.count_decodes)
 
     def fingerprint(self) -> str:
         """The class and ``repr`` (see :meth:`Operation.fingerprint`), and
@@ -322,7 +327,7 @@ class ImageDecoder(GeometricImageDecoder):
         return (int(records["height"][0]), int(records["width"][0])) if len(records) else (0, 0)
 
     def generate_code(self):
-        decode_sample = self.sample_decoder(_copy_pixels, _decode_whole_jpeg)
+        decode_sample = self.sample_decoder(_copy_pixels, _decode_whole_jpeg, _convert_whole_planes)
         set_region = geometry.set_region
 
         def decode(storage, offsets, sizes, heights, widths, modes, failed, decodes, index, out, transform, status,
@@ -348,6 +353,17 @@ def _decode_whole_jpeg(data, out, args):
     """A JPEG of the output's size, decoded whole at full scale."""
     return native.slip_jpeg_decode(data, uint64(data.size), 0, 0, out.shape[0], out.shape[1], 1, 0, out, out.size,
                                    out.strides[0])
+
+
+_BILINEAR = int(native.Interp.BILINEAR)
+
+
+@njit(nogil=True, inline="always")
+def _convert_whole_planes(data, out, args):
+    """The planes of an image of the output's size, converted whole (chroma interpolated linearly)."""
+    height, width = out.shape[0], out.shape[1]
+    return native.slip_planes_crop_resize(data, uint64(data.size), height, width, 0, 0, height, width, height, width,
+                                          0, _BILINEAR, out, out.size, out.strides[0])
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -1,4 +1,4 @@
-"""RGB images, stored as JPEG or as raw pixels."""
+"""RGB images, stored as JPEG, as planar YCbCr 4:2:0 or as raw pixels."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import numpy as np
 from slipstream import native
 from slipstream.errors import ArgumentError, DecodeError
 from slipstream.fields.base import Encoded, Field
-from slipstream.fields.image_modes import JPEG_MODE, RAW_MODE
+from slipstream.fields.image_modes import JPEG_MODE, RAW_MODE, YUV420_MODE
 
-WRITE_MODES = ("jpeg", "raw", "smart")
+WRITE_MODES = ("jpeg", "raw", "smart", "yuv420")
 FFCV_WRITE_MODES = {"jpg": 'slipstream spells FFCV\'s "jpg" "jpeg"',
                     "proportion": 'FFCV\'s "proportion" (a random share of the images as JPEG) has no slipstream '
                                   'equivalent: "smart" stores images of at most smart_threshold pixels raw, larger '
@@ -31,9 +31,16 @@ class RGBImageField(Field, type_id=1):
     Args:
         write_mode: ``"jpeg"`` stores JPEG files: JPEG input byte for byte
             (after checking that it decodes), anything else compressed at
-            ``jpeg_quality``.  ``"raw"`` stores decoded pixels (fast to load,
-            large).  ``"smart"`` stores images of at most
-            ``smart_threshold`` pixels raw and larger ones as JPEG.
+            ``jpeg_quality``.  ``"yuv420"`` stores each image as its planar
+            YCbCr 4:2:0 planes, 1.5 bytes a pixel: a 4:2:0 JPEG's own decoded
+            planes (nothing lost but the chroma upsampling and colour
+            conversion, which the loader does at the output size, skipping
+            entropy decoding altogether); any other image (other chroma
+            subsamplings, grey, PNG, arrays, resized images) converted from
+            RGB with its chroma averaged over 2 x 2 pixels.  ``"raw"`` stores
+            decoded pixels (fast to load, 3 bytes a pixel).  ``"smart"``
+            stores images of at most ``smart_threshold`` pixels raw and
+            larger ones as JPEG.
         max_resolution: when set, images whose longer side exceeds it are
             resized (area averaging) so that it equals ``max_resolution``,
             and then re-encoded.
@@ -46,7 +53,8 @@ class RGBImageField(Field, type_id=1):
             do not change, the size changes by about 2% either way at 32,
             and crops decode about 1.2x faster because the loader
             entropy-decodes only the tiles a crop touches.  ``None`` keeps
-            JPEG input byte for byte.
+            JPEG input byte for byte.  Not with ``"yuv420"``, which stores
+            no JPEG.
 
     Accepted values: a path to an image file, the bytes of one (JPEG, PNG or
     anything Pillow reads), a ``PIL.Image``, a ``{"bytes": ..., "path": ...}``
@@ -75,6 +83,9 @@ class RGBImageField(Field, type_id=1):
             raise ArgumentError(f"smart_threshold must be a non-negative integer, got {self.smart_threshold!r}")
         if self.tile_width is not None and not (isinstance(self.tile_width, int) and self.tile_width > 0):
             raise ArgumentError(f"tile_width must be a positive integer or None, got {self.tile_width!r}")
+        if self.tile_width is not None and self.write_mode == "yuv420":
+            raise ArgumentError('tile_width tiles stored JPEGs, and write_mode="yuv420" stores planes instead: '
+                                'give one of them')
 
     def record_dtype(self) -> np.dtype:
         return np.dtype([("offset", "<u8"), ("size", "<u8"), ("height", "<u4"), ("width", "<u4"), ("mode", "u1"),
@@ -87,6 +98,9 @@ class RGBImageField(Field, type_id=1):
         if jpeg is not None:
             info = native.jpeg_info(jpeg)
             height, width = self.target_size(info.height, info.width)
+            if self.write_mode == "yuv420" and (height, width) == (info.height, info.width):
+                # The JPEG's own planes (a 4:2:0 one's are what it stores); decoding reads every block.
+                return _encoded(height, width, YUV420_MODE, native.jpeg_decode_planes(jpeg).tobytes())
             raw = self._stores_raw(height, width)
             if (height, width) == (info.height, info.width) and not raw:
                 # Corrupt data fails here: the check and the re-coding both
@@ -101,6 +115,8 @@ class RGBImageField(Field, type_id=1):
             raw = self._stores_raw(height, width)
         if pixels.shape[:2] != (height, width):
             pixels = native.resize(pixels, 0, 0, pixels.shape[0], pixels.shape[1], height, width, native.Interp.AREA)
+        if self.write_mode == "yuv420":
+            return _encoded(height, width, YUV420_MODE, native.rgb_to_planes(np.ascontiguousarray(pixels)).tobytes())
         if raw:
             return _encoded(height, width, RAW_MODE, np.ascontiguousarray(pixels).tobytes())
         return _encoded(height, width, JPEG_MODE, self._tiled(native.jpeg_encode(pixels, self.jpeg_quality)))
@@ -124,15 +140,18 @@ class RGBImageField(Field, type_id=1):
     # ---------------------------------------------------------------- reading
 
     def check_records(self, records: np.ndarray) -> tuple[int, str] | None:
-        """Sizes from 1 to 65500 pixels a side, a known mode, and raw images
-        holding exactly height x width x 3 bytes."""
+        """Sizes from 1 to 65500 pixels a side, a known mode, raw images
+        holding exactly height x width x 3 bytes and planes exactly the
+        bytes of their size's planes."""
         height, width = records["height"].astype(np.int64), records["width"].astype(np.int64)
         mode, size = records["mode"], records["size"].astype(np.uint64)
         limit = native.MAX_DIMENSION
+        planes = (height * width + 2 * ((height + 1) // 2) * ((width + 1) // 2)).astype(np.uint64)
         problems = [
             ((height < 1) | (width < 1) | (height > limit) | (width > limit), "has a size outside 1 to 65500 pixels"),
-            ((mode != JPEG_MODE) & (mode != RAW_MODE), "has an unknown storage mode"),
+            ((mode != JPEG_MODE) & (mode != RAW_MODE) & (mode != YUV420_MODE), "has an unknown storage mode"),
             ((mode == RAW_MODE) & (size != (height * width * 3).astype(np.uint64)), "is raw pixels of the wrong size"),
+            ((mode == YUV420_MODE) & (size != planes), "is YCbCr 4:2:0 planes of the wrong size"),
         ]
         for bad, what in problems:
             at = np.flatnonzero(bad)
@@ -151,6 +170,9 @@ class RGBImageField(Field, type_id=1):
         height, width = int(record["height"]), int(record["width"])
         if record["mode"] == RAW_MODE:
             return np.frombuffer(data, np.uint8, height * width * 3).reshape(height, width, 3).copy()
+        if record["mode"] == YUV420_MODE:
+            return native.planes_crop_resize(data, height, width, 0, 0, height, width, height, width,
+                                             interp=native.Interp.BILINEAR)
         info = native.jpeg_info(data)
         if (info.height, info.width) != (height, width):
             problem = (f"the stored size {height}x{width} disagrees with the JPEG header's {info.height}x{info.width} "

@@ -154,7 +154,8 @@ class CropDecoder(GeometricImageDecoder):
     ``crop``, the operation that was bound (a :class:`Crop`), gives the
     region function, the output size, the flip probability and the
     interpolation.  Raw stored pixels are cropped and resized with
-    ``slip_resize``, JPEGs with ``slip_jpeg_decode_crop_resize``.  Its
+    ``slip_resize``, JPEGs with ``slip_jpeg_decode_crop_resize``, planes
+    with ``slip_planes_crop_resize``.  Its
     output ``transform`` says where the stored pixels went
     (:mod:`slipstream.fields.geometry`)."""
 
@@ -190,6 +191,7 @@ class CropDecoder(GeometricImageDecoder):
         (out_h, out_w), flip_p = self.size, self.crop.flip_p
         interp, flip_flag = int(INTERPOLATIONS[self.crop.interpolation]), int(native.DecodeFlags.FLIP_X)
         decode_crop, resize, set_region = native.slip_jpeg_decode_crop_resize, native.slip_resize, geometry.set_region
+        convert_crop = native.slip_planes_crop_resize
 
         @njit(nogil=True, inline="always")
         def from_pixels(data, out, args):
@@ -203,7 +205,13 @@ class CropDecoder(GeometricImageDecoder):
             return decode_crop(data, uint64(data.size), y, x, h, w, out_h, out_w, flip_flag if flip else 0, interp,
                                out, out.size, out.strides[0])
 
-        decode_sample = self.sample_decoder(from_pixels, from_jpeg)
+        @njit(nogil=True, inline="always")
+        def from_planes(data, out, args):
+            height, width, y, x, h, w, flip = args
+            return convert_crop(data, uint64(data.size), height, width, y, x, h, w, out_h, out_w,
+                                flip_flag if flip else 0, interp, out, out.size, out.strides[0])
+
+        decode_sample = self.sample_decoder(from_pixels, from_jpeg, from_planes)
 
         @njit(nogil=True, inline="always")
         def decode_region(storage, offsets, sizes, heights, widths, modes, failed, decodes, index, out, transform,

@@ -53,7 +53,7 @@ from slipstream.compiler.operation import torch_device, torch_dtype
 from slipstream.compiler.rewrites import FieldOperation, Foldable
 from slipstream.errors import ArgumentError, DecodeError
 from slipstream.fields.decoders import DecodeSource, ImageFieldDecoder
-from slipstream.fields.image_modes import RAW_MODE
+from slipstream.fields.image_modes import RAW_MODE, YUV420_MODE
 from slipstream.ops.crops import CROP_DRAWS, Crop, CropDecoder
 from slipstream.ops.pack import Normalize
 
@@ -127,7 +127,12 @@ class DecodeOnDevice(FieldOperation, Foldable):
             raise ArgumentError("DecodeOnDevice must be followed by a crop that gives every sample one size "
                                 "(RandomResizedCrop, CenterCrop, or Resize then CenterCrop)")
         self.crop.bind(source, field)  # the checks the crop makes on the CPU (Resize(s) alone has no one size)
-        if np.any(source.records(field, "how every image is stored")["mode"] != RAW_MODE):
+        modes = source.records(field, "how every image is stored")["mode"]
+        if np.any(modes == YUV420_MODE):
+            raise ArgumentError(f"{source.reader.path}, field {field!r}: DecodeOnDevice decodes JPEGs and raw pixels, "
+                                f"and this field stores YCbCr 4:2:0 planes (write_mode='yuv420'), which the CPU "
+                                f"converts with no entropy decoding: use the crop alone")
+        if np.any(modes != RAW_MODE):
             problem = _torchvision_missing()
             if problem is not None:
                 raise ArgumentError(f"{source.reader.path}, field {field!r}: {problem}")

@@ -90,20 +90,35 @@ class MultiCropDecoder(ImageFieldDecoder):
         log_lo, log_hi = math.log(self.ratio[0]), math.log(self.ratio[1])
         yoked, interp = self.yoked, int(INTERPOLATIONS[self.interpolation])
         decode_region, scale_for = native.slip_jpeg_decode, native.slip_jpeg_scale_for
-        resize, resize_raw = native.slip_resize_region, native.slip_resize
+        resize, resize_raw, convert_crop = native.slip_resize_region, native.slip_resize, native.slip_planes_crop_resize
+
+        def each_crop(crop_into):
+            """A sample decoder that makes each crop straight from the stored bytes with
+            ``crop_into(data, height, width, crop, dst, side) -> status``."""
+
+            @njit(nogil=True, inline="always")
+            def from_stored(data, out, args):
+                height, width, crops, _ = args
+                status = 0
+                for k in range(count):
+                    side = sizes[k]
+                    crop_status = crop_into(data, height, width, crops[k], out[offsets[k]:offsets[k] + side * side * 3],
+                                            side)
+                    if crop_status != 0:
+                        status = crop_status
+                return status
+
+            return from_stored
 
         @njit(nogil=True, inline="always")
-        def from_pixels(data, out, args):  # each crop straight from the stored image
-            height, width, crops, _ = args
-            status = 0
-            for k in range(count):
-                side = sizes[k]
-                dst = out[offsets[k]:offsets[k] + side * side * 3]
-                crop_status = resize_raw(data, height, width, 3, width * 3, crops[k, 0], crops[k, 1], crops[k, 2],
-                                         crops[k, 3], dst, side, side, side * 3, interp, 0)
-                if crop_status != 0:
-                    status = crop_status
-            return status
+        def from_raw_pixels(data, height, width, crop, dst, side):
+            return resize_raw(data, height, width, 3, width * 3, crop[0], crop[1], crop[2], crop[3], dst, side, side,
+                              side * 3, interp, 0)
+
+        @njit(nogil=True, inline="always")
+        def from_stored_planes(data, height, width, crop, dst, side):
+            return convert_crop(data, uint64(data.size), height, width, crop[0], crop[1], crop[2], crop[3], side,
+                                side, 0, interp, dst, dst.size, side * 3)
 
         @njit(nogil=True, inline="always")
         def from_jpeg(data, out, args):
@@ -131,7 +146,7 @@ class MultiCropDecoder(ImageFieldDecoder):
                     status = crop_status
             return status
 
-        decode_sample = self.sample_decoder(from_pixels, from_jpeg)
+        decode_sample = self.sample_decoder(each_crop(from_raw_pixels), from_jpeg, each_crop(from_stored_planes))
 
         @njit(nogil=True)
         def decode_all(storage, offsets_, sizes_, heights, widths, modes, failed, decodes, index, outputs, packed,

@@ -1,0 +1,235 @@
+/*
+ * planes.c - images stored as planar YCbCr 4:2:0 (the layout of
+ * slip_planes_bytes): conversion from RGB, and the kernel that crops,
+ * resizes and converts the planes to RGB, reading only the rows a crop needs
+ * and resampling the chroma at its own resolution.
+ *
+ * Colour conversion follows JFIF (ITU-R BT.601, full range): from RGB in
+ * 16-bit fixed point, as JPEG encoders compute it; to RGB in single
+ * precision from the filtered planes, rounded once.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "internal.h"
+
+enum { FIX_BITS = 16, HALF = 1 << (FIX_BITS - 1) };
+#define FIX(x) ((int32_t)((x) * (1 << FIX_BITS) + 0.5))
+
+static uint8_t clamp_u8(int32_t v) { return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v); }
+
+SLIP_API int64_t slip_planes_bytes(int32_t height, int32_t width) {
+  if (height < 1 || width < 1 || height > SLIP_MAX_DIMENSION || width > SLIP_MAX_DIMENSION)
+    return slip__fail(SLIP_EINVAL, "image size %d x %d is outside 1 to %d pixels a side", height, width,
+                      SLIP_MAX_DIMENSION);
+  int64_t c_height = (height + 1) / 2, c_width = (width + 1) / 2;
+  return (int64_t)height * width + 2 * c_height * c_width;
+}
+
+SLIP_API int32_t slip_rgb_to_planes(const uint8_t *src, int32_t height, int32_t width, int64_t src_stride,
+                                    uint8_t *out, size_t out_size) {
+  if (!src || !out) return slip__fail(SLIP_EINVAL, "src and out must not be NULL");
+  int64_t need = slip_planes_bytes(height, width);
+  if (need < 0) return (int32_t)need;
+  if (src_stride < (int64_t)width * 3)
+    return slip__fail(SLIP_EINVAL, "src_stride %lld is smaller than a row of %d RGB pixels", (long long)src_stride,
+                      width);
+  if (out_size < (uint64_t)need)
+    return slip__fail(SLIP_EBUFFER, "the planes of a %d x %d image need %lld bytes, out has %zu", height, width,
+                      (long long)need, out_size);
+  int32_t c_height = (height + 1) / 2, c_width = (width + 1) / 2;
+  uint8_t *y_out = out, *cb_out = out + (size_t)height * width;
+  uint8_t *cr_out = cb_out + (size_t)c_height * c_width;
+  for (int32_t i = 0; i < height; i++) {
+    const uint8_t *p = src + i * src_stride;
+    for (int32_t j = 0; j < width; j++, p += 3)
+      y_out[(size_t)i * width + j] =
+          (uint8_t)((FIX(0.29900) * p[0] + FIX(0.58700) * p[1] + FIX(0.11400) * p[2] + HALF) >> FIX_BITS);
+  }
+  /* Each chroma sample is the mean of the (up to four) pixels it covers,
+   * computed from the sums of their components so that rounding happens once. */
+  for (int32_t ci = 0; ci < c_height; ci++) {
+    for (int32_t cj = 0; cj < c_width; cj++) {
+      int32_t r = 0, g = 0, b = 0, n = 0;
+      for (int32_t i = 2 * ci; i < 2 * ci + 2 && i < height; i++) {
+        for (int32_t j = 2 * cj; j < 2 * cj + 2 && j < width; j++, n++) {
+          const uint8_t *p = src + i * src_stride + (int64_t)j * 3;
+          r += p[0];
+          g += p[1];
+          b += p[2];
+        }
+      }
+      int64_t cb = -(int64_t)FIX(0.16874) * r - (int64_t)FIX(0.33126) * g + (int64_t)FIX(0.50000) * b;
+      int64_t cr = (int64_t)FIX(0.50000) * r - (int64_t)FIX(0.41869) * g - (int64_t)FIX(0.08131) * b;
+      int64_t offset = ((int64_t)128 << FIX_BITS) * n, round = (int64_t)n << (FIX_BITS - 1);
+      int64_t scale = (int64_t)n << FIX_BITS;
+      cb_out[(size_t)ci * c_width + cj] = clamp_u8((int32_t)((cb + offset + round) / scale));
+      cr_out[(size_t)ci * c_width + cj] = clamp_u8((int32_t)((cr + offset + round) / scale));
+    }
+  }
+  return SLIP_OK;
+}
+
+/* The taps of one axis of one plane: n output pixels over [start, start + length) of a plane of `size`
+ * samples, padded to kmax taps each (zero weights), in reverse order when mirrored. */
+typedef struct plane_axis {
+  slip_axis_taps *taps;
+  float *weights;
+  int32_t stride; /* weights per output pixel */
+  int32_t kmax;   /* taps per output pixel after padding */
+  int32_t lo, hi; /* the source samples any tap reads */
+} plane_axis;
+
+static size_t axis_bytes(double length, int32_t n, int32_t interp) {
+  return (size_t)n * (sizeof(slip_axis_taps) + (size_t)slip__max_taps(length, n, interp) * sizeof(float));
+}
+
+/* Fill a (its memory at mem, axis_bytes of it) for n output pixels from the interval [start, start + length) of
+ * a plane of `size` samples; taps are limited to the samples the interval touches. */
+static void plane_axis_init(plane_axis *a, uint8_t *mem, double start, double length, int32_t n, int32_t size,
+                            int32_t interp, int flip) {
+  int32_t lo = (int32_t)floor(start), hi = (int32_t)ceil(start + length);
+  if (lo < 0) lo = 0;
+  if (hi > size) hi = size;
+  a->stride = slip__max_taps(length, n, interp);
+  a->taps = (slip_axis_taps *)mem;
+  a->weights = (float *)(mem + (size_t)n * sizeof(slip_axis_taps));
+  slip__compute_taps(start, length, n, lo, hi, interp, a->stride, a->taps, a->weights);
+  a->kmax = 1;
+  for (int32_t j = 0; j < n; j++) a->kmax = a->taps[j].count > a->kmax ? a->taps[j].count : a->kmax;
+  a->lo = a->taps[0].first;
+  a->hi = a->taps[0].first + a->taps[0].count;
+  for (int32_t j = 0; j < n; j++) {
+    float *w = a->weights + (size_t)j * (size_t)a->stride;
+    for (int32_t k = a->taps[j].count; k < a->kmax; k++) w[k] = 0.0f;
+    if (a->taps[j].first < a->lo) a->lo = a->taps[j].first;
+    if (a->taps[j].first + a->taps[j].count > a->hi) a->hi = a->taps[j].first + a->taps[j].count;
+  }
+  for (int32_t j = 0, k = n - 1; flip && j < k; j++, k--) { /* mirrored: pixel j takes pixel n - 1 - j's taps */
+    slip_axis_taps t = a->taps[j];
+    a->taps[j] = a->taps[k];
+    a->taps[k] = t;
+    float *wj = a->weights + (size_t)j * (size_t)a->stride, *wk = a->weights + (size_t)k * (size_t)a->stride;
+    for (int32_t i = 0; i < a->kmax; i++) {
+      float w = wj[i];
+      wj[i] = wk[i];
+      wk[i] = w;
+    }
+  }
+}
+
+/* acc[i] = sum over the taps of output row r of weight * plane sample, for the columns [x.lo, x.hi). */
+static void vertical(const uint8_t *plane, int64_t stride, const plane_axis *y, int32_t r, const plane_axis *x,
+                     float *acc) {
+  const float *w = y->weights + (size_t)r * (size_t)y->stride;
+  const uint8_t *row = plane + (int64_t)y->taps[r].first * stride + x->lo;
+  int32_t n = x->hi - x->lo, taps = y->taps[r].count;
+  for (int32_t i = 0; i < n; i++) acc[i] = w[0] * row[i];
+  for (int32_t k = 1; k < taps; k++) {
+    const uint8_t *src = row + (int64_t)k * stride;
+    float wk = w[k];
+    for (int32_t i = 0; i < n; i++) acc[i] += wk * src[i];
+  }
+}
+
+/* out[j] = sum over the kmax (padded) taps of output pixel j of weight * acc; inlined with a constant kmax, the
+ * tap loop unrolls. */
+static inline __attribute__((always_inline)) void horizontal_taps(const float *acc, const plane_axis *x, int32_t n,
+                                                                  int32_t kmax, float *out) {
+  for (int32_t j = 0; j < n; j++) {
+    const float *w = x->weights + (size_t)j * (size_t)x->stride, *a = acc + (x->taps[j].first - x->lo);
+    float sum = w[0] * a[0];
+    for (int32_t k = 1; k < kmax; k++) sum += w[k] * a[k];
+    out[j] = sum;
+  }
+}
+
+static void horizontal(const float *acc, const plane_axis *x, int32_t n, float *out) {
+  switch (x->kmax) {
+  case 1: horizontal_taps(acc, x, n, 1, out); break;
+  case 2: horizontal_taps(acc, x, n, 2, out); break;
+  case 3: horizontal_taps(acc, x, n, 3, out); break;
+  case 4: horizontal_taps(acc, x, n, 4, out); break;
+  case 5: horizontal_taps(acc, x, n, 5, out); break;
+  case 6: horizontal_taps(acc, x, n, 6, out); break;
+  default: horizontal_taps(acc, x, n, x->kmax, out);
+  }
+}
+
+/* out (n RGB pixels) from n filtered samples of Y, Cb and Cr: JFIF's conversion, rounded once. */
+static void ycbcr_to_rgb_row(const float *y, const float *cb, const float *cr, int32_t n, uint8_t *out) {
+  for (int32_t j = 0; j < n; j++, out += 3) {
+    float l = y[j] + 0.5f, b = cb[j] - 128.0f, r = cr[j] - 128.0f;
+    float rgb[3] = {l + 1.402f * r, l - 0.344136f * b - 0.714136f * r, l + 1.772f * b};
+    for (int c = 0; c < 3; c++) {
+      float v = rgb[c];
+      out[c] = (uint8_t)(v <= 0.0f ? 0 : v >= 255.0f ? 255 : (int32_t)v);
+    }
+  }
+}
+
+SLIP_API int32_t slip_planes_crop_resize(const uint8_t *planes, size_t size, int32_t height, int32_t width,
+                                         int32_t y, int32_t x, int32_t h, int32_t w, int32_t out_h, int32_t out_w,
+                                         int32_t flags, int32_t interp, uint8_t *out, size_t out_size,
+                                         int64_t out_stride) {
+  if (!planes || !out) return slip__fail(SLIP_EINVAL, "planes and out must not be NULL");
+  int64_t need = slip_planes_bytes(height, width);
+  if (need < 0) return (int32_t)need;
+  if (size < (uint64_t)need)
+    return slip__fail(SLIP_ETRUNCATED, "the planes of a %d x %d image are %lld bytes, but only %zu were given",
+                      height, width, (long long)need, size);
+  if (y < 0 || x < 0 || h <= 0 || w <= 0 || (int64_t)y + h > height || (int64_t)x + w > width)
+    return slip__fail(SLIP_EINVAL, "crop (y=%d, x=%d, h=%d, w=%d) does not lie inside the %d x %d image", y, x, h, w,
+                      height, width);
+  if (out_h <= 0 || out_w <= 0 || out_h > SLIP_MAX_DIMENSION || out_w > SLIP_MAX_DIMENSION)
+    return slip__fail(SLIP_EINVAL, "output size %d x %d is outside 1 to %d pixels a side", out_h, out_w,
+                      SLIP_MAX_DIMENSION);
+  if (flags & ~(SLIP_DECODE_FLIP_X | SLIP_DECODE_FAST_IDCT))
+    return slip__fail(SLIP_EINVAL, "unknown decode flags 0x%x", (unsigned)flags);
+  if (interp != SLIP_INTERP_AREA && interp != SLIP_INTERP_BILINEAR && interp != SLIP_INTERP_BICUBIC)
+    return slip__fail(SLIP_EINVAL, "unknown interpolation %d", interp);
+  uint64_t row = (uint64_t)out_w * 3, out_need;
+  if (out_stride < (int64_t)row)
+    return slip__fail(SLIP_EINVAL, "out_stride %lld is smaller than a row of %d pixels", (long long)out_stride, out_w);
+  if (__builtin_mul_overflow((uint64_t)(out_h - 1), (uint64_t)out_stride, &out_need) ||
+      __builtin_add_overflow(out_need, row, &out_need) || out_size < out_need)
+    return slip__fail(SLIP_EBUFFER, "output of %d x %d pixels with stride %lld does not fit in %zu bytes", out_h,
+                      out_w, (long long)out_stride, out_size);
+  slip_thread_state *ts = slip__thread_state();
+  if (!ts) return SLIP_ENOMEM;
+  int flip = (flags & SLIP_DECODE_FLIP_X) != 0;
+  int32_t c_height = (height + 1) / 2, c_width = (width + 1) / 2;
+  const uint8_t *cb = planes + (size_t)height * width, *cr = cb + (size_t)c_height * c_width;
+  /* A chroma sample covers 2 x 2 luma pixels, its centre between them (JPEG's
+   * siting), so the crop is the same rectangle at half the coordinates.  Where
+   * the chroma is enlarged it is interpolated linearly, as a JPEG decoder's
+   * smooth upsampling does; where it shrinks, the crop's own filter applies. */
+  int32_t c_interp = (out_h * 2 > h || out_w * 2 > w) ? SLIP_INTERP_BILINEAR : interp;
+  size_t luma_y = axis_bytes(h, out_h, interp), luma_x = axis_bytes(w, out_w, interp);
+  size_t chroma_y = axis_bytes(h * 0.5, out_h, c_interp), chroma_x = axis_bytes(w * 0.5, out_w, c_interp);
+  uint8_t *mem = slip__scratch_reserve(&ts->weights, luma_y + luma_x + chroma_y + chroma_x + 4 * sizeof(float));
+  if (!mem) return SLIP_ENOMEM;
+  plane_axis ly, lx, cy, cx;
+  plane_axis_init(&ly, mem, y, h, out_h, height, interp, 0);
+  plane_axis_init(&lx, mem + luma_y, x, w, out_w, width, interp, flip);
+  plane_axis_init(&cy, mem + luma_y + luma_x, y * 0.5, h * 0.5, out_h, c_height, c_interp, 0);
+  plane_axis_init(&cx, mem + luma_y + luma_x + chroma_y, x * 0.5, w * 0.5, out_w, c_width, c_interp, flip);
+  /* Rows of vertically filtered samples, padded for the last pixel's padded taps, then the filtered output row
+   * of each plane. */
+  size_t luma_n = (size_t)(lx.hi - lx.lo) + (size_t)lx.kmax, chroma_n = (size_t)(cx.hi - cx.lo) + (size_t)cx.kmax;
+  float *acc = slip__scratch_reserve(&ts->planes, (luma_n + 2 * chroma_n + 3 * (size_t)out_w) * sizeof(float));
+  if (!acc) return SLIP_ENOMEM;
+  float *acc_cb = acc + luma_n, *acc_cr = acc_cb + chroma_n;
+  float *row_y = acc_cr + chroma_n, *row_cb = row_y + out_w, *row_cr = row_cb + out_w;
+  memset(acc, 0, (luma_n + 2 * chroma_n) * sizeof(float));
+  for (int32_t r = 0; r < out_h; r++) {
+    vertical(planes, width, &ly, r, &lx, acc);
+    vertical(cb, c_width, &cy, r, &cx, acc_cb);
+    vertical(cr, c_width, &cy, r, &cx, acc_cr);
+    horizontal(acc, &lx, out_w, row_y);
+    horizontal(acc_cb, &cx, out_w, row_cb);
+    horizontal(acc_cr, &cx, out_w, row_cr);
+    ycbcr_to_rgb_row(row_y, row_cb, row_cr, out_w, out + (int64_t)r * out_stride);
+  }
+  return SLIP_OK;
+}

@@ -1,0 +1,133 @@
+"""Images stored as planar YCbCr 4:2:0 (``write_mode="yuv420"``): what is
+stored, what every image decoder makes of it against the same photos stored
+as JPEG, and hostile planes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import slipstream as ss
+from slipstream import native
+from slipstream.errors import ArgumentError
+from slipstream.fields.image_modes import JPEG_MODE, YUV420_MODE
+from slipstream.native import Subsampling
+from slipstream.ops import CenterCrop, RandomResizedCrop, Resize, multi_crop_pipelines
+
+PHOTOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
+
+
+@pytest.fixture(scope="module")
+def photos() -> list[bytes]:
+    """Twelve 4:2:0 photos and four of other layouts (4:4:4, grey)."""
+    if not PHOTOS.is_dir():
+        pytest.skip(f"{PHOTOS} is missing (CI keeps the photos in ../shared)")
+    chosen: dict[str, list[bytes]] = {"420": [], "other": []}
+    for path in sorted(PHOTOS.glob("*.JPEG")):
+        data = path.read_bytes()
+        group = "420" if native.jpeg_info(data).subsampling == Subsampling.S420 else "other"
+        if len(chosen[group]) < (12 if group == "420" else 4):
+            chosen[group].append(data)
+    return chosen["420"] + chosen["other"]
+
+
+@pytest.fixture(scope="module")
+def files(photos, tmp_path_factory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("yuv420")
+    paths = {}
+    for mode in ("jpeg", "yuv420"):
+        paths[mode] = folder / f"{mode}.slip"
+        ss.write(paths[mode], [{"image": p, "label": k} for k, p in enumerate(photos)],
+                 {"image": ss.RGBImageField(write_mode=mode), "label": ss.IntField()}, verbose=False)
+    return paths
+
+
+def batches(path: Path, pipelines: dict, size: int) -> dict[str, np.ndarray]:
+    loader = ss.Loader(path, size, {"label": [], **pipelines}, order=ss.Order("sequential", seed=3), as_dict=True,
+                       verbose=False)
+    return {name: np.asarray(value).copy() for name, value in next(iter(loader)).items()}
+
+
+def test_planes_are_stored_for_every_image_and_read_back_as_rgb(photos, files):
+    reader = ss.Reader(files["yuv420"])
+    records = reader.metadata["image"]
+    assert (records["mode"] == YUV420_MODE).all()
+    assert records["size"].tolist() == [native.planes_bytes(h, w) for h, w in zip(records["height"], records["width"])]
+    for k in (0, 12):  # a 4:2:0 photo (its own planes) and a 4:4:4 one (chroma averaged)
+        got, want = reader[k]["image"], native.jpeg_decode(photos[k])
+        difference = np.abs(got.astype(int) - want)
+        assert difference.mean() < (0.4 if k == 0 else 3.0), (k, difference.mean())
+    assert (ss.Reader(files["jpeg"]).metadata["image"]["mode"] == JPEG_MODE).all()
+    jpeg_bytes = sum(len(p) for p in photos)
+    assert 1.0 < records["size"].sum() / jpeg_bytes < 12.0  # planes cost more than the JPEGs; how much: BENCHMARKS.md
+
+
+@pytest.mark.parametrize("operation", [lambda: RandomResizedCrop(160), lambda: CenterCrop(160, ratio=0.875),
+                                       lambda: Resize((96, 128))], ids=["RandomResizedCrop", "CenterCrop", "Resize"])
+def test_each_crop_from_planes_follows_the_same_crop_of_the_jpeg(files, operation):
+    got = batches(files["yuv420"], {"image": [operation()]}, 12)
+    want = batches(files["jpeg"], {"image": [operation()]}, 12)
+    np.testing.assert_array_equal(got["label"], want["label"])
+    # The same regions and flips.  Where a crop shrinks 2x or more, the JPEG path decodes at a DCT scale, which
+    # differs from a full-size decode by about a level on average; the planes are resampled at full size.
+    difference = np.abs(got["image"].astype(int) - want["image"])
+    assert difference.mean() < 2.0, difference.mean()
+    assert np.percentile(difference, 99) <= 10
+
+
+def test_multi_crop_from_planes_follows_the_jpeg(files):
+    pipelines = multi_crop_pipelines(global_crops=2, local_crops=3, global_size=96, local_size=48)
+    got, want = batches(files["yuv420"], pipelines, 12), batches(files["jpeg"], pipelines, 12)
+    for name in ("global_0", "global_1", "local_0", "local_2"):
+        difference = np.abs(got[name].astype(np.float64) - want[name])
+        assert difference.mean() < 0.05, (name, difference.mean())  # normalized values: a level is 1/(255 std)
+
+
+def test_planes_with_a_size_that_disagrees_with_their_record_are_refused(files):
+    field = ss.RGBImageField(write_mode="yuv420")
+    records = ss.Reader(files["yuv420"]).metadata["image"][:3].copy()
+    assert field.check_records(records) is None
+    records["height"][1] += 1  # one row taller than the planes stored
+    at, problem = field.check_records(records)
+    assert at == 1 and problem.startswith("is YCbCr 4:2:0 planes of the wrong size"), problem
+
+
+def test_tiles_and_planes_are_one_or_the_other():
+    with pytest.raises(ArgumentError, match='tile_width tiles stored JPEGs, and write_mode="yuv420" stores planes'):
+        ss.RGBImageField(write_mode="yuv420", tile_width=32)
+
+
+def test_convert_stores_the_images_of_a_beton_and_a_slip_file_as_planes(files, tmp_path):
+    from slipstream.cli import main
+
+    beton = Path(__file__).parent / "fixtures" / "ffcv" / "images_smart.beton"  # JPEGs and raw pixels
+    source = ss.Reader(beton)
+    image = next(name for name, field in source.fields.items() if isinstance(field, ss.RGBImageField))
+    assert set(source.metadata[image]["mode"].tolist()) == {0, 1}
+    assert main(["convert", str(beton), str(tmp_path / "planes.slip"), "--write-mode", "yuv420"]) == 0
+    converted = ss.Reader(tmp_path / "planes.slip")
+    assert (converted.metadata[image]["mode"] == YUV420_MODE).all()
+    assert converted.fields[image].write_mode == "yuv420"
+    for k in range(len(source)):
+        got, want = converted[k][image], source[k][image]
+        assert got.shape == want.shape
+        assert np.abs(luma(got) - luma(want)).mean() < 1.5, k
+    ss.convert(files["jpeg"], tmp_path / "from_slip.slip", write_mode="yuv420", verbose=False)
+    planes = ss.Reader(tmp_path / "from_slip.slip").metadata["image"]
+    np.testing.assert_array_equal(planes["size"], ss.Reader(files["yuv420"]).metadata["image"]["size"])
+    with pytest.raises(ArgumentError, match='write_mode must be None .* or "yuv420", got \'raw\''):
+        ss.convert(files["jpeg"], tmp_path / "raw.slip", write_mode="raw")
+
+
+def luma(image: np.ndarray) -> np.ndarray:
+    return image.astype(np.float64) @ np.array([0.299, 0.587, 0.114])
+
+
+def test_decoding_on_the_device_refuses_planes_and_says_why(files):
+    from slipstream.ops.device_decode import DecodeOnDevice
+
+    with pytest.raises(ArgumentError, match=r"yuv420\.slip, field 'image': DecodeOnDevice decodes JPEGs and raw "
+                                            r"pixels, and this field stores YCbCr 4:2:0 planes"):
+        ss.Loader(files["yuv420"], 4, {"image": [DecodeOnDevice("cpu"), CenterCrop(32, ratio=1.0)]}, verbose=False)
