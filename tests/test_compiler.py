@@ -650,6 +650,17 @@ def test_a_node_reads_two_pipelines_as_its_inputs_and_the_graph_records_them():
                   "mean": [_Mean("a", "b")]}).compile(batch_size=8)
 
 
+def test_a_reference_to_a_named_output_of_a_torch_operation_is_refused():
+    images = np.zeros((4, 2), np.uint8)
+    cast = Convert(np.float32)
+    with pytest.raises(PipelineError, match=r"pipeline 'a': Convert\(.*\) runs in torch, where operations have no "
+                                            r"named outputs: read its value"):
+        Pipeline({"a": [ArraySource(images), cast], "b": [RefNode(op=cast, output="scaled")]}).compile(batch_size=4)
+    with pytest.raises(PipelineError, match=r"pipeline 'a': ArraySource\(.*\) has no output 'range' \(its named "
+                                            r"outputs: none\)"):
+        Pipeline({"a": [ArraySource(images)], "b": [RefNode("a", output="range")]}).compile(batch_size=4)
+
+
 def test_pipelines_that_read_each_other_in_a_cycle_are_refused():
     images = np.zeros((4, 2), np.uint8)
     with pytest.raises(PipelineError, match=r"pipelines refer to each other in a cycle through _MeanOfTwo\(\)"):

@@ -45,7 +45,7 @@ def span(value: ast.expr, lower: ast.expr | None, upper: ast.expr | None) -> ast
 
 
 def assign(target: str, value: ast.expr) -> ast.Assign:
-    """``target = value`` (a node assigns its value to ``ctx.target(node)``)."""
+    """``target = value`` (a node assigns its value to ``ctx.target``)."""
     return ast.Assign(targets=[store(target)], value=value, lineno=0)
 
 

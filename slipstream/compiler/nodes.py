@@ -73,8 +73,16 @@ class GraphNode:
         return self.spec.op
 
     def output(self, name: str | None = None) -> Input:
-        """Its value (``name`` None) or its named output ``name``, as an input of another node."""
+        """Its value (``name`` None) or its named output ``name``, as an input of another node.
+
+        Raises:
+            PipelineError: it has no output ``name``, or it runs in torch,
+                where operations have no named outputs.
+        """
         if name is not None:
+            if not self.kind.compiled:
+                raise PipelineError(f"pipeline {self.pipeline!r}: {self.describe()} runs in torch, where operations "
+                                    f"have no named outputs: read its value (output None)")
             self.output_position(name)
         return Input(self, name)
 
@@ -118,8 +126,6 @@ class Input:
         """The state of the value read: the node's own, or that of its named output's allocation."""
         if self.output is None:
             return self.node.state
-        if not self.node.kind.compiled:
-            raise ValueError(f"{self.node.describe()} runs in torch, where operations have no named outputs")
         memory = self.node.allocations[self.node.output_position(self.output)]
         return State(shape=memory.shape, dtype=memory.dtype, device=memory.device)
 
