@@ -126,6 +126,13 @@ int32_t slip__max_taps(double length, int32_t n, int32_t interp);
 void slip__compute_taps(double start, double length, int32_t n, int32_t lo, int32_t hi, int32_t interp,
                         int32_t max_taps, slip_axis_taps *taps, float *weights);
 
+/* Pad the taps of n output pixels (their weights `stride` apart) to one
+ * count with zero weights, mirror them when flip (pixel j takes pixel
+ * n - 1 - j's taps), and return that count; *lo and *hi receive the first
+ * source sample any tap reads and one past the last. */
+int32_t slip__pad_taps(slip_axis_taps *taps, float *weights, int32_t stride, int32_t n, int flip, int32_t *lo,
+                       int32_t *hi);
+
 /*
  * Resample the rectangle (cy, cx, ch, cw) of src - given in pixels of src,
  * possibly fractional - into dst_h x dst_w pixels.  Filter taps are limited to

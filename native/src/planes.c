@@ -95,27 +95,7 @@ static void plane_axis_init(plane_axis *a, uint8_t *mem, double start, double le
   a->taps = (slip_axis_taps *)mem;
   a->weights = (float *)(mem + (size_t)n * sizeof(slip_axis_taps));
   slip__compute_taps(start, length, n, lo, hi, interp, a->stride, a->taps, a->weights);
-  a->kmax = 1;
-  for (int32_t j = 0; j < n; j++) a->kmax = a->taps[j].count > a->kmax ? a->taps[j].count : a->kmax;
-  a->lo = a->taps[0].first;
-  a->hi = a->taps[0].first + a->taps[0].count;
-  for (int32_t j = 0; j < n; j++) {
-    float *w = a->weights + (size_t)j * (size_t)a->stride;
-    for (int32_t k = a->taps[j].count; k < a->kmax; k++) w[k] = 0.0f;
-    if (a->taps[j].first < a->lo) a->lo = a->taps[j].first;
-    if (a->taps[j].first + a->taps[j].count > a->hi) a->hi = a->taps[j].first + a->taps[j].count;
-  }
-  for (int32_t j = 0, k = n - 1; flip && j < k; j++, k--) { /* mirrored: pixel j takes pixel n - 1 - j's taps */
-    slip_axis_taps t = a->taps[j];
-    a->taps[j] = a->taps[k];
-    a->taps[k] = t;
-    float *wj = a->weights + (size_t)j * (size_t)a->stride, *wk = a->weights + (size_t)k * (size_t)a->stride;
-    for (int32_t i = 0; i < a->kmax; i++) {
-      float w = wj[i];
-      wj[i] = wk[i];
-      wk[i] = w;
-    }
-  }
+  a->kmax = slip__pad_taps(a->taps, a->weights, a->stride, n, flip, &a->lo, &a->hi);
 }
 
 /* acc[i] = sum over the taps of output row r of weight * plane sample, for the columns [x.lo, x.hi). */

@@ -193,6 +193,33 @@ __attribute__((target("avx2"))) static void horizontal3_pairs(const float *acc, 
 }
 #endif
 
+int32_t slip__pad_taps(slip_axis_taps *taps, float *weights, int32_t stride, int32_t n, int flip, int32_t *lo,
+                       int32_t *hi) {
+  int32_t kmax = 1;
+  for (int32_t j = 0; j < n; j++) kmax = taps[j].count > kmax ? taps[j].count : kmax;
+  *lo = taps[0].first;
+  *hi = taps[0].first + taps[0].count;
+  for (int32_t j = 0; j < n; j++) {
+    for (int32_t k = taps[j].count; k < kmax; k++) weights[(size_t)j * (size_t)stride + (size_t)k] = 0.0f;
+    if (taps[j].first < *lo) *lo = taps[j].first;
+    if (taps[j].first + taps[j].count > *hi) *hi = taps[j].first + taps[j].count;
+  }
+  /* Mirroring is the taps in reverse order: output pixel j gets the taps of
+   * pixel n - 1 - j, computed exactly as without the flip. */
+  for (int32_t j = 0, k = n - 1; flip && j < k; j++, k--) {
+    slip_axis_taps t = taps[j];
+    taps[j] = taps[k];
+    taps[k] = t;
+    float *a = weights + (size_t)j * (size_t)stride, *b = weights + (size_t)k * (size_t)stride;
+    for (int32_t i = 0; i < kmax; i++) {
+      float w = a[i];
+      a[i] = b[i];
+      b[i] = w;
+    }
+  }
+  return kmax;
+}
+
 int32_t slip__max_taps(double length, int32_t n, int32_t interp) {
   double scale = length / n;
   double support = scale > 1.0 ? scale : 1.0;
@@ -251,29 +278,10 @@ int32_t slip__resample(slip_thread_state *ts, const uint8_t *src, int32_t src_h,
   slip__compute_taps(cy, ch, dst_h, y_lo, y_hi, interp, ky, ty, wy);
   slip__compute_taps(cx, cw, dst_w, x_lo, x_hi, interp, kx, tx, wx);
 
-  /* Pad every output pixel's horizontal taps to the same count (zero
-   * weights) so that the inner loop has a fixed trip count. */
-  int32_t kmax = 1;
-  for (int32_t j = 0; j < dst_w; j++) kmax = tx[j].count > kmax ? tx[j].count : kmax;
-  for (int32_t j = 0; j < dst_w; j++) {
-    for (int32_t k = tx[j].count; k < kmax; k++) wx[(size_t)j * (size_t)kx + (size_t)k] = 0.0f;
-  }
-
-  /* Mirroring is the horizontal taps in reverse order: output pixel j gets
-   * the taps of pixel dst_w - 1 - j, computed exactly as without the flip. */
-  if (flip_x) {
-    for (int32_t j = 0, k = dst_w - 1; j < k; j++, k--) {
-      slip_axis_taps t = tx[j];
-      tx[j] = tx[k];
-      tx[k] = t;
-      float *a = wx + (size_t)j * (size_t)kx, *b = wx + (size_t)k * (size_t)kx;
-      for (int32_t i = 0; i < kmax; i++) {
-        float w = a[i];
-        a[i] = b[i];
-        b[i] = w;
-      }
-    }
-  }
+  /* Every output pixel's horizontal taps padded to one count, so that the inner loop has a fixed trip count,
+   * and mirrored on request; col_lo .. col_hi - 1 are the columns any of them reads. */
+  int32_t col_lo, col_hi;
+  int32_t kmax = slip__pad_taps(tx, wx, kx, dst_w, flip_x, &col_lo, &col_hi);
 
 #if SLIP_RESAMPLE_VECTOR
   int avx2 = (ts->isa & SLIP__ISA_AVX2) != 0;
@@ -290,12 +298,6 @@ int32_t slip__resample(slip_thread_state *ts, const uint8_t *src, int32_t src_h,
   }
 #endif
 
-  /* Columns any horizontal tap reads. */
-  int32_t col_lo = tx[0].first, col_hi = tx[0].first + tx[0].count;
-  for (int32_t j = 1; j < dst_w; j++) {
-    if (tx[j].first < col_lo) col_lo = tx[j].first;
-    if (tx[j].first + tx[j].count > col_hi) col_hi = tx[j].first + tx[j].count;
-  }
   size_t row_len = (size_t)(col_hi - col_lo) * (size_t)channels;
   /* Padded taps may read up to kmax pixels (plus one float) past the last
    * column; that padding is zero and always multiplied by zero weights. */
