@@ -130,7 +130,7 @@ fuzz: $(STAMP)
 	@command -v $(CLANG) >/dev/null 2>&1 || { echo "installing clang"; $(SUDO) apt-get update -qq && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends clang; }
 	@mkdir -p $(FUZZ_DIR)/corpus/jpeg_info $(FUZZ_DIR)/corpus/decode_crop_resize $(FUZZ_DIR)/corpus/format \
-	  $(FUZZ_DIR)/corpus/jpeg_check $(FUZZ_DIR)/corpus/planes
+	  $(FUZZ_DIR)/corpus/jpeg_check $(FUZZ_DIR)/corpus/planes $(FUZZ_DIR)/corpus/tiles
 	@# clang links fuzzers only with its sanitizer runtime, a separate Debian package.
 	@printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { return 0; }\n' | \
 	  $(CLANG) -x c -fsanitize=fuzzer,address,undefined - -o $(FUZZ_DIR)/probe >/dev/null 2>&1 || { \
@@ -146,6 +146,8 @@ fuzz: $(STAMP)
 	  $(JPEG_CFLAGS) -lpthread -lm -o $(FUZZ_DIR)/fuzz_jpeg_check
 	$(CLANG) $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined native/src/*.c native/fuzz/fuzz_planes.c \
 	  $(JPEG_CFLAGS) -lpthread -lm -o $(FUZZ_DIR)/fuzz_planes
+	$(CLANG) $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined native/src/*.c native/fuzz/fuzz_tiles.c \
+	  $(JPEG_CFLAGS) -lpthread -lm -o $(FUZZ_DIR)/fuzz_tiles
 	$(CLANG) $(FUZZ_FLAGS) -fPIC -shared -fsanitize=fuzzer-no-link,address,undefined native/src/*.c \
 	  $(JPEG_CFLAGS) -lpthread -lm -o $(FUZZ_DIR)/libslipstream.so
 	cd $(FUZZ_DIR) && ./fuzz_jpeg_info -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
@@ -156,6 +158,8 @@ fuzz: $(STAMP)
 	  corpus/jpeg_check $(CURDIR)/native/fuzz/corpus/jpeg_info
 	cd $(FUZZ_DIR) && ./fuzz_planes -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	  corpus/planes $(CURDIR)/native/fuzz/corpus/decode_crop_resize
+	cd $(FUZZ_DIR) && ./fuzz_tiles -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	  corpus/tiles $(CURDIR)/native/fuzz/corpus/jpeg_info
 	cd $(FUZZ_DIR) && SLIPSTREAM_LIBRARY=$(CURDIR)/$(FUZZ_DIR)/libslipstream.so ASAN_OPTIONS=detect_leaks=0 \
 	  LD_PRELOAD="$$($(CURDIR)/$(BIN)/python -c 'import atheris; print(atheris.path())')/asan_with_fuzzer.so" \
 	  $(CURDIR)/$(BIN)/python $(CURDIR)/native/fuzz/fuzz_format.py -max_total_time=$(FUZZ_SECONDS) \

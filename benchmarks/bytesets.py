@@ -17,11 +17,14 @@ the JPEG bytes unchanged: the folder itself (the DataLoader, DALI, SPDL),
 slipstream's file written from the folder byte for byte, FFCV's ``.beton``
 (for the two sets its writer made: FFCV cannot store a file's JPEG bytes
 unchanged in an image field), LitData's and MosaicML streaming's datasets
-written by their own writers.  Two copies are not byte for byte, and are
+written by their own writers.  Three copies are not byte for byte, and are
 rows of their own: slipstream's tiled file (the same JPEGs re-coded
-losslessly into restart-marker tiles: the same pixels, checked here) and,
-for the raw-bytes scenario, the ``BytesField`` files of FFCV and slipstream
-(the files' bytes as a byte string, checked here like the others).
+losslessly into restart-marker tiles: the same pixels, checked here),
+slipstream's planes file (each JPEG decoded to its YCbCr 4:2:0 planes,
+``RGBImageField(write_mode="yuv420")``: the planes checked here to be the
+JPEG's own, whose pixels the tests hold to libjpeg-turbo's) and, for the
+raw-bytes scenario, the ``BytesField`` files of FFCV and slipstream (the
+files' bytes as a byte string, checked here like the others).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ RELATION = {
     "slip": "slipstream's file of the folder's JPEG bytes, unchanged",
     "beton": "FFCV's .beton: the JPEG bytes FFCV's writer made, which the folder was written from",
     "tiled": f"the folder's JPEGs re-coded losslessly into {TILE_WIDTH}-px tiles (same pixels)",
+    "planes": "the folder's JPEGs decoded to their YCbCr 4:2:0 planes (write_mode=\"yuv420\")",
     "bytes-slip": "the folder's files as a slipstream BytesField",
     "bytes-beton": "the folder's files as an FFCV BytesField",
     "litdata": "litdata.optimize of the folder's bytes, unchanged (checked by its runner)",
@@ -136,16 +140,21 @@ def prepare(folder: Path, byte_set: str, writers: dict[str, tuple[Path, Path]],
         if not paths["folder"].exists():
             export_images(beton, folder, paths["folder"])
     kinds = {"bytes-beton": DATA / f"{stem}-bytes.beton", "bytes-slip": DATA / f"{stem}-bytes.slip",
-             "slip": DATA / f"{stem}.slip", "tiled": DATA / f"{stem}-tiles{TILE_WIDTH}.slip"}
+             "slip": DATA / f"{stem}.slip", "tiled": DATA / f"{stem}-tiles{TILE_WIDTH}.slip",
+             "planes": DATA / f"{stem}-yuv420.slip"}
     wanted = set(kinds) if kinds_read is None else set(kinds_read) & set(kinds)
+    if wanted & {"tiled", "planes"}:
+        wanted.add("slip")  # made from it, and checked against it
     if wanted & {"bytes-beton", "bytes-slip"} and not kinds["bytes-beton"].exists():
         _ffcv_write(paths["folder"], kinds["bytes-beton"], "--bytes")
     if "bytes-slip" in wanted and not kinds["bytes-slip"].exists():
         ss.convert(kinds["bytes-beton"], kinds["bytes-slip"], verbose=False)
-    if wanted & {"slip", "tiled"} and not kinds["slip"].exists():
+    if "slip" in wanted and not kinds["slip"].exists():
         write_slip(paths["folder"], kinds["slip"])
     if "tiled" in wanted and not kinds["tiled"].exists():
         ss.convert(kinds["slip"], kinds["tiled"], tile_width=TILE_WIDTH, verbose=False)
+    if "planes" in wanted and not kinds["planes"].exists():
+        ss.convert(kinds["slip"], kinds["planes"], write_mode="yuv420", verbose=False)
     paths.update({kind: path for kind, path in kinds.items() if kind in wanted})
     for kind, (python, writer) in writers.items():
         if kinds_read is not None and kind not in kinds_read:
@@ -184,14 +193,39 @@ def same_pixels(a: Path, b: Path) -> str | None:
     return None
 
 
+def same_planes(planes: Path, jpegs: Path) -> str | None:
+    """None when every image of the planes file ``planes`` holds exactly the
+    planes ``native.jpeg_decode_planes`` makes of the same sample's JPEG in
+    ``jpegs``; else which sample differs."""
+    import numpy as np
+    import slipstream as ss
+
+    with ss.open_dataset(planes) as left, ss.open_dataset(jpegs) as right:
+        if len(left) != len(right):
+            return f"{len(left)} samples against {len(right)}"
+        for i in range(len(left)):
+            expected = ss.native.jpeg_decode_planes(bytes(right.value_bytes(i, "image")))
+            if not np.array_equal(np.frombuffer(left.value_bytes(i, "image"), np.uint8), expected.reshape(-1)):
+                return f"sample {i} holds other planes than its JPEG's"
+    return None
+
+
+def copy_bytes(path: Path) -> int:
+    """The bytes a copy takes on disk: a file's size, or a folder's files' sizes."""
+    if path.is_dir():
+        return sum(entry.stat().st_size for entry in path.rglob("*") if entry.is_file())
+    return path.stat().st_size
+
+
 def verify_set(byte_set: str, paths: dict[str, Path],
                reads: dict[str, dict[str, str]]) -> dict[str, dict[str, dict[str, str]]]:
     """Check that the systems of each row of ``byte_set`` decode the same
     bytes: ``reads`` maps each row's scenario to {system: kind of copy it
     reads}.  Each copy is checked once, however many rows read it.  Returns,
-    per scenario and system, the file and what it is; raises
+    per scenario and system, the file, what it is and its size; raises
     :class:`DifferentBytes`, naming the system and its file, when a copy
-    does not hold the set's bytes (or, for the tiled file, its pixels)."""
+    does not hold the set's bytes (for the tiled file, its pixels; for the
+    planes file, its JPEGs' planes)."""
     from peer_common import folder_digest
 
     expected = folder_digest(paths["folder"])
@@ -201,7 +235,9 @@ def verify_set(byte_set: str, paths: dict[str, Path],
         if kind not in problems:
             problems[kind] = None
             if kind == "tiled":
-                problems[kind] = same_pixels(paths[kind], paths["slip"])
+                problems[kind] = problem("slip") or same_pixels(paths[kind], paths["slip"])
+            elif kind == "planes":
+                problems[kind] = problem("slip") or same_planes(paths[kind], paths["slip"])
             elif kind in ("slip", "beton", "bytes-slip", "bytes-beton"):
                 got = stored_digest(paths[kind])
                 if got != expected:
@@ -218,5 +254,6 @@ def verify_set(byte_set: str, paths: dict[str, Path],
                 raise DifferentBytes(f"{system} has no copy of the {byte_set!r} bytes ({kind})")
             if (why := problem(kind)) is not None:
                 raise DifferentBytes(f"{system} would not read the {byte_set!r} bytes from {path}: {why}")
-            out.setdefault(scenario, {})[system] = {"file": str(path), "holds": RELATION[kind]}
+            out.setdefault(scenario, {})[system] = {"file": str(path), "holds": RELATION[kind],
+                                                    "bytes": copy_bytes(path)}
     return out

@@ -14,7 +14,9 @@ same bytes: the set's folder, or its own format's copy of the folder's bytes
 unchanged, which ``bytesets.verify_set`` checks before anything is timed
 (the run stops when a copy differs).  slipstream's tiled file (the same
 JPEGs re-coded losslessly into restart-marker tiles: the same pixels,
-checked) is a row of its own beside slipstream's byte-for-byte row.  FFCV
+checked) is a row of its own beside slipstream's byte-for-byte row, and so
+is its planes file (each JPEG decoded once to its YCbCr 4:2:0 planes,
+``write_mode="yuv420"``; the planes checked to be the JPEG's own).  FFCV
 is in the rows of the two sets its own writer made, and in the raw-bytes
 row, whose ``BytesField`` holds the files unchanged.
 
@@ -44,9 +46,10 @@ no policy report it unsupported.
 Writes ``benchmarks/results/<date>.json``, then regenerates
 ``BENCHMARKS.md`` and ``benchmarks/results/<date>.png`` from it
 (``--report-only JSON`` regenerates them from an earlier run).  A run of
-part of the plan (fewer sets or scenarios) is merged into the newest whole
-comparison measured on the same machine: its rows replace those rows, and
-the report names the run each row comes from.
+part of the plan (fewer sets, scenarios or systems) is merged into the
+newest whole comparison measured on the same machine: its figures replace
+those of the same systems in the same rows, and the report names the run
+each figure comes from.
 """
 
 from __future__ import annotations
@@ -89,6 +92,8 @@ def systems() -> dict[str, dict[str, Any]]:
         "slipstream": {"python": main, "runner": PEERS / "slipstream_runner.py", "reads": "tiled",
                        "decoding_variant": True},
         "slipstream (byte for byte)": {"python": main, "runner": PEERS / "slipstream_runner.py", "reads": "slip"},
+        "slipstream (yuv420)": {"python": main, "runner": PEERS / "slipstream_runner.py", "reads": "planes",
+                                "decoding_variant": True},
         "slipstream (.beton)": {"python": main, "runner": PEERS / "slipstream_runner.py", "reads": "beton"},
         "ffcv": {"python": VENVS / "ffcv" / "bin" / "python", "runner": PEERS / "ffcv_runner.py", "reads": "beton"},
         "dataloader": {"python": VENVS / "dataloader" / "bin" / "python", "runner": PEERS / "dataloader_runner.py",
@@ -347,8 +352,9 @@ def _record(results: dict[str, Any], by_system: dict[str, Any], name: str, where
 
 
 def is_whole(args: argparse.Namespace) -> bool:
-    """Whether the run measures the whole plan: every set and scenario."""
-    return set(args.sets) == set(PLAN) and set(args.scenarios) == set(SCENARIOS)
+    """Whether the run measures the whole plan: every set, scenario and system."""
+    return (set(args.sets) == set(PLAN) and set(args.scenarios) == set(SCENARIOS)
+            and set(DEFAULT_SYSTEMS) <= set(args.systems))
 
 
 def newest_whole_report(same_machine: dict[str, Any]) -> tuple[Path, dict[str, Any]] | None:
@@ -370,21 +376,25 @@ def newest_whole_report(same_machine: dict[str, Any]) -> tuple[Path, dict[str, A
 
 
 def merge_rows(whole: dict[str, Any], part: dict[str, Any]) -> dict[str, Any]:
-    """``whole`` with the rows ``part`` measured in place of its own: their
-    figures, checks, settings, versions, notes and errors; the run they came
-    from is listed under ``results["merged"]`` for the report to name."""
+    """``whole`` with the figures ``part`` measured in place of its own, system
+    by system within each row: their figures, checks, settings, versions,
+    notes, files read and errors; the systems of a row that ``part`` did not
+    run keep ``whole``'s figures.  The run they came from is listed under
+    ``results["merged"]``, with its rows and systems, for the report to name."""
     merged = json.loads(json.dumps(whole))
     results, new = merged["results"], part["results"]
-    rows = []
+    rows, systems = [], set()
     for byte_set, by_scenario in new["throughput"].items():
         for scenario, by_system in by_scenario.items():
-            results["throughput"].setdefault(byte_set, {})[scenario] = by_system
+            results["throughput"].setdefault(byte_set, {}).setdefault(scenario, {}).update(by_system)
             rows.append(f"{byte_set}/{scenario}")
+            systems.update(by_system)
             for name, verdict in new.get("check", {}).get(byte_set, {}).items():
                 if name != "expected" and scenario in verdict:
                     results.setdefault("check", {}).setdefault(byte_set, {}).setdefault(name, {})[scenario] = \
                         verdict[scenario]
-            results["errors"] = [e for e in results.get("errors", []) if e["row"] != f"{byte_set}/{scenario}"]
+            results["errors"] = [e for e in results.get("errors", [])
+                                 if e["row"] != f"{byte_set}/{scenario}" or e["system"] not in by_system]
     for name, by_row in new.get("settings", {}).items():
         earlier = results.setdefault("settings", {}).setdefault(name, {})
         if not all(isinstance(settings, dict) for settings in earlier.values()):
@@ -396,12 +406,24 @@ def merge_rows(whole: dict[str, Any], part: dict[str, Any]) -> dict[str, Any]:
     results.setdefault("notes", {}).update(new.get("notes", {}))
     results["errors"] = results.get("errors", []) + new.get("errors", [])
     for byte_set, described in new["sets"].items():
-        results["sets"].setdefault(byte_set, described)["classes"] = described["classes"]
-    earlier = [dict(run, rows=[r for r in run["rows"] if r not in rows]) for run in results.get("merged", [])]
+        kept = results["sets"].setdefault(byte_set, described)
+        kept["classes"] = described["classes"]
+        for scenario, reads in described.get("reads", {}).items():
+            kept.setdefault("reads", {}).setdefault(scenario, {}).update(reads)
+
+    def superseded(run: dict[str, Any], row: str) -> bool:
+        byte_set, scenario = row.split("/")
+        # Runs of 2026-11-26 and before name no systems: they ran every system of their rows.
+        theirs = set(run.get("systems") or results["throughput"][byte_set][scenario])
+        return row in rows and theirs <= systems
+
+    earlier = [dict(run, rows=[r for r in run["rows"] if not superseded(run, r)])
+               for run in results.get("merged", [])]
     results["merged"] = [run for run in earlier if run["rows"]]
     results["merged"].append(
-        {"rows": rows, "timestamp": part["timestamp"], "command": part["command"], "repeats": part["repeats"],
-         "epochs": part["epochs"], "slipstream": part["slipstream"], "libslipstream": part["libslipstream"]})
+        {"rows": rows, "systems": sorted(systems), "timestamp": part["timestamp"], "command": part["command"],
+         "repeats": part["repeats"], "epochs": part["epochs"], "slipstream": part["slipstream"],
+         "libslipstream": part["libslipstream"]})
     return merged
 
 

@@ -14,6 +14,7 @@ NAMES = {"raw": "raw bytes (no decode)", "train": "ImageNet train", "val": "Imag
 SET_NAMES = {"original": "photos as they are", "reencoded": "FFCV's re-encoding", "1024": "1024 px"}
 TARGETS = "slipstream"
 BYTES = "slipstream (byte for byte)"  # the like-for-like row: the set's JPEGs unchanged
+PLANES = "slipstream (yuv420)"  # each JPEG decoded to its YCbCr 4:2:0 planes
 
 
 def _median(values: list[float]) -> float | None:
@@ -71,6 +72,15 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
         beside = f"; tiled {tiled / rate:.2f}x" if tiled else ""
         out.append((label, f"{ours / rate:.2f}x {name} ({ours:,.0f} against {rate:,.0f}){beside}", ours / rate >= wanted))
 
+    def planes_row(byte_set: str, scenario: str, against: str, name: str, wanted: float) -> None:
+        by_system = tp.get(byte_set, {}).get(scenario, {})
+        planes, other = _rate(by_system, PLANES), _rate(by_system, against)
+        label = f"yuv420, {row_title(results, byte_set, scenario)}: >= {wanted:g}x {name}"
+        if planes is None or other is None:
+            out.append((label, "not measured", None))
+            return
+        out.append((label, f"{planes / other:.2f}x ({planes:,.0f} against {other:,.0f})", planes / other >= wanted))
+
     ratio_row("ImageNet train, photos as they are: >= 1.5x the best peer", "original", "train", None, 1.5)
     ratio_row("ImageNet train, 1024 px: >= 2x the best peer", "1024", "train", None, 2.0)
     ratio_row("ImageNet train, FFCV's bytes: >= 1.5x FFCV", "reencoded", "train", "ffcv", 1.5)
@@ -78,6 +88,11 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
     ratio_row("ImageNet val, FFCV's bytes: >= 1.2x FFCV", "reencoded", "val", "ffcv", 1.2)
     ratio_row("raw bytes: >= 2x FFCV", "original", "raw", "ffcv", 2.0)
     ratio_row("torchvision's recipe, photos as they are: >= 3x the best peer", "original", "recipe", None, 3.0)
+    for byte_set in ("original", "1024"):
+        planes_row(byte_set, "train", BYTES, "byte for byte", 2.5)
+        planes_row(byte_set, "train", TARGETS, "tiled", 1.6)
+        planes_row(byte_set, "val", BYTES, "byte for byte", 2.0)
+    planes_row("original", "multicrop", BYTES, "byte for byte", 1.8)
     cost = recipe_cost()
     if cost is not None:
         out.append(("the recipe's CPU per image <= 1.3x RandomResizedCrop 176 + flip + Normalize alone",
@@ -108,13 +123,20 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
 
 
 def row_source(results: dict[str, Any], byte_set: str, scenario: str) -> list[str]:
-    """For a row measured by a later run of part of the plan (``compare.py``
-    merges it in), the sentence naming that run; else nothing."""
-    for run in reversed(results.get("merged", [])):
-        if f"{byte_set}/{scenario}" in run["rows"]:
-            return [f"Measured by a later run of this row alone, {run['timestamp']}, {run['repeats']} runs per system "
-                    f"({run['epochs']} timed epochs each), slipstream {run['slipstream']}: `{run['command']}`", ""]
-    return []
+    """For figures of a row measured by later runs of part of the plan
+    (``compare.py`` merges them in), a sentence naming each run and the
+    systems it measured; else nothing."""
+    row = f"{byte_set}/{scenario}"
+    in_row = set(results["throughput"][byte_set][scenario])
+    lines = []
+    for run in results.get("merged", []):
+        if row not in run["rows"]:
+            continue
+        theirs = in_row & set(run.get("systems") or in_row)
+        who = "this row alone" if theirs == in_row else "this row's " + ", ".join(sorted(theirs))
+        lines += [f"Measured by a later run of {who}, {run['timestamp']}, {run['repeats']} runs per system "
+                  f"({run['epochs']} timed epochs each), slipstream {run['slipstream']}: `{run['command']}`", ""]
+    return lines
 
 
 def throughput_table(results: dict[str, Any], byte_set: str, scenario: str, by_system: dict[str, Any]) -> list[str]:
@@ -154,17 +176,66 @@ def bytes_section(results: dict[str, Any]) -> list[str]:
                   f"{info['description']}: `{info['folder']}`, {info['images']} images, median "
                   f"{info['median_size'][0]}x{info['median_size'][1]}, {info['mean_megapixels']:.3f} MP and "
                   f"{info['mean_bytes'] / 1e3:.0f} kB on average.", "",
-                  "| system | scenarios | reads | which holds |", "|---|---|---|---|"]
+                  "| system | scenarios | reads | which holds | MB on disk | x the JPEG bytes |",
+                  "|---|---|---|---|---:|---:|"]
         seen: dict[tuple[str, str], list[str]] = {}
-        holds: dict[tuple[str, str], str] = {}
+        read: dict[tuple[str, str], dict[str, Any]] = {}
         for scenario, reads in info["reads"].items():
             for system, what in reads.items():
                 seen.setdefault((system, what["file"]), []).append(NAMES.get(scenario, scenario))
-                holds[(system, what["file"])] = what["holds"]
+                read[(system, what["file"])] = what
+        jpeg_bytes = info["mean_bytes"] * info["images"]
         for (system, file), scenarios in seen.items():
-            lines.append(f"| {system} | {', '.join(scenarios)} | `{Path(file).name}` | {holds[(system, file)]} |")
+            size = read[(system, file)].get("bytes")
+            disk = f"{size / 1e6:,.1f} | {size / jpeg_bytes:.2f}x" if size else "– | –"
+            lines.append(f"| {system} | {', '.join(scenarios)} | `{Path(file).name}` | "
+                         f"{read[(system, file)]['holds']} | {disk} |")
         lines.append("")
     return lines
+
+
+def _sections(page: str) -> list[tuple[str, list[str], list[tuple[str, list[str]]]]]:
+    """``page`` as (``## `` heading, its lines before any ``### ``, its
+    ``### `` subsections as (heading, lines)); the text before the first
+    ``## `` heading has the heading ``""``."""
+    out: list[tuple[str, list[str], list[tuple[str, list[str]]]]] = [("", [], [])]
+    fenced = False
+    for line in page.split("\n"):
+        fenced ^= line.startswith("```")
+        if not fenced and line.startswith("## "):
+            out.append((line, [], []))
+        elif not fenced and line.startswith("### "):
+            out[-1][2].append((line, []))
+        elif out[-1][2]:
+            out[-1][2][-1][1].append(line)
+        else:
+            out[-1][1].append(line)
+    return out
+
+
+def keep_other_sections(old: str, new: str) -> str:
+    """``new`` with the sections of ``old`` that ``new`` does not have (the
+    sections other benchmarks add to BENCHMARKS.md): a missing ``### ``
+    subsection at the end of its ``## `` section, a missing ``## `` section
+    after the section that came before it in ``old``."""
+    ours = _sections(new)
+    headings = {heading for heading, _, _ in ours} | {sub for _, _, subs in ours for sub, _ in subs}
+    previous = ""
+    for heading, intro, subs in _sections(old):
+        if heading not in headings:
+            at = next(i for i, (h, _, _) in enumerate(ours) if h == previous) + 1
+            ours.insert(at, (heading, intro, subs))
+            headings.add(heading)
+        else:
+            mine = next(section for section in ours if section[0] == heading)
+            mine[2].extend(sub for sub in subs if sub[0] not in headings)
+        previous = heading
+    lines: list[str] = []
+    for heading, intro, subs in ours:
+        lines += ([heading] if heading else []) + intro
+        for sub, body in subs:
+            lines += [sub] + body
+    return "\n".join(lines)
 
 
 def write_report(report: dict[str, Any], json_path: Path) -> None:
@@ -179,7 +250,10 @@ def write_report(report: dict[str, Any], json_path: Path) -> None:
              "\"slipstream (byte for byte)\" reads its file holding each JPEG unchanged: the like-for-like row,",
              "which the targets use. \"slipstream\" reads the same JPEGs re-coded losslessly into 32-pixel",
              "restart-marker tiles (`RGBImageField(tile_width=32)`), so that crops entropy-decode only the tiles",
-             "they touch; the decoded pixels are identical. MP/s per core is megapixels of the stored images",
+             "they touch; the decoded pixels are identical. \"slipstream (yuv420)\" reads each JPEG decoded once",
+             "to its YCbCr 4:2:0 planes (`RGBImageField(write_mode=\"yuv420\")`): no entropy decoding at all,",
+             "at several times the JPEG bytes on disk (section \"The bytes each system decodes\"); its pixels are",
+             "within 2 of libjpeg-turbo's on 4:2:0 JPEGs. MP/s per core is megapixels of the stored images",
              "(each image's full size, whether a system decodes all of it or not) per second, over the cores",
              "used; libjpeg-turbo decodes roughly 150-350 MP/s per core.", "",
              f"![images/s per scenario]({chart.relative_to(REPO)})", "",
@@ -259,7 +333,9 @@ def write_report(report: dict[str, Any], json_path: Path) -> None:
     lines += ["", "## Reproduce", "", "```bash",
               "make bench-peers   # the peers' environments: FFCV, DataLoader, DALI, SPDL, LitData, MosaicML streaming",
               "make bench         # everything, then this page", "```", ""]
-    (REPO / "BENCHMARKS.md").write_text("\n".join(lines))
+    page = REPO / "BENCHMARKS.md"
+    written = "\n".join(lines)
+    page.write_text(keep_other_sections(page.read_text(), written) if page.exists() else written)
     _update_readme(results, report)
     print(f"wrote {REPO / 'BENCHMARKS.md'} and {chart}; updated README.md's headline table")
 

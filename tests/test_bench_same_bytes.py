@@ -1,7 +1,7 @@
 """The comparison's same-bytes check (benchmarks/bytesets.py): a row whose
 systems would decode different JPEG bytes stops the run, naming the system
-and its file; copies holding the set's bytes unchanged, and a tiled file of
-the same pixels, pass."""
+and its file; copies holding the set's bytes unchanged, a tiled file of the
+same pixels and a planes file of the JPEGs' own planes pass."""
 
 from __future__ import annotations
 
@@ -26,24 +26,29 @@ PHOTOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sam
 @pytest.fixture
 def row(tmp_path: Path) -> dict[str, Path]:
     """A set's folder of 6 photos in two classes, slipstream's byte-for-byte
-    file of it and the tiled copy of that file."""
+    file of it, and the tiled and planes copies of that file."""
     folder = tmp_path / "set"
     for i, photo in enumerate(sorted(PHOTOS.glob("*.JPEG"))[:6]):
         (folder / f"c{i % 2}").mkdir(parents=True, exist_ok=True)
         shutil.copy(photo, folder / f"c{i % 2}" / photo.name)
-    slip, tiled = tmp_path / "set.slip", tmp_path / "set-tiles.slip"
+    slip, tiled, planes = tmp_path / "set.slip", tmp_path / "set-tiles.slip", tmp_path / "set-yuv420.slip"
     bytesets.write_slip(folder, slip)
     ss.convert(slip, tiled, tile_width=bytesets.TILE_WIDTH, verbose=False)
-    return {"folder": folder, "slip": slip, "tiled": tiled}
+    ss.convert(slip, planes, write_mode="yuv420", verbose=False)
+    return {"folder": folder, "slip": slip, "tiled": tiled, "planes": planes}
 
 
 def test_copies_of_the_same_bytes_pass_and_say_what_they_hold(row):
-    reads = bytesets.verify_set("original", row, {"train": {"a": "folder", "b": "slip", "c": "tiled"},
+    reads = bytesets.verify_set("original", row, {"train": {"a": "folder", "b": "slip", "c": "tiled", "d": "planes"},
                                                   "val": {"b": "slip"}})
     assert reads["val"] == {"b": reads["train"]["b"]}
     reads = reads["train"]
-    assert reads["b"] == {"file": str(row["slip"]), "holds": bytesets.RELATION["slip"]}
+    assert reads["b"] == {"file": str(row["slip"]), "holds": bytesets.RELATION["slip"],
+                          "bytes": row["slip"].stat().st_size}
+    assert reads["a"]["bytes"] == sum(path.stat().st_size for path in row["folder"].rglob("*.JPEG"))
     assert reads["c"]["holds"] == bytesets.RELATION["tiled"]
+    assert reads["d"]["holds"] == bytesets.RELATION["planes"]
+    assert reads["d"]["bytes"] > reads["b"]["bytes"]  # planes take more room than the JPEGs
     assert bytesets.stored_digest(row["tiled"]) != bytesets.stored_digest(row["slip"])  # not the same bytes
 
 
@@ -74,6 +79,19 @@ def test_a_tiled_file_of_other_pixels_stops_the_run(row, tmp_path):
     ss.convert(tmp_path / "shifted.slip", tiled, tile_width=bytesets.TILE_WIDTH, verbose=False)
     with pytest.raises(bytesets.DifferentBytes, match=r"slipstream would not read .*: sample \d decodes to different"):
         bytesets.verify_set("original", {**row, "tiled": tiled}, {"train": {"slipstream": "tiled"}})
+
+
+def test_a_planes_file_of_other_images_stops_the_run(row, tmp_path):
+    shifted = tmp_path / "shifted"
+    shutil.copytree(row["folder"], shifted)
+    last = sorted(shifted.rglob("*.JPEG"))[-1]
+    Image.open(last).transpose(Image.Transpose.FLIP_LEFT_RIGHT).save(last, quality=90)
+    bytesets.write_slip(shifted, tmp_path / "shifted.slip")
+    planes = tmp_path / "shifted-yuv420.slip"
+    ss.convert(tmp_path / "shifted.slip", planes, write_mode="yuv420", verbose=False)
+    with pytest.raises(bytesets.DifferentBytes, match=r"slipstream \(yuv420\) would not read .*: sample \d holds "
+                                                      r"other planes than its JPEG's"):
+        bytesets.verify_set("original", {**row, "planes": planes}, {"train": {"slipstream (yuv420)": "planes"}})
 
 
 def test_a_system_without_a_copy_of_the_set_stops_the_run(row):

@@ -7,6 +7,7 @@ import pytest
 
 import jpeg_corpus
 from slipstream import native
+from slipstream.errors import DecodeError
 from slipstream.native import Colorspace, DecodeFlags, Interp, Subsampling
 
 SCALES = (1, 2, 4, 8)
@@ -141,3 +142,50 @@ def test_decode_accepts_bytes_like_inputs(photo):
     out = torch.zeros((375, 500, 3), dtype=torch.uint8)
     native.jpeg_decode(photo.data, out=out)
     np.testing.assert_array_equal(out.numpy(), expected)
+
+
+def _without_segments(jpeg: bytes, marker: int) -> bytes:
+    """``jpeg`` with every segment of ``marker`` (0xC4 DHT, 0xDB DQT) before its scan removed."""
+    out, i = bytearray(jpeg[:2]), 2
+    while jpeg[i + 1] != 0xDA:
+        length = int.from_bytes(jpeg[i + 2:i + 4], "big")
+        if jpeg[i + 1] != marker:
+            out += jpeg[i:i + 2 + length]
+        i += 2 + length
+    return bytes(out + jpeg[i:])
+
+
+def _on_a_fresh_thread(function, *args):
+    """``function(*args)`` on a new thread, whose decompressor has decoded nothing yet."""
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(function, *args).result()
+
+
+def test_an_image_never_decodes_with_the_tables_of_the_image_before():
+    """A reused decompressor keeps libjpeg's tables from image to image; a
+    JPEG lacking its own must decode (or fail) the same whatever the thread
+    decoded before it."""
+    rng = np.random.default_rng(3)
+    picture = (rng.random((48, 64, 3)) * 255).astype(np.uint8)
+    plain = native.jpeg_encode(picture, 90)  # libjpeg's standard Huffman tables
+    other = native.jpeg_encode(picture[::-1].copy(), 40, Subsampling.S444)  # other tables in the same slots
+    no_huffman, no_quantization = _without_segments(plain, 0xC4), _without_segments(plain, 0xDB)
+    assert len(no_huffman) < len(plain) and len(no_quantization) < len(plain)
+
+    def decode_after(first: bytes, data: bytes):
+        native.jpeg_decode(first)
+        return native.jpeg_decode(data)
+
+    # Without Huffman tables: the standard ones, as a fresh decompressor has them.
+    expected = native.jpeg_decode(plain)
+    for first in (plain, other):
+        np.testing.assert_array_equal(_on_a_fresh_thread(decode_after, first, no_huffman), expected)
+    np.testing.assert_array_equal(_on_a_fresh_thread(native.jpeg_decode, no_huffman), expected)
+    # Without quantization tables: refused, however many were seen before.
+    for first in (plain, other):
+        with pytest.raises(DecodeError, match="quantization table 0"):
+            _on_a_fresh_thread(decode_after, first, no_quantization)
+    with pytest.raises(DecodeError):
+        _on_a_fresh_thread(native.jpeg_decode, no_quantization)

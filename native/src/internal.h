@@ -80,6 +80,22 @@ void *slip__scratch_reserve(slip_scratch *s, size_t n);
  * interleaved ones by their largest sampling factors. */
 void slip__mcu_size(const struct jpeg_decompress_struct *dec, int32_t *mcu_h, int32_t *mcu_w);
 
+/* Symbol counts of each Huffman table slot (256 symbols and Annex K's
+ * reserved one), scratch for slip__optimal_huffman_tables. */
+typedef struct slip__huffman_counts {
+  long dc[NUM_HUFF_TBLS][257];
+  long ac[NUM_HUFF_TBLS][257];
+} slip__huffman_counts;
+
+/* Give cout, about to write the coefficients din read (one interleaved
+ * baseline scan, restart interval already set), the optimal Huffman tables
+ * for exactly the symbols that scan codes, and turn libjpeg's own slower
+ * optimization pass off.  counts is scratch.  A coefficient out of the range
+ * baseline JPEG codes fails with SLIP_ECORRUPT through din's error manager,
+ * as libjpeg's optimization pass would. */
+void slip__optimal_huffman_tables(j_decompress_ptr din, jvirt_barray_ptr *coefficients, j_compress_ptr cout,
+                                  slip__huffman_counts *counts);
+
 /* Record the detail of a failure on the calling thread and return status. */
 int32_t slip__fail(int32_t status, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -96,6 +112,12 @@ struct jpeg_error_mgr *slip__jpeg_error_init(slip_jpeg_error *err);
  * longjmp to err->jump as every libjpeg error does. */
 void slip__jpeg_read_header(j_decompress_ptr dec, slip_jpeg_error *err, const uint8_t *data, size_t size,
                             int check_pixels);
+
+/* Fail, through dec's error manager, with SLIP_EUNSUPPORTED unless
+ * slipstream decodes images like the one whose header dec has read: gray,
+ * RGB, YCbCr, CMYK or YCCK, every component sampled a whole fraction of the
+ * largest sampling (libjpeg refuses other ratios when it upsamples). */
+void slip__require_decodable(j_decompress_ptr dec);
 
 /* Whether the single sequential Huffman scan of the JPEG whose header dec
  * has read (dec->src at its first entropy-coded byte) reads whole and clean

@@ -73,16 +73,9 @@ static int32_t open_jpeg(slip_thread_state *ts, const uint8_t *data, size_t size
     return ts->dec_err.status;
   }
   slip__jpeg_read_header(dec, &ts->dec_err, data, size, check_pixels);
-  switch (dec->jpeg_color_space) {
-  case JCS_GRAYSCALE:
-  case JCS_RGB:
-  case JCS_YCbCr: dec->out_color_space = JCS_RGB; break;
-  case JCS_CMYK:
-  case JCS_YCCK: dec->out_color_space = JCS_CMYK; break;
-  default:
-    slip__jpeg_fail((j_common_ptr)dec, SLIP_EUNSUPPORTED,
-                    "JPEG colour space is neither gray, RGB, YCbCr, CMYK nor YCCK");
-  }
+  slip__require_decodable(dec);
+  int four = dec->jpeg_color_space == JCS_CMYK || dec->jpeg_color_space == JCS_YCCK;
+  dec->out_color_space = four ? JCS_CMYK : JCS_RGB;
   dec->scale_num = 1;
   dec->scale_denom = (unsigned int)d;
   dec->dct_method = (flags & SLIP_DECODE_FAST_IDCT) ? JDCT_IFAST : JDCT_ISLOW;

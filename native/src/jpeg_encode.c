@@ -161,6 +161,7 @@ typedef struct transcoder {
   struct jpeg_compress_struct cout;
   slip_jpeg_error err; /* shared by both objects: one longjmp target */
   buffer_dest dest;
+  slip__huffman_counts counts;
 } transcoder;
 
 static int32_t transcode(transcoder *t, const uint8_t *data, size_t size, int32_t interval_width) {
@@ -174,6 +175,7 @@ static int32_t transcode(transcoder *t, const uint8_t *data, size_t size, int32_
   jpeg_create_decompress(&t->din);
   created = 1;
   slip__jpeg_read_header(&t->din, &t->err, data, size, 1);
+  slip__require_decodable(&t->din); /* re-coded tiles of an image no decoder here reads would fail at loading */
   jvirt_barray_ptr *coefficients = jpeg_read_coefficients(&t->din);
 
   jpeg_create_compress(&t->cout);
@@ -185,12 +187,12 @@ static int32_t transcode(transcoder *t, const uint8_t *data, size_t size, int32_
   /* Same components, sampling and quantization; libjpeg's defaults make the
    * output a single interleaved baseline scan with JFIF or Adobe markers. */
   jpeg_copy_critical_parameters(&t->din, &t->cout);
-  t->cout.optimize_coding = TRUE;
   int32_t mcu_h, mcu_w; /* of the output: one interleaved scan, as din's sampling */
   slip__mcu_size(&t->din, &mcu_h, &mcu_w);
   int32_t columns = (int32_t)(((int64_t)t->din.image_width + mcu_w - 1) / mcu_w);
   int32_t max_mcus = interval_width / mcu_w;
   t->cout.restart_interval = (unsigned int)interval_for(columns, max_mcus > 1 ? max_mcus : 1);
+  slip__optimal_huffman_tables(&t->din, coefficients, &t->cout, &t->counts);
   jpeg_write_coefficients(&t->cout, coefficients);
   jpeg_finish_compress(&t->cout);
   jpeg_destroy_compress(&t->cout);

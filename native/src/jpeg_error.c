@@ -10,7 +10,9 @@
  * more scans than SLIP_LIMIT_SCANS allows, or whose scans together pass over
  * the image's blocks more often than SLIP_LIMIT_PASSES allows.
  */
+#include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
 
 #include <jerror.h>
 
@@ -138,8 +140,105 @@ struct jpeg_error_mgr *slip__jpeg_error_init(slip_jpeg_error *err) {
   return pub;
 }
 
+/* ------------------------------------------------- tables of a reused decompressor */
+
+/* libjpeg keeps the Huffman and quantization tables of one image for the
+ * next (abbreviated datastreams rely on it), so on a reused decompressor an
+ * image that lacks a table would decode with the one an earlier image left:
+ * the same bytes would give other pixels, or fail, depending on what the
+ * thread decoded before.  Before each header, every table slot an earlier
+ * image filled goes back to what a fresh decompressor has there: the
+ * standard Huffman tables of T.81 K.3 in slots 0 and 1 (libjpeg-turbo
+ * supplies them to a fresh decompressor for streams without their own, as
+ * Motion-JPEG frames are), nothing elsewhere. */
+static JHUFF_TBL standard_dc[2], standard_ac[2];
+static int have_standard;
+static pthread_once_t standard_once = PTHREAD_ONCE_INIT;
+
+/* The standard tables, from libjpeg's own defaults for compression. */
+static void read_standard_tables(void) {
+  struct jpeg_compress_struct c;
+  slip_jpeg_error err;
+  c.err = slip__jpeg_error_init(&err);
+  if (setjmp(err.jump)) {
+    jpeg_destroy_compress(&c);
+    return;
+  }
+  jpeg_create_compress(&c);
+  c.in_color_space = JCS_RGB;
+  c.input_components = 3;
+  jpeg_set_defaults(&c);
+  for (int i = 0; i < 2; i++) {
+    standard_dc[i] = *c.dc_huff_tbl_ptrs[i];
+    standard_ac[i] = *c.ac_huff_tbl_ptrs[i];
+  }
+  have_standard = 1;
+  jpeg_destroy_compress(&c);
+}
+
+/* An undefined table: no codes, so any use of it fails as corrupt data. */
+static void reset_huffman(JHUFF_TBL *table, const JHUFF_TBL *standard) {
+  if (!table) return;
+  if (standard) {
+    memcpy(table->bits, standard->bits, sizeof table->bits);
+    memcpy(table->huffval, standard->huffval, sizeof table->huffval);
+  } else {
+    memset(table->bits, 0, sizeof table->bits);
+  }
+}
+
+static void forget_tables(j_decompress_ptr dec) {
+  pthread_once(&standard_once, read_standard_tables);
+  for (int i = 0; i < NUM_HUFF_TBLS; i++) {
+    reset_huffman(dec->dc_huff_tbl_ptrs[i], i < 2 && have_standard ? &standard_dc[i] : NULL);
+    reset_huffman(dec->ac_huff_tbl_ptrs[i], i < 2 && have_standard ? &standard_ac[i] : NULL);
+  }
+  /* A quantization value is never 0 (T.81 B.2.4.1): 0 marks a table this image has not defined. */
+  for (int i = 0; i < NUM_QUANT_TBLS; i++)
+    if (dec->quant_tbl_ptrs[i]) memset(dec->quant_tbl_ptrs[i]->quantval, 0, sizeof dec->quant_tbl_ptrs[i]->quantval);
+}
+
+/* Fail unless every component of the first scan has a quantization table of its own image. */
+static void check_quantization_tables(j_decompress_ptr dec) {
+  for (int i = 0; i < dec->comps_in_scan; i++) {
+    int n = dec->cur_comp_info[i]->quant_tbl_no;
+    const JQUANT_TBL *table = n >= 0 && n < NUM_QUANT_TBLS ? dec->quant_tbl_ptrs[n] : NULL;
+    if (table && table->quantval[0] == 0) {
+      char what[120];
+      snprintf(what, sizeof what, "component %d uses quantization table %d, which the JPEG does not define "
+               "(or defines with a quantizer of 0)", dec->cur_comp_info[i]->component_id, n);
+      slip__jpeg_fail((j_common_ptr)dec, SLIP_ECORRUPT, what);
+    }
+  }
+}
+
+void slip__require_decodable(j_decompress_ptr dec) {
+  switch (dec->jpeg_color_space) {
+  case JCS_GRAYSCALE:
+  case JCS_RGB:
+  case JCS_YCbCr:
+  case JCS_CMYK:
+  case JCS_YCCK: break;
+  default:
+    slip__jpeg_fail((j_common_ptr)dec, SLIP_EUNSUPPORTED,
+                    "JPEG colour space is neither gray, RGB, YCbCr, CMYK nor YCCK");
+  }
+  if (dec->num_components == 1) return; /* a lone component is never upsampled */
+  for (int i = 0; i < dec->num_components; i++) {
+    const jpeg_component_info *c = &dec->comp_info[i];
+    if (dec->max_h_samp_factor % c->h_samp_factor || dec->max_v_samp_factor % c->v_samp_factor) {
+      char what[160];
+      snprintf(what, sizeof what, "component %d is sampled %dx%d against the largest %dx%d: libjpeg upsamples "
+               "whole multiples only", c->component_id, c->h_samp_factor, c->v_samp_factor,
+               dec->max_h_samp_factor, dec->max_v_samp_factor);
+      slip__jpeg_fail((j_common_ptr)dec, SLIP_EUNSUPPORTED, what);
+    }
+  }
+}
+
 void slip__jpeg_read_header(j_decompress_ptr dec, slip_jpeg_error *err, const uint8_t *data, size_t size,
                             int check_pixels) {
+  forget_tables(dec);
   /* Caps the whole-image coefficient buffers of progressive and multi-scan
    * images; a forged header cannot make libjpeg allocate gigabytes. */
   dec->mem->max_memory_to_use = SLIP_MAX_DECODE_MEMORY;
@@ -150,6 +249,7 @@ void slip__jpeg_read_header(j_decompress_ptr dec, slip_jpeg_error *err, const ui
   /* jpeg_mem_src takes a non-const pointer but only reads. */
   jpeg_mem_src(dec, (unsigned char *)(uintptr_t)data, (unsigned long)size);
   jpeg_read_header(dec, TRUE);
+  check_quantization_tables(dec);
   err->in_data = 1;
   int64_t pixels = (int64_t)dec->image_height * dec->image_width, limit = slip_get_limit(SLIP_LIMIT_PIXELS);
   if (check_pixels && pixels > limit) {

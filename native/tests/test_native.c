@@ -1947,6 +1947,76 @@ static uint8_t rgb_of_inverted_cmyk(uint8_t stored_c, uint8_t stored_k) {
   return (uint8_t)(nk - ((t + (t >> 8)) >> 8));
 }
 
+/* libjpeg's own lossless re-coding of data with optimized Huffman tables and
+ * restart_interval MCUs between restart markers: the reference for the
+ * size of slip_jpeg_add_restart_markers' output.  The caller frees *out. */
+static unsigned long libjpeg_recode(const uint8_t *data, size_t size, unsigned int restart_interval,
+                                    unsigned char **out) {
+  struct jpeg_decompress_struct d;
+  struct jpeg_compress_struct c;
+  struct jpeg_error_mgr derr, cerr;
+  d.err = jpeg_std_error(&derr);
+  jpeg_create_decompress(&d);
+  jpeg_mem_src(&d, data, (unsigned long)size);
+  jpeg_read_header(&d, TRUE);
+  jvirt_barray_ptr *coefficients = jpeg_read_coefficients(&d);
+  c.err = jpeg_std_error(&cerr);
+  jpeg_create_compress(&c);
+  unsigned long n = 0;
+  *out = NULL;
+  jpeg_mem_dest(&c, out, &n);
+  jpeg_copy_critical_parameters(&d, &c);
+  c.optimize_coding = TRUE;
+  c.restart_interval = restart_interval;
+  jpeg_write_coefficients(&c, coefficients);
+  jpeg_finish_compress(&c);
+  jpeg_destroy_compress(&c);
+  jpeg_destroy_decompress(&d);
+  return n;
+}
+
+/* The MCU count of a JPEG's DRI segment (0 without one). */
+static unsigned int restart_interval_of(const uint8_t *data, size_t size) {
+  for (size_t i = 0; i + 6 <= size; i++)
+    if (data[i] == 0xFF && data[i + 1] == 0xDD && data[i + 2] == 0 && data[i + 3] == 4)
+      return (unsigned int)(data[i + 4] << 8 | data[i + 5]);
+  return 0;
+}
+
+/* Re-coded into tiles, a JPEG decodes to the same pixels, and its Huffman
+ * tables (counted from the coefficients, not by libjpeg's optimizer) code
+ * it in as few bytes as libjpeg's optimized tables do, give or take the
+ * ties of Annex K's construction. */
+static void test_tiles(const uint8_t *data, size_t size, const char *name) {
+  static const int32_t widths[] = {8, 32, 4096};
+  slip_jpeg_info_t info;
+  if (slip_jpeg_info(data, size, &info) != SLIP_OK) return;
+  size_t n = (size_t)info.height * (size_t)info.width * 3;
+  uint8_t *want = xmalloc(n), *got = xmalloc(n);
+  int decoded = slip_jpeg_decode(data, size, 0, 0, info.height, info.width, 1, 0, want, n, info.width * 3) == SLIP_OK;
+  for (int k = 0; k < 3 && decoded; k++) {
+    case_begin("tiles %s %dpx", name, widths[k]);
+    size_t capacity = size * 2 + 65536, tiled_size = 0;
+    uint8_t *tiled = xmalloc(capacity);
+    if (expect_status(slip_jpeg_add_restart_markers(data, size, widths[k], tiled, capacity, &tiled_size), SLIP_OK,
+                      "slip_jpeg_add_restart_markers") &&
+        expect_status(slip_jpeg_decode(tiled, tiled_size, 0, 0, info.height, info.width, 1, 0, got, n,
+                                       info.width * 3), SLIP_OK, "decode of the tiles")) {
+      expect(memcmp(want, got, n) == 0, "the tiles decode to other pixels than the original");
+      unsigned int interval = restart_interval_of(tiled, tiled_size);
+      unsigned char *reference = NULL;
+      unsigned long reference_size = libjpeg_recode(data, size, interval, &reference);
+      expect(interval > 0 && tiled_size <= reference_size + 16 && reference_size <= tiled_size + 16,
+             "restart interval %u: %zu bytes, libjpeg's optimized tables %lu", interval, tiled_size, reference_size);
+      free(reference);
+    }
+    free(tiled);
+    case_end();
+  }
+  free(want);
+  free(got);
+}
+
 static void test_four_components(J_COLOR_SPACE stored, const char *name) {
   case_begin("decode %s", name);
   const int32_t h = 37, w = 53;
@@ -1983,12 +2053,13 @@ static void test_four_components(J_COLOR_SPACE stored, const char *name) {
       expect(differ == 0, "%d pixels of the flipped region differ from the full decode", differ);
     }
   }
-  free(data);
   free(src);
   free(cmyk);
   free(rgb);
   free(block);
   case_end();
+  test_tiles(data, size, name);
+  free(data);
 }
 
 /* ---------------------------------------------------------------- main */
@@ -2025,6 +2096,7 @@ int main(int argc, char **argv) {
         test_crop_resize(jc, SLIP_INTERP_BILINEAR);
         test_crop_resize(jc, SLIP_INTERP_BICUBIC);
         test_planes(jc);
+        test_tiles(jc->data, jc->size, jc->name);
       }
   test_scale_for();
   test_four_components(JCS_CMYK, "CMYK");
