@@ -114,7 +114,8 @@ def write_slip(folder: Path, out: Path) -> None:
     from peer_common import find_samples
 
     samples = [(str(path), label) for path, label in find_samples(folder)]
-    ss.write(out, samples, {"image": ss.RGBImageField(), "label": ss.IntField()}, verbose=False, overwrite=True)
+    ss.write(out, samples, {"image": ss.RGBImageField(tile_width=None), "label": ss.IntField()}, verbose=False,
+             overwrite=True)
 
 
 def prepare(folder: Path, byte_set: str, writers: dict[str, tuple[Path, Path]],

@@ -5,7 +5,8 @@ Usage::
 
     python benchmarks/check.py [FOLDER] [--repeat N] [--rounds R] [--baseline PYTHON] [--json PATH]
 
-``RGBImageField()`` keeps each JPEG's bytes and first checks that it decodes.
+``RGBImageField(tile_width=None)`` keeps each JPEG's bytes and first checks
+that it decodes.
 The check used to be a decode of the whole image at 1/8 scale; it is now
 ``native.jpeg_check``, which gives exactly that decode's verdict and, for
 ordinary sequential JPEGs, reads their Huffman codes without making pixels
@@ -56,7 +57,7 @@ def child(folder: Path, repeat: int, workers: int) -> None:
     from slipstream.sources import find_jpegs
 
     samples = Repeated(find_jpegs(folder), repeat)
-    fields = {"image": ss.RGBImageField(), "label": ss.IntField()}
+    fields = {"image": ss.RGBImageField(tile_width=None), "label": ss.IntField()}
     with tempfile.TemporaryDirectory(prefix="slipstream-check-") as tmp:
         before = _cpu()
         start = time.perf_counter()

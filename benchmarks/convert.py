@@ -22,7 +22,7 @@ on a local Ray instance with 2 CPUs started once before the rounds (a
 team's cluster is already running).
 
 Every conversion runs from the call to its return (the manifest written),
-with ``RGBImageField()`` (JPEGs kept, each checked by ``native.jpeg_check``)
+with ``RGBImageField(tile_width=None)`` (JPEGs kept, each checked by ``native.jpeg_check``)
 and ``IntField()``, into shards of 64 MB.  An untimed Ray conversion of one
 tar shard first starts Ray's worker processes.  The configurations
 alternate their order from round to round; the table gives medians and
@@ -85,7 +85,7 @@ def main(argv: list[str]) -> int:
         print(f"no JPEGs under {args.folder}")
         return 1
     count = len(paths) * args.repeat
-    fields = {"image": ss.RGBImageField(), "label": ss.IntField()}
+    fields = {"image": ss.RGBImageField(tile_width=None), "label": ss.IntField()}
     DATA.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(DATA / "s3-convert", ignore_errors=True)  # the server keeps overwritten objects' space
     with S3Server(DATA / "s3-convert") as server:

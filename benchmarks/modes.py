@@ -9,10 +9,10 @@ Usage::
 FOLDER defaults to ``../shared/data/imagenet-sample``; its JPEGs, ``--times``
 over (default 2), are written once per mode and size:
 
-* ``byte for byte``: ``RGBImageField()``, each JPEG as it is (re-encoded at
-  quality 90 when ``max_resolution`` shrinks it);
-* ``tiled``: ``RGBImageField(tile_width=32)``, the same JPEGs re-coded
-  losslessly into restart-marker tiles (the same pixels);
+* ``byte for byte``: ``RGBImageField(tile_width=None)``, each JPEG as it is
+  (re-encoded at quality 90 when ``max_resolution`` shrinks it);
+* ``tiled``: ``RGBImageField(tile_width=32)``, the default: the same JPEGs
+  re-coded losslessly into restart-marker tiles (the same pixels);
 * ``yuv420``: ``RGBImageField(write_mode="yuv420")``, each image's YCbCr
   4:2:0 planes;
 * ``raw``: ``RGBImageField(write_mode="raw")``, RGB pixels.
@@ -53,7 +53,7 @@ from common import Repeated, record, summary  # noqa: E402  (benchmarks/, next t
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_FOLDER = REPO.parent / "shared" / "data" / "imagenet-sample"
 IMAGENET_TRAIN = 1_281_167
-MODES = {"byte for byte": {}, "tiled": {"tile_width": 32}, "yuv420": {"write_mode": "yuv420"},
+MODES = {"byte for byte": {"tile_width": None}, "tiled": {"tile_width": 32}, "yuv420": {"write_mode": "yuv420"},
          "raw": {"write_mode": "raw"}}
 SIZES = {"as they are": None, "512": 512, "256": 256}
 TIMED_SIZES = ("as they are", "256")  # the loader runs on these

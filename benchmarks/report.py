@@ -182,14 +182,16 @@ def bytes_section(results: dict[str, Any]) -> list[str]:
         read: dict[tuple[str, str], dict[str, Any]] = {}
         for scenario, reads in info["reads"].items():
             for system, what in reads.items():
-                seen.setdefault((system, what["file"]), []).append(NAMES.get(scenario, scenario))
-                read[(system, what["file"])] = what
+                # By file name: a row merged in from a run in another checkout read the same copy elsewhere.
+                key = (system, Path(what["file"]).name)
+                seen.setdefault(key, []).append(NAMES.get(scenario, scenario))
+                if "bytes" in what or key not in read:
+                    read[key] = what
         jpeg_bytes = info["mean_bytes"] * info["images"]
-        for (system, file), scenarios in seen.items():
-            size = read[(system, file)].get("bytes")
+        for (system, name), scenarios in seen.items():
+            size = read[(system, name)].get("bytes")
             disk = f"{size / 1e6:,.1f} | {size / jpeg_bytes:.2f}x" if size else "– | –"
-            lines.append(f"| {system} | {', '.join(scenarios)} | `{Path(file).name}` | "
-                         f"{read[(system, file)]['holds']} | {disk} |")
+            lines.append(f"| {system} | {', '.join(scenarios)} | `{name}` | {read[(system, name)]['holds']} | {disk} |")
         lines.append("")
     return lines
 

@@ -5,12 +5,14 @@ Usage::
     python benchmarks/write.py [FOLDER] [--passes N] [--json PATH] [--check]
 
 FOLDER defaults to ``../shared/data/imagenet-sample`` (800 ImageNet JPEGs).
-Two ways of storing the images are measured, each with 1 and 2 worker
+Three ways of storing the images are measured, each with 1 and 2 worker
 processes, the fastest of ``--passes`` interleaved passes (machine noise only
-ever slows a pass): ``pass-through`` (``RGBImageField()``: every JPEG checked
-to decode, then stored byte for byte) and ``re-encode 256``
-(``RGBImageField(max_resolution=256)``: decoded at the best DCT scale,
-shrunk so the longer side is 256, compressed at quality 90).  Each pass is
+ever slows a pass): ``pass-through`` (``RGBImageField(tile_width=None)``:
+every JPEG checked to decode, then stored byte for byte), ``tiled``
+(``RGBImageField()``, the default: every JPEG re-coded losslessly into
+32-pixel tiles) and ``re-encode 256`` (``RGBImageField(max_resolution=256)``:
+decoded at the best DCT scale, shrunk so the longer side is 256, compressed
+at quality 90, tiled).  Each pass is
 a whole ``slipstream.write`` call, worker start-up and fsync included.  The
 table shows images/s, the 2-worker speed-up and the file size; the
 expectation checked is a pass-through speed-up of at least 1.6.
@@ -34,7 +36,8 @@ from common import write_json  # noqa: E402  (benchmarks/, next to this file)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_FOLDER = REPO_ROOT.parent / "shared" / "data" / "imagenet-sample"
-MODES = {"pass-through": ss.RGBImageField(), "re-encode 256": ss.RGBImageField(max_resolution=256)}
+MODES = {"pass-through": ss.RGBImageField(tile_width=None), "tiled": ss.RGBImageField(),
+         "re-encode 256": ss.RGBImageField(max_resolution=256)}
 WORKERS = (1, 2)
 MIN_PASS_THROUGH_SPEEDUP = 1.6
 

@@ -32,12 +32,13 @@ def main(argv: list[str] | None = None) -> int:
                                       "sharded dataset")
     write.add_argument("--workers", type=int, default=None, help="encoding processes (default: one per core)")
     write.add_argument("--write-mode", choices=["jpeg", "raw", "smart", "yuv420"], default="jpeg",
-                       help="how images are stored (default: jpeg, JPEG input kept byte for byte; yuv420: the "
-                            "decoded YCbCr 4:2:0 planes, loaded with no entropy decoding)")
+                       help="how images are stored (default: jpeg, JPEG input with its DCT coefficients unchanged; "
+                            "yuv420: the decoded YCbCr 4:2:0 planes, loaded with no entropy decoding)")
     write.add_argument("--max-resolution", type=int, default=None, help="shrink images whose longer side exceeds this")
     write.add_argument("--jpeg-quality", type=int, default=90, help="quality of images compressed here (default 90)")
     write.add_argument("--tile-width", type=int, default=None,
-                       help="re-code JPEGs losslessly into tiles this wide, e.g. 32: faster crops, same pixels")
+                       help="re-code stored JPEGs losslessly into tiles at most this wide: faster crops, same pixels "
+                            "(default: RGBImageField's, 32); 0 keeps JPEG input byte for byte")
     write.add_argument("--page-size", type=int, default=8 << 20, help="bytes per page, a power of two (default 8 MiB)")
     write.add_argument("--page-checksums", action=argparse.BooleanOptionalAction, default=True,
                        help="store a CRC-32 of every page, checked when the page is first read (default: yes)")
@@ -100,8 +101,9 @@ def _run(args: argparse.Namespace) -> int:
     import slipstream as ss
 
     if args.command == "write":
+        tiles = {} if args.tile_width is None else {"tile_width": args.tile_width or None}
         image = ss.RGBImageField(write_mode=args.write_mode, max_resolution=args.max_resolution,
-                                 jpeg_quality=args.jpeg_quality, tile_width=args.tile_width)
+                                 jpeg_quality=args.jpeg_quality, **tiles)
         source, fields = _write_source(args.folder, image)
         options = dict(page_size=args.page_size, page_checksums=args.page_checksums,
                        on_error="skip" if args.skip_errors else "raise", shard_size=args.shard_size,

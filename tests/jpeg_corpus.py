@@ -153,3 +153,12 @@ def png_bytes() -> bytes:
     buf = io.BytesIO()
     Image.fromarray(picture(8, 8)).save(buf, "PNG")
     return buf.getvalue()
+
+
+def stored(data: bytes) -> bytes:
+    """The bytes an image field stores for the JPEG ``data`` by default: the
+    same coefficients re-coded into tiles (``RGBImageField``'s ``tile_width``)."""
+    from slipstream import native
+    from slipstream.fields.image import TILE_WIDTH
+
+    return native.jpeg_add_restart_markers(data, TILE_WIDTH)

@@ -15,7 +15,7 @@ import pytest
 
 import slipstream as ss
 from cli_command import run_slipstream as run
-from jpeg_corpus import make_sample
+from jpeg_corpus import make_sample, stored
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -240,5 +240,5 @@ def test_write_reads_the_shards_a_shard_index_lists(tmp_path):
     written = run("write", "train.json", "out.slip", "--workers", "0", cwd=tmp_path)
     assert written.returncode == 0, written.stderr
     with ss.Reader(tmp_path / "out.slip") as reader:
-        assert [bytes(reader.value_bytes(k, "image")) for k in range(len(reader))] == images
+        assert [bytes(reader.value_bytes(k, "image")) for k in range(len(reader))] == [stored(i) for i in images]
         assert [reader[k]["label"] for k in range(len(reader))] == [k % 10 for k in range(7)]

@@ -668,6 +668,42 @@ def test_pipelines_that_read_each_other_in_a_cycle_are_refused():
                   "b": [ArraySource(images), _Mean("b", "a")]}).compile(batch_size=4)
 
 
+class _FirstEntryOf(_Mean):
+    """The mean of one pipeline's entry ``position`` with itself: a node that reads an entry by its position."""
+
+    def __init__(self, pipeline: str, position: int) -> None:
+        super().__init__(pipeline, pipeline)
+        self.position = position
+
+    def reads(self, find):
+        value = find.node(self.first, self.position).output()
+        return (value, value)
+
+
+def test_a_reference_to_an_entry_a_pipeline_does_not_have_is_refused():
+    images = np.arange(8, dtype=np.uint8).reshape(4, 2)
+    compiled = Pipeline({"a": Internal([ArraySource(images)]), "m": [_FirstEntryOf("a", 0)]}).compile(batch_size=4)
+    np.testing.assert_array_equal(compiled(np.arange(4))["m"], images.astype(np.float32))
+    for position in (1, -1):
+        with pytest.raises(PipelineError, match=rf"pipeline 'm' refers to entry {position} of pipeline 'a', which has "
+                                                r"entries 0 to 0"):
+            Pipeline({"a": Internal([ArraySource(images)]), "m": [_FirstEntryOf("a", position)]}).compile(batch_size=4)
+
+
+def test_a_stage_is_the_same_whatever_the_number_of_samples_of_its_arrays():
+    """The code does not depend on how many samples an array holds: a
+    dataset of another length must not compile another stage."""
+    from slipstream.compiler.codegen import fingerprint
+
+    def compiled(count):
+        return Pipeline([ArraySource(np.zeros((count, 3), np.uint8)), Convert(np.float32)]).compile(batch_size=4)
+
+    few, many = compiled(4), compiled(9)
+    assert [s.source for s in few.sources] == [s.source for s in many.sources]
+    assert [fingerprint(few.graph, s) for s in few.sources] == [fingerprint(many.graph, s) for s in many.sources]
+    assert "samples of shape (3,)" in few.sources[0].source
+
+
 def test_the_compile_cache_key_covers_every_operation_a_node_holds():
     from slipstream.ops import RandomGrayscale, RandomSolarize
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from jpeg_corpus import stored as tiled
 from test_distributed import free_port, launch_ranks
 from test_sources import jpegs, litdata_dataset, write_tars
 
@@ -92,7 +93,7 @@ def test_a_hugging_face_dataset_trains_two_epochs_from_nothing(cache, tmp_path):
         epochs = [[batch[1].tolist() for batch in loader] for _ in range(2)]
         path = loader.reader.path
     assert sorted(sum(epochs[0], [])) == sorted(k % 4 for k in range(20))
-    assert [bytes(b) for b, _ in samples_of(path)] == images
+    assert [bytes(b) for b, _ in samples_of(path)] == [tiled(i) for i in images]
 
 
 def test_a_litdata_dataset_trains_two_epochs_from_nothing(cache, tmp_path):
@@ -102,7 +103,7 @@ def test_a_litdata_dataset_trains_two_epochs_from_nothing(cache, tmp_path):
         epochs = [[batch[1].tolist() for batch in loader] for _ in range(2)]
         path = loader.reader.path
     assert epochs[0] == epochs[1] == [[3 * k for k in range(b, b + 4)] for b in range(0, 12, 4)]
-    assert samples_of(path) == [(images[k], 3 * k) for k in range(12)]
+    assert samples_of(path) == [(tiled(images[k]), 3 * k) for k in range(12)]
 
 
 def shards_of(folder: Path, count: int, per_shard: int) -> list[bytes]:
@@ -584,7 +585,7 @@ def test_a_corrupt_image_follows_on_error_in_every_epoch_and_the_file_records_it
         with pytest.raises(ss.FormatError, match=r"sample 5, field 'image': the sample could not be written"):
             reader.read(5, "image")
         assert [bytes(reader.value_bytes(k, "image")) for k in (0, 4, 6)] == \
-            [(folder / "a" / f"{k}.jpg").read_bytes() for k in (0, 4, 6)]
+            [tiled((folder / "a" / f"{k}.jpg").read_bytes()) for k in (0, 4, 6)]
     with ss.Loader(folder, 4, pipelines, order=order, on_error=on_error, verbose=False) as cached:
         assert cached.reader.path == path  # a run that starts with the file gives the same batches
         assert same(epoch(cached), first) and same(epoch(cached), second)
@@ -877,7 +878,7 @@ def test_two_ranks_record_a_sample_that_cannot_be_encoded(cache, tmp_path):
     with ss.Reader(ranks[0]["path"]) as reader:
         assert list(reader.unreadable) == [5] and "5.jpg" in reader.unreadable[5]
         assert [bytes(reader.value_bytes(k, "image")) for k in (0, 7)] == \
-            [(folder / "a" / f"{k}.jpg").read_bytes() for k in (0, 7)]
+            [tiled((folder / "a" / f"{k}.jpg").read_bytes()) for k in (0, 7)]
 
 
 def hugging_face_card_folder(folder: Path, images: list[bytes], stated: int) -> Path:
@@ -973,7 +974,7 @@ def test_parquet_files_without_a_card_are_counted_by_their_footers_and_stream(ca
         labels = [batch[1].tolist() for batch in loader] + [batch[1].tolist() for batch in loader]
         path = loader.reader.path
     assert sum(labels, []) == [k % 4 for k in range(14)] * 2
-    assert [bytes(b) for b, _ in samples_of(path)] == images
+    assert [bytes(b) for b, _ in samples_of(path)] == [tiled(i) for i in images]
 
 
 def test_a_card_counts_a_streaming_dataset_only_when_it_reads_every_file_of_the_split(tmp_path):

@@ -21,7 +21,7 @@ from PIL import Image
 import slipstream as ss
 from slipstream.format import layout as L
 from slipstream.format.reader import PAGE_CORRUPT, PAGE_GOOD, PAGE_UNCHECKED
-from jpeg_corpus import make_sample, picture, pillow_rgb
+from jpeg_corpus import make_sample, picture, pillow_rgb, stored
 
 # ---------------------------------------------------------------- helpers
 
@@ -99,7 +99,7 @@ def test_images_of_many_sizes_and_modes_round_trip(tmp_path):
     png_path = tmp_path / "pic.png"
     png_path.write_bytes(encoded(picture(21, 3)))
     values = [
-        photo.data,  # JPEG: stored byte for byte
+        photo.data,  # JPEG: its coefficients kept, re-coded into tiles
         gray.data, cmyk.data,  # JPEGs that decode to RGB
         encoded(picture(1, 1)),  # PNG
         palette, str(png_path),
@@ -133,9 +133,9 @@ def test_images_of_many_sizes_and_modes_round_trip(tmp_path):
                 assert np.abs(image.astype(int) - want).max() <= tolerance, (mode, i)
             else:  # compressed by the field at its quality
                 np.testing.assert_array_equal(image, ss.native.jpeg_decode(ss.native.jpeg_encode(np.ascontiguousarray(want), 90)))
-        if mode == "jpeg":  # pass-through: the stored bytes are the input file
-            assert bytes(reader.value_bytes(0, "image")) == photo.data
-            assert bytes(reader.value_bytes(1, "image")) == gray.data
+        if mode == "jpeg":  # pass-through: the stored bytes are the input file's coefficients, tiled
+            assert bytes(reader.value_bytes(0, "image")) == stored(photo.data)
+            assert bytes(reader.value_bytes(1, "image")) == stored(gray.data)
 
 
 def test_max_resolution_resizes_the_longer_side(tmp_path):
@@ -154,14 +154,14 @@ def test_max_resolution_resizes_the_longer_side(tmp_path):
 
 
 def test_tile_width_recodes_jpegs_without_changing_a_pixel(tmp_path):
-    """Written with tile_width, converted with it, and loaded through random
-    crops: the pixels are those of the byte-for-byte file."""
+    """Written with tiles (the default), converted with tile_width, and loaded
+    through random crops: the pixels are those of the byte-for-byte file."""
     folder = image_folder(tmp_path / "images", per_class=4)
     (folder / "cat" / "big.jpg").write_bytes(make_sample(251, 333, seed=9).data)
     (folder / "dog" / "png.png").write_bytes(encoded(picture(50, 70)))
-    plain = ss.write(tmp_path / "plain.slip", folder, workers=0).path
-    fields = {"image": ss.RGBImageField(tile_width=32), "label": ss.IntField()}
-    tiled = ss.write(tmp_path / "tiled.slip", folder, fields, workers=0).path
+    fields = {"image": ss.RGBImageField(tile_width=None), "label": ss.IntField()}
+    plain = ss.write(tmp_path / "plain.slip", folder, fields, workers=0).path
+    tiled = ss.write(tmp_path / "tiled.slip", folder, workers=0).path
     converted = ss.convert(plain, tmp_path / "converted.slip", tile_width=32, verbose=False).path
     with ss.Reader(plain) as a, ss.Reader(tiled) as b, ss.Reader(converted) as c:
         assert b.fields["image"].tile_width == 32 and c.fields["image"].tile_width == 32
@@ -214,8 +214,7 @@ def test_image_folder_labels_and_classes(tmp_path):
     assert reader.user_metadata == {"classes": ["cat", "dog", "eel"]}
     assert [reader[i]["label"] for i in range(len(reader))] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
     assert {k: v.tolist() for k, v in reader.index("label").items()} == {0: [0, 1, 2], 1: [3, 4, 5], 2: [6, 7, 8]}
-    stored = bytes(reader.value_bytes(4, "image"))
-    assert stored == (folder / "dog" / "001.jpg").read_bytes()
+    assert bytes(reader.value_bytes(4, "image")) == stored((folder / "dog" / "001.jpg").read_bytes())
 
 
 def test_numpy_array_sources(tmp_path):

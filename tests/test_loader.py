@@ -331,7 +331,7 @@ def test_no_thread_or_memory_leaks(dataset, device):
 def test_stored_bytes_hands_over_undecoded_values(tmp_path, device):
     samples = [make_sample(16 + k, 20, seed=k).data for k in range(6)]
     path = tmp_path / "raw.slip"
-    ss.write(path, [(s,) for s in samples], {"image": ss.RGBImageField()}, workers=0)
+    ss.write(path, [(s,) for s in samples], {"image": ss.RGBImageField(tile_width=None)}, workers=0)
     longest = max(map(len, samples))
     (batch,) = next(iter(ss.Loader(path, 6, {"image": [ss.ops.StoredBytes(longest)]}, order="sequential",
                                    device=device)))

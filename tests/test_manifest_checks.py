@@ -25,7 +25,7 @@ import slipstream as ss
 from slipstream.format import manifest as M
 
 COUNT, PAGE = 128, 16384
-FIELDS = {"image": ss.RGBImageField(), "label": ss.IntField()}
+FIELDS = {"image": ss.RGBImageField(tile_width=None), "label": ss.IntField()}  # shards of 64 samples: sizes as made
 PLACES = ("local", "remote")
 
 

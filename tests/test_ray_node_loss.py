@@ -67,7 +67,8 @@ def test_a_node_lost_mid_write_is_rebuilt_and_the_bytes_are_the_same(cluster, tm
 
     doomed = cluster.list_all_nodes()[1]
     dataset = ray.data.from_items(rows, override_num_blocks=BLOCKS).map_batches(slow_last_block, batch_format="numpy")
-    fields = {"image": ss.RGBImageField(), "label": counting_label(log)}
+    # The JPEGs as they are: block 0 must be encoded, and its part kept, before the last block starts.
+    fields = {"image": ss.RGBImageField(tile_width=None), "label": counting_label(log)}
     done: dict = {}
     writer = threading.Thread(target=lambda: done.update(result=ssray.write(
         dataset, str(tmp_path / "ray"), fields, page_size=4096, shard_size="1GB")))
@@ -84,7 +85,7 @@ def test_a_node_lost_mid_write_is_rebuilt_and_the_bytes_are_the_same(cluster, tm
     assert done["result"].samples == ROWS
     assert Path(log).read_text().count("\n") == 2  # block 0's part was rebuilt by encoding it again
 
-    local = ss.write(tmp_path / "local", rows, {"image": ss.RGBImageField(), "label": ss.IntField()},
+    local = ss.write(tmp_path / "local", rows, {"image": ss.RGBImageField(tile_width=None), "label": ss.IntField()},
                      page_size=4096, shard_size="1GB", workers=0, verbose=False)
     assert done["result"].shards == local.shards
 

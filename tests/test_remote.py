@@ -32,7 +32,7 @@ def samples():
     return [(jpeg_corpus.make_sample(48, 64, seed=i).data, i) for i in range(COUNT)]
 
 
-FIELDS = {"image": ss.RGBImageField(), "label": ss.IntField()}
+FIELDS = {"image": ss.RGBImageField(tile_width=None), "label": ss.IntField()}  # page counts of the JPEGs as made
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ import os
 import time
 
 import pytest
+from jpeg_corpus import stored as tiled
 from test_sources import jpegs, litdata_dataset, write_tars
 
 import slipstream as ss
@@ -45,12 +46,12 @@ def test_a_tar_file_and_a_folder_of_tars_are_loaded_as_webdataset_shards(tmp_pat
         assert not isinstance(loader.reader, ss.Reader)  # local shards stream their first epoch: no file yet
         for _ in range(2):
             list(loader)
-        assert stored(loader.reader) == [(images[k], k % 10) for k in range(10)]
+        assert stored(loader.reader) == [(tiled(images[k]), k % 10) for k in range(10)]
         assert loader.reader.path.parent == cache
     with ss.Loader(tmp_path / "wds", 5, CROP, order="sequential", verbose=False) as loader:
         epochs = [[batch[1].tolist() for batch in loader] for _ in range(2)]  # image, label, json
         assert epochs[0] == epochs[1] == [[k % 10 for k in range(b, min(b + 5, 25))] for b in range(0, 25, 5)]
-        assert stored(loader.reader) == [(images[k], k % 10) for k in range(25)]
+        assert stored(loader.reader) == [(tiled(images[k]), k % 10) for k in range(25)]
     ss.write(tmp_path / "direct.slip", ss.WebDataset(tmp_path / "wds"), verbose=False)
     with ss.Reader(tmp_path / "direct.slip") as direct, ss.Reader(ss.cached(tmp_path / "wds")) as cached:
         assert stored(direct) == stored(cached)  # the file ss.write makes, sample for sample
@@ -62,7 +63,7 @@ def test_a_litdata_folder_is_loaded_as_litdata(tmp_path, cache):
     with ss.Loader(folder, 4, CROP, order="sequential", verbose=False) as loader:
         for _ in range(2):  # the first epoch writes the file, the second reads it
             list(loader)
-        assert stored(loader.reader) == [(images[k], 3 * k) for k in range(8)]
+        assert stored(loader.reader) == [(tiled(images[k]), 3 * k) for k in range(8)]
     # Identified by its index, with no name=: asked again, the same file.
     assert ss.cached(ss.LitData(folder)) == ss.cached(folder)
 
@@ -88,7 +89,7 @@ def test_rewriting_a_shard_changes_the_identity(tmp_path, cache):
     second = ss.cached(tmp_path / "wds")
     assert second != first
     with ss.Reader(second) as reader:
-        assert bytes(reader.value_bytes(9, "image")) == jpegs(1, seed=13)[0]
+        assert bytes(reader.value_bytes(9, "image")) == tiled(jpegs(1, seed=13)[0])
 
 
 def test_webdataset_shards_in_object_storage_are_identified_by_etag(tmp_path, cache, s3_server):
@@ -102,7 +103,7 @@ def test_webdataset_shards_in_object_storage_are_identified_by_etag(tmp_path, ca
     with ss.Loader("s3://test/paths/wds", 6, CROP, order="sequential", remote=remote, verbose=False) as loader:
         assert [batch[1].tolist() for batch in loader] == [[k % 10 for k in range(j, j + 6)] for j in (0, 6, 12)]
         list(loader)  # the second epoch reads the file the first wrote
-        assert stored(loader.reader) == [(images[k], k % 10) for k in range(18)]
+        assert stored(loader.reader) == [(tiled(images[k]), k % 10) for k in range(18)]
         first = loader.reader.path
     source = ss.WebDataset("s3://test/paths/wds/", remote=remote)
     assert [entry[1] for entry in source.identity()["webdataset"]] == \

@@ -95,8 +95,10 @@ def test_planes_with_a_size_that_disagrees_with_their_record_are_refused(files):
 
 
 def test_tiles_and_planes_are_one_or_the_other():
+    # tile_width (by default 32) tiles the JPEGs a field stores; a planes field stores none.
+    assert ss.RGBImageField(write_mode="yuv420").tile_width == 32
     with pytest.raises(ArgumentError, match='tile_width tiles stored JPEGs, and write_mode="yuv420" stores planes'):
-        ss.RGBImageField(write_mode="yuv420", tile_width=32)
+        ss.convert("any.slip", "out.slip", tile_width=32, write_mode="yuv420")
 
 
 def test_convert_stores_the_images_of_a_beton_and_a_slip_file_as_planes(files, tmp_path):

@@ -153,10 +153,8 @@ class _Stage:
             if source is None:
                 raise PipelineError(f"{holder.describe()} declares no allocation and reads no other node: its value "
                                     f"has no memory to live in")
-            if source.output is None and source.node.stage != self.stage:
-                return source.node, None
-            if source.output is not None and source.node.stage != self.stage:
-                return holder, None
+            if source.node.stage != self.stage:  # an earlier stage's value, or the named output it hands over
+                return (source.node if source.output is None else holder), None
             holder, output = source.node, source.output
         return holder, (0 if output is None else holder.output_position(output))
 

@@ -113,7 +113,7 @@ class Graph:
         """Every node, each after the nodes it reads."""
         for name, entries in self._entries.items():
             for position in range(len(entries)):
-                self.lowered(name, position)
+                self._lower(name, position)
         self.pipelines: dict[str, list[GraphNode]] = {
             name: [self._lowered[entry.id] for entry in entries] for name, entries in self._entries.items()}
         """Pipeline name -> its nodes, in the order of its list."""
@@ -121,7 +121,7 @@ class Graph:
         """Output name -> the node whose value it is (Internal pipelines are not outputs)."""
         self.stages = sorted({node.stage for node in self.nodes})
 
-    def lowered(self, pipeline: str, position: int) -> GraphNode:
+    def _lower(self, pipeline: str, position: int) -> GraphNode:
         """The record of entry ``position`` of ``pipeline``, lowered (with
         the entries it reads) when first asked for."""
         entry = self._entries[pipeline][position]
@@ -146,7 +146,7 @@ class Graph:
         self.nodes.append(node)
         return node
 
-    def entries(self, pipeline: str, referrer: str) -> list[_Entry]:
+    def _entries_read(self, pipeline: str, referrer: str) -> list[_Entry]:
         """The entries of ``pipeline``, which pipeline ``referrer`` reads."""
         entries = self._entries.get(pipeline)
         if entries is None:
@@ -193,20 +193,23 @@ class _Finder(Finder):
         return self._position
 
     def previous(self) -> GraphNode | None:
-        return None if self._position == 0 else self._graph.lowered(self._pipeline, self._position - 1)
+        return None if self._position == 0 else self._graph._lower(self._pipeline, self._position - 1)
 
     def names(self) -> list[str]:
         return list(self._graph._entries)
 
     def entries(self, pipeline: str) -> list[Node]:
-        return [entry.spec for entry in self._graph.entries(pipeline, self._pipeline)]
+        return [entry.spec for entry in self._graph._entries_read(pipeline, self._pipeline)]
 
     def node(self, pipeline: str, position: int) -> GraphNode:
-        self._graph.entries(pipeline, self._pipeline)
-        return self._graph.lowered(pipeline, position)
+        count = len(self._graph._entries_read(pipeline, self._pipeline))
+        if not (isinstance(position, int) and 0 <= position < count):
+            raise PipelineError(f"pipeline {self._pipeline!r} refers to entry {position!r} of pipeline {pipeline!r}, "
+                                f"which has entries 0 to {count - 1}")
+        return self._graph._lower(pipeline, position)
 
     def last(self, pipeline: str) -> GraphNode:
-        return self.node(pipeline, len(self._graph.entries(pipeline, self._pipeline)) - 1)
+        return self.node(pipeline, len(self._graph._entries_read(pipeline, self._pipeline)) - 1)
 
     def holding(self, op: Operation, pipeline: str | None = None) -> GraphNode:
         names = self.names() if pipeline is None else [pipeline]
@@ -219,7 +222,7 @@ class _Finder(Finder):
             raise PipelineError(f"pipeline {self._pipeline!r} reads {op!r}, which {len(found)} entries of the "
                                 f"pipelines hold (pipelines: {holders}): place that object once, or name its "
                                 f"pipeline")
-        return self._graph.lowered(*found[0])
+        return self._graph._lower(*found[0])
 
 
 def _declare(spec: Node, pipeline: str, kind: Kind, inputs: tuple[Input, ...]) -> tuple[State, tuple[Allocation, ...]]:

@@ -71,7 +71,9 @@ class ArraySource(Decoder):
         return f"ArraySource:{self.array.dtype}:{self.array.ndim}"
 
     def __repr__(self) -> str:
-        return f"ArraySource(array of shape {self.array.shape}, {self.array.dtype})"
+        # Without the sample count: the stage's source names its nodes, and a dataset of another length must not
+        # make it another stage to compile.
+        return f"ArraySource({self.array.dtype} samples of shape {self.array.shape[1:]})"
 
 
 def _prepared(name: str, given: Any) -> Sequence[Any] | Internal:

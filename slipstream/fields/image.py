@@ -15,6 +15,8 @@ from slipstream.fields.base import Encoded, Field
 from slipstream.fields.image_modes import JPEG_MODE, RAW_MODE, YUV420_MODE
 
 WRITE_MODES = ("jpeg", "raw", "smart", "yuv420")
+TILE_WIDTH = 32
+"""The default widest tile, in pixels, of the JPEGs an image field stores."""
 FFCV_WRITE_MODES = {"jpg": 'slipstream spells FFCV\'s "jpg" "jpeg"',
                     "proportion": 'FFCV\'s "proportion" (a random share of the images as JPEG) has no slipstream '
                                   'equivalent: "smart" stores images of at most smart_threshold pixels raw, larger '
@@ -29,9 +31,11 @@ class RGBImageField(Field, type_id=1):
     width, so a loader plans crops without parsing any image header.
 
     Args:
-        write_mode: ``"jpeg"`` stores JPEG files: JPEG input byte for byte
-            (after checking that it decodes), anything else compressed at
-            ``jpeg_quality``.  ``"yuv420"`` stores each image as its planar
+        write_mode: ``"jpeg"`` stores JPEG files: JPEG input with its DCT
+            coefficients unchanged (re-coded into tiles, see ``tile_width``,
+            or byte for byte after a check that it decodes), anything else
+            compressed at ``jpeg_quality``.
+            ``"yuv420"`` stores each image as its planar
             YCbCr 4:2:0 planes, 1.5 bytes a pixel: a 4:2:0 JPEG's own decoded
             planes (nothing lost but the chroma upsampling and colour
             conversion, which the loader does at the output size, skipping
@@ -47,14 +51,14 @@ class RGBImageField(Field, type_id=1):
         jpeg_quality: 1 to 100, for images this field compresses.
         smart_threshold: pixel count (height x width) up to which
             ``"smart"`` stores raw pixels.
-        tile_width: when set, every stored JPEG is re-coded losslessly into
-            tiles at most this many pixels wide (restart markers, see
+        tile_width: every JPEG the field stores is re-coded losslessly
+            into tiles at most this many pixels wide (restart markers, see
             :func:`slipstream.native.jpeg_add_restart_markers`): the pixels
             do not change, the size changes by about 2% either way at 32,
-            and crops decode about 1.2x faster because the loader
-            entropy-decodes only the tiles a crop touches.  ``None`` keeps
-            JPEG input byte for byte.  Not with ``"yuv420"``, which stores
-            no JPEG.
+            and crops decode faster because the loader entropy-decodes only
+            the tiles a crop touches; writing costs a lossless re-coding of
+            each JPEG (BENCHMARKS.md, "Storage modes").  ``None`` stores
+            JPEG input byte for byte.  Planes and raw pixels have no tiles.
 
     Accepted values: a path to an image file, the bytes of one (JPEG, PNG or
     anything Pillow reads), a ``PIL.Image``, a ``{"bytes": ..., "path": ...}``
@@ -68,7 +72,7 @@ class RGBImageField(Field, type_id=1):
     max_resolution: int | None = None
     jpeg_quality: int = 90
     smart_threshold: int = 128 * 128
-    tile_width: int | None = None
+    tile_width: int | None = TILE_WIDTH
 
     def __post_init__(self) -> None:
         if self.write_mode not in WRITE_MODES:
@@ -83,9 +87,6 @@ class RGBImageField(Field, type_id=1):
             raise ArgumentError(f"smart_threshold must be a non-negative integer, got {self.smart_threshold!r}")
         if self.tile_width is not None and not (isinstance(self.tile_width, int) and self.tile_width > 0):
             raise ArgumentError(f"tile_width must be a positive integer or None, got {self.tile_width!r}")
-        if self.tile_width is not None and self.write_mode == "yuv420":
-            raise ArgumentError('tile_width tiles stored JPEGs, and write_mode="yuv420" stores planes instead: '
-                                'give one of them')
 
     def record_dtype(self) -> np.dtype:
         return np.dtype([("offset", "<u8"), ("size", "<u8"), ("height", "<u4"), ("width", "<u4"), ("mode", "u1"),
