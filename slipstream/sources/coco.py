@@ -213,7 +213,7 @@ class COCODetection:
     no annotation included (with zero boxes).  ``dataset[i]`` is a dict of
     the fields of :meth:`default_fields`:
 
-    - ``image``: the image file's bytes (stored as they are, so boxes and
+    - ``image``: the image file's bytes (stored unresized, so boxes and
       masks stay in its pixel coordinates);
     - ``image_id``: the COCO image id;
     - ``boxes``: ``(n, 4)`` float32, ``(x1, y1, x2, y2)`` in pixels
@@ -572,7 +572,7 @@ class COCODetection:
 
     def default_fields(self) -> dict[str, Any]:
         """The fields written when none are given: ``image``
-        (:class:`~slipstream.RGBImageField`, the file's bytes as they are),
+        (:class:`~slipstream.RGBImageField`: the file's JPEG, its pixels unchanged),
         ``image_id`` (:class:`~slipstream.IntField`), ``boxes``
         (:class:`~slipstream.RaggedField` float32 rows of 4), ``labels``
         (int64), ``iscrowd`` (uint8) and, with ``masks=True``, ``masks``

@@ -2,8 +2,9 @@
 source with random access, local or in object storage.
 
 The dataset is read through ``litdata.StreamingDataset`` with its JPEG
-values handed over as their stored bytes instead of decoded, so that they
-are kept byte for byte (and no torchvision is needed to read them).
+values handed over as their stored bytes instead of decoded, so that the
+writer keeps their coefficients instead of re-encoding pixels (and no
+torchvision is needed to read them).
 """
 
 from __future__ import annotations

@@ -224,7 +224,7 @@ class SegmentationFolder:
 
     def default_fields(self) -> dict[str, Any]:
         """The fields written when none are given: ``image``
-        (:class:`~slipstream.RGBImageField`, the file's bytes as they are)
+        (:class:`~slipstream.RGBImageField`: the file's JPEG, its pixels unchanged)
         and ``mask`` (:class:`~slipstream.SegmentationMaskField` of
         ``mask_dtype``)."""
         from slipstream.fields import RGBImageField, SegmentationMaskField
