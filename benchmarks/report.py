@@ -311,7 +311,6 @@ def write_report(report: dict[str, Any], json_path: Path) -> None:
                       "images/s of one; no loader can scale beyond it here."]
         lines.append("")
     lines += integrity_section()
-    lines += remote_section()
     lines += convert_section()
     lines += detection_section()
     lines += gpu_section()
@@ -419,48 +418,6 @@ def integrity_section() -> list[str]:
               f"{check_ms:.0f} ms of one core,",
               f"{data['check_share_of_first_epoch_cpu']:.2%} of the first epoch's CPU time; later epochs check "
               "nothing.", ""]
-    return lines
-
-
-def remote_section() -> list[str]:
-    """Object storage against a local file, from the newest ``benchmarks/remote.py``
-    results (none: no section), with its two targets."""
-    data = _newest("remote-*.json")
-    if data is None:
-        return []
-    info, results, ratios = data["dataset"], data["results"], data["ratios"]
-
-    def cell(runs: list[dict], epoch: int, key: str, digits: int) -> str:
-        values = [r["epochs"][epoch][key] for r in runs]
-        return f"{statistics.median(values):,.{digits}f} ({min(values):,.{digits}f}–{max(values):,.{digits}f})"
-
-    lines = ["## Object storage", "",
-             f"`benchmarks/remote.py` ({data['timestamp'][:10]}): {info['images']:,} ImageNet-sample JPEGs, "
-             f"{info['bytes'] / 1e9:.2f} GB, batch {data['batch_size']}, `{data['order']}`; a local file against "
-             "the same samples as shards in an S3 server (SeaweedFS)",
-             f"on this machine, straight and through a relay adding {data['latency_ms']:.0f} ms per request, "
-             f"each from an empty page cache (epoch 1) and then warm (epoch 2); a fresh process per run, "
-             f"{data['rounds']} rounds, alternating.", "",
-             "| pipeline | source | epoch 1 | epoch 2 | vs local, epoch 1 | vs local, epoch 2 |",
-             "|---|---|---:|---:|---:|---:|"]
-    for pipeline, by_source in results.items():
-        key, digits, unit = ("images_per_s", 0, " img/s") if pipeline == "train" else ("gb_per_s", 2, " GB/s")
-        for source, runs in by_source.items():
-            paired = [ratios[pipeline][source][f"epoch_{e}"] for e in (1, 2)]
-            vs = [f"{p['median']:.3f} ({p['min']:.2f}–{p['max']:.2f})" for p in paired]
-            lines.append(f"| {pipeline} | {source} | {cell(runs, 0, key, digits)}{unit} | "
-                         f"{cell(runs, 1, key, digits)}{unit} | {vs[0]} | {vs[1]} |")
-    late = f"s3, {data['latency_ms']:.0f} ms"
-    warm = min(ratios["train"][s]["epoch_2"]["median"] for s in ratios["train"] if s != "local file")
-    cold = ratios["train"][late]["epoch_1"]["median"]
-    server = [r["server_cpu_s"] + r["relay_cpu_s"] for r in results["train"][late]]
-    lines += ["", "| target | measured | met |", "|---|---|---|",
-              f"| warm-cache epochs within 5% of the local file (ImageNet train) | {warm:.3f}x | "
-              f"{'yes' if warm >= 0.95 else 'no'} |",
-              f"| first epoch at {data['latency_ms']:.0f} ms >= 0.9x the local file (ImageNet train) | {cold:.3f}x | "
-              f"{'yes' if cold >= 0.9 else 'no'} |", "",
-              f"The server and the relay share the 2 cores with the loader: during each first-epoch run they took "
-              f"{statistics.median(server):.1f} s of CPU. See docs/remote.md.", ""]
     return lines
 
 

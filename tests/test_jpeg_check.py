@@ -173,3 +173,24 @@ def test_no_image_is_refused_for_being_read_faster():
                  jpeg_corpus.encode(image.convert("CMYK"), quality=90)):
         assert not native.jpeg_scan(data)
         native.jpeg_check(data)
+
+
+def test_every_entry_point_names_the_same_first_fault():
+    """A header with two faults, a component sampled 2x2 against the largest
+    2x3 (a fraction libjpeg cannot upsample) and more pixels than
+    SLIP_LIMIT_PIXELS, gets one verdict from the header reader, the scanner,
+    the check and the decode: the sampling, which comes first (fuzz_jpeg_check
+    found them answering in two orders)."""
+    baseline = jpeg_corpus.encode(jpeg_corpus.Image.fromarray(jpeg_corpus.picture(40, 56, seed=4)), quality=90)
+    forged = bytearray(jpeg_corpus.with_dimensions(baseline, 16000, 17000))
+    sof = forged.find(b"\xff\xc0")
+    assert forged[sof + 11] == 0x22 and forged[sof + 14] == 0x11, "the components' sampling moved"
+    forged[sof + 14] = 0x23
+    verdicts = []
+    for call in (native.jpeg_info, native.jpeg_scan, native.jpeg_check,
+                 lambda data: native.jpeg_decode(data, scale_denom=8)):
+        with pytest.raises(DecodeError) as caught:
+            call(bytes(forged))
+        verdicts.append((int(caught.value.status), str(caught.value).split(": ", 1)[-1]))
+    assert {status for status, _ in verdicts} == {int(native.Status.EUNSUPPORTED)}, verdicts
+    assert all("sampled 2x2 against the largest 2x3" in message for _, message in verdicts), verdicts

@@ -108,16 +108,14 @@ struct jpeg_error_mgr *slip__jpeg_error_init(slip_jpeg_error *err);
 
 /* Point dec, whose error manager is err, at data and read its header, under
  * SLIP_MAX_DECODE_MEMORY and the scan limit; with check_pixels, an image of
- * more pixels than SLIP_LIMIT_PIXELS fails with SLIP_ETOOBIG.  Errors
- * longjmp to err->jump as every libjpeg error does. */
+ * more pixels than SLIP_LIMIT_PIXELS fails with SLIP_ETOOBIG.  An image
+ * slipstream does not decode (a colour space other than gray, RGB, YCbCr,
+ * CMYK or YCCK, or a component sampled a fraction of the largest sampling
+ * that is not whole) fails first, with SLIP_EUNSUPPORTED.  Errors longjmp to
+ * err->jump as every libjpeg error does. */
 void slip__jpeg_read_header(j_decompress_ptr dec, slip_jpeg_error *err, const uint8_t *data, size_t size,
                             int check_pixels);
 
-/* Fail, through dec's error manager, with SLIP_EUNSUPPORTED unless
- * slipstream decodes images like the one whose header dec has read: gray,
- * RGB, YCbCr, CMYK or YCCK, every component sampled a whole fraction of the
- * largest sampling (libjpeg refuses other ratios when it upsamples). */
-void slip__require_decodable(j_decompress_ptr dec);
 
 /* Whether the single sequential Huffman scan of the JPEG whose header dec
  * has read (dec->src at its first entropy-coded byte) reads whole and clean

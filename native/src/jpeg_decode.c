@@ -73,7 +73,6 @@ static int32_t open_jpeg(slip_thread_state *ts, const uint8_t *data, size_t size
     return ts->dec_err.status;
   }
   slip__jpeg_read_header(dec, &ts->dec_err, data, size, check_pixels);
-  slip__require_decodable(dec);
   int four = dec->jpeg_color_space == JCS_CMYK || dec->jpeg_color_space == JCS_YCCK;
   dec->out_color_space = four ? JCS_CMYK : JCS_RGB;
   dec->scale_num = 1;

@@ -175,7 +175,6 @@ static int32_t transcode(transcoder *t, const uint8_t *data, size_t size, int32_
   jpeg_create_decompress(&t->din);
   created = 1;
   slip__jpeg_read_header(&t->din, &t->err, data, size, 1);
-  slip__require_decodable(&t->din); /* re-coded tiles of an image no decoder here reads would fail at loading */
   jvirt_barray_ptr *coefficients = jpeg_read_coefficients(&t->din);
 
   jpeg_create_compress(&t->cout);

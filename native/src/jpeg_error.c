@@ -212,7 +212,11 @@ static void check_quantization_tables(j_decompress_ptr dec) {
   }
 }
 
-void slip__require_decodable(j_decompress_ptr dec) {
+/* Fail with SLIP_EUNSUPPORTED unless slipstream decodes images like the one
+ * whose header dec has read: gray, RGB, YCbCr, CMYK or YCCK, every component
+ * sampled a whole fraction of the largest sampling (libjpeg refuses other
+ * ratios when it upsamples). */
+static void require_decodable(j_decompress_ptr dec) {
   switch (dec->jpeg_color_space) {
   case JCS_GRAYSCALE:
   case JCS_RGB:
@@ -250,6 +254,9 @@ void slip__jpeg_read_header(j_decompress_ptr dec, slip_jpeg_error *err, const ui
   jpeg_mem_src(dec, (unsigned char *)(uintptr_t)data, (unsigned long)size);
   jpeg_read_header(dec, TRUE);
   check_quantization_tables(dec);
+  /* Before the pixel limit, so that every entry point (slip_jpeg_info, which
+   * counts no pixels, included) names the same first fault of an image. */
+  require_decodable(dec);
   err->in_data = 1;
   int64_t pixels = (int64_t)dec->image_height * dec->image_width, limit = slip_get_limit(SLIP_LIMIT_PIXELS);
   if (check_pixels && pixels > limit) {
