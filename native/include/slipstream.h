@@ -27,8 +27,8 @@
  *  - Parameters documented as taking an enum are declared int32_t so that the
  *    ABI does not depend on the compiler's choice of enum size.
  *  - Results do not depend on the CPU.  On x86-64 CPUs with AVX2 (and F16C)
- *    resampling and float16 packing run vector code that gives the same
- *    bytes as the portable code; setting the environment variable
+ *    resampling, the planes' crop and float16 packing run vector code that
+ *    gives the same bytes as the portable code; setting the environment variable
  *    SLIPSTREAM_PORTABLE_KERNELS=1 before a thread first calls in makes it
  *    use the portable code, which is how tests compare the two.
  *

@@ -146,12 +146,6 @@ int32_t slip__max_taps(double length, int32_t n, int32_t interp);
 void slip__compute_taps(double start, double length, int32_t n, int32_t lo, int32_t hi, int32_t interp,
                         int32_t max_taps, slip_axis_taps *taps, float *weights);
 
-/* The vertical pass of a resampling: acc[i] = the sum over k < taps, in
- * order of k, of w[k] * row[k * stride + i], for i < n; in AVX2 where ts
- * allows it, with identical results. */
-void slip__filter_rows(const slip_thread_state *ts, const uint8_t *row, int64_t stride, const float *w,
-                       int32_t taps, size_t n, float *acc);
-
 /* Pad the taps of n output pixels (their weights `stride` apart) to one
  * count with zero weights, mirror them when flip (pixel j takes pixel
  * n - 1 - j's taps), and return that count; *lo and *hi receive the first

@@ -146,11 +146,46 @@ static void plane_axis_blocks(plane_axis *a, int32_t n) {
 }
 #endif
 
+/* acc[i] = sum over k < taps of w[k] * row[k * stride + i] for i < n, tap by tap: each pass over acc is one
+ * multiply-add of a row, which vectorizes whatever the number of taps. */
+static inline __attribute__((always_inline)) void filter_rows(const uint8_t *row, int64_t stride, const float *w,
+                                                              int32_t taps, int32_t n, float *acc) {
+  for (int32_t i = 0; i < n; i++) acc[i] = w[0] * row[i];
+  for (int32_t k = 1; k < taps; k++) {
+    const uint8_t *src = row + (int64_t)k * stride;
+    float wk = w[k];
+    for (int32_t i = 0; i < n; i++) acc[i] += wk * src[i];
+  }
+}
+
+static void filter_rows_portable(const uint8_t *row, int64_t stride, const float *w, int32_t taps, int32_t n,
+                                 float *acc) {
+  filter_rows(row, stride, w, taps, n, acc);
+}
+
+#if SLIP_PLANES_VECTOR
+/* The same, compiled for AVX2: eight samples per instruction, the same operations (AVX2 brings no fused
+ * multiply-add, so none is formed). */
+__attribute__((target("avx2"))) static void filter_rows_avx2(const uint8_t *row, int64_t stride, const float *w,
+                                                              int32_t taps, int32_t n, float *acc) {
+  filter_rows(row, stride, w, taps, n, acc);
+}
+#endif
+
 /* acc[i] = sum over the taps of output row r of weight * plane sample, for the columns [x.lo, x.hi). */
-static void vertical(const slip_thread_state *ts, const uint8_t *plane, int64_t stride, const plane_axis *y,
-                     int32_t r, const plane_axis *x, float *acc) {
-  slip__filter_rows(ts, plane + (int64_t)y->taps[r].first * stride + x->lo, stride,
-                    y->weights + (size_t)r * (size_t)y->stride, y->taps[r].count, (size_t)(x->hi - x->lo), acc);
+static void vertical(int avx2, const uint8_t *plane, int64_t stride, const plane_axis *y, int32_t r,
+                     const plane_axis *x, float *acc) {
+  const float *w = y->weights + (size_t)r * (size_t)y->stride;
+  const uint8_t *row = plane + (int64_t)y->taps[r].first * stride + x->lo;
+  int32_t n = x->hi - x->lo, taps = y->taps[r].count;
+#if SLIP_PLANES_VECTOR
+  if (avx2) {
+    filter_rows_avx2(row, stride, w, taps, n, acc);
+    return;
+  }
+#endif
+  (void)avx2;
+  filter_rows_portable(row, stride, w, taps, n, acc);
 }
 
 /* out[j] = sum over the kmax (padded) taps of output pixel j of weight * acc; inlined with a constant kmax, the
@@ -239,7 +274,12 @@ __attribute__((target("avx2"))) static inline __attribute__((always_inline)) voi
     switch (x->block_reach[j / 8]) {
     case 16: _mm256_storeu_ps(out + j, block_taps(from, w, at, kmax, 0)); break;
     case 32: _mm256_storeu_ps(out + j, block_taps(from, w, at, kmax, 1)); break;
-    default: horizontal_part(acc, x, j, 8, out);
+    default: { /* this block and the spread ones after it, in one call */
+      int32_t end = j + 8;
+      while (end + 8 <= n && x->block_reach[end / 8] == 0) end += 8;
+      horizontal_part(acc, x, j, end - j, out);
+      j = end - 8;
+    }
     }
   }
   if (j < n) horizontal_part(acc, x, j, n - j, out);
@@ -359,8 +399,8 @@ SLIP_API int32_t slip_planes_crop_resize(const uint8_t *planes, size_t size, int
   plane_axis_init(&lx, mem + luma_y, x, w, out_w, width, interp, flip);
   plane_axis_init(&cy, mem + luma_y + luma_x, y * 0.5, h * 0.5, out_h, c_height, c_interp, 0);
   plane_axis_init(&cx, mem + luma_y + luma_x + chroma_y, x * 0.5, w * 0.5, out_w, c_width, c_interp, flip);
-#if SLIP_PLANES_VECTOR
   int avx2 = (ts->isa & SLIP__ISA_AVX2) != 0;
+#if SLIP_PLANES_VECTOR
   if (avx2) {
     plane_axis_blocks(&lx, out_w);
     plane_axis_blocks(&cx, out_w);
@@ -376,9 +416,9 @@ SLIP_API int32_t slip_planes_crop_resize(const uint8_t *planes, size_t size, int
   float *row_y = acc_cr + chroma_n, *row_cb = row_y + out_w, *row_cr = row_cb + out_w;
   memset(acc, 0, (luma_n + 2 * chroma_n) * sizeof(float));
   for (int32_t r = 0; r < out_h; r++) {
-    vertical(ts, planes, width, &ly, r, &lx, acc);
-    vertical(ts, cb, c_width, &cy, r, &cx, acc_cb);
-    vertical(ts, cr, c_width, &cy, r, &cx, acc_cr);
+    vertical(avx2, planes, width, &ly, r, &lx, acc);
+    vertical(avx2, cb, c_width, &cy, r, &cx, acc_cb);
+    vertical(avx2, cr, c_width, &cy, r, &cx, acc_cr);
     uint8_t *rgb = out + (int64_t)r * out_stride;
 #if SLIP_PLANES_VECTOR
     if (avx2) {

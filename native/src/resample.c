@@ -193,17 +193,6 @@ __attribute__((target("avx2"))) static void horizontal3_pairs(const float *acc, 
 }
 #endif
 
-void slip__filter_rows(const slip_thread_state *ts, const uint8_t *row, int64_t stride, const float *w,
-                       int32_t taps, size_t n, float *acc) {
-#if SLIP_RESAMPLE_VECTOR
-  if (ts->isa & SLIP__ISA_AVX2) {
-    vertical_avx2(row, stride, w, taps, n, acc);
-    return;
-  }
-#endif
-  vertical_any(row, stride, w, taps, n, acc);
-}
-
 int32_t slip__pad_taps(slip_axis_taps *taps, float *weights, int32_t stride, int32_t n, int flip, int32_t *lo,
                        int32_t *hi) {
   int32_t kmax = 1;
@@ -322,7 +311,12 @@ int32_t slip__resample(slip_thread_state *ts, const uint8_t *src, int32_t src_h,
   for (int32_t r = 0; r < dst_h; r++) {
     const float *w = wy + (size_t)r * (size_t)ky;
     const uint8_t *row = src + (int64_t)ty[r].first * src_stride + (size_t)col_lo * (size_t)channels;
-    slip__filter_rows(ts, row, src_stride, w, ty[r].count, row_len, acc);
+#if SLIP_RESAMPLE_VECTOR
+    if (avx2)
+      vertical_avx2(row, src_stride, w, ty[r].count, row_len, acc);
+    else
+#endif
+      vertical_any(row, src_stride, w, ty[r].count, row_len, acc);
     /* Horizontal pass into a float row, then one conversion pass to bytes. */
 #if SLIP_RESAMPLE_VECTOR
     if (avx2 && channels == 3) {
