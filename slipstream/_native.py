@@ -17,7 +17,7 @@ from numba.extending import intrinsic
 
 from slipstream import _abi
 
-HEADER_SHA256 = "60c17bf01ba284bf94510d5bf1c9403bceb3a771e64be6c6b1f0a0a1198c2561"
+HEADER_SHA256 = "39d9977d73dac6c028f5945774c4cfaddfe16394d45bd064472d3eb97dbd9cdc"
 """SHA-256 of the header this module was generated from."""
 
 ABI_VERSION = 7
