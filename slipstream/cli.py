@@ -149,13 +149,15 @@ def _write_source(name: str, image: object) -> tuple[object, dict[str, object]]:
     ``.tar`` files, a shard index ``.json``), a LitData dataset (a folder
     with ``index.json``), else an image folder."""
     import slipstream as ss
-    from slipstream.sources.shard_index import is_shard_index, names_shard_index
+    from slipstream.sources.shard_index import shard_index_at
 
     fields = {"image": image, "label": ss.IntField()}
     path = Path(name)
+    index = shard_index_at(name, ss.Remote())
+    if index is not None:
+        return ss.WebDataset(index, fields), fields
     if "{" in name or name.endswith(".tar") or ("://" in name and name.endswith("/")) or \
-            ("://" not in name and path.is_dir() and any(path.glob("*.tar"))) or \
-            (names_shard_index(name) and is_shard_index(name, ss.Remote())):
+            ("://" not in name and path.is_dir() and any(path.glob("*.tar"))):
         return ss.WebDataset(name, fields), fields
     if "://" not in name and (path / "index.json").is_file():
         return ss.LitData(name), fields

@@ -450,6 +450,36 @@ def test_shard_urls_resolve_against_the_index_and_a_folder_named_json_is_a_folde
     assert ss.sources.source_at(tmp_path / "tars.json").length_hint() == 7
 
 
+class _Opens:
+    """The paths Python opens while counting (an audit hook, added once: hooks cannot be removed)."""
+
+    paths: list[str] | None = None
+
+    @classmethod
+    def hook(cls, event: str, args: tuple) -> None:
+        if event == "open" and cls.paths is not None and isinstance(args[0], (str, os.PathLike)):
+            cls.paths.append(os.fspath(args[0]))
+
+
+sys.addaudithook(_Opens.hook)
+
+
+def test_a_loader_given_a_shard_index_reads_it_once(cache, tmp_path):
+    shards_of(tmp_path / "wds", 10, per_shard=4)
+    index = tmp_path / "wds" / "train.json"
+    index.write_text(json.dumps({"wids_version": 1, "shardlist": [
+        {"url": tar.name, "nsamples": n} for tar, n in zip(sorted((tmp_path / "wds").glob("*.tar")), (4, 4, 2))]}))
+    _Opens.paths = []
+    try:
+        with ss.Loader(index, 5, {"image": [ss.ops.CenterCrop(16)], "json": None}, order="sequential",
+                       verbose=False) as loader:
+            labels = [batch[1].numpy().copy() for batch in loader]
+    finally:
+        opened, _Opens.paths = _Opens.paths, None
+    assert sorted(np.concatenate(labels).tolist()) == list(range(10))
+    assert opened.count(str(index)) == 1, opened
+
+
 def test_a_stream_order_is_a_bounded_shuffle():
     for size, indices in ((5000, np.arange(5000)), (300, np.array([7, 3, 3, 250, 0]))):
         given = orders.stream_order(np.arange(size), size, 11, 2, buffer=1000, first=50)

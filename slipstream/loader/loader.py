@@ -31,7 +31,7 @@ from slipstream.format.writer import SampleStream
 from slipstream.loader.first_epoch import DISK_FULL, FirstEpoch
 from slipstream.loader.first_epoch_ranks import claim, group_is
 from slipstream.loader.staging import Stager
-from slipstream.sources.paths import holds_dataset, source_at
+from slipstream.sources.paths import find_source
 
 EPOCH0_STREAM = "stream"
 """A first epoch in a stream's order (:func:`orders.stream_order`): a stream's."""
@@ -719,13 +719,13 @@ def _open(source: Any, remote: Remote | None, ranks: tuple[int, int] | None, on_
     several ranks must say its length and read alike in every process; and
     no other process is writing the file), treating samples it cannot
     encode by the loader's ``on_error``."""
-    if isinstance(source, Reader) or (isinstance(source, (str, os.PathLike)) and holds_dataset(source, remote)):
+    found = find_source(source, remote) if isinstance(source, (str, os.PathLike)) else source
+    if isinstance(source, Reader) or found is None:
         if cache_dir is not None:
             raise ArgumentError(f"cache_dir= is the folder a source's dataset file is kept in, but {source} is a "
                                 f"dataset already: leave cache_dir out")
         return source if isinstance(source, Reader) else open_dataset(source, remote=remote)
-    if isinstance(source, (str, os.PathLike)):
-        source = source_at(source, remote)
+    source = found
     from slipstream.convert import build, cache_entry
 
     entry = cache_entry(source, cache_dir=cache_dir, remote=remote)

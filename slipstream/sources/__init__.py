@@ -8,12 +8,12 @@ from slipstream.sources.coco import COCODetection
 from slipstream.sources.folders import IMAGE_SUFFIXES, JPEG_SUFFIXES, ImageFolder, find_jpegs
 from slipstream.sources.identity import IdentifiedSource, source_identity
 from slipstream.sources.litdata import LitData
-from slipstream.sources.paths import holds_dataset, source_at
+from slipstream.sources.paths import find_source, holds_dataset, source_at
 from slipstream.sources.segmentation import SegmentationFolder
 from slipstream.sources.synthetic import CLASSES, synthetic_folder, synthetic_image
 from slipstream.sources.webdataset import WebDataset, expand_braces, member_value
 
 __all__ = ["ArrayRows", "CLASSES", "COCODetection", "IMAGE_SUFFIXES", "IdentifiedSource", "ImageFolder",
            "IndexableSource", "IterableSource", "JPEG_SUFFIXES", "LitData", "SegmentationFolder", "WebDataset",
-           "as_source", "expand_braces", "find_jpegs", "holds_dataset", "infer_fields", "member_value",
+           "as_source", "expand_braces", "find_jpegs", "find_source", "holds_dataset", "infer_fields", "member_value",
            "source_at", "source_identity", "synthetic_folder", "synthetic_image"]

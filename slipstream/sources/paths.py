@@ -12,11 +12,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from slipstream.errors import ArgumentError
 from slipstream.format.manifest import NAME as MANIFEST
 from slipstream.format.remote import Remote, is_url, local_path
 from slipstream.sources.folders import ImageFolder
 from slipstream.sources.litdata import LitData
-from slipstream.sources.shard_index import is_shard_index, names_shard_index
+from slipstream.sources.shard_index import ShardIndex, shard_index_at
 from slipstream.sources.webdataset import WebDataset
 
 LITDATA_INDEX = "index.json"
@@ -35,7 +36,7 @@ def holds_dataset(path: str | os.PathLike, remote: Remote | None = None) -> bool
 
 def source_at(path: str | os.PathLike, remote: Remote | None = None) -> Any:
     """The source ``path`` holds: a :class:`~slipstream.sources.WebDataset`
-    for a tar file, or a folder or URL prefix of tar files; a
+    for a tar file, a shard index, or a folder or URL prefix of tar files; a
     :class:`~slipstream.sources.LitData` dataset for a folder or prefix
     holding LitData's ``index.json``; otherwise an
     :class:`~slipstream.sources.ImageFolder` (which says what it found when
@@ -43,13 +44,27 @@ def source_at(path: str | os.PathLike, remote: Remote | None = None) -> Any:
 
     Raises:
         DatasetNotFoundError: nothing is at ``path``.
-        ArgumentError: a folder holds no images and nothing else a source reads.
+        ArgumentError: ``path`` holds a dataset (:func:`holds_dataset`), or
+            a folder holds no images and nothing else a source reads.
     """
+    source = find_source(path, remote)
+    if source is None:
+        raise ArgumentError(f"{path} holds a dataset, not a source to convert: open it with "
+                            f"slipstream.open_dataset, or give it to a Loader as it is")
+    return source
+
+
+def find_source(path: str | os.PathLike, remote: Remote | None = None) -> Any | None:
+    """The source ``path`` holds, as :func:`source_at` says, or None when
+    ``path`` holds a dataset (:func:`holds_dataset`): one look at ``path``,
+    so a shard index is read once."""
     remote = remote or Remote()
     kind = _source_kind(path, remote)
     text = str(path)
-    if kind == "shard_index":
-        return WebDataset(text, remote=remote)
+    if kind is None:
+        return None
+    if isinstance(kind, ShardIndex):
+        return WebDataset(kind, remote=remote)
     if kind == "webdataset":
         return WebDataset(text if text.endswith(".tar") or not is_url(text) else text.rstrip("/") + "/",
                           remote=remote)
@@ -58,12 +73,13 @@ def source_at(path: str | os.PathLike, remote: Remote | None = None) -> Any:
     return ImageFolder(local_path(text))
 
 
-def _source_kind(path: str | os.PathLike, remote: Remote) -> str | None:
-    """``"shard_index"``, ``"webdataset"``, ``"litdata"``, ``"folder"``
-    (images), or None for a dataset."""
+def _source_kind(path: str | os.PathLike, remote: Remote) -> ShardIndex | str | None:
+    """The shard index ``path`` holds, else ``"webdataset"``, ``"litdata"``,
+    ``"folder"`` (images), or None for a dataset."""
     text = str(path)
-    if names_shard_index(text) and is_shard_index(text, remote):
-        return "shard_index"
+    index = shard_index_at(text, remote)
+    if index is not None:
+        return index
     if is_url(text):
         if text.endswith(".tar"):
             return "webdataset"

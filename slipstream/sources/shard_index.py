@@ -64,15 +64,25 @@ def names_shard_index(shards: Any) -> bool:
     return is_url(str(shards)) or not local_path(str(shards)).is_dir()
 
 
-def is_shard_index(location: str | os.PathLike, remote: Remote) -> bool:
-    """Whether ``location`` is a file or object holding a JSON object with
-    ``"wids_version"``: a shard index (and not, say, LitData's
-    ``index.json``).  False when it cannot be read or parsed."""
+def shard_index_at(location: str | os.PathLike, remote: Remote) -> ShardIndex | None:
+    """The index at ``location`` when it is a file or object holding a JSON
+    object with ``"wids_version"``, read once; None when ``location`` names
+    no shard index (see :func:`names_shard_index`), cannot be read or
+    parsed, or holds other JSON (say, LitData's ``index.json``).
+
+    Raises:
+        FormatError: as :func:`read_shard_index`, for a shard index whose
+            listing is wrong.
+    """
+    if not names_shard_index(location):
+        return None
     try:
-        return isinstance(description := json.loads(_read(str(location), remote)), dict) and \
-            "wids_version" in description
+        description = json.loads(_read(str(location), remote))
     except (OSError, ValueError, RecursionError):
-        return False
+        return None
+    if not isinstance(description, dict) or "wids_version" not in description:
+        return None
+    return _listed(str(location), _checked(str(location), description), remote)
 
 
 def read_shard_index(location: str | os.PathLike, remote: Remote) -> ShardIndex:
@@ -87,7 +97,11 @@ def read_shard_index(location: str | os.PathLike, remote: Remote) -> ShardIndex:
             the index and the entry.
     """
     location = str(location)
-    description = _parse(location, remote)
+    return _listed(location, _parse(location, remote), remote)
+
+
+def _listed(location: str, description: dict[str, Any], remote: Remote) -> ShardIndex:
+    """The shards and counts of the index ``description``, read from ``location``."""
     entries = _rebased(location, description.get("shardlist", []), description.get("base"), _folder(location))
     datasets = description.get("datasets", [])
     if not isinstance(datasets, list):
@@ -124,6 +138,11 @@ def _parse(location: str, remote: Remote) -> dict[str, Any]:
         raise FormatError(f"{location}: a shard index must be JSON: {type(exc).__name__}: {exc}") from None
     if not isinstance(description, dict):
         raise FormatError(f"{location}: a shard index must be a JSON object, not {type(description).__name__}")
+    return _checked(location, description)
+
+
+def _checked(location: str, description: dict[str, Any]) -> dict[str, Any]:
+    """``description``, an index's JSON object, once it says ``wids_version`` 1."""
     version = description.get("wids_version")
     if type(version) is not int or version != 1:
         found = "has none" if version is None else f"has {version!r}"
@@ -185,4 +204,4 @@ def _resolved(url: str, folder: str) -> str:
     return os.path.normpath(Path(folder) / local_path(url))
 
 
-__all__ = ["MAX_COUNT", "SUFFIX", "ShardIndex", "is_shard_index", "names_shard_index", "read_shard_index"]
+__all__ = ["MAX_COUNT", "SUFFIX", "ShardIndex", "names_shard_index", "read_shard_index", "shard_index_at"]

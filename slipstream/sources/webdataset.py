@@ -32,7 +32,7 @@ from slipstream.format.files import open_regular
 from slipstream.format.remote import Remote, is_url, local_path
 from slipstream.format.writer import SampleStream
 from slipstream.sources import tarstream
-from slipstream.sources.shard_index import MAX_COUNT, names_shard_index, read_shard_index
+from slipstream.sources.shard_index import MAX_COUNT, ShardIndex, names_shard_index, read_shard_index
 
 DEFAULT_MEMBERS: Mapping[str, str] = {"image": "jpg;jpeg;png;webp", "label": "cls", "json": "json", "text": "txt"}
 """The member extensions a field of one of these names reads when none are
@@ -89,7 +89,8 @@ class WebDataset(SampleStream):
             server, which lists no folder), a single tar file, or a shard
             index (``.json``, as ``wids`` reads: the shards it lists, in its
             order, with their sample counts; see
-            :mod:`slipstream.sources.shard_index`).  Shards on an HTTP
+            :mod:`slipstream.sources.shard_index`), or a
+            :class:`~slipstream.sources.shard_index.ShardIndex` already read.  Shards on an HTTP
             server are read by ranged requests, which the server must
             answer (most do; Python's ``http.server`` does not).
         fields: field name -> field (default: from the members of the first
@@ -121,15 +122,16 @@ class WebDataset(SampleStream):
     members, and says that every sample after it is lost.
     """
 
-    def __init__(self, shards: str | os.PathLike | Sequence[str | os.PathLike], fields: Mapping[str, Any] | None = None,
-                 members: Mapping[str, str] | None = None, remote: Remote | None = None,
-                 length: int | None = None) -> None:
+    def __init__(self, shards: str | os.PathLike | Sequence[str | os.PathLike] | ShardIndex,
+                 fields: Mapping[str, Any] | None = None, members: Mapping[str, str] | None = None,
+                 remote: Remote | None = None, length: int | None = None) -> None:
         if length is not None and (not isinstance(length, (int, np.integer)) or isinstance(length, bool)
                                    or not 0 <= length <= MAX_COUNT):
             raise ArgumentError(f"length must be a number of samples (an integer from 0 to {MAX_COUNT}), not "
                                 f"{length!r:.80}")
         self.remote = remote or Remote()
-        self.index = read_shard_index(shards, self.remote) if names_shard_index(shards) else None
+        self.index = shards if isinstance(shards, ShardIndex) else \
+            read_shard_index(shards, self.remote) if names_shard_index(shards) else None
         """The shard index the shards come from, if any (with their counts)."""
         self.shards = list(self.index.shards) if self.index is not None else _shard_list(shards, self.remote)
         if not self.shards:
