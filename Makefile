@@ -109,8 +109,9 @@ asan: $(STAMP)
 	  tests/test_native_guard.py tests/test_numba_intrinsics.py
 
 bench: $(STAMP) bench-peers
-	$(BIN)/python -m pip install -q 'matplotlib>=3.7'
+	$(BIN)/python -m pip install -q 'matplotlib>=3.7' imagecodecs
 	$(BIN)/python benchmarks/kernels.py $(IMAGES)
+	$(BIN)/python benchmarks/lossless.py $(IMAGES)
 	$(BIN)/python benchmarks/compiler.py
 	$(BIN)/python benchmarks/write.py $(IMAGES)
 	$(BIN)/python benchmarks/check.py $(IMAGES)
