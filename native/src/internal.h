@@ -116,7 +116,6 @@ struct jpeg_error_mgr *slip__jpeg_error_init(slip_jpeg_error *err);
 void slip__jpeg_read_header(j_decompress_ptr dec, slip_jpeg_error *err, const uint8_t *data, size_t size,
                             int check_pixels);
 
-
 /* Whether the single sequential Huffman scan of the JPEG whose header dec
  * has read (dec->src at its first entropy-coded byte) reads whole and clean
  * to EOI, by the rules that make libjpeg-turbo's 1/8-scale decode report no
