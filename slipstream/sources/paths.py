@@ -30,7 +30,11 @@ _TAR_MAGIC_AT = 257
 def holds_dataset(path: str | os.PathLike, remote: Remote | None = None) -> bool:
     """Whether ``path`` is a dataset to open (a slipstream or FFCV file, a
     sharded dataset's folder, manifest or URL) rather than a source to
-    convert (see :func:`source_at`)."""
+    convert (see :func:`source_at`).
+
+    Raises:
+        FormatError: ``path`` is a shard index whose listing is wrong.
+    """
     return _source_kind(path, remote or Remote()) is None
 
 

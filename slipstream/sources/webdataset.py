@@ -90,9 +90,10 @@ class WebDataset(SampleStream):
             index (``.json``, as ``wids`` reads: the shards it lists, in its
             order, with their sample counts; see
             :mod:`slipstream.sources.shard_index`), or a
-            :class:`~slipstream.sources.shard_index.ShardIndex` already read.  Shards on an HTTP
-            server are read by ranged requests, which the server must
-            answer (most do; Python's ``http.server`` does not).
+            :class:`~slipstream.sources.shard_index.ShardIndex` already
+            read.  Shards on an HTTP server are read by ranged requests,
+            which the server must answer (most do; Python's
+            ``http.server`` does not).
         fields: field name -> field (default: from the members of the first
             sample, by the names of :data:`DEFAULT_MEMBERS`: ``image``
             (:class:`~slipstream.RGBImageField`), ``label``
