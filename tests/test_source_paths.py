@@ -56,8 +56,6 @@ def test_a_tar_file_and_a_folder_of_tars_are_loaded_as_webdataset_shards(tmp_pat
     with ss.Reader(tmp_path / "direct.slip") as direct, ss.Reader(ss.cached(tmp_path / "wds")) as cached:
         assert stored(direct) == stored(cached)  # the file ss.write makes, sample for sample
     assert holds_dataset(tmp_path / "direct.slip") and find_source(tmp_path / "direct.slip") is None
-    with pytest.raises(ss.ArgumentError, match=r"direct.slip holds a dataset, not a source to convert"):
-        source_at(tmp_path / "direct.slip")
 
 
 def test_a_litdata_folder_is_loaded_as_litdata(tmp_path, cache):

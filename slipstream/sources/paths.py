@@ -12,7 +12,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from slipstream.errors import ArgumentError
 from slipstream.format.manifest import NAME as MANIFEST
 from slipstream.format.remote import Remote, is_url, local_path
 from slipstream.sources.folders import ImageFolder
@@ -44,18 +43,15 @@ def source_at(path: str | os.PathLike, remote: Remote | None = None) -> Any:
     :class:`~slipstream.sources.LitData` dataset for a folder or prefix
     holding LitData's ``index.json``; otherwise an
     :class:`~slipstream.sources.ImageFolder` (which says what it found when
-    the folder holds no images).
+    the folder holds no images, or that ``path`` is not a folder).
 
     Raises:
-        DatasetNotFoundError: nothing is at ``path``.
-        ArgumentError: ``path`` holds a dataset (:func:`holds_dataset`), or
-            a folder holds no images and nothing else a source reads.
+        DatasetNotFoundError: nothing is at ``path``, or it is neither a
+            source above nor a folder.
+        ArgumentError: a folder holds no images and nothing else a source reads.
     """
-    source = find_source(path, remote)
-    if source is None:
-        raise ArgumentError(f"{path} holds a dataset, not a source to convert: open it with "
-                            f"slipstream.open_dataset, or give it to a Loader as it is")
-    return source
+    remote = remote or Remote()
+    return _source(path, _source_kind(path, remote) or "folder", remote)
 
 
 def find_source(path: str | os.PathLike, remote: Remote | None = None) -> Any | None:
@@ -64,9 +60,12 @@ def find_source(path: str | os.PathLike, remote: Remote | None = None) -> Any | 
     so a shard index is read once."""
     remote = remote or Remote()
     kind = _source_kind(path, remote)
+    return None if kind is None else _source(path, kind, remote)
+
+
+def _source(path: str | os.PathLike, kind: ShardIndex | str, remote: Remote) -> Any:
+    """The source of ``kind`` (as :func:`_source_kind` gives) at ``path``."""
     text = str(path)
-    if kind is None:
-        return None
     if isinstance(kind, ShardIndex):
         return WebDataset(kind, remote=remote)
     if kind == "webdataset":
