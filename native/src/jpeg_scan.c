@@ -42,6 +42,10 @@
 #define SKIP_ADVANCE2(e) ((int)(((e) >> 6) & 255))
 #define SKIP_BITS1(e) ((int)(((e) >> 14) & 63))
 #define SKIP_ADVANCE1(e) ((int)((e) >> 20))
+/* For a DC table: the symbol's bits (code and value) in the low 6 bits, as
+ * for AC, then the code's length, then the value's size. */
+#define SKIP_DC_LENGTH(e) ((int)(((e) >> 6) & 31))
+#define SKIP_DC_SIZE(e) ((int)((e) >> 11))
 
 /* A Huffman table as the scanner reads it: the canonical decoding tables of
  * ITU-T T.81 figure F.16, plus a lookup of the codes of up to LOOKAHEAD bits. */
@@ -55,7 +59,8 @@ typedef struct scan_table {
    * and the positions it advances (an end of block 64, a run of 16 zeros
    * 16), and the same for it and the symbol after it together when that one
    * too lies within the LOOKAHEAD bits (else the first's again); 0 for a
-   * longer first code.  See SKIP_*. */
+   * longer first code.  For DC tables, the one symbol's bits, its code's
+   * length and its value's size; 0 for a longer code.  See SKIP_*. */
   uint32_t skip[1 << LOOKAHEAD];
 } scan_table;
 
@@ -129,6 +134,11 @@ static int build_table(const JHUFF_TBL *h, int dc, scan_table *t) {
   if (dc) {
     for (int i = 0; i < symbols; i++)
       if (h->huffval[i] > 15) return 0;
+    for (uint32_t i = 0; i < (1u << LOOKAHEAD); i++) {
+      uint32_t e = t->lookup[i];
+      uint32_t length = e >> 8, size = e & 0xFF;
+      t->skip[i] = e ? (length + size) | length << 6 | size << 11 : 0;
+    }
     return 1;
   }
   for (uint32_t i = 0; i < (1u << LOOKAHEAD); i++) {
@@ -215,16 +225,28 @@ static inline int next_symbol(bit_reader *r, const scan_table *t) {
 /* Read one block; returns 0 when it is corrupt or runs past the data. */
 static inline int scan_block(bit_reader *r, const scan_table *dc, const scan_table *ac, int64_t *prediction) {
   if (r->bits < 32) fill(r);
-  int s = next_symbol(r, dc);
-  if (s < 0) return 0;
-  if (s) {
-    /* HUFF_EXTEND: s bits, the top one telling the sign. */
-    int64_t v = (int64_t)(r->buf >> (64 - s));
-    if (v < ((int64_t)1 << (s - 1))) v -= ((int64_t)1 << s) - 1;
+  uint64_t before = r->buf;
+  uint32_t entry = dc->skip[before >> (64 - LOOKAHEAD)];
+  int length, s;
+  if (__builtin_expect(entry != 0, 1)) {
+    r->buf <<= entry & 63;
+    r->bits -= (int)(entry & 63);
+    length = SKIP_DC_LENGTH(entry);
+    s = SKIP_DC_SIZE(entry);
+  } else {
+    s = next_symbol(r, dc);
+    if (s < 0) return 0;
+    length = 0;
+    before = r->buf;
     consume(r, s);
-    *prediction += v;
-    if (*prediction > INT32_MAX || *prediction < INT32_MIN) return 0;
   }
+  /* HUFF_EXTEND: the s bits after the code, the top one telling the sign (s
+   * is 0 to 15; 0 codes a difference of 0).  Computed without branches: the
+   * sign, and whether s is 0, follow no pattern a branch predictor learns. */
+  int64_t raw = (int64_t)((before << length >> 1) >> (63 - s));
+  int64_t v = raw - ((-(int64_t)(raw < (((int64_t)1 << s) >> 1))) & (((int64_t)1 << s) - 1));
+  *prediction += v;
+  if (__builtin_expect(*prediction > INT32_MAX || *prediction < INT32_MIN, 0)) return 0;
   for (int k = 1; k < 64;) {
     if (r->bits < 32) fill(r);
     uint32_t skip = ac->skip[r->buf >> (64 - LOOKAHEAD)];
@@ -283,8 +305,11 @@ int slip__jpeg_scan_is_good(const struct jpeg_decompress_struct *dec) {
     return 0;
   if (dec->image_height == 0 || dec->image_width == 0 || dec->unread_marker != 0) return 0;
 
-  /* The tables of each block of an MCU, and each component's prediction. */
-  static __thread scan_table tables[2 * NUM_HUFF_TBLS];
+  /* The tables of each block of an MCU, and each component's prediction.
+   * The address of this thread's tables is taken once: in a shared library
+   * each use of a thread-local variable may call __tls_get_addr. */
+  static __thread scan_table thread_tables[2 * NUM_HUFF_TBLS];
+  scan_table *tables = thread_tables;
   int built[2 * NUM_HUFF_TBLS] = {0};
   const scan_table *block_dc[D_MAX_BLOCKS_IN_MCU], *block_ac[D_MAX_BLOCKS_IN_MCU];
   int block_component[D_MAX_BLOCKS_IN_MCU];
