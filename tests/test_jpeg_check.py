@@ -194,3 +194,47 @@ def test_every_entry_point_names_the_same_first_fault():
         verdicts.append((int(caught.value.status), str(caught.value).split(": ", 1)[-1]))
     assert {status for status, _ in verdicts} == {int(native.Status.EUNSUPPORTED)}, verdicts
     assert all("sampled 2x2 against the largest 2x3" in message for _, message in verdicts), verdicts
+
+
+
+def grey_jpeg_of_dc_differences(height: int, width: int, signs: np.ndarray) -> bytes:
+    """A baseline grey JPEG whose k-th block codes a DC difference of
+    ``signs[k] * 32767`` (category 15, the largest a DC table may name) and
+    no AC coefficient: a DC table of one code ("0", category 15) and an AC
+    table of one ("0", end of block)."""
+    import struct
+
+    def segment(marker: int, body: bytes) -> bytes:
+        return struct.pack(">BBH", 0xFF, marker, len(body) + 2) + body
+
+    assert len(signs) == (height // 8) * (width // 8)
+    bits = np.zeros((len(signs), 17), np.uint8)  # the DC code, its 15 value bits, the end of block's code
+    bits[:, 1:16] = (np.asarray(signs) > 0)[:, None]
+    bits = np.concatenate([bits.ravel(), np.ones(-bits.size % 8, np.uint8)])  # padded with ones (T.81 F.1.2.3)
+    entropy = np.packbits(bits).tobytes().replace(b"\xff", b"\xff\x00")
+    dc_table = bytes([0x00, 1] + [0] * 15 + [15])
+    ac_table = bytes([0x10, 1] + [0] * 15 + [0x00])
+    return (b"\xff\xd8" + segment(0xDB, bytes([0]) + bytes([1] * 64))
+            + segment(0xC0, struct.pack(">BHHB", 8, height, width, 1) + bytes([1, 0x11, 0]))
+            + segment(0xC4, dc_table) + segment(0xC4, ac_table)
+            + segment(0xDA, bytes([1, 1, 0x00, 0, 63, 0])) + entropy + b"\xff\xd9")
+
+
+@pytest.mark.parametrize("sign", [1, -1])
+def test_the_scanner_reads_dc_differences_to_the_edge_of_an_int(sign):
+    """The scanner keeps each component's DC prediction and calls an image
+    good only while it stays within a 32-bit int (beyond, it leaves the
+    verdict to the decode).  65,538 differences of 32767 (or -32767) in a
+    row take it to 2,147,483,646 (or its negative), still inside; one more
+    leaves.  So a difference read with the wrong sign or size moves the
+    edge, which these two images find: the first scans good, the second is
+    left to the decode, and both get the decode's verdict (libjpeg-turbo
+    decodes them: it lets the prediction wrap)."""
+    height, width = 8 * 257, 8 * 256  # 65,792 blocks
+    for in_a_row, scans in ((65538, True), (65539, False)):
+        signs = np.empty(height * width // 64, np.int8)
+        signs[:in_a_row] = sign
+        signs[in_a_row:] = -sign * (-1) ** np.arange(len(signs) - in_a_row)  # back and forth, ending in range
+        data = grey_jpeg_of_dc_differences(height, width, signs)
+        assert scans_good(data) is scans, in_a_row
+        assert check_verdict(data) == decode_verdict(data), in_a_row
