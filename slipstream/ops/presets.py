@@ -11,15 +11,13 @@ import numpy as np
 from slipstream.errors import ArgumentError
 from slipstream.loader.outputs import View
 from slipstream.ops.augment import ColorJitter, RandomErasing, RandomHorizontalFlip
-from slipstream.ops.augmix import AugMix
 from slipstream.ops.crops import CenterCrop, RandomResizedCrop
-from slipstream.ops.device_decode import DecodeOnDevice
-from slipstream.ops.detection import BoundingBoxes, Count, InstanceMasks, KeptWithBoxes, RandomIoUCrop, SegmentationMask
 from slipstream.ops.mixing import CutMix, MixLabels, MixUp, MixUpOrCutMix
 from slipstream.ops.multicrop import multi_crop_pipelines
 from slipstream.ops.pack import Normalize
-from slipstream.ops.policies import AUTO_AUGMENT_POLICIES, AutoAugment, RandAugment, TrivialAugmentWide
-from slipstream.ops.timm_augment import TimmRandAugment
+
+# The operations of the other recipes (policies, detection, decoding on a
+# device) are imported by the presets that use them: see slipstream.ops.
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -43,7 +41,11 @@ def imagenet_val(size: int = 224, ratio: float = 224 / 256, field: str = "image"
 
 
 def _on_device(device: Any) -> list[Any]:
-    return [] if device is None else [DecodeOnDevice(device)]
+    if device is None:
+        return []
+    from slipstream.ops.device_decode import DecodeOnDevice
+
+    return [DecodeOnDevice(device)]
 
 
 def simclr(size: int = 224, field: str = "image", second: str = "view_2", dtype: Any = np.float16,
@@ -66,6 +68,8 @@ def detection_train(size: int = 300, image: str = "image", boxes: str = "boxes",
     the dataset's most boxes per image, with their number in ``counts``.
     With ``masks``, that field's instance masks follow too, and so do the
     rows of the fields ``per_box`` names (crowd flags, areas)."""
+    from slipstream.ops.detection import BoundingBoxes, Count, InstanceMasks, KeptWithBoxes, RandomIoUCrop
+
     pipelines: dict[str, Any] = {
         image: [RandomIoUCrop(size, boxes=boxes), RandomHorizontalFlip(), Normalize(mean, std, dtype)],
         boxes: [BoundingBoxes(follow=image, center_inside=True)],
@@ -86,6 +90,8 @@ def segmentation_train(size: int = 512, scale: tuple[float, float] = (0.25, 1.0)
     4/3) resized to ``size``, a horizontal flip, normalized; the mask
     follows on the same pixels (nearest neighbour, ``fill`` outside the
     image: see :class:`~slipstream.ops.detection.SegmentationMask`)."""
+    from slipstream.ops.detection import SegmentationMask
+
     return {image: [RandomResizedCrop(size, scale=scale), RandomHorizontalFlip(), Normalize(mean, std, dtype)],
             mask: [SegmentationMask(follow=image, fill=fill)]}
 
@@ -209,6 +215,8 @@ def timm_train(auto_augment: str | None = "rand-m9-mstd0.5-inc1", size: int = 22
     if hflip > 0:
         steps.append(RandomHorizontalFlip(hflip))
     if auto_augment is not None:
+        from slipstream.ops.timm_augment import TimmRandAugment
+
         fill = tuple(min(255, round(255 * m)) for m in np.broadcast_to(mean, 3))
         steps.append(TimmRandAugment(auto_augment, interpolation="bilinear", fill=fill))
     elif color_jitter:
@@ -249,6 +257,9 @@ def _with_mixing(pipelines: dict[str, list[Any]], image: str, label: str, mix: A
 
 def _policy(name: str, ra_magnitude: int, augmix_severity: int, interpolation: str) -> Any:
     """The policy torchvision's ``--auto-augment`` names."""
+    from slipstream.ops.augmix import AugMix
+    from slipstream.ops.policies import AUTO_AUGMENT_POLICIES, AutoAugment, RandAugment, TrivialAugmentWide
+
     if name == "ta_wide":
         return TrivialAugmentWide(interpolation=interpolation)
     if name == "ra":
