@@ -17,6 +17,13 @@
 
 #include "internal.h"
 
+/* Same bytes also means no fused multiply-add in the portable code, which
+ * the AVX2 code does not use: clang fuses by default where FMA is enabled
+ * (-march=native); gcc does not in ISO C mode (-std=c11, as the build sets). */
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define SLIP_PLANES_VECTOR 1
