@@ -211,17 +211,48 @@ class CacheEntry:
     shared: SharedCopy | None = None
 
     @contextlib.contextmanager
-    def lock(self, wait: bool = True) -> Iterator[bool]:
+    def lock(self, wait: bool = True, streaming: bool = False) -> Iterator[bool]:
         """Hold the lock under which one process builds the file: yields
         True once held; without ``wait``, False at once when another
-        process holds it."""
-        with open(self.path.with_name(self.path.name + ".lock"), "a") as lock:
+        process holds it.  ``streaming``: the holder is a loader's first
+        epoch, which writes the file only as its user iterates it.
+
+        Raises:
+            ArgumentError: ``wait`` for a file a loader of this process
+                writes as it streams (waiting would never end: that loader
+                goes on only when this thread iterates it).
+        """
+        path = self.path.with_name(self.path.name + ".lock")
+        key = os.path.realpath(path)
+        if key in _STREAMING_LOCKS:
+            if wait:
+                raise ArgumentError(f"{self.path} is being written by a Loader of this process, still in its first "
+                                    f"epoch over the same source: finish that loader's epoch 0, or close() it, before "
+                                    f"opening another Loader or calling cached() over this source")
+            yield False
+            return
+        with open(path, "a") as lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
             except BlockingIOError:
                 yield False
                 return
-            yield True
+            if streaming:
+                _STREAMING_LOCKS.add(key)
+            try:
+                yield True
+            finally:
+                if streaming:
+                    _STREAMING_LOCKS.discard(key)
+
+
+class UnidentifiedSource(ArgumentError):
+    """A source that cannot identify itself, given to the cache without a name."""
+
+
+# The cache locks this process holds for loaders in their first epoch (see
+# CacheEntry.lock): flock does not tell a process it holds a lock already.
+_STREAMING_LOCKS: set[str] = set()
 
 
 def cache_entry(source: Any, fields: Mapping[str, Any] | None = None, cache_dir: str | os.PathLike | None = None,
@@ -233,7 +264,7 @@ def cache_entry(source: Any, fields: Mapping[str, Any] | None = None, cache_dir:
     samples, fields, meta = as_source(source, fields)
     identified = source_identity(source)
     if identified is None and name is None:
-        raise ArgumentError(f"cached() cannot tell what a {type(source).__name__} holds: pass name= (and version= "
+        raise UnidentifiedSource(f"cached() cannot tell what a {type(source).__name__} holds: pass name= (and version= "
                             f"when its content changes); folders, tar shards, LitData and Hugging Face datasets are "
                             f"identified by their content")
     identity, stem = identified or ({"name": name, "version": version}, name)

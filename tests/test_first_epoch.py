@@ -1200,3 +1200,127 @@ def test_a_quasi_random_first_epoch_is_random_and_later_epochs_are_quasi_random_
         assert same(epoch(cached), second)
         cached.load_state_dict(state)  # a state of the random first epoch resumes it over the file
         assert same(epoch(cached), first[3:])
+
+
+def refused_at_once(open_it) -> str:
+    """The message of the ArgumentError ``open_it()`` raises, checked to come
+    at once: a call that waited for a lock its own process holds would wait
+    for ever (here it fails the test after a minute instead)."""
+    outcome: dict[str, str] = {}
+
+    def attempt() -> None:
+        try:
+            open_it()
+        except ss.ArgumentError as exc:
+            outcome["error"] = str(exc)
+
+    thread = threading.Thread(target=attempt, daemon=True)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive(), "it waited for a lock its own process holds"
+    assert "error" in outcome, "it was not refused"
+    return outcome["error"]
+
+
+def test_a_source_a_loader_of_this_process_still_streams_is_refused_to_another_until_it_closes(folder, cache):
+    """A training and a validation loader over one folder, or a notebook cell
+    run again while its loader lives: the first, in its first epoch, holds
+    the cache's lock for the file until the epoch ends, and goes on only as
+    its user iterates it.  A second loader, or ``ss.cached``, over the same
+    source in the same process is refused at once, naming the file, instead
+    of waiting for that lock; once the first loader closes, the next one
+    streams its own first epoch."""
+    with ss.Loader(folder, 16, PIPELINES, indices=range(0, 50), verbose=False) as train:
+        assert train._first is not None
+        for open_it in (lambda: ss.Loader(folder, 16, PIPELINES, indices=range(50, 70), verbose=False),
+                        lambda: ss.cached(folder, verbose=False)):
+            message = refused_at_once(open_it)
+            assert "is being written by a Loader of this process" in message and ".slip" in message
+    assert not dataset_files(cache)  # the first loader closed in its epoch 0: nothing written
+    with ss.Loader(folder, 16, PIPELINES, verbose=False) as again:
+        assert again._first is not None
+        epoch(again)
+    assert len(dataset_files(cache)) == 1
+
+
+def test_a_loader_that_fails_to_start_over_a_source_leaves_no_lock_or_temporary_file(folder, cache):
+    """A loader refused after its first epoch began (indices out of range)
+    lets go of what that epoch held: the next loader streams."""
+    with pytest.raises(ss.ArgumentError, match="indices must lie in"):
+        ss.Loader(folder, 16, PIPELINES, indices=[0, 1, 999], verbose=False)
+    assert not list(cache.glob(".*.tmp"))
+    with ss.Loader(folder, 16, PIPELINES, verbose=False) as loader:
+        assert loader._first is not None
+
+
+def test_a_loader_closed_in_its_first_epoch_no_longer_maps_the_file_it_gave_up(cache, tmp_path, monkeypatch):
+    """The temporary file of a first epoch left unfinished is removed, and
+    its pages are mapped no more: a deleted file that a mapping keeps holds
+    its disk space for as long as the loader object lives (hundreds of GB
+    for ImageNet), which the next run's first epoch would find missing."""
+    from slipstream.loader.first_epoch import FirstEpoch
+
+    read = FirstEpoch.read
+    monkeypatch.setattr(FirstEpoch, "read", lambda self, index: (time.sleep(0.01), read(self, index))[1])
+    folder = synthetic_folder(tmp_path / "images", count=400, height=48, width=48, verbose=False)
+
+    def temporary_files_mapped() -> list[str]:
+        with open("/proc/self/maps") as maps:
+            return [line.split(maxsplit=5)[-1].strip() for line in maps if ".tmp" in line and str(cache) in line]
+
+    loader = ss.Loader(folder, 8, PIPELINES, verbose=False)
+    next(iter(loader))
+    assert not loader._first.file.complete and temporary_files_mapped()
+    loader.close()
+    assert not list(cache.glob(".*.tmp")) and not temporary_files_mapped()
+    del loader
+
+
+def test_a_streaming_dataset_split_by_node_or_cast_gets_a_file_of_its_own(cache, tmp_path):
+    """``split_dataset_by_node`` and ``cast_column`` change what a streaming
+    dataset yields without changing its files: its identity holds its rank
+    and world size and its features, so the file a loader wrote over one
+    node's half is not the file of the whole stream (which would train on
+    half the data, the other half never seen) nor of a cast."""
+    datasets = pytest.importorskip("datasets")
+    from datasets.distributed import split_dataset_by_node
+
+    from slipstream.sources.identity import source_identity
+
+    lines = tmp_path / "data.jsonl"
+    lines.write_text("".join(json.dumps({"x": k, "label": k % 3}) + "\n" for k in range(10)))
+    whole = datasets.load_dataset("json", data_files={"train": str(lines)}, split="train", streaming=True)
+    half = split_dataset_by_node(whole, rank=0, world_size=2)
+    cast = whole.cast_column("label", datasets.ClassLabel(names=["a", "b", "c"]))
+    identities = [source_identity(d)[0] for d in (whole, half, split_dataset_by_node(whole, rank=1, world_size=2),
+                                                  cast)]
+    assert len({json.dumps(i, sort_keys=True) for i in identities}) == 4
+    assert source_identity(whole)[0] == identities[0]  # and each stays the same
+    with ss.Loader(half, 2, order="sequential", verbose=False) as loader:
+        assert sorted(int(x) for _ in range(2) for batch in loader for x in batch[0]) == [0, 0, 2, 2, 4, 4, 6, 6, 8, 8]
+    with ss.Loader(whole, 2, order="sequential", verbose=False) as loader:
+        assert sorted(int(x) for batch in loader for x in batch[0]) == list(range(10))
+    assert len(dataset_files(cache)) == 2
+
+
+def test_a_litdata_dataset_read_with_options_that_change_its_items_gets_a_file_of_its_own(tmp_path):
+    """``LitData(dir, subsample=...)`` yields other items than ``LitData(dir)``:
+    the options that change what it yields are part of its identity, those
+    that only say where chunks are fetched and kept are not."""
+    _, _, input_dir = litdata_dataset(tmp_path, count=8)
+    whole = ss.LitData(input_dir).identity()
+    assert ss.LitData(input_dir).identity() == whole
+    assert ss.LitData(input_dir, max_cache_size="1GB").identity() == whole
+    assert ss.LitData(input_dir, subsample=0.5).identity() != whole
+    assert ss.LitData(input_dir, subsample=0.5, seed=1).identity() != ss.LitData(input_dir, subsample=0.5).identity()
+
+
+def test_a_loader_over_arrays_says_to_write_them_with_cached_first(cache):
+    """Arrays cannot say what identifies them, so the cache cannot know
+    their file: the loader says how to give it one, which then serves."""
+    arrays = {"x": np.arange(40, dtype=np.int64), "y": np.linspace(0, 1, 40, dtype=np.float32)}
+    with pytest.raises(ss.ArgumentError, match=r"cannot tell what a dict holds.*ss\.cached\(source, name=\.\.\.\)"):
+        ss.Loader(arrays, 8, verbose=False)
+    path = ss.cached(arrays, name="numbers", verbose=False)
+    with ss.Loader(path, 8, order="sequential", verbose=False) as loader:
+        assert np.concatenate([batch[0].numpy() for batch in loader]).tolist() == list(range(40))

@@ -222,9 +222,6 @@ class ArrivingFile:
         goes on from the source."""
         self.discard()
         with self._lock:
-            if self._mapped:
-                self.range.map_zeros(0, self._mapped)
-            self._mapped = 0
             self._lay_out_in_memory()
 
     def restart(self) -> None:
@@ -294,13 +291,19 @@ class ArrivingFile:
         return self.path
 
     def discard(self) -> None:
-        """Give up: remove the temporary file (the target is not written)."""
+        """Give up: remove the temporary file (the target is not written)
+        and no longer map its pages, whose disk space a mapping would keep
+        for as long as the loader lives."""
         if not self._file.closed:
             self._tmp.unlink(missing_ok=True)
             try:
                 self._file.close()
             except OSError:
                 pass  # flushing what was buffered failed (a full disk): the file is gone anyway
+            with self._lock:
+                if self._mapped:
+                    self.range.map_zeros(0, self._mapped)
+                self._mapped = 0
 
     @property
     def page_count(self) -> int:

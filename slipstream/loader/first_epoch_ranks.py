@@ -61,7 +61,7 @@ def claim(entry: Any, rank: int, world_size: int) -> contextlib.AbstractContextM
     and tells every rank of the group (which all call this at once)."""
     held = None
     if rank == 0 and not entry.path.exists() and not (entry.shared is not None and entry.shared.exists()):
-        lock = entry.lock(wait=False)
+        lock = entry.lock(wait=False, streaming=True)
         if lock.__enter__() and not entry.path.exists():
             held = lock
         else:

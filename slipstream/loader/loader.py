@@ -84,7 +84,7 @@ class Loader:
             of them, a shard index ``.json``, or
             :class:`slipstream.WebDataset`), a LitData dataset (its folder
             or URL, or :class:`slipstream.LitData`), a Hugging Face
-            dataset, arrays...  A source's dataset file is kept in the
+            dataset...  A source's dataset file is kept in the
             cache of :func:`slipstream.cached`; when it is not there yet,
             the first epoch reads the source as it trains and writes the
             file, which later epochs read (in ``"sequential"`` and
@@ -195,6 +195,18 @@ class Loader:
         streams = self.world_size == 1 or group_is(self.rank, self.world_size)
         opened = _open(path_or_reader, remote, (self.rank, self.world_size) if streams else None, on_error,
                        cache_dir)
+        try:
+            self._set_up(opened, indices, device, verbose)
+        except BaseException:
+            first = self.__dict__.get("_first")
+            if first is not None:  # a first epoch still this loader's: its lock, stream, threads, temporary file
+                first.close()
+            raise
+        _open_loaders.add(self)
+
+    def _set_up(self, opened: Reader | FirstEpoch, indices: Sequence[int] | None, device: Any,
+                verbose: bool) -> None:
+        """The rest of :meth:`__init__`, over the dataset :func:`_open` opened."""
         self._first = opened if isinstance(opened, FirstEpoch) else None
         self._failed: BaseException | None = None  # why completing the first epoch's file failed
         self.reader = opened.reader if self._first is not None else opened
@@ -227,7 +239,6 @@ class Loader:
         self._segments: list[tuple[int, list[int]]] = []  # earlier runs of this epoch on other world sizes
         self._taken_over: dict[str, str] | None = None  # the dataset and indices a state names, once computed
         self._iterator: weakref.ref | None = None  # weak: a dropped iterator stops its thread
-        _open_loaders.add(self)
 
     # ---------------------------------------------------------------- options
 
@@ -726,9 +737,15 @@ def _open(source: Any, remote: Remote | None, ranks: tuple[int, int] | None, on_
                                 f"dataset already: leave cache_dir out")
         return source if isinstance(source, Reader) else open_dataset(source, remote=remote)
     source = found
-    from slipstream.convert import build, cache_entry
+    from slipstream.convert import UnidentifiedSource, build, cache_entry
 
-    entry = cache_entry(source, cache_dir=cache_dir, remote=remote)
+    try:
+        entry = cache_entry(source, cache_dir=cache_dir, remote=remote)
+    except UnidentifiedSource:
+        raise ArgumentError(f"Loader cannot tell what a {type(source).__name__} holds, so it cannot find or keep its "
+                            f"dataset file in the cache: write the file once with ss.cached(source, name=...) "
+                            f"(and version= when the content changes) and give the Loader the path it "
+                            f"returns") from None
     # A stream streams its first epoch on one rank; on several, when it says how many samples it holds and each
     # rank reads the same samples from it.
     samples = entry.samples

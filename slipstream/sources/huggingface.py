@@ -197,7 +197,10 @@ def huggingface_identity(dataset: Any) -> tuple[dict[str, Any], str] | None:
     split and the files it streams (a local file with its size and
     modification time; a Hub file by its URL, which names the revision),
     when ``datasets`` records them; one made from a generator or a Python
-    object records none, and gets None.
+    object records none, and gets None.  Its features (which a cast or a
+    selection of columns changes) and, when it is split by node
+    (``split_dataset_by_node``), its rank and world size are part of it: each
+    changes what it yields.
     """
     import datasets
 
@@ -209,8 +212,11 @@ def huggingface_identity(dataset: Any) -> tuple[dict[str, Any], str] | None:
     files = _streamed_files(dataset)
     if not files or not info.builder_name:
         return None
+    features = info.features.to_dict() if info.features is not None else None
+    node = dataset._distributed
     return {"huggingface-stream": info.builder_name, "config": info.config_name, "version": str(info.version),
-            "split": split, "files": files}, name
+            "split": split, "files": files, "features": features,
+            "node": None if node is None else [node.rank, node.world_size]}, name
 
 
 def _streamed_files(dataset: Any) -> list[Any]:

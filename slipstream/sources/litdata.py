@@ -31,6 +31,10 @@ class _StoredJPEG:
         pass
 
 
+FETCHING_OPTIONS = frozenset({"storage_options", "cache_dir", "max_cache_size", "max_pre_download", "session_options"})
+"""``StreamingDataset`` options that say only where and how the chunks are fetched and kept."""
+
+
 class LitData:
     """The samples of a LitData optimized dataset: ``len()``, ``[i]`` (the
     item as ``litdata.optimize`` stored it: a dict, a tuple or one value)
@@ -50,6 +54,7 @@ class LitData:
         import litdata
 
         self.input_dir = input_dir
+        self.options = options
         self._lock = threading.Lock()
         self.dataset = litdata.StreamingDataset(input_dir, shuffle=False, serializers={"jpeg": _StoredJPEG()},
                                                 **options)
@@ -80,10 +85,19 @@ class LitData:
 
     def identity(self) -> dict[str, Any]:
         """What :func:`slipstream.cached` keys the dataset file by: its
-        location and the SHA-256 of its ``index.json``, which lists every
+        location, the SHA-256 of its ``index.json``, which lists every
         chunk with its size and item count (``litdata.optimize`` writes a new
-        one whenever it writes the dataset)."""
-        return {"litdata": self.input_dir, "index": hashlib.sha256(self.index_bytes()).hexdigest()}
+        one whenever it writes the dataset), and the options that change
+        which items it yields or what they hold (``subsample``, ``seed``,
+        ``transform``...; all but those of :data:`FETCHING_OPTIONS`).  An
+        option that is not a plain value (a ``transform`` function) counts
+        by its ``repr``, which changes from process to process: such a
+        dataset's file is written again by each run rather than taken for
+        another's."""
+        options = {name: value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)
+                   for name, value in sorted(self.options.items()) if name not in FETCHING_OPTIONS}
+        return {"litdata": self.input_dir, "index": hashlib.sha256(self.index_bytes()).hexdigest(), **(
+            {"options": options} if options else {})}
 
     def index_bytes(self) -> bytes:
         """The dataset's ``index.json``, as stored."""
