@@ -102,8 +102,15 @@ class ArrivingFile:
         self._user = stored_user_metadata(user_metadata)
         self.user_metadata = dict(user_metadata)
         # A stream of unknown length grows the layout's tables as samples arrive, in index order.
-        self._layout = Layout(self._file, field_descriptors(fields), page_size, True,
-                              1024 if count is None else count)
+        try:
+            with self._writing():
+                self._layout = Layout(self._file, field_descriptors(fields), page_size, True,
+                                      1024 if count is None else count)
+        except BaseException:
+            with contextlib.suppress(OSError):  # flushing what was buffered fails as the write did
+                self._file.close()
+            self._tmp.unlink(missing_ok=True)
+            raise
         self.count = count
         self.capacity = STREAM_CAPACITY if count is None else count
         self.arrived = np.zeros(self.capacity, bool)
@@ -162,7 +169,7 @@ class ArrivingFile:
         arrives without values (its records zeros), and the file records it
         (:data:`~slipstream.format.layout.UNREADABLE_KEY`)."""
         self._check_index(index)
-        with self._lock:
+        with self._lock, self._writing():
             # Empty values: zero records, stored fields zero bytes long at the layout's position (as any empty value).
             self._layout.add([Encoded({})] * len(self._layout.descriptors), index)
             self.unreadable[index] = why
