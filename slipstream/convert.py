@@ -264,9 +264,9 @@ def cache_entry(source: Any, fields: Mapping[str, Any] | None = None, cache_dir:
     samples, fields, meta = as_source(source, fields)
     identified = source_identity(source)
     if identified is None and name is None:
-        raise UnidentifiedSource(f"cached() cannot tell what a {type(source).__name__} holds: pass name= (and version= "
-                            f"when its content changes); folders, tar shards, LitData and Hugging Face datasets are "
-                            f"identified by their content")
+        raise UnidentifiedSource(f"cached() cannot tell what a {type(source).__name__} holds: pass name= (and "
+                                 f"version= when its content changes); folders, tar shards, LitData and Hugging Face "
+                                 f"datasets are identified by their content")
     identity, stem = identified or ({"name": name, "version": version}, name)
     spec = {"source": identity, "format": layout.VERSION, "page_size": page_size,
             "fields": [[n, f.type_id, type(f).__qualname__, f.arguments()] for n, f in fields.items()]}
