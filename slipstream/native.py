@@ -652,11 +652,16 @@ def jpeg_add_restart_markers(data: Any, interval_width: int = 32) -> bytes:
     (``slip_jpeg_add_restart_markers``).
 
     The quantized DCT coefficients are kept, so the decoded pixels do not
-    change; they are re-coded as one baseline scan with optimized Huffman
-    tables and a restart marker every tile of whole MCUs, at most
-    ``interval_width`` pixels wide.  :func:`jpeg_decode` and
-    :func:`jpeg_decode_crop_resize` then entropy-decode only the tiles a
-    region touches.  Metadata markers other than JFIF and Adobe are dropped.
+    change; they are coded as one baseline scan with a restart marker every
+    tile of whole MCUs, at most ``interval_width`` pixels wide.
+    :func:`jpeg_decode` and :func:`jpeg_decode_crop_resize` then
+    entropy-decode only the tiles a region touches.  A sequential JPEG
+    whose AC Huffman tables were counted for it (an encoder's optimized
+    tables) keeps them and the bits of every block's AC coefficients, and
+    is re-coded at little more than the cost of reading its Huffman codes
+    once; any other JPEG (general-purpose tables, progressive) is coded with
+    tables counted for its coefficients, which costs several times more.
+    Metadata markers other than JFIF and Adobe are dropped.
 
     Args:
         data: the compressed bytes.

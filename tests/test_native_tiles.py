@@ -4,8 +4,13 @@ file gives."""
 
 from __future__ import annotations
 
+import dataclasses
+import io
+from pathlib import Path
+
 import numpy as np
 import pytest
+from PIL import Image
 
 import jpeg_corpus
 from slipstream import native
@@ -14,6 +19,49 @@ from slipstream.native import DecodeFlags, Interp
 from test_native_decode import SCALES, random_regions
 
 WIDTHS = (8, 32, 64)
+PHOTOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
+
+
+@pytest.fixture(scope="module")
+def own_tables(corpus) -> list[jpeg_corpus.Sample]:
+    """The sequential images of the corpus coded again with tables counted
+    for each (Pillow's optimize=True), one with restart markers every 3 MCUs
+    (intervals that do not divide a row), and some of the sample photos."""
+    samples = []
+    for s in corpus:
+        info = native.jpeg_info(s.data)
+        if info.progressive or info.components == 4:
+            continue
+        image = Image.open(io.BytesIO(s.data))
+        options = {"subsampling": "keep"} if info.components == 3 else {}
+        samples.append(dataclasses.replace(s, name=f"{s.name} optimized",
+                                           data=jpeg_corpus.encode(image, optimize=True, quality="keep", **options)))
+    samples.append(jpeg_corpus.make_sample(251, 333, "RGB", 2, seed=5, optimize=True, restart_marker_blocks=3))
+    for path in sorted(PHOTOS.glob("*.JPEG"))[:6]:
+        data = path.read_bytes()
+        info = native.jpeg_info(data)
+        samples.append(jpeg_corpus.Sample(path.name, data, info.height, info.width, "RGB", None, info.progressive))
+    return samples
+
+
+def dht_tables(jpeg: bytes) -> dict[tuple[int, int], bytes]:
+    """The Huffman tables the DHT segments before the first scan define, by
+    (class, number): class 0 DC, 1 AC; each as its 16 counts and symbols."""
+    tables, at = {}, 2
+    while at + 4 <= len(jpeg) and jpeg[at] == 0xFF and jpeg[at + 1] != 0xDA:
+        end = at + 2 + int.from_bytes(jpeg[at + 2:at + 4], "big")
+        if jpeg[at + 1] == 0xC4:
+            p = at + 4
+            while p < end:
+                count = sum(jpeg[p + 1:p + 17])
+                tables[jpeg[p] >> 4, jpeg[p] & 15] = jpeg[p + 1:p + 17 + count]
+                p += 17 + count
+        at = end
+    return tables
+
+
+def ac_tables(jpeg: bytes) -> dict[int, bytes]:
+    return {number: t for (kind, number), t in dht_tables(jpeg).items() if kind == 1}
 
 
 def restart_interval(jpeg: bytes) -> int:
@@ -27,8 +75,8 @@ def mcu_width(jpeg: bytes) -> int:
     return 8 if info.components == 1 else info.mcu_width
 
 
-def test_recoding_keeps_every_pixel_and_tiles_whole_rows(corpus):
-    for s in corpus:
+def test_recoding_keeps_every_pixel_and_tiles_whole_rows(corpus, own_tables):
+    for s in corpus + own_tables:
         original = native.jpeg_decode(s.data)
         for width in WIDTHS:
             tiled = native.jpeg_add_restart_markers(s.data, width)
@@ -48,9 +96,9 @@ def test_tile_width_is_the_widest_divisor_that_fits(photo):
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_regions_of_tiles_equal_regions_of_the_original(corpus, width):
+def test_regions_of_tiles_equal_regions_of_the_original(corpus, own_tables, width):
     rng = np.random.default_rng(width)
-    for s in corpus:
+    for s in corpus + own_tables:
         tiled = native.jpeg_add_restart_markers(s.data, width)
         for d in SCALES:
             for y, x, h, w in random_regions(rng, s.height, s.width, 10):
@@ -63,9 +111,9 @@ def test_regions_of_tiles_equal_regions_of_the_original(corpus, width):
 
 
 @pytest.mark.parametrize("interp", [Interp.AREA, Interp.BILINEAR])
-def test_crop_resize_of_tiles_equals_crop_resize_of_the_original(corpus, interp):
+def test_crop_resize_of_tiles_equals_crop_resize_of_the_original(corpus, own_tables, interp):
     rng = np.random.default_rng(int(interp))
-    for s in corpus:
+    for s in corpus + own_tables:
         tiled = native.jpeg_add_restart_markers(s.data, 32)
         for y, x, h, w in random_regions(rng, s.height, s.width, 10):
             out_h, out_w = int(rng.integers(1, 64)), int(rng.integers(1, 64))
@@ -75,6 +123,73 @@ def test_crop_resize_of_tiles_equals_crop_resize_of_the_original(corpus, interp)
                 native.jpeg_decode_crop_resize(s.data, y, x, h, w, out_h, out_w, flags, interp),
                 err_msg=f"{s.name} region={(y, x, h, w)} out={(out_h, out_w)} flags={flags}",
             )
+
+
+def test_an_image_with_tables_of_its_own_keeps_them_and_the_bits_of_its_ac_coefficients(own_tables):
+    """Spliced: the AC tables come through unchanged, and the tiles take the
+    original's bytes plus what the markers and the intervals' first DC
+    differences cost."""
+    for s in own_tables:
+        for width in WIDTHS:
+            tiled = native.jpeg_add_restart_markers(s.data, width)
+            assert ac_tables(tiled) == ac_tables(s.data), (s.name, width)
+            info = native.jpeg_info(tiled)
+            mcu_height = 8 if info.components == 1 else info.mcu_height
+            mcus = -(-s.height // mcu_height) * -(-s.width // mcu_width(tiled))
+            intervals = mcus // restart_interval(tiled)
+            assert len(tiled) <= len(s.data) + 8 * intervals + 64, (s.name, width, len(tiled), len(s.data))
+
+
+def with_an_unused_ac_symbol(jpeg: bytes) -> bytes:
+    """The JPEG with one more symbol in AC table 0, which the scan never
+    codes: given the next code past the longest ones, so that every other
+    symbol keeps its code and the scan decodes as before."""
+    at = 2
+    while jpeg[at + 1] != 0xDA:
+        length = int.from_bytes(jpeg[at + 2:at + 4], "big")
+        if jpeg[at + 1] == 0xC4 and jpeg[at + 4] == 0x10 and length == 2 + 17 + sum(jpeg[at + 5:at + 21]):
+            counts, symbols = bytearray(jpeg[at + 5:at + 21]), jpeg[at + 21:at + 2 + length]
+            longest = max(i for i in range(16) if counts[i])
+            assert longest < 15
+            counts[longest + 1] += 1
+            unused = next(rs for rs in range(0x11, 0xFB) if 1 <= rs & 15 <= 10 and rs not in symbols)
+            table = b"\x10" + bytes(counts) + symbols + bytes([unused])
+            segment = b"\xff\xc4" + (2 + len(table)).to_bytes(2, "big") + table
+            return jpeg[:at] + segment + jpeg[at + 2 + length:]
+        at += 2 + length
+    raise AssertionError("no DHT segment of AC table 0 alone")
+
+
+def test_an_image_with_tables_of_its_own_is_spliced_even_where_they_are_not_the_best():
+    """A table of the image's own, even one with a symbol the scan never codes,
+    is kept as it is (the AC bits are copied, not coded again)."""
+    optimized = jpeg_corpus.make_sample(120, 160, "RGB", 2, seed=3, optimize=True).data
+    padded = with_an_unused_ac_symbol(optimized)
+    np.testing.assert_array_equal(native.jpeg_decode(padded), native.jpeg_decode(optimized))
+    tiled = native.jpeg_add_restart_markers(padded, 32)
+    assert ac_tables(tiled) == ac_tables(padded) != ac_tables(optimized)
+    np.testing.assert_array_equal(native.jpeg_decode(tiled), native.jpeg_decode(optimized))
+
+
+def test_an_image_with_general_purpose_tables_is_coded_with_tables_counted_for_it(photo):
+    """Pillow writes T.81's example tables, which code every symbol: the tiles
+    get tables of only the symbols the image codes, and come out smaller."""
+    original = ac_tables(photo.data)
+    assert all(sum(t[:16]) == 162 for t in original.values())
+    tiled = native.jpeg_add_restart_markers(photo.data, 32)
+    assert all(sum(t[:16]) < 162 for t in ac_tables(tiled).values())
+    assert len(tiled) < len(photo.data)
+
+
+def test_tiles_coded_again_come_back_byte_for_byte(corpus, own_tables):
+    """Tiles have tables of their own, so coding them again is a splice from
+    input with restart markers, which must write exactly what the first
+    coding wrote (libjpeg's transcoding or a splice): the same headers,
+    tables, DC differences and bits."""
+    for s in corpus + own_tables:
+        for width in (8, 32):
+            tiled = native.jpeg_add_restart_markers(s.data, width)
+            assert native.jpeg_add_restart_markers(tiled, width) == tiled, (s.name, width)
 
 
 def test_progressive_input_becomes_baseline_tiles():

@@ -8,7 +8,13 @@
  * which its complete baseline re-coding is not).  A Huffman table that
  * missed a symbol the scan codes, or a restart interval that broke the DC
  * prediction, shows up as a failed or different decode; AddressSanitizer
- * watches the counting of the coefficients.
+ * watches the counting of the coefficients and the splicing of bits.
+ *
+ * The tiles, re-coded again at the same width, must come back byte for
+ * byte: their tables are their own, so that second re-coding is always a
+ * splice (jpeg_splice.c), from input that has restart markers, and it must
+ * write exactly the headers, tables and bits libjpeg's transcoding or the
+ * first splice wrote.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -40,6 +46,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (original_status == SLIP_OK) {
       if (tiled_status != SLIP_OK) abort();
       if (!info.progressive && memcmp(original, recoded, (size_t)info.height * info.width * 3) != 0) abort();
+      size_t again_size = 0;
+      uint8_t *again = malloc(capacity);
+      if (again == NULL) abort();
+      if (slip_jpeg_add_restart_markers(tiled, tiled_size, width, again, capacity, &again_size) != SLIP_OK ||
+          again_size != tiled_size || memcmp(again, tiled, tiled_size) != 0)
+        abort();
+      free(again);
     }
     free(original);
     free(recoded);

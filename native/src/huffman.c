@@ -23,17 +23,10 @@
 #define MAX_DC_BITS 11 /* of a DC difference in 8-bit baseline JPEG */
 #define MAX_AC_BITS 10 /* of an AC coefficient */
 
-/* Position in natural (row-major) order of the k-th coefficient in zig-zag order. */
-static const uint8_t zigzag[DCTSIZE2] = {
+const uint8_t slip__zigzag[DCTSIZE2] = {
     0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,  12, 19, 26, 33, 40, 48,
     41, 34, 27, 20, 13, 6,  7,  14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23,
     30, 37, 44, 51, 58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63};
-
-/* Bits needed for the magnitude of v: the JPEG size category (0 for 0). */
-static int category(int v) {
-  unsigned int m = (unsigned int)(v < 0 ? -v : v);
-  return m ? 32 - __builtin_clz(m) : 0;
-}
 
 /* zigzag_bits[r][m]: the zig-zag positions, as bits, of the coefficients
  * of row r of a block whose columns are the set bits of m. */
@@ -43,7 +36,7 @@ static pthread_once_t zigzag_bits_once = PTHREAD_ONCE_INIT;
 static void make_zigzag_bits(void) {
   for (int k = 0; k < DCTSIZE2; k++)
     for (int m = 0; m < 256; m++)
-      if (m >> (zigzag[k] % DCTSIZE) & 1) zigzag_bits[zigzag[k] / DCTSIZE][m] |= (uint64_t)1 << k;
+      if (m >> (slip__zigzag[k] % DCTSIZE) & 1) zigzag_bits[slip__zigzag[k] / DCTSIZE][m] |= (uint64_t)1 << k;
 }
 
 /* The nonzero coefficients of a block as bits, in natural order. */
@@ -73,7 +66,7 @@ static uint64_t nonzero_natural(const JCOEF *block) {
  * most 11 bits, AC values of at most 10), which libjpeg's encoder would
  * write without a code for it. */
 static int count_block(const JCOEF *block, int *last_dc, long *dc, long *ac) {
-  int size = category(block[0] - *last_dc);
+  int size = slip__category(block[0] - *last_dc);
   if (size > MAX_DC_BITS) return 0;
   dc[size]++;
   *last_dc = block[0];
@@ -86,7 +79,7 @@ static int count_block(const JCOEF *block, int *last_dc, long *dc, long *ac) {
     nonzero &= nonzero - 1;
     int run = k - previous - 1;
     for (; run > 15; run -= 16) ac[0xF0]++;
-    size = category(block[zigzag[k]]);
+    size = slip__category(block[slip__zigzag[k]]);
     if (size > MAX_AC_BITS) return 0;
     ac[run << 4 | size]++;
     previous = k;
@@ -95,10 +88,9 @@ static int count_block(const JCOEF *block, int *last_dc, long *dc, long *ac) {
   return 1;
 }
 
-/* Fill tbl with the optimal code for freq (T.81 K.2: Huffman code lengths,
- * then lengths over 16 bits moved up the tree, then the reserved all-ones
- * code point taken out).  freq is modified. */
-static void optimal_table(long freq[SYMBOLS + 1], JHUFF_TBL *tbl) {
+/* T.81 K.2: Huffman code lengths, then lengths over 16 bits moved up the
+ * tree, then the reserved all-ones code point taken out. */
+void slip__optimal_huffman_table(long freq[SYMBOLS + 1], JHUFF_TBL *tbl) {
   int codesize[SYMBOLS + 1], others[SYMBOLS + 1];
   memset(codesize, 0, sizeof codesize);
   for (int i = 0; i <= SYMBOLS; i++) others[i] = -1;
@@ -207,8 +199,8 @@ void slip__optimal_huffman_tables(j_decompress_ptr din, jvirt_barray_ptr *coeffi
   int built_dc[NUM_HUFF_TBLS] = {0}, built_ac[NUM_HUFF_TBLS] = {0};
   for (int ci = 0; ci < n; ci++) {
     int d = cout->comp_info[ci].dc_tbl_no, a = cout->comp_info[ci].ac_tbl_no;
-    if (!built_dc[d]++) optimal_table(c->dc[d], table(cout, &cout->dc_huff_tbl_ptrs[d]));
-    if (!built_ac[a]++) optimal_table(c->ac[a], table(cout, &cout->ac_huff_tbl_ptrs[a]));
+    if (!built_dc[d]++) slip__optimal_huffman_table(c->dc[d], table(cout, &cout->dc_huff_tbl_ptrs[d]));
+    if (!built_ac[a]++) slip__optimal_huffman_table(c->ac[a], table(cout, &cout->ac_huff_tbl_ptrs[a]));
   }
   cout->optimize_coding = FALSE;
 }

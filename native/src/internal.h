@@ -65,6 +65,8 @@ typedef struct slip_thread_state {
   slip_scratch accum;   /* one row of vertically filtered samples */
   slip_scratch sub;     /* a JPEG of the restart intervals a region needs */
   slip_scratch planes;  /* the resized Y, Cb and Cr planes of slip_planes_crop_resize */
+  slip_scratch splice_blocks; /* slip__scanned_block records of a JPEG re-coded into tiles */
+  slip_scratch splice_out;    /* the re-coded JPEG, when the caller's buffer may be too small */
   slip_pack_tables pack;
 } slip_thread_state;
 
@@ -116,12 +118,53 @@ struct jpeg_error_mgr *slip__jpeg_error_init(slip_jpeg_error *err);
 void slip__jpeg_read_header(j_decompress_ptr dec, slip_jpeg_error *err, const uint8_t *data, size_t size,
                             int check_pixels);
 
+/* What slip__jpeg_scan_blocks records of each block of a scan. */
+typedef struct slip__scanned_block {
+  int16_t dc;       /* its DC coefficient, as libjpeg stores it: the prediction's low 16 bits */
+  uint16_t ac_bits; /* bits of its AC symbols (codes and values), which follow the DC's */
+  uint8_t dc_bits;  /* bits of its DC difference (code and value) */
+} slip__scanned_block;
+
 /* Whether the single sequential Huffman scan of the JPEG whose header dec
  * has read (dec->src at its first entropy-coded byte) reads whole and clean
  * to EOI, by the rules that make libjpeg-turbo's 1/8-scale decode report no
  * error: 1 when it surely does, 0 when unsure (the caller then decodes).
  * Reads the data only; dec is left as it was.  See jpeg_scan.c. */
 int slip__jpeg_scan_is_good(const struct jpeg_decompress_struct *dec);
+
+/* slip__jpeg_scan_is_good, recording each block of the scan, in the order it
+ * codes them (MCU by MCU, each component's blocks row by row), into
+ * records[count]; count must be the scan's blocks (MCUs times blocks per
+ * MCU), else the answer is 0.  The records are whole only when it answers 1. */
+int slip__jpeg_scan_blocks(const struct jpeg_decompress_struct *dec, slip__scanned_block *records,
+                           int64_t count);
+
+/* Re-code the JPEG whose header dec has read from data (dec->src at its
+ * first entropy-coded byte) with a restart marker every `interval` MCUs by
+ * copying the bits of each block's AC coefficients as they are and coding
+ * its DC difference anew (see jpeg_splice.c).  On success returns 1 and
+ * sets *result to the JPEG, in out when it fits out_capacity and in
+ * ts->splice_out otherwise, and *result_size to its size.  Returns 0 when
+ * the scan is not one this splices (the caller re-codes through libjpeg,
+ * which says what is wrong with it, if anything), or SLIP_ENOMEM. */
+int32_t slip__jpeg_splice_restarts(slip_thread_state *ts, const struct jpeg_decompress_struct *dec,
+                                   int32_t interval, uint8_t *out, size_t out_capacity, const uint8_t **result,
+                                   size_t *result_size);
+
+/* Position in natural (row-major) order of the k-th coefficient of a block
+ * in zig-zag order. */
+extern const uint8_t slip__zigzag[DCTSIZE2];
+
+/* Bits needed for the magnitude of v: its JPEG size category (0 for 0). */
+static inline int slip__category(int v) {
+  unsigned int m = (unsigned int)(v < 0 ? -v : v);
+  return m ? 32 - __builtin_clz(m) : 0;
+}
+
+/* Fill tbl with the optimal Huffman code for the symbol frequencies freq
+ * (ITU-T T.81 K.2: code lengths of at most 16 bits, no all-ones code word);
+ * freq[256] is scratch for the reserved symbol, and freq is modified. */
+void slip__optimal_huffman_table(long freq[257], JHUFF_TBL *tbl);
 
 /* Abort the current libjpeg operation from inside a libjpeg callback:
  * records the detail and longjmps to the active setjmp with `status`. */

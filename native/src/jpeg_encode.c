@@ -162,9 +162,15 @@ typedef struct transcoder {
   slip_jpeg_error err; /* shared by both objects: one longjmp target */
   buffer_dest dest;
   slip__huffman_counts counts;
+  const uint8_t *spliced; /* the tiles, when jpeg_splice.c wrote them, */
+  size_t spliced_size;    /* and their size */
 } transcoder;
 
-static int32_t transcode(transcoder *t, const uint8_t *data, size_t size, int32_t interval_width) {
+/* Re-code data into tiles: spliced (jpeg_splice.c) when its scan allows,
+ * else through libjpeg (the coefficients read whole, optimal tables
+ * counted, written again), which also reports what is wrong with it. */
+static int32_t transcode(transcoder *t, slip_thread_state *ts, const uint8_t *data, size_t size,
+                         int32_t interval_width) {
   t->din.err = t->cout.err = slip__jpeg_error_init(&t->err);
   volatile int created = 0; /* 1: din exists, 2: cout too */
   if (setjmp(t->err.jump)) {
@@ -175,6 +181,17 @@ static int32_t transcode(transcoder *t, const uint8_t *data, size_t size, int32_
   jpeg_create_decompress(&t->din);
   created = 1;
   slip__jpeg_read_header(&t->din, &t->err, data, size, 1);
+  int32_t mcu_h, mcu_w; /* of the output: one interleaved scan, as din's sampling */
+  slip__mcu_size(&t->din, &mcu_h, &mcu_w);
+  int32_t columns = (int32_t)(((int64_t)t->din.image_width + mcu_w - 1) / mcu_w);
+  int32_t max_mcus = interval_width / mcu_w;
+  int32_t interval = interval_for(columns, max_mcus > 1 ? max_mcus : 1);
+  int32_t spliced = slip__jpeg_splice_restarts(ts, &t->din, interval, t->dest.buffer, t->dest.capacity,
+                                               &t->spliced, &t->spliced_size);
+  if (spliced != 0) {
+    jpeg_destroy_decompress(&t->din);
+    return spliced < 0 ? spliced : SLIP_OK;
+  }
   jvirt_barray_ptr *coefficients = jpeg_read_coefficients(&t->din);
 
   jpeg_create_compress(&t->cout);
@@ -186,11 +203,7 @@ static int32_t transcode(transcoder *t, const uint8_t *data, size_t size, int32_
   /* Same components, sampling and quantization; libjpeg's defaults make the
    * output a single interleaved baseline scan with JFIF or Adobe markers. */
   jpeg_copy_critical_parameters(&t->din, &t->cout);
-  int32_t mcu_h, mcu_w; /* of the output: one interleaved scan, as din's sampling */
-  slip__mcu_size(&t->din, &mcu_h, &mcu_w);
-  int32_t columns = (int32_t)(((int64_t)t->din.image_width + mcu_w - 1) / mcu_w);
-  int32_t max_mcus = interval_width / mcu_w;
-  t->cout.restart_interval = (unsigned int)interval_for(columns, max_mcus > 1 ? max_mcus : 1);
+  t->cout.restart_interval = (unsigned int)interval;
   slip__optimal_huffman_tables(&t->din, coefficients, &t->cout, &t->counts);
   jpeg_write_coefficients(&t->cout, coefficients);
   jpeg_finish_compress(&t->cout);
@@ -206,13 +219,16 @@ SLIP_API int32_t slip_jpeg_add_restart_markers(const uint8_t *data, size_t size,
   if (interval_width < 1) return slip__fail(SLIP_EINVAL, "interval_width %d is not positive", interval_width);
   if (size < 2 || data[0] != 0xFF || data[1] != 0xD8)
     return slip__fail(SLIP_ENOTJPEG, "data does not start with a JPEG SOI marker (0xFF 0xD8)");
+  slip_thread_state *ts = slip__thread_state();
+  if (!ts) return SLIP_ENOMEM;
   transcoder *t = calloc(1, sizeof *t);
   if (!t) return slip__fail(SLIP_ENOMEM, "cannot allocate a transcoder");
   t->dest.buffer = out;
   t->dest.capacity = out_capacity;
-  int32_t status = transcode(t, data, size, interval_width);
+  int32_t status = transcode(t, ts, data, size, interval_width);
   if (status == SLIP_OK) {
-    *out_size = dest_total(&t->dest);
+    *out_size = t->spliced ? t->spliced_size : dest_total(&t->dest);
+    if (t->spliced && t->spliced != out && out_capacity) memcpy(out, t->spliced, *out_size < out_capacity ? *out_size : out_capacity);
     if (*out_size > out_capacity)
       status = slip__fail(SLIP_EBUFFER, "the JPEG needs %zu bytes; the output buffer has %zu", *out_size,
                           out_capacity);

@@ -31,6 +31,7 @@
  */
 #include <string.h>
 
+#include "entropy_reader.h"
 #include "internal.h"
 
 #define LOOKAHEAD 11 /* bits resolved by one table lookup */
@@ -64,14 +65,6 @@ typedef struct scan_table {
   uint32_t skip[1 << LOOKAHEAD];
 } scan_table;
 
-/* Bits of the entropy-coded data, most significant first. */
-typedef struct bit_reader {
-  const uint8_t *next; /* the next byte not yet in buf */
-  const uint8_t *end;
-  uint64_t buf;   /* the next bits at the top; the bits below `bits` are zero or the true next bits */
-  int bits;       /* valid bits in buf; negative once a block read past a marker */
-  int at_marker;  /* next points at a marker (or the end of the data): nothing more loads */
-} bit_reader;
 
 /* The AC symbol that the top `valid` of the LOOKAHEAD bits `peek` start
  * with, when its code lies within them: the bits of its code and value, and
@@ -161,48 +154,6 @@ static int build_table(const JHUFF_TBL *h, int dc, scan_table *t) {
   return 1;
 }
 
-/* Load whole bytes into r->buf until it holds more than 56 bits, or a marker
- * or the end of the data stops it.  A stuffed 0xFF 0x00 is one 0xFF byte. */
-static inline void fill(bit_reader *r) {
-  if (r->at_marker) return;
-  /* Eight bytes at once when none is 0xFF (the usual case). */
-  if (r->end - r->next >= 8) {
-    uint64_t v;
-    memcpy(&v, r->next, 8);
-    v = __builtin_bswap64(v);
-    uint64_t inverted = ~v;
-    if (!((inverted - 0x0101010101010101ull) & ~inverted & 0x8080808080808080ull)) {
-      int whole = (64 - r->bits) >> 3;
-      r->buf |= v >> r->bits; /* the bits of a partial last byte are its true ones */
-      r->next += whole;
-      r->bits += whole * 8;
-      return;
-    }
-  }
-  while (r->bits <= 56) {
-    if (r->next >= r->end) {
-      r->at_marker = 1;
-      return;
-    }
-    uint8_t c = r->next[0];
-    if (c == 0xFF) {
-      if (r->end - r->next < 2 || r->next[1] != 0x00) {
-        r->at_marker = 1;
-        return;
-      }
-      r->next++;
-    }
-    r->next++;
-    r->buf |= (uint64_t)c << (56 - r->bits);
-    r->bits += 8;
-  }
-}
-
-static inline void consume(bit_reader *r, int n) {
-  r->buf <<= n;
-  r->bits -= n;
-}
-
 /* The next symbol, or -1 for a code longer than 16 bits (libjpeg's corrupt-
  * data warning).  Needs at least 16 bits loaded unless at a marker. */
 static inline int next_symbol(bit_reader *r, const scan_table *t) {
@@ -222,9 +173,13 @@ static inline int next_symbol(bit_reader *r, const scan_table *t) {
   return t->huffval[(code + t->valoffset[l]) & 0xFF];
 }
 
-/* Read one block; returns 0 when it is corrupt or runs past the data. */
-static inline int scan_block(bit_reader *r, const scan_table *dc, const scan_table *ac, int64_t *prediction) {
+/* Read one block; returns 0 when it is corrupt or runs past the data.  With
+ * a record, also says where its DC and AC bits lie and its DC coefficient. */
+static inline __attribute__((always_inline)) int scan_block(bit_reader *r, const scan_table *dc,
+                                                              const scan_table *ac, int64_t *prediction,
+                                                              slip__scanned_block *record) {
   if (r->bits < 32) fill(r);
+  int64_t start = record ? bit_position(r) : 0;
   uint64_t before = r->buf;
   uint32_t entry = dc->skip[before >> (64 - LOOKAHEAD)];
   int length, s;
@@ -247,6 +202,15 @@ static inline int scan_block(bit_reader *r, const scan_table *dc, const scan_tab
   int64_t v = raw - ((-(int64_t)(raw < (((int64_t)1 << s) >> 1))) & (((int64_t)1 << s) - 1));
   *prediction += v;
   if (__builtin_expect(*prediction > INT32_MAX || *prediction < INT32_MIN, 0)) return 0;
+  int64_t ac_start = 0;
+  if (record) {
+    /* libjpeg keeps the prediction as an int and stores it in a 16-bit
+     * coefficient: its low 16 bits, as a two's complement number. */
+    int32_t low = (int32_t)(*prediction & 0xFFFF);
+    record->dc = (int16_t)(low >= 0x8000 ? low - 0x10000 : low);
+    ac_start = bit_position(r);
+    record->dc_bits = (uint8_t)(ac_start - start);
+  }
   for (int k = 1; k < 64;) {
     if (r->bits < 32) fill(r);
     uint32_t skip = ac->skip[r->buf >> (64 - LOOKAHEAD)];
@@ -278,24 +242,14 @@ static inline int scan_block(bit_reader *r, const scan_table *dc, const scan_tab
       k += 16;
     }
   }
+  if (record) record->ac_bits = (uint16_t)(bit_position(r) - ac_start);
   return r->bits >= 0;
 }
 
-/* After the last MCU of an interval or of the scan: the padding bits of the
- * last byte are dropped, and no whole byte may be left before the marker,
- * which must be 0xFF `marker`.  Moves past it. */
-static int expect_marker(bit_reader *r, uint8_t marker) {
-  int left = r->bits & ~7; /* whole bytes still loaded */
-  if (r->bits < 0 || left) return 0;
-  if (r->end - r->next < 2 || r->next[0] != 0xFF || r->next[1] != marker) return 0;
-  r->next += 2;
-  r->buf = 0;
-  r->bits = 0;
-  r->at_marker = 0;
-  return 1;
-}
-
-int slip__jpeg_scan_is_good(const struct jpeg_decompress_struct *dec) {
+/* The scanner itself: slip__jpeg_scan_is_good without records (compiled
+ * without the recording), slip__jpeg_scan_blocks with. */
+static inline __attribute__((always_inline)) int scan(const struct jpeg_decompress_struct *dec,
+                                                      slip__scanned_block *records, int64_t capacity) {
   if (dec->progressive_mode || dec->arith_code || dec->data_precision != 8) return 0;
   if (dec->Ss != 0 || dec->Se != 63 || dec->Ah != 0 || dec->Al != 0) return 0;
   int components = dec->num_components;
@@ -351,7 +305,8 @@ int slip__jpeg_scan_is_good(const struct jpeg_decompress_struct *dec) {
     mcus = across * down;
   }
 
-  bit_reader r = {dec->src->next_input_byte, dec->src->next_input_byte + dec->src->bytes_in_buffer, 0, 0, 0};
+  if (records && mcus * blocks != capacity) return 0;
+  bit_reader r = bit_reader_at(dec->src->next_input_byte, dec->src->next_input_byte + dec->src->bytes_in_buffer);
   int64_t prediction[MAX_COMPONENTS] = {0};
   int64_t interval = dec->restart_interval, to_go = interval;
   int next_restart = 0;
@@ -363,8 +318,17 @@ int slip__jpeg_scan_is_good(const struct jpeg_decompress_struct *dec) {
       to_go = interval;
     }
     for (int b = 0; b < blocks; b++)
-      if (!scan_block(&r, block_dc[b], block_ac[b], &prediction[block_component[b]])) return 0;
+      if (!scan_block(&r, block_dc[b], block_ac[b], &prediction[block_component[b]],
+                      records ? &records[m * blocks + b] : NULL))
+        return 0;
     to_go--;
   }
   return expect_marker(&r, 0xD9);
+}
+
+int slip__jpeg_scan_is_good(const struct jpeg_decompress_struct *dec) { return scan(dec, NULL, 0); }
+
+int slip__jpeg_scan_blocks(const struct jpeg_decompress_struct *dec, slip__scanned_block *records,
+                           int64_t count) {
+  return records ? scan(dec, records, count) : 0;
 }

@@ -61,6 +61,8 @@ static void destroy_state(void *p) {
   free(ts->accum.data);
   free(ts->sub.data);
   free(ts->planes.data);
+  free(ts->splice_blocks.data);
+  free(ts->splice_out.data);
   free(ts);
   thread_state = NULL;
 }

@@ -1894,10 +1894,14 @@ static jpeg_case *corpus_case(jpeg_case *cases, int n, int32_t w, int32_t h, int
 
 /* ------------------------------------------------- four-component JPEGs */
 
-/* slip_jpeg_encode writes only gray and YCbCr, so CMYK and YCCK files are
- * made with libjpeg itself, which also writes the Adobe marker they carry. */
-static unsigned char *encode_four_components(const uint8_t *cmyk, int32_t h, int32_t w, J_COLOR_SPACE stored,
-                                             unsigned long *size) {
+/* slip_jpeg_encode writes only gray and YCbCr, so CMYK, YCCK and RGB files
+ * are made with libjpeg itself, which also writes the Adobe marker they
+ * carry: pixels of `components` samples in colour space `given`, stored as
+ * `stored`, at quality 90, with optimized Huffman tables or not, and a
+ * restart marker every restart_interval MCUs (0: none). */
+static unsigned char *libjpeg_encode(const uint8_t *pixels, int32_t h, int32_t w, int components, J_COLOR_SPACE given,
+                                     J_COLOR_SPACE stored, int optimize, unsigned int restart_interval,
+                                     unsigned long *size) {
   struct jpeg_compress_struct c;
   struct jpeg_error_mgr err;
   unsigned char *buf = NULL;
@@ -1907,14 +1911,16 @@ static unsigned char *encode_four_components(const uint8_t *cmyk, int32_t h, int
   jpeg_mem_dest(&c, &buf, size);
   c.image_width = (JDIMENSION)w;
   c.image_height = (JDIMENSION)h;
-  c.input_components = 4;
-  c.in_color_space = JCS_CMYK;
+  c.input_components = components;
+  c.in_color_space = given;
   jpeg_set_defaults(&c);
   jpeg_set_colorspace(&c, stored);
   jpeg_set_quality(&c, 90, TRUE);
+  c.optimize_coding = optimize ? TRUE : FALSE;
+  c.restart_interval = restart_interval;
   jpeg_start_compress(&c, TRUE);
   while (c.next_scanline < c.image_height) {
-    JSAMPROW row = (JSAMPROW)(uintptr_t)(cmyk + (size_t)c.next_scanline * (size_t)w * 4);
+    JSAMPROW row = (JSAMPROW)(uintptr_t)(pixels + (size_t)c.next_scanline * (size_t)w * components);
     jpeg_write_scanlines(&c, &row, 1);
   }
   jpeg_finish_compress(&c);
@@ -2009,6 +2015,15 @@ static void test_tiles(const uint8_t *data, size_t size, const char *name) {
       expect(interval > 0 && tiled_size <= reference_size + 16 && reference_size <= tiled_size + 16,
              "restart interval %u: %zu bytes, libjpeg's optimized tables %lu", interval, tiled_size, reference_size);
       free(reference);
+      /* The tiles' tables are their own: coded again, they are spliced, from
+       * input with restart markers, into exactly the same bytes. */
+      size_t again_size = 0;
+      uint8_t *again = xmalloc(capacity);
+      if (expect_status(slip_jpeg_add_restart_markers(tiled, tiled_size, widths[k], again, capacity, &again_size),
+                        SLIP_OK, "slip_jpeg_add_restart_markers of the tiles"))
+        expect(again_size == tiled_size && memcmp(again, tiled, tiled_size) == 0,
+               "the tiles coded again differ from the tiles (%zu bytes against %zu)", again_size, tiled_size);
+      free(again);
     }
     free(tiled);
     case_end();
@@ -2017,17 +2032,22 @@ static void test_tiles(const uint8_t *data, size_t size, const char *name) {
   free(got);
 }
 
+/* A gradient of its own in each channel, with a little noise. */
+static void fill_gradients(uint8_t *pixels, int32_t h, int32_t w, int components) {
+  for (int32_t i = 0; i < h; i++)
+    for (int32_t j = 0; j < w; j++)
+      for (int c = 0; c < components; c++)
+        pixels[((size_t)i * w + j) * components + c] = (uint8_t)((i * (c + 3) + j * (5 - c)) * 2 + rng_below(9));
+}
+
 static void test_four_components(J_COLOR_SPACE stored, const char *name) {
   case_begin("decode %s", name);
   const int32_t h = 37, w = 53;
   uint8_t *src = malloc((size_t)h * w * 4), *cmyk = malloc((size_t)h * w * 4);
   uint8_t *rgb = malloc((size_t)h * w * 3), *block = malloc((size_t)h * w * 3);
-  for (int32_t i = 0; i < h; i++)
-    for (int32_t j = 0; j < w; j++)
-      for (int c = 0; c < 4; c++)
-        src[((size_t)i * w + j) * 4 + c] = (uint8_t)((i * (c + 3) + j * (5 - c)) * 2 + rng_below(9));
+  fill_gradients(src, h, w, 4);
   unsigned long size;
-  unsigned char *data = encode_four_components(src, h, w, stored, &size);
+  unsigned char *data = libjpeg_encode(src, h, w, 4, JCS_CMYK, stored, 0, 0, &size);
   slip_jpeg_info_t info;
   if (expect_status(slip_jpeg_info(data, size, &info), SLIP_OK, "info")) {
     int32_t want = stored == JCS_YCCK ? SLIP_COLORSPACE_YCCK : SLIP_COLORSPACE_CMYK;
@@ -2060,6 +2080,26 @@ static void test_four_components(J_COLOR_SPACE stored, const char *name) {
   case_end();
   test_tiles(data, size, name);
   free(data);
+}
+
+/* A JPEG stored as RGB (an Adobe marker, no colour transform) with Huffman
+ * tables optimized for it and a restart marker every 3 MCUs, an interval
+ * that divides no row: re-coded into tiles by splicing, its own restart
+ * markers skipped, its Adobe marker written again. */
+static void test_tiles_of_stored_rgb(void) {
+  const int32_t h = 45, w = 77;
+  uint8_t *rgb = xmalloc((size_t)h * w * 3);
+  fill_gradients(rgb, h, w, 3);
+  unsigned long size;
+  unsigned char *data = libjpeg_encode(rgb, h, w, 3, JCS_RGB, JCS_RGB, 1, 3, &size);
+  slip_jpeg_info_t info;
+  case_begin("tiles of a JPEG stored as RGB");
+  if (expect_status(slip_jpeg_info(data, size, &info), SLIP_OK, "info"))
+    expect(info.colorspace == SLIP_COLORSPACE_RGB, "stored colour space %d, not RGB", info.colorspace);
+  case_end();
+  test_tiles(data, size, "stored RGB");
+  free(data);
+  free(rgb);
 }
 
 /* ---------------------------------------------------------------- main */
@@ -2101,6 +2141,7 @@ int main(int argc, char **argv) {
   test_scale_for();
   test_four_components(JCS_CMYK, "CMYK");
   test_four_components(JCS_YCCK, "YCCK");
+  test_tiles_of_stored_rgb();
 
   for (int32_t c = 1; c <= 4; c++)
     if (c != 2) {
