@@ -8,12 +8,14 @@ fuzzing starts from deep inside each format instead of rediscovering it.
 from __future__ import annotations
 
 import hashlib
+import io
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -31,12 +33,22 @@ def save(folder: Path, data: bytes) -> None:
 
 
 def jpeg_seeds() -> list[bytes]:
-    """The valid JPEGs of the hostile corpus under 4 KiB, a few cut ones, and
-    a small progressive JPEG of more scans than the scan limit allows."""
+    """The valid JPEGs of the hostile corpus under 4 KiB, a few of them coded
+    again with Huffman tables optimized for them (the re-coding into tiles
+    splices those), a few cut ones, and a small progressive JPEG of more
+    scans than the scan limit allows."""
     items = hostile_corpus.corpus()
     valid = [item.data for item in items if item.decodes and len(item.data) <= 4096]
     cut = [item.data for item in items if "cut at byte" in item.name][::9]
-    return valid + cut + [progressive_scan_bomb(64, 64, 150)]
+    return valid + [optimized(data) for data in valid[::3]] + cut + [progressive_scan_bomb(64, 64, 150)]
+
+
+def optimized(jpeg: bytes) -> bytes:
+    """The JPEG's coefficients coded again by Pillow with optimized tables."""
+    image = Image.open(io.BytesIO(jpeg))
+    out = io.BytesIO()
+    image.save(out, "JPEG", quality="keep", optimize=True, **({"subsampling": "keep"} if image.mode != "L" else {}))
+    return out.getvalue()
 
 
 def tiled_seeds() -> list[bytes]:

@@ -16,7 +16,7 @@
  * 2. the DC differences of the new intervals are computed and counted, and
  *    an optimal DC table built for them (T.81 K.2, as huffman.c builds it);
  * 3. the scan is written again: each block's new DC code, then its AC bits
- *    copied from the original 32 at a time, a restart marker every
+ *    copied from the original 56 at a time, a restart marker every
  *    `interval` MCUs.
  *
  * The AC tables stay the original's, so the splice is for images whose
@@ -81,7 +81,7 @@ static int layout_of(const struct jpeg_decompress_struct *dec, splice_layout *l)
  * (fewer than the 162 symbols baseline has), and of values no wider than
  * baseline's (libjpeg's transcoding refuses wider ones the scan uses).  A
  * table of every symbol is a general-purpose one, such as T.81's example
- * tables that libjpeg, Pillow and most cameras write by default: counted
+ * tables that libjpeg, Pillow and many cameras write by default: counted
  * tables code such an image in about a tenth fewer bytes, which is worth
  * libjpeg's transcoding. */
 static int ac_tables_are_its_own(const struct jpeg_decompress_struct *dec) {
