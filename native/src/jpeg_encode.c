@@ -228,7 +228,8 @@ SLIP_API int32_t slip_jpeg_add_restart_markers(const uint8_t *data, size_t size,
   int32_t status = transcode(t, ts, data, size, interval_width);
   if (status == SLIP_OK) {
     *out_size = t->spliced ? t->spliced_size : dest_total(&t->dest);
-    if (t->spliced && t->spliced != out && out_capacity) memcpy(out, t->spliced, *out_size < out_capacity ? *out_size : out_capacity);
+    if (t->spliced && t->spliced != out && out_capacity) /* written to the thread's scratch */
+      memcpy(out, t->spliced, *out_size < out_capacity ? *out_size : out_capacity);
     if (*out_size > out_capacity)
       status = slip__fail(SLIP_EBUFFER, "the JPEG needs %zu bytes; the output buffer has %zu", *out_size,
                           out_capacity);

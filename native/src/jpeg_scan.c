@@ -65,7 +65,6 @@ typedef struct scan_table {
   uint32_t skip[1 << LOOKAHEAD];
 } scan_table;
 
-
 /* The AC symbol that the top `valid` of the LOOKAHEAD bits `peek` start
  * with, when its code lies within them: the bits of its code and value, and
  * the positions it advances. */
