@@ -98,7 +98,7 @@ def run_child(build: Build, folder: Path, repeat: int, workers: int, tiles: bool
 
 
 # An interpreter, and the native library its children load (None: its own).
-Build = tuple[str, "str | None"]
+Build = tuple[str, str | None]
 
 
 def check_costs(datas: list[bytes], rounds: int) -> dict[str, list[float]]:

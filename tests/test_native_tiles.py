@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+import hostile_corpus
 import jpeg_corpus
 from slipstream import native
 from slipstream.errors import ArgumentError, DecodeError
@@ -44,19 +45,27 @@ def own_tables(corpus) -> list[jpeg_corpus.Sample]:
     return samples
 
 
+def header_segments(jpeg: bytes) -> list[tuple[int, int, int]]:
+    """(offset, marker, length) of each marker segment before the first scan."""
+    segments = []
+    for at in hostile_corpus.markers(jpeg):
+        if jpeg[at + 1] == 0xDA:
+            break
+        if jpeg[at + 1] != 0xD8:
+            segments.append((at, jpeg[at + 1], int.from_bytes(jpeg[at + 2:at + 4], "big")))
+    return segments
+
+
 def dht_tables(jpeg: bytes) -> dict[tuple[int, int], bytes]:
     """The Huffman tables the DHT segments before the first scan define, by
     (class, number): class 0 DC, 1 AC; each as its 16 counts and symbols."""
-    tables, at = {}, 2
-    while at + 4 <= len(jpeg) and jpeg[at] == 0xFF and jpeg[at + 1] != 0xDA:
-        end = at + 2 + int.from_bytes(jpeg[at + 2:at + 4], "big")
-        if jpeg[at + 1] == 0xC4:
-            p = at + 4
-            while p < end:
-                count = sum(jpeg[p + 1:p + 17])
-                tables[jpeg[p] >> 4, jpeg[p] & 15] = jpeg[p + 1:p + 17 + count]
-                p += 17 + count
-        at = end
+    tables = {}
+    for at, marker, length in header_segments(jpeg):
+        p, end = at + 4, at + 2 + length
+        while marker == 0xC4 and p < end:
+            count = sum(jpeg[p + 1:p + 17])
+            tables[jpeg[p] >> 4, jpeg[p] & 15] = jpeg[p + 1:p + 17 + count]
+            p += 17 + count
     return tables
 
 
@@ -144,10 +153,8 @@ def with_an_unused_ac_symbol(jpeg: bytes) -> bytes:
     """The JPEG with one more symbol in AC table 0, which the scan never
     codes: given the next code past the longest ones, so that every other
     symbol keeps its code and the scan decodes as before."""
-    at = 2
-    while jpeg[at + 1] != 0xDA:
-        length = int.from_bytes(jpeg[at + 2:at + 4], "big")
-        if jpeg[at + 1] == 0xC4 and jpeg[at + 4] == 0x10 and length == 2 + 17 + sum(jpeg[at + 5:at + 21]):
+    for at, marker, length in header_segments(jpeg):
+        if marker == 0xC4 and jpeg[at + 4] == 0x10 and length == 2 + 17 + sum(jpeg[at + 5:at + 21]):
             counts, symbols = bytearray(jpeg[at + 5:at + 21]), jpeg[at + 21:at + 2 + length]
             longest = max(i for i in range(16) if counts[i])
             assert longest < 15
@@ -156,7 +163,6 @@ def with_an_unused_ac_symbol(jpeg: bytes) -> bytes:
             table = b"\x10" + bytes(counts) + symbols + bytes([unused])
             segment = b"\xff\xc4" + (2 + len(table)).to_bytes(2, "big") + table
             return jpeg[:at] + segment + jpeg[at + 2 + length:]
-        at += 2 + length
     raise AssertionError("no DHT segment of AC table 0 alone")
 
 

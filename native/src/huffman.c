@@ -20,8 +20,6 @@
 #include "internal.h"
 
 #define SYMBOLS 256
-#define MAX_DC_BITS 11 /* of a DC difference in 8-bit baseline JPEG */
-#define MAX_AC_BITS 10 /* of an AC coefficient */
 
 const uint8_t slip__zigzag[DCTSIZE2] = {
     0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,  12, 19, 26, 33, 40, 48,
@@ -67,7 +65,7 @@ static uint64_t nonzero_natural(const JCOEF *block) {
  * write without a code for it. */
 static int count_block(const JCOEF *block, int *last_dc, long *dc, long *ac) {
   int size = slip__category(block[0] - *last_dc);
-  if (size > MAX_DC_BITS) return 0;
+  if (size > SLIP__MAX_DC_CATEGORY) return 0;
   dc[size]++;
   *last_dc = block[0];
   uint64_t natural = nonzero_natural(block), nonzero = 0;
@@ -80,7 +78,7 @@ static int count_block(const JCOEF *block, int *last_dc, long *dc, long *ac) {
     int run = k - previous - 1;
     for (; run > 15; run -= 16) ac[0xF0]++;
     size = slip__category(block[slip__zigzag[k]]);
-    if (size > MAX_AC_BITS) return 0;
+    if (size > SLIP__MAX_AC_CATEGORY) return 0;
     ac[run << 4 | size]++;
     previous = k;
   }

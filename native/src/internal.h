@@ -155,6 +155,11 @@ int32_t slip__jpeg_splice_restarts(slip_thread_state *ts, const struct jpeg_deco
  * in zig-zag order. */
 extern const uint8_t slip__zigzag[DCTSIZE2];
 
+/* The widest values 8-bit baseline JPEG codes (T.81 F.1.2): the size
+ * category of a DC difference, and of an AC coefficient. */
+#define SLIP__MAX_DC_CATEGORY 11
+#define SLIP__MAX_AC_CATEGORY 10
+
 /* Bits needed for the magnitude of v: its JPEG size category (0 for 0). */
 static inline int slip__category(int v) {
   unsigned int m = (unsigned int)(v < 0 ? -v : v);

@@ -37,8 +37,6 @@
 #include "entropy_reader.h"
 #include "internal.h"
 
-#define MAX_DC_CATEGORY 11 /* of a DC difference in 8-bit baseline JPEG */
-#define MAX_AC_CATEGORY 10 /* of an AC coefficient */
 #define BASELINE_AC_SYMBOLS 162 /* every run of 0 to 15 zeros with every category 1 to 10, ZRL and EOB */
 #define HEADER_BOUND 4096  /* every marker segment this writes before the scan, and EOI */
 
@@ -93,7 +91,7 @@ static int ac_tables_are_its_own(const struct jpeg_decompress_struct *dec) {
     for (int length = 1; length <= 16; length++) symbols += t->bits[length];
     if (symbols >= BASELINE_AC_SYMBOLS) return 0;
     for (int i = 0; i < symbols; i++)
-      if ((t->huffval[i] & 15) > MAX_AC_CATEGORY) return 0;
+      if ((t->huffval[i] & 15) > SLIP__MAX_AC_CATEGORY) return 0;
   }
   return 1;
 }
@@ -119,7 +117,7 @@ static int new_dc_differences(const struct jpeg_decompress_struct *dec, const sp
       int32_t difference = real ? record->dc - last[c] : 0;
       if (real) last[c] = record->dc;
       int category = slip__category(difference);
-      if (category > MAX_DC_CATEGORY) return 0;
+      if (category > SLIP__MAX_DC_CATEGORY) return 0;
       counts[comp->dc_tbl_no][category]++;
       record->dc = (int16_t)difference;
     }
