@@ -18,6 +18,7 @@ import sys
 import textwrap
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -104,6 +105,31 @@ def test_a_litdata_dataset_trains_two_epochs_from_nothing(cache, tmp_path):
         path = loader.reader.path
     assert epochs[0] == epochs[1] == [[3 * k for k in range(b, b + 4)] for b in range(0, 12, 4)]
     assert samples_of(path) == [(tiled(images[k]), 3 * k) for k in range(12)]
+
+
+def test_a_litdata_dataset_in_object_storage_trains_from_its_url_through_the_remote_s_endpoint(cache, tmp_path,
+                                                                                               s3_server, monkeypatch):
+    from slipstream.format.objectstore import ObjectPrefix
+
+    images, _, lit = litdata_dataset(tmp_path, count=12)
+    url = "s3://test/first-epoch/lit"
+    remote = ss.Remote(storage_options=s3_server.storage_options(), cache_dir=tmp_path / "pages")
+    prefix = ObjectPrefix(url, remote)
+    for file in sorted(Path(lit).iterdir()):
+        prefix.put_file(file.name, file)
+    for name in [name for name in os.environ if name.startswith("AWS_")]:  # nothing but the remote names the server
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    pipelines = {"image": [ss.ops.CenterCrop(16)]}
+    with ss.Loader(url, 4, pipelines, order="sequential", remote=remote, verbose=False) as loader:
+        assert not isinstance(loader.reader, ss.Reader)  # epoch 0 reads the dataset in the bucket
+        epochs = [[batch[1].tolist() for batch in loader] for _ in range(2)]
+        path = loader.reader.path
+    assert epochs[0] == epochs[1] == [[3 * k for k in range(b, b + 4)] for b in range(0, 12, 4)]
+    assert samples_of(path) == [(tiled(images[k]), 3 * k) for k in range(12)]
+    assert any((tmp_path / "pages" / "litdata").iterdir())  # litdata's chunk cache is in the remote's folder
+    with pytest.raises(ss.ArgumentError, match=r"no equivalent of the storage option 'conditional_put'"):
+        ss.LitData(url, remote=ss.Remote(storage_options={**s3_server.storage_options(), "conditional_put": "etag"}))
 
 
 def shards_of(folder: Path, count: int, per_shard: int) -> list[bytes]:
@@ -622,6 +648,101 @@ def test_a_corrupt_image_follows_on_error_in_every_epoch_and_the_file_records_it
     with ss.Loader(path, 4, pipelines, order="sequential", verbose=False) as strict:  # on_error="raise"
         with pytest.raises(ss.DecodeError, match=r"sample 5 cannot be decoded \(it could not be written .*5\.jpg"):
             epoch(strict)
+
+
+@pytest.mark.parametrize("back", [True, False], ids=["back-in-time", "still-gone"])
+def test_an_image_that_cannot_be_read_in_the_first_epoch_is_read_again_and_never_recorded_for_good(cache, tmp_path,
+                                                                                                   back):
+    folder = tmp_path / "images"
+    (folder / "a").mkdir(parents=True)
+    for k, data in enumerate(jpegs(8, seed=33)):
+        (folder / "a" / f"{k}.jpg").write_bytes(data)
+    pipelines = {"image": [ss.ops.CenterCrop(16)], "label": None}
+    loader = ss.Loader(folder, 4, pipelines, order="sequential", on_error="skip", verbose=False)
+    gone, hidden = folder / "a" / "3.jpg", tmp_path / "3.jpg"
+    gone.rename(hidden)  # after the loader identified the folder: missing while epoch 0 reads it
+    first = epoch(loader)
+    assert sum(len(batch[0]) for batch in first) == 7 and "No such file" in loader.failures[3]
+    if back:
+        hidden.rename(gone)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        second = epoch(loader)
+    kept_out = [str(w.message) for w in caught if issubclass(w.category, ss.CacheWarning)]
+    path = loader.reader.path
+    if back:  # read again as the file was completed: the file has it, as ss.write's
+        assert sum(len(batch[0]) for batch in second) == 8 and not kept_out
+        direct = ss.write(tmp_path / "direct.slip", folder, verbose=False).path
+        assert dataset_files(cache) == [path] and samples_of(path) == samples_of(direct)
+        with ss.Reader(path) as reader:
+            assert not reader.unreadable
+        loader.close()
+        return
+    (warning,) = kept_out
+    assert "3.jpg" in warning and "No such file" in warning and "is not kept in the cache" in warning
+    assert sum(len(batch[0]) for batch in second) == 7  # skipped again, from the loader's own file
+    assert not dataset_files(cache) and path.exists()
+    loader.close()
+    assert not path.exists() and not list(cache.glob(".*.tmp"))
+    hidden.rename(gone)
+    with ss.Loader(folder, 4, pipelines, order="sequential", on_error="skip", verbose=False) as again:
+        assert sum(len(batch[0]) for batch in epoch(again)) == 8 and not again.failures  # the next run reads it
+        epoch(again)
+        assert samples_of(again.reader.path) == samples_of(
+            ss.write(tmp_path / "whole.slip", folder, verbose=False).path)
+
+
+INTERRUPTED = textwrap.dedent("""
+    import json, os, signal, sys, threading, time
+    import slipstream as ss
+    from slipstream.sources import ImageFolder
+
+    def completing():  # whether the main thread waits in FirstEpoch.finish
+        frame = sys._current_frames()[threading.main_thread().ident]
+        while frame is not None and frame.f_code.co_name != "finish":
+            frame = frame.f_back
+        return frame is not None
+
+    class Interrupting(ImageFolder):
+        # The folder, whose last sample (which epoch 0 does not visit) is read once the main thread waits for the
+        # file's completion: after a Ctrl-C.
+
+        def __getitem__(self, index):
+            if index == len(self) - 1:
+                while not completing():
+                    time.sleep(0.001)
+                os.kill(os.getpid(), signal.SIGINT)
+            return super().__getitem__(index)
+
+    pipelines = {"image": [ss.ops.CenterCrop(16)], "label": None}
+    loader = ss.Loader(Interrupting(sys.argv[1]), 5, pipelines, order="sequential", indices=range(10), verbose=False)
+    epochs = [[[v.numpy().tolist() for v in batch] for batch in loader]]
+    try:
+        iter(loader)
+        print("not interrupted")
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+    epochs.append([[v.numpy().tolist() for v in batch] for batch in loader])
+    print(json.dumps({"epochs": epochs, "path": str(loader.reader.path)}))
+    loader.close()
+""")
+
+
+def test_ctrl_c_while_the_file_is_completed_leaves_it_completing_and_the_next_epoch_reads_it(folder, cache,
+                                                                                               tmp_path):
+    env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(cache.parent)}
+    run = subprocess.run([sys.executable, "-c", INTERRUPTED, str(folder)], capture_output=True, text=True, env=env,
+                         cwd=tmp_path, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.splitlines()[0] == "interrupted"
+    out = json.loads(run.stdout.splitlines()[-1])
+    assert dataset_files(cache) == [Path(out["path"])] and not list(cache.glob(".*.tmp"))
+    direct = ss.write(tmp_path / "direct.slip", folder, verbose=False).path
+    assert samples_of(Path(out["path"])) == samples_of(direct)
+    with ss.Loader(direct, 5, {"image": [ss.ops.CenterCrop(16)], "label": None}, order="sequential",
+                   indices=range(10), verbose=False) as loader:
+        expected = [[v.numpy().tolist() for v in batch] for batch in loader]
+    assert out["epochs"] == [expected, expected]
 
 
 @pytest.mark.parametrize("entry", [{"12": "gone"}, {"x": "gone"}, {"1": 5}, ["1"]])

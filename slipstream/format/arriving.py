@@ -116,6 +116,9 @@ class ArrivingFile:
         self.arrived = np.zeros(self.capacity, bool)
         self.unreadable: dict[int, str] = {}
         """Samples that arrived without values, and why (see :meth:`fail`)."""
+        self.pending: set[int] = set()
+        """Samples of :attr:`unreadable` not laid out yet: each arrives again
+        before the file is complete (see :meth:`fail`)."""
         self.range = AddressRange(RESERVED_BYTES)
         self.reader = ArrivingTables(self, dict(fields))
         self._mapped = 0  # bytes of the file mapped into the range, from its start
@@ -162,16 +165,26 @@ class ArrivingFile:
             self._layout.add(encoded, index)
             if self._memory is not None:
                 self._starts.append(start)
+            if index in self.pending:  # read again, and read this time
+                self.pending.discard(index)
+                del self.unreadable[index]
         self.arrived[index] = True
 
-    def fail(self, index: int, why: str) -> None:
+    def fail(self, index: int, why: str, final: bool = True) -> None:
         """Sample ``index`` could not be read or encoded (``why``): it
         arrives without values (its records zeros), and the file records it
-        (:data:`~slipstream.format.layout.UNREADABLE_KEY`)."""
+        (:data:`~slipstream.format.layout.UNREADABLE_KEY`).  Not ``final``:
+        it is not laid out yet, and must arrive again (:meth:`add`, or this
+        once more) before the file is complete (see :attr:`pending`)."""
         self._check_index(index)
         with self._lock, self._writing():
-            # Empty values: zero records, stored fields zero bytes long at the layout's position (as any empty value).
-            self._layout.add([Encoded({})] * len(self._layout.descriptors), index)
+            if final:
+                # Empty values: zero records, stored fields zero bytes long at the layout's position (as any empty
+                # value).
+                self._layout.add([Encoded({})] * len(self._layout.descriptors), index)
+                self.pending.discard(index)
+            else:
+                self.pending.add(index)
             self.unreadable[index] = why
         self.arrived[index] = True
 
@@ -181,7 +194,7 @@ class ArrivingFile:
             raise FormatError(f"{self.path}: a stream that does not say its length streams its first epoch for "
                               f"at most {self.capacity:,} samples; give its length (length=), or write it first "
                               f"with slipstream.write")
-        if self.arrived[index] and self._memory is None:
+        if self.arrived[index] and self._memory is None and index not in self.pending:
             raise ValueError(f"sample {index} arrived twice")
 
     def stored(self, index: int) -> list[Encoded]:
@@ -248,6 +261,7 @@ class ArrivingFile:
         self._starts, self._forgot = [], 0
         self.arrived[:] = False
         self.unreadable.clear()
+        self.pending.clear()
 
     def forget(self, arrivals: int) -> None:
         """In memory: give back the memory of the first ``arrivals`` samples
@@ -276,14 +290,17 @@ class ArrivingFile:
                     and not stop.is_set():
                 self._forgotten.wait(0.1)
 
-    def finish(self) -> Path:
+    def finish(self, keep: bool = True) -> Path:
         """Write the tables and the header, and rename the file onto its
-        target: the dataset, complete.  Returns its path."""
+        target: the dataset, complete.  Returns its path.  Not ``keep``: the
+        complete file stays where it is, under its temporary name, open and
+        locked (so that no other writer of the target removes it) until
+        :meth:`discard` removes it; returns that name."""
         if self._memory is not None:
             raise ValueError(f"{self.path} was given up: its samples are in memory only")
-        if not self.complete:
-            missing = np.flatnonzero(~self.arrived[:self.count])
-            raise ValueError(f"{self.path}: samples {missing[:5].tolist()} have not arrived")
+        if not self.complete or self.pending:
+            missing = np.flatnonzero(~self.arrived[:self.count]).tolist() or sorted(self.pending)
+            raise ValueError(f"{self.path}: samples {missing[:5]} have not arrived")
         user = self._user
         if self.unreadable:
             user = stored_user_metadata({**self.user_metadata, UNREADABLE_KEY: {
@@ -292,6 +309,8 @@ class ArrivingFile:
             self._layout.finish(user)
             self._file.flush()
             os.fsync(self._file.fileno())
+        if not keep:
+            return self._tmp
         os.replace(self._tmp, self.path)  # still locked: a clean-up by another writer cannot take it first
         self._file.close()
         sync_folder(self.path.parent)

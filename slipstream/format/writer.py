@@ -242,21 +242,42 @@ def _encode_sample(source: SampleSource, fields: dict[str, Any], index: int) -> 
     return encode_values(fields, f"sample {index} ({source.describe(index)})", values)
 
 
+class Unencodable(str):
+    """Why a sample cannot be encoded (a text naming it), from
+    :func:`encode_values`.
+
+    Attributes:
+        io_error: whether an ``OSError`` caused it, the source failing to
+            give the sample or a field failing to read its file (a missing
+            file, a connection reset): what reading it again may not meet,
+            unlike values that cannot be encoded (a damaged image).
+    """
+
+    io_error: bool = False
+
+    @classmethod
+    def of(cls, text: str, cause: BaseException | None = None) -> Unencodable:
+        """``text``, caused by ``cause``."""
+        failure = cls(text)
+        failure.io_error = isinstance(cause, OSError)
+        return failure
+
+
 def encode_values(fields: Mapping[str, Any], name: str, values: Sequence[Any] | Exception) -> Any:
     """One sample's values encoded by ``fields``: a list with one
-    ``Encoded`` per field, or a text starting with ``name`` that says why
-    the sample cannot be encoded (``values`` may be the exception that made
-    it unreadable)."""
+    ``Encoded`` per field, or an :class:`Unencodable` text starting with
+    ``name`` that says why the sample cannot be encoded (``values`` may be
+    the exception that made it unreadable)."""
     if isinstance(values, Exception):
-        return f"{name}: {type(values).__name__}: {values}"
+        return Unencodable.of(f"{name}: {type(values).__name__}: {values}", values)
     if len(values) != len(fields):
-        return f"{name}: {len(values)} values for {len(fields)} fields"
+        return Unencodable.of(f"{name}: {len(values)} values for {len(fields)} fields")
     encoded = []
     for (field_name, field), value in zip(fields.items(), values):
         try:
             encoded.append(field.encode(value))
         except Exception as exc:
-            return f"{name}, field {field_name!r}: {exc}"
+            return Unencodable.of(f"{name}, field {field_name!r}: {exc}", exc)
     return encoded
 
 

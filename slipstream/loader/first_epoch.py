@@ -35,7 +35,20 @@ the stream again.
 While the file is written this process holds the cache's lock for it: other
 processes asking for the same file wait for it (as with ``ss.cached``).  A
 process that stops before the end leaves no dataset file, only a temporary
-file that the next writer removes; the next run starts over.
+file that the next writer removes; the next run starts over.  The file is
+completed in a thread of its own: an interrupted wait for it (Ctrl-C at the
+start of epoch 1) leaves it going on, and the next epoch waits for it again.
+
+With ``on_error`` ``"skip"`` or ``"replace"``, a sample that cannot be
+encoded (a damaged image) is recorded in the file, as
+:func:`slipstream.write` records it, and skipped or replaced in every epoch.
+One that could not be *read* (an ``OSError``: a file missing for a while, a
+connection reset) is read once more when the file is completed (on one
+process, from a source read in any order); one that still cannot be keeps
+the file out of the cache: the loader reads its later epochs from a file of
+its own, removed when it closes, and the next run reads the source again.
+On several ranks, such a sample is recorded like the others once its second
+read fails.
 
 When the file cannot be written (a full disk, a quota, a file size limit),
 training goes on from the source: the file is given up (a
@@ -63,8 +76,8 @@ import errno
 import os
 import threading
 import warnings
-from collections.abc import Generator, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Generator, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +86,7 @@ import numpy as np
 from slipstream.convert import share
 from slipstream.errors import ArgumentError, CacheWarning, FieldValueError, FormatError
 from slipstream.format.arriving import ArrivalStager, ArrivingFile, unknown_length
-from slipstream.format.writer import SampleStream, encode_values
+from slipstream.format.writer import SampleStream, Unencodable, encode_values
 from slipstream.loader.orders import StreamShuffle
 
 CHUNK = 64
@@ -98,7 +111,8 @@ class FirstEpoch:
             read or encoded stops the epoch (``FieldValueError`` naming
             it); with ``"skip"`` or ``"replace"`` it arrives without values
             and the file records why (``Reader.unreadable``), so that every
-            epoch skips or replaces it.
+            epoch skips or replaces it (one that could not be read is read
+            again first: see the module docstring).
         workers: threads encoding samples.
 
     Attributes:
@@ -131,8 +145,15 @@ class FirstEpoch:
         self._forming: FormedBatches | None = None
         self._pool = ThreadPoolExecutor(workers or os.cpu_count() or 1, thread_name_prefix="slipstream-encode")
         self._run: _Run | None = None
+        self._runs = threading.Lock()  # a run started, or the first epoch closed: one at a time
+        self._closed = False
+        self._completion: _Completion | None = None
+        self._unread: dict[int, str] = {}  # samples whose latest read failed with an OSError, and why
         self.path: Path | None = None
         """The finished file, once complete."""
+        self.private = False
+        """Whether the finished file is this first epoch's own, out of the
+        cache (a sample could not be read): :meth:`close` removes it."""
 
     @property
     def reader(self) -> Any:
@@ -154,11 +175,14 @@ class FirstEpoch:
         """Encode the samples of ``batches`` in order, in a thread of its
         own, then (alone, with a file) every sample not yet arrived; one
         future per batch."""
-        self._stop_run()
-        if self._stream is not None and self.ranks is not None:
-            self._wanted = set(np.concatenate(batches).tolist()) if batches else set()
-        run = self._run = _Run(self, batches, rest=self.ranks is None and self.file.kept)
-        run.thread.start()
+        with self._runs:
+            if self._closed:
+                raise _Stopped()
+            self._stop_run()
+            if self._stream is not None and self.ranks is not None:
+                self._wanted = set(np.concatenate(batches).tolist()) if batches else set()
+            run = self._run = _Run(self, batches, rest=self.ranks is None and self.file.kept)
+            run.thread.start()
         return run.ready
 
     def give_up_file(self, error: OSError) -> bool:
@@ -171,6 +195,7 @@ class FirstEpoch:
         self._stop_run()
         self._run = None
         self.file.keep_in_memory()
+        self._unread.clear()
         self._release()
         warnings.warn(f"{error}: training goes on from the source, which every epoch reads again; no dataset "
                       f"file is kept (free space, or pass cache_dir= a folder with room for it, and it is written "
@@ -185,25 +210,68 @@ class FirstEpoch:
 
     def finish(self) -> Path:
         """Make the file complete (encoding what has not arrived), put it in
-        the cache and let go of the lock: the dataset's path.  With several
-        ranks, every rank calls it at once (it exchanges what each has)."""
+        the cache and let go of the lock: the dataset's path (see
+        :attr:`private` for a file kept out of the cache).  With several
+        ranks, every rank calls it at once (it exchanges what each has).
+
+        On one process the file is completed in a thread of its own: a wait
+        interrupted (``KeyboardInterrupt``) leaves it going on, and calling
+        this again waits for it again.
+
+        Raises:
+            the error that stopped the completion, on every call.
+        """
         if self.path is None:
             if self.ranks is not None:
                 from slipstream.loader.first_epoch_ranks import assemble
 
                 self.path = assemble(self, *self.ranks)
             else:
-                if self.uncounted:
-                    self._stop_run()
-                    while self.file.count is None:  # an epoch left early: the rest of the stream arrives now
-                        self.arrive_next()
-                elif self._run is None or self._run.error is not None:
-                    self._bring([])  # a run that stopped early, or none yet: the rest arrives now
-                self.wait()
-                self.path = self.file.finish()
-                share(self.entry)  # with a URL as the cache folder: other machines find it there
+                with self._runs:
+                    if self._completion is None:
+                        self._completion = _Completion(self._complete)
+                    self._completion.start()
+                self.path, self.private = self._completion.result()
+                if self.private:
+                    warnings.warn(self._kept_out(), CacheWarning, stacklevel=2)
             self._release()
         return self.path
+
+    def _complete(self) -> tuple[Path, bool]:
+        """(In the completion's thread.)  Make the rest arrive, read again
+        the samples whose reading failed, write the file: its path, and
+        whether it is kept out of the cache."""
+        if self._closed:
+            raise _Stopped()
+        if self.uncounted:
+            self._stop_run()
+            while self.file.count is None:  # an epoch left early: the rest of the stream arrives now
+                if self._closed:
+                    raise _Stopped()
+                self.arrive_next()
+        elif self._run is None or self._run.error is not None:
+            self._bring([])  # a run that stopped early, or none yet: the rest arrives now
+        self.wait()
+        self.read_again(sorted(self.file.pending))
+        if self._unread:
+            return self.file.finish(keep=False), True
+        path = self.file.finish()
+        share(self.entry)  # with a URL as the cache folder: other machines find it there
+        return path, False
+
+    def _kept_out(self) -> str:
+        """Why the file is kept out of the cache."""
+        (index, why), *rest = sorted(self._unread.items())
+        more = f" (and {len(rest)} more)" if rest else ""
+        return (f"{why}{more}: read again, it still could not be read, so {self.entry.path.name} is not kept in the "
+                f"cache (the loader reads the rest of its epochs from a file of its own, removed when it closes); "
+                f"the next run reads the source again")
+
+    def read_again(self, indices: Sequence[int]) -> None:
+        """Read the samples ``indices`` once more (samples whose reading
+        failed, :attr:`ArrivingFile.pending`): those that read now arrive
+        with their values; the others, without, for good."""
+        self._arrive(list(indices), None, last=True)
 
     def wait(self) -> None:
         """Wait until the running epoch's samples have arrived.
@@ -251,13 +319,14 @@ class FirstEpoch:
         else:
             self._arrive(indices, stop)
 
-    def _arrive(self, indices: list[int], stop: threading.Event | None) -> None:
-        """:meth:`arrive` of exactly ``indices``."""
+    def _arrive(self, indices: list[int], stop: threading.Event | None, last: bool = False) -> None:
+        """:meth:`arrive` of exactly ``indices`` (``last``: the samples'
+        last read, see :meth:`_lay_out`)."""
         for start in range(0, len(indices), CHUNK):
             if stop is not None and stop.is_set():
                 raise _Stopped()
             chunk = indices[start:start + CHUNK]
-            self._lay_out(chunk, [self.read(index) for index in chunk])
+            self._lay_out(chunk, [self.read(index) for index in chunk], last)
 
     def arrive_next(self) -> None:
         """From a stream that does not say its length, make its next
@@ -282,17 +351,27 @@ class FirstEpoch:
         if stream.ended:
             self.file.end(stream.position)
 
-    def _lay_out(self, chunk: list[int], read: list[tuple[str, Any]]) -> None:
+    def _lay_out(self, chunk: list[int], read: list[tuple[str, Any]], last: bool = False) -> None:
         """Encode the samples ``chunk`` (as :meth:`read` gave them) in
         parallel and lay them out in order, as ``on_error`` says for those
-        that cannot be."""
+        that cannot be: a sample whose reading failed (an ``OSError``) is
+        read again when the file is completed (see the module docstring),
+        unless this is its ``last`` read, the source is a stream or the file
+        is given up."""
         for index, outcome in zip(chunk, self._pool.map(self.encode, chunk, read)):
             if not isinstance(outcome, str):
                 self.file.add(index, outcome)
+                self._unread.pop(index, None)
             elif self.on_error == "raise":
                 raise FieldValueError(f"{self.entry.path} was not written: {outcome}")
             else:  # the loader skips or replaces it, in this epoch and every later one
-                self.file.fail(index, outcome)
+                io_error = isinstance(outcome, Unencodable) and outcome.io_error
+                again = io_error and not last and self._stream is None and self.file.kept
+                self.file.fail(index, outcome, final=not again)
+                if io_error:
+                    self._unread[index] = outcome
+                else:
+                    self._unread.pop(index, None)
 
     def form_epoch(self, shuffled: bool, seed: int, batch_size: int, drop_last: bool,
                    skip: int = 0) -> FormedBatches:
@@ -316,8 +395,13 @@ class FirstEpoch:
 
     def close(self) -> None:
         """Stop encoding; the file in progress is given up (its temporary
-        file removed), and the lock let go."""
+        file removed), and the lock let go.  A file of its own
+        (:attr:`private`) is removed."""
+        with self._runs:
+            self._closed = True
         self._stop_run()
+        if self._completion is not None:
+            self._completion.join()
         self._pool.shutdown(wait=True, cancel_futures=True)
         if self._stream is not None:
             self._stream.close()
@@ -356,6 +440,43 @@ class FirstEpoch:
         :meth:`read`) encoded by the fields, or why they cannot be, naming
         the sample and the field (as :func:`slipstream.write` does)."""
         return encode_values(self.fields, *read)
+
+
+class _Completion:
+    """``complete()`` run once, in a thread, and its outcome, which any
+    thread waits for.  Starting it is safe to repeat after an interruption
+    anywhere (a Ctrl-C): a thread that finds it run already ends at once."""
+
+    def __init__(self, complete: Callable[[], tuple[Path, bool]]) -> None:
+        self._future: Future[tuple[Path, bool]] = Future()
+        self._complete = complete
+        self._claimed = threading.Lock()  # taken for good by the thread that runs it
+
+    def start(self) -> None:
+        """Run it in a thread of its own, unless a thread has claimed it."""
+        if not self._claimed.locked():
+            threading.Thread(target=self._main, name="slipstream-complete", daemon=True).start()
+
+    def _main(self) -> None:
+        if not self._claimed.acquire(blocking=False):
+            return  # started again after an interruption: another thread runs it
+        try:
+            self._future.set_result(self._complete())
+        except BaseException as exc:
+            self._future.set_exception(exc)
+
+    def result(self) -> tuple[Path, bool]:
+        """Wait for the outcome: the file's path and whether it is kept out of the cache.
+
+        Raises:
+            the error that stopped the completion.
+        """
+        return self._future.result()
+
+    def join(self) -> None:
+        """Wait until it has run, if a thread has claimed it."""
+        if self._claimed.locked():
+            wait([self._future])
 
 
 class _Run:

@@ -16,7 +16,8 @@ At the start of the next epoch every rank calls :func:`assemble` at once:
    as the Ray writer's tasks do) next to the target;
 4. rank 0 lays the parts out into the file, in index order, under the lock
    (a sample that could not be read or encoded, with ``on_error`` other
-   than ``"raise"``, arrives without values, as on one rank), and tells
+   than ``"raise"``, arrives without values, as on one rank, once a
+   sample whose reading failed has failed again), and tells
    every rank the outcome; the parts are removed.
 
 The file is then the very file :func:`slipstream.write` writes for the
@@ -130,6 +131,7 @@ def assemble(first: Any, rank: int, world_size: int) -> Path:
     def write_mine() -> dict[int, str]:
         file = first.file
         first.arrive(mine[~file.arrived[mine]].tolist())
+        first.read_again(sorted(file.pending.intersection(mine.tolist())))
         file.publish()
         location.delete(names[rank])
         write_part(location, names[rank], file.reader.descriptors,

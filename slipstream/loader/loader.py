@@ -209,6 +209,7 @@ class Loader:
         """The rest of :meth:`__init__`, over the dataset :func:`_open` opened."""
         self._first = opened if isinstance(opened, FirstEpoch) else None
         self._failed: BaseException | None = None  # why completing the first epoch's file failed
+        self._own_file: FirstEpoch | None = None  # a finished first epoch whose file is out of the cache
         self.reader = opened.reader if self._first is not None else opened
         if self._uncounted and (indices is not None or self.repeats > 1):
             # A subset of a stream whose length is unknown cannot be checked, nor repeats cut to its length.
@@ -301,6 +302,8 @@ class Loader:
         try:
             path = first.finish()
         except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt) and first.ranks is None:
+                raise  # the file goes on being completed in its thread: the next epoch waits for it again
             if isinstance(exc, OSError) and first.give_up_file(exc):
                 first.restart()
                 return
@@ -309,10 +312,13 @@ class Loader:
             first.close()
             self.close()
             raise
-        self._first = None
-        first.close()
-        self.memory.close()
-        self._taken_over = None
+        stager = self.memory
+        self._first, self._taken_over = None, None
+        if first.private:  # a file of its own, out of the cache: removed when the loader closes
+            self._own_file = first
+        else:
+            first.close()
+        stager.close()
         self.reader = Reader(path)
         self._bind(self.reader, self._memory_manager(self.options.memory))
         self._pages = self._file_pages()
@@ -660,6 +666,9 @@ class Loader:
         sample has arrived, else given up (no dataset file is left)."""
         self._stop_iterator()
         self.memory.close()
+        own, self._own_file = self.__dict__.get("_own_file"), None
+        if own is not None:
+            own.close()
         first, self._first = self._first, None
         if first is not None:
             try:

@@ -12,7 +12,12 @@ from __future__ import annotations
 import hashlib
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from slipstream.errors import ArgumentError
+
+if TYPE_CHECKING:
+    from slipstream.format.remote import Remote
 
 
 class _StoredJPEG:
@@ -46,14 +51,33 @@ class LitData:
 
     Args:
         input_dir: the dataset's folder or URL, as ``StreamingDataset`` takes it.
+        remote: for an ``s3://`` URL, the object store's options
+            (:class:`slipstream.Remote`: endpoint, region, credentials,
+            retries, time-out and cache folder), given to litdata's S3 client
+            as its ``storage_options`` (see :func:`boto3_options`) unless
+            ``options`` has its own; ``index.json`` is read with them too.
+            None, or a ``Remote()`` that changes nothing: litdata's own
+            defaults (the environment's credentials and endpoint).
         **options: further ``litdata.StreamingDataset`` arguments (e.g.
-            ``storage_options``); shuffling is always off.
+            ``storage_options``, boto3's client arguments); shuffling is
+            always off.
+
+    Raises:
+        ArgumentError: ``remote`` has a storage option that litdata's
+            client cannot take (naming it).
     """
 
-    def __init__(self, input_dir: str, **options: Any) -> None:
+    def __init__(self, input_dir: str, remote: Remote | None = None, **options: Any) -> None:
         import litdata
 
+        from slipstream.format.remote import Remote, is_url
+
         self.input_dir = input_dir
+        self.remote = remote or Remote()
+        if remote is not None and remote != Remote() and is_url(input_dir):  # else litdata's own defaults
+            options.setdefault("storage_options", boto3_options(remote, input_dir))
+            if remote.cache_dir is not None:
+                options.setdefault("cache_dir", str(Path(remote.cache_dir) / "litdata"))
         self.options = options
         self._lock = threading.Lock()
         self.dataset = litdata.StreamingDataset(input_dir, shuffle=False, serializers={"jpeg": _StoredJPEG()},
@@ -105,9 +129,8 @@ class LitData:
 
         if is_url(self.input_dir):
             from slipstream.format.objectstore import ObjectPrefix
-            from slipstream.format.remote import Remote
 
-            return ObjectPrefix(self.input_dir, Remote()).read_all("index.json")
+            return ObjectPrefix(self.input_dir, self.remote).read_all("index.json")
         return (Path(local_path(self.input_dir)) / "index.json").read_bytes()
 
     def cache_name(self) -> str:
@@ -120,3 +143,56 @@ class LitData:
 
     def __repr__(self) -> str:
         return f"LitData({self.input_dir!r}, {len(self)} items)"
+
+
+_BOTO3_KEYS = {"endpoint": "endpoint_url", "endpoint_url": "endpoint_url", "region": "region_name",
+               "default_region": "region_name", "access_key_id": "aws_access_key_id",
+               "secret_access_key": "aws_secret_access_key", "session_token": "aws_session_token",
+               "token": "aws_session_token"}
+"""``Remote.storage_options`` keys (obstore's, without their ``aws_``
+prefix) -> the boto3 client's arguments."""
+
+
+def boto3_options(remote: Remote, url: str) -> dict[str, Any]:
+    """``remote`` as the ``storage_options`` of litdata's S3 client (the
+    arguments of ``boto3.client("s3", ...)``): the endpoint, region and
+    credentials of its ``storage_options``, and a ``botocore`` config with
+    its retries, time-out, addressing style (``virtual_hosted_style_request``)
+    and signing (``skip_signature``).  ``allow_http`` needs nothing: boto3
+    speaks HTTP to an ``http://`` endpoint.
+
+    Raises:
+        ArgumentError: ``url`` is not ``s3://`` and ``remote`` has storage
+            options, or one of them has no boto3 equivalent (naming it).
+    """
+    options = {key.lower().removeprefix("aws_"): value for key, value in remote.storage_options.items()}
+    if not url.startswith("s3://"):
+        if options:
+            raise ArgumentError(f"LitData reads {url} with litdata's own client, whose options for this store are not "
+                                f"slipstream.Remote's: pass them as LitData(url, storage_options=...)")
+        return {}
+    from botocore import UNSIGNED
+    from botocore.config import Config
+
+    client: dict[str, Any] = {}
+    config: dict[str, Any] = {"retries": {"max_attempts": remote.retries + 1, "mode": "adaptive"},
+                              "connect_timeout": remote.timeout_s, "read_timeout": remote.timeout_s}
+    for key, value in options.items():
+        if key in _BOTO3_KEYS:
+            client[_BOTO3_KEYS[key]] = value
+        elif key == "virtual_hosted_style_request":
+            config["s3"] = {"addressing_style": "virtual" if _true(value) else "path"}
+        elif key == "skip_signature":
+            if _true(value):
+                config["signature_version"] = UNSIGNED
+        elif key == "allow_invalid_certificates":
+            client["verify"] = not _true(value)
+        elif key != "allow_http":
+            raise ArgumentError(f"LitData reads {url} with boto3, which has no equivalent of the storage option "
+                                f"{key!r} of slipstream.Remote: pass boto3's client arguments as LitData(url, "
+                                f"storage_options=...)")
+    return {**client, "config": Config(**config)}
+
+
+def _true(value: str) -> bool:
+    return str(value).lower() in ("1", "true", "yes", "on")

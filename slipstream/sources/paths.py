@@ -72,7 +72,7 @@ def _source(path: str | os.PathLike, kind: ShardIndex | str, remote: Remote) -> 
         return WebDataset(text if text.endswith(".tar") or not is_url(text) else text.rstrip("/") + "/",
                           remote=remote)
     if kind == "litdata":
-        return LitData(text)
+        return LitData(text, remote=remote)
     return ImageFolder(local_path(text))
 
 
