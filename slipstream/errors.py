@@ -98,7 +98,12 @@ class CacheWarning(UserWarning):
     message names the page file, the shard and its URL.  Or a source's
     dataset file could not be written during a loader's first epoch (a
     full disk): training goes on from the source; the message names the
-    file and the error."""
+    file and the error.  Or the compile cache could not keep a compiled
+    function or a generated stage (a full disk, a read-only folder): it
+    runs, compiled again by each process; the message names the folder,
+    once per process.  Or a first epoch's file is kept out of the dataset
+    cache, because a sample could not be read (see
+    :mod:`slipstream.loader.first_epoch`)."""
 
 
 class FieldValueError(SlipstreamError, ValueError):

@@ -13,6 +13,7 @@ that Numba's on-disk cache serves the next process.
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -34,6 +35,7 @@ from slipstream.compiler import random as rnd
 from slipstream.compiler import symbols
 from slipstream.compiler.checks import unseeded_draws
 from slipstream.compiler.graph import Graph
+from slipstream.compiler.jit import cached_njit, warn_once
 from slipstream.compiler.kinds import Kind
 from slipstream.compiler.nodes import EmitContext, GraphNode, Input, Node
 from slipstream.compiler.operation import Operation
@@ -70,7 +72,7 @@ def _distinct_symbol_names() -> None:
 _distinct_symbol_names()
 
 
-@numba.njit(cache=True, nogil=True)
+@cached_njit
 def copy_sample(dst, src):
     """Copy a C-contiguous sample into another of the same size; returns dst."""
     d = dst.reshape(-1)
@@ -80,7 +82,7 @@ def copy_sample(dst, src):
     return dst
 
 
-@numba.njit(cache=True, nogil=True)
+@cached_njit
 def serial_thread_id() -> int:
     """The thread number of a stage built without parallel loops: 0, its
     one row of per-thread scratch (Numba's ``get_thread_id`` is not defined
@@ -510,13 +512,8 @@ def load_stage(graph: Graph, stage: StageSource) -> Callable[..., Any]:
     digest = fingerprint(graph, stage) + ("" if parallel else "-serial")
     if stage.jit and digest in _loaded:
         return _loaded[digest]
-    folder = cache_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"stage_{digest}.py"
-    if not path.exists():
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(stage.source)
-        os.replace(tmp, path)  # atomic: concurrent processes write identical text
+    path = cache_dir() / f"stage_{digest}.py"
+    cached = _write_source(path, stage)
     if parallel:
         _threading.start_pool()  # from this thread, before a loader's thread runs the stage
     module_name = f"slipstream_stage_{digest}"
@@ -527,12 +524,34 @@ def load_stage(graph: Graph, stage: StageSource) -> Callable[..., Any]:
         module.__dict__["get_thread_id"] = serial_thread_id
     # Numba's disk cache finds a function's globals again by module name.
     sys.modules[module_name] = module
-    spec.loader.exec_module(module)
+    if cached:
+        spec.loader.exec_module(module)
+    else:  # the same code, named after the file it would be (errors point into it alike)
+        exec(compile(stage.source, str(path), "exec"), module.__dict__)
     fn = getattr(module, stage.name)
     if not stage.jit:
         return fn
-    _loaded[digest] = numba.njit(nogil=True, parallel=parallel, cache=True)(fn)
+    _loaded[digest] = cached_njit(fn, parallel=parallel) if cached else numba.njit(nogil=True, parallel=parallel)(fn)
     return _loaded[digest]
+
+
+def _write_source(path: Path, stage: StageSource) -> bool:
+    """Write the stage's source at ``path`` unless it is there; whether it
+    is there, for Numba's disk cache.  A folder that cannot hold it (a full
+    disk, a read-only cache) is a :class:`~slipstream.CacheWarning`, and
+    the stage is compiled without the disk cache."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            tmp.write_text(stage.source)
+            os.replace(tmp, path)  # atomic: concurrent processes write identical text
+        return True
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        warn_once(str(path.parent), f"the source of stage {stage.index}", exc)
+        return False
 
 
 def load_diagnostic(stage: StageSource) -> Callable[..., Any]:

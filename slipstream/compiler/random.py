@@ -35,7 +35,8 @@ import collections
 import hashlib
 
 import numpy as np
-from numba import njit
+
+from slipstream.compiler.jit import cached_njit
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -45,7 +46,7 @@ _ONE = np.uint64(1)
 _TWO_POW_MINUS_53 = 1.0 / 9007199254740992.0
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def mix64(x):
     """SplitMix64's finalizer: a well-mixed bijection of a 64-bit integer."""
     z = np.uint64(x)
@@ -54,7 +55,7 @@ def mix64(x):
     return z ^ (z >> _S31)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def sample_key(seed, epoch, identity, op_id):
     """The random key of one operation on one sample (its draw identity:
     its dataset index, or a repeated copy's) in one epoch."""
@@ -138,7 +139,7 @@ def named_draws(*names: str, block: int = DRAW_BLOCK) -> tuple[int, ...]:
     return fields(*numbers)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def batch_keys(seed, epoch, identities, n, op_id):
     """The random keys of operation ``op_id`` for the first ``n`` samples of a
     batch (their draw identities), as a uint64 array: what a batch operation
@@ -149,7 +150,7 @@ def batch_keys(seed, epoch, identities, n, op_id):
     return keys
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def uniforms(keys, k):
     """The k-th draw of each key, as float64 values in [0, 1)."""
     out = np.empty(keys.size, np.float64)
@@ -158,38 +159,38 @@ def uniforms(keys, k):
     return out
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def draw(key, k):
     """The k-th 64-bit random integer of a key."""
     return mix64(np.uint64(key) ^ (np.uint64(k) + _ONE) * _GOLDEN)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def uniform(key, k):
     """The k-th draw of a key as a float in [0, 1), with 53 random bits."""
     return np.float64(draw(key, k) >> _S11) * _TWO_POW_MINUS_53
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def uniform_range(key, k, low, high):
     """The k-th draw of a key as a float in [low, high)."""
     return low + (high - low) * uniform(key, k)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def integers(key, k, low, high):
     """The k-th draw of a key as an integer in [low, high)."""
     return low + np.int64(uniform(key, k) * (high - low))
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def normal(key, k):
     """A standard normal value from draws 2k and 2k + 1 (Box-Muller)."""
     u = 1.0 - uniform(key, 2 * k)  # in (0, 1]: log is finite
     return np.sqrt(-2.0 * np.log(u)) * np.cos(2.0 * np.pi * uniform(key, 2 * k + 1))
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def gamma(key, k, shape):
     """A Gamma(shape, 1) value (Marsaglia and Tsang, ACM TOMS 26(3), 2000),
     from the draws of sub-key ``draw(key, k)``; shape > 0."""
@@ -211,7 +212,7 @@ def gamma(key, k, shape):
     return d * boost  # unreachable in practice: each try is accepted with probability > 0.95
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def beta(key, k, a, b):
     """A Beta(a, b) value from two Gamma draws (sub-keys 2k and 2k + 1)."""
     x = gamma(key, 2 * k, a)

@@ -44,7 +44,8 @@ from __future__ import annotations
 import abc
 
 import numpy as np
-from numba import njit
+
+from slipstream.compiler.jit import cached_njit
 
 TRANSFORM = "transform"
 """The name of the output that holds a geometric operation's transform."""
@@ -73,7 +74,7 @@ class Untracked(abc.ABC):  # a marker, read by the operations that follow an ima
     it, and a pipeline that asks them to is refused."""
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _set_axes(t, sx, tx, sy, ty, out_h, out_w):
     """Write the axis-aligned map x' = sx x + tx, y' = sy y + ty into ``t``."""
     t[0], t[1], t[2] = sx, 0.0, tx
@@ -82,7 +83,7 @@ def _set_axes(t, sx, tx, sy, ty, out_h, out_w):
     t[OUT_H], t[OUT_W] = out_h, out_w
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def set_region(t, top, left, h, w, out_h, out_w, flip):
     """Write into ``t`` the transform of cropping the region (``top``,
     ``left``, ``h``, ``w``) of an image, resizing it to ``out_h`` x ``out_w``
@@ -94,7 +95,7 @@ def set_region(t, top, left, h, w, out_h, out_w, flip):
         _set_axes(t, sx, -left * sx, sy, -top * sy, out_h, out_w)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def set_shift(t, height, width, dy, dx, flip_y, flip_x):
     """Write into ``t`` the transform of a ``height`` x ``width`` image
     mirrored (top-bottom with ``flip_y``, left-right with ``flip_x``) and then
@@ -104,7 +105,7 @@ def set_shift(t, height, width, dy, dx, flip_y, flip_x):
     _set_axes(t, sx, tx, sy, ty, height, width)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def set_matrix(t, m, out_h, out_w):
     """Write into ``t`` the transform of the projective map ``m`` ((3, 3)
     float64, input to output, see the module docstring) onto an ``out_h`` x
@@ -115,13 +116,13 @@ def set_matrix(t, m, out_h, out_w):
     t[OUT_H], t[OUT_W] = out_h, out_w
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def is_axis_aligned(t):
     """Whether transform ``t`` only scales, mirrors and shifts each axis."""
     return t[1] == 0.0 and t[3] == 0.0 and t[6] == 0.0 and t[7] == 0.0 and t[8] == 1.0
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _follow(t, acc):
     """``acc``'s matrix becomes ``t``'s matrix times it: the map ``acc``,
     then the map ``t``."""
@@ -139,7 +140,7 @@ def _follow(t, acc):
         acc[3 * r + 2] = b0 * a02 + b1 * a12 + b2 * a22
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def compose(transforms, out):
     """Write into ``out`` the transform of applying ``transforms`` (a tuple
     of transform arrays) in order; returns ``out``."""
@@ -150,7 +151,7 @@ def compose(transforms, out):
     return out
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def determinant(t):
     """The determinant of ``t``'s matrix: negative when the map mirrors the
     image (where ``w > 0``), zero when it has no inverse."""
@@ -160,7 +161,7 @@ def determinant(t):
             + t[2] * (t[3] * t[7] - t[4] * t[6]))
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def inverse(t, out):
     """Write into ``out`` (9 float64 values) the inverse of ``t``'s matrix,
     row-major (the adjugate over the determinant); returns ``out``."""
@@ -177,7 +178,7 @@ def inverse(t, out):
     return out
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _project(m, x, y):
     """Point (``x``, ``y``) through the matrix ``m`` (9 values, row-major);
     NaNs behind the horizon (``w <= 0``)."""
@@ -187,7 +188,7 @@ def _project(m, x, y):
     return (m[0] * x + m[1] * y + m[2]) / w, (m[3] * x + m[4] * y + m[5]) / w
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def map_point(t, x, y):
     """Point (``x``, ``y``) moved by ``t``, as (x, y); NaNs for a point
     behind the horizon (``w <= 0``)."""
@@ -196,7 +197,7 @@ def map_point(t, x, y):
     return _project(t, x, y)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def map_box(t, x1, y1, x2, y2):
     """The box (``x1``, ``y1``, ``x2``, ``y2``) moved by ``t``: the smallest
     box holding its four moved corners, as (x1, y1, x2, y2) with x1 <= x2
@@ -215,7 +216,7 @@ def map_box(t, x1, y1, x2, y2):
     return min(ax, bx, cx, dx), min(ay, by, cy, dy), max(ax, bx, cx, dx), max(ay, by, cy, dy)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def is_axis_aligned_chain(transforms):
     """Whether every transform of the tuple ``transforms`` is axis-aligned."""
     for t in transforms:
@@ -224,13 +225,13 @@ def is_axis_aligned_chain(transforms):
     return True
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _within(x, y, t):
     """Whether (x, y) lies on the closed output rectangle of ``t``."""
     return 0.0 <= x <= t[OUT_W] and 0.0 <= y <= t[OUT_H]
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def point_survives(transforms, x, y):
     """Whether point (``x``, ``y``) of the chain's input stays on every
     stage's output as ``transforms`` move it (a rotation after a crop, say,
@@ -242,7 +243,7 @@ def point_survives(transforms, x, y):
     return True
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def box_through(transforms, x1, y1, x2, y2):
     """The box moved by each stage of ``transforms`` in turn and clipped to
     that stage's output (as torchvision clamps boxes after each transform);
@@ -254,7 +255,7 @@ def box_through(transforms, x1, y1, x2, y2):
     return x1, y1, x2, y2
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def uncovered(transforms):
     """(out_h, out_w) bool array of the chain's last output: True where the
     pixel's centre, walked back through the stages, leaves the output of an

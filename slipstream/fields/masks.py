@@ -63,8 +63,9 @@ import dataclasses
 from typing import Any
 
 import numpy as np
-from numba import int64, njit, uint64
+from numba import int64, uint64
 
+from slipstream.compiler.jit import cached_njit
 from slipstream.errors import DecodeError
 from slipstream.fields import geometry
 from slipstream.fields.base import Encoded, Field
@@ -359,18 +360,18 @@ def resample_nearest(mask: np.ndarray, transform: Any, fill: int = 0) -> np.ndar
 # indices let LLVM vectorize them (see slipstream.compiler.operation).
 
 
-@njit(nogil=True, cache=True)
+@cached_njit
 def _u32(data, at):
     return (int64(data[at]) | (int64(data[at + 1]) << 8) | (int64(data[at + 2]) << 16)
             | (int64(data[at + 3]) << 24))
 
 
-@njit(nogil=True, cache=True)
+@cached_njit
 def _u16(data, at):
     return int64(data[at]) | (int64(data[at + 1]) << 8)
 
 
-@njit(nogil=True, cache=True)
+@cached_njit
 def _varint(data, at):
     """(value, next position), or (status, position) with a negative status
     for a varint that runs past the data or over 3 bytes."""
@@ -386,19 +387,19 @@ def _varint(data, at):
     return int64(_ECORRUPT), at
 
 
-@njit(nogil=True, cache=True)
+@cached_njit
 def _fill(row, start, stop, value):
     for j in range(uint64(start), uint64(stop)):
         row[j] = value
 
 
-@njit(nogil=True, cache=True)
+@cached_njit
 def _copy(dst, src):
     for j in range(uint64(dst.shape[0])):
         dst[j] = src[j]
 
 
-@njit(nogil=True, cache=True)
+@cached_njit
 def _check_transform(transform, out_h, out_w):
     """0 when ``transform`` has ``geometry.SIZE`` values, a finite
     invertible matrix and the output size (out_h, out_w), else EINVAL."""
@@ -415,7 +416,7 @@ def _check_transform(transform, out_h, out_w):
     return _OK
 
 
-@njit(nogil=True, cache=True)
+@cached_njit
 def _source(at, size, scale, offset):
     """The continuous source coordinate of output pixel ``at`` of ``size``
     along one axis, counted so that it grows with ``at`` (mirrored axes are
@@ -425,7 +426,7 @@ def _source(at, size, scale, offset):
     return ((float(at) + 0.5) - offset) / scale
 
 
-@njit(nogil=True, cache=True)
+@cached_njit
 def _first_at_least(bound, size, scale, offset):
     """The first ``at`` in 0..size whose source coordinate is >= ``bound``."""
     lo, hi = int64(0), int64(size)
@@ -438,7 +439,7 @@ def _first_at_least(bound, size, scale, offset):
     return lo
 
 
-@njit(nogil=True, cache=True)
+@cached_njit
 def _column_table(scale, offset, out_w, left, cols, table):
     """Maps the plane's column boundaries to output columns, counted from the
     output's left edge, or its right one for a mirrored transform.
@@ -465,7 +466,7 @@ def _column_table(scale, offset, out_w, left, cols, table):
     return lo, hi
 
 
-@njit(nogil=True, cache=True)
+@cached_njit
 def _next_row(data, at, value_bytes, cols, k, ends, values):
     """Decodes the row at ``data[at:]`` over the run list ``ends[:k]``,
     ``values[:k]`` of the row above (``k = 0`` at a block's start).
@@ -518,7 +519,7 @@ def _next_row(data, at, value_bytes, cols, k, ends, values):
     return int64(_OK), at, runs, True
 
 
-@njit(nogil=True, cache=True)
+@cached_njit
 def _paint_row(row, k, ends, values, table, lo, hi, mirrored, outside):
     """Writes one output row from a run list, through the column table of
     :func:`_column_table`; ``outside`` where the row samples no plane column."""
@@ -545,7 +546,7 @@ def _paint_row(row, k, ends, values, table, lo, hi, mirrored, outside):
         start = stop
 
 
-@njit(nogil=True, cache=True)
+@cached_njit
 def _paint_plane(data, at, value_bytes, top, left, rows, cols, transform, out, outside, ends, values, table):
     """Samples the plane whose block table starts at ``data[at]``, placed at
     ``(top, left)`` of the stored mask, onto every pixel of the 2-D ``out``
@@ -563,7 +564,7 @@ def _paint_plane(data, at, value_bytes, top, left, rows, cols, transform, out, o
     return status
 
 
-@njit(nogil=True, cache=True)
+@cached_njit
 def _warp_nearest(plane, top, left, inverse, out, outside):
     """Each pixel of ``out`` takes the pixel of ``plane`` (placed at ``(top,
     left)``) containing its centre's image under the matrix ``inverse`` (9
@@ -583,7 +584,7 @@ def _warp_nearest(plane, top, left, inverse, out, outside):
                 out[i, j] = plane[int64(np.floor(y)) - top, int64(np.floor(x)) - left]
 
 
-@njit(nogil=True, cache=True)
+@cached_njit
 def _paint_axes(data, at, value_bytes, top, left, rows, cols, scale_y, scale_x, offset_y, offset_x, out, outside,
                 ends, values, table):
     """:func:`_paint_plane` through an axis-aligned map (``scale_y``,
@@ -625,7 +626,7 @@ def _paint_axes(data, at, value_bytes, top, left, rows, cols, scale_y, scale_x, 
     return _OK
 
 
-@njit(nogil=True, cache=True)
+@cached_njit
 def _decode_mask(data, height, width, transform, out, fill):
     if len(data) < SEMANTIC_HEADER:
         return _ETRUNCATED
@@ -643,7 +644,7 @@ def _decode_mask(data, height, width, transform, out, fill):
                         values, table)
 
 
-@njit(nogil=True, cache=True)
+@cached_njit
 def decode_mask(data, height, width, transform, out, fill):
     """Decodes a semantic mask (:func:`encode_mask`) onto the output grid of
     ``transform``, nearest neighbour (see the module docstring).
@@ -680,7 +681,7 @@ def decode_mask(data, height, width, transform, out, fill):
     return status
 
 
-@njit(nogil=True, cache=True)
+@cached_njit
 def _decode_instances(data, height, width, count, select, n_select, transform, out):
     if len(data) < INSTANCES_HEADER:
         return _ETRUNCATED
@@ -713,7 +714,7 @@ def _decode_instances(data, height, width, count, select, n_select, transform, o
     return _OK
 
 
-@njit(nogil=True, cache=True)
+@cached_njit
 def decode_instances(data, height, width, count, select, n_select, transform, out):
     """Decodes chosen instance masks (:func:`encode_instances`) onto the
     output grid of ``transform``, nearest neighbour (see the module

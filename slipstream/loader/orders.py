@@ -29,7 +29,8 @@ samples not yet handed out can be shared among any number of ranks
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from slipstream.compiler.jit import cached_njit
 
 ORDERS = ("sequential", "random", "quasi_random")
 
@@ -120,7 +121,7 @@ def stream_order(indices: np.ndarray, size: int, seed: int, epoch: int, buffer: 
     return indices[np.argsort(place[indices], kind="stable")]
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _stream_given(uniform: np.ndarray, first: int, buffer: int) -> np.ndarray:
     """The samples :func:`stream_order` gives, in order: the ``k``-th drawn
     by ``uniform[k]`` (in [0, 1)) from those held (compiled: an epoch of

@@ -10,12 +10,13 @@ import math
 from typing import Any
 
 import numpy as np
-from numba import njit, types, uint64
+from numba import types, uint64
 from numba.extending import overload
 
 from slipstream.compiler import Allocation, Operation, State
 from slipstream.compiler import random as rnd
 from slipstream.compiler.codegen import copy_sample
+from slipstream.compiler.jit import cached_njit
 from slipstream.compiler.rewrites import LooksAhead
 from slipstream.fields import geometry
 
@@ -121,17 +122,17 @@ LUMA = (0.2989, 0.587, 0.114)
 _LUMA_R, _LUMA_G, _LUMA_B = (np.float32(w) for w in LUMA)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _gray(r, g, b):
     return _LUMA_R * r + _LUMA_G * g + _LUMA_B * b
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _to_u8(v):
     return np.uint8(min(max(v, np.float32(0.0)), np.float32(255.0)))
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def adjust_brightness(x, factor):
     flat = x.reshape(-1)
     f = np.float32(factor)
@@ -139,7 +140,7 @@ def adjust_brightness(x, factor):
         flat[j] = _to_u8(np.float32(flat[j]) * f)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def adjust_contrast(x, factor):
     """Blend with the mean of the grayscale image (torchvision rounds nothing
     here: the mean is a float)."""
@@ -155,7 +156,7 @@ def adjust_contrast(x, factor):
         flat[j] = _to_u8(f * np.float32(flat[j]) + rest)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def adjust_saturation(x, factor):
     """Blend each pixel with its own gray value."""
     flat = x.reshape(-1)
@@ -169,7 +170,7 @@ def adjust_saturation(x, factor):
         flat[3 * p + 2] = _to_u8(f * b + gray)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def adjust_hue(x, shift):
     """Rotate the hue by ``shift`` turns (-0.5 .. 0.5): RGB -> HSV -> RGB."""
     flat = x.reshape(-1)
@@ -404,7 +405,7 @@ class GaussianBlur(Operation):
         return blur
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _reflect(i, n):
     """Index i reflected into [0, n) without repeating the edge (torch's "reflect")."""
     if n == 1:
@@ -554,7 +555,7 @@ def _fill_noise_compiled(x, top, left, h, w, key):  # noqa: ANN001
     return fill
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def half_bits(value):
     """The bits of the float16 nearest ``value`` (ties to even; beyond
     float16's range, infinity): what compiled code, which has no float16,
@@ -573,7 +574,7 @@ def half_bits(value):
     return np.uint16(sign | np.int64(np.rint(a * 16777216.0)))  # subnormal: multiples of 2**-24
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _fill_planes(x, top, left, h, w, values):
     """Set the box of each channel plane ``k`` of ``x`` to ``values[k]``."""
     for k in range(x.shape[0]):

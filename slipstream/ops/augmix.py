@@ -54,10 +54,11 @@ import numbers
 from typing import Any
 
 import numpy as np
-from numba import njit, uint64
+from numba import uint64
 
 from slipstream.compiler import Allocation, Operation, State
 from slipstream.compiler import random as rnd
+from slipstream.compiler.jit import cached_njit
 from slipstream.errors import ArgumentError
 from slipstream.fields import geometry
 from slipstream.ops import policies, warps
@@ -97,20 +98,20 @@ def augmix_space(all_ops: bool) -> tuple[np.ndarray, ...]:
 # ---------------------------------------------------------------- per sample, compiled
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _gamma(key, k, alpha):
     """A Gamma(alpha) value from sub-key ``k``, at least the smallest normal float64."""
     return max(rnd.gamma(key, k, alpha), _TINY)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _ratio(part, total):
     """``part / total`` as torch's Dirichlet sampler returns it: float32, in
     [the smallest normal float32, the largest float32 below 1]."""
     return min(max(np.float32(part / total), _TINY32), _BELOW_ONE32)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def augmix_draw(key, space, severity, chain_depth, alpha, height, width, weights, depths, ops, magnitudes):
     """One sample's draws, by the plan of the module docstring: the float32
     ``weights`` of the original (``weights[0]``) and of each chain, each
@@ -137,7 +138,7 @@ def augmix_draw(key, space, severity, chain_depth, alpha, height, width, weights
             magnitudes[i, s] = policies.drawn_magnitude(space, row, b, sign, height, width)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _start_mix(mix, x, weight):
     """``mix = weight * x`` in float32."""
     m, s = mix.reshape(-1), x.reshape(-1)
@@ -145,7 +146,7 @@ def _start_mix(mix, x, weight):
         m[j] = weight * np.float32(s[j])
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _add_chain(mix, chain, weight):
     """``mix += weight * chain`` in float32 (a product, then a sum, each
     rounded, as torch's ``mix.add_(w * aug)``)."""
@@ -154,7 +155,7 @@ def _add_chain(mix, chain, weight):
         m[j] = m[j] + weight * np.float32(s[j])
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _truncate(mix, out):
     """``out = mix.to(torch.uint8)``: toward zero (the mixture lies in [0, 255])."""
     m, o = mix.reshape(-1), out.reshape(-1)

@@ -30,6 +30,7 @@ from numba import njit, uint64
 
 from slipstream import native
 from slipstream.compiler import random as rnd
+from slipstream.compiler.jit import cached_njit
 from slipstream.compiler.rewrites import FieldOperation, Foldable
 from slipstream.fields import geometry
 from slipstream.fields.decoders import DecodeSource, GeometricImageDecoder
@@ -50,7 +51,7 @@ ATTEMPTS = 10
 # ---------------------------------------------------------------- crop parameters (compiled)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def random_resized_crop_params(key, height, width, scale_lo, scale_hi, log_ratio_lo, log_ratio_hi, attempts):
     """torchvision's RandomResizedCrop sampling: up to ``attempts`` draws of
     an area fraction (uniform in [scale_lo, scale_hi)) and an aspect ratio
@@ -68,14 +69,14 @@ def random_resized_crop_params(key, height, width, scale_lo, scale_hi, log_ratio
     return central_params(height, width, math.exp(log_ratio_lo), math.exp(log_ratio_hi))
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _position(key, height, width, h, w):
     """A uniform (top, left) of an h x w region in a height x width image."""
     top = rnd.integers(key, CROP_DRAWS.top, 0, height - h + 1)
     return top, rnd.integers(key, CROP_DRAWS.left, 0, width - w + 1)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def central_params(height, width, ratio_lo, ratio_hi):
     """The largest central crop whose aspect ratio lies in [ratio_lo, ratio_hi]."""
     in_ratio = width / height
@@ -89,7 +90,7 @@ def central_params(height, width, ratio_lo, ratio_hi):
     return (height - h) // 2, (width - w) // 2, h, w
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def analytic_crop_params(key, height, width, scale_lo, scale_hi, log_ratio_lo, log_ratio_hi):
     """One draw, no rejection: the area as in torchvision, then the aspect
     ratio log-uniform over the part of the range where that area fits; the
@@ -107,7 +108,7 @@ def analytic_crop_params(key, height, width, scale_lo, scale_hi, log_ratio_lo, l
     return top, left, h, w
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def center_crop_params(height, width, out_h, out_w, fraction):
     """The centered region that becomes an out_h x out_w output when the
     image is scaled so that the output covers ``fraction`` of its shorter
@@ -118,7 +119,7 @@ def center_crop_params(height, width, out_h, out_w, fraction):
     return (height - h) // 2, (width - w) // 2, h, w
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def resized_center_crop_params(height, width, out_h, out_w, shorter):
     """The centered region of an out_h x out_w crop of the image resized so
     that its shorter side is ``shorter``."""
@@ -128,13 +129,13 @@ def resized_center_crop_params(height, width, out_h, out_w, shorter):
     return (height - h) // 2, (width - w) // 2, h, w
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def whole_image_region(key, height, width):
     """The whole image: (0, 0, height, width)."""
     return 0, 0, height, width
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def resized_random_crop_params(key, height, width, out_h, out_w, shorter):
     """The region of an out_h x out_w crop at a uniform position of the image
     resized so that its shorter side is ``shorter``."""

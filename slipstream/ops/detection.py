@@ -42,11 +42,12 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
-from numba import njit, uint64
+from numba import uint64
 
 from slipstream.compiler import Allocation, Decoder, DecoderNode, Kind, Node, Operation, RefNode, State
 from slipstream.compiler import astgen as A
 from slipstream.compiler import random as rnd
+from slipstream.compiler.jit import cached_njit
 from slipstream.compiler.nodes import EmitContext, Finder, GraphNode, Input, normalize_declared
 from slipstream.compiler.rewrites import FieldOperation
 from slipstream.errors import ArgumentError, PipelineError
@@ -222,7 +223,7 @@ def _following_image(shape: tuple[int, ...], dtype: Any) -> tuple[State, list[Al
 # ---------------------------------------------------------------- boxes
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _to_xyxy(a, b, c, d, stored):
     """A stored box as (x1, y1, x2, y2); ``stored`` indexes :data:`FORMATS`."""
     if stored == 1:
@@ -232,7 +233,7 @@ def _to_xyxy(a, b, c, d, stored):
     return a, b, c, d
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _from_xyxy(x1, y1, x2, y2, fmt):
     """(x1, y1, x2, y2) in the format ``fmt`` indexes in :data:`FORMATS`."""
     if fmt == 1:
@@ -242,7 +243,7 @@ def _from_xyxy(x1, y1, x2, y2, fmt):
     return x1, y1, x2, y2
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def copy_bytes(storage, start, nbytes, out):
     """Copy ``nbytes`` bytes from ``storage[start:]`` to the start of array
     ``out`` (C-contiguous): stored values need not be aligned, so they are
@@ -746,7 +747,7 @@ class InstanceMasks(Following):
         return _InstancesDecoder(source, field, self.follow, 0, self.boxes)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def clear(gone, out, fill):
     """Set to ``fill`` the pixels of the 2-D ``out`` where ``gone`` is True:
     those an earlier stage cut off (:func:`geometry.uncovered`)."""
@@ -759,7 +760,7 @@ def clear(gone, out, fill):
 # ---------------------------------------------------------------- SSD's IoU crop
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def iou_crop_params(key, height, width, boxes, n, options, min_scale, max_scale, min_ratio, max_ratio,
                     trials, rounds):
     """SSD's crop (torchvision.transforms.v2.RandomIoUCrop) for an image with

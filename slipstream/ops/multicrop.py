@@ -30,6 +30,7 @@ from numba import njit, uint64
 from slipstream import native
 from slipstream.compiler import Allocation, State
 from slipstream.compiler import random as rnd
+from slipstream.compiler.jit import cached_njit
 from slipstream.compiler.rewrites import FieldOperation
 from slipstream.fields.decoders import DecodeSource, ImageFieldDecoder
 from slipstream.ops.crops import ATTEMPTS, INTERPOLATIONS, random_resized_crop_params
@@ -38,7 +39,7 @@ from slipstream.ops.crops import ATTEMPTS, INTERPOLATIONS, random_resized_crop_p
 _DRAWS = rnd.named_draws("crop")  # crop + k: the sub-key crop k draws from
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def multi_crop_regions(key, height, width, scale_lo, scale_hi, log_ratio_lo, log_ratio_hi, yoked):
     """(top, left, h, w) of every crop of a sample: crop ``k`` sampled as
     RandomResizedCrop with area fraction in [scale_lo[k], scale_hi[k]) from

@@ -37,6 +37,7 @@ from numba import njit
 
 from slipstream.compiler import Allocation, Operation, State
 from slipstream.compiler import random as rnd
+from slipstream.compiler.jit import cached_njit
 from slipstream.errors import ArgumentError
 from slipstream.fields import geometry
 from slipstream.ops import tones, warps
@@ -243,7 +244,7 @@ MAX_STEPS = 8
 """Operations a policy applies to one sample at most (``num_ops`` above it is refused)."""
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def linspace32(start, end, steps, i):
     """Value ``i`` of ``torch.linspace(start, end, steps)`` in float32, as
     torch's scalar CPU loop computes it (from the start for the first half,
@@ -259,7 +260,7 @@ def linspace32(start, end, steps, i):
     return np.float64(e - step * np.float32(steps - i - 1))
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def magnitude_of(space, row, b, height, width):
     """Bin ``b``'s magnitude of operation ``row`` of a compiled space
     (:meth:`Space.compiled`), for an image of ``height`` x ``width``
@@ -273,7 +274,7 @@ def magnitude_of(space, row, b, height, width):
     return table[row, b]
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def apply_primitive(op, magnitude, src, dst, fill, nearest, transform):
     """Apply primitive ``op`` at ``magnitude`` to ``src`` into ``dst`` (a
     different array) as torchvision's ``_apply_op`` does on a PIL image.
@@ -296,7 +297,7 @@ def apply_primitive(op, magnitude, src, dst, fill, nearest, transform):
     warp_step(src, dst, inverse, nearest, fill, transform)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def warp_step(src, dst, inverse, nearest, fill, transform):
     """Warp ``src`` into ``dst`` by Pillow's AFFINE ``inverse`` (see
     :func:`slipstream.ops.warps.affine`) and append the map to ``transform``.
@@ -311,7 +312,7 @@ def warp_step(src, dst, inverse, nearest, fill, transform):
     geometry.compose((transform.copy(), step), transform)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _apply_tone(op, magnitude, src, dst):
     """The primitives that change values, not places (:mod:`slipstream.ops.tones`)."""
     if op == Primitive.BRIGHTNESS:
@@ -367,7 +368,7 @@ def steps_applier(apply_one: Any) -> Any:
 # ---------------------------------------------------------------- the draws
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def drawn_magnitude(space, row, b, sign_draw, height, width):
     """The magnitude of operation ``row`` at bin ``b`` (operations without
     magnitudes: 0), negated when the operation is signed and ``sign_draw``
@@ -377,7 +378,7 @@ def drawn_magnitude(space, row, b, sign_draw, height, width):
     return -magnitude if signed[row] and sign_draw < 0.5 else magnitude
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def trivial_augment_draw(key, params, height, width, chosen, magnitudes):
     """TrivialAugmentWide's draw for one sample (``params``: the compiled
     space): one operation uniformly, one of its bins uniformly, negated with
@@ -392,7 +393,7 @@ def trivial_augment_draw(key, params, height, width, chosen, magnitudes):
     return 1
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def rand_augment_draw(key, params, height, width, chosen, magnitudes):
     """RandAugment's draw for one sample (``params``: the compiled space,
     the number of operations, the magnitude bin): each operation chosen
@@ -407,7 +408,7 @@ def rand_augment_draw(key, params, height, width, chosen, magnitudes):
     return num_ops
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def auto_augment_draw(key, params, height, width, chosen, magnitudes):
     """AutoAugment's draw for one sample (``params``: the compiled space
     and, per sub-policy and step, the operation's row, probability and bin,
@@ -428,7 +429,7 @@ def auto_augment_draw(key, params, height, width, chosen, magnitudes):
     return count
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _has_magnitude(op):
     return not (op == Primitive.IDENTITY or op == Primitive.AUTOCONTRAST or op == Primitive.EQUALIZE
                 or op == Primitive.INVERT)

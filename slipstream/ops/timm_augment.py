@@ -23,9 +23,10 @@ import re
 from typing import Any, ClassVar
 
 import numpy as np
-from numba import njit, uint64
+from numba import uint64
 
 from slipstream.compiler import random as rnd
+from slipstream.compiler.jit import cached_njit
 from slipstream.errors import ArgumentError
 from slipstream.ops import tones, warps
 from slipstream.ops.policies import Policy, warp_step
@@ -155,13 +156,13 @@ def parse_rand_augment(config: str) -> RandAugmentConfig:
 _DRAWS = rnd.named_draws("choice", "apply", "level", "noise", "sign")  # layer l: choice + l, apply + l, ...
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _negated(key, k, value):
     """``value`` negated with probability 1/2 (timm's ``_randomly_negate``)."""
     return -value if rnd.uniform(key, k) < 0.5 else value
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def argument_of(op, level, key, k):
     """timm's ``LEVEL_TO_ARG[op](level)``: the operation's argument for
     magnitude ``level`` (draw ``k`` of ``key`` decides a negation)."""
@@ -190,7 +191,7 @@ def argument_of(op, level, key, k):
     return 0.0
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def solarize_add(src, dst, add, threshold):
     """timm's ``solarize_add``: values below ``threshold`` raised by ``add``
     (at most 255), the others kept."""
@@ -200,7 +201,7 @@ def solarize_add(src, dst, add, threshold):
         b[j] = min(255, int(v) + add) if v < threshold else v
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def apply_timm_op(op, argument, src, dst, fill, nearest, transform):
     """Apply timm's operation ``op`` with ``argument`` to ``src`` into
     ``dst`` (a different array), as timm's functions do with Pillow; a
@@ -224,7 +225,7 @@ def apply_timm_op(op, argument, src, dst, fill, nearest, transform):
     warp_step(src, dst, inverse, nearest, fill, transform)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _apply_timm_tone(op, argument, src, dst):
     """timm's operations that change values, not places."""
     if op == TimmOp.AUTO_CONTRAST:
@@ -249,7 +250,7 @@ def _apply_timm_tone(op, argument, src, dst):
         tones.sharpness(src, dst, argument)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def timm_draw(key, params, height, width, chosen, arguments):
     """timm's RandAugment draws for one sample (``params``: the operations,
     their choice weights or an empty array, the layers, magnitude, its
@@ -277,7 +278,7 @@ def timm_draw(key, params, height, width, chosen, arguments):
     return count
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _choose(key, k, n, weights, taken):
     """A row: uniform over ``n`` with replacement when ``weights`` is empty,
     else by ``weights`` among the rows not ``taken`` yet (marked)."""

@@ -41,11 +41,12 @@ from numbers import Integral, Real
 from typing import Any, ClassVar
 
 import numpy as np
-from numba import njit, uint64
+from numba import uint64
 
 from slipstream.compiler import Allocation, Operation, State
 from slipstream.compiler import random as rnd
 from slipstream.compiler.codegen import copy_sample
+from slipstream.compiler.jit import cached_njit
 from slipstream.errors import ArgumentError
 from slipstream.ops.augment import _check_image
 
@@ -60,7 +61,7 @@ _TOP = np.uint8(255)
 # ---------------------------------------------------------------- shared arithmetic
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _clip8(t):
     """A float32 as uint8, as Blend.c and Filter.c's ``clip8`` store one:
     0 at or below 0, 255 at or above 255, else truncated."""
@@ -71,7 +72,7 @@ def _clip8(t):
     return np.uint8(t)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _blend(degenerate, value, alpha):
     """``ImagingBlend`` on one value: ``degenerate + alpha * (value -
     degenerate)`` in float32 (``alpha`` is a float32), clipped, truncated.
@@ -82,7 +83,7 @@ def _blend(degenerate, value, alpha):
     return _clip8(np.float32(np.int32(degenerate)) + alpha * np.float32(np.int32(value) - np.int32(degenerate)))
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _luma(r, g, b):
     """Pillow's RGB -> L value (Convert.c, ``L24 >> 16``): 601-2 weights in
     16-bit fixed point, rounded half up."""
@@ -90,7 +91,7 @@ def _luma(r, g, b):
                      + np.uint32(b) * np.uint32(7471) + np.uint32(0x8000)) >> np.uint32(16))
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _histograms(src):
     """The (channels, 256) histogram of each channel, as ``Image.histogram``."""
     channels = src.shape[2]
@@ -103,7 +104,7 @@ def _histograms(src):
     return counts
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _map(src, dst, tables):
     """``dst[..., c] = tables[c, src[..., c]]``: ``Image.point`` with one table per channel."""
     channels = src.shape[2]
@@ -114,7 +115,7 @@ def _map(src, dst, tables):
             d[j] = table[s[j]]
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _identity(tables, c):
     """Channel ``c``'s table leaves every value as it is."""
     for v in range(256):
@@ -124,7 +125,7 @@ def _identity(tables, c):
 # ---------------------------------------------------------------- ImageOps
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def posterize(src, dst, bits):
     """``ImageOps.posterize(img, bits)``: keep the top ``bits`` bits of every
     value (``bits`` in 0..8, clamped there).  0 gives a black image, as
@@ -136,7 +137,7 @@ def posterize(src, dst, bits):
         d[j] = s[j] & mask
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def solarize(src, dst, threshold):
     """``ImageOps.solarize(img, threshold)``: every value ``v >= threshold``
     becomes ``255 - v`` (``threshold`` may be a float; 0 inverts everything,
@@ -153,7 +154,7 @@ def solarize(src, dst, threshold):
         d[j] = _TOP - v if np.int64(v) >= cut else v
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def invert(src, dst):
     """``ImageOps.invert(img)``: ``255 - v``."""
     s, d = src.reshape(-1), dst.reshape(-1)
@@ -161,7 +162,7 @@ def invert(src, dst):
         d[j] = _TOP - s[j]
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def autocontrast(src, dst):
     """``ImageOps.autocontrast(img)`` (``cutoff=0, ignore=None``), per
     channel: the channel's lowest value ``lo`` maps to 0 and its highest
@@ -187,7 +188,7 @@ def autocontrast(src, dst):
     _map(src, dst, tables)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def equalize(src, dst):
     """``ImageOps.equalize(img)``, per channel: with ``step`` the channel's
     pixel count less that of its highest value, divided by 255 (integer
@@ -218,7 +219,7 @@ def equalize(src, dst):
 # ---------------------------------------------------------------- ImageEnhance
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def brightness(src, dst, factor):
     """``ImageEnhance.Brightness(img).enhance(factor)``: a blend with black."""
     alpha = np.float32(factor)
@@ -227,7 +228,7 @@ def brightness(src, dst, factor):
         d[j] = _blend(np.uint8(0), s[j], alpha)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def color(src, dst, factor):
     """``ImageEnhance.Color(img).enhance(factor)`` on RGB: a blend with the
     pixel's gray (``img.convert("L")``) in all three channels.  One channel
@@ -250,7 +251,7 @@ def color(src, dst, factor):
         d[j + uint64(2)] = _blend(gray, b, alpha)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _mean_gray(src):
     """``int(ImageStat.Stat(img.convert("L")).mean[0] + 0.5)``: the mean of
     the gray values (the value itself for one channel), rounded half up."""
@@ -272,7 +273,7 @@ def _mean_gray(src):
     return np.uint8(int(np.float64(total) / np.float64(pixels) + 0.5))
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def contrast(src, dst, factor):
     """``ImageEnhance.Contrast(img).enhance(factor)``: a blend with the
     image's mean gray value, rounded to an integer (RGB or one channel)."""
@@ -288,14 +289,14 @@ _W5 = np.float32(5.0) / np.float32(13.0)
 _HALF = np.float32(0.5)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _row(a, b, c, middle):
     """One kernel row of ``ImagingFilter3x3`` (Filter.c's KERNEL1x3): three
     float32 products summed left to right."""
     return np.float32(a) * _W1 + np.float32(b) * middle + np.float32(c) * _W1
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _smoothed(s, i, row, step):
     """SMOOTH at flat index ``i`` (``row`` values per image row, ``step`` per
     pixel), as ``ImagingFilter3x3`` adds it: 0.5, then the row below, the row
@@ -306,7 +307,7 @@ def _smoothed(s, i, row, step):
     return _clip8(total + _row(s[above - step], s[above], s[above + step], _W1))
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def sharpness(src, dst, factor):
     """``ImageEnhance.Sharpness(img).enhance(factor)``: a blend with the
     image smoothed by ``ImageFilter.SMOOTH``, whose outermost rows and

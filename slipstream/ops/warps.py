@@ -28,11 +28,12 @@ import math
 from typing import Any
 
 import numpy as np
-from numba import int64, njit, uint64
+from numba import int64, uint64
 
 from slipstream.compiler import Allocation, Operation, State
 from slipstream.compiler import random as rnd
 from slipstream.compiler.codegen import copy_sample
+from slipstream.compiler.jit import cached_njit
 from slipstream.errors import ArgumentError
 from slipstream.fields import geometry
 
@@ -48,13 +49,13 @@ _FIXED_LIMIT = 32768.0  # Pillow's check_fixed: coordinates below this fit 16.16
 # ---------------------------------------------------------------- kernels: nearest neighbour
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _inside(v, size):
     """Whether Pillow's COORD(v) (-1 below 0, else truncation) is a pixel of 0..size-1."""
     return v >= 0.0 and v < size
 
 
-@njit(cache=True, nogil=True, inline="always")
+@cached_njit(inline="always")
 def _copy_pixel(d, at, s, source, channels):
     """``d[at:at + channels]`` (flat views) from ``s[source:]``; RGB unrolled."""
     if channels == 3:
@@ -64,20 +65,20 @@ def _copy_pixel(d, at, s, source, channels):
             d[at + k] = s[source + k]
 
 
-@njit(cache=True, nogil=True, inline="always")
+@cached_njit(inline="always")
 def _fill_pixel(d, at, fill, channels):
     """``d[at:at + channels]`` set to the first ``channels`` values of ``fill``."""
     for k in range(uint64(channels)):
         d[at + k] = fill[k]
 
 
-@njit(cache=True, nogil=True, inline="always")
+@cached_njit(inline="always")
 def _offset(row, column, width, channels):
     """The flat offset of pixel (``row``, ``column``), both non-negative."""
     return (uint64(row) * uint64(width) + uint64(column)) * uint64(channels)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _scale_nearest(src, dst, a, fill):
     """Pillow's ImagingScaleAffine (a[1] == a[3] == 0): columns tabulated
     once, coordinates summed step by step."""
@@ -101,19 +102,19 @@ def _scale_nearest(src, dst, a, fill):
         yo += a[4]
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _fixed(v):
     """Pillow's FIX: 16.16 fixed point, rounded half up."""
     return int64(np.floor(v * 65536.0 + 0.5))
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _fits_fixed(a, x, y):
     """Pillow's check_fixed at output point (x, y)."""
     return abs(x * a[0] + y * a[1] + a[2]) < _FIXED_LIMIT and abs(x * a[3] + y * a[4] + a[5]) < _FIXED_LIMIT
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _fixed_nearest(src, dst, a, fill):
     """Pillow's affine_fixed: 16.16 fixed-point sums, the integer part by an
     arithmetic shift."""
@@ -138,7 +139,7 @@ def _fixed_nearest(src, dst, a, fill):
         a5 += a4
 
 
-@njit(cache=True, nogil=True, inline="always")
+@cached_njit(inline="always")
 def _nearest_at(s, d, at, xin, yin, height, width, channels, fill):
     """Pillow's nearest filter (COORD: the pixel containing the point) at
     input point (xin, yin), into ``d[at:]``."""
@@ -148,7 +149,7 @@ def _nearest_at(s, d, at, xin, yin, height, width, channels, fill):
         _fill_pixel(d, at, fill, channels)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _float_nearest(src, dst, a, fill):
     """Pillow's floating-point affine loop, for coordinates too large for
     fixed point: row and column sums in float64."""
@@ -169,12 +170,12 @@ def _float_nearest(src, dst, a, fill):
 # ---------------------------------------------------------------- kernels: Pillow's generic transform
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _clip(v, size):
     return 0 if v < 0 else (v if v < size else size - 1)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@cached_njit(inline="always")
 def _bilinear(s, d, at, xin, yin, height, width, channels, fill):
     """Pillow's bilinear_filter8/32RGB at input point (xin, yin), into
     ``d[at:]`` (flat views): the four pixel centres around it, edges
@@ -201,7 +202,7 @@ def _bilinear(s, d, at, xin, yin, height, width, channels, fill):
         d[at + k] = np.uint8(int64(v1 + (v2 - v1) * dy))
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _whole_pixel_shift(a):
     """Whether Pillow's AFFINE data ``a`` only shifts by whole pixels, where
     its bilinear filter weighs one pixel 1 and the others 0."""
@@ -209,7 +210,7 @@ def _whole_pixel_shift(a):
         abs(a[5]) < _FIXED_LIMIT and a[2] == np.floor(a[2]) and a[5] == np.floor(a[5])
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _shift(src, dst, a, fill):
     """Pillow's bilinear transform for a whole-pixel shift (``_whole_pixel_shift``):
     output pixel (x, y) is input pixel (x + a[2], y + a[5]), else ``fill``;
@@ -231,7 +232,7 @@ def _shift(src, dst, a, fill):
             _fill_pixel(dst[y, x], 0, fill, channels)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _affine_bilinear(src, dst, a, fill):
     """Pillow's generic transform with affine_transform and the bilinear filter."""
     height, width, channels = src.shape
@@ -246,7 +247,7 @@ def _affine_bilinear(src, dst, a, fill):
             at += step
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def affine(src, dst, inverse, nearest, fill):
     """``dst`` as Pillow's ``Image.transform(dst size, AFFINE, inverse,
     NEAREST if nearest else BILINEAR, fillcolor=fill)`` of ``src`` computes it.
@@ -276,7 +277,7 @@ def affine(src, dst, inverse, nearest, fill):
             _float_nearest(src, dst, inverse, fill)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def perspective(src, dst, coefficients, nearest, fill):
     """``dst`` as Pillow's ``Image.transform(dst size, PERSPECTIVE,
     coefficients, NEAREST if nearest else BILINEAR, fillcolor=fill)`` of
@@ -304,7 +305,7 @@ def perspective(src, dst, coefficients, nearest, fill):
 # ---------------------------------------------------------------- the matrices, as torchvision and Pillow make them
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _product_error(a, b, p):
     """The exact rounding error of ``p = a * b`` (Dekker's two-product, with
     Veltkamp's split: no fused multiply-add needed)."""
@@ -318,7 +319,7 @@ def _product_error(a, b, p):
     return a_lo * b_lo - (((p - a_hi * b_hi) - a_lo * b_hi) - a_hi * b_lo)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def round15(v):
     """Python's ``round(v, 15)`` for ``|v| <= 1``: the exact value rounded
     half to even at the 15th decimal, as Pillow rounds its rotation matrix."""
@@ -332,7 +333,7 @@ def round15(v):
     return math.copysign(n / 1e15, v)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def rotation_inverse_about(center_x, center_y, angle):
     """Pillow's ``Image.rotate`` matrix (AFFINE data) for ``angle`` degrees
     counter-clockwise about (``center_x``, ``center_y``), without expand or
@@ -346,7 +347,7 @@ def rotation_inverse_about(center_x, center_y, angle):
     return a
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def rotation_inverse(height, width, angle):
     """Pillow's ``Image.rotate(angle, expand=False, center=None)`` matrix
     (AFFINE data, (6,) float64) for a ``height`` x ``width`` image, as
@@ -354,7 +355,7 @@ def rotation_inverse(height, width, angle):
     return rotation_inverse_about(width / 2, height / 2, angle)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def affine_inverse(center_x, center_y, angle, translate_x, translate_y, scale, shear_x, shear_y):
     """torchvision's ``_get_inverse_affine_matrix(center, angle, translate,
     scale, shear)`` (torchvision/transforms/functional.py), (6,) float64:
@@ -376,7 +377,7 @@ def affine_inverse(center_x, center_y, angle, translate_x, translate_y, scale, s
     return m
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def _solve(a, b):
     """``a x = b`` for a square float64 system, Gaussian elimination with
     partial pivoting (``a`` and ``b`` are overwritten); NaNs if singular."""
@@ -405,7 +406,7 @@ def _solve(a, b):
     return b
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def perspective_coefficients(startpoints, endpoints):
     """torchvision's ``_get_perspective_coeffs(startpoints, endpoints)``:
     the 8 coefficients of Pillow's PERSPECTIVE map that sends each of the 4
@@ -423,7 +424,7 @@ def perspective_coefficients(startpoints, endpoints):
     return _solve(a, b).astype(np.float32).astype(np.float64)
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def set_inverse(transform, coefficients, out_h, out_w):
     """Write into ``transform`` the forward map of Pillow's inverse map
     (6 affine or 8 perspective ``coefficients``)."""
@@ -681,7 +682,7 @@ class RandomPerspective(_Warp):
         return distort
 
 
-@njit(cache=True, nogil=True)
+@cached_njit
 def perspective_corners(key, height, width, distortion_scale):
     """torchvision's ``RandomPerspective`` end points, (4, 2) int64 (x, y):
     top-left, top-right, bottom-right, bottom-left, each moved inwards by a

@@ -1,0 +1,75 @@
+"""``numba.njit`` with Numba's disk cache, whose saving never fails a compile.
+
+Every compiled function of the library (the kernels of the operations and
+the generated stages) keeps its machine code in Numba's disk cache, so that
+the next process loads it instead of compiling again.  Numba writes the
+cache as it compiles, and a write that fails (a full disk, a quota, a file
+size limit, a cache folder that became read-only) raises its ``OSError``
+from the compile itself: from inside the type inference of the stage that
+calls the function, which then cannot be built.  Here such a write is a
+:class:`~slipstream.CacheWarning` instead (once per cache folder and
+process), and the function, compiled, runs: the next process compiles it
+again.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numba
+from numba.core.caching import FunctionCache
+
+from slipstream.errors import CacheWarning
+
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def warn_once(folder: str, what: str, error: BaseException) -> None:
+    """A :class:`~slipstream.CacheWarning` that ``what`` could not be kept
+    in the compile cache at ``folder`` (``error``), once per folder."""
+    with _warned_lock:
+        if folder in _warned:
+            return
+        _warned.add(folder)
+    warnings.warn(f"{what} could not be kept in the compile cache at {folder} ({error}): it is compiled again by "
+                  f"each process until there is room (free space there, or set SLIPSTREAM_CACHE_DIR and "
+                  f"NUMBA_CACHE_DIR to a folder with room); further failures there are not reported",
+                  CacheWarning, stacklevel=3)
+
+
+class _SavingCache(FunctionCache):
+    """Numba's disk cache of one function, whose failed saves are warnings."""
+
+    def __init__(self, py_func: Callable[..., Any]) -> None:
+        super().__init__(py_func)
+        self.function = py_func.__qualname__
+
+    def save_overload(self, sig: Any, data: Any) -> None:
+        try:
+            super().save_overload(sig, data)
+        except OSError as exc:
+            warn_once(str(self.cache_path), f"the machine code of {self.function}", exc)
+
+
+def cached_njit(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+    """``numba.njit(fn, nogil=True, cache=True, **options)``, whose cache
+    saves never fail the compile (see the module docstring).  As a
+    decorator: ``@cached_njit`` or ``@cached_njit(inline="always")``."""
+
+    def compiled(function: Callable[..., Any]) -> Any:
+        dispatcher = numba.njit(nogil=True, **options)(function)
+        try:
+            # What Dispatcher.enable_caching (cache=True) installs, with saves that cannot fail.
+            dispatcher._cache = _SavingCache(function)
+        except RuntimeError as exc:  # Numba found no folder it can write its cache to
+            warn_once("(no writable folder)", f"the machine code of {function.__qualname__}", exc)
+        return dispatcher
+
+    return compiled if fn is None else compiled(fn)
+
+
+__all__ = ["cached_njit", "warn_once"]
