@@ -203,6 +203,12 @@ def _first_line(exc: BaseException) -> str:
     return " ".join(lines[:3])[:500] or type(exc).__name__
 
 
+def is_true(value: Any) -> bool:
+    """Whether a storage option's text (or an environment variable's)
+    says yes: ``1``, ``true`` or ``yes``, in any case."""
+    return str(value).lower() in ("1", "true", "yes")
+
+
 def _options(url: str, given: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The store's configuration and the HTTP client's, from
     ``storage_options`` over the AWS configuration files (for ``s3://``;
@@ -214,8 +220,8 @@ def _options(url: str, given: Mapping[str, str]) -> tuple[dict[str, Any], dict[s
     for key, value in given.items():
         (client if key in _CLIENT_KEYS else config)[key] = value
     if "allow_http" in client:
-        client["allow_http"] = str(client["allow_http"]).lower() in ("1", "true", "yes")
-    elif os.environ.get("AWS_ALLOW_HTTP", "").lower() in ("1", "true", "yes") or url.lower().startswith("http://") \
+        client["allow_http"] = is_true(client["allow_http"])
+    elif is_true(os.environ.get("AWS_ALLOW_HTTP", "")) or url.lower().startswith("http://") \
             or str(config.get("endpoint", os.environ.get("AWS_ENDPOINT_URL", os.environ.get("AWS_ENDPOINT", "")))
                    ).startswith("http://"):
         client["allow_http"] = True  # an http:// URL or endpoint given on purpose (a local or on-premise server)

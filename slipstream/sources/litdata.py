@@ -174,6 +174,8 @@ def boto3_options(remote: Remote, url: str) -> dict[str, Any]:
     from botocore import UNSIGNED
     from botocore.config import Config
 
+    from slipstream.format.objectstore import is_true
+
     client: dict[str, Any] = {}
     config: dict[str, Any] = {"retries": {"max_attempts": remote.retries + 1, "mode": "adaptive"},
                               "connect_timeout": remote.timeout_s, "read_timeout": remote.timeout_s}
@@ -181,18 +183,14 @@ def boto3_options(remote: Remote, url: str) -> dict[str, Any]:
         if key in _BOTO3_KEYS:
             client[_BOTO3_KEYS[key]] = value
         elif key == "virtual_hosted_style_request":
-            config["s3"] = {"addressing_style": "virtual" if _true(value) else "path"}
+            config["s3"] = {"addressing_style": "virtual" if is_true(value) else "path"}
         elif key == "skip_signature":
-            if _true(value):
+            if is_true(value):
                 config["signature_version"] = UNSIGNED
         elif key == "allow_invalid_certificates":
-            client["verify"] = not _true(value)
+            client["verify"] = not is_true(value)
         elif key != "allow_http":
             raise ArgumentError(f"LitData reads {url} with boto3, which has no equivalent of the storage option "
                                 f"{key!r} of slipstream.Remote: pass boto3's client arguments as LitData(url, "
                                 f"storage_options=...)")
     return {**client, "config": Config(**config)}
-
-
-def _true(value: str) -> bool:
-    return str(value).lower() in ("1", "true", "yes", "on")
