@@ -1302,6 +1302,73 @@ def test_two_ranks_on_machines_of_their_own_build_one_file_through_a_url(folder,
         sum(ranks[0]["labels"][1] + ranks[1]["labels"][1], []))  # both epochs: every sample once
 
 
+UNREAD_RANK = textwrap.dedent("""
+    import json, os, sys, warnings
+    folder, port, rank, url, options, cache = sys.argv[1:]
+    os.environ["SLIPSTREAM_CACHE_DIR"] = cache
+    import torch.distributed as dist
+    import slipstream as ss
+    from pathlib import Path
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=int(rank), world_size=2)
+    shared = {"cache_dir": url, "remote": ss.Remote(storage_options=json.loads(options))} if url else {}
+    pipelines = {"image": [ss.ops.CenterCrop(16)], "label": None}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loader = ss.Loader(folder, 2, pipelines, order="sequential", on_error="skip", verbose=False, **shared)
+        dist.barrier()
+        if rank == "0":  # after both ranks identified the folder: missing while epoch 0 reads it, and after
+            os.rename(os.path.join(folder, "a", "3.jpg"), os.path.join(folder, "..", "3.jpg"))
+        dist.barrier()
+        counts = [sum(len(batch[0]) for batch in loader) for _ in range(2)]
+        path, unreadable, failures = loader.reader.path, list(loader.reader.unreadable), list(loader.failures)
+        loader.close()
+    dist.barrier()
+    left = path.exists()  # once both ranks closed
+    dist.destroy_process_group()
+    kept_out = [str(w.message) for w in caught if issubclass(w.category, ss.CacheWarning)]
+    print(json.dumps({"path": str(path), "counts": counts, "unreadable": unreadable, "failures": failures,
+                      "kept_out": kept_out, "left": left}))
+""")
+
+
+@pytest.mark.parametrize("machines", ["one", "two"])
+def test_a_sample_still_unreadable_on_two_ranks_keeps_their_file_out_of_the_cache(tmp_path, machines, request):
+    folder = tmp_path / "images"
+    (folder / "a").mkdir(parents=True)
+    for k, data in enumerate(jpegs(8, seed=34)):
+        (folder / "a" / f"{k}.jpg").write_bytes(data)
+    url, options = "", "{}"
+    if machines == "two":  # each rank a machine of its own: the file goes through a URL
+        s3_server = request.getfixturevalue("s3_server")
+        url, options = "s3://test/shared-cache/unread", json.dumps(s3_server.storage_options())
+    caches = [tmp_path / ("cache" if machines == "one" else f"machine-{rank}") for rank in range(2)]
+    port = str(free_port())
+    ranks = launch_ranks(UNREAD_RANK, [[str(folder), port, str(rank), url, options, str(caches[rank])]
+                                       for rank in range(2)], tmp_path, dict(os.environ))
+    # Sample 3 (in rank 0's second batch): skipped in epoch 0, read again as the ranks completed the file and
+    # still missing: skipped in epoch 1 too, from a file of the ranks' own that neither left in any cache.
+    assert sum(r["counts"][0] for r in ranks) == sum(r["counts"][1] for r in ranks) == 7
+    assert ranks[0]["failures"] == [3] and ranks[1]["failures"] == []
+    for r, cache in zip(ranks, caches):
+        (warning,) = r["kept_out"]
+        assert "3.jpg" in warning and "No such file" in warning and "is not kept in the cache" in warning
+        assert r["unreadable"] == [3] and not r["left"]
+        path = Path(r["path"])  # on two machines, rank 1 read a copy it downloaded from the URL
+        assert path.parent == cache / "datasets" and path.name.endswith(".tmp")
+    for cache in caches:
+        assert not dataset_files(cache / "datasets") and not list((cache / "datasets").glob(".*"))
+    if url:
+        from slipstream.format.objectstore import ObjectPrefix
+
+        remote = ss.Remote(storage_options=json.loads(options))
+        assert ObjectPrefix(url, remote).names() == []  # no file, part or private copy left at the URL
+    (tmp_path / "3.jpg").rename(folder / "a" / "3.jpg")
+    with ss.Loader(folder, 2, {"image": [ss.ops.CenterCrop(16)], "label": None}, order="sequential",
+                   cache_dir=caches[0] / "datasets", verbose=False) as again:  # the next run reads it
+        assert sum(len(batch[0]) for batch in again) == 8 and not again.failures
+
+
 def test_a_quasi_random_first_epoch_is_random_and_later_epochs_are_quasi_random_over_the_file(folder, cache,
                                                                                               tmp_path):
     quasi = ss.Order("quasi_random", seed=9, window_pages=2)

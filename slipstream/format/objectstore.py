@@ -157,10 +157,13 @@ class ObjectPrefix:
         return sorted(self.listing())
 
     def listing(self) -> dict[str, tuple[int, str | None]]:
-        """Each object directly under the prefix: name -> (size, ETag or None)."""
+        """Each object directly under the prefix: name -> (size, ETag or None).
+        A folder's marker (a key ending in ``/``, which some stores keep for
+        a folder emptied, and consoles create) is not one."""
         with self._errors(""):
             listing = obstore.list_with_delimiter(self._store, None)
-        return {str(o["path"]).rsplit("/", 1)[-1]: (int(o["size"]), o.get("e_tag")) for o in listing["objects"]}
+        named = ((str(o["path"]).rsplit("/", 1)[-1], o) for o in listing["objects"])
+        return {name: (int(o["size"]), o.get("e_tag")) for name, o in named if name}
 
     def _errors(self, name: str) -> _Translate:
         return _Translate(self.url_of(name) if name else self.url)

@@ -12,6 +12,7 @@ ever sees half a file.
 
 from __future__ import annotations
 
+import copy
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -51,6 +52,12 @@ class SharedCopy:
         self.location: ObjectPrefix = ObjectPrefix(url.rstrip("/"), remote or Remote())
         self.name = name
         self.url = self.location.url_of(name)
+
+    def beside(self, name: str) -> SharedCopy:
+        """The copy of a file named ``name`` under the same prefix."""
+        other = copy.copy(self)  # the same prefix and its client
+        other.name, other.url = name, self.location.url_of(name)
+        return other
 
     def exists(self) -> bool:
         """Whether the copy is there."""

@@ -43,12 +43,11 @@ With ``on_error`` ``"skip"`` or ``"replace"``, a sample that cannot be
 encoded (a damaged image) is recorded in the file, as
 :func:`slipstream.write` records it, and skipped or replaced in every epoch.
 One that could not be *read* (an ``OSError``: a file missing for a while, a
-connection reset) is read once more when the file is completed (on one
-process, from a source read in any order); one that still cannot be keeps
-the file out of the cache: the loader reads its later epochs from a file of
-its own, removed when it closes, and the next run reads the source again.
-On several ranks, such a sample is recorded like the others once its second
-read fails.
+connection reset) is read once more when the file is completed (from a
+source read in any order; on several ranks, by the rank that owns it); one
+that still cannot be keeps the file out of the cache: the loader reads its
+later epochs from a file of its own, removed when it closes, and the next
+run reads the source again.
 
 When the file cannot be written (a full disk, a quota, a file size limit),
 training goes on from the source: the file is given up (a
@@ -154,6 +153,9 @@ class FirstEpoch:
         self.private = False
         """Whether the finished file is this first epoch's own, out of the
         cache (a sample could not be read): :meth:`close` removes it."""
+        self.removals: list[Callable[[], None]] = []
+        """What removes the copies of a file of its own that this process
+        holds beside :attr:`file` (on several ranks), run by :meth:`close`."""
 
     @property
     def reader(self) -> Any:
@@ -225,15 +227,16 @@ class FirstEpoch:
             if self.ranks is not None:
                 from slipstream.loader.first_epoch_ranks import assemble
 
-                self.path = assemble(self, *self.ranks)
+                self.path, self._unread = assemble(self, *self.ranks)
+                self.private = bool(self._unread)
             else:
                 with self._runs:
                     if self._completion is None:
                         self._completion = _Completion(self._complete)
                     self._completion.start()
                 self.path, self.private = self._completion.result()
-                if self.private:
-                    warnings.warn(self._kept_out(), CacheWarning, stacklevel=2)
+            if self.private:
+                warnings.warn(self._kept_out(), CacheWarning, stacklevel=2)
             self._release()
         return self.path
 
@@ -266,6 +269,11 @@ class FirstEpoch:
         return (f"{why}{more}: read again, it still could not be read, so {self.entry.path.name} is not kept in the "
                 f"cache (the loader reads the rest of its epochs from a file of its own, removed when it closes); "
                 f"the next run reads the source again")
+
+    def unread(self, indices: Sequence[int]) -> dict[int, str]:
+        """Of the samples ``indices``, those whose latest read failed (an
+        ``OSError``), and why."""
+        return {index: self._unread[index] for index in indices if index in self._unread}
 
     def read_again(self, indices: Sequence[int]) -> None:
         """Read the samples ``indices`` once more (samples whose reading
@@ -406,6 +414,9 @@ class FirstEpoch:
         if self._stream is not None:
             self._stream.close()
         self.file.discard()
+        removals, self.removals = self.removals, []
+        for remove in removals:
+            remove()
         self._release()
 
     def _stop_run(self) -> None:

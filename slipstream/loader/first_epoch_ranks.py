@@ -15,10 +15,9 @@ At the start of the next epoch every rank calls :func:`assemble` at once:
 3. each rank stores its samples as a part (:mod:`slipstream.format.parts`,
    as the Ray writer's tasks do) next to the target;
 4. rank 0 lays the parts out into the file, in index order, under the lock
-   (a sample that could not be read or encoded, with ``on_error`` other
-   than ``"raise"``, arrives without values, as on one rank, once a
-   sample whose reading failed has failed again), and tells
-   every rank the outcome; the parts are removed.
+   (a sample that could not be encoded, with ``on_error`` other than
+   ``"raise"``, arrives without values, as on one rank), and tells every
+   rank the outcome; the parts are removed.
 
 The file is then the very file :func:`slipstream.write` writes for the
 source, byte for byte, whatever the order of epoch 0: it is laid out in
@@ -28,6 +27,14 @@ on several machines need a cache folder they share (``SLIPSTREAM_CACHE_DIR``
 on a shared file system), or a URL as ``cache_dir``: rank 0 reads every
 rank's part there; with a URL it then uploads the file, and a rank on
 another machine downloads it (once per machine).
+
+A sample whose reading failed (an ``OSError``) is read once more by the
+rank that owns it, in step 3, as on one rank.  When one still cannot be
+read, the file is kept out of the cache, as on one rank: rank 0 completes
+it under its temporary name, every rank reads its later epochs from that
+file (with a URL, rank 0 uploads it under that name too, and another
+machine downloads it once), and each copy is removed when the loader that
+holds it, rank 0's or the downloading rank's, closes.
 """
 
 from __future__ import annotations
@@ -83,10 +90,12 @@ def part_name(target: Path, rank: int, world_size: int) -> str:
     return f".{target.name}.part-{rank}-of-{world_size}"
 
 
-def assemble(first: Any, rank: int, world_size: int) -> Path:
+def assemble(first: Any, rank: int, world_size: int) -> tuple[Path, dict[int, str]]:
     """Complete the file of a first epoch shared by ``world_size`` ranks
     (see the module docstring); every rank calls it at once.  Returns the
-    file's path.
+    file's path, and the samples of every rank that still could not be
+    read (and why): when there are any, the file is out of the cache, and
+    ``first`` removes this rank's copy of it when it closes.
 
     Raises:
         SlipstreamError: another rank could not make its samples arrive,
@@ -128,7 +137,7 @@ def assemble(first: Any, rank: int, world_size: int) -> Path:
         owner[share] = r
     mine = np.flatnonzero(owner == rank)
 
-    def write_mine() -> dict[int, str]:
+    def write_mine() -> tuple[dict[int, str], dict[int, str]]:
         file = first.file
         first.arrive(mine[~file.arrived[mine]].tolist())
         first.read_again(sorted(file.pending.intersection(mine.tolist())))
@@ -136,44 +145,57 @@ def assemble(first: Any, rank: int, world_size: int) -> Path:
         location.delete(names[rank])
         write_part(location, names[rank], file.reader.descriptors,
                    [file.stored(i) for i in mine.tolist() if i not in file.unreadable])
-        return {i: file.unreadable[i] for i in mine.tolist() if i in file.unreadable}
+        return {i: file.unreadable[i] for i in mine.tolist() if i in file.unreadable}, first.unread(mine.tolist())
 
     try:
         written = together("write its part", write_mine)
     except BaseException:  # no file is laid out: no part is left behind (at a URL, nothing else removes it)
         location.delete(names[rank])
         raise
-    unreadable = {i: why for part in written for i, why in part.items()}
+    unreadable = {i: why for part, _ in written for i, why in part.items()}
+    unread = {i: why for _, part in written for i, why in part.items()}
 
-    def lay_out() -> None:
+    def lay_out() -> str | None:
         if rank != 0:
-            return
+            return None
         try:
-            _lay_out(first, location, names, owner, unreadable)
+            laid, path = _lay_out(first, location, names, owner, unreadable, keep=not unread)
         finally:
             for name in names:
                 location.delete(name)
+        if unread:  # kept out of the cache: removed when this process's first epoch closes
+            first.removals.append(laid.discard)
         if shared is not None:
-            shared.upload(target)
+            copy = shared if not unread else shared.beside(path.name)
+            copy.upload(path)
+            if unread:
+                first.removals.append(lambda: copy.location.delete(copy.name))
+        return path.name
 
-    together("lay out the file", lay_out)
+    name = together("lay out the file", lay_out)[0]
     first.file.discard()
-    if not target.exists() and shared is not None:  # another machine's: downloaded once per machine
+    path = target.with_name(name)
+    if not path.exists() and shared is not None:  # another machine's: downloaded once per machine
+        copy = shared if not unread else shared.beside(name)
         with first.entry.lock():
-            if not target.exists():
-                shared.download(target)
-    if not target.exists():
-        raise SlipstreamError(f"rank {rank} of {world_size} does not see {target}, which rank 0 wrote: ranks on "
+            if not path.exists():
+                copy.download(path)
+                if unread:
+                    first.removals.append(lambda: path.unlink(missing_ok=True))
+    if not path.exists():
+        raise SlipstreamError(f"rank {rank} of {world_size} does not see {path}, which rank 0 wrote: ranks on "
                               f"several machines need a cache folder they share (SLIPSTREAM_CACHE_DIR), or a URL "
                               f"as cache_dir")
-    return target
+    return path, unread
 
 
 def _lay_out(first: Any, location: LocalFolder, names: list[str], owner: np.ndarray,
-            unreadable: dict[int, str]) -> None:
+            unreadable: dict[int, str], keep: bool) -> tuple[ArrivingFile, Path]:
     """Write the file of ``first`` from the parts ``names`` (part ``r``
     holding the samples ``owner`` gives rank ``r``, in index order, but
-    those ``unreadable``, which arrive without values)."""
+    those ``unreadable``, which arrive without values): finished as
+    :meth:`ArrivingFile.finish` finishes it with ``keep``: the file and
+    its path."""
     missing = [name for name in names if not location.exists(name)]
     if missing:
         raise SlipstreamError(f"{', '.join(missing)} not found in {location.url}: ranks on several machines need a "
@@ -191,9 +213,11 @@ def _lay_out(first: Any, location: LocalFolder, names: list[str], owner: np.ndar
                 file.fail(index, unreadable[index])
             else:
                 file.add(index, next(parts[rank]))
-        file.finish()
-    finally:
+        path = file.finish(keep)
+    except BaseException:
         file.discard()
+        raise
+    return file, path
 
 
 __all__ = ["assemble", "claim", "group_is", "part_name"]
