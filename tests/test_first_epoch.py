@@ -1322,7 +1322,12 @@ UNREAD_RANK = textwrap.dedent("""
         dist.barrier()
         counts = [sum(len(batch[0]) for batch in loader) for _ in range(2)]
         path, unreadable, failures = loader.reader.path, list(loader.reader.unreadable), list(loader.failures)
-        loader.close()
+        if rank == "0":
+            loader.close()
+        dist.barrier()
+        if rank == "1":  # once rank 0 let go of the file: it is still there for rank 1's next epoch
+            counts.append(sum(len(batch[0]) for batch in loader))
+            loader.close()
     dist.barrier()
     left = path.exists()  # once both ranks closed
     dist.destroy_process_group()
@@ -1349,6 +1354,7 @@ def test_a_sample_still_unreadable_on_two_ranks_keeps_their_file_out_of_the_cach
     # Sample 3 (in rank 0's second batch): skipped in epoch 0, read again as the ranks completed the file and
     # still missing: skipped in epoch 1 too, from a file of the ranks' own that neither left in any cache.
     assert sum(r["counts"][0] for r in ranks) == sum(r["counts"][1] for r in ranks) == 7
+    assert ranks[1]["counts"][2] == ranks[1]["counts"][1]  # read after rank 0 closed
     assert ranks[0]["failures"] == [3] and ranks[1]["failures"] == []
     for r, cache in zip(ranks, caches):
         (warning,) = r["kept_out"]

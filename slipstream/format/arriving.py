@@ -322,6 +322,14 @@ class ArrivingFile:
         for as long as the loader lives."""
         if not self._file.closed:
             self._tmp.unlink(missing_ok=True)
+            self.hand_over()
+
+    def hand_over(self) -> None:
+        """Let go of the file, complete under its temporary name
+        (:meth:`finish` without ``keep``), without removing it: for readers
+        that hold it themselves (:func:`slipstream.format.tempfiles.hold`),
+        the last of which removes it."""
+        if not self._file.closed:
             try:
                 self._file.close()
             except OSError:

@@ -83,29 +83,57 @@ def remove_stale(target: Path) -> list[Path]:
 def remove_stale_in(dir_fd: int, target: str) -> list[str]:
     """:func:`remove_stale` for the file named ``target`` in the open folder
     ``dir_fd``: the names removed.  Only regular files are removed."""
-    removed: list[str] = []
     if fcntl is None:
-        return removed
+        return []
     prefix = f".{target}."
     with os.scandir(dir_fd) as entries:
         names = sorted(e.name for e in entries if e.name.startswith(prefix) and e.name.endswith(SUFFIX)
                        and e.is_file(follow_symlinks=False))
-    for name in names:
-        try:
-            fd = os.open(name, os.O_RDWR | CLOEXEC | NOFOLLOW | NONBLOCK, dir_fd=dir_fd)
-        except OSError:
-            continue  # gone already, a link, or not ours to open
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            continue  # a running writer holds it
-        try:
-            if os.fstat(fd).st_ino == os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_ino:
-                os.unlink(name, dir_fd=dir_fd)
-                removed.append(name)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-    return removed
+    return [name for name in names if _remove_unheld(dir_fd, name)]
+
+
+def _remove_unheld(dir_fd: int, name: str) -> bool:
+    """Remove the regular file ``name`` of the open folder ``dir_fd`` if no
+    process holds a lock on it: whether it was removed."""
+    try:
+        fd = os.open(name, os.O_RDWR | CLOEXEC | NOFOLLOW | NONBLOCK, dir_fd=dir_fd)
+    except OSError:
+        return False  # gone already, a link, or not ours to open
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return False  # a running writer, or a reader, holds it
+    try:
+        if os.fstat(fd).st_ino == os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_ino:
+            os.unlink(name, dir_fd=dir_fd)
+            return True
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    return False
+
+
+def hold(path: Path) -> int:
+    """Open the complete temporary file ``path``, which several processes
+    read, with a shared lock: while any process holds it, no clean-up
+    removes it (:func:`remove_stale`, :func:`let_go`).  Returns the open
+    file descriptor, for :func:`let_go`."""
+    fd = os.open(path, os.O_RDONLY | CLOEXEC | NOFOLLOW)
+    if fcntl is not None:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+    return fd
+
+
+def let_go(path: Path, fd: int) -> None:
+    """Close ``fd`` (from :func:`hold`), and remove ``path`` unless another
+    process still holds it: the last reader to let go removes it."""
+    os.close(fd)
+    if fcntl is None:
+        return  # no locks to tell the last reader by: the file is left in place, as stale files are
+    folder = os.open(path.parent, os.O_RDONLY | DIRECTORY | CLOEXEC)
+    try:
+        _remove_unheld(folder, path.name)
+    finally:
+        os.close(folder)

@@ -31,10 +31,12 @@ another machine downloads it (once per machine).
 A sample whose reading failed (an ``OSError``) is read once more by the
 rank that owns it, in step 3, as on one rank.  When one still cannot be
 read, the file is kept out of the cache, as on one rank: rank 0 completes
-it under its temporary name, every rank reads its later epochs from that
-file (with a URL, rank 0 uploads it under that name too, and another
-machine downloads it once), and each copy is removed when the loader that
-holds it, rank 0's or the downloading rank's, closes.
+it under its temporary name, and every rank reads its later epochs from
+that file (with a URL, rank 0 uploads it under that name too, each other
+machine downloads it once, and rank 0 then deletes it there).  Each rank
+holds the copy it reads with a shared lock (:func:`tempfiles.hold`), so
+that no clean-up removes it; the last rank to let go of a copy, as its
+loader closes, removes it.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from slipstream.errors import SlipstreamError
+from slipstream.format import tempfiles
 from slipstream.format.arriving import ArrivingFile
 from slipstream.format.location import LocalFolder
 from slipstream.format.parts import read_part, write_part
@@ -95,7 +98,7 @@ def assemble(first: Any, rank: int, world_size: int) -> tuple[Path, dict[int, st
     (see the module docstring); every rank calls it at once.  Returns the
     file's path, and the samples of every rank that still could not be
     read (and why): when there are any, the file is out of the cache, and
-    ``first`` removes this rank's copy of it when it closes.
+    ``first`` lets go of this rank's copy of it when it closes.
 
     Raises:
         SlipstreamError: another rank could not make its samples arrive,
@@ -124,6 +127,10 @@ def assemble(first: Any, rank: int, world_size: int) -> tuple[Path, dict[int, st
             r, message = failed[0]
             raise SlipstreamError(f"{target} was not written: rank {r} of {world_size} could not {what}: {message}")
         return [value for value, _ in outcomes]
+
+    def unseen(path: Path) -> str:
+        return (f"rank {rank} of {world_size} does not see {path}, which rank 0 wrote: ranks on several machines "
+                f"need a cache folder they share (SLIPSTREAM_CACHE_DIR), or a URL as cache_dir")
 
     def arrived() -> bytes:
         first.wait()
@@ -163,29 +170,47 @@ def assemble(first: Any, rank: int, world_size: int) -> tuple[Path, dict[int, st
         finally:
             for name in names:
                 location.delete(name)
-        if unread:  # kept out of the cache: removed when this process's first epoch closes
-            first.removals.append(laid.discard)
-        if shared is not None:
-            copy = shared if not unread else shared.beside(path.name)
-            copy.upload(path)
-            if unread:
-                first.removals.append(lambda: copy.location.delete(copy.name))
+        try:
+            if shared is not None:
+                (shared.beside(path.name) if unread else shared).upload(path)
+        except BaseException:
+            laid.discard()
+            raise
+        if unread:  # kept out of the cache: every rank holds it while it reads it (take)
+            laid.hand_over()
         return path.name
 
     name = together("lay out the file", lay_out)[0]
     first.file.discard()
     path = target.with_name(name)
+
+    def take() -> None:
+        """Hold this machine's copy of the file kept out of the cache
+        (downloaded once per machine): the last rank to let go of it
+        removes it."""
+        lock = first.entry.lock() if shared is not None and not path.exists() else contextlib.nullcontext()
+        with lock:
+            if shared is not None and not path.exists():
+                shared.beside(name).download(path)
+            try:
+                fd = tempfiles.hold(path)
+            except FileNotFoundError:
+                raise SlipstreamError(unseen(path)) from None
+        first.removals.append(lambda: tempfiles.let_go(path, fd))
+
+    if unread:
+        try:
+            together("read the file kept out of the cache", take)
+        finally:  # every machine has its copy now, or none will read it
+            if rank == 0 and shared is not None:
+                shared.location.delete(name)
+        return path, unread
     if not path.exists() and shared is not None:  # another machine's: downloaded once per machine
-        copy = shared if not unread else shared.beside(name)
         with first.entry.lock():
             if not path.exists():
-                copy.download(path)
-                if unread:
-                    first.removals.append(lambda: path.unlink(missing_ok=True))
+                shared.download(path)
     if not path.exists():
-        raise SlipstreamError(f"rank {rank} of {world_size} does not see {path}, which rank 0 wrote: ranks on "
-                              f"several machines need a cache folder they share (SLIPSTREAM_CACHE_DIR), or a URL "
-                              f"as cache_dir")
+        raise SlipstreamError(unseen(path))
     return path, unread
 
 
