@@ -454,9 +454,19 @@ def test_shards_on_an_http_server_are_named_by_a_shard_index_or_a_pattern_not_by
             except ss.SlipstreamError:
                 time.sleep(0.1)
         assert indexed.shards == [f"{url}train-00000{k}.tar" for k in range(2)] and indexed.length_hint() == 6
-        assert ss.WebDataset(url + "train-{000000..000001}.tar", fields).shards == indexed.shards
+        pattern = ss.WebDataset(url + "train-{000000..000001}.tar", fields)
+        assert pattern.shards == indexed.shards
         with pytest.raises(ss.ArgumentError, match=r"a folder on an HTTP server cannot be listed; name its shards"):
             ss.WebDataset(url, fields)
+        # The server lists no folder: each shard is asked for its size, and its img2dataset stats are looked for.
+        sizes = [(tmp_path / "wds" / f"train-00000{k}.tar").stat().st_size for k in range(2)]
+        assert [size for _, size, _ in pattern.identity()["webdataset"]] == sizes
+        assert pattern.length_hint() is None  # no stats: a stream that learns its length at its end
+        for k in range(2):
+            (tmp_path / "wds" / f"train-00000{k}_stats.json").write_text(json.dumps({"successes": 3}))
+        assert ss.WebDataset(url + "train-{000000..000001}.tar", fields).length_hint() == 6
+        with pytest.raises(ss.DatasetNotFoundError, match=r"train-000002.tar: no such tar shard"):
+            ss.WebDataset(url + "train-{000000..000002}.tar", fields).identity()
     finally:
         server.kill()
         server.wait()
@@ -915,6 +925,31 @@ def test_a_full_disk_under_a_stream_names_the_file_and_leaves_none(cache, tmp_pa
     assert not dataset_files(cache) and not list(cache.glob(".*.tmp"))
 
 
+def test_a_first_epoch_that_cannot_reserve_its_address_space_writes_the_file_first(folder, cache, tmp_path):
+    script = textwrap.dedent("""
+        import resource, sys, warnings
+        import slipstream as ss
+        pipelines = {"image": [ss.ops.CenterCrop(16)], "label": None}
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        resource.setrlimit(resource.RLIMIT_AS, (64 << 30, hard))  # as ulimit -v: 64 GiB of address space
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with ss.Loader(sys.argv[1], 10, pipelines, order="sequential", verbose=False) as loader:
+                print(isinstance(loader.reader, ss.Reader), sum(len(batch[0]) for batch in loader))
+        print([str(w.message) for w in caught if issubclass(w.category, ss.CacheWarning)])
+    """)
+    env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(cache.parent)}
+    run = subprocess.run([sys.executable, "-c", script, str(folder)], capture_output=True, text=True, env=env,
+                         cwd=tmp_path, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    done, warned = run.stdout.strip().splitlines()[-2:]
+    assert done == "True 70"  # the file written first (ss.cached), then read
+    assert "reserving an address range" in warned and "so its dataset file is written first" in warned
+    (path,) = dataset_files(cache)
+    assert not list(cache.glob(".*.tmp")) and samples_of(path) == samples_of(
+        ss.write(tmp_path / "direct.slip", folder, verbose=False).path)
+
+
 RANK = textwrap.dedent("""
     import json, sys
     import torch.distributed as dist
@@ -1088,7 +1123,7 @@ def test_a_streaming_dataset_whose_count_may_have_changed_streams_learning_its_l
     datasets = pytest.importorskip("datasets")
     from datasets.distributed import split_dataset_by_node
 
-    from slipstream.sources.huggingface import known_length
+    from slipstream.sources.huggingface import huggingface_identity, known_length
 
     folder = hugging_face_card_folder(tmp_path / "hub", jpegs(12, seed=32), stated=12)
     streaming = datasets.load_dataset(str(folder), split="train", streaming=True)
@@ -1102,6 +1137,8 @@ def test_a_streaming_dataset_whose_count_may_have_changed_streams_learning_its_l
     filtered = datasets.load_dataset("parquet", data_files=files, split="train", streaming=True,
                                      filters=[("label", ">", 0)])  # parquet read with a filter: rows not counted
     assert known_length(filtered) is None
+    whole = datasets.load_dataset("parquet", data_files=files, split="train", streaming=True)
+    assert huggingface_identity(filtered) != huggingface_identity(whole)  # the filter is the builder's option
     with ss.Loader(filtered, 4, {"image": [ss.ops.CenterCrop(16)]}, order="sequential", verbose=False) as loader:
         assert not isinstance(loader.reader, ss.Reader)  # training at once, the length learnt at the stream's end
         labels = [k % 4 for k in range(12) if k % 4]  # the stream's order, the filter's rows

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import pytest
 from jpeg_corpus import stored as tiled
@@ -58,15 +59,17 @@ def test_a_tar_file_and_a_folder_of_tars_are_loaded_as_webdataset_shards(tmp_pat
     assert holds_dataset(tmp_path / "direct.slip") and find_source(tmp_path / "direct.slip") is None
 
 
-def test_a_litdata_folder_is_loaded_as_litdata(tmp_path, cache):
+def test_a_litdata_folder_is_loaded_as_litdata(tmp_path, cache, monkeypatch):
     images, _, folder = litdata_dataset(tmp_path, count=8)
     assert type(source_at(folder)).__name__ == "LitData"
     with ss.Loader(folder, 4, CROP, order="sequential", verbose=False) as loader:
         for _ in range(2):  # the first epoch writes the file, the second reads it
             list(loader)
         assert stored(loader.reader) == [(tiled(images[k]), 3 * k) for k in range(8)]
-    # Identified by its index, with no name=: asked again, the same file.
-    assert ss.cached(ss.LitData(folder)) == ss.cached(folder)
+    # Identified by its index, with no name=: asked again, the same file, however the folder is written.
+    assert ss.cached(ss.LitData(folder)) == ss.cached(folder) == ss.cached(ss.LitData(f"{folder}/"))
+    monkeypatch.chdir(Path(folder).parent)
+    assert ss.cached(ss.LitData(Path(folder).name)) == ss.cached(folder)
 
 
 def test_a_changed_litdata_dataset_gets_a_new_file(tmp_path, cache):
@@ -147,6 +150,55 @@ def test_paths_that_hold_no_source_say_which_class_reads_them(tmp_path, cache):
         ss.Loader(tmp_path / "nested", 2, verbose=False)
     with pytest.raises(ss.FormatError, match="but a tar file: read it as a source, slipstream.WebDataset"):
         ss.Reader(shards[0])
+
+
+def test_a_folder_of_images_beside_tar_shards_asks_which_to_read(tmp_path, cache):
+    folder = tmp_path / "train"
+    for k, data in enumerate(jpegs(4, seed=19)):
+        (folder / ("cat" if k % 2 else "dog")).mkdir(parents=True, exist_ok=True)
+        (folder / ("cat" if k % 2 else "dog") / f"{k}.jpg").write_bytes(data)
+    write_tars(folder, jpegs(2, seed=20), per_shard=10)  # a backup beside the class folders, as ImageNet's
+    with pytest.raises(ss.ArgumentError, match=r"holds both tar shards \(1, such as train-000000.tar\) and "
+                                               r"folders of images \(2, such as cat/\): say which to read, "
+                                               r"slipstream.sources.ImageFolder\(.*\) or slipstream.WebDataset"):
+        ss.Loader(folder, 2, CROP, verbose=False)
+    assert len(ss.sources.ImageFolder(folder)) == 4 and ss.WebDataset(folder).length_hint() == 2  # each, asked
+    (folder / "cat").rename(tmp_path / "cat")  # a folder of tars with a folder of no images beside them
+    (folder / "dog").rename(tmp_path / "dog")
+    (folder / "logs").mkdir()
+    (folder / "logs" / "run.txt").write_text("done")
+    assert type(source_at(folder)).__name__ == "WebDataset"
+
+
+def test_a_brace_pattern_of_local_shards_is_a_source(tmp_path, cache):
+    images = jpegs(6, seed=21)
+    write_tars(tmp_path / "wds", images, per_shard=3)
+    pattern = str(tmp_path / "wds" / "train-{000000..000001}.tar")
+    with ss.Loader(pattern, 3, CROP, order="sequential", verbose=False) as loader:
+        assert [batch[1].tolist() for batch in loader] == [[0, 1, 2], [3, 4, 5]]
+    assert ss.cached(pattern) == ss.cached(tmp_path / "wds")  # the same shards: one file
+
+
+def test_an_index_json_that_is_not_litdata_s_leaves_an_image_folder_an_image_folder(tmp_path, cache):
+    folder = tmp_path / "images" / "a"
+    folder.mkdir(parents=True)
+    for k, data in enumerate(jpegs(3, seed=22)):
+        (folder / f"{k}.jpg").write_bytes(data)
+    (tmp_path / "images" / "index.json").write_text('{"files": 3}')
+    assert type(source_at(tmp_path / "images")).__name__ == "ImageFolder"
+
+
+def test_a_class_folder_added_without_images_gets_a_new_file_with_its_name(tmp_path, cache):
+    folder = tmp_path / "images"
+    for k, data in enumerate(jpegs(2, seed=23)):
+        (folder / "a").mkdir(parents=True, exist_ok=True)
+        (folder / "a" / f"{k}.jpg").write_bytes(data)
+    first = ss.cached(folder)
+    (folder / "zebra").mkdir()  # made before its images arrive: no label changes, the classes do
+    second = ss.cached(folder)
+    assert second != first
+    with ss.Reader(second) as reader:
+        assert reader.user_metadata["classes"] == ["a", "zebra"]
 
 
 def test_a_warm_remote_epoch_counts_page_cache_hits(tmp_path, s3_server):

@@ -106,6 +106,7 @@ class ArrivingFile:
             with self._writing():
                 self._layout = Layout(self._file, field_descriptors(fields), page_size, True,
                                       1024 if count is None else count)
+            self.range = AddressRange(RESERVED_BYTES)  # the pages' addresses, reserved (and refused) at once
         except BaseException:
             with contextlib.suppress(OSError):  # flushing what was buffered fails as the write did
                 self._file.close()
@@ -119,7 +120,6 @@ class ArrivingFile:
         self.pending: set[int] = set()
         """Samples of :attr:`unreadable` not laid out yet: each arrives again
         before the file is complete (see :meth:`fail`)."""
-        self.range = AddressRange(RESERVED_BYTES)
         self.reader = ArrivingTables(self, dict(fields))
         self._mapped = 0  # bytes of the file mapped into the range, from its start
         self._lock = threading.Lock()  # the layout and the file: one sample added, or a flush, at a time

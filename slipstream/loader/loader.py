@@ -17,7 +17,7 @@ import numpy as np
 from slipstream.compiler.graph import Graph
 from slipstream.compiler.pipeline import CompiledPipeline
 from slipstream.compiler.operation import torch_device
-from slipstream.errors import ArgumentError, CacheWarning, SlipstreamError
+from slipstream.errors import ArgumentError, CacheWarning, NativeMemoryError, SlipstreamError
 from slipstream.fields.decoders import DecodeSource, IncompleteTables
 from slipstream.format import Reader
 from slipstream.format import layout as L
@@ -763,7 +763,15 @@ def _open(source: Any, remote: Remote | None, ranks: tuple[int, int] | None, on_
     if ranks is not None and streams:
         lock = claim(entry, *ranks)
         if lock is not None:
-            return FirstEpoch(entry, lock, ranks if ranks[1] > 1 else None, on_error)
+            try:
+                return FirstEpoch(entry, lock, ranks if ranks[1] > 1 else None, on_error)
+            except BaseException as exc:  # nothing streams: the next Loader, or another process, may write it
+                lock.__exit__(None, None, None)
+                if not isinstance(exc, NativeMemoryError) or ranks[1] > 1:
+                    raise
+                # The address space a first epoch reserves for its pages is refused (a limit such as ulimit -v).
+                warnings.warn(f"{exc}: the first epoch cannot stream from {entry.samples!r} under this process's "
+                              f"limits, so its dataset file is written first", CacheWarning, stacklevel=3)
     return Reader(build(entry))
 
 

@@ -106,8 +106,10 @@ class ImageFolder:
 
     def identity(self) -> dict[str, Any]:
         """What :func:`slipstream.cached` keys the folder's dataset file by:
-        its resolved path and :meth:`fingerprint`."""
-        return {"folder": str(self.root.resolve()), "content": self.fingerprint()}
+        its resolved path, :meth:`fingerprint` and the class names (which
+        the file stores: a class folder added without images yet changes
+        them, and no image's label)."""
+        return {"folder": str(self.root.resolve()), "content": self.fingerprint(), "classes": self.classes}
 
     def cache_name(self) -> str:
         """The folder's name, which starts its cached file's name."""

@@ -193,8 +193,9 @@ def huggingface_identity(dataset: Any) -> tuple[dict[str, Any], str] | None:
     A map-style ``Dataset`` is identified by its fingerprint, which
     ``datasets`` derives from the data it was loaded from and every
     transform applied since.  An ``IterableDataset`` (streaming) has no
-    fingerprint: it is identified by its builder, configuration, version and
-    split and the files it streams (a local file with its size and
+    fingerprint: it is identified by its builder, configuration (with the
+    options the builder was given), version and split and the files it
+    streams (a local file with its size and
     modification time; a Hub file by its URL, which names the revision),
     when ``datasets`` records them; one made from a generator or a Python
     object records none, and gets None.  Its features (which a cast or a
@@ -214,7 +215,9 @@ def huggingface_identity(dataset: Any) -> tuple[dict[str, Any], str] | None:
         return None
     features = info.features.to_dict() if info.features is not None else None
     node = dataset._distributed
-    return {"huggingface-stream": info.builder_name, "config": info.config_name, "version": str(info.version),
+    # The builder's options (parquet's filters, CSV's separator...) change the examples, not the config's name.
+    config = getattr(_builder(dataset._ex_iterable), "config_id", None) or info.config_name
+    return {"huggingface-stream": info.builder_name, "config": config, "version": str(info.version),
             "split": split, "files": files, "features": features,
             "node": None if node is None else [node.rank, node.world_size]}, name
 

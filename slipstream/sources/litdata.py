@@ -109,7 +109,8 @@ class LitData:
 
     def identity(self) -> dict[str, Any]:
         """What :func:`slipstream.cached` keys the dataset file by: its
-        location, the SHA-256 of its ``index.json``, which lists every
+        location (a folder's resolved path; a URL without a trailing ``/``),
+        the SHA-256 of its ``index.json``, which lists every
         chunk with its size and item count (``litdata.optimize`` writes a new
         one whenever it writes the dataset), and the options that change
         which items it yields or what they hold (``subsample``, ``seed``,
@@ -120,7 +121,7 @@ class LitData:
         another's."""
         options = {name: value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)
                    for name, value in sorted(self.options.items()) if name not in FETCHING_OPTIONS}
-        return {"litdata": self.input_dir, "index": hashlib.sha256(self.index_bytes()).hexdigest(), **(
+        return {"litdata": _location(self.input_dir), "index": hashlib.sha256(self.index_bytes()).hexdigest(), **(
             {"options": options} if options else {})}
 
     def index_bytes(self) -> bytes:
@@ -194,3 +195,11 @@ def boto3_options(remote: Remote, url: str) -> dict[str, Any]:
                                 f"{key!r} of slipstream.Remote: pass boto3's client arguments as LitData(url, "
                                 f"storage_options=...)")
     return {**client, "config": Config(**config)}
+
+
+def _location(input_dir: str) -> str:
+    """``input_dir`` as one text per place: a URL without a trailing
+    ``/``, a local folder's resolved path."""
+    from slipstream.format.remote import is_url, local_path
+
+    return input_dir.rstrip("/") if is_url(input_dir) else str(Path(local_path(input_dir)).resolve())

@@ -8,13 +8,15 @@ and :func:`slipstream.write` take these paths as they take the source objects.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
 
+from slipstream.errors import ArgumentError
 from slipstream.format.manifest import NAME as MANIFEST
 from slipstream.format.remote import Remote, is_url, local_path
-from slipstream.sources.folders import ImageFolder
+from slipstream.sources.folders import IMAGE_SUFFIXES, ImageFolder
 from slipstream.sources.litdata import LitData
 from slipstream.sources.shard_index import ShardIndex, shard_index_at
 from slipstream.sources.webdataset import WebDataset
@@ -48,7 +50,8 @@ def source_at(path: str | os.PathLike, remote: Remote | None = None) -> Any:
     Raises:
         DatasetNotFoundError: nothing is at ``path``, or it is neither a
             source above nor a folder.
-        ArgumentError: a folder holds no images and nothing else a source reads.
+        ArgumentError: a folder holds no images and nothing else a source
+            reads, or both tar shards and folders of images.
     """
     remote = remote or Remote()
     return _source(path, _source_kind(path, remote) or "folder", remote)
@@ -98,14 +101,36 @@ def _source_kind(path: str | os.PathLike, remote: Remote) -> ShardIndex | str | 
     if local.is_file():
         return "webdataset" if _is_tar(local) else None
     if not local.exists():
-        return "folder"  # whose reader says that nothing is there
+        # A brace pattern of shards (``shards-{0000..0099}.tar``), else a folder whose reader says nothing is there.
+        return "webdataset" if "{" in local.name and text.endswith(".tar") else "folder"
     if not local.is_dir() or (local / MANIFEST).is_file():
         return None
-    if (local / LITDATA_INDEX).is_file():
+    if _is_litdata_index(local / LITDATA_INDEX):
         return "litdata"
-    if any(child.suffix == ".tar" and child.is_file() for child in local.iterdir()):
-        return "webdataset"
-    return "folder"
+    tars = sorted(child.name for child in local.iterdir() if child.suffix == ".tar" and child.is_file())
+    if not tars:
+        return "folder"
+    classes = sorted(child.name for child in local.iterdir() if child.is_dir() and _holds_an_image(child))
+    if classes:
+        raise ArgumentError(f"{local} holds both tar shards ({len(tars)}, such as {tars[0]}) and folders of images "
+                            f"({len(classes)}, such as {classes[0]}/): say which to read, "
+                            f"slipstream.sources.ImageFolder({text!r}) or slipstream.WebDataset({text!r})")
+    return "webdataset"
+
+
+def _is_litdata_index(path: Path) -> bool:
+    """Whether ``path`` is the ``index.json`` of a LitData dataset (its
+    chunks and their config), not some other JSON file of that name."""
+    try:
+        index = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return False
+    return isinstance(index, dict) and "chunks" in index and "config" in index
+
+
+def _holds_an_image(folder: Path) -> bool:
+    """Whether any file below ``folder`` has an image suffix."""
+    return any(p.suffix.lower() in IMAGE_SUFFIXES and p.is_file() for p in folder.rglob("*"))
 
 
 def _is_tar(path: Path) -> bool:

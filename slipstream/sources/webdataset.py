@@ -20,6 +20,7 @@ import json
 import math
 import os
 import re
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -232,13 +233,7 @@ class WebDataset(SampleStream):
         Raises:
             DatasetNotFoundError: a shard is missing.
         """
-        versions: dict[str, tuple[int, Any]] = {}
-        urls = [shard for shard in self.shards if is_url(shard)]
-        for prefix in sorted({url.rsplit("/", 1)[0] for url in urls}):
-            from slipstream.format.objectstore import ObjectPrefix
-
-            listing = ObjectPrefix(prefix, self.remote).listing()
-            versions.update({f"{prefix}/{name}": entry for name, entry in listing.items()})
+        versions = _versions([shard for shard in self.shards if is_url(shard)], self.remote)
         shards = []
         for shard in self.shards:
             if is_url(shard):
@@ -271,27 +266,65 @@ JSON object describing the shard, whose ``"successes"`` counts the samples
 in it."""
 
 
+class _Stores:
+    """One :class:`~slipstream.format.objectstore.ObjectPrefix` per prefix
+    of the URLs asked about (each holds a client)."""
+
+    def __init__(self, remote: Remote) -> None:
+        self.remote = remote
+        self._stores: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def of(self, prefix: str) -> Any:
+        """The store of ``prefix``."""
+        from slipstream.format.objectstore import ObjectPrefix
+
+        with self._lock:
+            if prefix not in self._stores:
+                self._stores[prefix] = ObjectPrefix(prefix, self.remote)
+            return self._stores[prefix]
+
+    def split(self, url: str) -> tuple[Any, str]:
+        """The store of ``url``'s prefix, and the object's name in it."""
+        prefix, name = url.rsplit("/", 1)
+        return self.of(prefix), name
+
+
+def _versions(urls: list[str], remote: Remote) -> dict[str, tuple[int, Any]]:
+    """The size and ETag (or None) of each object of ``urls`` that exists:
+    listed once per prefix, or, on an HTTP server, whose folders list
+    nothing (listing takes WebDAV), asked of each object in parallel."""
+    stores = _Stores(remote)
+    versions: dict[str, tuple[int, Any]] = {}
+    http = [url for url in urls if url.lower().startswith(("http://", "https://"))]
+    for prefix in sorted({url.rsplit("/", 1)[0] for url in urls if url not in http}):
+        versions.update({f"{prefix}/{name}": entry for name, entry in stores.of(prefix).listing().items()})
+
+    def head(url: str) -> tuple[int, Any] | None:
+        store, name = stores.split(url)
+        try:
+            return store.head(name)
+        except DatasetNotFoundError:
+            return None
+
+    if http:
+        with ThreadPoolExecutor(min(16, len(http)), thread_name_prefix="slipstream-head") as pool:
+            versions.update((url, entry) for url, entry in zip(http, pool.map(head, http)) if entry is not None)
+    return versions
+
+
 def _stated_counts(urls: list[str], remote: Remote) -> dict[str, int]:
     """The sample count of each shard of ``urls`` that has an
-    ``img2dataset`` stats object beside it (listed once per prefix, read
-    in parallel).
+    ``img2dataset`` stats object beside it (found as :func:`_versions`
+    finds objects, read in parallel).
 
     Raises:
         FormatError: a stats object is not JSON with a ``"successes"`` count.
     """
-    from slipstream.format.objectstore import ObjectPrefix
-
-    by_prefix: dict[str, list[str]] = {}
-    for url in urls:
-        by_prefix.setdefault(url.rsplit("/", 1)[0], []).append(url)
-    stats: dict[str, tuple[Any, str]] = {}
-    for prefix, shards in by_prefix.items():
-        store = ObjectPrefix(prefix, remote)
-        names = set(store.listing())
-        for url in shards:
-            name = url.rsplit("/", 1)[1].removesuffix(".tar") + STATS_SUFFIX
-            if name in names:
-                stats[url] = (store, name)
+    stats_of = {url: url.removesuffix(".tar") + STATS_SUFFIX for url in urls}
+    there = _versions(list(stats_of.values()), remote)
+    stores = _Stores(remote)
+    stats = {url: stores.split(stats_url) for url, stats_url in stats_of.items() if stats_url in there}
     if not stats:
         return {}
 
