@@ -198,8 +198,10 @@ def huggingface_identity(dataset: Any) -> tuple[dict[str, Any], str] | None:
     streams (a local file with its size and
     modification time; a Hub file by its URL, which names the revision),
     when ``datasets`` records them; one made from a generator or a Python
-    object records none, and gets None.  Its features (which a cast or a
-    selection of columns changes) and, when it is split by node
+    object records none, and gets None, as does one transformed after it
+    was loaded (columns selected or renamed, a map, a shuffle).  Its
+    features (which a cast changes) and,
+    when it is split by node
     (``split_dataset_by_node``), its rank and world size are part of it: each
     changes what it yields.
     """

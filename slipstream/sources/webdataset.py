@@ -297,7 +297,7 @@ def _versions(urls: list[str], remote: Remote) -> dict[str, tuple[int, Any]]:
     stores = _Stores(remote)
     versions: dict[str, tuple[int, Any]] = {}
     http = [url for url in urls if url.lower().startswith(("http://", "https://"))]
-    for prefix in sorted({url.rsplit("/", 1)[0] for url in urls if url not in http}):
+    for prefix in sorted({url.rsplit("/", 1)[0] for url in set(urls).difference(http)}):
         versions.update({f"{prefix}/{name}": entry for name, entry in stores.of(prefix).listing().items()})
 
     def head(url: str) -> tuple[int, Any] | None:
