@@ -853,6 +853,43 @@ FULL = textwrap.dedent("""
 """)
 
 
+def test_a_sample_unreadable_for_one_epoch_from_the_source_after_a_full_disk_is_read_in_the_next(cache, tmp_path):
+    folder = synthetic_folder(tmp_path / "images", count=30, height=60, width=80, verbose=False)
+    script = textwrap.dedent("""
+        import glob, json, os, resource, sys, warnings
+        import slipstream as ss
+        from slipstream.ops import presets
+
+        folder, cache, image = sys.argv[1], sys.argv[2], sys.argv[3]
+        counts = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with ss.Loader(folder, 5, presets.imagenet_train(48), order="sequential", on_error="skip",
+                           verbose=False) as loader:
+                for e in range(3):
+                    if e == 1:  # gone for one epoch
+                        os.rename(image, image + ".away")
+                    if e == 2:
+                        os.rename(image + ".away", image)
+                    count = 0
+                    for k, batch in enumerate(loader):
+                        if e == 0 and k == 0:  # the pipeline compiled: the file cannot grow past 50 kB
+                            resource.setrlimit(resource.RLIMIT_FSIZE, (50_000, 50_000))
+                        count += len(batch[0])
+                    counts.append(count)
+                in_memory = loader._first is not None and loader._first.in_memory
+        print(json.dumps({"counts": counts, "in_memory": in_memory}))
+    """)
+    image = sorted(folder.rglob("*.jpg"))[7]
+    env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(cache.parent)}
+    run = subprocess.run([sys.executable, "-c", script, str(folder), str(cache), str(image)], capture_output=True,
+                         text=True, env=env, cwd=tmp_path, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    out = json.loads(run.stdout.splitlines()[-1])
+    assert out["in_memory"]  # every epoch read the source
+    assert out["counts"] == [30, 29, 30]  # skipped while it was gone, and only then
+
+
 @pytest.mark.parametrize("when, repeats", [("epoch", 1), ("finish", 1), ("epoch", 3)])
 def test_a_full_disk_in_the_first_epoch_gives_the_file_up_and_training_goes_on_from_the_source(folder, cache,
                                                                                                  tmp_path, when,

@@ -148,8 +148,12 @@ class DecodeSource:
         """Copy the records of samples ``indices`` into every column made
         (for records that change after the pipeline was compiled), and mark
         those the dataset holds no values for failed (in ``unreadable`` and
-        in ``failed``, for the batch about to run)."""
+        in ``failed``, for the batch about to run), and those it holds
+        values for again (a source read again each epoch) no longer."""
         unreadable = [index for index in indices.tolist() if index in self.reader.unreadable]
+        again = np.setdiff1d(indices[self.unreadable[indices] == UNREADABLE], unreadable)
+        self.unreadable[again] = 0
+        self.failed[again[self.failed[again] == UNREADABLE]] = 0
         self.unreadable[unreadable] = self.failed[unreadable] = UNREADABLE
         for (field, key), column in self._columns.items():
             column[indices] = self.reader.metadata[field][key][indices]
