@@ -195,15 +195,13 @@ def huggingface_identity(dataset: Any) -> tuple[dict[str, Any], str] | None:
     transform applied since.  An ``IterableDataset`` (streaming) has no
     fingerprint: it is identified by its builder, configuration (with the
     options the builder was given), version and split and the files it
-    streams (a local file with its size and
-    modification time; a Hub file by its URL, which names the revision),
-    when ``datasets`` records them; one made from a generator or a Python
-    object records none, and gets None, as does one transformed after it
-    was loaded (columns selected or renamed, a map, a shuffle).  Its
-    features (which a cast changes) and,
-    when it is split by node
-    (``split_dataset_by_node``), its rank and world size are part of it: each
-    changes what it yields.
+    streams (a local file with its size and modification time; a Hub file
+    by its URL, which names the revision), when ``datasets`` records them;
+    one made from a generator or a Python object records none, and gets
+    None, as does one transformed after it was loaded (columns selected or
+    renamed, a map, a shuffle).  Its features (which a cast changes) and,
+    when it is split by node (``split_dataset_by_node``), its rank and
+    world size are part of it: each changes what it yields.
     """
     import datasets
 

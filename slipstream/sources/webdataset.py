@@ -233,7 +233,7 @@ class WebDataset(SampleStream):
         Raises:
             DatasetNotFoundError: a shard is missing.
         """
-        versions = _versions([shard for shard in self.shards if is_url(shard)], self.remote)
+        versions = _versions([shard for shard in self.shards if is_url(shard)], _Stores(self.remote))
         shards = []
         for shard in self.shards:
             if is_url(shard):
@@ -290,13 +290,18 @@ class _Stores:
         return self.of(prefix), name
 
 
-def _versions(urls: list[str], remote: Remote) -> dict[str, tuple[int, Any]]:
+def _on_http(url: str) -> bool:
+    """Whether ``url`` is on an HTTP server, whose folders list nothing
+    (listing takes WebDAV, which file servers lack)."""
+    return url.lower().startswith(("http://", "https://"))
+
+
+def _versions(urls: list[str], stores: _Stores) -> dict[str, tuple[int, Any]]:
     """The size and ETag (or None) of each object of ``urls`` that exists:
-    listed once per prefix, or, on an HTTP server, whose folders list
-    nothing (listing takes WebDAV), asked of each object in parallel."""
-    stores = _Stores(remote)
+    listed once per prefix, or, on an HTTP server, asked of each object in
+    parallel."""
     versions: dict[str, tuple[int, Any]] = {}
-    http = [url for url in urls if url.lower().startswith(("http://", "https://"))]
+    http = [url for url in urls if _on_http(url)]
     for prefix in sorted({url.rsplit("/", 1)[0] for url in set(urls).difference(http)}):
         versions.update({f"{prefix}/{name}": entry for name, entry in stores.of(prefix).listing().items()})
 
@@ -322,8 +327,8 @@ def _stated_counts(urls: list[str], remote: Remote) -> dict[str, int]:
         FormatError: a stats object is not JSON with a ``"successes"`` count.
     """
     stats_of = {url: url.removesuffix(".tar") + STATS_SUFFIX for url in urls}
-    there = _versions(list(stats_of.values()), remote)
     stores = _Stores(remote)
+    there = _versions(list(stats_of.values()), stores)
     stats = {url: stores.split(stats_url) for url, stats_url in stats_of.items() if stats_url in there}
     if not stats:
         return {}
@@ -561,7 +566,7 @@ def _shard_list(shards: str | os.PathLike | Sequence[str | os.PathLike], remote:
             return [text]
         from slipstream.format.objectstore import ObjectPrefix
 
-        if text.lower().startswith(("http://", "https://")):  # listing takes WebDAV, which file servers lack
+        if _on_http(text):
             raise ArgumentError(f"{text}: a folder on an HTTP server cannot be listed; name its shards (a brace "
                                 f"pattern such as {text}train-{{000000..000099}}.tar, or a shard index .json)")
         return [text + name for name in ObjectPrefix(text.rstrip("/"), remote).names() if name.endswith(".tar")]
