@@ -726,23 +726,34 @@ INTERRUPTED = textwrap.dedent("""
 
     pipelines = {"image": [ss.ops.CenterCrop(16)], "label": None}
     loader = ss.Loader(Interrupting(sys.argv[1]), 5, pipelines, order="sequential", indices=range(10), verbose=False)
-    epochs = [[[v.numpy().tolist() for v in batch] for batch in loader]]
+    epochs, state = [[]], None
+    for batch in loader:
+        epochs[0].append([v.numpy().tolist() for v in batch])
+        state = state or loader.state_dict()  # after epoch 0's first batch
     try:
         iter(loader)
         print("not interrupted")
     except KeyboardInterrupt:
         print("interrupted", flush=True)
+    if sys.argv[2] == "epoch 0 again":
+        loader.set_epoch(0)
+    elif sys.argv[2] == "epoch 0 resumed":
+        loader.load_state_dict(state)
+    epochs.append([[v.numpy().tolist() for v in batch] for batch in loader])
     epochs.append([[v.numpy().tolist() for v in batch] for batch in loader])
     print(json.dumps({"epochs": epochs, "path": str(loader.reader.path)}))
     loader.close()
 """)
 
 
+@pytest.mark.parametrize("then", ["epoch 1", "epoch 0 again", "epoch 0 resumed"])
 def test_ctrl_c_while_the_file_is_completed_leaves_it_completing_and_the_next_epoch_reads_it(folder, cache,
-                                                                                               tmp_path):
+                                                                                               tmp_path, then):
+    # After the Ctrl-C the loader runs epoch 1, or epoch 0 again (set_epoch), or epoch 0 from a state taken after
+    # its first batch: each over the completed file, then the epoch after it.
     env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(cache.parent)}
-    run = subprocess.run([sys.executable, "-c", INTERRUPTED, str(folder)], capture_output=True, text=True, env=env,
-                         cwd=tmp_path, timeout=600)
+    run = subprocess.run([sys.executable, "-c", INTERRUPTED, str(folder), then], capture_output=True, text=True,
+                         env=env, cwd=tmp_path, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.splitlines()[0] == "interrupted"
     out = json.loads(run.stdout.splitlines()[-1])
@@ -752,7 +763,7 @@ def test_ctrl_c_while_the_file_is_completed_leaves_it_completing_and_the_next_ep
     with ss.Loader(direct, 5, {"image": [ss.ops.CenterCrop(16)], "label": None}, order="sequential",
                    indices=range(10), verbose=False) as loader:
         expected = [[v.numpy().tolist() for v in batch] for batch in loader]
-    assert out["epochs"] == [expected, expected]
+    assert out["epochs"] == [expected, expected[1:] if then == "epoch 0 resumed" else expected, expected]
 
 
 @pytest.mark.parametrize("entry", [{"12": "gone"}, {"x": "gone"}, {"1": 5}, ["1"]])

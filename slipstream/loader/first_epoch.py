@@ -37,7 +37,8 @@ processes asking for the same file wait for it (as with ``ss.cached``).  A
 process that stops before the end leaves no dataset file, only a temporary
 file that the next writer removes; the next run starts over.  The file is
 completed in a thread of its own: an interrupted wait for it (Ctrl-C at the
-start of epoch 1) leaves it going on, and the next epoch waits for it again.
+start of epoch 1) leaves it going on, and the next epoch waits for it again
+(epoch 0 run again included: it reads the file).
 
 With ``on_error`` ``"skip"`` or ``"replace"``, a sample that cannot be
 encoded (a damaged image) is recorded in the file, as
@@ -167,6 +168,12 @@ class FirstEpoch:
         """Samples read from a stream so far (its samples ``0`` to this, less one, have arrived)."""
         assert self._stream is not None
         return self._stream.position
+
+    @property
+    def completing(self) -> bool:
+        """Whether the file's completion has started (on one process): its
+        epochs are over, whatever epoch the loader runs next."""
+        return self._completion is not None
 
     @property
     def in_memory(self) -> bool:

@@ -450,7 +450,8 @@ class Loader:
                                   f"({type(self._failed).__name__}: {self._failed})") from self._failed
         if self._first is not None and self._first.in_memory:
             self._first.restart()  # the file was given up: every epoch reads the source again
-        elif self._first is not None and self._epoch > 0:
+        elif self._first is not None and (self._epoch > 0 or self._first.completing):
+            # Epoch 0 again after a Ctrl-C at the start of epoch 1 reads the file too: it is completed already.
             self._switch_to_file()
         self.reader.verify()  # planning an epoch reads the file's tables: not from a changed file
         start, self._resume_at = self._resume_at, 0
