@@ -17,7 +17,7 @@ from numba.extending import intrinsic
 
 from slipstream import _abi
 
-HEADER_SHA256 = "3adf0a7786adfb6aea01fc267d2b07a3f93a5fcb3cfb5a40f5c4d4d9f57a33ce"
+HEADER_SHA256 = "48ebc72a6d47b3c78064506c0e4fdc9c859abe30f3d297d7892a1933e3c1c011"
 """SHA-256 of the header this module was generated from."""
 
 ABI_VERSION = 7
@@ -571,7 +571,9 @@ def slip_jpeg_decode_planes(typingctx, data, size, out, out_size):
     @return SLIP_OK; SLIP_EINVAL for NULL pointers; SLIP_EBUFFER when out_size
             is too small; otherwise the codes of slip_jpeg_decode (a bad
             header, corrupt or truncated entropy data, an image over a
-            slip_limit).  On failure out may be partly written.
+            slip_limit).  The entropy data is read on to EOI, so a damaged
+            JPEG gets the status and message slip_jpeg_check gives it.  On
+            failure out may be partly written.
     """
     return _abi.lower_call(FUNCTIONS["slip_jpeg_decode_planes"], (data, size, out, out_size))
 

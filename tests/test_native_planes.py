@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 from pathlib import Path
 
+import jpeg_corpus
 import numpy as np
 import pytest
 
@@ -32,6 +33,15 @@ def photos_by_subsampling(per_kind: int = 8) -> dict[Subsampling, list[bytes]]:
 
 def luma(image: np.ndarray) -> np.ndarray:
     return image.astype(np.float64) @ JFIF_LUMA
+
+
+def verdict(call, data: bytes) -> tuple[int, str]:
+    """(status, message without the function's name) of ``call(data)``: (0, "") when it succeeds."""
+    try:
+        call(data)
+    except DecodeError as exc:
+        return int(exc.status), str(exc).split(": ", 1)[-1]
+    return 0, ""
 
 
 def test_planes_bytes_is_the_documented_layout():
@@ -124,3 +134,27 @@ def test_decoding_planes_leaves_the_next_rgb_decode_on_the_thread_unchanged():
     before = native.jpeg_decode(data)
     native.jpeg_decode_planes(data)
     np.testing.assert_array_equal(native.jpeg_decode(data), before)
+
+
+def test_damaged_420_jpegs_get_the_check_s_verdict_from_the_planes_decode():
+    """The planes decode reads on to EOI after the last row, as the RGB
+    decode does, so damage that leaves entropy data over (a flipped bit that
+    ends the scan early, junk before EOI) is refused, with jpeg_check's
+    status and message, instead of giving planes."""
+    rng = np.random.default_rng(0)
+    data = jpeg_corpus.make_sample(96, 128, "RGB", 2).data
+    assert native.jpeg_info(data).subsampling == Subsampling.S420
+    sos = data.index(b"\xff\xda")
+    start = sos + 2 + int.from_bytes(data[sos + 2:sos + 4], "big")
+    junk_before_eoi = data[:-2] + b"\x12\x34\x56\xff\xd9"
+    status, message = verdict(native.jpeg_decode_planes, junk_before_eoi)
+    assert (status, message) == verdict(native.jpeg_check, junk_before_eoi)
+    assert status == native.Status.ECORRUPT and "extraneous bytes before marker 0xd9" in message, message
+    refused = 0
+    for _ in range(300):
+        bad = bytearray(data)
+        bad[int(rng.integers(start, len(data) - 2))] ^= 1 << int(rng.integers(0, 8))
+        want = verdict(native.jpeg_check, bytes(bad))
+        assert verdict(native.jpeg_decode_planes, bytes(bad)) == want
+        refused += want != (0, "")
+    assert refused > 30, refused  # enough of the damage was fatal to show the verdicts agree

@@ -417,7 +417,9 @@ SLIP_API int64_t slip_planes_bytes(int32_t height, int32_t width);
  * @return SLIP_OK; SLIP_EINVAL for NULL pointers; SLIP_EBUFFER when out_size
  *         is too small; otherwise the codes of slip_jpeg_decode (a bad
  *         header, corrupt or truncated entropy data, an image over a
- *         slip_limit).  On failure out may be partly written.
+ *         slip_limit).  The entropy data is read on to EOI, so a damaged
+ *         JPEG gets the status and message slip_jpeg_check gives it.  On
+ *         failure out may be partly written.
  */
 SLIP_API int32_t slip_jpeg_decode_planes(const uint8_t *data, size_t size, uint8_t *out, size_t out_size);
 

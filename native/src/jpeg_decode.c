@@ -629,7 +629,10 @@ static int32_t read_raw_planes(slip_thread_state *ts, uint8_t *out) {
       memcpy(cr_out + (size_t)(c_row + i) * c_width, cr_rows[i], (size_t)c_width);
     }
   }
-  jpeg_abort_decompress(dec); /* the rows are read: nothing after them is needed */
+  /* Every row is read; reading on to EOI, as end_block does, is what shows
+   * damage that leaves entropy data over (a corrupt-data warning, an error
+   * here), so the planes get the verdict slip_jpeg_decode gives. */
+  jpeg_finish_decompress(dec);
   return SLIP_OK;
 }
 
