@@ -17,7 +17,7 @@ from numba.extending import intrinsic
 
 from slipstream import _abi
 
-HEADER_SHA256 = "48ebc72a6d47b3c78064506c0e4fdc9c859abe30f3d297d7892a1933e3c1c011"
+HEADER_SHA256 = "4523bfa79ea07f6560cf0669a71c473a10b0495dd25f5c20685d761b3bb1c448"
 """SHA-256 of the header this module was generated from."""
 
 ABI_VERSION = 7
@@ -811,6 +811,13 @@ def slip_jpeg_add_restart_markers(typingctx, data, size, interval_width, out, ou
     kind of file, the verdict on bad data is the same, and re-coding a result
     again at the same width gives it back byte for byte.
 
+    A progressive JPEG whose scans leave any coefficient of any component
+    unsent or unrefined (legal: T.81 requires only the DC) is refused with
+    SLIP_EUNSUPPORTED: libjpeg-turbo decodes it with inter-block smoothing,
+    which the complete baseline scan written here would not get, so its
+    pixels would change.  All such files are refused, whichever
+    coefficients the smoothing of this libjpeg-turbo version reads.
+
     @param data            the compressed JPEG bytes.
     @param size            number of bytes at data.
     @param interval_width  widest tile wanted, in pixels (> 0).  At 32, 800
@@ -823,7 +830,9 @@ def slip_jpeg_add_restart_markers(typingctx, data, size, interval_width, out, ou
     @param out_size        receives the size of the rewritten JPEG in bytes, also when it does not fit.
     @return SLIP_OK; SLIP_EINVAL for bad arguments; SLIP_ENOTJPEG, SLIP_ETRUNCATED,
             SLIP_ECORRUPT, SLIP_EUNSUPPORTED, SLIP_ETOOBIG or SLIP_ENOMEM as
-            slip_jpeg_decode; SLIP_EBUFFER when the result is larger than
+            slip_jpeg_decode; SLIP_EUNSUPPORTED also for a progressive JPEG
+            with incomplete scans (above), which slip_jpeg_decode decodes;
+            SLIP_EBUFFER when the result is larger than
             out_capacity (out then holds its first out_capacity bytes and
             *out_size its full size).
     """

@@ -22,7 +22,7 @@ from slipstream import native
 from slipstream.cache import cache_root
 from slipstream.errors import ArgumentError, CacheWarning
 from slipstream.fields import Encoded, RGBImageField
-from slipstream.fields.image import JPEG_MODE
+from slipstream.fields.image import JPEG_MODE, tiled_jpeg
 from slipstream.fields.image_modes import RAW_MODE, YUV420_MODE
 from slipstream.format import Reader, layout, open_dataset
 from slipstream.format.remote import Remote, is_url
@@ -313,7 +313,7 @@ class _StoredValue:
             return Encoded(record, native.jpeg_decode_planes(value.data).tobytes())
         if self.tile_width is None or mode != JPEG_MODE:
             return value
-        return Encoded(value.record, native.jpeg_add_restart_markers(value.data, self.tile_width))
+        return Encoded(value.record, tiled_jpeg(value.data, self.tile_width))
 
 
 class _StoredSamples:

@@ -14,7 +14,7 @@ from PIL import Image
 
 import hostile_corpus
 import jpeg_corpus
-from slipstream import native
+from slipstream import RGBImageField, native
 from slipstream.errors import ArgumentError, DecodeError
 from slipstream.native import DecodeFlags, Interp
 from test_native_decode import SCALES, random_regions
@@ -237,3 +237,53 @@ def test_bad_arguments_and_data_are_refused(photo):
         native.jpeg_add_restart_markers(b"\x89PNG\r\n\x1a\n" + bytes(100))
     with pytest.raises(DecodeError):
         native.jpeg_add_restart_markers(photo.data[: len(photo.data) // 2])
+
+
+def with_scans(jpeg: bytes, keep) -> bytes:
+    """A progressive JPEG with only the scans whose (Ss, Se, Ah, Al) ``keep``
+    accepts: its header, those scans (each with the tables written before
+    it) and EOI."""
+    bounds = [at for at in hostile_corpus.markers(jpeg) if not 0xD0 <= jpeg[at + 1] <= 0xD7] + [len(jpeg)]
+    segments = [jpeg[a:b] for a, b in zip(bounds, bounds[1:])]
+    first_scan = next(i for i, s in enumerate(segments) if s[1] == 0xDA)
+    out, tables = segments[:first_scan], []
+    for segment in segments[first_scan:-1]:
+        if segment[1] != 0xDA:
+            tables.append(segment)
+            continue
+        at = 5 + 2 * segment[4]  # past the length, the component count and the components
+        if keep(segment[at], segment[at + 1], segment[at + 2] >> 4, segment[at + 2] & 15):
+            out += tables + [segment]
+        tables = []
+    assert segments[-1] == b"\xff\xd9"
+    return b"".join(out + [segments[-1]])
+
+
+def test_progressive_input_with_incomplete_scans_is_refused_and_stored_byte_for_byte():
+    """libjpeg-turbo decodes a progressive JPEG whose scans leave coefficients
+    unsent or unrefined with block smoothing, which the baseline tiles would
+    not get: the re-coding refuses it (EUNSUPPORTED, saying why), and the
+    field stores it byte for byte, so the stored pixels are the source's."""
+    full = jpeg_corpus.make_sample(64, 96, "RGB", 2, seed=8, progressive=True).data
+    dc_only = with_scans(full, lambda ss, se, ah, al: ss == 0)
+    first_dc_scan = with_scans(full, lambda ss, se, ah, al: ss == 0 and ah == 0)
+    assert native.jpeg_info(dc_only).progressive and len(dc_only) < len(full) // 2
+    for data, gap in ((dc_only, "component 0, coefficient 1 never sent"),
+                      (first_dc_scan, "component 0, coefficient 0 lacking its 1 lowest bits")):
+        native.jpeg_check(data)
+        with pytest.raises(DecodeError, match=rf"jpeg_add_restart_markers: a progressive JPEG whose scans leave "
+                                              rf"coefficients incomplete \({gap}\): .*block smoothing.* would "
+                                              rf"change its pixels \(EUNSUPPORTED\)") as refused:
+            native.jpeg_add_restart_markers(data, 32)
+        assert refused.value.status == native.Status.EUNSUPPORTED
+        field = RGBImageField()
+        stored = field.encode(data)
+        assert stored.data == data
+        record = np.zeros((), field.record_dtype())
+        for name, value in stored.record.items():
+            record[name] = value
+        np.testing.assert_array_equal(field.read(record[()], stored.data), native.jpeg_decode(data))
+    # A complete progressive JPEG is still re-coded into baseline tiles with its pixels.
+    tiled = RGBImageField().encode(full).data
+    assert not native.jpeg_info(tiled).progressive and restart_interval(tiled) > 0
+    np.testing.assert_array_equal(native.jpeg_decode(tiled), native.jpeg_decode(full))

@@ -637,6 +637,13 @@ SLIP_API int32_t slip_jpeg_encode(const uint8_t *src, int32_t height, int32_t wi
  * kind of file, the verdict on bad data is the same, and re-coding a result
  * again at the same width gives it back byte for byte.
  *
+ * A progressive JPEG whose scans leave any coefficient of any component
+ * unsent or unrefined (legal: T.81 requires only the DC) is refused with
+ * SLIP_EUNSUPPORTED: libjpeg-turbo decodes it with inter-block smoothing,
+ * which the complete baseline scan written here would not get, so its
+ * pixels would change.  All such files are refused, whichever
+ * coefficients the smoothing of this libjpeg-turbo version reads.
+ *
  * @param data            the compressed JPEG bytes.
  * @param size            number of bytes at data.
  * @param interval_width  widest tile wanted, in pixels (> 0).  At 32, 800
@@ -649,7 +656,9 @@ SLIP_API int32_t slip_jpeg_encode(const uint8_t *src, int32_t height, int32_t wi
  * @param out_size        receives the size of the rewritten JPEG in bytes, also when it does not fit.
  * @return SLIP_OK; SLIP_EINVAL for bad arguments; SLIP_ENOTJPEG, SLIP_ETRUNCATED,
  *         SLIP_ECORRUPT, SLIP_EUNSUPPORTED, SLIP_ETOOBIG or SLIP_ENOMEM as
- *         slip_jpeg_decode; SLIP_EBUFFER when the result is larger than
+ *         slip_jpeg_decode; SLIP_EUNSUPPORTED also for a progressive JPEG
+ *         with incomplete scans (above), which slip_jpeg_decode decodes;
+ *         SLIP_EBUFFER when the result is larger than
  *         out_capacity (out then holds its first out_capacity bytes and
  *         *out_size its full size).
  */

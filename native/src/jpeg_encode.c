@@ -6,6 +6,7 @@
  * tables of the previous image after an optimized or progressive encode, and
  * compression is not on the loader's hot path.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -166,6 +167,33 @@ typedef struct transcoder {
   size_t spliced_size;    /* and their size */
 } transcoder;
 
+/* Fail (SLIP_EUNSUPPORTED) when a progressive JPEG's scans, all read, left
+ * some coefficient unsent or unrefined.  libjpeg-turbo decodes such an image
+ * with inter-block smoothing, which it never applies to the complete
+ * baseline scan the re-coding writes, so the tiles would decode to other
+ * pixels.  Every incomplete coefficient is refused, not only those the
+ * smoothing reads, because how many it reads depends on the library's
+ * version. */
+static void refuse_incomplete_scans(struct jpeg_decompress_struct *din) {
+  if (!din->progressive_mode || !din->coef_bits) return;
+  for (int c = 0; c < din->num_components; c++)
+    for (int k = 0; k < DCTSIZE2; k++) {
+      int bits = din->coef_bits[c][k];
+      if (bits == 0) continue;
+      char gap[48], what[320];
+      if (bits < 0)
+        snprintf(gap, sizeof gap, "never sent");
+      else
+        snprintf(gap, sizeof gap, "lacking its %d lowest bits", bits);
+      snprintf(what, sizeof what,
+               "a progressive JPEG whose scans leave coefficients incomplete (component %d, coefficient %d %s): "
+               "libjpeg-turbo decodes it with block smoothing, which re-coded baseline tiles would not get, so "
+               "re-coding would change its pixels",
+               c, k, gap);
+      slip__jpeg_fail((j_common_ptr)din, SLIP_EUNSUPPORTED, what);
+    }
+}
+
 /* Re-code data into tiles: spliced (jpeg_splice.c) when its scan allows,
  * else through libjpeg (the coefficients read whole, optimal tables
  * counted, written again), which also reports what is wrong with it. */
@@ -193,6 +221,7 @@ static int32_t transcode(transcoder *t, slip_thread_state *ts, const uint8_t *da
     return spliced < 0 ? spliced : SLIP_OK;
   }
   jvirt_barray_ptr *coefficients = jpeg_read_coefficients(&t->din);
+  refuse_incomplete_scans(&t->din);
 
   jpeg_create_compress(&t->cout);
   created = 2;

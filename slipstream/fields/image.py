@@ -58,7 +58,10 @@ class RGBImageField(Field, type_id=1):
             and crops decode faster because the loader entropy-decodes only
             the tiles a crop touches; writing costs a lossless re-coding of
             each JPEG (BENCHMARKS.md, "Storage modes").  ``None`` stores
-            JPEG input byte for byte.  Planes and raw pixels have no tiles.
+            JPEG input byte for byte.  A JPEG that re-coding would change
+            the pixels of (a progressive one whose scans leave coefficients
+            incomplete, which libjpeg-turbo decodes with block smoothing) is
+            stored byte for byte too.  Planes and raw pixels have no tiles.
 
     Accepted values: a path to an image file, the bytes of one (JPEG, PNG or
     anything Pillow reads), a ``PIL.Image``, a ``{"bytes": ..., "path": ...}``
@@ -123,7 +126,7 @@ class RGBImageField(Field, type_id=1):
         return _encoded(height, width, JPEG_MODE, self._tiled(native.jpeg_encode(pixels, self.jpeg_quality)))
 
     def _tiled(self, jpeg: bytes) -> bytes:
-        return jpeg if self.tile_width is None else native.jpeg_add_restart_markers(jpeg, self.tile_width)
+        return tiled_jpeg(jpeg, self.tile_width)
 
     def target_size(self, height: int, width: int) -> tuple[int, int]:
         """The stored size of a ``height`` x ``width`` image."""
@@ -187,6 +190,27 @@ class RGBImageField(Field, type_id=1):
         from slipstream.fields.decoders import ImageDecoder
 
         return [ImageDecoder(source, name)]
+
+
+def tiled_jpeg(jpeg: bytes, tile_width: int | None) -> bytes:
+    """``jpeg`` re-coded into tiles at most ``tile_width`` pixels wide, or as
+    it is when ``tile_width`` is None.  A JPEG the re-coding refuses as
+    unsupported but the decode accepts (a progressive one whose scans leave
+    coefficients incomplete: its tiles would decode to other pixels) is
+    kept byte for byte; one the decode refuses too fails with the
+    re-coding's error."""
+    if tile_width is None:
+        return jpeg
+    try:
+        return native.jpeg_add_restart_markers(jpeg, tile_width)
+    except DecodeError as refused:
+        if refused.status != native.Status.EUNSUPPORTED:
+            raise
+        try:
+            native.jpeg_check(jpeg)
+        except DecodeError:
+            raise refused from None
+    return jpeg
 
 
 def _encoded(height: int, width: int, mode: int, data: Any) -> Encoded:
