@@ -22,7 +22,7 @@ from slipstream import native
 from slipstream.cache import cache_root
 from slipstream.errors import ArgumentError, CacheWarning
 from slipstream.fields import Encoded, RGBImageField
-from slipstream.fields.image import JPEG_MODE, tiled_jpeg
+from slipstream.fields.image import JPEG_MODE, check_stored_size, tiled_jpeg
 from slipstream.fields.image_modes import RAW_MODE, YUV420_MODE
 from slipstream.format import Reader, layout, open_dataset
 from slipstream.format.remote import Remote, is_url
@@ -310,6 +310,8 @@ class _StoredValue:
             if mode == RAW_MODE:
                 pixels = np.frombuffer(value.data, np.uint8).reshape(int(record["height"]), int(record["width"]), 3)
                 return Encoded(record, native.rgb_to_planes(pixels).tobytes())
+            # Planes of another size than the record's would make the whole file unopenable.
+            check_stored_size(int(record["height"]), int(record["width"]), value.data)
             return Encoded(record, native.jpeg_decode_planes(value.data).tobytes())
         if self.tile_width is None or mode != JPEG_MODE:
             return value

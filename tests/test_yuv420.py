@@ -4,8 +4,10 @@ as JPEG, and hostile planes."""
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
+import jpeg_corpus
 import numpy as np
 import pytest
 
@@ -133,3 +135,23 @@ def test_decoding_on_the_device_refuses_planes_and_says_why(files):
     with pytest.raises(ArgumentError, match=r"yuv420\.slip, field 'image': DecodeOnDevice decodes JPEGs and raw "
                                             r"pixels, and this field stores YCbCr 4:2:0 planes"):
         ss.Loader(files["yuv420"], 4, {"image": [DecodeOnDevice("cpu"), CenterCrop(32, ratio=1.0)]}, verbose=False)
+
+
+def test_convert_to_planes_refuses_a_jpeg_whose_header_disagrees_with_its_record(tmp_path):
+    """Planes are stored at the JPEG header's size under the record's: a
+    sample whose two sizes differ would make the converted file unopenable,
+    so convert names the sample and both sizes and writes nothing."""
+    jpegs = [jpeg_corpus.make_sample(32, 32, "RGB", 2, seed=k).data for k in range(3)]
+    source = tmp_path / "source.slip"
+    ss.write(source, [(j,) for j in jpegs], {"image": ss.RGBImageField(tile_width=None)}, workers=0,
+             page_checksums=False, verbose=False)
+    raw = bytearray(source.read_bytes())
+    sof = raw.index(b"\xff\xc0", raw.index(jpegs[1]))
+    raw[sof + 5:sof + 7] = struct.pack(">H", 24)  # sample 1's JPEG now says 24 rows, its record 32
+    source.write_bytes(raw)
+    target = tmp_path / "planes.slip"
+    with pytest.raises(ss.errors.SlipstreamError, match=r"planes\.slip was not written: sample 1 .*field 'image': "
+                                                        r"the stored size 32x32 disagrees with the JPEG header's "
+                                                        r"24x32"):
+        ss.convert(source, target, write_mode="yuv420", verbose=False)
+    assert not target.exists()

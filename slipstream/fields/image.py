@@ -177,11 +177,7 @@ class RGBImageField(Field, type_id=1):
         if record["mode"] == YUV420_MODE:
             return native.planes_crop_resize(data, height, width, 0, 0, height, width, height, width,
                                              interp=native.Interp.BILINEAR)
-        info = native.jpeg_info(data)
-        if (info.height, info.width) != (height, width):
-            problem = (f"the stored size {height}x{width} disagrees with the JPEG header's {info.height}x{info.width} "
-                       f"(the record or the JPEG was altered after writing)")
-            raise DecodeError(problem, status=native.Status.EINVAL, detail=problem)
+        check_stored_size(height, width, data)
         return native.jpeg_decode(data)
 
 
@@ -190,6 +186,16 @@ class RGBImageField(Field, type_id=1):
         from slipstream.fields.decoders import ImageDecoder
 
         return [ImageDecoder(source, name)]
+
+
+def check_stored_size(height: int, width: int, jpeg: Any) -> None:
+    """Raise DecodeError when the header of a stored ``jpeg`` gives another
+    size than its record's ``height`` x ``width``."""
+    info = native.jpeg_info(jpeg)
+    if (info.height, info.width) != (height, width):
+        problem = (f"the stored size {height}x{width} disagrees with the JPEG header's {info.height}x{info.width} "
+                   f"(the record or the JPEG was altered after writing)")
+        raise DecodeError(problem, status=native.Status.EINVAL, detail=problem)
 
 
 def tiled_jpeg(jpeg: bytes, tile_width: int | None) -> bytes:
