@@ -17,7 +17,7 @@ from numba.extending import intrinsic
 
 from slipstream import _abi
 
-HEADER_SHA256 = "4523bfa79ea07f6560cf0669a71c473a10b0495dd25f5c20685d761b3bb1c448"
+HEADER_SHA256 = "9ce3301f9cf7e55148c2a15174f9d31c4ea4cbfb2514c47270194227b28bda80"
 """SHA-256 of the header this module was generated from."""
 
 ABI_VERSION = 7
@@ -613,11 +613,14 @@ def slip_planes_crop_resize(typingctx, planes, size, height, width, y, x, h, w, 
     upsampling) and with `interp` where it shrinks; the three planes are
     filtered row by row together and converted to RGB (JFIF, in single
     precision, rounded once) at the output size, mirrored when
-    SLIP_DECODE_FLIP_X is set.  A crop of the whole image at its own size
-    equals a libjpeg-turbo decode of the JPEG the planes came from within 2
-    levels (libjpeg-turbo rounds its upsampled chroma, and replicates the
-    chroma of images at most 4 pixels across).  After the first calls on a
-    thread it allocates nothing of its own.
+    SLIP_DECODE_FLIP_X is set.  The chroma of an image at most 4 pixels wide
+    (at most 2 chroma samples across) is instead replicated over the 2 x 2
+    pixels each sample covers, in both directions, as libjpeg-turbo
+    upsamples it, and then resampled with `interp` as the luma is.  A crop
+    of the whole image at its own size equals a libjpeg-turbo decode of the
+    JPEG the planes came from within 2 levels, at every size (libjpeg-turbo
+    rounds its upsampled chroma).  After the first calls on a thread it
+    allocates nothing of its own.
 
     @param planes      the planes of a height x width image.
     @param size        bytes at planes; at least slip_planes_bytes(height, width).

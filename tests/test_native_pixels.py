@@ -177,6 +177,14 @@ for i in range(60):
     oh, ow = int(rng.integers(1, 260)), int(rng.integers(1, 260))
     out[f"planes{i}"] = native.planes_crop_resize(planes, h, w, y, x, ch, cw, oh, ow, flags=i % 2,
                                                   interp=Interp(i % 3))
+for i in range(20):  # images at most 4 pixels wide, whose chroma is replicated
+    h, w = int(rng.integers(1, 300)), int(rng.integers(1, 5))
+    planes = native.rgb_to_planes(rng.integers(0, 256, (h, w, 3), dtype=np.uint8))
+    y = int(rng.integers(0, h))
+    ch = int(rng.integers(1, h - y + 1))
+    oh, ow = int(rng.integers(1, 260)), int(rng.integers(1, 40))
+    out[f"narrow_planes{i}"] = native.planes_crop_resize(planes, h, w, y, 0, ch, w, oh, ow, flags=i % 2,
+                                                         interp=Interp(i % 3))
 for i, (h, w) in enumerate([(375, 500), (333, 250), (480, 640)]):
     data = jpeg_corpus.make_sample(h, w).data
     out[f"decode{i}"] = native.jpeg_decode_crop_resize(data, 17, 30, h - 40, w - 61, 300, 300)

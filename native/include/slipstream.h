@@ -452,11 +452,14 @@ SLIP_API int32_t slip_rgb_to_planes(const uint8_t *src, int32_t height, int32_t 
  * upsampling) and with `interp` where it shrinks; the three planes are
  * filtered row by row together and converted to RGB (JFIF, in single
  * precision, rounded once) at the output size, mirrored when
- * SLIP_DECODE_FLIP_X is set.  A crop of the whole image at its own size
- * equals a libjpeg-turbo decode of the JPEG the planes came from within 2
- * levels (libjpeg-turbo rounds its upsampled chroma, and replicates the
- * chroma of images at most 4 pixels across).  After the first calls on a
- * thread it allocates nothing of its own.
+ * SLIP_DECODE_FLIP_X is set.  The chroma of an image at most 4 pixels wide
+ * (at most 2 chroma samples across) is instead replicated over the 2 x 2
+ * pixels each sample covers, in both directions, as libjpeg-turbo
+ * upsamples it, and then resampled with `interp` as the luma is.  A crop
+ * of the whole image at its own size equals a libjpeg-turbo decode of the
+ * JPEG the planes came from within 2 levels, at every size (libjpeg-turbo
+ * rounds its upsampled chroma).  After the first calls on a thread it
+ * allocates nothing of its own.
  *
  * @param planes      the planes of a height x width image.
  * @param size        bytes at planes; at least slip_planes_bytes(height, width).

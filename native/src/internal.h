@@ -65,6 +65,7 @@ typedef struct slip_thread_state {
   slip_scratch accum;   /* one row of vertically filtered samples */
   slip_scratch sub;     /* a JPEG of the restart intervals a region needs */
   slip_scratch planes;  /* the resized Y, Cb and Cr planes of slip_planes_crop_resize */
+  slip_scratch chroma;  /* slip_planes_crop_resize's full-size chroma of images at most 4 pixels wide */
   slip_scratch splice_blocks; /* slip__scanned_block records of a JPEG re-coded into tiles */
   slip_scratch splice_out;    /* the re-coded JPEG, when the caller's buffer may be too small */
   slip_pack_tables pack;

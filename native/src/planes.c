@@ -397,15 +397,36 @@ SLIP_API int32_t slip_planes_crop_resize(const uint8_t *planes, size_t size, int
    * the chroma is enlarged it is interpolated linearly, as a JPEG decoder's
    * smooth upsampling does; where it shrinks, the crop's own filter applies. */
   int32_t c_interp = (out_h * 2 > h || out_w * 2 > w) ? SLIP_INTERP_BILINEAR : interp;
+  double c_scale = 0.5;
+  if (c_width <= 2) {
+    /* libjpeg-turbo upsamples smoothly only chroma more than 2 samples wide;
+     * narrower chroma it replicates over each 2 x 2 pixels, in both
+     * directions.  So does this: the chroma is replicated to full size and
+     * filtered as the luma is. */
+    uint8_t *full = slip__scratch_reserve(&ts->chroma, 2 * (size_t)height * width);
+    if (!full) return SLIP_ENOMEM;
+    for (int32_t i = 0; i < height; i++)
+      for (int32_t j = 0; j < width; j++) {
+        size_t from = (size_t)(i / 2) * c_width + j / 2, to = (size_t)i * width + j;
+        full[to] = cb[from];
+        full[(size_t)height * width + to] = cr[from];
+      }
+    cb = full;
+    cr = full + (size_t)height * width;
+    c_height = height;
+    c_width = width;
+    c_interp = interp;
+    c_scale = 1.0;
+  }
   size_t luma_y = axis_bytes(h, out_h, interp), luma_x = axis_bytes(w, out_w, interp);
-  size_t chroma_y = axis_bytes(h * 0.5, out_h, c_interp), chroma_x = axis_bytes(w * 0.5, out_w, c_interp);
+  size_t chroma_y = axis_bytes(h * c_scale, out_h, c_interp), chroma_x = axis_bytes(w * c_scale, out_w, c_interp);
   uint8_t *mem = slip__scratch_reserve(&ts->weights, luma_y + luma_x + chroma_y + chroma_x + 4 * sizeof(float));
   if (!mem) return SLIP_ENOMEM;
   plane_axis ly, lx, cy, cx;
   plane_axis_init(&ly, mem, y, h, out_h, height, interp, 0);
   plane_axis_init(&lx, mem + luma_y, x, w, out_w, width, interp, flip);
-  plane_axis_init(&cy, mem + luma_y + luma_x, y * 0.5, h * 0.5, out_h, c_height, c_interp, 0);
-  plane_axis_init(&cx, mem + luma_y + luma_x + chroma_y, x * 0.5, w * 0.5, out_w, c_width, c_interp, flip);
+  plane_axis_init(&cy, mem + luma_y + luma_x, y * c_scale, h * c_scale, out_h, c_height, c_interp, 0);
+  plane_axis_init(&cx, mem + luma_y + luma_x + chroma_y, x * c_scale, w * c_scale, out_w, c_width, c_interp, flip);
   int avx2 = (ts->isa & SLIP__ISA_AVX2) != 0;
 #if SLIP_PLANES_VECTOR
   if (avx2) {

@@ -61,6 +61,7 @@ static void destroy_state(void *p) {
   free(ts->accum.data);
   free(ts->sub.data);
   free(ts->planes.data);
+  free(ts->chroma.data);
   free(ts->splice_blocks.data);
   free(ts->splice_out.data);
   free(ts);

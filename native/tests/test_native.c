@@ -696,7 +696,11 @@ static void test_planes(jpeg_case *jc) {
                                               out.p, out.size, (int64_t)w * 3), SLIP_OK,
                       "slip_planes_crop_resize of converted planes")) {
       double err = luma_error(out.p, (int64_t)w * 3, jc->src, (int64_t)w * 3, h, w);
-      expect(err < 1.0, "planes of the source pixels differ from them in luma by %.2f levels on average", err);
+      /* The chroma of an image at most 4 pixels wide is replicated, as
+       * libjpeg-turbo does, which follows the pixels less closely than
+       * interpolation. */
+      expect(err < (w <= 4 ? 2.0 : 1.0), "planes of the source pixels differ from them in luma by %.2f levels on "
+             "average", err);
     }
     free(out.mem);
     expect_status(slip_rgb_to_planes(jc->src, h, w, (int64_t)w * 3 - 1, planes, (size_t)n), SLIP_EINVAL,
