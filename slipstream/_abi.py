@@ -12,10 +12,12 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import importlib.metadata
+import operator
 import os
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import llvmlite.binding
 import numpy as np
@@ -24,7 +26,7 @@ from numba.core import cgutils, types
 from numba.core.errors import TypingError
 from numba.np.numpy_support import from_dtype
 
-from slipstream.errors import LibraryError
+from slipstream.errors import ArgumentError, LibraryError
 
 CTYPES: dict[str, type] = {
     "int32_t": ctypes.c_int32,
@@ -171,6 +173,44 @@ def load_library(abi_version: int, signatures: Iterable[Signature]) -> ctypes.CD
         )
     llvmlite.binding.load_library_permanently(str(path))
     return lib
+
+
+class CheckedCalls:
+    """The library's functions, each range-checking its integer arguments
+    first: ctypes converts a Python int to a C integer modulo 2**bits, so a
+    value out of the C type's range would reach the function as another,
+    possibly valid-looking one (2**32 + 1 as an ``int32_t`` is 1).  Functions
+    without integer parameters are the ctypes functions themselves."""
+
+    def __init__(self, lib: ctypes.CDLL, signatures: Iterable[Signature]) -> None:
+        for sig in signatures:
+            setattr(self, sig.name, _range_checked(getattr(lib, sig.name), sig))
+
+
+_INTEGER_RANGES = {name: (int(np.iinfo(dtype).min), int(np.iinfo(dtype).max))
+                   for name, dtype in NUMPY_TYPES.items() if dtype.kind in "iu"}
+
+
+def _range_checked(fn: Any, sig: Signature) -> Any:
+    checks = [(i, name, ctype, *_INTEGER_RANGES[ctype]) for i, (ctype, name) in enumerate(sig.params)
+              if ctype in _INTEGER_RANGES]
+    if not checks:
+        return fn
+    function = sig.name.removeprefix("slip_")
+
+    def call(*args: Any) -> Any:
+        for i, name, ctype, low, high in checks:
+            try:
+                value = operator.index(args[i])
+            except TypeError:
+                continue  # ctypes refuses what is not an integer
+            if not low <= value <= high:
+                raise ArgumentError(f"{function}: {name} = {value} is outside the range of its C type {ctype}, "
+                                    f"{low} to {high}")
+        return fn(*args)
+
+    call.__name__ = call.__qualname__ = sig.name
+    return call
 
 
 # ---------------------------------------------------------------- Numba lowering

@@ -34,8 +34,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from slipstream._native import *  # noqa: F401,F403  (enums, constants, intrinsics)
+from slipstream import _abi
 from slipstream._native import (
     ABI_VERSION,
+    FUNCTIONS,
     JPEG_INFO_DTYPE,
     Colorspace,
     DecodeFlags,
@@ -57,6 +59,10 @@ from slipstream.errors import (
     SlipstreamError,
 )
 
+# Every call goes through _calls: a Python int outside a parameter's C range
+# is refused (ArgumentError) instead of wrapping around.
+_calls = _abi.CheckedCalls(lib, FUNCTIONS.values())
+
 _NUMPY_DTYPES = {Dtype.UINT8: np.dtype(np.uint8), Dtype.FLOAT16: np.dtype(np.float16), Dtype.FLOAT32: np.dtype(np.float32)}
 
 _ERROR_CLASSES = {
@@ -72,7 +78,7 @@ def _check(status: int, function: str, default: type[SlipstreamError] = DecodeEr
     """Raise the exception for a non-zero C status, with the C detail."""
     if status == Status.OK:
         return
-    detail = lib.slip_last_error().decode("utf-8", "replace")
+    detail = _calls.slip_last_error().decode("utf-8", "replace")
     try:
         code: int = Status(status)
     except ValueError:
@@ -155,22 +161,22 @@ def _extent(arr: np.ndarray) -> int:
 
 def version() -> str:
     """Version of the native library, ``"MAJOR.MINOR.PATCH"`` (``slip_version``)."""
-    return lib.slip_version().decode()
+    return _calls.slip_version().decode()
 
 
 def abi_version() -> int:
     """ABI version of the loaded native library (``slip_abi_version``)."""
-    return int(lib.slip_abi_version())
+    return int(_calls.slip_abi_version())
 
 
 def strerror(status: int) -> str:
     """Name and meaning of a status code (``slip_strerror``)."""
-    return lib.slip_strerror(int(status)).decode()
+    return _calls.slip_strerror(int(status)).decode()
 
 
 def last_error() -> str:
     """Detail of this thread's most recent native failure (``slip_last_error``)."""
-    return lib.slip_last_error().decode("utf-8", "replace")
+    return _calls.slip_last_error().decode("utf-8", "replace")
 
 
 # ---------------------------------------------------------------- JPEG
@@ -203,7 +209,7 @@ def jpeg_info(data: Any) -> JpegInfo:
 
 def _jpeg_info(buf: np.ndarray, caller: str) -> JpegInfo:
     info = JpegInfoStruct()
-    _check(lib.slip_jpeg_info(buf.ctypes.data, buf.size, ctypes.addressof(info)), caller)
+    _check(_calls.slip_jpeg_info(buf.ctypes.data, buf.size, ctypes.addressof(info)), caller)
     return JpegInfo(
         height=info.height,
         width=info.width,
@@ -219,7 +225,7 @@ def _jpeg_info(buf: np.ndarray, caller: str) -> JpegInfo:
 def jpeg_scale_for(crop_h: int, crop_w: int, out_h: int, out_w: int) -> int:
     """Largest DCT scale denominator (8, 4, 2 or 1) whose scaled crop still
     covers the output (``slip_jpeg_scale_for``)."""
-    result = lib.slip_jpeg_scale_for(crop_h, crop_w, out_h, out_w)
+    result = _calls.slip_jpeg_scale_for(crop_h, crop_w, out_h, out_w)
     if result < 0:
         _check(result, "jpeg_scale_for", ArgumentError)
     return int(result)
@@ -282,7 +288,7 @@ def jpeg_decode(
             status=Status.ETOOBIG,
         )
     arr = _output_image(out, (oh, ow, 3))
-    status = lib.slip_jpeg_decode(
+    status = _calls.slip_jpeg_decode(
         buf.ctypes.data, buf.size, y, x, h, w, scale_denom, int(flags), arr.ctypes.data, _extent(arr), arr.strides[0]
     )
     _check(status, "jpeg_decode")
@@ -299,7 +305,7 @@ def jpeg_scan(data: Any) -> bool:
         DecodeError: the header cannot be read, or the image is beyond ``Limit.PIXELS``.
     """
     buf = _bytes_arg(data, "data")
-    result = lib.slip_jpeg_scan(buf.ctypes.data, buf.size)
+    result = _calls.slip_jpeg_scan(buf.ctypes.data, buf.size)
     if result < 0:
         _check(result, "jpeg_scan")
     return result == 1
@@ -318,7 +324,7 @@ def jpeg_check(data: Any) -> None:
         DecodeError: bad, truncated, unsupported or oversized JPEG.
     """
     buf = _bytes_arg(data, "data")
-    _check(lib.slip_jpeg_check(buf.ctypes.data, buf.size), "jpeg_check")
+    _check(_calls.slip_jpeg_check(buf.ctypes.data, buf.size), "jpeg_check")
 
 
 def jpeg_decode_crop_resize(
@@ -350,7 +356,7 @@ def jpeg_decode_crop_resize(
     """
     buf = _bytes_arg(data, "data")
     arr = _output_image(out, (out_h, out_w, 3))
-    status = lib.slip_jpeg_decode_crop_resize(
+    status = _calls.slip_jpeg_decode_crop_resize(
         buf.ctypes.data, buf.size, y, x, h, w, out_h, out_w, int(flags), int(interp), arr.ctypes.data, _extent(arr),
         arr.strides[0],
     )
@@ -369,7 +375,7 @@ def planes_bytes(height: int, width: int) -> int:
     Raises:
         ArgumentError: a size outside 1 .. ``MAX_DIMENSION``.
     """
-    result = int(lib.slip_planes_bytes(height, width))
+    result = int(_calls.slip_planes_bytes(height, width))
     _check(result if result < 0 else 0, "planes_bytes", ArgumentError)
     return result
 
@@ -403,7 +409,7 @@ def jpeg_decode_planes(data: Any, out: Any = None) -> np.ndarray:
     info = _jpeg_info(buf, "jpeg_decode_planes")
     size = planes_bytes(info.height, info.width)
     arr = _planes_out(out, size)
-    _check(lib.slip_jpeg_decode_planes(buf.ctypes.data, buf.size, arr.ctypes.data, arr.size), "jpeg_decode_planes")
+    _check(_calls.slip_jpeg_decode_planes(buf.ctypes.data, buf.size, arr.ctypes.data, arr.size), "jpeg_decode_planes")
     return arr[:size]
 
 
@@ -420,7 +426,7 @@ def rgb_to_planes(src: Any, out: Any = None) -> np.ndarray:
     h, w, _ = img.shape
     size = planes_bytes(h, w)
     arr = _planes_out(out, size)
-    _check(lib.slip_rgb_to_planes(img.ctypes.data, h, w, img.strides[0], arr.ctypes.data, arr.size), "rgb_to_planes",
+    _check(_calls.slip_rgb_to_planes(img.ctypes.data, h, w, img.strides[0], arr.ctypes.data, arr.size), "rgb_to_planes",
            ArgumentError)
     return arr[:size]
 
@@ -460,7 +466,7 @@ def planes_crop_resize(
     """
     buf = _bytes_arg(planes, "planes")
     arr = _output_image(out, (out_h, out_w, 3))
-    status = lib.slip_planes_crop_resize(buf.ctypes.data, buf.size, height, width, y, x, h, w, out_h, out_w,
+    status = _calls.slip_planes_crop_resize(buf.ctypes.data, buf.size, height, width, y, x, h, w, out_h, out_w,
                                          int(flags), int(interp), arr.ctypes.data, _extent(arr), arr.strides[0])
     _check(status, "planes_crop_resize")
     return arr
@@ -496,7 +502,7 @@ def resize(
     img = _image_arg(src, "src", (1, 3, 4))
     src_h, src_w, c = img.shape
     arr = _output_image(out, (dst_h, dst_w, c))
-    status = lib.slip_resize(
+    status = _calls.slip_resize(
         img.ctypes.data, src_h, src_w, c, img.strides[0], y, x, h, w, arr.ctypes.data, dst_h, dst_w, arr.strides[0],
         int(interp), int(bool(flip_x)),
     )
@@ -522,7 +528,7 @@ def resize_region(
     img = _image_arg(src, "src", (1, 3, 4))
     src_h, src_w, c = img.shape
     arr = _output_image(out, (dst_h, dst_w, c))
-    status = lib.slip_resize_region(
+    status = _calls.slip_resize_region(
         img.ctypes.data, src_h, src_w, c, img.strides[0], float(cy), float(cx), float(ch), float(cw), arr.ctypes.data,
         dst_h, dst_w, arr.strides[0], int(interp), int(bool(flip_x)),
     )
@@ -589,7 +595,7 @@ def pack(
     sc, sy, sx = strides if layout == "CHW" else (strides[2], strides[0], strides[1])
     mean_arr = _channel_values(mean, c, "mean")
     std_arr = _channel_values(std, c, "std")
-    status = lib.slip_pack(
+    status = _calls.slip_pack(
         img.ctypes.data, h, w, c, img.strides[0], arr.ctypes.data, int(code), sc, sy, sx,
         None if mean_arr is None else mean_arr.ctypes.data, None if std_arr is None else std_arr.ctypes.data,
     )
@@ -602,7 +608,7 @@ def pack(
 
 def jpeg_encode_bound(height: int, width: int, channels: int) -> int:
     """Upper bound of :func:`jpeg_encode`'s output size (``slip_jpeg_encode_bound``)."""
-    return int(lib.slip_jpeg_encode_bound(height, width, channels))
+    return int(_calls.slip_jpeg_encode_bound(height, width, channels))
 
 
 def jpeg_encode(
@@ -637,7 +643,7 @@ def jpeg_encode(
         else _writable(_bytes_arg(out, "out"), "out")
     )
     size = ctypes.c_size_t(0)
-    status = lib.slip_jpeg_encode(
+    status = _calls.slip_jpeg_encode(
         img.ctypes.data, h, w, c, img.strides[0], quality, int(subsampling), int(flags), buf.ctypes.data, buf.size,
         ctypes.addressof(size),
     )
@@ -681,7 +687,7 @@ def jpeg_add_restart_markers(data: Any, interval_width: int = 32) -> bytes:
     size = ctypes.c_size_t(0)
     out = np.empty(buf.size + buf.size // 4 + 65536, np.uint8)
     for _ in range(2):  # the first size is an estimate; the call reports the exact one
-        status = lib.slip_jpeg_add_restart_markers(
+        status = _calls.slip_jpeg_add_restart_markers(
             buf.ctypes.data, buf.size, int(interval_width), out.ctypes.data, out.size, ctypes.addressof(size)
         )
         if status != Status.EBUFFER:
@@ -719,12 +725,12 @@ def set_limit(limit: Limit | int, value: int) -> None:
     Raises:
         ArgumentError: an unknown limit or a value below 1.
     """
-    _check(lib.slip_set_limit(int(limit), int(value)), "set_limit", ArgumentError)
+    _check(_calls.slip_set_limit(int(limit), int(value)), "set_limit", ArgumentError)
 
 
 def get_limit(limit: Limit | int) -> int:
     """The current value of a decoding limit (``slip_get_limit``)."""
-    value = lib.slip_get_limit(int(limit))
+    value = _calls.slip_get_limit(int(limit))
     if value < 0:
         _check(int(value), "get_limit", ArgumentError)
     return int(value)
@@ -750,7 +756,7 @@ def crc32(data: Any, crc: int = 0) -> int:
     (``slip_crc32``), several times faster where the processor has
     carry-less multiplication."""
     buf = _bytes_arg(data, "data")
-    return int(lib.slip_crc32(buf.ctypes.data, buf.size, int(crc) & 0xFFFFFFFF))
+    return int(_calls.slip_crc32(buf.ctypes.data, buf.size, int(crc) & 0xFFFFFFFF))
 
 
 def guard_mapping(mapping: Any) -> int:
@@ -767,14 +773,14 @@ def guard_mapping(mapping: Any) -> int:
     """
     buf = _bytes_arg(mapping, "mapping")
     guard = ctypes.c_int32(-1)
-    _check(lib.slip_guard_mapping(buf.ctypes.data, buf.size, ctypes.addressof(guard)), "guard_mapping",
+    _check(_calls.slip_guard_mapping(buf.ctypes.data, buf.size, ctypes.addressof(guard)), "guard_mapping",
            SlipstreamError)
     return guard.value
 
 
 def guard_faults(guard: int) -> int:
     """Pages of a guarded mapping lost to truncation so far (``slip_guard_faults``)."""
-    value = lib.slip_guard_faults(int(guard))
+    value = _calls.slip_guard_faults(int(guard))
     if value < 0:
         _check(int(value), "guard_faults", ArgumentError)
     return int(value)
@@ -782,7 +788,7 @@ def guard_faults(guard: int) -> int:
 
 def unguard_mapping(guard: int) -> None:
     """Stop guarding a mapping, before it is unmapped (``slip_unguard_mapping``)."""
-    _check(lib.slip_unguard_mapping(int(guard)), "unguard_mapping", ArgumentError)
+    _check(_calls.slip_unguard_mapping(int(guard)), "unguard_mapping", ArgumentError)
 
 
 def range_reserve(length: int) -> int:
@@ -796,7 +802,7 @@ def range_reserve(length: int) -> int:
         NativeIOError: the OS refuses otherwise.
     """
     base = ctypes.c_uint64(0)
-    _check(lib.slip_range_reserve(int(length), ctypes.addressof(base)), "range_reserve", NativeIOError)
+    _check(_calls.slip_range_reserve(int(length), ctypes.addressof(base)), "range_reserve", NativeIOError)
     return base.value
 
 
@@ -809,7 +815,7 @@ def range_map_file(address: int, length: int, fd: int, offset: int, populate: bo
         ArgumentError: an address, length or offset that is not whole OS pages.
         NativeIOError: the OS refuses the mapping.
     """
-    _check(lib.slip_range_map_file(int(address), int(length), int(fd), int(offset), int(bool(populate))),
+    _check(_calls.slip_range_map_file(int(address), int(length), int(fd), int(offset), int(bool(populate))),
            "range_map_file", NativeIOError)
 
 
@@ -821,7 +827,7 @@ def range_map_memory(address: int, length: int, writable: bool) -> None:
         ArgumentError: an address or length that is not whole OS pages.
         NativeIOError: the OS refuses the mapping.
     """
-    _check(lib.slip_range_map_memory(int(address), int(length), int(bool(writable))), "range_map_memory", NativeIOError)
+    _check(_calls.slip_range_map_memory(int(address), int(length), int(bool(writable))), "range_map_memory", NativeIOError)
 
 
 def range_release(address: int, length: int) -> None:
@@ -832,7 +838,7 @@ def range_release(address: int, length: int) -> None:
         ArgumentError: an address or length that is not whole OS pages.
         NativeIOError: the OS refuses.
     """
-    _check(lib.slip_range_release(int(address), int(length)), "range_release", NativeIOError)
+    _check(_calls.slip_range_release(int(address), int(length)), "range_release", NativeIOError)
 
 
 def range_free(address: int, length: int) -> None:
@@ -842,7 +848,7 @@ def range_free(address: int, length: int) -> None:
         ArgumentError: an address or length that is not whole OS pages.
         NativeIOError: the OS refuses.
     """
-    _check(lib.slip_range_free(int(address), int(length)), "range_free", NativeIOError)
+    _check(_calls.slip_range_free(int(address), int(length)), "range_free", NativeIOError)
 
 
 def pread(fd: int, buf: Any, offset: int) -> None:
@@ -853,7 +859,7 @@ def pread(fd: int, buf: Any, offset: int) -> None:
         NativeIOError: an OS error, or the file ends before ``buf`` is full.
     """
     arr = _writable(_bytes_arg(buf, "buf"), "buf")
-    _check(lib.slip_pread(int(fd), arr.ctypes.data, arr.size, int(offset)), "pread", NativeIOError)
+    _check(_calls.slip_pread(int(fd), arr.ctypes.data, arr.size, int(offset)), "pread", NativeIOError)
 
 
 _limits_from_environment()

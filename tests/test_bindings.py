@@ -127,3 +127,35 @@ def test_native_calls_release_the_gil():
         fn = getattr(native.lib, name)
         assert not fn._flags_ & ctypes._FUNCFLAG_PYTHONAPI, name
         assert fn.argtypes is not None, name
+
+
+def test_python_ints_outside_a_parameter_s_c_range_are_refused_not_wrapped():
+    """ctypes would pass 2**32 + 1 to an int32_t parameter as 1; every call
+    of the Python API checks its integer arguments against their C types
+    first and raises ArgumentError naming the function, the parameter and
+    its range."""
+    from slipstream._abi import NUMPY_TYPES
+    from slipstream.errors import ArgumentError
+
+    with pytest.raises(ArgumentError, match=r"^planes_bytes: height = 4294967297 is outside the range of its C type "
+                                            r"int32_t, -2147483648 to 2147483647$"):
+        native.planes_bytes(2**32 + 1, 1)
+    planes = native.rgb_to_planes(np.zeros((4, 4, 3), np.uint8))
+    with pytest.raises(ArgumentError, match=r"planes_crop_resize: height = 4294967300 is outside"):
+        native.planes_crop_resize(planes, 2**32 + 4, 4, 0, 0, 4, 4, 2, 2)
+    with pytest.raises(ArgumentError, match=r"planes_crop_resize: x = -4294967296 is outside"):
+        native.planes_crop_resize(planes, 4, 4, 0, np.int64(-2**32), 4, 4, 2, 2)
+    checked = 0
+    for sig in _native.FUNCTIONS.values():
+        for i, (ctype, name) in enumerate(sig.params):
+            if ctype not in NUMPY_TYPES or NUMPY_TYPES[ctype].kind not in "iu":
+                continue
+            info = np.iinfo(NUMPY_TYPES[ctype])
+            for value in (int(info.min) - 1, int(info.max) + 1):
+                args = [0] * len(sig.params)  # refused before the call: no pointer is read
+                args[i] = value
+                with pytest.raises(ArgumentError, match=rf"^{sig.name[5:]}: {name} = {value} is outside the range "
+                                                        rf"of its C type {ctype}, {info.min} to {info.max}$"):
+                    getattr(native._calls, sig.name)(*args)
+                checked += 1
+    assert checked > 100, checked
