@@ -280,19 +280,28 @@ def jpeg_decode(
     if scale_denom not in (1, 2, 4, 8):
         raise ArgumentError(f"jpeg_decode: scale_denom {scale_denom} is not 1, 2, 4 or 8")
     _, _, oh, ow = scaled_region(y, x, h, w, scale_denom)
-    limit = get_limit(Limit.PIXELS)
-    if out is None and oh * ow > limit:
-        raise DecodeError(
-            f"jpeg_decode: a {oh} x {ow} output has more pixels than the limit SLIP_LIMIT_PIXELS ({limit:,}); "
-            f"raise it with slipstream.native.set_limit(Limit.PIXELS, n) or ${LIMIT_VARIABLES[Limit.PIXELS]}",
-            status=Status.ETOOBIG,
-        )
+    if out is None:
+        _check_pixel_limit("jpeg_decode", oh, ow)
     arr = _output_image(out, (oh, ow, 3))
     status = _calls.slip_jpeg_decode(
         buf.ctypes.data, buf.size, y, x, h, w, scale_denom, int(flags), arr.ctypes.data, _extent(arr), arr.strides[0]
     )
     _check(status, "jpeg_decode")
     return arr
+
+
+def _check_pixel_limit(function: str, height: int, width: int) -> None:
+    """Raise the C library's ETOOBIG DecodeError for an output of more pixels
+    than SLIP_LIMIT_PIXELS before its buffer is allocated: a small hostile
+    file may claim 65500 x 65500 pixels, gigabytes that the call would then
+    refuse anyway."""
+    limit = get_limit(Limit.PIXELS)
+    if height * width > limit:
+        raise DecodeError(
+            f"{function}: a {height} x {width} output has more pixels than the limit SLIP_LIMIT_PIXELS ({limit:,}); "
+            f"raise it with slipstream.native.set_limit(Limit.PIXELS, n) or ${LIMIT_VARIABLES[Limit.PIXELS]}",
+            status=Status.ETOOBIG,
+        )
 
 
 def jpeg_scan(data: Any) -> bool:
@@ -408,6 +417,8 @@ def jpeg_decode_planes(data: Any, out: Any = None) -> np.ndarray:
     buf = _bytes_arg(data, "data")
     info = _jpeg_info(buf, "jpeg_decode_planes")
     size = planes_bytes(info.height, info.width)
+    if out is None:
+        _check_pixel_limit("jpeg_decode_planes", info.height, info.width)
     arr = _planes_out(out, size)
     _check(_calls.slip_jpeg_decode_planes(buf.ctypes.data, buf.size, arr.ctypes.data, arr.size), "jpeg_decode_planes")
     return arr[:size]

@@ -13,7 +13,7 @@ import pytest
 
 import jpeg_corpus
 from scan_bomb import progressive_scan_bomb
-from slipstream import ArgumentError, DecodeError, native
+from slipstream import ArgumentError, DecodeError, RGBImageField, native
 from slipstream.native import Limit, Status
 
 
@@ -133,8 +133,22 @@ def test_the_pixel_limit_refuses_large_images_but_not_their_header(limits, photo
 
 def test_an_output_over_the_pixel_limit_is_refused_before_it_is_allocated(limits, photo):
     native.set_limit(Limit.PIXELS, 1000)
-    with pytest.raises(DecodeError, match=r"a 375 x 500 output has more pixels than the limit SLIP_LIMIT_PIXELS"):
-        native.jpeg_decode(photo.data)
+    for call in (native.jpeg_decode, native.jpeg_decode_planes):
+        with pytest.raises(DecodeError, match=r"a 375 x 500 output has more pixels than the limit "
+                                              r"SLIP_LIMIT_PIXELS \(1,000\)"):
+            call(photo.data)
+
+
+def test_a_header_claiming_gigapixels_gives_etoobig_not_a_huge_allocation():
+    """A small JPEG whose header claims 65500 x 65500 pixels (6 GB of planes)
+    is refused before anything of its size is allocated, by the planes
+    decode and the yuv420 writer as by the RGB decode."""
+    hostile = jpeg_corpus.with_dimensions(jpeg_corpus.make_sample(16, 16).data, 65500, 65500)
+    for call in (native.jpeg_decode, native.jpeg_decode_planes, RGBImageField(write_mode="yuv420").encode):
+        with pytest.raises(DecodeError, match=r"a 65500 x 65500 output has more pixels than the limit "
+                                              r"SLIP_LIMIT_PIXELS") as err:
+            call(hostile)
+        assert err.value.status == Status.ETOOBIG
 
 
 def run_python(code: str, cwd, **env: str) -> subprocess.CompletedProcess:
