@@ -17,7 +17,7 @@ from numba.extending import intrinsic
 
 from slipstream import _abi
 
-HEADER_SHA256 = "9ce3301f9cf7e55148c2a15174f9d31c4ea4cbfb2514c47270194227b28bda80"
+HEADER_SHA256 = "8d9a61a14a7ff6e2b0775c89a71d9d76e805bcb7057fe9c895ce4968314eabed"
 """SHA-256 of the header this module was generated from."""
 
 ABI_VERSION = 7
@@ -833,8 +833,11 @@ def slip_jpeg_add_restart_markers(typingctx, data, size, interval_width, out, ou
     @param out_size        receives the size of the rewritten JPEG in bytes, also when it does not fit.
     @return SLIP_OK; SLIP_EINVAL for bad arguments; SLIP_ENOTJPEG, SLIP_ETRUNCATED,
             SLIP_ECORRUPT, SLIP_EUNSUPPORTED, SLIP_ETOOBIG or SLIP_ENOMEM as
-            slip_jpeg_decode; SLIP_EUNSUPPORTED also for a progressive JPEG
-            with incomplete scans (above), which slip_jpeg_decode decodes;
+            slip_jpeg_decode; SLIP_EUNSUPPORTED also for two kinds of JPEG
+            that slip_jpeg_decode and slip_jpeg_check accept: a progressive
+            JPEG with incomplete scans (above), and one with a DC difference
+            wider than 11 bits or an AC coefficient wider than 10, which
+            baseline Huffman coding cannot code;
             SLIP_EBUFFER when the result is larger than
             out_capacity (out then holds its first out_capacity bytes and
             *out_size its full size).

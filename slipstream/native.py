@@ -691,7 +691,8 @@ def jpeg_add_restart_markers(data: Any, interval_width: int = 32) -> bytes:
         DecodeError: bad, truncated, unsupported or oversized JPEG; status
             ``EUNSUPPORTED`` also for a progressive JPEG whose scans leave
             coefficients incomplete, which :func:`jpeg_decode` decodes with
-            block smoothing that re-coded tiles would not get.
+            block smoothing that re-coded tiles would not get, and for one
+            with coefficients wider than baseline JPEG codes.
         ArgumentError: ``interval_width`` is not positive.
     """
     buf = _bytes_arg(data, "data")

@@ -287,3 +287,20 @@ def test_progressive_input_with_incomplete_scans_is_refused_and_stored_byte_for_
     tiled = RGBImageField().encode(full).data
     assert not native.jpeg_info(tiled).progressive and restart_interval(tiled) > 0
     np.testing.assert_array_equal(native.jpeg_decode(tiled), native.jpeg_decode(full))
+
+
+def test_coefficients_wider_than_baseline_codes_are_refused_as_unsupported_and_stored_byte_for_byte():
+    """A DC difference of 32767 (15 bits) decodes, so jpeg_check passes it,
+    but baseline tiles cannot code it: the re-coding refuses it as
+    unsupported, saying so, not as corrupt, and the field stores the file
+    byte for byte."""
+    from test_jpeg_check import grey_jpeg_of_dc_differences
+
+    data = grey_jpeg_of_dc_differences(8, 16, np.array([1, -1]))
+    native.jpeg_check(data)
+    native.jpeg_decode(data)
+    with pytest.raises(DecodeError, match=r"jpeg_add_restart_markers: a DC difference wider than the 11 bits or an "
+                                          r"AC coefficient wider than the 10 bits of 8-bit baseline JPEG: the image "
+                                          r"decodes, but cannot be re-coded as baseline tiles \(EUNSUPPORTED\)"):
+        native.jpeg_add_restart_markers(data, 32)
+    assert RGBImageField().encode(data).data == data

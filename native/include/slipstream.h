@@ -659,8 +659,11 @@ SLIP_API int32_t slip_jpeg_encode(const uint8_t *src, int32_t height, int32_t wi
  * @param out_size        receives the size of the rewritten JPEG in bytes, also when it does not fit.
  * @return SLIP_OK; SLIP_EINVAL for bad arguments; SLIP_ENOTJPEG, SLIP_ETRUNCATED,
  *         SLIP_ECORRUPT, SLIP_EUNSUPPORTED, SLIP_ETOOBIG or SLIP_ENOMEM as
- *         slip_jpeg_decode; SLIP_EUNSUPPORTED also for a progressive JPEG
- *         with incomplete scans (above), which slip_jpeg_decode decodes;
+ *         slip_jpeg_decode; SLIP_EUNSUPPORTED also for two kinds of JPEG
+ *         that slip_jpeg_decode and slip_jpeg_check accept: a progressive
+ *         JPEG with incomplete scans (above), and one with a DC difference
+ *         wider than 11 bits or an AC coefficient wider than 10, which
+ *         baseline Huffman coding cannot code;
  *         SLIP_EBUFFER when the result is larger than
  *         out_capacity (out then holds its first out_capacity bytes and
  *         *out_size its full size).

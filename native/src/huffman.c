@@ -184,7 +184,9 @@ void slip__optimal_huffman_tables(j_decompress_ptr din, jvirt_barray_ptr *coeffi
             int64_t by = row * v + y, bx = col * h + x;
             if (by < in->height_in_blocks && bx < in->width_in_blocks) {
               if (!count_block(rows[ci][y][bx], &last_dc[ci], dc, ac))
-                slip__jpeg_fail((j_common_ptr)din, SLIP_ECORRUPT, "DCT coefficient out of range");
+                slip__jpeg_fail((j_common_ptr)din, SLIP_EUNSUPPORTED,
+                                "a DC difference wider than the 11 bits or an AC coefficient wider than the 10 bits "
+                                "of 8-bit baseline JPEG: the image decodes, but cannot be re-coded as baseline tiles");
             } else { /* a dummy block at the edge: the previous block's DC, no AC */
               dc[0]++;
               ac[0x00]++;

@@ -60,7 +60,8 @@ class RGBImageField(Field, type_id=1):
             each JPEG (BENCHMARKS.md, "Storage modes").  ``None`` stores
             JPEG input byte for byte.  A JPEG that re-coding would change
             the pixels of (a progressive one whose scans leave coefficients
-            incomplete, which libjpeg-turbo decodes with block smoothing) is
+            incomplete, which libjpeg-turbo decodes with block smoothing) or
+            cannot re-code (coefficients wider than baseline JPEG codes) is
             stored byte for byte too.  Planes and raw pixels have no tiles.
 
     Accepted values: a path to an image file, the bytes of one (JPEG, PNG or
@@ -202,8 +203,8 @@ def tiled_jpeg(jpeg: bytes, tile_width: int | None) -> bytes:
     """``jpeg`` re-coded into tiles at most ``tile_width`` pixels wide, or as
     it is when ``tile_width`` is None.  A JPEG the re-coding refuses as
     unsupported but the decode accepts (a progressive one whose scans leave
-    coefficients incomplete: its tiles would decode to other pixels) is
-    kept byte for byte; one the decode refuses too fails with the
+    coefficients incomplete: its tiles would decode to other pixels; one
+    with coefficients wider than baseline JPEG codes) is kept byte for byte; one the decode refuses too fails with the
     re-coding's error."""
     if tile_width is None:
         return jpeg
