@@ -17,7 +17,7 @@ from numba.extending import intrinsic
 
 from slipstream import _abi
 
-HEADER_SHA256 = "8d9a61a14a7ff6e2b0775c89a71d9d76e805bcb7057fe9c895ce4968314eabed"
+HEADER_SHA256 = "176ee0a9eb5509447b901a901665e8887e2bbc91b31202161448e1ec923f6a6d"
 """SHA-256 of the header this module was generated from."""
 
 ABI_VERSION = 7
@@ -75,7 +75,9 @@ class Status(enum.IntEnum):
     ETRUNCATED = -6
     """the JPEG data ends before the image does"""
     EUNSUPPORTED = -7
-    """valid but unsupported JPEG: 12-bit, lossless, unknown colour space"""
+    """valid but unsupported JPEG: 12-bit, lossless, unknown colour space, a height
+    given by a DNL marker (0 in the frame header)
+    """
     ETOOBIG = -8
     """the image, the memory or the work it needs exceeds a limit: SLIP_MAX_DIMENSION,
     SLIP_MAX_DECODE_MEMORY, SLIP_LIMIT_SCANS, SLIP_LIMIT_PIXELS

@@ -132,3 +132,15 @@ def test_unsupported_processes_say_so(photo):
         with pytest.raises(DecodeError, match=words) as err:
             native.jpeg_decode(bytes(data))
         assert err.value.status == Status.EUNSUPPORTED
+
+
+def test_a_height_given_by_a_dnl_marker_is_unsupported_not_corrupt():
+    """A frame header of height 0 defers the height to a DNL marker, which
+    T.81 allows and libjpeg does not support: every entry point says
+    EUNSUPPORTED (valid but unsupported), with libjpeg's message."""
+    data = jpeg_corpus.with_dimensions(jpeg_corpus.make_sample(16, 16).data, 0, 16)
+    for call in (native.jpeg_info, native.jpeg_check, native.jpeg_decode, native.jpeg_decode_planes,
+                 native.jpeg_add_restart_markers):
+        with pytest.raises(DecodeError, match=r"Empty JPEG image \(DNL not supported\) \(EUNSUPPORTED\)") as err:
+            call(data)
+        assert err.value.status == Status.EUNSUPPORTED

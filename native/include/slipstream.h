@@ -90,7 +90,8 @@ typedef enum slip_status {
   SLIP_ENOTJPEG = -4,     /**< the data does not start with a JPEG SOI marker */
   SLIP_ECORRUPT = -5,     /**< the JPEG data is corrupt (libjpeg error or a data-corrupting warning) */
   SLIP_ETRUNCATED = -6,   /**< the JPEG data ends before the image does */
-  SLIP_EUNSUPPORTED = -7, /**< valid but unsupported JPEG: 12-bit, lossless, unknown colour space */
+  SLIP_EUNSUPPORTED = -7, /**< valid but unsupported JPEG: 12-bit, lossless, unknown colour space, a height
+                               given by a DNL marker (0 in the frame header) */
   SLIP_ETOOBIG = -8,      /**< the image, the memory or the work it needs exceeds a limit: SLIP_MAX_DIMENSION,
                                SLIP_MAX_DECODE_MEMORY, SLIP_LIMIT_SCANS, SLIP_LIMIT_PIXELS
                                or SLIP_LIMIT_PASSES */

@@ -28,7 +28,8 @@ static int32_t status_for_error(int code) {
   case JERR_NOT_COMPILED:
   case JERR_ARITH_NOTIMPL:
   case JERR_SOF_UNSUPPORTED:
-  case JERR_CONVERSION_NOTIMPL: return SLIP_EUNSUPPORTED;
+  case JERR_CONVERSION_NOTIMPL:
+  case JERR_EMPTY_IMAGE: return SLIP_EUNSUPPORTED; /* a height of 0 in the SOF: the height is in a DNL marker */
   case JERR_IMAGE_TOO_BIG:
   case JERR_WIDTH_OVERFLOW:
   case JERR_NO_BACKING_STORE: return SLIP_ETOOBIG;
