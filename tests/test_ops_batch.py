@@ -78,6 +78,19 @@ def test_blur_matches_per_image_convolution_and_erasing_boxes():
         assert changed.sum() <= h * w
 
 
+def test_erasing_boxes_of_a_float16_batch_are_those_of_float32():
+    # float16's largest value is 65504: a box of 30% of a 512x512 image has more pixels than that
+    erase = BatchRandomErasing(1.0, scale=(0.3, 0.33))
+    boxes = {}
+    for dtype in (torch.float32, torch.float16):
+        batch = torch.ones(8, 3, 512, 512, dtype=dtype)
+        params = erase.sample(batch, keys=np.arange(8, dtype=np.uint64) * 7919)
+        boxes[dtype] = params["box"]
+        erased = (erase.apply(batch, params)[:, 0] == 0).double().mean(dim=(1, 2))
+        assert (erased < 0.4).all() and (erased > 0.25).all(), (dtype, erased.tolist())
+    torch.testing.assert_close(boxes[torch.float16], boxes[torch.float32], rtol=0, atol=0)
+
+
 def test_batch_augmentations_run_as_torch_stages_of_a_loader(tmp_path):
     images = np.stack([picture(16, 16, seed=k) for k in range(8)])
     path = tmp_path / "b.slip"

@@ -183,8 +183,9 @@ class BatchRandomErasing(_BatchAugmentation):
 
     def draw(self, x: torch.Tensor, draws: _Draws) -> Params:
         _, _, h, w = x.shape
-        area = draws.uniform(_ERASE_DRAWS.area, *self.scale) * h * w
-        aspect = torch.exp(draws.uniform(_ERASE_DRAWS.aspect, math.log(self.ratio[0]), math.log(self.ratio[1])))
+        # float64 whatever the batch's dtype: a float16 area overflows past 65504 pixels (a 256x256 box)
+        area = draws.uniform64(_ERASE_DRAWS.area, *self.scale) * h * w
+        aspect = torch.exp(draws.uniform64(_ERASE_DRAWS.aspect, math.log(self.ratio[0]), math.log(self.ratio[1])))
         eh = torch.sqrt(area * aspect).round().clamp(1, h)
         ew = torch.sqrt(area / aspect).round().clamp(1, w)
         top = (draws.rand(_ERASE_DRAWS.top) * (h - eh + 1)).floor()  # rand < 1, so top <= h - eh
