@@ -85,6 +85,16 @@ def test_grayscale_and_solarize():
     np.testing.assert_array_equal(out, np.where(IMAGES >= 100, 255 - IMAGES, IMAGES))
 
 
+@pytest.mark.parametrize("channels", [1, 4])
+def test_grayscale_refuses_images_that_are_not_rgb(channels):
+    from slipstream.errors import PipelineError
+
+    images = np.repeat(IMAGES[..., :1], channels, axis=-1)
+    with pytest.raises(PipelineError, match=f"RandomGrayscale takes RGB images \\(3 channels\\), got {channels} "
+                                            "channels"):
+        Pipeline([ArraySource(images), RandomGrayscale(p=1.0)]).compile(4)
+
+
 def test_gaussian_blur_matches_a_reflect_padded_convolution():
     out, keys = run(GaussianBlur(5, sigma=(0.5, 2.0)))
     for image, result, key in zip(IMAGES, out, keys):

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import slipstream as ss
+from slipstream.errors import ArgumentError
 from slipstream.ops import ToTensor
 from slipstream.ops.batch import (BatchColorJitter, BatchGaussianBlur, BatchRandomErasing, BatchRandomGrayscale,
                                   BatchRandomSolarize)
@@ -76,6 +77,16 @@ def test_blur_matches_per_image_convolution_and_erasing_boxes():
         assert (out[i, :, top:top + h, left:left + w] == 0.25).all()
         changed = (out[i] != BATCH[i]).any(0)
         assert changed.sum() <= h * w
+
+
+@pytest.mark.parametrize("channels", [1, 4])
+@pytest.mark.parametrize("make", [lambda: BatchRandomGrayscale(1.0), lambda: BatchColorJitter(0.4, 0.4, 0.4, 0.1)])
+def test_colour_operations_refuse_batches_that_are_not_rgb(make, channels):
+    batch = BATCH[:, :1].expand(-1, channels, -1, -1)
+    augmentation = make()
+    with pytest.raises(ArgumentError, match=rf"{type(augmentation).__name__} takes RGB batches \(3 channels\), got "
+                                            rf"\(12, {channels}, 16, 20\)"):
+        augmentation(batch)
 
 
 def test_erasing_boxes_of_a_float16_batch_are_those_of_float32():

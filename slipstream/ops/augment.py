@@ -18,6 +18,7 @@ from slipstream.compiler import random as rnd
 from slipstream.compiler.codegen import copy_sample
 from slipstream.compiler.jit import cached_njit
 from slipstream.compiler.rewrites import LooksAhead
+from slipstream.errors import ArgumentError
 from slipstream.fields import geometry
 
 
@@ -294,12 +295,15 @@ def RandomHue(hue: Any) -> ColorJitter:  # noqa: N802
 
 @dataclasses.dataclass(frozen=True)
 class RandomGrayscale(Operation):
-    """Replace the image by its grayscale, in all three channels, with probability ``p``."""
+    """Replace the image by its grayscale, in all three channels, with
+    probability ``p``.  Takes (height, width, 3) uint8 images."""
 
     p: float = 0.1
 
     def declare(self, state):
         _check_image(self, state)
+        if state.shape[2] != 3:
+            raise ArgumentError(f"RandomGrayscale takes RGB images (3 channels), got {state.shape[2]} channels")
         return state, None
 
     def generate_code(self):

@@ -38,7 +38,7 @@ from slipstream.compiler import random as rnd
 from slipstream.ops.batch_base import COIN_DRAWS, Params, _back, _BatchAugmentation, _Draws, _float, _gray
 from slipstream.ops.batch_tones import (BatchCircularMask, BatchRandomAdjustSharpness, BatchRandomAutocontrast,
                                         BatchRandomEqualize, BatchRandomInvert, BatchRandomPosterize, BatchSRGBToLMS,
-                                        BatchYIQColorJitter)
+                                        BatchYIQColorJitter, _rgb)
 from slipstream.ops.batch_warps import (BatchFixedOpticalDistortion, BatchPatchShuffle, BatchRandomAffine,
                                         BatchRandomPerspective, BatchRandomRotation, BatchRandomZoom, BatchRotateObject)
 
@@ -56,7 +56,8 @@ __all__ = ["BatchCircularMask", "BatchColorJitter", "BatchFixedOpticalDistortion
 class BatchColorJitter(_BatchAugmentation):
     """Per-image brightness, contrast and saturation factors from [1 - v,
     1 + v] and a hue shift from [-hue, hue], applied in an order drawn per
-    batch (torchvision draws it per call too)."""
+    batch (torchvision draws it per call too).  Takes RGB batches (3
+    channels)."""
 
     def __init__(self, brightness: float = 0.0, contrast: float = 0.0, saturation: float = 0.0, hue: float = 0.0,
                  generator: torch.Generator | None = None) -> None:
@@ -74,7 +75,7 @@ class BatchColorJitter(_BatchAugmentation):
         return params
 
     def apply(self, x: torch.Tensor, params: Params) -> torch.Tensor:
-        y, was_uint8 = _float(x)
+        y, was_uint8 = _float(_rgb(x, type(self).__name__))
         for step in params["order"].tolist():
             if step == 0:
                 y = (y * params["brightness"].view(-1, 1, 1, 1)).clamp(0, 1)
@@ -108,7 +109,8 @@ def _shift_hue(x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
 
 
 class BatchRandomGrayscale(_BatchAugmentation):
-    """Each image replaced by its luma in every channel with probability ``p``."""
+    """Each image replaced by its luma in every channel with probability
+    ``p``.  Takes RGB batches (3 channels)."""
 
     def __init__(self, p: float = 0.1, generator: torch.Generator | None = None) -> None:
         super().__init__(generator)
@@ -118,7 +120,7 @@ class BatchRandomGrayscale(_BatchAugmentation):
         return {"apply": draws.rand(COIN_DRAWS.apply) < self.p}
 
     def apply(self, x: torch.Tensor, params: Params) -> torch.Tensor:
-        y, was_uint8 = _float(x)
+        y, was_uint8 = _float(_rgb(x, type(self).__name__))
         y = torch.where(params["apply"].view(-1, 1, 1, 1), _gray(y).expand_as(y), y)
         return _back(y, was_uint8)
 
