@@ -85,6 +85,23 @@ def test_grayscale_and_solarize():
     np.testing.assert_array_equal(out, np.where(IMAGES >= 100, 255 - IMAGES, IMAGES))
 
 
+@pytest.mark.parametrize("threshold", [0, 0.5, 127.5, 128, 254.5, 255])
+def test_solarize_inverts_exactly_the_values_at_or_above_the_threshold(threshold):
+    levels = np.arange(256, dtype=np.uint8).reshape(1, 16, 16, 1).repeat(3, -1)
+    out, _ = run(RandomSolarize(threshold, p=1.0), levels)
+    np.testing.assert_array_equal(out[0], np.where(levels[0] >= threshold, 255 - levels[0], levels[0]))
+
+
+@pytest.mark.parametrize(("threshold", "p"), [(-1, 0.5), (256, 0.5), (300.0, 0.5), (math.nan, 0.5), ("128", 0.5),
+                                              (128, 1.5), (128, -0.5)])
+def test_solarize_refuses_thresholds_and_probabilities_out_of_range(threshold, p):
+    from slipstream.errors import ArgumentError
+
+    what = "p must be a number" if threshold == 128 else r"RandomSolarize: threshold must be a number in \[0, 255\]"
+    with pytest.raises(ArgumentError, match=what):
+        RandomSolarize(threshold, p)
+
+
 @pytest.mark.parametrize("channels", [1, 4])
 def test_grayscale_refuses_images_that_are_not_rgb(channels):
     from slipstream.errors import PipelineError

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from numbers import Real
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,11 @@ _BLUR_DRAWS = rnd.named_draws("sigma")
 _ERASE_DRAWS = rnd.named_draws("apply", "area", "aspect", "top", "left", "noise")
 _CUTOUT_DRAWS = rnd.named_draws("center_y", "center_x")
 _TRANSLATE_DRAWS = rnd.named_draws("shift_y", "shift_x")
+
+
+def _check_probability(p: Any) -> None:
+    if isinstance(p, bool) or not isinstance(p, Real) or not 0.0 <= p <= 1.0:
+        raise ArgumentError(f"p must be a number in [0, 1], got {p!r}")
 
 
 def _check_image(op: Operation, state: State) -> None:
@@ -325,25 +331,31 @@ class RandomGrayscale(Operation):
 
 @dataclasses.dataclass(frozen=True)
 class RandomSolarize(Operation):
-    """With probability ``p``, invert every value at or above ``threshold``."""
+    """With probability ``p``, every value ``v >= threshold`` becomes ``255 -
+    v``; ``threshold`` is a number in [0, 255] (a float too: 127.5 inverts
+    128 and up)."""
 
-    threshold: int = 128
+    threshold: float = 128
     p: float = 0.5
+
+    def __post_init__(self) -> None:
+        if isinstance(self.threshold, bool) or not isinstance(self.threshold, Real) or \
+                not 0 <= self.threshold <= 255:
+            raise ArgumentError(f"RandomSolarize: threshold must be a number in [0, 255], got {self.threshold!r}")
+        _check_probability(self.p)
 
     def declare(self, state):
         _check_image(self, state)
         return state, None
 
     def generate_code(self):
-        p, threshold = self.p, np.uint8(min(max(int(self.threshold), 0), 255))
-        top = np.uint8(255)
+        from slipstream.ops.tones import solarize as kernel  # imported here: tones imports this module
+
+        p, threshold = self.p, float(self.threshold)
 
         def solarize(x, key):
             if rnd.uniform(key, _COIN_DRAWS.apply) < p:
-                flat = x.reshape(-1)
-                for j in range(uint64(flat.size)):
-                    v = flat[j]
-                    flat[j] = top - v if v >= threshold else v
+                kernel(x, x, threshold)
             return x
 
         return solarize

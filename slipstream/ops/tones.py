@@ -48,7 +48,7 @@ from slipstream.compiler import random as rnd
 from slipstream.compiler.codegen import copy_sample
 from slipstream.compiler.jit import cached_njit
 from slipstream.errors import ArgumentError
-from slipstream.ops.augment import _check_image
+from slipstream.ops.augment import _check_image, _check_probability
 
 __all__ = ["RandomAdjustSharpness", "RandomAutocontrast", "RandomEqualize", "RandomInvert", "RandomPosterize",
            "autocontrast", "brightness", "color", "contrast", "equalize", "invert", "posterize", "sharpness",
@@ -339,11 +339,6 @@ def sharpness(src, dst, factor):
 
 
 # ---------------------------------------------------------------- operations
-
-
-def _check_probability(p: Any) -> None:
-    if isinstance(p, bool) or not isinstance(p, Real) or not 0.0 <= p <= 1.0:
-        raise ArgumentError(f"p must be a number in [0, 1], got {p!r}")
 
 
 def _in_place(op: Operation, state: State) -> tuple[State, None]:
