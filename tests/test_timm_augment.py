@@ -25,6 +25,7 @@ FILL = (124, 116, 104)
     ("rand-m9-mstd0.5-inc1", dict(magnitude=9.0, magnitude_std=0.5, increasing=True)),
     ("rand-m7-n3", dict(magnitude=7.0, num_layers=3)),
     ("rand-mstd101-mmax15", dict(magnitude_std=math.inf, magnitude_max=15.0)),
+    ("rand-m9-mmax0", dict(magnitude=9.0)),  # timm's bound is `magnitude_max or 10`
     ("rand-n1-w0-inc0", dict(num_layers=1, weighted=True, increasing=False)),
     ("rand", dict()),
 ])
@@ -110,6 +111,19 @@ def test_arguments_follow_timms_level_to_arg():
     assert timm.argument_of(int(TimmOp.COLOR_INCREASING), level, key, 7) == max(0.1, 1.0 + sign * 0.9 * 0.9)
     assert timm.argument_of(int(TimmOp.SHEAR_Y), level, key, 7) == sign * 0.9 * 0.3
     assert timm.argument_of(int(TimmOp.TRANSLATE_X_REL), level, key, 7) == sign * 0.9 * 0.45
+
+
+@pytest.mark.parametrize("level", [11.7, 15.0, 20.0])
+def test_solarize_arguments_above_level_10_are_clipped_as_timm_clips_them(photo, level):
+    key = np.uint64(rnd.sample_key(1, 0, 3, 5))
+    assert timm.argument_of(int(TimmOp.SOLARIZE), level, key, 7) == 256.0
+    assert timm.argument_of(int(TimmOp.SOLARIZE_INCREASING), level, key, 7) == 0.0
+    add = timm.argument_of(int(TimmOp.SOLARIZE_ADD), level, key, 7)
+    assert add == 128.0
+    out = np.empty_like(photo)
+    timm.apply_timm_op(int(TimmOp.SOLARIZE_ADD), add, photo, out, np.array(FILL, np.uint8), False,
+                       geometry.identity(*photo.shape[:2]))
+    assert np.array_equal(out, timm_reference(photo, TimmOp.SOLARIZE_ADD, 128))
 
 
 @njit

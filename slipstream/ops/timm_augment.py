@@ -108,7 +108,7 @@ def parse_rand_augment(config: str) -> RandAugmentConfig:
     (default 10), ``n<int>`` operations per image (default 2),
     ``mstd<float>`` standard deviation of the magnitude's noise (above 100:
     uniform in [0, m]), ``mmax<int>`` the magnitude's upper bound (default
-    10), ``inc<0|1>`` the increasing operations, ``w0`` timm's choice
+    10; 0 means 10, as in timm), ``inc<0|1>`` the increasing operations, ``w0`` timm's choice
     weights (without replacement).
 
     Raises:
@@ -129,7 +129,7 @@ def parse_rand_augment(config: str) -> RandAugmentConfig:
                 std = float(value)
                 values["magnitude_std"] = math.inf if std > 100 else std
             elif key == "mmax":
-                values["magnitude_max"] = float(int(value))
+                values["magnitude_max"] = float(int(value)) or LEVEL_DENOM  # timm's bound is mmax or 10
             elif key == "inc":
                 values["increasing"] = bool(int(value))
             elif key == "m":
@@ -173,12 +173,13 @@ def argument_of(op, level, key, k):
         return float(int(fraction * 4))
     if op == TimmOp.POSTERIZE_INCREASING:
         return float(4 - int(fraction * 4))
+    # timm clips these two where a level above 10 (mmax > 10) would take them past its range
     if op == TimmOp.SOLARIZE:
-        return float(int(fraction * 256))
+        return float(min(256, int(fraction * 256)))
     if op == TimmOp.SOLARIZE_INCREASING:
-        return float(256 - int(fraction * 256))
+        return float(256 - min(256, int(fraction * 256)))
     if op == TimmOp.SOLARIZE_ADD:
-        return float(int(fraction * 110))
+        return float(min(128, int(fraction * 110)))
     if op == TimmOp.COLOR or op == TimmOp.CONTRAST or op == TimmOp.BRIGHTNESS or op == TimmOp.SHARPNESS:
         return fraction * 1.8 + 0.1
     if op == TimmOp.COLOR_INCREASING or op == TimmOp.CONTRAST_INCREASING or op == TimmOp.BRIGHTNESS_INCREASING \
