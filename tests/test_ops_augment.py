@@ -102,6 +102,40 @@ def test_solarize_refuses_thresholds_and_probabilities_out_of_range(threshold, p
         RandomSolarize(threshold, p)
 
 
+@pytest.mark.parametrize(("make", "match"), [
+    (lambda: RandomGrayscale(p=1.5), r"p must be a number in \[0, 1\], got 1.5"),
+    (lambda: RandomGrayscale(p="0.5"), r"p must be a number in \[0, 1\]"),
+    (lambda: RandomErasing(p=2), r"p must be a number in \[0, 1\], got 2"),
+    (lambda: RandomErasing(scale=(0.5, 1.5)), r"RandomErasing: scale must be a pair satisfying 0 <= low <= high <= 1, "
+                                              r"got \(0.5, 1.5\)"),
+    (lambda: RandomErasing(scale=(0.4, 0.1)), "RandomErasing: scale must be a pair satisfying"),
+    (lambda: RandomErasing(scale=(-0.1, 0.1)), "RandomErasing: scale must be a pair satisfying"),
+    (lambda: RandomErasing(ratio=(0, 3)), r"RandomErasing: ratio must be a pair satisfying 0 < low <= high, got \(0, 3\)"),
+    (lambda: RandomErasing(ratio=(3, 0.3)), "RandomErasing: ratio must be a pair satisfying"),
+    (lambda: RandomErasing(value=(1, "2", 3)), "RandomErasing's value is a number, one per channel, None or 'random'"),
+    (lambda: Cutout(size=-4), r"Cutout: size must be an int >= 0 \(pixels\), got -4"),
+    (lambda: Cutout(8, fill=300), r"Cutout: fill must be a number or one number per channel, each in \[0, 255\], "
+                                  r"got 300"),
+    (lambda: RandomTranslate(padding=-3), r"RandomTranslate: padding must be an int >= 0 \(pixels\), got -3"),
+    (lambda: RandomTranslate(3, fill=(0, -1, 0)), "RandomTranslate: fill must be a number or one number per channel"),
+    (lambda: GaussianBlur(3, sigma=(2, 0.1)), r"sigma must be a number or a \(low, high\) pair with 0 < low <= high"),
+])
+def test_wrong_arguments_are_refused(make, match):
+    from slipstream.errors import ArgumentError
+
+    with pytest.raises(ArgumentError, match=match):
+        make()
+
+
+@pytest.mark.parametrize("value", [300, -1, (0, 0, 256)])
+def test_random_erasing_refuses_uint8_values_out_of_range(value):
+    from slipstream.errors import PipelineError
+
+    with pytest.raises(PipelineError, match=r"RandomErasing's value on uint8 images must be a number or one number "
+                                            r"per channel, each in \[0, 255\]"):
+        Pipeline([ArraySource(IMAGES), RandomErasing(p=1.0, value=value)]).compile(4)
+
+
 @pytest.mark.parametrize("channels", [1, 4])
 def test_grayscale_refuses_images_that_are_not_rgb(channels):
     from slipstream.errors import PipelineError
@@ -168,6 +202,19 @@ def test_random_erasing_fills_zero_after_normalization_wherever_it_stands(dtype)
     assert np.array_equal(np.moveaxis(painted, 1, -1)[erased], np.tile([1.5, -2.0, 0.25], (int(erased.sum()), 1)))
     black = run(RandomErasing(p=1.0))[0]  # no Normalize after it: black, as before
     assert ((black == 0).all(-1) & (IMAGES != 0).any(-1)).any()
+
+
+def test_random_erasing_fills_one_value_per_channel_and_refuses_other_counts():
+    from slipstream.errors import PipelineError
+
+    rgba = np.concatenate([IMAGES, np.full(IMAGES.shape[:3] + (1,), 200, np.uint8)], -1)
+    out, _ = run(RandomErasing(p=1.0, value=(1, 2, 3, 4)), rgba)
+    erased = (out != rgba).any(-1)
+    assert erased.any(axis=(1, 2)).all()
+    assert (out[erased] == (1, 2, 3, 4)).all()
+    with pytest.raises(PipelineError, match=r"RandomErasing's value has 2 numbers for images of 3 channels: give one "
+                                            r"number, or one per channel \(3\)"):
+        Pipeline([ArraySource(IMAGES), RandomErasing(p=1.0, value=(1, 2))]).compile(4)
 
 
 def test_random_erasing_refuses_what_it_cannot_erase():

@@ -89,6 +89,22 @@ def test_colour_operations_refuse_batches_that_are_not_rgb(make, channels):
         augmentation(batch)
 
 
+@pytest.mark.parametrize(("make", "match"), [
+    (lambda: BatchRandomGrayscale(p=2), r"p must be a number in \[0, 1\], got 2"),
+    (lambda: BatchRandomSolarize(p=-1), r"p must be a number in \[0, 1\], got -1"),
+    (lambda: BatchGaussianBlur(3, p=5), r"p must be a number in \[0, 1\], got 5"),
+    (lambda: BatchGaussianBlur(3, sigma=(2, 0.1)), r"sigma must be a number or a \(low, high\) pair with 0 < low"),
+    (lambda: BatchGaussianBlur(3, sigma=-1), r"sigma must be a number or a \(low, high\) pair"),
+    (lambda: BatchRandomErasing(p=3), r"p must be a number in \[0, 1\], got 3"),
+    (lambda: BatchRandomErasing(scale=(0.5, 0.1)), r"BatchRandomErasing: scale must be a pair satisfying 0 <= low <= "
+                                                   r"high <= 1, got \(0.5, 0.1\)"),
+    (lambda: BatchRandomErasing(ratio=(0, 3)), "BatchRandomErasing: ratio must be a pair satisfying 0 < low <= high"),
+])
+def test_wrong_arguments_are_refused(make, match):
+    with pytest.raises(ArgumentError, match=match):
+        make()
+
+
 def test_erasing_boxes_of_a_float16_batch_are_those_of_float32():
     # float16's largest value is 65504: a box of 30% of a 512x512 image has more pixels than that
     erase = BatchRandomErasing(1.0, scale=(0.3, 0.33))

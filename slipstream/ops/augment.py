@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from numbers import Real
+from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
@@ -21,6 +21,7 @@ from slipstream.compiler.jit import cached_njit
 from slipstream.compiler.rewrites import LooksAhead
 from slipstream.errors import ArgumentError
 from slipstream.fields import geometry
+from slipstream.ops import warps
 
 
 _FLIP_DRAWS = rnd.named_draws("flip")
@@ -36,6 +37,42 @@ _TRANSLATE_DRAWS = rnd.named_draws("shift_y", "shift_x")
 def _check_probability(p: Any) -> None:
     if isinstance(p, bool) or not isinstance(p, Real) or not 0.0 <= p <= 1.0:
         raise ArgumentError(f"p must be a number in [0, 1], got {p!r}")
+
+
+def _real_pair(value: Any) -> tuple[float, float] | None:
+    """``value`` as two floats when it is a pair of real numbers, else None."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != 2 or \
+            not all(isinstance(v, Real) and not isinstance(v, bool) for v in value):
+        return None
+    return (float(value[0]), float(value[1]))
+
+
+def _sigma_range(sigma: Any) -> tuple[float, float]:
+    """A Gaussian blur's ``sigma``: a number s (meaning (s, s)) or a (low,
+    high) pair, refused unless 0 < low <= high."""
+    pair = (float(sigma), float(sigma)) if isinstance(sigma, Real) and not isinstance(sigma, bool) else \
+        _real_pair(sigma)
+    if pair is None or not 0 < pair[0] <= pair[1] < math.inf:
+        raise ArgumentError(f"sigma must be a number or a (low, high) pair with 0 < low <= high, got {sigma!r}")
+    return pair
+
+
+def _erasing_ranges(name: str, scale: Any, ratio: Any) -> tuple[tuple[float, float], tuple[float, float]]:
+    """A random erasing's ``scale`` and ``ratio`` as float pairs, refused
+    unless 0 <= scale's low <= high <= 1 and 0 < ratio's low <= high
+    (torchvision's rules)."""
+    area, aspect = _real_pair(scale), _real_pair(ratio)
+    if area is None or not 0.0 <= area[0] <= area[1] <= 1.0:
+        raise ArgumentError(f"{name}: scale must be a pair satisfying 0 <= low <= high <= 1, got {scale!r}")
+    if aspect is None or not 0.0 < aspect[0] <= aspect[1] < math.inf:
+        raise ArgumentError(f"{name}: ratio must be a pair satisfying 0 < low <= high, got {ratio!r}")
+    return area, aspect
+
+
+def _check_size(name: str, value: Any) -> None:
+    """``value``, refused unless it is an int >= 0 (a ``name`` in pixels)."""
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < 0:
+        raise ArgumentError(f"{name} must be an int >= 0 (pixels), got {value!r}")
 
 
 def _check_image(op: Operation, state: State) -> None:
@@ -306,6 +343,9 @@ class RandomGrayscale(Operation):
 
     p: float = 0.1
 
+    def __post_init__(self) -> None:
+        _check_probability(self.p)
+
     def declare(self, state):
         _check_image(self, state)
         if state.shape[2] != 3:
@@ -376,11 +416,7 @@ class GaussianBlur(Operation):
     def __post_init__(self) -> None:
         if not isinstance(self.kernel_size, int) or self.kernel_size < 1 or self.kernel_size % 2 == 0:
             raise ValueError(f"kernel_size must be a positive odd int, got {self.kernel_size!r}")
-        sigma = (float(self.sigma), float(self.sigma)) if isinstance(self.sigma, (int, float)) else \
-            tuple(float(s) for s in self.sigma)
-        if not 0 < sigma[0] <= sigma[1]:
-            raise ValueError(f"sigma must satisfy 0 < min <= max, got {self.sigma}")
-        object.__setattr__(self, "sigma", sigma)
+        object.__setattr__(self, "sigma", _sigma_range(self.sigma))
 
     def declare(self, state):
         _check_image(self, state)
@@ -452,9 +488,16 @@ class RandomErasing(Operation, LooksAhead):
     value: Any = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.value, str) and self.value != "random":
-            raise ValueError(f"RandomErasing's value is a number, one per channel, None or 'random', "
-                             f"got {self.value!r}")
+        _check_probability(self.p)
+        _erasing_ranges("RandomErasing", self.scale, self.ratio)
+        if self.value is not None and not isinstance(self.value, str):
+            values = _fill_numbers(self.value)
+            if values and all(math.isfinite(v) for v in values):
+                return
+        elif self.value is None or self.value == "random":
+            return
+        raise ArgumentError(f"RandomErasing's value is a number, one per channel, None or 'random', "
+                            f"got {self.value!r}")
 
     def settled(self, following: list[Any]) -> RandomErasing:
         if self.value is not None:
@@ -468,6 +511,7 @@ class RandomErasing(Operation, LooksAhead):
 
     def declare(self, state):
         if state.dtype in (np.float32, np.float16) and len(state.shape) == 3 and state.shape[0] in (1, 3):
+            self._check_value(state.shape[0])
             return state, None
         if len(state.shape) != 3 or state.dtype != np.uint8:
             raise ValueError(f"RandomErasing takes (height, width, channels) uint8 images or the (channels, height, "
@@ -475,14 +519,25 @@ class RandomErasing(Operation, LooksAhead):
         if self.value == "random":
             raise ValueError("RandomErasing(value='random') fills with standard normal values, which only the float "
                              "samples of Normalize hold: place it after Normalize")
+        if self.value is not None:
+            warps.fill_values(self.value, "RandomErasing's value on uint8 images")
+        self._check_value(state.shape[2])
         return state, None
+
+    def _check_value(self, channels: int) -> None:
+        """Refuse a value of other than 1 or ``channels`` numbers."""
+        if isinstance(self.value, str) or self.value is None:
+            return
+        count = len(_fill_numbers(self.value))
+        if count not in (1, channels):
+            raise ArgumentError(f"RandomErasing's value has {count} numbers for images of {channels} channels: give "
+                                f"one number, or one per channel ({channels})")
 
     def generate_code(self):
         p, (s_lo, s_hi) = self.p, self.scale
         log_lo, log_hi = float(np.log(self.ratio[0])), float(np.log(self.ratio[1]))
         noise = self.value == "random"
-        fill = np.zeros(3) if noise else np.broadcast_to(np.asarray(0 if self.value is None else self.value,
-                                                                    np.float64), (3,)).copy()
+        fill = np.zeros(1) if noise else np.array(_fill_numbers(0 if self.value is None else self.value), np.float64)
         # Compiled code holds float16 samples as their bits (uint16): their fill is written as bits too.
         fill_bits = fill.astype(np.float16).view(np.uint16)
 
@@ -507,6 +562,16 @@ class RandomErasing(Operation, LooksAhead):
             return x
 
         return erase
+
+
+def _fill_numbers(value: Any) -> tuple[float, ...]:
+    """A fill given as a number or a sequence of them, as floats; ``()``
+    when it is neither (or holds something that is not a real number)."""
+    values = (value,) if isinstance(value, Real) else tuple(value) if isinstance(value, (tuple, list, np.ndarray)) \
+        else ()
+    if not all(isinstance(v, Real) and not isinstance(v, bool) for v in values):
+        return ()
+    return tuple(float(v) for v in values)
 
 
 def _image_size(x: np.ndarray) -> tuple[int, int]:
@@ -608,6 +673,10 @@ class Cutout(Operation):
     size: int
     fill: Any = (0, 0, 0)
 
+    def __post_init__(self) -> None:
+        _check_size("Cutout: size", self.size)
+        warps.fill_values(self.fill, "Cutout: fill")
+
     def declare(self, state):
         _check_image(self, state)
         return state, None
@@ -638,6 +707,10 @@ class RandomTranslate(Operation, geometry.Geometric):
 
     padding: int
     fill: Any = (0, 0, 0)
+
+    def __post_init__(self) -> None:
+        _check_size("RandomTranslate: padding", self.padding)
+        warps.fill_values(self.fill, "RandomTranslate: fill")
 
     def declare(self, state):
         _check_image(self, state)

@@ -35,7 +35,9 @@ import torch
 
 from slipstream.errors import ArgumentError
 from slipstream.compiler import random as rnd
-from slipstream.ops.batch_base import COIN_DRAWS, Params, _back, _BatchAugmentation, _Draws, _float, _gray
+from slipstream.ops.augment import _erasing_ranges, _sigma_range
+from slipstream.ops.batch_base import (COIN_DRAWS, Params, _back, _BatchAugmentation, _Draws, _float, _gray,
+                                       _probability)
 from slipstream.ops.batch_tones import (BatchCircularMask, BatchRandomAdjustSharpness, BatchRandomAutocontrast,
                                         BatchRandomEqualize, BatchRandomInvert, BatchRandomPosterize, BatchSRGBToLMS,
                                         BatchYIQColorJitter, _rgb)
@@ -114,7 +116,7 @@ class BatchRandomGrayscale(_BatchAugmentation):
 
     def __init__(self, p: float = 0.1, generator: torch.Generator | None = None) -> None:
         super().__init__(generator)
-        self.p = p
+        self.p = _probability(p)
 
     def draw(self, x: torch.Tensor, draws: _Draws) -> Params:
         return {"apply": draws.rand(COIN_DRAWS.apply) < self.p}
@@ -131,7 +133,7 @@ class BatchRandomSolarize(_BatchAugmentation):
 
     def __init__(self, threshold: float = 0.5, p: float = 0.5, generator: torch.Generator | None = None) -> None:
         super().__init__(generator)
-        self.threshold, self.p = threshold, p
+        self.threshold, self.p = threshold, _probability(p)
 
     def draw(self, x: torch.Tensor, draws: _Draws) -> Params:
         return {"apply": draws.rand(COIN_DRAWS.apply) < self.p}
@@ -152,7 +154,7 @@ class BatchGaussianBlur(_BatchAugmentation):
         super().__init__(generator)
         if kernel_size < 1 or kernel_size % 2 == 0:
             raise ArgumentError(f"kernel_size must be a positive odd int, got {kernel_size}")
-        self.kernel_size, self.sigma, self.p = kernel_size, sigma, p
+        self.kernel_size, self.sigma, self.p = kernel_size, _sigma_range(sigma), _probability(p)
 
     def draw(self, x: torch.Tensor, draws: _Draws) -> Params:
         return {"sigma": draws.uniform(_BLUR_DRAWS.sigma, *self.sigma), "apply": draws.rand(_BLUR_DRAWS.apply) < self.p}
@@ -181,7 +183,8 @@ class BatchRandomErasing(_BatchAugmentation):
                  ratio: tuple[float, float] = (0.3, 3.3), value: float = 0.0,
                  generator: torch.Generator | None = None) -> None:
         super().__init__(generator)
-        self.p, self.scale, self.ratio, self.value = p, scale, ratio, value
+        self.scale, self.ratio = _erasing_ranges("BatchRandomErasing", scale, ratio)
+        self.p, self.value = _probability(p), value
 
     def draw(self, x: torch.Tensor, draws: _Draws) -> Params:
         _, _, h, w = x.shape

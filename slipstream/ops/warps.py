@@ -466,12 +466,13 @@ def _range(name: str, value: Any, single_means: str = "(-v, v)") -> tuple[float,
     return pair
 
 
-def fill_values(value: Any) -> tuple[int, ...]:
+def fill_values(value: Any, name: str = "fill") -> tuple[int, ...]:
     """torchvision's ``_parse_fill`` for uint8 images: a number or one per
-    channel, truncated to int, each in 0..255."""
+    channel, truncated to int, each in 0..255 (``name`` is the parameter's,
+    for the error)."""
     values = (value,) if isinstance(value, (int, float, np.integer, np.floating)) else tuple(value)
     if not values or not all(isinstance(v, (int, float, np.integer, np.floating)) and 0 <= v < 256 for v in values):
-        raise ArgumentError(f"fill must be a number or one number per channel, each in [0, 255], got {value!r}")
+        raise ArgumentError(f"{name} must be a number or one number per channel, each in [0, 255], got {value!r}")
     return tuple(int(v) for v in values)
 
 
