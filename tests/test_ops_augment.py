@@ -70,6 +70,16 @@ def test_color_jitter_applies_factors_in_a_random_order():
         ColorJitter(hue=0.7)
 
 
+def test_color_jitter_takes_numpy_numbers_and_refuses_ranges_of_other_lengths():
+    from slipstream.errors import ArgumentError
+
+    for number in (np.float32(0.4), np.float64(0.4), np.int64(0)):
+        assert ColorJitter(brightness=number) == ColorJitter(brightness=float(number))
+    with pytest.raises(ArgumentError, match=r"brightness must be a number v >= 0 or a \(low, high\) pair of numbers, "
+                                            r"got \[0.5, 1.5, 2\]"):
+        ColorJitter(brightness=[0.5, 1.5, 2])
+
+
 def test_grayscale_and_solarize():
     out, keys = run(RandomGrayscale(p=0.5))
     changed = 0

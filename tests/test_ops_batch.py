@@ -105,6 +105,37 @@ def test_wrong_arguments_are_refused(make, match):
         make()
 
 
+def test_color_jitter_takes_ranges_as_colorjitter_does():
+    jitter = BatchColorJitter(brightness=(0.5, 0.75), hue=(-0.1, 0.2))
+    params = jitter.sample(BATCH)
+    assert ((params["brightness"] >= 0.5) & (params["brightness"] < 0.75)).all()
+    assert ((params["hue"] >= -0.1) & (params["hue"] < 0.2)).all()
+    brighter = BatchColorJitter(brightness=(0.5, 0.75))
+    params = brighter.sample(BATCH)
+    expected = (BATCH * params["brightness"].view(-1, 1, 1, 1)).clamp(0, 1)
+    torch.testing.assert_close(brighter.apply(BATCH, params), expected)
+    with pytest.raises(ArgumentError, match=r"hue range \(-0.6, 0.6\) is not valid"):
+        BatchColorJitter(hue=0.6)
+
+
+def test_erasing_writes_one_value_per_channel():
+    erase = BatchRandomErasing(1.0, value=(0.1, 0.2, 0.3))
+    params = erase.sample(BATCH)
+    out = erase.apply(BATCH, params)
+    for i, (top, left, h, w) in enumerate(params["box"].tolist()):
+        box = out[i, :, top:top + h, left:left + w]
+        assert torch.equal(box, torch.tensor([0.1, 0.2, 0.3]).view(3, 1, 1).expand_as(box))
+    with pytest.raises(ArgumentError, match=r"BatchRandomErasing: value has 2 numbers for images of 3 channels"):
+        BatchRandomErasing(1.0, value=(0.1, 0.2))(BATCH)
+
+
+def test_blur_refuses_a_kernel_wider_than_it_can_reflect():
+    with pytest.raises(ArgumentError, match=r"BatchGaussianBlur: kernel_size 9 needs images of at least 5x5 pixels "
+                                            r"\(kernel_size // 2 \+ 1 on each side\), got 4x4"):
+        BatchGaussianBlur(9)(BATCH[:, :, :4, :4])
+    assert BatchGaussianBlur(9)(BATCH[:, :, :5, :5]).shape == (12, 3, 5, 5)
+
+
 def test_erasing_boxes_of_a_float16_batch_are_those_of_float32():
     # float16's largest value is 65504: a box of 30% of a 512x512 image has more pixels than that
     erase = BatchRandomErasing(1.0, scale=(0.3, 0.33))

@@ -255,18 +255,21 @@ def adjust_hue(x, shift):
 def _factor_range(name: str, value: Any, center: float = 1.0, bound: float | None = None) -> tuple[float, float]:
     """torchvision's parameter forms: ``v`` means [center - v, center + v]
     (clipped at 0), a pair is the range itself."""
-    if value is None or value == 0:
+    if value is None:
         return (center, center)
-    if isinstance(value, (int, float)):
-        if value < 0:
-            raise ValueError(f"{name} must be non-negative, got {value}")
-        low, high = center - value, center + value
+    if isinstance(value, Real) and not isinstance(value, bool):
+        if not value >= 0:
+            raise ArgumentError(f"{name} must be non-negative, got {value}")
+        low, high = center - float(value), center + float(value)
         if bound is None:
             low = max(low, 0.0)
     else:
-        low, high = (float(v) for v in value)
-    if low > high or (bound is not None and not -bound <= low <= high <= bound) or (bound is None and low < 0):
-        raise ValueError(f"{name} range {(low, high)} is not valid")
+        pair = _real_pair(value)
+        if pair is None:
+            raise ArgumentError(f"{name} must be a number v >= 0 or a (low, high) pair of numbers, got {value!r}")
+        low, high = pair
+    if not (math.isfinite(low) and math.isfinite(high)) or low > high or (bound is not None and not -bound <= low <= high <= bound) or (bound is None and low < 0):
+        raise ArgumentError(f"{name} range {(low, high)} is not valid")
     return (float(low), float(high))
 
 

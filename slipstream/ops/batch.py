@@ -30,12 +30,13 @@ the base of :mod:`slipstream.ops.batch_base`; all are imported from here.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
 from slipstream.errors import ArgumentError
 from slipstream.compiler import random as rnd
-from slipstream.ops.augment import _erasing_ranges, _sigma_range
+from slipstream.ops.augment import _erasing_ranges, _factor_range, _fill_numbers, _sigma_range
 from slipstream.ops.batch_base import (COIN_DRAWS, Params, _back, _BatchAugmentation, _Draws, _float, _gray,
                                        _probability)
 from slipstream.ops.batch_tones import (BatchCircularMask, BatchRandomAdjustSharpness, BatchRandomAutocontrast,
@@ -56,19 +57,18 @@ __all__ = ["BatchCircularMask", "BatchColorJitter", "BatchFixedOpticalDistortion
 
 
 class BatchColorJitter(_BatchAugmentation):
-    """Per-image brightness, contrast and saturation factors from [1 - v,
-    1 + v] and a hue shift from [-hue, hue], applied in an order drawn per
+    """Per-image brightness, contrast and saturation factors from [max(0, 1
+    - v), 1 + v] (or a given (low, high) range) and a hue shift from [-hue,
+    hue] (or a range within [-0.5, 0.5]), applied in an order drawn per
     batch (torchvision draws it per call too).  Takes RGB batches (3
     channels)."""
 
-    def __init__(self, brightness: float = 0.0, contrast: float = 0.0, saturation: float = 0.0, hue: float = 0.0,
+    def __init__(self, brightness: Any = 0.0, contrast: Any = 0.0, saturation: Any = 0.0, hue: Any = 0.0,
                  generator: torch.Generator | None = None) -> None:
         super().__init__(generator)
-        if min(brightness, contrast, saturation, hue) < 0 or hue > 0.5:
-            raise ArgumentError("brightness, contrast and saturation must be >= 0 and hue in [0, 0.5]")
-        self.ranges = {"brightness": (max(0.0, 1 - brightness), 1 + brightness),
-                       "contrast": (max(0.0, 1 - contrast), 1 + contrast),
-                       "saturation": (max(0.0, 1 - saturation), 1 + saturation), "hue": (-hue, hue)}
+        self.ranges = {name: _factor_range(name, factor) for name, factor in
+                       (("brightness", brightness), ("contrast", contrast), ("saturation", saturation))}
+        self.ranges["hue"] = _factor_range("hue", hue, center=0.0, bound=0.5)
 
     def draw(self, x: torch.Tensor, draws: _Draws) -> Params:
         named = _JITTER_DRAWS
@@ -163,6 +163,9 @@ class BatchGaussianBlur(_BatchAugmentation):
         y, was_uint8 = _float(x)
         n, c, h, w = y.shape
         radius = self.kernel_size // 2
+        if radius >= min(h, w):  # reflecting needs a pad smaller than the side
+            raise ArgumentError(f"BatchGaussianBlur: kernel_size {self.kernel_size} needs images of at least "
+                                f"{radius + 1}x{radius + 1} pixels (kernel_size // 2 + 1 on each side), got {h}x{w}")
         t = torch.arange(-radius, radius + 1, device=y.device, dtype=y.dtype)
         kernels = torch.exp(-0.5 * (t.view(1, -1) / params["sigma"].view(-1, 1).to(y.dtype)) ** 2)
         kernels = (kernels / kernels.sum(1, keepdim=True)).repeat_interleave(c, dim=0)  # (n * c, k)
@@ -177,14 +180,16 @@ class BatchRandomErasing(_BatchAugmentation):
     """torchvision's RandomErasing per image, with probability ``p``: a
     rectangle of area fraction in ``scale`` and log-uniform aspect ratio in
     ``ratio`` (one draw; rectangles that do not fit are shrunk to fit) set to
-    ``value``."""
+    ``value`` (one number, or one per channel)."""
 
     def __init__(self, p: float = 0.5, scale: tuple[float, float] = (0.02, 0.33),
-                 ratio: tuple[float, float] = (0.3, 3.3), value: float = 0.0,
+                 ratio: tuple[float, float] = (0.3, 3.3), value: Any = 0.0,
                  generator: torch.Generator | None = None) -> None:
         super().__init__(generator)
         self.scale, self.ratio = _erasing_ranges("BatchRandomErasing", scale, ratio)
-        self.p, self.value = _probability(p), value
+        self.p, self.value = _probability(p), _fill_numbers(value)
+        if not self.value or not all(math.isfinite(v) for v in self.value):
+            raise ArgumentError(f"BatchRandomErasing: value must be a finite number or one per channel, got {value!r}")
 
     def draw(self, x: torch.Tensor, draws: _Draws) -> Params:
         _, _, h, w = x.shape
@@ -206,4 +211,8 @@ class BatchRandomErasing(_BatchAugmentation):
         inside = ((rows >= top.view(-1, 1, 1)) & (rows < (top + eh).view(-1, 1, 1))
                   & (cols >= left.view(-1, 1, 1)) & (cols < (left + ew).view(-1, 1, 1)))
         mask = (inside & params["apply"].view(-1, 1, 1)).unsqueeze(1)
-        return _back(torch.where(mask, torch.full_like(y, float(self.value)), y), was_uint8)
+        if len(self.value) not in (1, y.shape[1]):
+            raise ArgumentError(f"BatchRandomErasing: value has {len(self.value)} numbers for images of {y.shape[1]} "
+                                f"channels: give one number, or one per channel ({y.shape[1]})")
+        fill = torch.tensor(self.value, dtype=y.dtype, device=y.device).view(1, -1, 1, 1)
+        return _back(torch.where(mask, fill, y), was_uint8)
