@@ -183,6 +183,17 @@ def test_resize_then_random_crop_keeps_the_scale(photos):
         ss.Loader(raw, 2, {"image": [Resize(64)]})
 
 
+@pytest.mark.parametrize("crop", [CenterCrop(72), RandomCrop((48, 72)), CenterCrop((65, 48))])
+def test_a_crop_larger_than_the_resized_shorter_side_is_refused(photos, crop):
+    # Clipped to the image, such a region would be stretched to the crop's size; torchvision pads it or raises.
+    samples, jpeg, raw = photos
+    with pytest.raises(ss.ArgumentError, match=rf"{type(crop).__name__}\(.*\) after Resize\(64\) is larger than the "
+                                               r"resized image's shorter side 64: the crop must fit"):
+        ss.Loader(raw, 2, {"image": [Resize(64), crop]})
+    (batch,) = next(iter(ss.Loader(raw, len(samples), {"image": [Resize(64), type(crop)(64)]}, order="sequential")))
+    assert batch.shape == (len(samples), 64, 64, 3)  # a side equal to the shorter one fits
+
+
 def test_flips_happen_with_probability_p_and_fold_into_the_decode(tmp_path):
     n, p = 2000, 0.3
     image = picture(6, 9)

@@ -41,7 +41,7 @@ def _check_probability(p: Any) -> None:
 
 def _real_pair(value: Any) -> tuple[float, float] | None:
     """``value`` as two floats when it is a pair of real numbers, else None."""
-    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != 2 or \
+    if not isinstance(value, (tuple, list, np.ndarray)) or len(value) != 2 or \
             not all(isinstance(v, Real) and not isinstance(v, bool) for v in value):
         return None
     return (float(value[0]), float(value[1]))
@@ -268,7 +268,9 @@ def _factor_range(name: str, value: Any, center: float = 1.0, bound: float | Non
         if pair is None:
             raise ArgumentError(f"{name} must be a number v >= 0 or a (low, high) pair of numbers, got {value!r}")
         low, high = pair
-    if not (math.isfinite(low) and math.isfinite(high)) or low > high or (bound is not None and not -bound <= low <= high <= bound) or (bound is None and low < 0):
+    finite = math.isfinite(low) and math.isfinite(high)
+    within = -bound <= low <= high <= bound if bound is not None else 0 <= low <= high
+    if not (finite and within):
         raise ArgumentError(f"{name} range {(low, high)} is not valid")
     return (float(low), float(high))
 
@@ -392,13 +394,16 @@ class RandomSolarize(Operation):
         return state, None
 
     def generate_code(self):
-        from slipstream.ops.tones import solarize as kernel  # imported here: tones imports this module
-
-        p, threshold = self.p, float(self.threshold)
+        # For an integer v, v >= threshold exactly when v >= ceil(threshold), which lies in 0..255.
+        p, cut = self.p, np.uint8(math.ceil(self.threshold))
+        top = np.uint8(255)
 
         def solarize(x, key):
             if rnd.uniform(key, _COIN_DRAWS.apply) < p:
-                kernel(x, x, threshold)
+                flat = x.reshape(-1)
+                for j in range(uint64(flat.size)):
+                    v = flat[j]
+                    flat[j] = top - v if v >= cut else v
             return x
 
         return solarize

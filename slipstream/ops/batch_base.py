@@ -20,7 +20,7 @@ import torch
 from slipstream.compiler import random as rnd
 from slipstream.compiler.operation import TakesKeys
 from slipstream.errors import ArgumentError
-from slipstream.ops.augment import LUMA
+from slipstream.ops.augment import LUMA, _check_probability
 
 Params = dict[str, torch.Tensor]
 
@@ -88,8 +88,7 @@ twin does."""
 
 def _probability(p: Any) -> float:
     """``p`` as a float, refused unless it is a number in [0, 1]."""
-    if not _is_number(p) or not 0.0 <= p <= 1.0:
-        raise ArgumentError(f"p must be a number in [0, 1], got {p!r}")
+    _check_probability(p)
     return float(p)
 
 

@@ -32,6 +32,7 @@ from slipstream import native
 from slipstream.compiler import random as rnd
 from slipstream.compiler.jit import cached_njit
 from slipstream.compiler.rewrites import FieldOperation, Foldable
+from slipstream.errors import ArgumentError
 from slipstream.fields import geometry
 from slipstream.fields.decoders import DecodeSource, GeometricImageDecoder
 from slipstream.ops.augment import RandomHorizontalFlip
@@ -331,8 +332,10 @@ class RandomResizedCrop(Crop):
 class CenterCrop(Crop):
     """The central crop covering ``ratio`` of the shorter side, resized to
     ``size``: ImageNet evaluation's "resize to 256, center crop 224" is
-    ``CenterCrop(224, ratio=224/256)``.  After ``Resize``, it is
-    torchvision's ``CenterCrop(size)`` of the resized image."""
+    ``CenterCrop(224, ratio=224/256)``.  After ``Resize(s)``, it is
+    torchvision's ``CenterCrop(size)`` of the resized image, for a size
+    whose sides are at most ``s`` (a larger one, which torchvision pads, is
+    refused)."""
 
     size: int | tuple[int, int]
     ratio: float = 224 / 256
@@ -422,6 +425,12 @@ class Resize(Crop):
             return super().fold(following)
         if isinstance(following, (CenterCrop, RandomCrop)):
             out_h, out_w = _size(following.size)
+            if max(out_h, out_w) > self.size:
+                # torchvision pads such a crop (CenterCrop) or refuses it (RandomCrop); the fused decode can do
+                # neither, and clipping the region would stretch the image.
+                raise ArgumentError(f"{type(following).__name__}({following.size!r}) after Resize({self.size}) "
+                                    f"is larger than the resized image's shorter side {self.size}: the crop must "
+                                    f"fit in the image (a crop side at most {self.size}, or a larger Resize)")
             # Two independent flips (the resize's, the crop's) leave the image flipped when exactly one fires.
             p, q = self.flip_p, float(getattr(following, "flip_p", 0.0))
             return _ResizedCrop(self, out_h, out_w, random=isinstance(following, RandomCrop),
