@@ -34,15 +34,20 @@ _CUTOUT_DRAWS = rnd.named_draws("center_y", "center_x")
 _TRANSLATE_DRAWS = rnd.named_draws("shift_y", "shift_x")
 
 
+def _is_number(value: Any) -> bool:
+    """Whether ``value`` is a real number (NumPy's too), not a bool."""
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
 def _check_probability(p: Any) -> None:
-    if isinstance(p, bool) or not isinstance(p, Real) or not 0.0 <= p <= 1.0:
+    if not _is_number(p) or not 0.0 <= p <= 1.0:
         raise ArgumentError(f"p must be a number in [0, 1], got {p!r}")
 
 
 def _real_pair(value: Any) -> tuple[float, float] | None:
     """``value`` as two floats when it is a pair of real numbers, else None."""
     if not isinstance(value, (tuple, list, np.ndarray)) or len(value) != 2 or \
-            not all(isinstance(v, Real) and not isinstance(v, bool) for v in value):
+            not all(_is_number(v) for v in value):
         return None
     return (float(value[0]), float(value[1]))
 
@@ -50,7 +55,7 @@ def _real_pair(value: Any) -> tuple[float, float] | None:
 def _sigma_range(sigma: Any) -> tuple[float, float]:
     """A Gaussian blur's ``sigma``: a number s (meaning (s, s)) or a (low,
     high) pair, refused unless 0 < low <= high."""
-    pair = (float(sigma), float(sigma)) if isinstance(sigma, Real) and not isinstance(sigma, bool) else \
+    pair = (float(sigma), float(sigma)) if _is_number(sigma) else \
         _real_pair(sigma)
     if pair is None or not 0 < pair[0] <= pair[1] < math.inf:
         raise ArgumentError(f"sigma must be a number or a (low, high) pair with 0 < low <= high, got {sigma!r}")
@@ -257,7 +262,7 @@ def _factor_range(name: str, value: Any, center: float = 1.0, bound: float | Non
     (clipped at 0), a pair is the range itself."""
     if value is None:
         return (center, center)
-    if isinstance(value, Real) and not isinstance(value, bool):
+    if _is_number(value):
         if not value >= 0:
             raise ArgumentError(f"{name} must be non-negative, got {value}")
         low, high = center - float(value), center + float(value)
@@ -384,7 +389,7 @@ class RandomSolarize(Operation):
     p: float = 0.5
 
     def __post_init__(self) -> None:
-        if isinstance(self.threshold, bool) or not isinstance(self.threshold, Real) or \
+        if not _is_number(self.threshold) or \
                 not 0 <= self.threshold <= 255:
             raise ArgumentError(f"RandomSolarize: threshold must be a number in [0, 255], got {self.threshold!r}")
         _check_probability(self.p)
@@ -577,7 +582,7 @@ def _fill_numbers(value: Any) -> tuple[float, ...]:
     when it is neither (or holds something that is not a real number)."""
     values = (value,) if isinstance(value, Real) else tuple(value) if isinstance(value, (tuple, list, np.ndarray)) \
         else ()
-    if not all(isinstance(v, Real) and not isinstance(v, bool) for v in values):
+    if not all(_is_number(v) for v in values):
         return ()
     return tuple(float(v) for v in values)
 

@@ -11,7 +11,6 @@ and :mod:`slipstream.ops.batch_tones`; import the augmentations from
 
 from __future__ import annotations
 
-from numbers import Real
 from typing import Any
 
 import numpy as np
@@ -20,7 +19,7 @@ import torch
 from slipstream.compiler import random as rnd
 from slipstream.compiler.operation import TakesKeys
 from slipstream.errors import ArgumentError
-from slipstream.ops.augment import LUMA, _check_probability
+from slipstream.ops.augment import LUMA, _check_probability, _is_number
 
 Params = dict[str, torch.Tensor]
 
@@ -64,11 +63,6 @@ def _from_levels(levels: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 def _where(apply: torch.Tensor, changed: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """``changed`` for the images whose ``apply`` flag is set, ``x`` for the others."""
     return torch.where(apply.view(-1, 1, 1, 1), changed, x)
-
-
-def _is_number(value: Any) -> bool:
-    """Whether ``value`` is a real number (NumPy's too), not a bool."""
-    return isinstance(value, Real) and not isinstance(value, bool)
 
 
 def _numbers(value: Any) -> tuple[Any, ...]:
