@@ -30,7 +30,7 @@ from test_sources import jpegs, litdata_dataset, write_tars
 import slipstream as ss
 from slipstream.loader import orders
 from slipstream.ops import presets
-from slipstream.sources import synthetic_folder
+from slipstream.sources import ImageFolder, synthetic_folder
 
 PIPELINES = presets.imagenet_train(48)
 """Random crops, flips and normalization: batches that show any difference in the bytes or the draws."""
@@ -385,6 +385,50 @@ def test_an_epoch_left_while_its_stream_stalls_stops_at_once(cache, tmp_path):
         shards.flow.set()
         assert [batch[1].tolist() for batch in loader] == [list(range(k, k + 4)) for k in range(0, 200, 4)]
         assert len(loader) == 50
+
+
+class StallingFolder(ImageFolder):
+    """An image folder whose reads stall after ``flowing`` of them until ``flow`` is set (as a read from a network
+    share that hangs)."""
+
+    def __init__(self, root, flowing: int):
+        super().__init__(root)
+        self.flowing, self.flow, self.reads = flowing, threading.Event(), 0
+
+    def __getitem__(self, index):
+        self.reads += 1
+        if self.reads > self.flowing:
+            assert self.flow.wait(30), "the test never let the reads go on"
+        return super().__getitem__(index)
+
+
+def first_epoch_threads() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread.name == "slipstream-first-epoch"]
+
+
+def test_an_epoch_left_while_a_source_read_stalls_starts_again_and_closes_at_once(folder, cache):
+    """Neither the next epoch, whose first batches have arrived, nor closing the loader (its iterator open, waiting
+    for a sample whose read stalls) waits for the stalled read; once it returns, nothing more is read or written."""
+    source = StallingFolder(folder, flowing=40)  # in batch 5 of 9
+    pipelines = {"image": [ss.ops.CenterCrop(16)], "label": None}
+    loader = ss.Loader(source, 8, pipelines, order="sequential", verbose=False)
+    batches = iter(loader)
+    first = [next(batches)[0].numpy().copy() for _ in range(2)]
+    started = time.perf_counter()
+    again = iter(loader)  # epoch 0 again, from its start
+    assert all(np.array_equal(next(again)[0].numpy(), batch) for batch in first)
+    assert next(again)[0].shape == (8, 16, 16, 3)
+    assert time.perf_counter() - started < 5
+    started = time.perf_counter()
+    loader.close()
+    assert time.perf_counter() - started < 5
+    reads = source.reads
+    assert first_epoch_threads()  # still in the stalled read
+    source.flow.set()
+    for thread in first_epoch_threads():
+        thread.join(10)
+    assert not first_epoch_threads() and source.reads == reads
+    assert not dataset_files(cache) and not list(cache.glob(".*.tmp"))
 
 
 def test_shards_listed_by_a_wids_index_stream_their_first_epoch(cache, tmp_path, s3_server):

@@ -31,7 +31,7 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,9 @@ MEMORY_AHEAD_BYTES = 512 << 20
 """In memory (a file given up), the most bytes of samples held for batches
 not done yet before encoding waits (a batch larger than this is still
 encoded, alone)."""
+
+_POLL_S = 0.1
+"""How often, in seconds, a wait for a batch's samples looks whether it was stopped."""
 
 
 def unknown_length(path: Path, what: str) -> str:
@@ -454,6 +457,10 @@ class ArrivingTables:
         """Let go of nothing: the file is the first epoch's."""
 
 
+class StoppedWaiting(Exception):
+    """The wait for a batch's samples was stopped (:meth:`ArrivalStager.stop_waiting`)."""
+
+
 class ArrivalStager:
     """The stager of a first epoch: before each batch runs, its samples
     have arrived (encoded by ``bring``) and its records reach the compiled
@@ -483,6 +490,7 @@ class ArrivalStager:
         self._ready: list[Future[int]] = []
         self._batches: list[np.ndarray] = []
         self._arrivals: dict[int, int] = {}  # batch -> the file's arrivals once its samples had arrived
+        self._stopped = threading.Event()
 
     def start_epoch(self, batches: Sequence[np.ndarray], source: Any) -> None:
         """Start making the samples of ``batches`` arrive, in order (those
@@ -491,7 +499,15 @@ class ArrivalStager:
         batches = list(batches)
         self._batches, self._source = batches, source
         self._arrivals = {}
+        self._stopped = threading.Event()
         self._ready = self._bring(batches)
+
+    def stop_waiting(self) -> None:
+        """Make :meth:`prepare`, in the loader thread, stop waiting for the
+        epoch's samples (raising :class:`StoppedWaiting`), without waiting for
+        anything: the epoch was left, and a sample may wait for a source read
+        that stalls.  The samples go on arriving."""
+        self._stopped.set()
 
     def prepare(self, batch: int) -> None:
         """Wait until ``batch``'s samples have arrived, make them readable
@@ -505,14 +521,22 @@ class ArrivalStager:
             OSError: the file cannot be written, nor given up.
         """
         try:
-            self._arrivals[batch] = self._ready[batch].result()
+            self._arrivals[batch] = self._arrived(batch)
             self.file.publish()
         except OSError as exc:
             if not self._give_up_file(exc):
                 raise
             self._ready[batch:] = self._bring(self._batches[batch:])
-            self._arrivals[batch] = self._ready[batch].result()
+            self._arrivals[batch] = self._arrived(batch)
         self._source.refresh(self._batches[batch])
+
+    def _arrived(self, batch: int) -> int:
+        """Wait until ``batch``'s samples have arrived: the file's arrivals then."""
+        ready, stopped = self._ready[batch], self._stopped
+        while not wait([ready], timeout=_POLL_S).done:
+            if stopped.is_set():
+                raise StoppedWaiting(f"the epoch over {self.file.path} was left")
+        return ready.result()
 
     def release(self, batch: int) -> None:
         """In memory, give back the batch's samples (and those before);
@@ -527,4 +551,4 @@ class ArrivalStager:
 
 
 __all__ = ["ArrivalStager", "ArrivingFile", "ArrivingTables", "MEMORY_AHEAD_BYTES", "RESERVED_BYTES", "STREAM_CAPACITY",
-           "unknown_length"]
+           "StoppedWaiting", "unknown_length"]

@@ -76,7 +76,7 @@ import errno
 import os
 import threading
 import warnings
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
@@ -146,6 +146,7 @@ class FirstEpoch:
         self._pool = ThreadPoolExecutor(workers or os.cpu_count() or 1, thread_name_prefix="slipstream-encode")
         self._run: _Run | None = None
         self._runs = threading.Lock()  # a run started, or the first epoch closed: one at a time
+        self._laying = threading.Lock()  # samples laid out, or the first epoch closed: one at a time
         self._closed = False
         self._completion: _Completion | None = None
         self._unread: dict[int, str] = {}  # samples whose latest read failed with an OSError, and why
@@ -187,10 +188,12 @@ class FirstEpoch:
         with self._runs:
             if self._closed:
                 raise _Stopped()
-            self._stop_run()
+            # The run before may still wait in a source read (a stalled download): the new one waits for it only
+            # before reading, so that batches whose samples have arrived go on at once.
+            before = self._stop_run(wait=False)
             if self._stream is not None and self.ranks is not None:
                 self._wanted = set(np.concatenate(batches).tolist()) if batches else set()
-            run = self._run = _Run(self, batches, rest=self.ranks is None and self.file.kept)
+            run = self._run = _Run(self, batches, rest=self.ranks is None and self.file.kept, after=before)
             run.thread.start()
         return run.ready
 
@@ -295,7 +298,7 @@ class FirstEpoch:
             the error that stopped them.
         """
         if self._run is not None:
-            self._run.thread.join()
+            self._run.join()
             if self._run.error is not None:
                 raise self._run.error
 
@@ -336,12 +339,23 @@ class FirstEpoch:
 
     def _arrive(self, indices: list[int], stop: threading.Event | None, last: bool = False) -> None:
         """:meth:`arrive` of exactly ``indices`` (``last``: the samples'
-        last read, see :meth:`_lay_out`)."""
+        last read, see :meth:`_lay_out`).  Once ``stop`` is set, the
+        samples read are laid out (a stream's would be lost) and no more
+        are read; once the first epoch is closed, nothing is laid out."""
         for start in range(0, len(indices), CHUNK):
-            if stop is not None and stop.is_set():
-                raise _Stopped()
             chunk = indices[start:start + CHUNK]
-            self._lay_out(chunk, [self.read(index) for index in chunk], last)
+            read = []
+            for index in chunk:
+                if stop is not None and stop.is_set():
+                    break
+                read.append(self.read(index))
+            with self._laying:
+                if self._closed:
+                    raise _Stopped()
+                if read:
+                    self._lay_out(chunk[:len(read)], read, last)
+            if len(read) < len(chunk):
+                raise _Stopped()
 
     def arrive_next(self) -> None:
         """From a stream that does not say its length, make its next
@@ -414,24 +428,34 @@ class FirstEpoch:
         (:attr:`private`) is removed."""
         with self._runs:
             self._closed = True
-        self._stop_run()
+        # A run waiting in a source read is not waited for: once the read returns it lays nothing out (_arrive)
+        # and ends, so that closing waits at most for samples being laid out.
+        reading = self._stop_run(wait=False)
+        with self._laying:
+            pass
         if self._completion is not None:
             self._completion.join()
         self._pool.shutdown(wait=True, cancel_futures=True)
-        if self._stream is not None:
-            self._stream.close()
+        if self._stream is not None and (reading is None or not reading.alive):
+            self._stream.close()  # else the run reads from it still: it is closed once the run lets go of it
         self.file.discard()
         removals, self.removals = self.removals, []
         for remove in removals:
             remove()
         self._release()
 
-    def _stop_run(self) -> None:
-        if self._run is not None:
-            self._run.stop.set()
-            self._run.thread.join()
+    def _stop_run(self, wait: bool = True) -> _Run | None:
+        """Stop the run making samples arrive, and with ``wait`` wait until
+        it has ended; the run, unless it has ended (it may still be in a
+        source read, after which it stops)."""
+        run = self._run
+        if run is not None:
+            run.stop.set()
+            if wait:
+                run.join()
         if self._forming is not None:  # before another reads the stream
             self._forming.stop()
+        return run if run is not None and run.alive else None
 
     def _release(self) -> None:
         lock, self._lock = self._lock, contextlib.nullcontext()
@@ -501,12 +525,42 @@ class _Run:
     """One thread making samples arrive: a batch's samples, encoded by the
     pool in parallel, are laid out in their order; then the next batch."""
 
-    def __init__(self, first: FirstEpoch, batches: list[np.ndarray], rest: bool) -> None:
+    def __init__(self, first: FirstEpoch, batches: list[np.ndarray], rest: bool, after: _Run | None = None) -> None:
         self.first, self.batches, self.rest = first, batches, rest
+        self.after = after
+        """The stopped run before this one, which may still be in a source
+        read: this one reads nothing before it has ended."""
         self.ready: list[Future[int]] = [Future() for _ in batches]
         self.stop = threading.Event()
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._main, name="slipstream-first-epoch", daemon=True)
+
+    @property
+    def alive(self) -> bool:
+        """Whether this run, or one before it, has not ended."""
+        after = self.after  # None once joined, by another thread too
+        return self.thread.is_alive() or (after is not None and after.alive)
+
+    def join(self) -> None:
+        """Wait until this run and those before it have ended."""
+        self.thread.join()
+        self._join_after()
+
+    def _join_after(self) -> None:
+        after = self.after
+        if after is not None:
+            after.join()
+            self.after = None
+
+    def _unarrived(self, indices: Iterable[int], anew: bool) -> list[int]:
+        """Of ``indices``, those to read, once the run before has ended
+        (it may lay out the samples it read when stopped)."""
+        arrived = self.first.file.arrived
+        todo = [i for i in indices if anew or not arrived[i]]
+        if todo and self.after is not None:  # what arrived only grows: none to read stays none
+            self._join_after()
+            todo = [i for i in todo if anew or not arrived[i]]
+        return todo
 
     def _main(self) -> None:
         file = self.first.file
@@ -515,10 +569,10 @@ class _Run:
             for batch, ready in zip(self.batches, self.ready):
                 file.wait_for_room(self.stop)  # in memory, a few batches ahead of those done at most
                 # dict.fromkeys: once each, in order (repeated augmentation repeats samples within a batch).
-                self.first.arrive([i for i in dict.fromkeys(batch.tolist()) if anew or not file.arrived[i]],
-                                  self.stop)
+                self.first.arrive(self._unarrived(dict.fromkeys(batch.tolist()), anew), self.stop)
                 ready.set_result(file.arrivals)
             if self.rest:
+                self._join_after()
                 self.first.arrive(np.flatnonzero(~file.arrived).tolist(), self.stop)
         except BaseException as exc:
             self.error = exc

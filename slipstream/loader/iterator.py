@@ -122,9 +122,10 @@ class EpochPlan:
         draws: the draw identities of each batch of ``batches``, what the
             random operations draw from, under repeated augmentation; None
             (default): the indices themselves.
-        stop_batches: for ``batches`` formed by a thread of their own, what
-            stops it (without waiting for it) when the iterator closes, so
-            that the loader thread waiting for a batch stops waiting.
+        stop_batches: what makes the loader thread stop waiting for a
+            batch (without waiting for anything) when the iterator closes:
+            for ``batches`` formed by a thread of their own, what stops it;
+            in a first epoch, what stops the wait for samples to arrive.
     """
 
     epoch: int
@@ -225,10 +226,12 @@ class EpochIterator:
 
     def close(self) -> None:
         """Stop the thread and wait for it (idempotent)."""
+        # Once only: closed again (by __del__) when the loader runs another epoch, it would stop that one's wait.
+        stop_batches = None if self._done else self.plan.stop_batches
         self._done = True
         self._stop.set()
-        if self.plan.stop_batches is not None:
-            self.plan.stop_batches()
+        if stop_batches is not None:
+            stop_batches()
         if threading.current_thread() is self._thread:
             return
         while self._thread.is_alive():

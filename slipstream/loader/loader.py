@@ -21,6 +21,7 @@ from slipstream.errors import ArgumentError, CacheWarning, NativeMemoryError, Sl
 from slipstream.fields.decoders import DecodeSource, IncompleteTables
 from slipstream.format import Reader
 from slipstream.format import layout as L
+from slipstream.format.arriving import ArrivalStager
 from slipstream.loader import orders, resume
 from slipstream.loader.iterator import EpochIterator, EpochPlan, FailureLog
 from slipstream.loader.options import GROUPS, LoaderOptions, Memory, Order, Sharding, unknown_keyword
@@ -465,6 +466,8 @@ class Loader:
             batches: Any = formed
             stop_batches = functools.partial(formed.stop, wait=False)
         else:
+            if isinstance(self.memory, ArrivalStager):  # epoch 0: a batch may wait for a source read that stalls
+                stop_batches = self.memory.stop_waiting
             draws = orders.batches(self.epoch_draws(self._epoch), self.batch_size, self.drop_last)
             batches = tuple(orders.sample_of(b) for b in draws[start:]) if repeated else tuple(draws[start:])
         plan = EpochPlan(epoch=self._epoch, batches=batches, first_batch=start, stop_batches=stop_batches,
