@@ -169,6 +169,17 @@ def test_subsets_and_drop_last(dataset, order, device):
     assert set(i for b in batches for i in b) <= set(subset.tolist())
 
 
+def test_indices_that_are_not_integers_are_refused(dataset):
+    path, _ = dataset
+    labels = np.arange(203)
+    for indices, kind in [(labels % 2 == 0, "bool"), ([1.5, 2.5], "float64"), (["3", "4"], "<U1"),
+                          ([2**70], "object")]:
+        with pytest.raises(ss.ArgumentError, match=rf"indices must be integer dataset indices.*{kind}"):
+            ss.Loader(path, 10, indices=indices)
+    for indices in ([], np.array([4, 2], np.uint8), torch.tensor([5, 1]), [[1, 2], [3, 4]]):
+        assert ss.Loader(path, 10, indices=indices).indices.tolist() == np.asarray(indices).reshape(-1).tolist()
+
+
 def test_quasi_random_keeps_consecutive_samples_within_a_window_of_pages(dataset):
     path, _ = dataset
     loader = ss.Loader(path, 16, order=ss.Order("quasi_random", window_pages=2))

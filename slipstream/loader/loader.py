@@ -147,7 +147,7 @@ class Loader:
             dataset, in every download of it) fails too.
             A dataset file changed, truncated or removed under the loader
             raises :class:`FormatError` naming it, whatever the policy.
-        indices: the dataset indices to load (default: all).
+        indices: the dataset indices to load, integers (default: all).
         num_threads: threads of the compiled pipelines (default: Numba's).
         cache_dir: for a source, the folder its dataset file is kept in,
             under the name :func:`slipstream.cached` gives it (default:
@@ -347,7 +347,13 @@ class Loader:
         n = len(self.reader)
         if indices is None:
             return np.arange(n, dtype=np.int64)
-        chosen = np.asarray(indices, dtype=np.int64).reshape(-1)
+        given = np.asarray(indices)
+        if given.size and given.dtype.kind not in "iu":
+            # A boolean mask would become the indices 0 and 1, floats would be cut to integers.
+            mask = " (for a boolean mask, pass np.flatnonzero(mask))" if given.dtype.kind == "b" else ""
+            raise ArgumentError(f"indices must be integer dataset indices in [0, {n}) for {self.reader.path}, "
+                                f"got an array of {given.dtype}{mask}")
+        chosen = given.astype(np.int64).reshape(-1)
         if chosen.size and (chosen.min() < 0 or chosen.max() >= n):
             raise ArgumentError(f"indices must lie in [0, {n}) for {self.reader.path}")
         return chosen
