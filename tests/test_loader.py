@@ -155,6 +155,29 @@ def test_each_index_once_per_epoch_and_epochs_differ(dataset, order, device):
     assert labels_of(loader) == first  # epochs are a function of (seed, epoch)
 
 
+def test_set_epoch_takes_the_epochs_a_state_can_hold(dataset):
+    """An epoch is an integer in [0, 2**63 - 1]: what state_dict() records
+    and load_state_dict() takes back."""
+    path, _ = dataset
+    loader = ss.Loader(path, 16, {"image": None}, order=ss.Order("random", seed=3))
+    for epoch, message in [(-1, "epoch must be a non-negative integer, got -1"),
+                           (2.7, "epoch must be a non-negative integer, got 2.7"),
+                           (True, "epoch must be a non-negative integer, got True"),
+                           (2**63, f"epoch must be at most {2**63 - 1}, got {2**63}")]:
+        with pytest.raises(ss.ArgumentError, match=message):
+            loader.set_epoch(epoch)
+        assert loader.epoch == 0
+    loader.set_epoch(np.int64(2**63 - 1))
+    assert type(loader.epoch) is int
+    iterator = iter(loader)
+    first = next(iterator)[0].tolist()
+    resumed = ss.Loader(path, 16, {"image": None}, order=ss.Order("random", seed=3))
+    resumed.load_state_dict(loader.state_dict())
+    iterator.close()
+    loader.set_epoch(2**63 - 1)
+    assert [b[0].tolist() for b in resumed] == [b[0].tolist() for b in loader][1:] and first
+
+
 @pytest.mark.parametrize("order", ORDERS)
 def test_subsets_and_drop_last(dataset, order, device):
     path, _ = dataset

@@ -24,7 +24,7 @@ from slipstream.format import layout as L
 from slipstream.format.arriving import ArrivalStager
 from slipstream.loader import orders, resume
 from slipstream.loader.iterator import EpochIterator, EpochPlan, FailureLog
-from slipstream.loader.options import GROUPS, LoaderOptions, Memory, Order, Sharding, unknown_keyword
+from slipstream.loader.options import GROUPS, LoaderOptions, Memory, Order, Sharding, _integer, unknown_keyword
 from slipstream.loader.outputs import resolve_outputs
 from slipstream.format.remote import Remote
 from slipstream.format.sharded import open_dataset
@@ -435,8 +435,16 @@ class Loader:
         return orders.batch_count(per_rank, self.batch_size, self.drop_last)
 
     def set_epoch(self, epoch: int) -> None:
-        """Make the next ``iter()`` run epoch ``epoch`` from its start."""
-        self._epoch, self._resume_at, self._segments = int(epoch), 0, []
+        """Make the next ``iter()`` run epoch ``epoch`` from its start.
+
+        Raises:
+            ArgumentError: ``epoch`` is not an integer in ``[0, 2**63 - 1]``
+                (the epochs a state records).
+        """
+        number = _integer(epoch, "epoch", 0)
+        if number > resume.MAX_EPOCH:
+            raise ArgumentError(f"epoch must be at most {resume.MAX_EPOCH}, got {epoch}")
+        self._epoch, self._resume_at, self._segments = number, 0, []
 
     @property
     def epoch(self) -> int:
