@@ -132,6 +132,16 @@ def test_the_loader_keeps_its_messages(dataset):
         ss.Loader(dataset, 16, shuffle=True)
 
 
+def test_batch_size_is_a_positive_integer(dataset):
+    """As torch's BatchSampler: no bool, no float, nothing below 1; NumPy integers are integers."""
+    for size in (0, -1, True, False, 2.0, "8", None):
+        with pytest.raises(ss.ArgumentError, match=rf"batch_size must be a positive integer, got {size!r}"):
+            ss.Loader(dataset, size, {"image": None})
+    loader = ss.Loader(dataset, np.int64(10), {"image": None})
+    assert type(loader.batch_size) is int and len(loader) == 10
+    assert [len(labels) for (labels,) in loader] == [10] * 9 + [7]
+
+
 def test_the_options_rebuild_an_equal_loader_and_its_state_dict_is_unchanged(dataset):
     loader = ss.Loader(dataset, 16, order=ss.Order("random", seed=4), sharding=ss.Sharding(drop_last=True))
     assert isinstance(loader.options, LoaderOptions)

@@ -179,8 +179,7 @@ class Loader:
                  cache_dir: str | os.PathLike | None = None, **unknown: Any) -> None:
         if unknown:  # another loader's keyword (or one of an earlier release): say what to pass instead
             raise ArgumentError(unknown_keyword(next(iter(unknown))))
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ArgumentError(f"batch_size must be a positive integer, got {batch_size!r}")
+        batch_size = _integer(batch_size, "batch_size", 1)
         order, sharding, memory = _option_groups(order, sharding, memory)
         if on_error not in ON_ERROR:
             raise ArgumentError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
