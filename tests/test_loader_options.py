@@ -81,6 +81,11 @@ def test_sharding_resolves_ranks():
     assert ss.Sharding(False, rank=1, world_size=3).resolve() == ss.Sharding(False, 0, 1)
     with pytest.raises(ss.ArgumentError, match="distributed=True needs torch.distributed initialised"):
         ss.Sharding(distributed=True).resolve()
+    # One of rank and world_size, without torch.distributed to give the other: not every rank loading everything.
+    with pytest.raises(ss.ArgumentError, match="rank=1 without world_size needs torch.distributed initialised"):
+        ss.Sharding(rank=1).resolve()
+    with pytest.raises(ss.ArgumentError, match="world_size=4 without rank needs torch.distributed initialised"):
+        ss.Sharding(world_size=4, drop_last=True).resolve()
 
 
 # ---------------------------------------------------------------- the loader

@@ -138,11 +138,12 @@ class Sharding:
 
     Attributes:
         distributed: shard among ranks.  ``None`` (default): when ``rank``
-            and ``world_size`` are given, or when ``torch.distributed`` is
+            or ``world_size`` is given, or when ``torch.distributed`` is
             initialised with more than one process.  ``False``: every rank
             loads everything.
         rank, world_size: this process's rank and the number of ranks
-            (default: ``torch.distributed``'s).
+            (default: ``torch.distributed``'s; one given without the other
+            needs it initialised).
         drop_last: drop the last, incomplete batch, and the samples that do
             not divide evenly among the ranks (by default they are padded by
             repeating the first samples of the order, as torch's
@@ -175,13 +176,18 @@ class Sharding:
         initialized = dist.is_available() and dist.is_initialized()
         distributed = self.distributed
         if distributed is None:
-            given = self.rank is not None and self.world_size is not None
+            given = self.rank is not None or self.world_size is not None
             distributed = given or (initialized and dist.get_world_size() > 1)
         if not distributed:
             return dataclasses.replace(self, distributed=False, rank=0, world_size=1)
         rank, world_size = self.rank, self.world_size
         if rank is None or world_size is None:
             if not initialized:
+                if self.distributed is None:  # one of the two given: the other is torch.distributed's
+                    name, value, other = ("rank", rank, "world_size") if rank is not None else \
+                        ("world_size", world_size, "rank")
+                    raise ArgumentError(f"{name}={value} without {other} needs torch.distributed initialised: "
+                                        f"pass both rank and world_size, or neither")
                 raise ArgumentError("distributed=True needs torch.distributed initialised, or rank and world_size")
             rank = dist.get_rank() if rank is None else rank
             world_size = dist.get_world_size() if world_size is None else world_size
