@@ -178,6 +178,24 @@ def test_set_epoch_takes_the_epochs_a_state_can_hold(dataset):
     assert [b[0].tolist() for b in resumed] == [b[0].tolist() for b in loader][1:] and first
 
 
+@pytest.mark.parametrize("order", ["random", "quasi_random"])
+def test_seeds_are_64_bit_integers_as_torch_takes_them(dataset, order):
+    """Seeds in [-2**63, 2**64 - 1] (torch.manual_seed's range; a negative
+    seed is its two's complement, as the random operations take it): other
+    seeds give other orders, and a seed beyond the range is refused rather
+    than wrapped onto another."""
+    path, _ = dataset
+    def samples(seed):
+        return ss.Loader(path, 16, {"image": None}, order=ss.Order(order, seed=seed)).epoch_samples(0).tolist()
+
+    assert samples(-1) == samples(2**64 - 1)
+    assert samples(-1) != samples(2**63 - 1) and samples(0) != samples(2**63) and samples(-2**63) != samples(0)
+    for seed in (2**64, -2**63 - 1):
+        with pytest.raises(ss.ArgumentError, match=rf"seed must be an integer in \[{-2**63}, {2**64 - 1}\], "
+                                                   rf"got {seed}"):
+            ss.Order(order, seed=seed)
+
+
 @pytest.mark.parametrize("order", ORDERS)
 def test_subsets_and_drop_last(dataset, order, device):
     path, _ = dataset

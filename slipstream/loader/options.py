@@ -27,15 +27,18 @@ from slipstream.errors import ArgumentError
 from slipstream.loader.orders import DEFAULT_SELECTED_ROUND, DEFAULT_WINDOW_PAGES, MAX_REPEATS, ORDERS
 
 
-def _integer(value: Any, name: str, least: int) -> int:
-    """``value`` as an int of at least ``least`` (numpy integers included; no bools, no floats)."""
+def _integer(value: Any, name: str, least: int, most: int | None = None) -> int:
+    """``value`` as an int of at least ``least`` and at most ``most`` (numpy
+    integers included; no bools, no floats)."""
     try:
         number = operator.index(value)
     except TypeError:
         number = None
-    if number is None or isinstance(value, bool) or number < least:
-        kind = {0: "a non-negative integer", 1: "a positive integer"}.get(least, "an integer")
+    kind = {0: "a non-negative integer", 1: "a positive integer"}.get(least, "an integer")
+    if number is None or isinstance(value, bool) or (number < least and most is None):
         raise ArgumentError(f"{name} must be {kind}, got {value!r}")
+    if most is not None and not least <= number <= most:
+        raise ArgumentError(f"{name} must be an integer in [{least}, {most}], got {value!r}")
     return int(number)
 
 
@@ -58,7 +61,9 @@ class Order:
             samples within windows of ``window_pages`` pages: bounded
             memory when the file is not mapped).
         seed: seed of the order and of every random operation of the
-            pipelines.
+            pipelines: an integer in ``[-2**63, 2**64 - 1]`` (torch's
+            ``manual_seed`` range), a negative one standing for its 64-bit
+            two's complement (``-1`` is ``2**64 - 1``).
         window_pages: pages shuffled together by ``"quasi_random"``.
         repeats: repeated augmentation: each sample ``repeats`` times in a
             row of the epoch order, each copy with its own random draws in
@@ -106,7 +111,7 @@ class Order:
     def __post_init__(self) -> None:
         if self.kind not in ORDERS:
             raise ArgumentError(f"order must be one of {ORDERS}, got {self.kind!r}{_order_spelling(self.kind)}")
-        object.__setattr__(self, "seed", _integer(self.seed, "seed", -2**63))
+        object.__setattr__(self, "seed", _integer(self.seed, "seed", -2**63, 2**64 - 1))
         object.__setattr__(self, "window_pages", _integer(self.window_pages, "window_pages", 1))
         object.__setattr__(self, "repeats", _integer(self.repeats, "repeats", 1))
         if self.repeats > MAX_REPEATS:

@@ -55,7 +55,7 @@ _INDEX_MASK = (1 << COPY_SHIFT) - 1
 
 
 def _generator(seed: int, epoch: int, stream: int) -> np.random.Generator:
-    return np.random.Generator(np.random.PCG64([seed % 2**63, epoch % 2**63, stream, 0x51495053]))
+    return np.random.Generator(np.random.PCG64([seed % 2**64, epoch % 2**63, stream, 0x51495053]))
 
 
 def epoch_order(order: str, indices: np.ndarray, pages: np.ndarray | None, seed: int, epoch: int,
