@@ -305,6 +305,41 @@ def test_repeated_indices_are_each_handed_out_once_across_an_elastic_resume(data
     assert sorted(given + rest) == sorted(twice)
 
 
+def test_a_state_taken_after_the_loop_is_left_resumes_where_it_stopped(dataset):
+    """A ``break``, or an exception (a preemption) caught outside the loop,
+    drops the iterator: the state still says where it stopped, as torchdata's
+    StatefulDataLoader's does, until the loader moves (another ``iter()``,
+    ``set_epoch``, ``load_state_dict``)."""
+    whole = take(loader(dataset))[0]
+
+    def left_by_break(source):
+        for k, _ in enumerate(source):
+            if k == 2:
+                break
+
+    def left_by_exception(source):
+        try:
+            for k, _ in enumerate(source):
+                if k == 2:
+                    raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            pass
+
+    for leave in (left_by_break, left_by_exception):
+        stopped = loader(dataset)
+        leave(stopped)
+        state = stopped.state_dict()
+        assert (state["epoch"], state["batch"]) == (0, 3)
+        resumed = loader(dataset)
+        resumed.load_state_dict(state)
+        assert take(resumed)[0] == whole[3 * BATCH:]
+        stopped.set_epoch(0)
+        assert stopped.state_dict()["batch"] == 0
+    again = loader(dataset)
+    left_by_break(again)
+    assert take(again, 1) == (whole[:BATCH], dict(state, batch=1))  # the loader's own next iter() starts over
+
+
 def test_a_running_epoch_goes_on_unchanged_after_a_refused_state(dataset, state):
     running = loader(dataset)
     iterator = iter(running)

@@ -14,7 +14,8 @@ iterator the user drops (``break``) is collected and stops its thread.
 
 The loader's side: it builds an :class:`EpochPlan` (frozen: the batches and
 the parts that make them) per epoch, and learns that the epoch ended through
-the ``on_end`` callback it gives; it reads the iterator's ``position`` and
+the ``on_end`` callback it gives, and where an iteration stopped before its
+end through the plan's ``on_stop``; it reads the iterator's ``position`` and
 ``closed``.  Neither reads the other's private attributes, and an iterator
 runs from a plan without any loader.
 """
@@ -126,6 +127,9 @@ class EpochPlan:
             batch (without waiting for anything) when the iterator closes:
             for ``batches`` formed by a thread of their own, what stops it;
             in a first epoch, what stops the wait for samples to arrive.
+        on_stop: called with the iterator's ``position`` when it closes
+            before its epoch's end (closed, dropped after a ``break`` or an
+            exception, or failed), once.
     """
 
     epoch: int
@@ -144,6 +148,7 @@ class EpochPlan:
     batches_ahead: int
     draws: tuple[np.ndarray, ...] | None = None
     stop_batches: Callable[[], None] | None = None
+    on_stop: Callable[[int], None] | None = None
 
 
 class EpochIterator:
@@ -198,6 +203,7 @@ class EpochIterator:
             self.position += 1
             item = self._take()
         if item is _END:
+            self._done = True  # the epoch's end: not stopped before it
             self.close()
             if self._on_end is not None:
                 self._on_end(self)
@@ -227,11 +233,12 @@ class EpochIterator:
     def close(self) -> None:
         """Stop the thread and wait for it (idempotent)."""
         # Once only: closed again (by __del__) when the loader runs another epoch, it would stop that one's wait.
-        stop_batches = None if self._done else self.plan.stop_batches
-        self._done = True
+        first, self._done = not self._done, True
         self._stop.set()
-        if stop_batches is not None:
-            stop_batches()
+        if first and self.plan.stop_batches is not None:
+            self.plan.stop_batches()
+        if first and self.plan.on_stop is not None:
+            self.plan.on_stop(self.position)
         if threading.current_thread() is self._thread:
             return
         while self._thread.is_alive():

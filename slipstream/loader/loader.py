@@ -238,6 +238,8 @@ class Loader:
         self._pages = self._file_pages()
         self._epoch, self._resume_at = 0, 0
         self._segments: list[tuple[int, list[int]]] = []  # earlier runs of this epoch on other world sizes
+        self._left: int | None = None  # where the last iteration of this epoch stopped before its end
+        self._iteration = 0  # counts iterations started, so that an earlier one stopping later is not recorded
         self._taken_over: dict[str, str] | None = None  # the dataset and indices a state names, once computed
         self._iterator: weakref.ref | None = None  # weak: a dropped iterator stops its thread
 
@@ -443,7 +445,14 @@ class Loader:
         number = _integer(epoch, "epoch", 0)
         if number > resume.MAX_EPOCH:
             raise ArgumentError(f"epoch must be at most {resume.MAX_EPOCH}, got {epoch}")
-        self._epoch, self._resume_at, self._segments = number, 0, []
+        self._go_to(number, 0, [])
+
+    def _go_to(self, epoch: int, batch: int, segments: list[tuple[int, list[int]]]) -> None:
+        """Make the next ``iter()`` run ``epoch`` from ``batch`` (after the
+        runs ``segments``); where an earlier iteration stopped no longer
+        counts."""
+        self._epoch, self._resume_at, self._segments = epoch, batch, segments
+        self._left, self._iteration = None, self._iteration + 1
 
     @property
     def epoch(self) -> int:
@@ -468,7 +477,8 @@ class Loader:
             # Epoch 0 again after a Ctrl-C at the start of epoch 1 reads the file too: it is completed already.
             self._switch_to_file()
         self.reader.verify()  # planning an epoch reads the file's tables: not from a changed file
-        start, self._resume_at = self._resume_at, 0
+        start = self._resume_at
+        self._go_to(self._epoch, 0, self._segments)
         repeated = self.repeats > 1
         stop_batches = None
         if self._forming():
@@ -487,7 +497,8 @@ class Loader:
                          pipeline=self.compiled, memory=self.memory, source=self.source, reader=self.reader,
                          names=tuple(self.output_names), as_dict=self.as_dict, device=self.device,
                          num_threads=self.num_threads, on_error=self.on_error, failures=self.failure_log,
-                         batches_ahead=self.batches_ahead, draws=tuple(draws[start:]) if repeated else None)
+                         batches_ahead=self.batches_ahead, draws=tuple(draws[start:]) if repeated else None,
+                         on_stop=functools.partial(self._stopped, self._iteration))
         iterator = EpochIterator(plan, on_end=self._epoch_finished)
         self._iterator = weakref.ref(iterator)
         return iterator
@@ -509,18 +520,31 @@ class Loader:
     def _epoch_finished(self, iterator: EpochIterator) -> None:
         self.failure_log.warn(self.reader.path, iterator.epoch, self.on_error)
         if iterator is self._running():
-            self._epoch += 1
-            self._segments = []
+            self._go_to(self._epoch + 1, 0, [])
             self._iterator = None
+
+    def _stopped(self, iteration: int, position: int) -> None:
+        """Iteration ``iteration`` stopped before its epoch's end, ``position``
+        batches into it: where ``state_dict()`` says the loader is, if it is
+        the last one started and nothing moved the loader since."""
+        if iteration == self._iteration:
+            self._left = position
 
     def state_dict(self) -> dict[str, Any]:
         """Where the loader is: load it into a fresh loader (same dataset,
         indices, order, seed, batch size and ``drop_last``) to continue with
         exactly the batches that would have come next, on the same number of
-        ranks or another (see :meth:`load_state_dict`).  A plain dict of
+        ranks or another (see :meth:`load_state_dict`).  After an iteration
+        left early (a ``break``, an exception out of the loop), where it
+        stopped, as torchdata's ``StatefulDataLoader`` says, until the
+        loader moves (``iter()``, which starts that epoch again,
+        ``set_epoch`` or ``load_state_dict``).  A plain dict of
         ints, strings and lists (see :mod:`slipstream.loader.resume`)."""
         running = self._running()
-        batch = running.position if running is not None and not running.closed else self._resume_at
+        if running is not None and not running.closed:
+            batch = running.position
+        else:
+            batch = self._resume_at if self._left is None else self._left
         return {"epoch": self._epoch, "batch": int(batch), "world_size": self.world_size, "rank": self.rank,
                 "segments": [[w, list(p)] for w, p in self._segments], **self._identity()}
 
@@ -621,7 +645,7 @@ class Loader:
         point = resume.resume_point(saved, order, self.world_size, self.batch_size, self.drop_last,
                                     self._strided(first.epoch, epoch0))
         self._stop_iterator()
-        self._epoch, self._resume_at, self._segments = point.epoch, point.batch, point.segments
+        self._go_to(point.epoch, point.batch, point.segments)
         self._epoch0 = epoch0
 
     def _resume_forming(self, given: list[Mapping[str, Any]], uncounted: str) -> bool:
@@ -640,7 +664,7 @@ class Loader:
                                 f"but epoch 0 streams from a source that does not say how many samples it holds "
                                 f"on one rank only")
         self._stop_iterator()
-        self._epoch, self._resume_at, self._segments = 0, saved.batch, []
+        self._go_to(0, saved.batch, [])
         return True
 
     def _check_without_length(self, given: list[Mapping[str, Any]]) -> None:
