@@ -133,3 +133,27 @@ def test_damaged_beton_files(betons, tmp_path):
         ss.Reader(tmp_path / "custom.beton")
     with pytest.raises(ss.ArgumentError, match="has no page checksums"):
         ss.Reader(betons["images.beton"], verify_pages=True)
+
+
+def _with_descriptor(data: bytes, field: int, start: int, value: bytes) -> bytes:
+    """``data`` with the bytes at ``start`` of field descriptor ``field`` replaced by ``value``."""
+    changed = bytearray(data)
+    at = 24 + 1041 * field + start
+    changed[at:at + len(value)] = value
+    return bytes(changed)
+
+
+def test_inconsistent_beton_descriptors_are_refused_naming_the_file_and_field(betons, tmp_path):
+    data = betons["basic.beton"].read_bytes()  # fields label, value, arr_f32 (float32, (3, 4)), ...
+    dtype = b'[["", "|O"]]'
+    cases = {
+        "repeated": (_with_descriptor(data, 1, 1, b"label".ljust(16, b"\0")), "field 1 has an empty or repeated "
+                                                                              "name 'label'"),
+        "empty": (_with_descriptor(data, 0, 1, bytes(16)), "field 0 has an empty or repeated name ''"),
+        "object": (_with_descriptor(data, 2, 17 + 256, len(dtype).to_bytes(8, "little") + dtype),
+                   "field 'arr_f32' .*NDArrayField needs a fixed-size dtype, got object"),
+    }
+    for name, (changed, problem) in cases.items():
+        (tmp_path / f"{name}.beton").write_bytes(changed)
+        with pytest.raises(ss.FormatError, match=f"{name}.beton: {problem}"):
+            ss.Reader(tmp_path / f"{name}.beton")

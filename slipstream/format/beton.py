@@ -29,7 +29,7 @@ import numpy as np
 from slipstream.errors import FormatError
 from slipstream.format import layout as L
 from slipstream.fields import registry
-from slipstream.format.tables import Tables, format_error, stores_data
+from slipstream.format.tables import Tables, field_from_arguments, format_error, stores_data
 
 HEADER = np.dtype([("version", "<u2"), ("num_fields", "<u2"), ("page_size", "<u4"), ("num_samples", "<u8"),
                    ("alloc_table_ptr", "<u8")])
@@ -104,7 +104,9 @@ class _BetonParser:
         raw = self.data[HEADER.itemsize:descriptors_end].view(DESCRIPTOR)
         kinds = [int(d["type_id"]) for d in raw]
         names = [bytes(d["name"]).split(b"\0")[0].decode("ascii", "replace") for d in raw]
-        for name, kind in zip(names, kinds):
+        for k, (name, kind) in enumerate(zip(names, kinds)):
+            if not name or name in names[:k]:
+                raise self.fail(f"field {k} has an empty or repeated name {name!r}")
             if kind not in METADATA:
                 raise self.fail(f"field {name!r} has FFCV type id {kind}, a custom FFCV field slipstream cannot "
                                 f"read (it reads {', '.join(NAMES.values())})")
@@ -124,7 +126,8 @@ class _BetonParser:
         descriptors, fields, columns = [], {}, []
         for name, kind, descriptor in zip(names, kinds, raw):
             arguments = self._arguments(name, kind, bytes(descriptor["arguments"]))
-            field = fields[name] = registry.lookup(SLIPSTREAM_TYPE[kind]).from_arguments(arguments)
+            field = fields[name] = field_from_arguments(self.path, name, registry.lookup(SLIPSTREAM_TYPE[kind]),
+                                                        arguments)
             descriptors.append(L.FieldDescriptor(field.type_id, name, arguments, L.record_spec(field.record_dtype())))
             columns.append(self._records(name, kind, field, ffcv_metadata[name], ffcv_allocations))
         metadata = np.zeros(count, L.metadata_dtype(descriptors))

@@ -136,15 +136,24 @@ def _field(path: str | os.PathLike, descriptor: L.FieldDescriptor) -> Any:
     cls = registry.lookup(descriptor.type_id)
     if cls is None:
         return UnknownField(descriptor)
-    try:
-        field = cls.from_arguments(descriptor.arguments)
-    except (TypeError, ValueError, KeyError, AttributeError) as exc:
-        raise format_error(path, f"field {descriptor.name!r} ({cls.__name__}) has bad arguments "
-                                 f"{descriptor.arguments!r}: {exc}") from None
+    field = field_from_arguments(path, descriptor.name, cls, descriptor.arguments)
     if field.record_dtype() != descriptor.record_dtype:
         raise format_error(path, f"field {descriptor.name!r} ({cls.__name__}) has records of "
                                  f"{descriptor.record_dtype}, not {field.record_dtype()}")
     return field
+
+
+def field_from_arguments(path: str | os.PathLike, name: str, cls: type, arguments: dict[str, Any]) -> Any:
+    """The field ``cls`` that the file ``path`` describes with ``arguments``
+    for its field ``name``.
+
+    Raises:
+        FormatError: the arguments do not fit the class, naming the file and the field.
+    """
+    try:
+        return cls.from_arguments(arguments)
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise format_error(path, f"field {name!r} ({cls.__name__}) has bad arguments {arguments!r}: {exc}") from None
 
 
 def stores_data(descriptor: L.FieldDescriptor) -> bool:
