@@ -157,3 +157,14 @@ def test_inconsistent_beton_descriptors_are_refused_naming_the_file_and_field(be
         (tmp_path / f"{name}.beton").write_bytes(changed)
         with pytest.raises(ss.FormatError, match=f"{name}.beton: {problem}"):
             ss.Reader(tmp_path / f"{name}.beton")
+
+
+def test_an_array_shape_too_large_for_any_file_is_refused_when_opened(betons, tmp_path):
+    # (2**62 + 3) * 4 float32 values wrap around 2**64 to the 48 bytes arr_f32's (3, 4) values hold.
+    shape = ((2**62 + 3).to_bytes(8, "little") + (4).to_bytes(8, "little"))
+    (tmp_path / "huge.beton").write_bytes(_with_descriptor(betons["basic.beton"].read_bytes(), 2, 17, shape))
+    with pytest.raises(ss.FormatError, match=r"huge.beton: field 'arr_f32' .*shape \(4611686018427387907, 4\) "
+                                             r"would hold 73786976294838206512 bytes"):
+        ss.Reader(tmp_path / "huge.beton")
+    with pytest.raises(ValueError, match=r"RaggedField inner_shape \(4294967296, 4294967296\) would hold"):
+        ss.RaggedField(np.uint8, (2**32, 2**32))

@@ -25,6 +25,26 @@ from slipstream.fields import registry
 from slipstream.errors import ArgumentError
 
 
+MAX_VALUE_BYTES = np.iinfo(np.int64).max
+"""The most bytes one stored value may hold."""
+
+
+def array_bytes(what: str, dtype: np.dtype, shape: tuple[int, ...]) -> int:
+    """The bytes of an array of ``dtype`` and ``shape``, which ``what`` (a
+    field and the name of its shape argument) describes.
+
+    Raises:
+        ValueError: they pass :data:`MAX_VALUE_BYTES` (a shape no file can hold).
+    """
+    nbytes = dtype.itemsize
+    for size in shape:
+        nbytes *= size
+    if nbytes > MAX_VALUE_BYTES:
+        raise ValueError(f"{what} {shape} would hold {nbytes} bytes of {dtype}, more than any value can "
+                         f"({MAX_VALUE_BYTES})")
+    return nbytes
+
+
 @dataclasses.dataclass(frozen=True)
 class Encoded:
     """A value as it is written: ``record`` fills the field's part of the

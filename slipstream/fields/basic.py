@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from slipstream.fields.base import Encoded, Field
+from slipstream.fields.base import Encoded, Field, array_bytes
 
 DATA_RECORD = np.dtype([("offset", "<u8"), ("size", "<u8")])
 """Record of a field whose values are bytes in the pages: where they are."""
@@ -79,6 +79,7 @@ class NDArrayField(Field, type_id=4):
         shape = (int(self.shape),) if isinstance(self.shape, (int, np.integer)) else tuple(int(s) for s in self.shape)
         if any(s < 0 for s in shape):
             raise ValueError(f"NDArrayField shape {shape} has a negative dimension")
+        array_bytes("NDArrayField shape", dtype, shape)
         object.__setattr__(self, "dtype", dtype.newbyteorder("<") if dtype.byteorder == ">" else dtype)
         object.__setattr__(self, "shape", shape)
 

@@ -23,7 +23,7 @@ from numba import uint64
 
 from slipstream.compiler import Allocation, Decoder, State
 from slipstream.errors import ArgumentError
-from slipstream.fields.base import Encoded, Field
+from slipstream.fields.base import Encoded, Field, array_bytes
 
 COUNT = "count"
 """The name of the output that holds each sample's number of rows."""
@@ -51,6 +51,7 @@ class RaggedField(Field, type_id=7):
         shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
         if any(s < 1 for s in shape):
             raise ValueError(f"RaggedField inner_shape {shape} has a dimension below 1")
+        array_bytes("RaggedField inner_shape", dtype, shape)
         object.__setattr__(self, "dtype", dtype.newbyteorder("<") if dtype.byteorder == ">" else dtype)
         object.__setattr__(self, "inner_shape", shape)
 
