@@ -20,6 +20,7 @@ import pytest
 
 import jpeg_corpus
 import slipstream as ss
+from slipstream.format import layout as L
 from slipstream.format import manifest as M
 from test_distributed import free_port
 
@@ -350,6 +351,22 @@ def test_a_deleted_shard_is_named_before_the_first_batch(s3_server, tmp_path):
     obstore.delete(store, f"deleted/{manifest.shards[2].name}")
     with pytest.raises(ss.DatasetNotFoundError, match=f"shard {manifest.shards[2].name} is missing"):
         ss.Loader("s3://test/deleted", 8, remote=remote(s3_server, tmp_path), verbose=False)
+
+
+def test_a_shard_header_damaged_in_the_bucket_is_named_from_its_first_bytes(s3_server, s3_proxy, remote_dataset,
+                                                                           tmp_path):
+    import obstore
+
+    store, manifest = copy_dataset(s3_server, "header")
+    shard = manifest.shards[0]
+    data = bytearray(bytes(obstore.get(store, f"header/{shard.name}").bytes()))
+    start = L.HEADER_DTYPE.fields["descriptors_offset"][1]
+    data[start:start + 8] = bytes(8)  # the tables would start at byte 0: the whole shard
+    obstore.put(store, f"header/{shard.name}", bytes(data))
+    with pytest.raises(ss.FormatError, match=f"header/{shard.name}: header checksum mismatch"):
+        ss.open_dataset("s3://test/header", remote=remote(s3_server, tmp_path, s3_proxy.endpoint))
+    ranges = [r.range for r in s3_proxy.requests if r.path.endswith(shard.name)]
+    assert ranges == [f"bytes=0-{L.HEADER_DTYPE.itemsize - 1}"]  # its header, not the shard
 
 
 def test_a_manifest_that_disagrees_with_its_shards(s3_server, tmp_path):

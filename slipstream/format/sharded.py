@@ -54,10 +54,11 @@ class RemoteShard(Reader):
         self._size = size
         self.storage = None  # type: ignore[assignment]
         head = np.frombuffer(head, np.uint8)[:L.HEADER_DTYPE.itemsize]
-        start = size
+        start = size  # a header that fails its checksum says nothing of where the tables are: none are read
         if head.size == L.HEADER_DTYPE.itemsize:
             header = np.frombuffer(head, L.HEADER_DTYPE, 1)[0]
-            start = min(size, int(header["descriptors_offset"]))
+            if L.crc32(head[:L.HEADER_CRC_SPAN]) == header["header_crc32"]:
+                start = min(size, int(header["descriptors_offset"]))
         self._head, self._tail_start = head, start
         self._tail = np.frombuffer(location.read(name, start, size), np.uint8) if start < size else np.zeros(0, np.uint8)
         self._use(parse_slipstream(self.path, size, self._bytes), _ThroughTheDataset(self.path))
