@@ -118,6 +118,14 @@ def test_credentials_from_the_environment(s3_server, remote_dataset, tmp_path):
     assert out.stdout.split() == [str(COUNT), "5"]
 
 
+def test_storage_options_in_the_spelling_of_the_environment(s3_server, remote_dataset, tmp_path):
+    # obstore takes its keys in any case, with or without aws_; the HTTP client's (allow_http, timeout) too.
+    options = {f"AWS_{key.upper()}": value for key, value in s3_server.storage_options().items()}
+    options["Timeout"] = "30s"
+    with ss.open_dataset(remote_dataset, remote=ss.Remote(storage_options=options, cache_dir=tmp_path)) as reader:
+        assert (len(reader), reader.read(5, "label")) == (COUNT, 5)
+
+
 WORKER = textwrap.dedent("""
     import hashlib, json, sys
     import torch.distributed as dist

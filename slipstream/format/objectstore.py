@@ -41,7 +41,8 @@ _CLIENT_KEYS = {"allow_http", "allow_invalid_certificates", "connect_timeout", "
                 "http1_only", "http2_only", "pool_idle_timeout", "pool_max_idle_per_host", "proxy_url",
                 "proxy_ca_certificate", "proxy_excludes", "randomize_addresses", "read_timeout", "timeout",
                 "user_agent"}
-"""``storage_options`` keys that configure the HTTP client rather than the store."""
+"""``storage_options`` keys that configure the HTTP client rather than the store
+(in any case, and with ``aws_`` before them, as obstore takes the store's)."""
 
 
 class ObjectPrefix:
@@ -221,7 +222,11 @@ def _options(url: str, given: Mapping[str, str]) -> tuple[dict[str, Any], dict[s
     if url.lower().startswith("s3://"):
         config.update(_aws_files())
     for key, value in given.items():
-        (client if key in _CLIENT_KEYS else config)[key] = value
+        name = key.lower().removeprefix("aws_")
+        if name in _CLIENT_KEYS:
+            client[name] = value
+        else:
+            config[key] = value
     if "allow_http" in client:
         client["allow_http"] = is_true(client["allow_http"])
     elif is_true(os.environ.get("AWS_ALLOW_HTTP", "")) or url.lower().startswith("http://") \
