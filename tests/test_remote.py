@@ -377,6 +377,20 @@ def test_a_shard_header_damaged_in_the_bucket_is_named_from_its_first_bytes(s3_s
     assert ranges == [f"bytes=0-{L.HEADER_DTYPE.itemsize - 1}"]  # its header, not the shard
 
 
+def test_a_shard_cut_short_after_it_was_opened_is_named_without_retrying(s3_server, remote_dataset, tmp_path):
+    import obstore
+
+    store, manifest = copy_dataset(s3_server, "shortened")
+    shard = manifest.shards[1]
+    # Retrying as for an outage would end after 30 s with "the request failed after its retries".
+    with ss.open_dataset("s3://test/shortened", remote=remote(s3_server, tmp_path, retry_timeout_s=30)) as reader:
+        data = bytes(obstore.get(store, f"shortened/{shard.name}").bytes())
+        obstore.put(store, f"shortened/{shard.name}", data[:reader.shards[1].data_offset])
+        with pytest.raises(ss.StorageError, match=f"shortened/{shard.name}: the object is shorter than the bytes "
+                                                  f"asked for .*HTTP 416.*needed for data page 0 of shard"):
+            reader.read(int(reader.sample_base[1]), "image")
+
+
 def test_a_manifest_that_disagrees_with_its_shards(s3_server, tmp_path):
     import obstore
 

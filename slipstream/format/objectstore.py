@@ -20,6 +20,7 @@ from __future__ import annotations
 import configparser
 import datetime
 import os
+import re
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -172,7 +173,8 @@ class ObjectPrefix:
 
 class _Unreachable(StorageError):
     """A request failed for a reason that may pass: the store unreachable,
-    a time-out, HTTP 5xx or throttling (not refused credentials)."""
+    a time-out, HTTP 5xx or throttling (not refused credentials, nor any
+    other HTTP 4xx: see :data:`_STATUS`)."""
 
 
 class _Translate:
@@ -199,7 +201,19 @@ class _Translate:
                                f"permissions ({text})") from None
         if "NoSuchBucket" in str(exc):
             raise DatasetNotFoundError(f"{self.url}: the bucket does not exist ({text})") from None
+        status = _STATUS.search(str(exc))
+        if status and status[1] == "416":
+            raise StorageError(f"{self.url}: the object is shorter than the bytes asked for (HTTP 416): it was "
+                               f"truncated or replaced since it was opened ({text})") from None
+        if status and status[1].startswith("4") and status[1] not in ("408", "429"):
+            raise StorageError(f"{self.url}: the store refused the request (HTTP {status[1]}): {text}") from None
         raise _Unreachable(f"{self.url}: the request failed after its retries: {text}") from None
+
+
+_STATUS = re.compile(r"status code: ([1-5][0-9][0-9])\b")
+"""The HTTP status in obstore's message of a request the store answered with
+an error.  A 4xx status other than 408 (time-out) and 429 (throttling) will
+not pass with time: it is not retried."""
 
 
 def _first_line(exc: BaseException) -> str:
