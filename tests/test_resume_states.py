@@ -340,6 +340,30 @@ def test_a_state_taken_after_the_loop_is_left_resumes_where_it_stopped(dataset):
     assert take(again, 1) == (whole[:BATCH], dict(state, batch=1))  # the loader's own next iter() starts over
 
 
+@pytest.mark.parametrize("old_world", [1, 2])
+def test_set_epoch_of_the_epoch_a_loaded_state_resumes_keeps_the_resume(dataset, old_world):
+    """The training loop's ``loader.set_epoch(epoch)`` at the top of each
+    epoch, after ``load_state_dict``, resumes where the state says (on the
+    same world size and on another); another epoch starts from its start."""
+    saver = loader(dataset, world_size=old_world)
+    saver.set_epoch(1)
+    given, state = take(saver, 3)
+    expected = loader(dataset)
+    expected.load_state_dict(state)
+    rest = take(expected)[0]
+    assert len(rest) == SAMPLES - old_world * len(given) and set(rest).isdisjoint(given)
+    resumed = loader(dataset)
+    resumed.load_state_dict(state)
+    resumed.set_epoch(1)
+    assert take(resumed)[0] == rest
+    resumed.set_epoch(1)  # epoch 1 again, no state pending: the whole epoch
+    assert sorted(take(resumed)[0]) == list(range(SAMPLES))
+    other = loader(dataset)
+    other.load_state_dict(state)
+    other.set_epoch(2)
+    assert sorted(take(other)[0]) == list(range(SAMPLES))
+
+
 def test_a_running_epoch_goes_on_unchanged_after_a_refused_state(dataset, state):
     running = loader(dataset)
     iterator = iter(running)

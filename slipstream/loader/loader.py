@@ -436,7 +436,11 @@ class Loader:
         return orders.batch_count(per_rank, self.batch_size, self.drop_last)
 
     def set_epoch(self, epoch: int) -> None:
-        """Make the next ``iter()`` run epoch ``epoch`` from its start.
+        """Make the next ``iter()`` run epoch ``epoch`` from its start, or,
+        for the epoch a loaded state resumes (:meth:`load_state_dict`), from
+        where the state says: the usual ``loader.set_epoch(epoch)`` at the
+        top of each epoch keeps a resume, as torch's samplers' ``set_epoch``
+        does under torchdata's ``StatefulDataLoader``.
 
         Raises:
             ArgumentError: ``epoch`` is not an integer in ``[0, 2**63 - 1]``
@@ -445,7 +449,10 @@ class Loader:
         number = _integer(epoch, "epoch", 0)
         if number > resume.MAX_EPOCH:
             raise ArgumentError(f"epoch must be at most {resume.MAX_EPOCH}, got {epoch}")
-        self._go_to(number, 0, [])
+        if number == self._epoch:
+            self._go_to(number, self._resume_at, self._segments)
+        else:
+            self._go_to(number, 0, [])
 
     def _go_to(self, epoch: int, batch: int, segments: list[tuple[int, list[int]]]) -> None:
         """Make the next ``iter()`` run ``epoch`` from ``batch`` (after the
