@@ -170,6 +170,7 @@ def _write_on_ray(address: str, source: object, fields: dict[str, object], outpu
 
     import slipstream as ss
     import slipstream.ray as ssray
+    from slipstream.format.remote import absolute
 
     ray.init(address=None if address == "local" else address, include_dashboard=False, log_to_driver=False)
     try:
@@ -178,7 +179,7 @@ def _write_on_ray(address: str, source: object, fields: dict[str, object], outpu
         if isinstance(source, ss.LitData):
             return ssray.write(ssray.read_litdata(source.input_dir, fields), output, fields, **options)
         folder = source  # an ImageFolder: workers read its files by path
-        rows = [{"image": path, "label": label} for path, label in (folder[i] for i in range(len(folder)))]
+        rows = [{"image": absolute(path), "label": label} for path, label in (folder[i] for i in range(len(folder)))]
         return ssray.write(ray.data.from_items(rows), output, fields, user_metadata=folder.user_metadata(), **options)
     finally:
         ray.shutdown()

@@ -279,3 +279,24 @@ def test_cli_writes_on_the_cluster(cluster, tars, tmp_path):
     assert again.returncode == 1 and "already holds a slipstream dataset" in again.stderr
     with ss.open_dataset(out) as reader:
         assert len(reader) == SAMPLES and reader[5]["label"] == 5
+
+
+def test_relative_paths_are_the_drivers_wherever_the_workers_run(cluster, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the cluster's processes run in the folder local_cluster made: another one
+    write_tars(tmp_path / "tars", jpegs(30, seed=14), per_shard=10)
+    source = ss.WebDataset("tars/")
+    local = ss.write(tmp_path / "local", source, shard_size="1GB", workers=0, verbose=False)
+    result = ssray.write(ssray.read_webdataset(source), "out", source.fields)
+    assert result.samples == 30 and result.shards == local.shards
+    assert all((tmp_path / "out" / n).read_bytes() == (tmp_path / "local" / n).read_bytes()
+               for n in ["manifest.json", *result.shards])
+
+    folder = tmp_path / "images" / "a"
+    folder.mkdir(parents=True)
+    for k, data in enumerate(jpegs(6, seed=15)):
+        (folder / f"{k}.jpg").write_bytes(data)
+    done = subprocess.run([slipstream_command(), "write", "images", "cli", "--ray", cluster.address],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with ss.open_dataset(tmp_path / "cli") as reader:
+        assert len(reader) == 6 and reader.user_metadata == {"classes": ["a"]}

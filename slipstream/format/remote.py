@@ -42,6 +42,14 @@ def local_path(path: str | os.PathLike) -> Path:
     return Path(path)
 
 
+def absolute(path: str | os.PathLike) -> str:
+    """``path`` with a relative local path made absolute, against this
+    process's folder (URLs as they are): for paths opened by other
+    processes, which may run in other folders (Ray's workers)."""
+    text = os.fspath(path)
+    return text if _SCHEME.match(text) else os.path.abspath(text)
+
+
 def join(base: str, name: str) -> str:
     """``name`` inside the folder or prefix ``base`` (a URL or a path)."""
     return f"{base.rstrip('/')}/{name}"

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from slipstream.errors import ArgumentError
+from slipstream.format.remote import absolute
 from slipstream.format.writer import WriteResult
 from slipstream.ray.datasink import SlipstreamDatasink
 from slipstream.ray.datasource import LitDataSource, WebDatasetSource, read_litdata, read_webdataset
@@ -45,7 +46,9 @@ def write(dataset: Any, path: str, fields: Mapping[str, Any], *, concurrency: in
     Args:
         dataset: a ``ray.data.Dataset``; its execution is set to keep the
             rows in order (``preserve_order``).
-        path: the dataset's folder or URL (``s3://bucket/prefix``).
+        path: the dataset's folder or URL (``s3://bucket/prefix``); a
+            relative path is relative to this process's folder (the
+            driver's), wherever Ray's workers run.
         fields: field name -> field; a field reads the column of its name.
         concurrency: the most encoding tasks, and the most shard layouts,
             at once (default: the cluster's CPUs).
@@ -61,4 +64,4 @@ def write(dataset: Any, path: str, fields: Mapping[str, Any], *, concurrency: in
     """
     if concurrency is not None and (not isinstance(concurrency, int) or concurrency < 1):
         raise ArgumentError(f"concurrency must be a positive integer, got {concurrency!r}")
-    return write_dataset(dataset, WriteOptions.create(path, fields, sharded=True, **options), concurrency)
+    return write_dataset(dataset, WriteOptions.create(absolute(path), fields, sharded=True, **options), concurrency)

@@ -37,7 +37,7 @@ from ray.data import Datasink
 from slipstream.errors import FieldValueError
 from slipstream.format.location import Location, open_location
 from slipstream.format.parts import read_part, write_part
-from slipstream.format.remote import join
+from slipstream.format.remote import absolute, join
 from slipstream.format.sharded_writer import remove_unfinished
 from slipstream.format.writer import WriteResult
 from slipstream.ray.encode import Encoding, encode_rows
@@ -76,7 +76,9 @@ class SlipstreamDatasink(Datasink):
     where a pipeline must end in ``write_datasink``.
 
     Args:
-        path: the dataset's folder or URL (``s3://bucket/prefix``).
+        path: the dataset's folder or URL (``s3://bucket/prefix``); a
+            relative path is relative to the driver's folder, wherever Ray's
+            workers run.
         fields: field name -> field; a field reads the column of its name
             unless ``columns`` says otherwise.  Values are what the fields
             take in :func:`slipstream.write`: image bytes, arrays or dicts
@@ -99,7 +101,7 @@ class SlipstreamDatasink(Datasink):
     """
 
     def __init__(self, path: str, fields: Mapping[str, Any], **options: Any) -> None:
-        self.options = WriteOptions.create(path, fields, sharded=True, **options)
+        self.options = WriteOptions.create(absolute(path), fields, sharded=True, **options)
         self.result: WriteResult | None = None
         self._write_id = uuid.uuid4().hex[:16]  # names this write's parts
 

@@ -20,7 +20,7 @@ from ray.data import Dataset, read_datasource
 from ray.data.block import BlockMetadata
 from ray.data.datasource import Datasource, ReadTask
 
-from slipstream.format.remote import Remote
+from slipstream.format.remote import Remote, absolute
 from slipstream.sources.adapters import infer_fields, sample_values
 from slipstream.sources.litdata import LitData
 from slipstream.sources.webdataset import WebDataset
@@ -131,7 +131,8 @@ class WebDatasetSource(_UnitsSource):
     shard.  See :func:`read_webdataset`."""
 
     def __init__(self, source: WebDataset) -> None:
-        super().__init__(list(source.fields), source.shards, source.read_shard, "SlipstreamWebDataset")
+        super().__init__(list(source.fields), [absolute(shard) for shard in source.shards], source.read_shard,
+                         "SlipstreamWebDataset")
         self.source = source
 
 
@@ -159,8 +160,8 @@ class LitDataSource(_UnitsSource):
     chunk.  See :func:`read_litdata`."""
 
     def __init__(self, source: LitData, names: Sequence[str], options: Mapping[str, Any]) -> None:
-        super().__init__(names, source.chunk_ranges(), _LitDataItems(source.input_dir, list(names), dict(options)),
-                         "SlipstreamLitData")
+        items = _LitDataItems(absolute(source.input_dir), list(names), dict(options))
+        super().__init__(names, source.chunk_ranges(), items, "SlipstreamLitData")
 
 
 class _LitDataItems:
