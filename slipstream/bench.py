@@ -30,14 +30,30 @@ def _pipelines(reader: Reader, pipeline: str, field: str | None) -> dict[str, An
     return recipes[pipeline](224, field=field)
 
 
+def check_count(name: str, value: Any) -> None:
+    """Refuse ``value`` for the parameter ``name`` unless it is a positive integer.
+
+    Raises:
+        ArgumentError: naming the parameter and the value.
+    """
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ArgumentError(f"{name} must be a positive integer, got {value!r}")
+
+
 def stream(path: str | os.PathLike, pipeline: str = "train", *, field: str | None = None, batch_size: int = 128,
            epochs: int = 3, threads: int | None = None, verbose: bool = True) -> list[float]:
     """Load ``path`` through ``pipeline`` (``train``, ``val``, ``simclr`` or
     ``bytes``) for one untimed warm-up epoch (compilation, page cache), then
     ``epochs`` timed ones; print and return the images/s of each.  The
-    progress bar shows only on a terminal and with ``verbose``."""
+    progress bar shows only on a terminal and with ``verbose``.
+
+    Raises:
+        ArgumentError: ``epochs`` is not a positive integer, or the loader's
+            arguments are wrong (``batch_size``, ``threads``, ``field``).
+    """
     from tqdm import tqdm
 
+    check_count("epochs", epochs)
     with open_dataset(path) as reader:
         loader = Loader(reader, batch_size, _pipelines(reader, pipeline, field), num_threads=threads, as_dict=True)
         rates = []

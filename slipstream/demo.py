@@ -21,6 +21,7 @@ import numba
 import numpy as np
 
 from slipstream import native
+from slipstream.bench import check_count
 from slipstream.convert import write
 from slipstream.fields import IntField, RGBImageField
 from slipstream.format import Reader
@@ -93,7 +94,13 @@ def save_grid(images: Any, labels: Any, names: list[str], path: Path, columns: i
 
 
 def main(data: str | None = None, epochs: int = 3, count: int = 240, grid: str | None = "demo-batch.png") -> int:
-    """Entry point of ``slipstream demo``."""
+    """Entry point of ``slipstream demo``.
+
+    Raises:
+        ArgumentError: ``epochs`` or ``count`` is not a positive integer.
+    """
+    check_count("epochs", epochs)
+    check_count("count", count)
     with tempfile.TemporaryDirectory(prefix="slipstream-demo-") as tmp:
         source, what = _source(data, Path(tmp), count)
         print(what)

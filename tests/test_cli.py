@@ -102,6 +102,20 @@ def test_bench_streams_a_file_through_each_pipeline(tmp_path):
     assert wrong.returncode == 1 and "has no field 'caption'" in wrong.stderr
 
 
+def test_bench_and_demo_refuse_counts_they_cannot_run_in_one_line(tmp_path):
+    ss.write(tmp_path / "d.slip", [(make_sample(60, 80, seed=0).data, 0)],
+             {"image": ss.RGBImageField(), "label": ss.IntField()}, workers=0, verbose=False)
+    for command, expected in [(["bench", "d.slip", "--epochs", "0"], "epochs must be a positive integer, got 0"),
+                              (["bench", "d.slip", "--threads", "0"], "num_threads must be None or an integer "
+                                                                       "from 1 to "),
+                              (["demo", "--epochs", "0"], "epochs must be a positive integer, got 0"),
+                              (["demo", "--count", "0"], "count must be a positive integer, got 0")]:
+        done = run(*command, cwd=tmp_path)
+        assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, (command, done.stderr)
+        assert done.stderr.startswith(f"slipstream {command[0]}: {expected}"), (command, done.stderr)
+    assert not list(tmp_path.glob("*.png"))
+
+
 def test_info_describes_a_detection_dataset(tmp_path):
     from detection_data import make_coco
 

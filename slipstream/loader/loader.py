@@ -148,7 +148,8 @@ class Loader:
             A dataset file changed, truncated or removed under the loader
             raises :class:`FormatError` naming it, whatever the policy.
         indices: the dataset indices to load, integers (default: all).
-        num_threads: threads of the compiled pipelines (default: Numba's).
+        num_threads: threads of the compiled pipelines (default: Numba's),
+            from 1 to ``NUMBA_NUM_THREADS`` (by default the cores).
         cache_dir: for a source, the folder its dataset file is kept in,
             under the name :func:`slipstream.cached` gives it (default:
             :func:`slipstream.convert.default_cache_dir`): a fast local
@@ -180,6 +181,7 @@ class Loader:
         if unknown:  # another loader's keyword (or one of an earlier release): say what to pass instead
             raise ArgumentError(unknown_keyword(next(iter(unknown))))
         batch_size = _integer(batch_size, "batch_size", 1)
+        _check_threads(num_threads)
         order, sharding, memory = _option_groups(order, sharding, memory)
         if on_error not in ON_ERROR:
             raise ArgumentError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
@@ -854,6 +856,16 @@ def _indices_identity(indices: np.ndarray) -> str:
         return "no indices"
     crc = L.crc32(np.ascontiguousarray(indices, "<i8").view(np.uint8))
     return f"{indices.size} indices in [{indices.min()}, {indices.max()}], CRC-32 {crc:08x}"
+
+
+def _check_threads(num_threads: int | None) -> None:
+    """Refuse a ``num_threads`` that Numba cannot run (ArgumentError naming the range)."""
+    from numba import config
+
+    if num_threads is not None and (not isinstance(num_threads, int) or isinstance(num_threads, bool)
+                                    or not 1 <= num_threads <= config.NUMBA_NUM_THREADS):
+        raise ArgumentError(f"num_threads must be None or an integer from 1 to {config.NUMBA_NUM_THREADS} "
+                            f"(NUMBA_NUM_THREADS), got {num_threads!r}")
 
 
 def _option_groups(order: Order | str | None, sharding: Sharding | None,
