@@ -147,8 +147,10 @@ def _write_source(name: str, image: object) -> tuple[object, dict[str, object]]:
     """What ``write`` reads, and its fields: WebDataset tar shards (a
     ``.tar``, a brace pattern, a URL prefix ending in ``/``, a folder of
     ``.tar`` files, a shard index ``.json``), a LitData dataset (a folder
-    with ``index.json``), else an image folder."""
+    with LitData's ``index.json``, not just any file of that name), else an
+    image folder."""
     import slipstream as ss
+    from slipstream.sources.paths import is_litdata_index
     from slipstream.sources.shard_index import shard_index_at
 
     fields = {"image": image, "label": ss.IntField()}
@@ -159,7 +161,7 @@ def _write_source(name: str, image: object) -> tuple[object, dict[str, object]]:
     if "{" in name or name.endswith(".tar") or ("://" in name and name.endswith("/")) or \
             ("://" not in name and path.is_dir() and any(path.glob("*.tar"))):
         return ss.WebDataset(name, fields), fields
-    if "://" not in name and (path / "index.json").is_file():
+    if "://" not in name and is_litdata_index(path / "index.json"):
         return ss.LitData(name), fields
     return ss.sources.ImageFolder(name), fields
 

@@ -256,3 +256,12 @@ def test_write_reads_the_shards_a_shard_index_lists(tmp_path):
     with ss.Reader(tmp_path / "out.slip") as reader:
         assert [bytes(reader.value_bytes(k, "image")) for k in range(len(reader))] == [stored(i) for i in images]
         assert [reader[k]["label"] for k in range(len(reader))] == [k % 10 for k in range(7)]
+
+
+def test_write_reads_a_folder_with_an_index_json_of_its_own_as_images(tmp_path):
+    class_tree(tmp_path / "tree")
+    (tmp_path / "tree" / "index.json").write_text('{"about": "not a LitData index"}')  # a folder's own file
+    written = run("write", "tree", "cli.slip", "--workers", "0", cwd=tmp_path)
+    assert written.returncode == 0, written.stderr
+    ss.write(tmp_path / "api.slip", tmp_path / "tree", workers=0, verbose=False)
+    assert (tmp_path / "cli.slip").read_bytes() == (tmp_path / "api.slip").read_bytes()

@@ -105,7 +105,7 @@ def _source_kind(path: str | os.PathLike, remote: Remote) -> ShardIndex | str | 
         return "webdataset" if "{" in local.name and text.endswith(".tar") else "folder"
     if not local.is_dir() or (local / MANIFEST).is_file():
         return None
-    if _is_litdata_index(local / LITDATA_INDEX):
+    if is_litdata_index(local / LITDATA_INDEX):
         return "litdata"
     tars = sorted(child.name for child in local.iterdir() if child.suffix == ".tar" and child.is_file())
     if not tars:
@@ -118,7 +118,7 @@ def _source_kind(path: str | os.PathLike, remote: Remote) -> ShardIndex | str | 
     return "webdataset"
 
 
-def _is_litdata_index(path: Path) -> bool:
+def is_litdata_index(path: Path) -> bool:
     """Whether ``path`` is the ``index.json`` of a LitData dataset (its
     chunks and their config), not some other JSON file of that name."""
     try:
