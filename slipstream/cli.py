@@ -22,13 +22,13 @@ def main(argv: list[str] | None = None) -> int:
 
     write = commands.add_parser("write", help="write a dataset from an image folder (root/<class>/<image>, or flat), "
                                               "WebDataset tar shards or a LitData dataset")
-    write.add_argument("folder", help="image folder with one subfolder per class (labels number the sorted class "
+    write.add_argument("folder", type=_path, help="image folder with one subfolder per class (labels number the sorted class "
                                       "names), or a flat folder of images (all labelled 0); or WebDataset tar "
                                       "shards: a .tar file, a brace pattern (train-{000000..000099}.tar), or a "
                                       "folder or URL prefix ending in / holding .tar files, or a shard index (.json, "
                                       "as webdataset's widsindex writes); or the folder of a LitData "
                                       "optimized dataset (index.json) whose items have 'image' and 'label'")
-    write.add_argument("output", help="dataset file to create, or the folder or URL (s3://bucket/prefix) of a "
+    write.add_argument("output", type=_path, help="dataset file to create, or the folder or URL (s3://bucket/prefix) of a "
                                       "sharded dataset")
     write.add_argument("--workers", type=int, default=None, help="encoding processes (default: one per core)")
     write.add_argument("--write-mode", choices=["jpeg", "raw", "smart", "yuv420"], default="jpeg",
@@ -51,14 +51,14 @@ def main(argv: list[str] | None = None) -> int:
 
     info = commands.add_parser("info", help="describe a dataset (a slipstream file, a sharded dataset, a URL of "
                                             "either, or an FFCV .beton)")
-    info.add_argument("file", help="dataset file, sharded dataset folder or manifest, or URL")
+    info.add_argument("file", type=_path, help="dataset file, sharded dataset folder or manifest, or URL")
     info.add_argument("--verify-pages", action="store_true",
                       help="check every page's CRC-32 now (a file written with --no-page-checksums has none to "
                            "check: the report says so, and the exit status stays 0)")
 
     convert = commands.add_parser("convert", help="copy a dataset file (e.g. an FFCV .beton) into a slipstream file")
-    convert.add_argument("input")
-    convert.add_argument("output")
+    convert.add_argument("input", type=_path)
+    convert.add_argument("output", type=_path)
     convert.add_argument("--tile-width", type=int, default=None,
                          help="re-code stored JPEGs losslessly into tiles this wide, e.g. 32: faster crops, same pixels")
     convert.add_argument("--write-mode", choices=["yuv420"], default=None,
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     _shard_options(convert)
 
     bench = commands.add_parser("bench", help="stream a dataset file through a standard pipeline, print images/s")
-    bench.add_argument("file", help="dataset file (slipstream or FFCV .beton) with an image field")
+    bench.add_argument("file", type=_path, help="dataset file (slipstream or FFCV .beton) with an image field")
     bench.add_argument("--pipeline", choices=sorted(BENCH_PIPELINES), default="train",
                        help="train: RandomResizedCrop 224 + flip + normalize; val: center crop 224 + normalize; "
                             "simclr: two train views; bytes: stored bytes, no decoding (default: train)")
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--threads", type=int, default=None, help="decoding threads (default: every core)")
 
     demo = commands.add_parser("demo", help="write a dataset of JPEGs, stream it with random crops, print images/s")
-    demo.add_argument("--data", help="image folder, root/<class>/<image> or flat (default: generate pictures)")
+    demo.add_argument("--data", type=_path, help="image folder, root/<class>/<image> or flat (default: generate pictures)")
     demo.add_argument("--epochs", type=int, default=3, help="passes over the images (default: 3)")
     demo.add_argument("--count", type=int, default=240, help="number of images to generate (default: 240)")
     demo.add_argument("--grid", default="demo-batch.png",
@@ -185,6 +185,14 @@ def _write_on_ray(address: str, source: object, fields: dict[str, object], outpu
         return ssray.write(ray.data.from_items(rows), output, fields, user_metadata=folder.user_metadata(), **options)
     finally:
         ray.shutdown()
+
+
+def _path(text: str) -> str:
+    """A path or URL argument: an empty one (an unset shell variable) is
+    refused, where a path would take it for the current folder."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path (the current folder would be taken for it): give a path")
+    return text
 
 
 def _overwrite_option(parser: argparse.ArgumentParser) -> None:

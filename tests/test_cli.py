@@ -224,6 +224,18 @@ def test_an_existing_output_is_replaced_only_with_overwrite(tmp_path, command):
         assert len(reader) == 6
 
 
+def test_an_empty_path_is_refused_not_taken_for_the_current_folder(tmp_path):
+    class_tree(tmp_path / "tree")
+    assert run("write", ".", "d.slip", "--workers", "0", cwd=tmp_path / "tree").returncode == 0
+    for command in (["write", "", "x.slip"], ["write", ".", ""], ["info", ""], ["convert", "", "x.slip"],
+                    ["bench", ""], ["demo", "--data", ""]):
+        done = run(*command, cwd=tmp_path / "tree")
+        assert done.returncode == 2 and done.stdout == "", (command, done.stdout)
+        assert done.stderr.splitlines()[-1].endswith("an empty path (the current folder would be taken for it): "
+                                                     "give a path"), (command, done.stderr)
+    assert sorted(p.name for p in (tmp_path / "tree").iterdir()) == ["ant", "bee", "d.slip"]
+
+
 def test_an_output_folder_that_does_not_exist_is_named(tmp_path):
     class_tree(tmp_path / "tree")
     result = run("write", "tree", "missing/out.slip", "--workers", "0", cwd=tmp_path)
