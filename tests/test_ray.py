@@ -300,3 +300,13 @@ def test_relative_paths_are_the_drivers_wherever_the_workers_run(cluster, tmp_pa
     assert done.returncode == 0, done.stderr[-3000:]
     with ss.open_dataset(tmp_path / "cli") as reader:
         assert len(reader) == 6 and reader.user_metadata == {"classes": ["a"]}
+
+
+def test_verbose_is_taken_as_by_write(cluster, tmp_path):
+    rows = [{"image": data, "label": k} for k, data in enumerate(jpegs(8, seed=16))]
+    fields = {"image": ss.RGBImageField(), "label": ss.IntField()}
+    quiet = ssray.write(ray.data.from_items(rows), str(tmp_path / "quiet"), fields, verbose=False)
+    local = ss.write(tmp_path / "local", rows, fields, shard_size="1GB", workers=0, verbose=False)
+    assert quiet.shards == local.shards
+    assert all((tmp_path / "quiet" / n).read_bytes() == (tmp_path / "local" / n).read_bytes()
+               for n in ["manifest.json", *quiet.shards])

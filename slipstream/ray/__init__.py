@@ -26,7 +26,7 @@ __all__ = ["LitDataSource", "SlipstreamDatasink", "WebDatasetSource", "read_litd
 
 
 def write(dataset: Any, path: str, fields: Mapping[str, Any], *, concurrency: int | None = None,
-          **options: Any) -> WriteResult:
+          verbose: bool = True, **options: Any) -> WriteResult:
     """Write the Ray ``dataset`` as a sharded slipstream dataset at ``path``
     (a folder or URL) and return what was written: the bytes
     :func:`slipstream.write` gives the same rows with the same options,
@@ -52,6 +52,8 @@ def write(dataset: Any, path: str, fields: Mapping[str, Any], *, concurrency: in
         fields: field name -> field; a field reads the column of its name.
         concurrency: the most encoding tasks, and the most shard layouts,
             at once (default: the cluster's CPUs).
+        verbose: progress bar (shown only on a terminal), as for
+            :func:`slipstream.write`.
         **options: ``columns`` (field name -> column, where they differ),
             ``shard_size`` (default 1 GB) or ``shards``, ``page_size``,
             ``page_checksums``, ``on_error``, ``user_metadata``,
@@ -64,4 +66,5 @@ def write(dataset: Any, path: str, fields: Mapping[str, Any], *, concurrency: in
     """
     if concurrency is not None and (not isinstance(concurrency, int) or concurrency < 1):
         raise ArgumentError(f"concurrency must be a positive integer, got {concurrency!r}")
-    return write_dataset(dataset, WriteOptions.create(absolute(path), fields, sharded=True, **options), concurrency)
+    options = WriteOptions.create(absolute(path), fields, sharded=True, **options)
+    return write_dataset(dataset, options, concurrency, verbose)

@@ -47,16 +47,17 @@ RETRIES = 3
 """Times Ray re-runs an encoding or layout task whose worker or node died."""
 
 
-def write_dataset(dataset: Any, options: WriteOptions, concurrency: int | None) -> WriteResult:
+def write_dataset(dataset: Any, options: WriteOptions, concurrency: int | None, verbose: bool = True) -> WriteResult:
     """Write ``dataset`` as ``options`` say, with at most ``concurrency``
     encoding tasks and as many layout tasks at once (default: the
-    cluster's CPUs); see the module docstring."""
+    cluster's CPUs), with a progress bar on a terminal when ``verbose``;
+    see the module docstring."""
     import ray
 
     options.check_destination()
     dataset.context.execution_options.preserve_order = True
     limit = concurrency or max(1, int(ray.cluster_resources().get("CPU", 1)))
-    conversion = _Conversion(ray, options, limit)
+    conversion = _Conversion(ray, options, limit, verbose)
     blocks = _blocks(dataset.iter_internal_ref_bundles())
     try:
         return conversion.run(blocks)
@@ -79,8 +80,8 @@ class _Block:
 class _Conversion:
     """The driver's state during one write."""
 
-    def __init__(self, ray: Any, options: WriteOptions, limit: int) -> None:
-        self.ray, self.options, self.limit = ray, options, limit
+    def __init__(self, ray: Any, options: WriteOptions, limit: int, verbose: bool = True) -> None:
+        self.ray, self.options, self.limit, self.verbose = ray, options, limit, verbose
         self.shared = ray.put(options)  # sent once, not with every task
         self.encode = ray.remote(_encode_block).options(num_returns=2, max_retries=RETRIES)
         # A layout task takes a CPU slot like every other task, so that Ray
@@ -99,7 +100,8 @@ class _Conversion:
         from tqdm import tqdm
 
         name = self.options.path.rsplit("/", 1)[-1]
-        self.progress = tqdm(unit="img", unit_scale=True, desc=f"writing {name}", disable=None)
+        self.progress = tqdm(unit="img", unit_scale=True, desc=f"writing {name}",
+                             disable=None if self.verbose else True)
         with self.progress:
             rows = 0
             for number, (block, start, stop) in enumerate(blocks):
