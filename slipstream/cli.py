@@ -168,7 +168,13 @@ def _write_source(name: str, image: object) -> tuple[object, dict[str, object]]:
 
 def _write_on_ray(address: str, source: object, fields: dict[str, object], output: str, **options: object) -> object:
     """Write ``source`` at ``output`` on the Ray cluster at ``address`` (``local``: start one here)."""
-    import ray
+    from slipstream.errors import ArgumentError
+
+    try:
+        import ray
+    except ImportError as exc:
+        raise ArgumentError(f"--ray needs Ray, which this Python cannot import ({exc}): pip install "
+                            f"'slipstream[ray]'") from exc
 
     import slipstream as ss
     import slipstream.ray as ssray

@@ -236,6 +236,19 @@ def test_an_empty_path_is_refused_not_taken_for_the_current_folder(tmp_path):
     assert sorted(p.name for p in (tmp_path / "tree").iterdir()) == ["ant", "bee", "d.slip"]
 
 
+def test_ray_without_ray_installed_is_one_line_naming_the_extra(tmp_path):
+    import subprocess
+
+    class_tree(tmp_path / "tree")
+    blocked = "import sys; sys.modules['ray'] = None; from slipstream.cli import main; sys.exit(main())"  # no ray
+    done = subprocess.run([sys.executable, "-c", blocked, "write", "tree", "out", "--ray"], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=300)
+    assert done.returncode == 1 and done.stdout == "", done.stdout
+    assert done.stderr.startswith("slipstream write: --ray needs Ray, which this Python cannot import ("), done.stderr
+    assert done.stderr.endswith("pip install 'slipstream[ray]'\n") and len(done.stderr.splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
 def test_an_output_folder_that_does_not_exist_is_named(tmp_path):
     class_tree(tmp_path / "tree")
     result = run("write", "tree", "missing/out.slip", "--workers", "0", cwd=tmp_path)
