@@ -211,7 +211,9 @@ def _shard_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--shard-size", default=None,
                        help="write a sharded dataset (shard files and a manifest) into OUTPUT, a new shard every "
                             "SHARD_SIZE bytes, e.g. 1GB (a URL output gets 1GB shards by default)")
-    group.add_argument("--shards", type=int, default=None, help="write a sharded dataset of this many shards")
+    group.add_argument("--shards", type=int, default=None, help="write a sharded dataset of at most this many shards, of about equal sample "
+                                                            "counts (a shard ends only where a page starts: fewer "
+                                                            "pages, fewer shards)")
 
 
 def _written(result: object) -> str:

@@ -86,7 +86,11 @@ def write(
         verbose: progress bar (shown only on a terminal).
         shard_size: bytes of data per shard (an int or a text such as
             ``"1GB"``; default for a URL: 1 GB).
-        shards: this many shards of equal sample counts instead.
+        shards: at most this many shards, of about equal sample counts,
+            instead: a shard ends only where a new data page starts (so
+            that the pages are those of one file), so a dataset of fewer
+            pages than ``shards`` has fewer shards (``page_size`` smaller
+            gives more).
         remote: object-store options (:class:`slipstream.Remote`) for a URL.
         overwrite: replace a dataset already at ``path`` (the old one stays
             whole until the new one is complete).  Without it, a file (or a

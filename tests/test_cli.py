@@ -290,3 +290,12 @@ def test_write_reads_a_folder_with_an_index_json_of_its_own_as_images(tmp_path):
     assert written.returncode == 0, written.stderr
     ss.write(tmp_path / "api.slip", tmp_path / "tree", workers=0, verbose=False)
     assert (tmp_path / "cli.slip").read_bytes() == (tmp_path / "api.slip").read_bytes()
+
+
+def test_shards_is_at_most_that_many_as_its_help_says(tmp_path):
+    class_tree(tmp_path / "tree")
+    assert "at most this many shards" in " ".join(run("write", "--help", cwd=tmp_path).stdout.split())
+    for page_size, count in ((1 << 23, 1), (4096, 3)):  # six images of 2.5 KB: all in one page, or two per page
+        done = run("write", "tree", f"out-{page_size}", "--shards", "4", "--page-size", str(page_size), cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert f"6 samples in {count} shards" in done.stdout

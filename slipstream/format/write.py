@@ -57,8 +57,9 @@ def write_dataset(
         shard_size: start a new shard when the current one's data would pass
             this many bytes (an int, or a text such as ``"1GB"``).  The
             default for a URL given neither this nor ``shards`` is 1 GB.
-        shards: split the samples into this many shards of (nearly) equal
-            sample counts instead.
+        shards: split the samples into at most this many shards of about
+            equal sample counts instead (a shard ends only where a data
+            page starts: a dataset of fewer pages has fewer shards).
         remote: object-store options, for a URL.
         overwrite: replace a dataset already at ``path`` (atomically: the
             old one stays whole until the new one is complete).  Without

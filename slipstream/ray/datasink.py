@@ -85,7 +85,8 @@ class SlipstreamDatasink(Datasink):
             with ``bytes``, integers, floats, JSON values.
         columns: field name -> column, where they differ.
         shard_size: data bytes per shard (int or text, e.g. ``"1GB"``;
-            default 1 GB); or ``shards``: this many shards of equal counts.
+            default 1 GB); or ``shards``: at most this many shards of about
+            equal counts (as for :func:`slipstream.write`).
         page_size, page_checksums, user_metadata: as for :func:`slipstream.write`.
         on_error: ``"raise"`` (default) fails the write at the first row
             that cannot be encoded, naming it; ``"skip"`` leaves such rows
