@@ -461,3 +461,17 @@ def test_segmentation_fill_comes_from_the_dataset(tmp_path):
         with ss.Loader(path, 8, pipelines, verbose=False) as loader:
             seen.append(set(np.unique(next(iter(loader))[1].numpy()).tolist()))
     assert seen == [{300, 65535}, {300, 500}]  # the dtype's largest value, then the dataset's ignore_index
+
+
+@pytest.mark.parametrize("mix", [ss.ops.MixUp(), ss.ops.CutMix(), ss.ops.MixUpOrCutMix()], ids=type)
+def test_boxes_and_masks_asked_to_follow_a_batch_mixing_are_refused(tmp_path, mix):
+    # CutMix pastes a box of the next sample: a mask following it kept the sample's own classes there (torchvision's
+    # MixUp and CutMix refuse boxes and masks)
+    masks = [np.zeros((64, 80), np.uint8)] * 2
+    path = _boxes_dataset(tmp_path / "mixed.slip", [np.array([[4, 5, 24, 25]], np.float32)] * 2,
+                          {"mask": (ss.SegmentationMaskField(), masks)})
+    following = {"boxes": [BoundingBoxes()], "labels": [KeptWithBoxes()], "counts": [Count()], "mask": None}
+    for outputs in (following, {"boxes": None, "labels": None, "mask": [SegmentationMask()]}):
+        with pytest.raises(ss.PipelineError, match=r"follows pipeline 'image', where .*Mix.* moves pixels with no "
+                                                   r"single map .* apply it in a pipeline without boxes"):
+            ss.Loader(path, 2, {"image": [Resize((64, 80)), mix], **outputs}, verbose=False)

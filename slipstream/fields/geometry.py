@@ -70,8 +70,9 @@ class Geometric(abc.ABC):  # a marker: what it promises is an output, not a meth
 
 class Untracked(abc.ABC):  # a marker, read by the operations that follow an image
     """An operation that moves pixels where no single map says (a mixture
-    of differently warped images): boxes, keypoints and masks cannot follow
-    it, and a pipeline that asks them to is refused."""
+    of differently warped images, or of the samples of a batch): boxes,
+    keypoints and masks cannot follow it, and a pipeline that asks them to
+    is refused."""
 
 
 @cached_njit

@@ -120,8 +120,8 @@ class FollowingNode(DecoderNode):
             if untracked:
                 raise PipelineError(f"pipeline {find.pipeline!r}: {self.describe()} follows pipeline {op.follow!r}, "
                                     f"where {untracked[0].describe()} moves pixels with no single map (a mixture "
-                                    f"of differently warped images), so nothing can follow it; apply it in a "
-                                    f"pipeline without boxes, keypoints or masks")
+                                    f"of differently warped images, or of the batch's samples), so nothing can "
+                                    f"follow it; apply it in a pipeline without boxes, keypoints or masks")
             if not isinstance(followed[0].op, geometry.Geometric):
                 # the decoder sets the stored image's coordinates; everything after it that moves pixels says so
                 raise PipelineError(f"pipeline {find.pipeline!r}: {self.describe()} follows pipeline {op.follow!r}, "

@@ -36,6 +36,7 @@ from slipstream.compiler import astgen as A
 from slipstream.compiler import random as rnd
 from slipstream.compiler.nodes import EmitContext, Finder, Input
 from slipstream.errors import PipelineError
+from slipstream.fields import geometry
 
 PARAMS = 2  # per sample: partner position, lambda
 MIXING = "params"
@@ -107,9 +108,12 @@ def _paste_compiled(out, xs, i, partner, top, bottom, left, right):  # noqa: ANN
     return paste_channels_first
 
 
-class _Mixing(Operation):
+class _Mixing(Operation, geometry.Untracked):
     """A batch operation mixing each sample with its partner; its output
-    ``params`` holds each sample's partner position and lambda."""
+    ``params`` holds each sample's partner position and lambda.  The
+    partner's pixels follow no map of the sample's own, so boxes, keypoints
+    and masks cannot follow it (torchvision's ``MixUp`` and ``CutMix`` refuse
+    them too)."""
 
     kind: ClassVar[Kind] = Kind.BATCH
 
