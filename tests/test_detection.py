@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
 import slipstream as ss
@@ -475,3 +476,25 @@ def test_boxes_and_masks_asked_to_follow_a_batch_mixing_are_refused(tmp_path, mi
         with pytest.raises(ss.PipelineError, match=r"follows pipeline 'image', where .*Mix.* moves pixels with no "
                                                    r"single map .* apply it in a pipeline without boxes"):
             ss.Loader(path, 2, {"image": [Resize((64, 80)), mix], **outputs}, verbose=False)
+
+
+def test_bool_rows_follow_the_kept_boxes_padded_with_false(tmp_path):
+    # a per-box flag (Pascal VOC's "difficult") stored as bool: the default fill 0 was refused ("fill 0 does not fit
+    # the bool rows"), so presets.detection_train(per_box=...) could not carry it at all
+    boxes = [np.array([[4, 5, 24, 25], [70, 50, 80, 64], [30, 30, 30.5, 40]], np.float32)]
+    path = _boxes_dataset(tmp_path / "flags.slip", boxes,
+                          {"difficult": (ss.RaggedField(np.bool_), [np.array([True, False, True])])})
+    from slipstream.ops import presets
+
+    pipelines = {**presets.detection_train(64, per_box=("difficult",)), "boxes": [BoundingBoxes(max_boxes=4)]}
+    with ss.Loader(path, 1, pipelines, verbose=False) as loader:
+        batch = dict(zip(loader.output_names, next(iter(loader))))
+    n = int(batch["counts"][0])
+    assert n >= 1 and batch["difficult"].dtype == torch.bool and batch["difficult"].shape == (1, 4)
+    assert batch["difficult"][0].tolist() == [[True, False, True][k] for k in (batch["labels"][0, :n] - 1).tolist()] \
+        + [False] * (4 - n)
+    for fill in (1, True):
+        with ss.Loader(path, 1, {**pipelines, "difficult": [KeptWithBoxes(fill=fill)]}, verbose=False) as loader:
+            assert dict(zip(loader.output_names, next(iter(loader))))["difficult"][0, n:].tolist() == [True] * (4 - n)
+    with pytest.raises(ss.ArgumentError, match="fill 2 does not fit the bool rows of field 'difficult'"):
+        ss.Loader(path, 1, {**pipelines, "difficult": [KeptWithBoxes(fill=2)]}, verbose=False)

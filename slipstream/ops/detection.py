@@ -402,8 +402,9 @@ class _KeptRowsDecoder(FollowingDecoder):
 
     def __post_init__(self) -> None:
         stored = _ragged(self.source, self.field, None, "KeptWithBoxes")
-        if not np.can_cast(np.min_scalar_type(self.fill), stored.dtype, "same_kind") or \
-                stored.dtype.type(self.fill) != self.fill:
+        kind_fits = np.can_cast(np.min_scalar_type(self.fill), stored.dtype, "same_kind") or \
+            (stored.dtype == np.bool_ and self.fill in (0, 1))  # flags padded with 0 (False) or 1, as torch takes
+        if not kind_fits or stored.dtype.type(self.fill) != self.fill:
             raise ArgumentError(f"fill {self.fill!r} does not fit the {stored.dtype} rows of field {self.field!r}")
 
     def inputs(self) -> tuple[np.ndarray, ...]:
@@ -440,7 +441,7 @@ class KeptWithBoxes(Following):
     """The rows of a ``RaggedField`` with one row per box (labels, crowd
     flags, scores) for the boxes that :class:`BoundingBoxes` of pipeline
     ``boxes`` kept, in its order; the rest of the ``(max_n, ...)`` sample
-    is ``fill``."""
+    is ``fill`` (for bool rows, 0 or 1 stand for False and True)."""
 
     boxes: str = "boxes"
     fill: float = 0
