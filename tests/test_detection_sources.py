@@ -341,6 +341,18 @@ def test_an_image_without_its_mask_names_both_files(voc, tmp_path):
         SegmentationFolder(images, masks, ids=[voc.names[1]])
 
 
+@pytest.mark.parametrize(("ignore_index", "dtype"), [(-100, np.uint8), (256, np.uint8), (2.7, np.uint8),
+                                                     (True, np.uint8), (70000, np.uint16)])
+def test_an_ignore_index_the_masks_cannot_hold_is_refused(voc, ignore_index, dtype):
+    # -100 (torch's CrossEntropyLoss default) was written to the metadata and refused only by the loader, as a fill the
+    # user never gave; 2.7 became class 2, which SegmentationMask then filled outside the image
+    limit = np.iinfo(dtype).max
+    with pytest.raises(ss.ArgumentError, match=rf"ignore_index must be a class id the {np.dtype(dtype)} masks can hold "
+                                               rf"\(an int from 0 to {limit}\), got {ignore_index!r}"):
+        SegmentationFolder(voc.images, voc.masks, ignore_index=ignore_index, mask_dtype=dtype)
+    assert SegmentationFolder(voc.images, voc.masks, ignore_index=np.int64(limit),
+                              mask_dtype=dtype).user_metadata() == {"ignore_index": limit}
+
 def test_sixteen_bit_masks_need_a_wide_dtype(voc, tmp_path):
     images, masks = tmp_path / "images", tmp_path / "masks"
     images.mkdir()

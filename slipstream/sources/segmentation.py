@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import numbers
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -150,7 +151,9 @@ class SegmentationFolder:
         classes: class names, stored in the dataset's user metadata as
             ``classes`` (index = class id).
         ignore_index: the id of pixels a loss should ignore (VOC: 255),
-            stored in the user metadata as ``ignore_index``.
+            stored in the user metadata as ``ignore_index``: an int the
+            masks' ``mask_dtype`` holds (``SegmentationMask`` fills with it
+            where the image shows no stored pixel).
         mask_dtype: ``uint8`` or ``uint16`` (for more than 256 classes):
             the type of the stored masks.
         image_suffixes: file name endings of images.
@@ -159,8 +162,9 @@ class SegmentationFolder:
     Raises:
         DatasetNotFoundError: a folder or the ids file does not exist.
         ArgumentError: an image without its mask or a mask without its
-            image (naming both files), a name of ``ids`` with neither, or no
-            images at all.
+            image (naming both files), a name of ``ids`` with neither, no
+            images at all, or an ``ignore_index`` that is not a class id of
+            ``mask_dtype``.
     """
 
     def __init__(self, images: str | os.PathLike, masks: str | os.PathLike, *,
@@ -174,6 +178,11 @@ class SegmentationFolder:
             raise ArgumentError(f"mask_dtype must be uint8 or uint16 (as SegmentationMaskField stores), got "
                                 f"{self.mask_dtype}")
         self.classes = None if classes is None else [str(c) for c in classes]
+        limit = int(np.iinfo(self.mask_dtype).max)
+        integer = isinstance(ignore_index, numbers.Integral) and not isinstance(ignore_index, bool)
+        if ignore_index is not None and not (integer and 0 <= ignore_index <= limit):
+            raise ArgumentError(f"ignore_index must be a class id the {self.mask_dtype} masks can hold (an int from 0 "
+                                f"to {limit}), got {ignore_index!r}")
         self.ignore_index = None if ignore_index is None else int(ignore_index)
         image_files, image_repeats = _files_by_key(self.images_root, frozenset(s.lower() for s in image_suffixes),
                                                    "image")
