@@ -198,6 +198,22 @@ def rle_of_another_size(content):
     annotation["id"] = 777
 
 
+def compressed_rle_counts(counts: str | None):
+    """A change that gives the first compressed-RLE annotation (as id 778) ``counts``, by default those of a
+    smaller mask: pycocotools decodes such counts into a mask whose pixels past the runs are uninitialised memory
+    (a mask of 75 pixels came out with 1267, then 710, then 437 of them set)."""
+    def change(content):
+        from pycocotools import mask as mask_api
+
+        annotation = min((a for a in content["annotations"] if isinstance(a["segmentation"], dict)
+                          and isinstance(a["segmentation"]["counts"], str)), key=lambda a: a["id"])
+        smaller = np.zeros((5, 6), np.uint8, order="F")
+        smaller[1:3, 2:5] = 1
+        annotation["segmentation"]["counts"] = counts or mask_api.encode(smaller)["counts"].decode("ascii")
+        annotation["id"] = 778
+    return change
+
+
 @pytest.mark.parametrize("change, pattern", [
     (set_first("category_id", 999),
      r"annotation 1 \(image \d+\) has category id 999, which is not one of the file's categories \(3, 5, 7, 12, 20\)"),
@@ -206,7 +222,11 @@ def rle_of_another_size(content):
     (set_first("iscrowd", 2), r"annotation 1 \(image \d+\) has iscrowd=2, not 0 or 1"),
     (set_first("segmentation", [[1, 2, 3]]), r"annotation 1 \(image \d+\): polygon 0 of its segmentation is not"),
     (rle_of_another_size, r"annotation 777 \(image \d+\): its RLE segmentation has size \[7, 9\]"),
-], ids=["category", "image", "bbox", "iscrowd", "polygon", "rle-size"])
+    (compressed_rle_counts(None), r"annotation 778 \(image \d+\): its RLE counts add up to 30 pixels, but its "
+                                  r"image has \d+x\d+ = \d+"),
+    (compressed_rle_counts("!!"), r"annotation 778 \(image \d+\): its compressed RLE counts are not run lengths in "
+                                  r"COCO's string code"),
+], ids=["category", "image", "bbox", "iscrowd", "polygon", "rle-size", "rle-total", "rle-code"])
 def test_malformed_annotations_are_named(small_coco, change, pattern):
     detection_data.edited(small_coco, change)
     with pytest.raises(ss.ArgumentError, match=r"instances\.json: " + pattern):

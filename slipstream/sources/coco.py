@@ -185,6 +185,28 @@ def _first_unsafe(segmentations: list[tuple[str, Any]], sizes: np.ndarray, chunk
     return None
 
 
+def _compressed_runs(code: bytes) -> np.ndarray | None:
+    """The run lengths a compressed RLE string codes, read as pycocotools'
+    ``rleFrString`` reads them (5 bits a character from ``"0"`` with a
+    continuation bit, the last character's top bit a sign, and every run
+    after the third a difference from the run two before it), or None
+    unless the string codes non-negative 32-bit runs."""
+    chars = np.frombuffer(code, np.uint8).astype(np.int64) - 48
+    if not chars.size or chars.min() < 0 or chars.max() > 63 or chars[-1] & 0x20:
+        return None
+    last = (chars & 0x20) == 0  # the last character of each value
+    starts = np.flatnonzero(np.concatenate(([True], last[:-1])))
+    lengths = np.diff(np.append(starts, chars.size))
+    if lengths.max() > 7:  # over 35 bits: no 32-bit run
+        return None
+    shift = 5 * (np.arange(chars.size) - np.repeat(starts, lengths))
+    values = np.add.reduceat((chars & 0x1F) << shift, starts)
+    values -= ((chars[last] & 0x10) != 0).astype(np.int64) << (5 * lengths)
+    runs = values.copy()
+    runs[1::2] = np.cumsum(values[1::2])
+    runs[2::2] = np.cumsum(values[2::2])
+    return runs if runs.min() >= 0 and runs.max() < 1 << 32 else None
+
 def _box_values(bboxes: list[Any]) -> np.ndarray:
     """The boxes as ``(n, 4)`` float64, a row of NaN for each that is not a
     list of four JSON numbers: NumPy alone would read ``True`` and ``"1"``
@@ -250,8 +272,9 @@ class COCODetection:
             finite numbers or lies outside its image, a polygon that is not
             finite numbers or lies far outside its image
             (:data:`POLYGON_MARGIN`, :data:`POLYGON_OUTLINE`), a
-            segmentation that is neither polygons nor RLE or whose size is
-            not its image's.
+            segmentation that is neither polygons nor RLE, or an RLE whose
+            size is not its image's or whose runs (compressed or not) do not
+            add up to its image's pixels.
         ImportError: ``masks=True`` without pycocotools installed.
 
     Attributes:
@@ -493,20 +516,25 @@ class COCODetection:
                                     f"image is {height}x{width} (height x width)")
             if isinstance(counts, str):
                 try:
-                    return "compressed", counts.encode("ascii")
+                    kind, data = "compressed", counts.encode("ascii")
                 except UnicodeEncodeError:
                     raise ArgumentError(f"{where()}: its compressed RLE counts are not ASCII") from None
-            runs = np.array(counts) if isinstance(counts, list) and counts and set(map(type, counts)) == {int} \
-                else None
-            if runs is not None and runs.dtype.kind in "iu" and (runs >= 0).all() and \
-                    (runs <= height * width).all():
-                total = int(runs.sum(dtype=np.int64))
-                if total != height * width:
-                    raise ArgumentError(f"{where()}: its RLE counts add up to {total} pixels, but its image has "
-                                        f"{height}x{width} = {height * width}")
-                return "counts", runs.astype(np.uint32)
-            raise ArgumentError(f"{where()}: its RLE counts are neither a string (compressed RLE) nor a list of "
-                                f"non-negative integers (uncompressed RLE)")
+                runs = _compressed_runs(data)
+                if runs is None:
+                    raise ArgumentError(f"{where()}: its compressed RLE counts are not run lengths in COCO's string "
+                                        f"code")
+            else:
+                runs = np.array(counts) if isinstance(counts, list) and counts and set(map(type, counts)) == {int} \
+                    else None
+                if runs is None or runs.dtype.kind not in "iu" or (runs < 0).any() or (runs > height * width).any():
+                    raise ArgumentError(f"{where()}: its RLE counts are neither a string (compressed RLE) nor a list "
+                                        f"of non-negative integers (uncompressed RLE)")
+                kind, data = "counts", runs.astype(np.uint32)
+            total = int(runs.sum(dtype=np.int64))
+            if total != height * width:  # pycocotools would leave the pixels past the runs uninitialised
+                raise ArgumentError(f"{where()}: its RLE counts add up to {total} pixels, but its image has "
+                                    f"{height}x{width} = {height * width}")
+            return kind, data
         raise ArgumentError(f"{where()}: its segmentation is a {type(segmentation).__name__}, neither a list of "
                             f"polygons nor an RLE object with 'counts' and 'size'")
 
