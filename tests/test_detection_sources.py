@@ -8,6 +8,7 @@ values through the sharded writer; errors that name the file and the id."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 
@@ -230,6 +231,19 @@ def compressed_rle_counts(counts: str | None):
 def test_malformed_annotations_are_named(small_coco, change, pattern):
     detection_data.edited(small_coco, change)
     with pytest.raises(ss.ArgumentError, match=r"instances\.json: " + pattern):
+        COCODetection(small_coco.images_root, small_coco.annotation_file)
+
+
+@pytest.mark.parametrize("ann_id", ["a17", 2.5, None])
+def test_an_annotation_without_an_integer_id_is_named_as_the_file_gives_it(small_coco, ann_id):
+    # such ids were named "annotation -1", an id the file does not hold
+    def change(content):
+        first_annotation(content)["bbox"] = [0, 0, 10_000, 5]
+        first_annotation(content)["id"] = ann_id
+
+    detection_data.edited(small_coco, change)
+    with pytest.raises(ss.ArgumentError, match=rf"instances\.json: annotation {re.escape(repr(ann_id))} \(image \d+\) "
+                                               rf"has bbox \[x, y, w, h\] = \[0, 0, 10000, 5\], which reaches outside"):
         COCODetection(small_coco.images_root, small_coco.annotation_file)
 
 

@@ -90,6 +90,7 @@ class _ImageAnnotations:
     labels: np.ndarray  # (n,) int64
     iscrowd: np.ndarray  # (n,) uint8
     segmentations: tuple[tuple[str, Any], ...] | None  # per annotation (kind, data); None without masks
+    names: tuple[Any, ...] | None = None  # the ids as the file gives them, where one is not an integer
 
 
 def _number(value: Any) -> bool:
@@ -387,6 +388,8 @@ class COCODetection:
 
     def _read_annotations(self, content: dict[str, Any]) -> None:
         samples, ids, bboxes, labels, crowds, segmentations = [], [], [], [], [], []
+        names: list[Any] = []  # the ids as the file gives them, for messages
+        irregular: set[int] = set()  # the annotations whose id is not an integer
         written: list[Any] = []  # each segmentation as the file gives it, for messages
         seen: set[int] = set()
         for annotation in content.get("annotations", []):
@@ -420,14 +423,17 @@ class COCODetection:
                 segmentations.append(self._segmentation(annotation["segmentation"], ann_id, sample))
                 written.append(annotation["segmentation"])
             samples.append(sample)
-            ids.append(ann_id if _integer(ann_id) else -1)
+            if not _integer(ann_id):
+                irregular.add(len(ids))
+            ids.append(ann_id if _integer(ann_id) else -1)  # an int64 array of them is kept
+            names.append(ann_id)
             bboxes.append(annotation.get("bbox"))
             labels.append(label)
             crowds.append(int(iscrowd))
         samples_array = np.array(samples, np.int64)
-        boxes = self._boxes(bboxes, samples_array, ids)
+        boxes = self._boxes(bboxes, samples_array, names)
         if self.masks:
-            self._check_polygons(segmentations, samples_array, ids, written)
+            self._check_polygons(segmentations, samples_array, names, written)
         # Group by image, each image's annotations in file order (as pycocotools and torchvision give them).
         order = np.argsort(samples_array, kind="stable")
         bounds = np.searchsorted(samples_array[order], np.arange(len(self.image_ids) + 1))
@@ -438,13 +444,15 @@ class COCODetection:
             rows = order[start:stop]
             self._annotations.append(_ImageAnnotations(
                 ids=ids_array[rows], boxes=boxes[rows], labels=labels_array[rows], iscrowd=crowds_array[rows],
-                segmentations=tuple(segmentations[r] for r in rows) if self.masks else None))
+                segmentations=tuple(segmentations[r] for r in rows) if self.masks else None,
+                names=tuple(names[r] for r in rows) if irregular and irregular.intersection(rows.tolist())
+                else None))
 
     def _where(self, ann_id: Any, sample: int) -> str:
         """Names an annotation in messages: the file, its id and its image's."""
         return f"{self.annotation_file}: annotation {ann_id!r:.80} (image {self.image_ids[sample]})"
 
-    def _boxes(self, bboxes: list[Any], samples: np.ndarray, ids: list[int]) -> np.ndarray:
+    def _boxes(self, bboxes: list[Any], samples: np.ndarray, ids: list[Any]) -> np.ndarray:
         """The ``[x, y, w, h]`` boxes as ``(n, 4)`` float32 ``[x1, y1, x2, y2]``
         clipped to their images, checked all at once (a Python loop over a
         million boxes would take seconds)."""
@@ -473,7 +481,7 @@ class COCODetection:
                           np.clip(y2, 0, heights)], axis=1)
         return boxes.astype(np.float32).reshape(-1, 4)
 
-    def _check_polygons(self, segmentations: list[tuple[str, Any]], samples: np.ndarray, ids: list[int],
+    def _check_polygons(self, segmentations: list[tuple[str, Any]], samples: np.ndarray, ids: list[Any],
                         written: list[Any]) -> None:
         """Refuse, by name, the first polygon that lies far outside its image
         or walks too long an outline (:func:`_polygon_problem`)."""
@@ -579,8 +587,8 @@ class COCODetection:
                                       (height, width), self._ahead(index))
         if failure is not None:
             k, reason = failure
-            raise FormatError(f"{self.annotation_file}: annotation {int(annotations.ids[k])} (image "
-                              f"{self.image_ids[index]}): its segmentation cannot be decoded: {reason}")
+            name = annotations.names[k] if annotations.names is not None else int(annotations.ids[k])
+            raise FormatError(f"{self._where(name, index)}: its segmentation cannot be decoded: {reason}")
         return masks
 
     def _ahead(self, index: int) -> tuple[Any, Any, tuple[int, int]] | None:
