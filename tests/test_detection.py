@@ -11,6 +11,7 @@ colour in the decoded image, and every mask must coincide with them.
 from __future__ import annotations
 
 import io
+import re
 from typing import Any
 
 import numpy as np
@@ -498,3 +499,12 @@ def test_bool_rows_follow_the_kept_boxes_padded_with_false(tmp_path):
             assert dict(zip(loader.output_names, next(iter(loader))))["difficult"][0, n:].tolist() == [True] * (4 - n)
     with pytest.raises(ss.ArgumentError, match="fill 2 does not fit the bool rows of field 'difficult'"):
         ss.Loader(path, 1, {**pipelines, "difficult": [KeptWithBoxes(fill=2)]}, verbose=False)
+
+
+@pytest.mark.parametrize("fill", [254.7, -0.5, True, "3"])
+def test_a_segmentation_fill_that_is_not_a_class_id_is_refused(fill):
+    # 254.7 filled with class 254, -0.5 with class 0 (the background) and True with class 1, silently
+    with pytest.raises(ss.ArgumentError, match=rf"SegmentationMask's fill must be a class id \(an int >= 0\) or None "
+                                               rf"\(the dataset's ignore_index\), got {re.escape(repr(fill))}"):
+        SegmentationMask(fill=fill)
+    assert SegmentationMask(fill=np.uint8(254)).fill == 254

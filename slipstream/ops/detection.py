@@ -38,6 +38,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import math
+import numbers
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -678,10 +679,17 @@ class SegmentationMask(Following):
     no stored pixel.  ``fill=None`` takes the dataset's ``ignore_index``
     (its user metadata, as ``SegmentationFolder`` writes it), else the
     largest value of the field's dtype (255 for uint8 masks, the usual
-    "ignore" class)."""
+    "ignore" class).  A ``fill`` that is not an int (a float, a bool) is
+    refused."""
 
     follow: str = "image"
     fill: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.fill is not None and (isinstance(self.fill, bool) or not isinstance(self.fill, numbers.Integral)
+                                      or self.fill < 0):
+            raise ArgumentError(f"SegmentationMask's fill must be a class id (an int >= 0) or None (the dataset's "
+                                f"ignore_index), got {self.fill!r}")
 
     def decoder(self, source: DecodeSource, field: str) -> _SegmentationDecoder:
         """The decoder of field ``field``."""
