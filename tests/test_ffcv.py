@@ -145,13 +145,15 @@ def _with_descriptor(data: bytes, field: int, start: int, value: bytes) -> bytes
 
 def test_inconsistent_beton_descriptors_are_refused_naming_the_file_and_field(betons, tmp_path):
     data = betons["basic.beton"].read_bytes()  # fields label, value, arr_f32 (float32, (3, 4)), ...
-    dtype = b'[["", "|O"]]'
+    dtype, sub_array = b'[["", "|O"]]', b'[["", "<f4", [3]]]'
     cases = {
         "repeated": (_with_descriptor(data, 1, 1, b"label".ljust(16, b"\0")), "field 1 has an empty or repeated "
                                                                               "name 'label'"),
         "empty": (_with_descriptor(data, 0, 1, bytes(16)), "field 0 has an empty or repeated name ''"),
         "object": (_with_descriptor(data, 2, 17 + 256, len(dtype).to_bytes(8, "little") + dtype),
                    "field 'arr_f32' .*NDArrayField needs a fixed-size dtype, got object"),
+        "sub_array": (_with_descriptor(data, 2, 17 + 256, len(sub_array).to_bytes(8, "little") + sub_array),
+                      "field 'arr_f32': unreadable NDArrayField arguments \\(a dtype entry of 3 parts"),
     }
     for name, (changed, problem) in cases.items():
         (tmp_path / f"{name}.beton").write_bytes(changed)

@@ -150,6 +150,8 @@ class _BetonParser:
             descr = json.loads(arguments[264:264 + text_size].decode("ascii"))
             if len(descr) != 1:
                 raise ValueError(f"{len(descr)} dtype entries")
+            if len(descr[0]) != 2:  # [name, type, shape]: a sub-array, whose shape FFCV's arrays never carry
+                raise ValueError(f"a dtype entry of {len(descr[0])} parts, {descr[0]!r}, where FFCV writes 2")
             dtype = np.dtype(descr[0][1])
         except (ValueError, TypeError, IndexError, UnicodeDecodeError) as exc:
             raise self.fail(f"field {name!r}: unreadable NDArrayField arguments ({exc})") from None
