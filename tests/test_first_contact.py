@@ -130,6 +130,10 @@ def test_the_output_folder_is_named_when_it_does_not_exist_or_is_no_folder(tmp_p
     with pytest.raises(IsADirectoryError, match=r"a-folder is a folder; give the path of a file to write, or "
                                                 r"shard_size= or shards="):
         ss.write(tmp_path / "a-folder", [(1,)], fields, workers=0, verbose=False)
+    with pytest.raises(IsADirectoryError, match=r"new-folder/ names a folder \(it ends with a slash\); give the path "
+                                                r"of a file to write, or shard_size= or shards="):
+        ss.write(f"{tmp_path}/new-folder/", [(1,)], fields, workers=0, verbose=False)
+    assert not (tmp_path / "new-folder").exists()
     with pytest.raises(NotADirectoryError, match=r"a-file is a file; a sharded dataset is written into a folder"):
         ss.write(tmp_path / "a-file", [(1,)], fields, shards=1, workers=0, verbose=False)
 

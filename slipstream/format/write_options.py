@@ -138,7 +138,8 @@ class WriteOptions:
                 ``path`` and ``overwrite`` is off.
             FileNotFoundError: the folder that is to hold the file does not exist.
             NotADirectoryError, IsADirectoryError: ``path``, or the folder
-                that is to hold it, is the wrong kind of thing.
+                that is to hold it, is the wrong kind of thing (a path that
+                ends with a slash names a folder).
         """
         path = self.path
         if self.sharded:
@@ -149,6 +150,10 @@ class WriteOptions:
                                       f"(--overwrite) to replace it")
             return
         target = local_path(path)
+        if path.endswith(("/", os.sep)):  # a folder's name: a file named without the slash would surprise
+            raise IsADirectoryError(f"{path} names a folder (it ends with a slash); give the path of a file to "
+                                    f"write, or shard_size= or shards= (--shard-size, --shards) to write a sharded "
+                                    f"dataset into the folder")
         folder = target.parent
         if not folder.is_dir():
             if folder.exists():
