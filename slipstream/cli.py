@@ -22,14 +22,14 @@ def main(argv: list[str] | None = None) -> int:
 
     write = commands.add_parser("write", help="write a dataset from an image folder (root/<class>/<image>, or flat), "
                                               "WebDataset tar shards or a LitData dataset")
-    write.add_argument("folder", type=_path, help="image folder with one subfolder per class (labels number the sorted class "
-                                      "names), or a flat folder of images (all labelled 0); or WebDataset tar "
-                                      "shards: a .tar file, a brace pattern (train-{000000..000099}.tar), or a "
-                                      "folder or URL prefix ending in / holding .tar files, or a shard index (.json, "
-                                      "as webdataset's widsindex writes); or the folder of a LitData "
-                                      "optimized dataset (index.json) whose items have 'image' and 'label'")
-    write.add_argument("output", type=_path, help="dataset file to create, or the folder or URL (s3://bucket/prefix) of a "
-                                      "sharded dataset")
+    write.add_argument("folder", type=_path,
+                       help="image folder with one subfolder per class (labels number the sorted class names), or a "
+                            "flat folder of images (all labelled 0); or WebDataset tar shards: a .tar file, a brace "
+                            "pattern (train-{000000..000099}.tar), or a folder or URL prefix ending in / holding .tar "
+                            "files, or a shard index (.json, as webdataset's widsindex writes); or the folder of a "
+                            "LitData optimized dataset (index.json) whose items have 'image' and 'label'")
+    write.add_argument("output", type=_path,
+                       help="dataset file to create, or the folder or URL (s3://bucket/prefix) of a sharded dataset")
     write.add_argument("--workers", type=int, default=None, help="encoding processes (default: one per core)")
     write.add_argument("--write-mode", choices=["jpeg", "raw", "smart", "yuv420"], default="jpeg",
                        help="how images are stored (default: jpeg, JPEG input with its DCT coefficients unchanged; "
@@ -81,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--threads", type=int, default=None, help="decoding threads (default: every core)")
 
     demo = commands.add_parser("demo", help="write a dataset of JPEGs, stream it with random crops, print images/s")
-    demo.add_argument("--data", type=_path, help="image folder, root/<class>/<image> or flat (default: generate pictures)")
+    demo.add_argument("--data", type=_path,
+                      help="image folder, root/<class>/<image> or flat (default: generate pictures)")
     demo.add_argument("--epochs", type=int, default=3, help="passes over the images (default: 3)")
     demo.add_argument("--count", type=int, default=240, help="number of images to generate (default: 240)")
     demo.add_argument("--grid", default="demo-batch.png",
@@ -95,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     except (SlipstreamError, OSError) as exc:
         print(f"slipstream {args.command}: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # the write left nothing half-done behind: one line, and the shell's status for SIGINT
+        print(f"slipstream {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -211,9 +215,9 @@ def _shard_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--shard-size", default=None,
                        help="write a sharded dataset (shard files and a manifest) into OUTPUT, a new shard every "
                             "SHARD_SIZE bytes, e.g. 1GB (a URL output gets 1GB shards by default)")
-    group.add_argument("--shards", type=int, default=None, help="write a sharded dataset of at most this many shards, of about equal sample "
-                                                            "counts (a shard ends only where a page starts: fewer "
-                                                            "pages, fewer shards)")
+    group.add_argument("--shards", type=int, default=None,
+                       help="write a sharded dataset of at most this many shards, of about equal sample counts (a "
+                            "shard ends only where a page starts: fewer pages, fewer shards)")
 
 
 def _written(result: object) -> str:

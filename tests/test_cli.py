@@ -7,14 +7,18 @@ import importlib.metadata
 import json
 import re
 import shlex
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import slipstream as ss
-from cli_command import run_slipstream as run
+from slipstream.sources import synthetic_folder
+from cli_command import run_slipstream as run, slipstream_command
 from jpeg_corpus import make_sample, stored
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -62,6 +66,19 @@ def test_errors_are_one_line_and_exit_1(tmp_path):
     assert junk.returncode == 1 and "junk.slip: not a slipstream dataset" in junk.stderr
     no_folder = run("write", "nowhere", "x.slip", cwd=tmp_path)
     assert no_folder.returncode == 1 and "nowhere does not exist" in no_folder.stderr
+
+
+def test_ctrl_c_is_one_line_with_the_status_of_sigint_and_leaves_no_output(tmp_path):
+    synthetic_folder(tmp_path / "images", count=2000, height=64, width=64, verbose=False)
+    writing = subprocess.Popen([slipstream_command(), "write", "images", "out.slip", "--workers", "0"], cwd=tmp_path,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob(".out.slip.*.tmp")) and writing.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    writing.send_signal(signal.SIGINT)
+    _, err = writing.communicate(timeout=120)
+    assert writing.returncode == 130 and "slipstream write: interrupted" in err and "Traceback" not in err, err
+    assert not (tmp_path / "out.slip").exists() and not list(tmp_path.glob(".*.tmp"))
 
 
 def test_demo_streams_a_generated_folder_and_saves_a_labelled_grid(tmp_path):
