@@ -154,7 +154,7 @@ def _write_source(name: str, image: object) -> tuple[object, dict[str, object]]:
     with LitData's ``index.json``, not just any file of that name), else an
     image folder."""
     import slipstream as ss
-    from slipstream.sources.paths import is_litdata_index
+    from slipstream.sources.paths import holds_tar_shards, is_litdata_index
     from slipstream.sources.shard_index import shard_index_at
 
     fields = {"image": image, "label": ss.IntField()}
@@ -163,7 +163,7 @@ def _write_source(name: str, image: object) -> tuple[object, dict[str, object]]:
     if index is not None:
         return ss.WebDataset(index, fields), fields
     if "{" in name or name.endswith(".tar") or ("://" in name and name.endswith("/")) or \
-            ("://" not in name and path.is_dir() and any(path.glob("*.tar"))):
+            ("://" not in name and path.is_dir() and holds_tar_shards(path, name)):
         return ss.WebDataset(name, fields), fields
     if "://" not in name and is_litdata_index(path / "index.json"):
         return ss.LitData(name), fields

@@ -309,6 +309,20 @@ def test_write_reads_a_folder_with_an_index_json_of_its_own_as_images(tmp_path):
     assert (tmp_path / "cli.slip").read_bytes() == (tmp_path / "api.slip").read_bytes()
 
 
+def test_write_asks_which_to_read_of_a_folder_holding_tar_shards_and_folders_of_images(tmp_path):
+    from test_sources import jpegs, write_tars
+
+    for k, data in enumerate(jpegs(4, seed=19)):
+        (tmp_path / "train" / ("cat", "dog")[k % 2]).mkdir(parents=True, exist_ok=True)
+        (tmp_path / "train" / ("cat", "dog")[k % 2] / f"{k}.jpg").write_bytes(data)
+    write_tars(tmp_path / "train", jpegs(2, seed=20), per_shard=10)  # a backup beside the class folders
+    mixed = run("write", "train", "out.slip", cwd=tmp_path)
+    assert mixed.returncode == 1 and not (tmp_path / "out.slip").exists()
+    assert mixed.stderr.strip() == ("slipstream write: train holds both tar shards (1, such as train-000000.tar) and "
+                                    "folders of images (2, such as cat/): say which to read, "
+                                    "slipstream.sources.ImageFolder('train') or slipstream.WebDataset('train')")
+
+
 def test_shards_is_at_most_that_many_as_its_help_says(tmp_path):
     class_tree(tmp_path / "tree")
     assert "at most this many shards" in " ".join(run("write", "--help", cwd=tmp_path).stdout.split())

@@ -107,15 +107,27 @@ def _source_kind(path: str | os.PathLike, remote: Remote) -> ShardIndex | str | 
         return None
     if is_litdata_index(local / LITDATA_INDEX):
         return "litdata"
-    tars = sorted(child.name for child in local.iterdir() if child.suffix == ".tar" and child.is_file())
+    return "webdataset" if holds_tar_shards(local, text) else "folder"
+
+
+def holds_tar_shards(folder: Path, name: str | None = None) -> bool:
+    """Whether ``folder`` holds tar shards (``.tar`` files), and no folders
+    of images beside them.
+
+    Raises:
+        ArgumentError: it holds both, naming the source classes that read
+            each (``name``: the folder as the user gave it).
+    """
+    tars = sorted(child.name for child in folder.iterdir() if child.suffix == ".tar" and child.is_file())
     if not tars:
-        return "folder"
-    classes = sorted(child.name for child in local.iterdir() if child.is_dir() and _holds_an_image(child))
+        return False
+    classes = sorted(child.name for child in folder.iterdir() if child.is_dir() and _holds_an_image(child))
     if classes:
-        raise ArgumentError(f"{local} holds both tar shards ({len(tars)}, such as {tars[0]}) and folders of images "
+        given = str(folder) if name is None else name
+        raise ArgumentError(f"{folder} holds both tar shards ({len(tars)}, such as {tars[0]}) and folders of images "
                             f"({len(classes)}, such as {classes[0]}/): say which to read, "
-                            f"slipstream.sources.ImageFolder({text!r}) or slipstream.WebDataset({text!r})")
-    return "webdataset"
+                            f"slipstream.sources.ImageFolder({given!r}) or slipstream.WebDataset({given!r})")
+    return True
 
 
 def is_litdata_index(path: Path) -> bool:
