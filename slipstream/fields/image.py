@@ -47,7 +47,12 @@ class RGBImageField(Field, type_id=1):
             larger ones as JPEG.
         max_resolution: when set, images whose longer side exceeds it are
             resized (area averaging) so that it equals ``max_resolution``,
-            and then re-encoded.
+            and then re-encoded.  Other fields are not: boxes, keypoints or
+            masks stored beside the image must be in the stored image's
+            pixels (``slipstream.write`` refuses it for a
+            :class:`~slipstream.sources.COCODetection` or
+            :class:`~slipstream.sources.SegmentationFolder`, whose
+            annotations are in the original's).
         jpeg_quality: 1 to 100, for images this field compresses.
         smart_threshold: pixel count (height x width) up to which
             ``"smart"`` stores raw pixels.
