@@ -41,6 +41,25 @@ def same(a, b) -> bool:
         for x, y in zip(a, b))
 
 
+def in_two_threads(run) -> None:
+    """``run(0)`` and ``run(1)`` in two threads at once; what either raises is raised here."""
+    errors = []
+
+    def guarded(k):
+        try:
+            run(k)
+        except BaseException as exc:  # reported below, not lost in the thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads), "a loader thread hung"
+    assert not errors, errors
+
+
 def test_two_loaders_in_two_threads_give_what_each_gives_alone(dataset):
     def make(seed):
         return ss.Loader(dataset, 8, {"image": [RandomResizedCrop(24), ColorJitter(0.3, 0.3)]}, verbose=False,
@@ -50,24 +69,33 @@ def test_two_loaders_in_two_threads_give_what_each_gives_alone(dataset):
     for seed in (1, 2):
         with make(seed) as loader:
             alone.append(epochs_of(loader))
-    results, errors = [None, None], []
+    results = [None, None]
 
     def run(k):
-        try:
-            with make(k + 1) as loader:
-                results[k] = epochs_of(loader)
-        except BaseException as exc:  # reported below, not lost in the thread
-            errors.append(exc)
+        with make(k + 1) as loader:
+            results[k] = epochs_of(loader)
 
-    threads = [threading.Thread(target=run, args=(k,)) for k in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not any(t.is_alive() for t in threads), "a loader thread hung"
-    assert not errors, errors
+    in_two_threads(run)
     assert same(results[0], alone[0]) and same(results[1], alone[1])
     assert not same(results[0], results[1])
+
+
+def test_one_loader_iterated_from_two_threads_at_once_runs_one_epoch_at_a_time(dataset):
+    # Each iter() stops the epoch running before it: two threads starting theirs at once must not both run
+    # (they shared the loader's batch slots and pages: samples repeated, or a ValueError out of the pipeline).
+    with ss.Loader(dataset, 5, order="sequential", verbose=False) as loader:
+        for _ in range(5):
+            start, results = threading.Barrier(2), [None, None]
+
+            def run(k):
+                start.wait(10)
+                results[k] = [labels.numpy().copy() for _, labels in loader]
+
+            in_two_threads(run)
+            for batches in results:  # the whole epoch, or the start of one that a later iter() stopped
+                labels = np.concatenate(batches) if batches else np.zeros(0, int)
+                np.testing.assert_array_equal(labels, np.arange(len(labels)))
+            assert SAMPLES in [sum(map(len, batches)) for batches in results]
 
 
 def free_port() -> int:

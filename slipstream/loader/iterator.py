@@ -221,11 +221,14 @@ class EpochIterator:
         return outputs
 
     def _take(self) -> Any:
-        """The thread's next item, watching that the thread is alive."""
+        """The thread's next item, watching that the thread is alive (an
+        iterator closed meanwhile, from another thread, ends)."""
         while True:
             try:
                 return self._queue.get(timeout=_POLL_S)
             except queue.Empty:
+                if self._done:
+                    raise StopIteration from None
                 if not self._thread.is_alive():
                     self.close()
                     raise SlipstreamError("the loader thread stopped without a result") from None

@@ -7,6 +7,7 @@ import atexit
 import enum
 import functools
 import os
+import threading
 import warnings
 import weakref
 from collections.abc import Mapping, Sequence
@@ -244,6 +245,7 @@ class Loader:
         self._iteration = 0  # counts iterations started, so that an earlier one stopping later is not recorded
         self._taken_over: dict[str, str] | None = None  # the dataset and indices a state names, once computed
         self._iterator: weakref.ref | None = None  # weak: a dropped iterator stops its thread
+        self._starting = threading.Lock()  # iter() from two threads at once: one epoch after the other
 
     # ---------------------------------------------------------------- options
 
@@ -471,7 +473,13 @@ class Loader:
     def __iter__(self) -> EpochIterator:
         """The batches of the current epoch.  After a complete epoch the
         next ``iter()`` runs the following one; an iteration left early
-        starts its epoch again (or resumes it, after ``load_state_dict``)."""
+        starts its epoch again (or resumes it, after ``load_state_dict``).
+        An iterator still running ends (``StopIteration``) when the next
+        ``iter()`` starts, whichever thread calls it: one epoch runs at a time."""
+        with self._starting:
+            return self._start_epoch()
+
+    def _start_epoch(self) -> EpochIterator:
         if os.getpid() != self._pid:  # a forked child has the loader's memory but none of its threads
             raise SlipstreamError(f"this Loader of {self.reader.path} was created in another process (pid "
                                   f"{self._pid}); a forked process, such as a DataLoader worker, must create a "
