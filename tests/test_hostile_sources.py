@@ -208,15 +208,28 @@ def test_a_member_over_the_size_limit_is_refused_and_the_shard_read_on(tmp_path)
             f"{MAX_MEMBER_SIZE:,} a sample member may hold: it is not read") in result.skipped[0][1]
 
 
+def one_sample_refused(tmp_path, members: list[tuple[str, bytes]], message: str) -> tuple[int, list[int]]:
+    """Write a shard of ``members`` (images and labels) with ``on_error``
+    "raise", which must fail with ``message``, then "skip": the number of
+    samples written, and the indices of those skipped."""
+    shard = write_shard(tmp_path / "shard.tar", tar_bytes(members))
+    source = WebDataset(shard, {"image": ss.RGBImageField(), "label": ss.IntField()})
+    result = raised_then_skipped(tmp_path, source, message)
+    return result.samples, [i for i, _ in result.skipped]
+
+
 def test_a_repeated_member_is_refused_by_name(tmp_path):
     members = sample_members(["s0"]) + [("s1.jpg", jpeg(1)), ("s1.cls", b"1"), ("s1.cls", b"7")] + \
         sample_members(["s2"])
-    shard = write_shard(tmp_path / "twice.tar", tar_bytes(members))
-    source = WebDataset(shard, {"image": ss.RGBImageField(), "label": ss.IntField()})
-    result = raised_then_skipped(tmp_path, source, r"twice\.tar: s1: FormatError: the sample has two \.cls members, "
-                                                   r"'s1\.cls' and 's1\.cls' \(at byte \d+\): which one it means is "
-                                                   r"unknown")
-    assert result.samples == 2 and [i for i, _ in result.skipped] == [1]
+    assert one_sample_refused(tmp_path, members, r"shard\.tar: s1: FormatError: the sample has two \.cls members, "
+                                                 r"'s1\.cls' and 's1\.cls' \(at byte \d+\): which one it means is "
+                                                 r"unknown") == (2, [1])
+
+
+def test_a_sample_key_met_again_after_other_samples_is_refused_by_name(tmp_path):
+    assert one_sample_refused(tmp_path, sample_members(["s0", "s1", "s0", "s2"]),
+                              r"shard\.tar: s0: FormatError: sample key 's0' comes again at byte \d+, after other "
+                              r"samples: the members of a sample must be consecutive") == (3, [2])
 
 
 @pytest.mark.parametrize("label", ["٣", "1_000", " 3 ", "+3", "3.0", "0x10", ""])

@@ -114,6 +114,7 @@ class WebDataset(SampleStream):
             :class:`~slipstream.FormatError` saying so.
 
     A sample that lacks a member a field needs, has a member twice, has a
+    key that came before other samples (its members are not consecutive), has a
     sparse member or one over :data:`~slipstream.sources.tarstream.MAX_MEMBER_SIZE`,
     or whose member does not parse (:func:`member_value`), is reported as
     unreadable, named by shard and key, and follows the writer's
@@ -379,11 +380,14 @@ def _samples(shard: str, remote: Remote, read_data: bool = True) -> Iterator[tup
     """``(key, {extension: bytes})`` per sample of a tar shard, in order, or
     ``(key, error)`` for a sample that cannot be read; a shard that breaks
     off ends with ``(key of the sample in progress, error)`` naming what is
-    lost (that sample, which may miss members, and every one after it).
+    lost (that sample, which may miss members, and every one after it).  A
+    key that comes again after other samples is an unreadable sample: its
+    members are not consecutive.
     With ``read_data`` false, the members' contents are ``b""`` (see
     :func:`tarstream.members`): the same items, from the headers alone."""
     current: _Sample | None = None
     read = 0
+    keys: set[str] = set()  # of the samples finished
     stream, size = _open(shard, remote)
     with stream:
         try:
@@ -395,6 +399,10 @@ def _samples(shard: str, remote: Remote, read_data: bool = True) -> Iterator[tup
                 if finished is not None:
                     yield finished.key, finished.outcome()
                     read += 1
+                    keys.add(finished.key)
+                    if key in keys:  # webdataset would make it a second sample of that key
+                        current.problem = (f"sample key {key!r} comes again at byte {member.offset}, after other "
+                                           f"samples: the members of a sample must be consecutive")
                 current.add(extension, member)
         except (FormatError, OSError) as exc:
             key = _member_key(exc.member)[0] if isinstance(exc, tarstream.TarDamage) else None
