@@ -232,6 +232,31 @@ def test_a_sample_key_met_again_after_other_samples_is_refused_by_name(tmp_path)
                               r"samples: the members of a sample must be consecutive") == (3, [2])
 
 
+@pytest.mark.parametrize("kind", [tarfile.LNKTYPE, tarfile.SYMTYPE])
+@pytest.mark.parametrize("format", [tarfile.GNU_FORMAT, tarfile.PAX_FORMAT])
+def test_a_link_member_is_refused_by_name(tmp_path, kind, format):
+    target = "images/" + "x" * 120 + ".jpg"  # longer than a header's link field: a GNU K header, or a pax linkpath
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=format) as tar:
+        for name, data in sample_members(["s0"]) + [("s1.cls", b"1"), ("s1.jpg", None), ("s2.jpg", None)] + \
+                sample_members(["s3"]):
+            info = tarfile.TarInfo(name)
+            if data is None:  # s2 has no other member
+                info.type, info.linkname = kind, target
+            else:
+                info.size = len(data)
+            tar.addfile(info, io.BytesIO(data or b""))
+    shard = write_shard(tmp_path / "links.tar", buffer.getvalue())
+    source = WebDataset(shard, {"image": ss.RGBImageField(), "label": ss.IntField()})
+    what = "hard" if kind == tarfile.LNKTYPE else "symbolic"
+    result = raised_then_skipped(tmp_path, source, rf"links\.tar: s1: FormatError: member 's1\.jpg' \(at byte \d+\) "
+                                                   rf"is a {what} link to {re.escape(repr(target))}, which a sample "
+                                                   rf"member cannot be: it is not read")
+    assert result.samples == 2 and [i for i, _ in result.skipped] == [1, 2]
+    assert f"links.tar: s2: FormatError: member 's2.jpg' (at byte" in result.skipped[1][1]
+    assert source.length_hint() == 4
+
+
 @pytest.mark.parametrize("label", ["٣", "1_000", " 3 ", "+3", "3.0", "0x10", ""])
 def test_labels_must_be_plain_ascii_decimal_integers(tmp_path, label):
     members = sample_members(["s0"]) + [("s1.jpg", jpeg(1)), ("s1.cls", label.encode())]

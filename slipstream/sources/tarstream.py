@@ -9,7 +9,7 @@ before anything is allocated for it.
 The formats read are those tar writers produce: POSIX ustar and pax
 (extended headers ``x``, global headers ``g``) and GNU (long names ``L``
 and ``K``); sparse members (GNU ``S`` and pax ``GNU.sparse``) are refused
-one by one, the archive read on past them.
+one by one, the archive read on past them, as are hard and symbolic links.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ _REGULAR = (b"0", b"\0", b"7")
 _NO_DATA = (b"1", b"2", b"3", b"4", b"5", b"6")
 """Links, devices, folders and FIFOs: their size field says nothing of the
 data that follows (there is none), as :mod:`tarfile` reads them."""
+_LINKS = {b"1": "hard", b"2": "symbolic"}
 
 _SKIP_CHUNK = 1 << 20
 _ZEROS = bytes(BLOCK)
@@ -63,8 +64,8 @@ class Member:
         name: its path in the archive.
         offset: where its header starts (of its extended headers, the first).
         data: its content, or ``None`` when it was refused (:attr:`refusal`).
-        refusal: why it was not read (a sparse file, or more bytes than
-            :data:`MAX_MEMBER_SIZE`), else ``""``.
+        refusal: why it was not read (a link, a sparse file, or more bytes
+            than :data:`MAX_MEMBER_SIZE`), else ``""``.
     """
 
     name: str
@@ -109,7 +110,9 @@ class _Reader:
 
 def members(stream: BinaryIO, size: int, read_data: bool = True) -> Iterator[Member]:
     """The regular files of the tar archive ``stream`` of ``size`` bytes, in
-    order.  Other entries (folders, links) are passed over.  With
+    order, and its hard and symbolic links, refused (:attr:`Member.refusal`:
+    a link's content is another member's, or outside the archive).  Other
+    entries (folders, devices) are passed over.  With
     ``read_data`` false, every member's data is passed over (a seek in a
     file) and given as ``b""``: the same members, found by their headers
     alone (the damage found is the same too, sizes being checked against
@@ -143,6 +146,7 @@ def _member(reader: _Reader, block: bytes, start: int, global_records: dict[str,
     extended headers are read and applied to the header that follows them."""
     records = dict(global_records)
     long_name: str | None = None
+    long_link: str | None = None
     while True:
         header = _Header.parse(block, reader.position - BLOCK)
         if header.kind in (b"x", b"g", b"L", b"K"):
@@ -154,11 +158,25 @@ def _member(reader: _Reader, block: bytes, start: int, global_records: dict[str,
                 records.update(global_records)
             elif header.kind == b"L":
                 long_name = _text(data.split(b"\0", 1)[0])
+            else:
+                long_link = _text(data.split(b"\0", 1)[0])
             block = reader.read(BLOCK, "a member header")
             continue
         name = records.get("path", long_name if long_name is not None else header.name)
         size = _pax_size(records, header) if "size" in records else header.size
+        if header.kind in _LINKS:
+            target = records.get("linkpath", long_link if long_link is not None else header.link_name())
+            return _link(header, name, target, start)
         return _body(reader, header, name, size, records, start, read_data)
+
+
+def _link(header: _Header, name: str, target: str, start: int) -> Member | None:
+    """A link: refused, unless it names a folder (its data, if any, is a
+    file's the archive holds elsewhere, which no sample member may share)."""
+    if name.endswith("/"):
+        return None
+    return Member(name, start, None, f"member {name!r} (at byte {start}) is a {_LINKS[header.kind]} link to "
+                                     f"{target!r}, which a sample member cannot be: it is not read")
 
 
 def _body(reader: _Reader, header: _Header, name: str, size: int, records: dict[str, str],
@@ -258,6 +276,10 @@ class _Header:
             name = prefix + b"/" + name if prefix else name
         size = _number(block[124:136], f"{corrupt} has a malformed size field")
         return cls(block, offset, _text(name), size, block[156:157])
+
+    def link_name(self) -> str:
+        """The path a link header points to."""
+        return _text(self.block[157:257].split(b"\0", 1)[0])
 
     def sparse_size(self) -> int:
         """The size a GNU sparse member claims to expand to."""
