@@ -143,6 +143,22 @@ def test_hugging_face_datasets_keep_jpeg_bytes_and_class_names(tmp_path, streami
         assert [reader[k]["label"] for k in range(20)] == [k % 4 for k in range(20)]
 
 
+@pytest.mark.parametrize("streaming", [False, True])
+def test_hugging_face_image_columns_are_images_when_the_first_image_is_none(tmp_path, streaming):
+    datasets = pytest.importorskip("datasets")
+    images, dataset = hf_dataset()
+    dataset = datasets.Dataset.from_dict(
+        {"image": [None] + [{"bytes": b, "path": None} for b in images[1:]], "label": dataset["label"]},
+        features=dataset.features)
+    if streaming:
+        dataset = dataset.to_iterable_dataset(num_shards=2)
+    result = ss.write(tmp_path / "hf.slip", dataset, workers=0, on_error="skip", verbose=False)
+    assert result.samples == 19 and [i for i, _ in result.skipped] == [0]
+    with ss.Reader(tmp_path / "hf.slip") as reader:
+        assert type(reader.fields["image"]).__name__ == "RGBImageField"
+        assert [bytes(reader.value_bytes(k, "image")) for k in range(19)] == [tiled(i) for i in images[1:]]
+
+
 def litdata_dataset(folder: Path, count: int = 16) -> tuple[list[bytes], list[Path], str]:
     """``count`` JPEGs written by ``litdata.optimize`` as items ``{"image":
     PIL image, "label": 3 * k}`` in chunks of 4 items: (the JPEGs, their

@@ -29,7 +29,9 @@ def is_huggingface(source: Any) -> bool:
 
 def from_huggingface(dataset: Any, fields: Mapping[str, Any] | None) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     """``(samples, fields, user metadata)`` for a Hugging Face dataset (see
-    the module docstring).  ``fields`` defaults to one per column, inferred
+    the module docstring).  ``fields`` defaults to one per column: an
+    :class:`~slipstream.RGBImageField` for an ``Image`` feature, an
+    :class:`~slipstream.IntField` for a ``ClassLabel``, any other inferred
     from the first sample (:func:`~slipstream.sources.adapters.infer_fields`)."""
     import datasets
 
@@ -39,8 +41,13 @@ def from_huggingface(dataset: Any, fields: Mapping[str, Any] | None) -> tuple[An
             dataset = dataset.cast_column(name, datasets.Image(decode=False))
     streamed = isinstance(dataset, datasets.IterableDataset)
     if fields is None:
+        from slipstream.fields import IntField, RGBImageField
+
         first = next(iter(dataset)) if streamed else dataset[0]
-        fields = infer_fields(first)
+        # A column's feature says what it holds, where its first value may be None.
+        fields = {name: RGBImageField() if isinstance(features.get(name), datasets.Image) else
+                  IntField() if isinstance(features.get(name), datasets.ClassLabel) else field
+                  for name, field in infer_fields(first).items()}
     fields = dict(fields)
     labels = [name for name in fields if isinstance(features.get(name), datasets.ClassLabel)]
     meta = {"classes": list(features[labels[0]].names)} if len(labels) == 1 else {}
