@@ -257,6 +257,24 @@ def test_a_link_member_is_refused_by_name(tmp_path, kind, format):
     assert source.length_hint() == 4
 
 
+def test_solaris_extended_headers_name_their_members(tmp_path):
+    keys = ["images/" + "y" * 120 + f"{k}" for k in range(3)]  # longer than a ustar header's name field
+    data = bytearray(tar_bytes(sample_members(keys)))
+    for offset in range(0, len(data), 512):
+        header = tarfile.TarInfo.frombuf(bytes(data[offset:offset + 512]), "utf-8", "surrogateescape") \
+            if any(data[offset:offset + 512]) and data[offset + 257:offset + 262] == b"ustar" else None
+        if header is not None and header.type == tarfile.XHDTYPE:  # as Solaris tar writes it: type X
+            data[offset + 156] = ord("X")
+            block = data[offset:offset + 148] + b" " * 8 + data[offset + 156:offset + 512]
+            data[offset + 148:offset + 156] = b"%06o\0 " % sum(block)
+    with tarfile.open(fileobj=io.BytesIO(bytes(data))) as tar:
+        assert tar.getnames() == [member for key in keys for member in (f"{key}.jpg", f"{key}.cls")]
+    source = WebDataset(write_shard(tmp_path / "solaris.tar", bytes(data)),
+                        {"image": ss.RGBImageField(), "label": ss.IntField()})
+    assert [(name, values[1]) for name, values in source] == [(f"{source.shards[0]}: {key}", k)
+                                                             for k, key in enumerate(keys)]
+
+
 @pytest.mark.parametrize("label", ["٣", "1_000", " 3 ", "+3", "3.0", "0x10", ""])
 def test_labels_must_be_plain_ascii_decimal_integers(tmp_path, label):
     members = sample_members(["s0"]) + [("s1.jpg", jpeg(1)), ("s1.cls", label.encode())]

@@ -7,7 +7,7 @@ headers of any size.  Every size is checked against what the archive holds
 before anything is allocated for it.
 
 The formats read are those tar writers produce: POSIX ustar and pax
-(extended headers ``x``, global headers ``g``) and GNU (long names ``L``
+(extended headers ``x``, and Solaris tar's ``X``, global headers ``g``) and GNU (long names ``L``
 and ``K``); sparse members (GNU ``S`` and pax ``GNU.sparse``) are refused
 one by one, the archive read on past them, as are hard and symbolic links.
 """
@@ -149,9 +149,9 @@ def _member(reader: _Reader, block: bytes, start: int, global_records: dict[str,
     long_link: str | None = None
     while True:
         header = _Header.parse(block, reader.position - BLOCK)
-        if header.kind in (b"x", b"g", b"L", b"K"):
+        if header.kind in (b"x", b"X", b"g", b"L", b"K"):
             data = _extension_data(reader, header)
-            if header.kind == b"x":
+            if header.kind in (b"x", b"X"):  # X: Solaris tar's, as tarfile reads it
                 records.update(_pax_records(data, header.offset))
             elif header.kind == b"g":
                 global_records.update(_pax_records(data, header.offset))
