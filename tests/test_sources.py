@@ -58,6 +58,17 @@ def test_webdataset_members_become_fields_and_keep_their_bytes(tmp_path):
     assert folder.shards == source.shards
 
 
+def test_webdataset_captions_are_a_default_field(tmp_path):
+    images = jpegs(3)
+    extra = {k: {"txt": f"a caption of image {k}"} for k in range(3)}
+    write_tars(tmp_path / "wds", images, per_shard=10, extra=extra)
+    source = ss.WebDataset(tmp_path / "wds")
+    assert list(source.fields) == ["image", "label", "json", "text"]
+    ss.write(tmp_path / "out.slip", source, workers=0, verbose=False)
+    with ss.Reader(tmp_path / "out.slip") as reader:
+        assert [reader[k]["text"] for k in range(3)] == [f"a caption of image {k}" for k in range(3)]
+
+
 def test_webdataset_from_s3(tmp_path, s3_server):
     from slipstream.format.objectstore import ObjectPrefix
 

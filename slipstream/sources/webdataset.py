@@ -98,8 +98,8 @@ class WebDataset(SampleStream):
         fields: field name -> field (default: from the members of the first
             sample, by the names of :data:`DEFAULT_MEMBERS`: ``image``
             (:class:`~slipstream.RGBImageField`), ``label``
-            (:class:`~slipstream.IntField`), ``json``
-            (:class:`~slipstream.JSONField`), ``text``).
+            (:class:`~slipstream.IntField`), ``json`` and ``text``
+            (:class:`~slipstream.JSONField`, the caption a string)).
         members: field name -> member extension(s) it reads, alternatives
             separated by ``;`` (default: :data:`DEFAULT_MEMBERS`, else the
             field's name).
@@ -192,7 +192,7 @@ class WebDataset(SampleStream):
         if not isinstance(first, dict):
             why = f" (the last: {first})" if first is not None else ""
             raise ArgumentError(f"{self.shards[0]} has no readable sample to take the fields from{why}: pass fields=")
-        kinds = {"image": RGBImageField, "label": IntField, "json": JSONField}
+        kinds = {"image": RGBImageField, "label": IntField, "json": JSONField, "text": JSONField}
         fields = {name: kind() for name, kind in kinds.items()
                   if any(e in first for e in DEFAULT_MEMBERS[name].split(";"))}
         if not fields:
