@@ -719,6 +719,42 @@ def test_the_compile_cache_key_covers_every_operation_a_node_holds():
     np.testing.assert_array_equal(run(200), np.where(images >= 200, 255 - images, images))
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Lookup(Operation):
+    """x -> table[x]: an operation whose parameter is an array its code holds as a constant."""
+
+    table: np.ndarray
+
+    def declare(self, state):
+        return state.replace(dtype=np.dtype(np.float64)), Allocation(state.shape, np.float64)
+
+    def generate_code(self):
+        table = self.table
+
+        def look(x, out, key):
+            flat, into = x.reshape(-1), out.reshape(-1)
+            for j in range(flat.size):
+                into[j] = table[flat[j]]
+            return out
+
+        return look
+
+
+def test_the_compile_cache_key_covers_the_whole_of_an_array_parameter():
+    """NumPy's repr drops the middle of an array of over 1000 entries and
+    rounds floats to 8 digits: operations differing there must not share a
+    stage (the second pipeline ran the first's table)."""
+    indices = np.full((4, 2), 1500, np.uint16)
+    table = np.zeros(2000)
+    changed_inside, changed_in_the_ninth_digit = table.copy(), table.copy()
+    changed_inside[1500] = 7.0
+    changed_in_the_ninth_digit[1500] = 1e-9
+    fingerprints = {_Lookup(t).fingerprint() for t in (table, changed_inside, changed_in_the_ninth_digit)}
+    assert len(fingerprints) == 3
+    for t in (table, changed_inside):
+        np.testing.assert_array_equal(Pipeline([ArraySource(indices), _Lookup(t)]).compile(4)(np.arange(4)), t[indices])
+
+
 @dataclasses.dataclass(frozen=True)
 class _Shaken(Operation):
     """Adds noise from a generator given by name: NumPy's or Python's global one (no seed reaches them)."""

@@ -91,9 +91,12 @@ class Operation:
     def fingerprint(self) -> str:
         """Text that changes whenever the generated code may change: used to
         key the compile cache.  The default, the class and the ``repr``,
-        suits dataclasses whose fields are all that ``generate_code`` reads."""
+        suits dataclasses whose fields are all that ``generate_code`` reads;
+        NumPy arrays in it are written whole, with every float exact (their
+        usual ``repr`` drops the middle of a large array and rounds)."""
         cls = type(self)
-        return f"{cls.__module__}.{cls.__qualname__}:{self!r}"
+        with np.printoptions(threshold=sys.maxsize, floatmode="unique"):
+            return f"{cls.__module__}.{cls.__qualname__}:{self!r}"
 
     def draws_like(self) -> Operation:
         """The operation whose random streams this one takes: itself, unless
