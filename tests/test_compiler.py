@@ -416,6 +416,35 @@ def test_same_result_in_two_processes(tmp_path):
     assert here(np.arange(37)).tobytes().hex() == runs[0]
 
 
+def test_a_truncated_stage_source_in_the_cache_is_written_again(tmp_path):
+    """A stage file of the cache cut short (a disk error, a copy stopped
+    halfway) is written again and the stage compiled, where its import
+    failed with a SyntaxError on every run until the cache was removed."""
+    script = tmp_path / "run.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import numpy as np
+        sys.path.insert(0, sys.argv[1])
+        from test_compiler import FlipX, images
+        from slipstream.compiler import ArraySource, Pipeline
+        sys.stdout.write(Pipeline([ArraySource(images()), FlipX()]).compile(4)(np.arange(4)).tobytes().hex())
+    """))
+    tests_dir = str(__import__("pathlib").Path(__file__).parent)
+    env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(tmp_path / "cache")}
+
+    def run():
+        return subprocess.run([sys.executable, str(script), tests_dir], capture_output=True, text=True, cwd=tmp_path,
+                              env=env)
+
+    first = run()
+    assert first.returncode == 0, first.stderr
+    (stage,) = (tmp_path / "cache" / "stages").glob("stage_*.py")
+    stage.write_bytes(stage.read_bytes()[:100])
+    again = run()
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == first.stdout
+
+
 def test_stages_cached_by_different_processes_keep_their_own_code(tmp_path):
     """Two processes each compile a crop pipeline (same closures, other
     constants) into one cache; a third loads both and must run each one's

@@ -536,15 +536,17 @@ def load_stage(graph: Graph, stage: StageSource) -> Callable[..., Any]:
 
 
 def _write_source(path: Path, stage: StageSource) -> bool:
-    """Write the stage's source at ``path`` unless it is there; whether it
-    is there, for Numba's disk cache.  A folder that cannot hold it (a full
-    disk, a read-only cache) is a :class:`~slipstream.CacheWarning`, and
-    the stage is compiled without the disk cache."""
+    """Write the stage's source at ``path`` unless it is there, whole;
+    whether it is there, for Numba's disk cache.  A file there with other
+    text (truncated, damaged) is written again.  A folder that cannot hold
+    it (a full disk, a read-only cache) is a :class:`~slipstream.CacheWarning`,
+    and the stage is compiled without the disk cache."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    text = stage.source.encode()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.exists():
-            tmp.write_text(stage.source)
+        if not path.exists() or path.read_bytes() != text:
+            tmp.write_bytes(text)
             os.replace(tmp, path)  # atomic: concurrent processes write identical text
         return True
     except OSError as exc:
