@@ -445,6 +445,38 @@ def test_a_truncated_stage_source_in_the_cache_is_written_again(tmp_path):
     assert again.stdout == first.stdout
 
 
+@pytest.mark.parametrize("entry", ["nbi", "nbc"], ids=["index", "machine-code"])
+def test_a_truncated_numba_cache_entry_is_compiled_again(tmp_path, entry):
+    """Numba's index or machine code of a stage cut short is a CacheWarning
+    and a compile, saved over it, where the unpickling error ended the run."""
+    script = tmp_path / "run.py"
+    script.write_text(textwrap.dedent("""
+        import sys, warnings
+        import numpy as np
+        sys.path.insert(0, sys.argv[1])
+        from test_compiler import FlipX, images
+        from slipstream.compiler import ArraySource, Pipeline
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            batch = Pipeline([ArraySource(images()), FlipX()]).compile(4)(np.arange(4))
+        print(len([w for w in caught if "could not be read" in str(w.message)]), batch.tobytes().hex())
+    """))
+    tests_dir = str(__import__("pathlib").Path(__file__).parent)
+    env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(tmp_path / "cache")}
+
+    def run():
+        done = subprocess.run([sys.executable, str(script), tests_dir], capture_output=True, text=True, cwd=tmp_path,
+                              env=env)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    first = run()
+    for path in (tmp_path / "cache" / "stages" / "__pycache__").glob(f"stage_*.{entry}"):
+        path.write_bytes(path.read_bytes()[:30])
+    again, third = run(), run()
+    assert first[0] == "0" and again == ["1", first[1]] and third == first  # warned once, then saved whole
+
+
 def test_stages_cached_by_different_processes_keep_their_own_code(tmp_path):
     """Two processes each compile a crop pipeline (same closures, other
     constants) into one cache; a third loads both and must run each one's

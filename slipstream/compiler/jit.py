@@ -9,11 +9,15 @@ from the compile itself: from inside the type inference of the stage that
 calls the function, which then cannot be built.  Here such a write is a
 :class:`~slipstream.CacheWarning` instead (once per cache folder and
 process), and the function, compiled, runs: the next process compiles it
-again.
+again.  An entry that cannot be read back (cut short, damaged) is a
+:class:`~slipstream.CacheWarning` too, and the function is compiled again
+and saved over it, where Numba's unpickling error failed the compile.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 import warnings
 from collections.abc import Callable
@@ -47,6 +51,17 @@ class _SavingCache(FunctionCache):
     def __init__(self, py_func: Callable[..., Any]) -> None:
         super().__init__(py_func)
         self.function = py_func.__qualname__
+
+    def load_overload(self, sig: Any, target_context: Any) -> Any:
+        try:
+            return super().load_overload(sig, target_context)
+        except Exception as exc:  # a damaged entry (cut short, overwritten): compiled again and saved afresh
+            warnings.warn(f"the compile cache entry of {self.function} at {self.cache_path} could not be read "
+                          f"({type(exc).__name__}: {exc}): it is compiled again and saved over it",
+                          CacheWarning, stacklevel=2)
+            with contextlib.suppress(OSError):
+                os.unlink(self._cache_file._index_path)
+            return None
 
     def save_overload(self, sig: Any, data: Any) -> None:
         try:
