@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -158,14 +159,24 @@ def test_the_demo_prints_the_batch_shape_and_the_last_partial_batch(tmp_path):
 
 def test_the_quickstart_says_when_a_batch_is_reused_and_it_is(dataset):
     text = " ".join(README.read_text().split("## Quickstart", 1)[1].split("\n## ", 1)[0].split())
-    assert ("A batch's memory is reused `batches_ahead + 2` batches later (5 with the default "
-            "`ss.Memory(batches_ahead=3)`), so `[x for x, y in loader]` keeps overwritten tensors: `.clone()` a "
-            "batch to keep it.") in text
+    assert ("A batch stays as it is until you take the next one: its memory is used again `batches_ahead + 2` "
+            "batches later (5 with the default `ss.Memory(batches_ahead=3)`), filled as soon as the batch after it "
+            "is taken, so `[x for x, y in loader]` keeps overwritten tensors: `.clone()` a batch to keep it "
+            "longer.") in text
     with ss.Loader(dataset, 4, order="sequential", verbose=False) as loader:
         kept, cloned = zip(*[(y, y.clone()) for _, y in loader])
     assert [batch.tolist() for batch in cloned] == [list(range(k, k + 4)) for k in range(0, 48, 4)]
     assert kept[0].data_ptr() == kept[5].data_ptr() and kept[0].data_ptr() not in {b.data_ptr() for b in kept[1:5]}
     assert kept[0].tolist() != cloned[0].tolist()  # overwritten by a later batch
+    with ss.Loader(dataset, 4, order="sequential", memory=ss.Memory(batches_ahead=1), verbose=False) as loader:
+        batches = iter(loader)
+        first = next(batches)[1]
+        assert first.tolist() == [0, 1, 2, 3]
+        next(batches)  # from now on the first batch's memory is filled again, by batch 3 (slot 0 of 3)
+        deadline = time.monotonic() + 60
+        while first.tolist() == [0, 1, 2, 3] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert first.tolist() == [12, 13, 14, 15]
 
 
 # ---------------------------------------------------------------- every Python block of docs/ runs

@@ -71,8 +71,9 @@ class Loader:
     not name in the dataset's order (``as_dict=True``: a dict by output
     name).  Each ``iter()`` starts the next epoch; ``set_epoch`` chooses
     one.  A background thread prepares ``memory.batches_ahead`` batches; a
-    batch's memory is reused ``batches_ahead + 2`` batches later, so
-    ``.clone()`` a batch to keep it.
+    batch stays as it is until the next one is taken (its memory, used
+    again ``batches_ahead + 2`` batches later, is filled from then on), so
+    ``.clone()`` a batch to keep it longer.
     ``state_dict()``/``load_state_dict()`` save and restore the position in
     an epoch; ``explain()`` shows the generated code and memory plan;
     ``close()`` (or leaving a ``with`` block) stops the thread.

@@ -215,7 +215,8 @@ class Memory:
             of a remote dataset kept mapped between epochs (default: 256 MiB
             worth).
         batches_ahead: batches prepared while the training step runs; a
-            batch's memory is reused ``batches_ahead + 2`` batches later.
+            batch's memory is used again ``batches_ahead + 2`` batches
+            later, and filled as soon as the batch after it is taken.
     """
 
     os_cache: bool = True
