@@ -114,9 +114,10 @@ class WebDataset(SampleStream):
             :class:`~slipstream.FormatError` saying so.
 
     A sample that lacks a member a field needs, has a member twice, has a
-    key that came before other samples (its members are not consecutive), has a
-    member that is a hard or symbolic link, a sparse member or one over :data:`~slipstream.sources.tarstream.MAX_MEMBER_SIZE`,
-    or whose member does not parse (:func:`member_value`), is reported as
+    key that came before other samples (its members are not consecutive),
+    has a member that is a hard or symbolic link, a sparse member or one
+    over :data:`~slipstream.sources.tarstream.MAX_MEMBER_SIZE`, or whose
+    member does not parse (:func:`member_value`), is reported as
     unreadable, named by shard and key, and follows the writer's
     ``on_error``.  So does a shard that breaks off, wherever it is cut (at a
     block boundary, inside a header or inside a member: a shard must end
