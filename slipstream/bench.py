@@ -10,6 +10,7 @@ from typing import Any
 from slipstream.errors import ArgumentError
 from slipstream.format import Reader, open_dataset
 from slipstream.loader import Loader
+from slipstream.loader.options import _integer
 from slipstream.ops import StoredBytes, presets
 
 
@@ -30,16 +31,6 @@ def _pipelines(reader: Reader, pipeline: str, field: str | None) -> dict[str, An
     return recipes[pipeline](224, field=field)
 
 
-def check_count(name: str, value: Any) -> None:
-    """Refuse ``value`` for the parameter ``name`` unless it is a positive integer.
-
-    Raises:
-        ArgumentError: naming the parameter and the value.
-    """
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ArgumentError(f"{name} must be a positive integer, got {value!r}")
-
-
 def stream(path: str | os.PathLike, pipeline: str = "train", *, field: str | None = None, batch_size: int = 128,
            epochs: int = 3, threads: int | None = None, verbose: bool = True) -> list[float]:
     """Load ``path`` through ``pipeline`` (``train``, ``val``, ``simclr`` or
@@ -53,7 +44,7 @@ def stream(path: str | os.PathLike, pipeline: str = "train", *, field: str | Non
     """
     from tqdm import tqdm
 
-    check_count("epochs", epochs)
+    _integer(epochs, "epochs", 1)
     with open_dataset(path) as reader:
         loader = Loader(reader, batch_size, _pipelines(reader, pipeline, field), num_threads=threads, as_dict=True)
         rates = []

@@ -21,11 +21,11 @@ import numba
 import numpy as np
 
 from slipstream import native
-from slipstream.bench import check_count
 from slipstream.convert import write
 from slipstream.fields import IntField, RGBImageField
 from slipstream.format import Reader
 from slipstream.loader import Loader, Order
+from slipstream.loader.options import _integer
 from slipstream.ops import presets
 from slipstream.sources import ImageFolder, synthetic_folder
 
@@ -99,8 +99,8 @@ def main(data: str | None = None, epochs: int = 3, count: int = 240, grid: str |
     Raises:
         ArgumentError: ``epochs`` or ``count`` is not a positive integer.
     """
-    check_count("epochs", epochs)
-    check_count("count", count)
+    _integer(epochs, "epochs", 1)
+    _integer(count, "count", 1)
     with tempfile.TemporaryDirectory(prefix="slipstream-demo-") as tmp:
         source, what = _source(data, Path(tmp), count)
         print(what)
