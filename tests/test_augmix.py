@@ -206,7 +206,7 @@ def compiled(op: AugMix):
 def run_compiled(op: AugMix, image: np.ndarray, key: int) -> np.ndarray:
     code = compiled(op)
     buffers = [np.empty_like(image) for _ in range(3)] + [np.empty(image.shape, np.float32), np.empty(geometry.SIZE)]
-    return code(image, *buffers, np.uint64(key)).copy()
+    return code(image, *buffers, np.uint64(key), op.values()).copy()
 
 
 @pytest.mark.parametrize("op", [AugMix(), AugMix(severity=10, mixture_width=2, chain_depth=3, alpha=0.5,
@@ -293,16 +293,17 @@ def test_augmix_declares_no_transform_and_boxes_asked_to_follow_it_are_refused(a
 
 
 @pytest.mark.parametrize(("make", "message"), [
-    (lambda: AugMix(severity=0), r"severity must be an int in \[1, 10\], got 0"),
+    (lambda: AugMix(severity=0), r"AugMix: severity must be an int in \[1, 10\], got 0"),
     (lambda: AugMix(severity=11), r"severity must be an int in \[1, 10\], got 11"),
     (lambda: AugMix(severity=2.5), r"severity must be an int in \[1, 10\], got 2.5"),
-    (lambda: AugMix(mixture_width=0), "mixture_width must be an int of at least 1, got 0"),
-    (lambda: AugMix(chain_depth=1.5), "chain_depth must be an int, got 1.5"),
-    (lambda: AugMix(alpha=0), r"alpha must be a finite number > 0, got 0"),
-    (lambda: AugMix(alpha=float("nan")), r"alpha must be a finite number > 0, got nan"),
-    (lambda: AugMix(all_ops="yes"), "all_ops must be True or False, got 'yes'"),
-    (lambda: AugMix(interpolation="bicubic"), "interpolation must be one of nearest, bilinear"),
-    (lambda: AugMix(fill=(1, 2)), r"fill must be None, a number or 3 numbers \(R, G, B\)"),
+    (lambda: AugMix(mixture_width=0), r"AugMix: mixture_width must be an int in \[1, 32\], got 0"),
+    (lambda: AugMix(mixture_width=10**8), r"AugMix: mixture_width must be an int in \[1, 32\], got 100000000"),
+    (lambda: AugMix(chain_depth=1.5), "AugMix: chain_depth must be an int <= 16, got 1.5"),
+    (lambda: AugMix(alpha=0), r"AugMix: alpha must be a number > 0, got 0"),
+    (lambda: AugMix(alpha=float("nan")), r"AugMix: alpha must be a number > 0, got nan"),
+    (lambda: AugMix(all_ops="yes"), "AugMix: all_ops must be a bool, got 'yes'"),
+    (lambda: AugMix(interpolation="bicubic"), "AugMix: interpolation must be 'nearest' or 'bilinear', got 'bicubic'"),
+    (lambda: AugMix(fill=(1, 2)), r"AugMix: fill must be None \(black\), a number or 3 numbers \(R, G, B\)"),
 ])
 def test_bad_arguments_are_refused_with_the_reason(make, message):
     with pytest.raises(ss.ArgumentError, match=message):

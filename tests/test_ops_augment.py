@@ -116,13 +116,15 @@ def test_solarize_refuses_thresholds_and_probabilities_out_of_range(threshold, p
     (lambda: RandomGrayscale(p=1.5), r"p must be a number in \[0, 1\], got 1.5"),
     (lambda: RandomGrayscale(p="0.5"), r"p must be a number in \[0, 1\]"),
     (lambda: RandomErasing(p=2), r"p must be a number in \[0, 1\], got 2"),
-    (lambda: RandomErasing(scale=(0.5, 1.5)), r"RandomErasing: scale must be a pair satisfying 0 <= low <= high <= 1, "
-                                              r"got \(0.5, 1.5\)"),
-    (lambda: RandomErasing(scale=(0.4, 0.1)), "RandomErasing: scale must be a pair satisfying"),
-    (lambda: RandomErasing(scale=(-0.1, 0.1)), "RandomErasing: scale must be a pair satisfying"),
-    (lambda: RandomErasing(ratio=(0, 3)), r"RandomErasing: ratio must be a pair satisfying 0 < low <= high, got \(0, 3\)"),
-    (lambda: RandomErasing(ratio=(3, 0.3)), "RandomErasing: ratio must be a pair satisfying"),
-    (lambda: RandomErasing(value=(1, "2", 3)), "RandomErasing's value is a number, one per channel, None or 'random'"),
+    (lambda: RandomErasing(scale=(0.5, 1.5)), r"RandomErasing: scale must be a \(low, high\) pair of numbers in "
+                                              r"\[0, 1\], low <= high, got \(0.5, 1.5\)"),
+    (lambda: RandomErasing(scale=(0.4, 0.1)), r"RandomErasing: scale must be a \(low, high\) pair .* \(low > high\)"),
+    (lambda: RandomErasing(scale=(-0.1, 0.1)), r"RandomErasing: scale must be a \(low, high\) pair of numbers in"),
+    (lambda: RandomErasing(ratio=(0, 3)), r"RandomErasing: ratio must be a \(low, high\) pair of numbers > 0, "
+                                          r"low <= high, got \(0, 3\)"),
+    (lambda: RandomErasing(ratio=(3, 0.3)), r"RandomErasing: ratio must be a \(low, high\) pair .* \(low > high\)"),
+    (lambda: RandomErasing(value=(1, "2", 3)), r"RandomErasing: value must be None, a number, one number per channel "
+                                               r"or `\"random\"`, got \(1, '2', 3\)"),
     (lambda: Cutout(size=-4), r"Cutout: size must be an int >= 0 \(pixels\), got -4"),
     (lambda: Cutout(8, fill=300), r"Cutout: fill must be a number or one number per channel, each in \[0, 255\], "
                                   r"got 300"),

@@ -89,7 +89,7 @@ def test_mixing_then_normalizing_and_bad_labels(dataset, tmp_path):
     loader = ss.Loader(path, 16, {"image": [mix, Normalize()], "label": [MixLabels(mix, 10)]}, order="sequential")
     images, soft = next(iter(loader))
     assert images.shape == (16, 3, 10, 12) and images.dtype == torch.float32 and soft.shape == (16, 10)
-    with pytest.raises(ValueError, match="num_classes must be a positive int, got 0"):
+    with pytest.raises(ValueError, match=r"num_classes must be an int in \[1, 16777216\], got 0"):
         MixLabels(mix, 0)
     small = ss.Loader(path, 16, {"image": [mix], "label": [MixLabels(mix, 5)]}, order="sequential")
     with pytest.raises(ss.PipelineError, match="MixLabels: a label is outside"):
@@ -136,16 +136,15 @@ def test_mixup_or_cutmix_applies_one_of_them_to_each_whole_batch():
 
     rng = np.random.default_rng(1)
     xs = rng.integers(0, 256, (8, 12, 10, 3), dtype=np.uint8)
-    either = njit(MixUpOrCutMix(mixup_alpha=0.4, cutmix_alpha=1.0, switch_prob=0.3).generate_code())
-    mixup, cutmix = njit(MixUp(0.4).generate_code()), njit(CutMix(1.0).generate_code())
+    ops = [MixUpOrCutMix(mixup_alpha=0.4, cutmix_alpha=1.0, switch_prob=0.3), MixUp(0.4), CutMix(1.0)]
+    codes = [njit(op.generate_code()) for op in ops]
     cut = 0
     for _ in range(200):
         keys = rng.integers(0, 2**63, 8, dtype=np.uint64)
         outs = [np.empty_like(xs) for _ in range(3)]
         params = [np.empty((8, 2)) for _ in range(3)]
-        either(xs, outs[0], params[0], keys)
-        mixup(xs, outs[1], params[1], keys)
-        cutmix(xs, outs[2], params[2], keys)
+        for code, op, out, param in zip(codes, ops, outs, params):
+            code(xs, out, param, keys, op.values())
         was_cut = np.array_equal(outs[0], outs[2]) and np.array_equal(params[0], params[2])
         was_mixed = np.array_equal(outs[0], outs[1]) and np.array_equal(params[0], params[1])
         assert was_cut != was_mixed  # the whole batch, one of the two
@@ -159,7 +158,7 @@ def test_mixup_or_cutmix_mixes_labels_in_a_loader_and_checks_its_arguments(datas
     path, images, labels = dataset
     for mixed, soft in batches(path, MixUpOrCutMix(switch_prob=0.5)):
         np.testing.assert_allclose(soft.sum(1), 1.0, atol=1e-6)
-    with pytest.raises(ValueError, match=r"switch_prob must lie in \[0, 1\], got 1.5"):
+    with pytest.raises(ValueError, match=r"MixUpOrCutMix: switch_prob must be a number in \[0, 1\], got 1.5"):
         MixUpOrCutMix(switch_prob=1.5)
-    with pytest.raises(ValueError, match="cutmix_alpha must be positive"):
+    with pytest.raises(ValueError, match=r"MixUpOrCutMix: cutmix_alpha must be a number > 0, got 0"):
         MixUpOrCutMix(cutmix_alpha=0)

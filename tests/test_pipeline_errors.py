@@ -76,7 +76,7 @@ def test_a_compiled_operation_after_a_torch_operation_is_refused_for_that_reason
 def test_a_crop_that_needs_a_resize_before_it_says_so(dataset):
     from slipstream.ops import RandomCrop
 
-    with pytest.raises(ValueError, match=r"RandomCrop\(size=24\) in the pipeline of 'image' must follow "
+    with pytest.raises(ValueError, match=r"RandomCrop\(size=\(24, 24\)\) in the pipeline of 'image' must follow "
                                          r"Resize\(shorter side\), as in \[Resize\(256\), RandomCrop\(224\)\]"):
         ss.Loader(dataset, 4, {"image": [RandomCrop(24)]}, verbose=False)
 

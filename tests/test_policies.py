@@ -295,9 +295,11 @@ def test_a_policy_in_a_loader_is_deterministic_and_varies_per_sample(policy_epoc
     (lambda: policies.RandAugment(magnitude=31), r"magnitude must be an int in \[0, num_magnitude_bins=31\)"),
     (lambda: policies.RandAugment(num_ops=9), r"num_ops must be an int in \[0, 8\]"),
     (lambda: policies.AutoAugment("cifar100"), "policy must be one of"),
-    (lambda: policies.TrivialAugmentWide(interpolation="bicubic"), "interpolation must be one of nearest, bilinear"),
-    (lambda: policies.TrivialAugmentWide(fill=(1, 2)), r"fill must be None, a number or 3 numbers \(R, G, B\)"),
-    (lambda: policies.TrivialAugmentWide(fill=300), r"fill must be a number or one number per channel"),
+    (lambda: policies.TrivialAugmentWide(interpolation="bicubic"),
+     "TrivialAugmentWide: interpolation must be 'nearest' or 'bilinear', got 'bicubic'"),
+    (lambda: policies.TrivialAugmentWide(fill=(1, 2)),
+     r"TrivialAugmentWide: fill must be None \(black\), a number or 3 numbers \(R, G, B\), each in \[0, 255\]"),
+    (lambda: policies.TrivialAugmentWide(fill=300), r"TrivialAugmentWide: fill must be .*, got 300"),
 ])
 def test_bad_arguments_are_refused_with_the_reason(make, message):
     with pytest.raises(ss.ArgumentError, match=message):
@@ -354,7 +356,7 @@ def test_torchvisions_recipe_presets_build_what_the_recipe_says(dataset):
     assert presets.torchvision_train(auto_augment="svhn", mixup_alpha=0, cutmix_alpha=0).keys() == {"image"}
     assert type(presets.torchvision_vit_train(num_classes=3)["image"][-1]).__name__ == "MixUpOrCutMix"
     val = presets.torchvision_val()["image"]
-    assert val[0].size == 224 and abs(val[0].ratio - 224 / 232) < 1e-12
+    assert val[0].size == (224, 224) and abs(val[0].ratio - 224 / 232) < 1e-12
     with pytest.raises(ss.ArgumentError, match="torchvision_train mixes labels .*give num_classes"):
         presets.torchvision_train()
     assert type(presets.torchvision_train(auto_augment="augmix", num_classes=2)["image"][2]).__name__ == "AugMix"

@@ -38,7 +38,7 @@ def test_configuration_strings_are_parsed_as_timm_parses_them(config, expected):
     ("rand-m9-x3", r"section 'x3' is not one of m<int>, n<int>, mstd<float>, mmax<int>, inc<0\|1>, w0"),
     ("rand-w1", r"section 'w1' is not one of"),
     ("rand-n9", r"n must be in \[0, 8\], got 9"),
-    (9, "is a string such as 'rand-m9-mstd0.5-inc1'"),
+    (9, r"TimmRandAugment: config must be a timm RandAugment string \(`rand-m9-mstd0.5-inc1`\), got 9"),
 ])
 def test_bad_configuration_strings_are_refused_naming_the_section(config, message):
     with pytest.raises(ss.ArgumentError, match=message):
@@ -138,7 +138,7 @@ def _draws(params, keys, steps):
 
 
 def params_of(config: str) -> tuple:
-    return timm.TimmRandAugment(config)._draw()[1]
+    return timm.TimmRandAugment(config).draw_values()
 
 
 def test_each_layer_applies_half_of_the_time_an_operation_chosen_uniformly():

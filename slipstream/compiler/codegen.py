@@ -39,6 +39,7 @@ from slipstream.compiler.jit import cached_njit, warn_once
 from slipstream.compiler.kinds import Kind
 from slipstream.compiler.nodes import EmitContext, GraphNode, Input, Node
 from slipstream.compiler.operation import Operation
+from slipstream.compiler.params import structural_view
 from slipstream.compiler.symbols import Symbol
 from slipstream import _threading
 from slipstream.cache import cache_root
@@ -129,6 +130,7 @@ class StageSource:
     scratch: set[Symbol]  # allocations held per thread instead of per sample of the batch
     operations: list[Operation]  # every operation whose code the stage calls (a node may call several)
     statuses: list[Symbol]  # the decoders' status buffers, returned after the values (Graph.statuses)
+    values: dict[Symbol, Any]  # the run-time values of the operations and nodes, by the parameter taking them
 
 
 class _Stage:
@@ -143,6 +145,7 @@ class _Stage:
         self.called: dict[int, list[Operation]] = {}  # by node id: the operations whose code it calls, its own first
         self.external: dict[int, GraphNode] = {}  # earlier-stage nodes read here, by id
         self.scratch: set[Symbol] = set()  # buffers held per thread
+        self.values_taken: dict[Symbol, Any] = {}  # the run-time values the stage takes, by parameter
 
     def holder(self, node: GraphNode, output: str | None = None) -> tuple[GraphNode, int | None]:
         """Where a per-sample value is held: ``(node, k)`` for allocation k
@@ -229,16 +232,48 @@ class _Stage:
         return [A.span(A.name(symbols.buffer(node.id, k).name), None, self.count())
                 for k in range(len(node.allocations))]
 
-    def code(self, node: GraphNode, op: Operation | None) -> ast.expr:
-        op = node.op if op is None else op
-        # The node's own operation is op<id>; others it calls (a node with control flow) op<id>_1, op<id>_2, ...
+    def _position(self, node: GraphNode, op: Operation) -> int:
+        """Which of the operations ``node`` calls ``op`` is: 0 its own, 1, 2, ... others (a node with
+        control flow), in the order they are first asked for."""
         called = self.called.setdefault(node.id, [node.op])
         if not any(op is seen for seen in called):
             called.append(op)
-        position = next(k for k, seen in enumerate(called) if seen is op)
+        return next(k for k, seen in enumerate(called) if seen is op)
+
+    def values(self, node: GraphNode, op: Operation | None) -> ast.expr:
+        op = node.op if op is None else op
+        given = op.values()
+        if given is None:
+            raise PipelineError(f"pipeline {node.pipeline!r}: {node.describe()} asks for the values of {op!r}, "
+                                f"which takes none (its values() is None)")
+        return self._taken(symbols.values(node.id, self._position(node, op)), given)
+
+    def node_values(self, node: GraphNode) -> ast.expr:
+        given = node.spec.values()
+        if given is None:
+            raise PipelineError(f"pipeline {node.pipeline!r}: {node.describe()} asks for its own values, but its "
+                                f"values() is None")
+        return self._taken(symbols.node_values(node.id), given)
+
+    def _taken(self, symbol: Symbol, given: tuple[Any, ...]) -> ast.expr:
+        """The expression that rebuilds ``given`` from the stage parameter
+        ``symbol``, which takes its leaves as one flat tuple: Numba's
+        parallel loops cannot take a tuple holding tuples, so the nesting
+        is rebuilt inside the loop (None, which carries no data, is written
+        as a constant)."""
+        leaves: list[Any] = []
+        expr = _rebuilt(given, A.name(symbol.name), leaves)
+        if leaves:
+            self.values_taken[symbol] = tuple(leaves)
+        return expr
+
+    def code(self, node: GraphNode, op: Operation | None) -> ast.expr:
+        op = node.op if op is None else op
+        # The node's own operation is op<id>; others it calls (a node with control flow) op<id>_1, op<id>_2, ...
+        position = self._position(node, op)
         fn_name = f"op{node.id}" if position == 0 else f"op{node.id}_{position}"
         if fn_name not in self.globals:
-            code = op.generate_code()
+            code = structural_view(op).generate_code()
             unseeded = unseeded_draws(code) if node.kind.compiled else None
             if unseeded is not None:
                 what = node.describe() if op is node.op else f"{op!r} in {node.describe()}"
@@ -303,6 +338,12 @@ class _Emitter(EmitContext):
     def code(self, op: Operation | None = None) -> ast.expr:
         return self._stage.code(self._node, op)
 
+    def values(self, op: Operation | None = None) -> ast.expr:
+        return self._stage.values(self._node, op)
+
+    def node_values(self) -> ast.expr:
+        return self._stage.node_values(self._node)
+
     def helper(self, helper_name: str) -> ast.expr:
         return A.name(helper_name)
 
@@ -319,15 +360,19 @@ class _Emitter(EmitContext):
         return self._stage.count()
 
 
-def stage_parameters(nodes: list[GraphNode], external: Iterable[int], compiled: bool) -> list[Symbol]:
-    """The parameters of the stage running ``nodes`` and reading the values
-    of the nodes ``external`` from earlier stages: what the runtime binds."""
+def stage_parameters(nodes: list[GraphNode], external: Iterable[int], compiled: bool,
+                     values: Iterable[Symbol] = ()) -> list[Symbol]:
+    """The parameters of the stage running ``nodes``, reading the values of
+    the nodes ``external`` from earlier stages and the run-time values
+    ``values``: what the runtime binds."""
     params = list(symbols.BATCH_PARAMETERS) + ([symbols.DONE] if compiled else [])
+    taken = set(values)
     for node in nodes:
         params += [symbols.input_array(node.id, k) for k in range(len(node.arrays()))]
         params += [symbols.buffer(node.id, k) for k in range(len(node.allocations))]
         if node.kind is Kind.BATCH and node.op is not None:
             params.append(symbols.keys(node.id))
+        params += sorted((v for v in taken if v.node == node.id), key=lambda v: (v.role.value, v.position))
     return params + [symbols.value(i) for i in sorted(external)]
 
 
@@ -384,16 +429,41 @@ def generate_stage(graph: Graph, stage: int, trace: bool = False) -> StageSource
     body.append(A.ret([ctx.batch_value(n.output()) for n in returns]
                       + [A.span(A.name(symbol.name), None, ctx.count()) for symbol in statuses]))
 
-    params = stage_parameters(nodes, ctx.external, jit) + ([symbols.TRACE] if trace else [])
+    params = stage_parameters(nodes, ctx.external, jit, ctx.values_taken) + ([symbols.TRACE] if trace else [])
     fn_name = f"stage_{stage}"
     function = A.function(fn_name, [p.name for p in params], body)
     kind = "numba.njit(nogil=True, parallel=True, cache=True)" if jit else "plain Python over torch tensors"
+    # Named by structure alone: the source keys the compile cache, and changing a value must not change it.
     header = ast.Expr(A.const(f"Stage {stage} ({kind}), generated by slipstream from: "
-                              + "; ".join(f"{symbols.value(n.id)} = {n.describe()}" for n in nodes)))
+                              + "; ".join(f"{symbols.value(n.id)} = {_structure(n)}" for n in nodes)))
     tree = ast.Module(body=[header, function], type_ignores=[])
     source = A.unparse(tree)
     return StageSource(stage, jit, fn_name, params, returns, source, {**HELPERS, **ctx.globals},
-                       _line_map(tree, source, emitted), ctx.scratch, ctx.operations, statuses)
+                       _line_map(tree, source, emitted), ctx.scratch, ctx.operations, statuses, ctx.values_taken)
+
+
+def _rebuilt(value: Any, flat: ast.expr, leaves: list[Any]) -> ast.expr:
+    """``value`` (nested tuples of numbers, arrays and None) as an
+    expression over ``flat``, the tuple of its leaves, which this appends
+    to ``leaves`` in order."""
+    if isinstance(value, tuple):
+        return A.tuple_of([_rebuilt(item, flat, leaves) for item in value])
+    if value is None:
+        return A.const(None)
+    leaves.append(value)
+    return A.index(flat, A.const(len(leaves) - 1))
+
+
+def _structure(node: GraphNode) -> str:
+    """A node named for a stage's source by its structure: the source keys
+    the compile cache, and the values of an operation that declares its
+    arguments are parameters of the stage, which its fingerprint leaves
+    out (``explain()`` describes the nodes with their values)."""
+    op = node.op
+    if op is None:
+        return type(node.spec).__name__
+    text = op.fingerprint().removeprefix(f"{type(op).__module__}.") if op.values() is not None else repr(op)
+    return text if node.spec.describe() == repr(op) else f"{type(node.spec).__name__}({text})"
 
 
 def _scratch_buffers(ctx: _Stage, nodes: list[GraphNode], returns: list[GraphNode]) -> set[Symbol]:

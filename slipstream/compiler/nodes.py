@@ -31,6 +31,7 @@ from slipstream.compiler import astgen as A
 from slipstream.compiler.checks import returns_its_input
 from slipstream.compiler.kinds import Kind
 from slipstream.compiler.operation import STATUS, Decoder, Operation, TorchOperation
+from slipstream.compiler.params import structural_view
 from slipstream.compiler.random import named_draws
 from slipstream.compiler.state import Allocation, State
 from slipstream.errors import PipelineError
@@ -232,6 +233,23 @@ class EmitContext(abc.ABC):
         call several); each is part of the stage's compile cache key."""
 
     @abc.abstractmethod
+    def values(self, op: Operation | None = None) -> ast.expr:
+        """The run-time values (:meth:`Operation.values`) of the node's
+        operation, or of another operation ``op`` the node calls: a
+        parameter of the stage, bound when it runs, never part of its source."""
+
+    @abc.abstractmethod
+    def node_values(self) -> ast.expr:
+        """The run-time values of the node itself (:meth:`Node.values`)."""
+
+    def call(self, *args: ast.expr, op: Operation | None = None) -> ast.expr:
+        """A call of the code of the node's operation (or of ``op``) on
+        ``args``, with the operation's values last when it takes them."""
+        called = self.node.op if op is None else op
+        taken = [self.values(op)] if called.values() is not None else []
+        return A.call(self.code(op), *args, *taken)
+
+    @abc.abstractmethod
     def helper(self, helper_name: str) -> ast.expr:
         """A runtime helper: ``uniform``, ``copy_sample``, ``sample_key``, ``batch_keys``, ``as_tensor``."""
 
@@ -292,6 +310,12 @@ class Node:
         decoder's dataset columns, :meth:`Decoder.inputs`): parameters of
         its stage, bound on every call."""
         return ()
+
+    def values(self) -> tuple[Any, ...] | None:
+        """Run-time values of the node's own statements (a probability it
+        tests), read through :meth:`EmitContext.node_values`: parameters of
+        its stage, so that changing one compiles nothing.  None: none."""
+        return None
 
     def declare(self, inputs: Sequence[Input]) -> tuple[State, tuple[Allocation, ...]]:
         """Output state and allocations, from the states of the values it
@@ -378,7 +402,7 @@ class DecoderNode(Node):
 
     def emit(self, ctx: EmitContext) -> list[ast.stmt]:
         args = [*ctx.arrays(), ctx.index, *ctx.outs(), ctx.key()]
-        return [A.assign(ctx.target, A.call(ctx.code(), *args))]
+        return [A.assign(ctx.target, ctx.call(*args))]
 
 
 class TransformNode(Node):
@@ -386,7 +410,8 @@ class TransformNode(Node):
 
     def declare(self, inputs: Sequence[Input]) -> tuple[State, tuple[Allocation, ...]]:
         state, memory = super().declare(inputs)
-        returned = returns_its_input(self.op.generate_code()) if memory and self.op.kind.compiled else None
+        compiled = memory and self.op.kind.compiled
+        returned = returns_its_input(structural_view(self.op).generate_code()) if compiled else None
         if returned is not None:
             # The stage hands out (and later stages read) the allocation, which such code never fills.
             raise DeclarationError(
@@ -399,19 +424,19 @@ class TransformNode(Node):
     def emit(self, ctx: EmitContext) -> list[ast.stmt]:
         if ctx.node.kind is Kind.BATCH:  # the loop only prepares the sample's key
             return [A.assign_item(ctx.keys(), ctx.sample, ctx.key())]
-        return [A.assign(ctx.target, A.call(ctx.code(), ctx.value(), *ctx.outs(), ctx.key()))]
+        return [A.assign(ctx.target, ctx.call(ctx.value(), *ctx.outs(), ctx.key()))]
 
     def emit_batch(self, ctx: EmitContext) -> list[ast.stmt]:
         if ctx.node.kind is not Kind.BATCH:
             return []
         args = [ctx.batch_value(), *ctx.batch_outs(), A.span(ctx.keys(), None, ctx.count)]
-        return [A.assign(ctx.target, A.call(ctx.code(), *args))]
+        return [A.assign(ctx.target, ctx.call(*args))]
 
     def emit_torch(self, ctx: EmitContext) -> list[ast.stmt]:
         args = [ctx.batch_value()]
         if isinstance(self.op, TorchOperation) and self.op.takes_keys:
             args.append(ctx.batch_keys())
-        return [A.assign(ctx.target, A.call(ctx.code(), *args))]
+        return [A.assign(ctx.target, ctx.call(*args))]
 
 
 class RefNode(Node):
@@ -496,12 +521,17 @@ class RandomApply(TransformNode):
 
     def emit(self, ctx: EmitContext) -> list[ast.stmt]:
         coin = A.call(ctx.helper("uniform"), ctx.key(stream=1), A.const(_RANDOM_APPLY_DRAWS.apply))
-        applied = [A.assign(ctx.target, A.call(ctx.code(), ctx.value(), *ctx.outs(), ctx.key()))]
+        applied = [A.assign(ctx.target, ctx.call(ctx.value(), *ctx.outs(), ctx.key()))]
         if ctx.node.allocations:  # the output buffer must hold the sample either way
             skipped = A.call(ctx.helper("copy_sample"), ctx.outs()[0], ctx.value())
         else:
             skipped = ctx.value()
-        return [A.if_else(A.less(coin, A.const(self.p)), applied, [A.assign(ctx.target, skipped)])]
+        return [A.if_else(A.less(coin, A.index(ctx.node_values(), A.const(0))), applied,
+                          [A.assign(ctx.target, skipped)])]
+
+    def values(self) -> tuple[float]:
+        """``(p,)``: the probability is a value of the stage, not of its source."""
+        return (self.p,)
 
     def describe(self) -> str:
         """``RandomApply(op, p=...)``."""

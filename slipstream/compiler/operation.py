@@ -29,6 +29,13 @@ class attribute ``kind``; the stages of a pipeline follow from the kinds.
   its per-sample status (see :class:`Decoder`).
 * torch operation (``Kind.TORCH``): ``code(x) -> y`` on batch tensors.
 
+An operation that declares its arguments (:mod:`slipstream.compiler.params`)
+receives one more argument, last: ``values``, what its
+:meth:`Operation.values` returns (``code(x, *outs, key, values)``).  Its
+code reads its probabilities, magnitudes and ranges from there, never from
+the closure: values in the closure are compiled into the machine code, and
+changing one would compile the stage again.
+
 Compiled code is compiled with ``numba.njit``: plain Python over NumPy arrays,
 calling other jitted functions and the native intrinsics.  For pixel loops
 that LLVM can vectorize, index flat C-contiguous views (``x.reshape(-1)``)
@@ -48,6 +55,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from slipstream.compiler import params
 from slipstream.compiler.kinds import Kind
 from slipstream.compiler.state import Allocation, State
 from slipstream.errors import ArgumentError
@@ -55,7 +63,7 @@ from slipstream.errors import ArgumentError
 Declared = tuple[State, "Allocation | Sequence[Allocation] | None"]
 
 
-class Operation:
+class Operation(params.Declares):
     """Base class of every pipeline operation.
 
     Class attributes:
@@ -75,6 +83,17 @@ class Operation:
                             f"Kind.SAMPLE (compiled, per sample), Kind.BATCH (compiled, per batch) or Kind.TORCH "
                             f"(Python, on tensors) instead (slipstream.compiler.Kind)")
 
+    def values(self) -> tuple[Any, ...] | None:
+        """The run-time values the compiled code receives as its last
+        argument, ``values``: by default the operation's declared values
+        (:mod:`slipstream.compiler.params`) in declaration order, packed
+        (numbers as float64 or int64, pairs as tuples, sequences as
+        arrays).  An operation may hand derived data instead (logarithms of
+        its ranges, a table), as long as their types follow from its
+        structure alone.  None, the default of an operation that declares
+        no arguments: its code takes no values."""
+        return params.packed_values(self) if params.declares(type(self)) else None
+
     def declare(self, state: State) -> Declared:
         """The outgoing state and the memory needed, from the incoming state.
 
@@ -90,11 +109,15 @@ class Operation:
 
     def fingerprint(self) -> str:
         """Text that changes whenever the generated code may change: used to
-        key the compile cache.  The default, the class and the ``repr``,
-        suits dataclasses whose fields are all that ``generate_code`` reads;
-        NumPy arrays in it are written whole, with every float exact (their
-        usual ``repr`` drops the middle of a large array and rounds)."""
+        key the compile cache.  The default, for a dataclass, is the class
+        and every field its ``repr`` shows but its declared values (changing
+        a value compiles nothing), operations among them by their own
+        fingerprints; for another class, the class and the ``repr``.  NumPy
+        arrays in it are written whole, with every float exact (their usual
+        ``repr`` drops the middle of a large array and rounds)."""
         cls = type(self)
+        if dataclasses.is_dataclass(self):
+            return super().fingerprint()
         with np.printoptions(threshold=sys.maxsize, floatmode="unique"):
             return f"{cls.__module__}.{cls.__qualname__}:{self!r}"
 

@@ -308,6 +308,8 @@ class CompiledPipeline:
             if symbol in self._jit_scratch:
                 return self._jit_scratch[symbol]
             return self._jit_buffers[symbol][slot] if source.jit else self.buffers[symbol][slot]
+        if role is Role.VALUES or role is Role.NODE_VALUES:
+            return source.values[symbol]
         if role is not Role.VALUE:
             raise AssertionError(f"a stage cannot take {symbol} as a parameter")
         value = values[symbol.node]
@@ -327,7 +329,9 @@ class CompiledPipeline:
         parts = []
         for source in self.sources:
             kind = "jit: one numba.njit(parallel=True) function" if source.jit else "torch: Python"
-            parts.append(f"=== stage {source.index} ({kind}) ===\n{source.source}")
+            nodes = "".join(f"# {symbols.value(n.id)} = {n.describe()}\n" for n in self.graph.nodes_in(source.index))
+            taken = "".join(f"# {symbol} = {value!r}\n" for symbol, value in source.values.items())
+            parts.append(f"=== stage {source.index} ({kind}) ===\n{nodes}{taken}{source.source}")
         parts.append(self.memory_plan())
         return "\n".join(parts)
 

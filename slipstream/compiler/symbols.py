@@ -23,6 +23,8 @@ class Role(enum.Enum):
     INPUT = "in"  # an array a decoder reads (Decoder.inputs())
     BUFFER = "b"  # one allocation of a node: (batch_size, *shape), or (threads, *shape) when per thread
     KEYS = "k"  # the per-sample random keys of a batch operation, uint64 (batch_size,)
+    VALUES = "p"  # the run-time values of an operation a node calls (Operation.values)
+    NODE_VALUES = "q"  # the run-time values of a node itself (Node.values)
     VALUE = "v"  # a node's value: a local inside its stage, a parameter in later stages
     SAMPLE = "i"  # the sample loop's position in the batch
     INDEX = "index"  # the current sample's dataset index
@@ -52,7 +54,7 @@ class Symbol:
         """The identifier in generated code, unique per symbol."""
         if self.node < 0:
             return self.role.value
-        if self.role in (Role.INPUT, Role.BUFFER):
+        if self.role in (Role.INPUT, Role.BUFFER, Role.VALUES):
             return f"{self.role.value}{self.node}_{self.position}"
         return f"{self.role.value}{self.node}"
 
@@ -92,10 +94,22 @@ def keys(node_id: int) -> Symbol:
     return Symbol(Role.KEYS, node_id)
 
 
+def values(node_id: int, position: int) -> Symbol:
+    """The run-time values of the operation node ``node_id`` calls at
+    ``position`` (0 its own, 1, 2, ... others a node with control flow
+    calls)."""
+    return Symbol(Role.VALUES, node_id, position)
+
+
+def node_values(node_id: int) -> Symbol:
+    """The run-time values of node ``node_id`` itself (``Node.values``)."""
+    return Symbol(Role.NODE_VALUES, node_id)
+
+
 def input_array(node_id: int, position: int) -> Symbol:
     """Input ``position`` of decoder node ``node_id``."""
     return Symbol(Role.INPUT, node_id, position)
 
 
 __all__ = ["BATCH_PARAMETERS", "COUNT", "DRAW", "DRAWS", "EPOCH", "INDEX", "INDICES", "Role", "SAMPLE", "SEED", "Symbol", "THREAD",
-           "DONE", "TRACE", "buffer", "input_array", "keys", "value"]
+           "DONE", "TRACE", "buffer", "input_array", "keys", "node_values", "value", "values"]

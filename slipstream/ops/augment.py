@@ -17,6 +17,7 @@ from numba.extending import overload
 from slipstream.compiler import Allocation, Operation, State
 from slipstream.compiler import random as rnd
 from slipstream.compiler.codegen import copy_sample
+from slipstream.compiler.params import PROBABILITY, Custom, Float, Pair, Refused, param
 from slipstream.compiler.jit import cached_njit
 from slipstream.compiler.rewrites import LooksAhead
 from slipstream.errors import ArgumentError
@@ -98,11 +99,7 @@ class _RandomFlip(Operation, geometry.Geometric):
     """A mirror applied with probability ``p``, into its own output; its
     output ``transform`` says whether it was."""
 
-    p: float = 0.5
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.p <= 1.0:
-            raise ValueError(f"p must lie in [0, 1], got {self.p}")
+    p: float = param(PROBABILITY, "probability of mirroring a sample", default=0.5)
 
     def declare(self, state):
         _check_image(self, state)
@@ -115,9 +112,10 @@ class RandomHorizontalFlip(_RandomFlip):
     crop it costs nothing: the loader folds it into the decode call."""
 
     def generate_code(self):
-        p, one, set_shift = self.p, uint64(1), geometry.set_shift
+        one, set_shift = uint64(1), geometry.set_shift
 
-        def flip(x, out, transform, key):
+        def flip(x, out, transform, key, values):
+            (p,) = values
             flipped = rnd.uniform(key, _FLIP_DRAWS.flip) < p
             set_shift(transform, x.shape[0], x.shape[1], 0, 0, False, flipped)
             if not flipped:  # the output is always ``out``: the compiler relies on it
@@ -141,9 +139,10 @@ class RandomVerticalFlip(_RandomFlip):
     """Mirror top-bottom with probability ``p``."""
 
     def generate_code(self):
-        p, one, set_shift = self.p, uint64(1), geometry.set_shift
+        one, set_shift = uint64(1), geometry.set_shift
 
-        def flip(x, out, transform, key):
+        def flip(x, out, transform, key, values):
+            (p,) = values
             flipped = rnd.uniform(key, _FLIP_DRAWS.flip) < p
             set_shift(transform, x.shape[0], x.shape[1], 0, 0, flipped, False)
             if not flipped:
@@ -480,6 +479,23 @@ def _reflect(i, n):
     return period - i if i >= n else i
 
 
+def _erase_value(value: Any) -> Any:
+    """RandomErasing's ``value``: None, ``"random"``, or a number or one
+    per channel (finite), kept as a float or a tuple of floats."""
+    if value is None or value == "random":
+        return value
+    if isinstance(value, str):
+        raise Refused()
+    numbers = _fill_numbers(value)
+    if not numbers or not all(math.isfinite(v) for v in numbers):
+        raise Refused()
+    return numbers[0] if _is_number(value) else numbers
+
+
+ERASE_VALUE = Custom(_erase_value, 'None, a number, one number per channel or `"random"`',
+                     bad=("noise", math.nan, (1.0, math.inf), (), True), good=0.0)
+
+
 @dataclasses.dataclass(frozen=True)
 class RandomErasing(Operation, LooksAhead):
     """torchvision's ``RandomErasing``: with probability ``p``, a rectangle
@@ -495,22 +511,13 @@ class RandomErasing(Operation, LooksAhead):
     fills each pixel of each channel with its own standard normal draw; it
     takes the float samples only."""
 
-    p: float = 0.5
-    scale: tuple[float, float] = (0.02, 0.33)
-    ratio: tuple[float, float] = (0.3, 3.3)
-    value: Any = None
-
-    def __post_init__(self) -> None:
-        _check_probability(self.p)
-        _erasing_ranges("RandomErasing", self.scale, self.ratio)
-        if self.value is not None and not isinstance(self.value, str):
-            values = _fill_numbers(self.value)
-            if values and all(math.isfinite(v) for v in values):
-                return
-        elif self.value is None or self.value == "random":
-            return
-        raise ArgumentError(f"RandomErasing's value is a number, one per channel, None or 'random', "
-                            f"got {self.value!r}")
+    p: float = param(PROBABILITY, "probability of erasing a rectangle", default=0.5)
+    scale: tuple[float, float] = param(Pair(Float(0.0, 1.0)), "range of the rectangle's area as a fraction of the "
+                                       "image's", default=(0.02, 0.33))
+    ratio: tuple[float, float] = param(Pair(Float(0.0, low_open=True)), "range of the rectangle's aspect ratio, "
+                                       "height / width, drawn log-uniformly", default=(0.3, 3.3))
+    value: Any = param(ERASE_VALUE, "what the rectangle is set to; `None`: zero after normalization, as "
+                       "torchvision's; `\"random\"`: a standard normal draw per pixel and channel", default=None)
 
     def settled(self, following: list[Any]) -> RandomErasing:
         if self.value is not None:
@@ -546,15 +553,18 @@ class RandomErasing(Operation, LooksAhead):
             raise ArgumentError(f"RandomErasing's value has {count} numbers for images of {channels} channels: give "
                                 f"one number, or one per channel ({channels})")
 
-    def generate_code(self):
-        p, (s_lo, s_hi) = self.p, self.scale
-        log_lo, log_hi = float(np.log(self.ratio[0])), float(np.log(self.ratio[1]))
+    def values(self) -> tuple[float, float, float, float, float, bool, np.ndarray, np.ndarray]:
+        """The probability, the area range, the logarithms of the ratio
+        range, whether to fill with noise, and the fill (its float16 bits
+        too: compiled code holds float16 samples as their bits)."""
         noise = self.value == "random"
         fill = np.zeros(1) if noise else np.array(_fill_numbers(0 if self.value is None else self.value), np.float64)
-        # Compiled code holds float16 samples as their bits (uint16): their fill is written as bits too.
-        fill_bits = fill.astype(np.float16).view(np.uint16)
+        return (self.p, self.scale[0], self.scale[1], math.log(self.ratio[0]), math.log(self.ratio[1]), noise, fill,
+                fill.astype(np.float16).view(np.uint16))
 
-        def erase(x, key):
+    def generate_code(self):
+        def erase(x, key, values):
+            p, s_lo, s_hi, log_lo, log_hi, noise, fill, fill_bits = values
             if not rnd.uniform(key, _ERASE_DRAWS.apply) < p:
                 return x
             height, width = _image_size(x)

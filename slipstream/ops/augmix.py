@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 from typing import Any
 
 import numpy as np
@@ -59,14 +58,20 @@ from numba import uint64
 from slipstream.compiler import Allocation, Operation, State
 from slipstream.compiler import random as rnd
 from slipstream.compiler.jit import cached_njit
-from slipstream.errors import ArgumentError
+from slipstream.compiler.params import Bool, Float, Int, param
 from slipstream.fields import geometry
-from slipstream.ops import policies, warps
+from slipstream.ops import policies
 from slipstream.ops.policies import Primitive
 
 BINS = 10
 """Magnitudes per primitive: torchvision's ``AugMix._PARAMETER_MAX``, and the
 largest ``severity``."""
+
+MAX_CHAINS = 32
+"""The most chains a sample mixes (``mixture_width``)."""
+
+MAX_DEPTH = 16
+"""The most steps of a chain (``chain_depth``)."""
 
 _DRAWS = rnd.named_draws("original", "shared", "weight", "chain")
 _CHAIN_DRAWS = rnd.named_draws("depth", "primitive", "bin", "sign")  # a chain's sub-key's
@@ -182,8 +187,9 @@ class AugMix(Operation, geometry.Untracked):
 
     Args:
         severity: the bins magnitudes are drawn from, 1 to 10.
-        mixture_width: chains mixed per sample, at least 1.
-        chain_depth: steps per chain; 0 or negative: 1 to 3, uniformly.
+        mixture_width: chains mixed per sample, 1 to 32.
+        chain_depth: steps per chain, at most 16; 0 or negative: 1 to 3,
+            uniformly.
         alpha: the Beta and Dirichlet concentration, a finite number > 0.
         all_ops: include brightness, color, contrast and sharpness.
         interpolation: ``"bilinear"`` (torchvision's default for AugMix) or
@@ -191,26 +197,17 @@ class AugMix(Operation, geometry.Untracked):
         fill: the colour of uncovered pixels: None (black), a number, or 3.
     """
 
-    severity: int = 3
-    mixture_width: int = 3
-    chain_depth: int = -1
-    alpha: float = 1.0
-    all_ops: bool = True
-    interpolation: Any = "bilinear"
-    fill: Any = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "severity", _int(self.severity, "severity", 1, BINS))
-        object.__setattr__(self, "mixture_width", _int(self.mixture_width, "mixture_width", 1, None))
-        object.__setattr__(self, "chain_depth", _int(self.chain_depth, "chain_depth", None, None))
-        alpha = self.alpha
-        if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not (math.isfinite(alpha) and alpha > 0):
-            raise ArgumentError(f"alpha must be a finite number > 0, got {alpha!r}")
-        if not isinstance(self.all_ops, bool):
-            raise ArgumentError(f"all_ops must be True or False, got {self.all_ops!r}")
-        object.__setattr__(self, "alpha", float(alpha))
-        object.__setattr__(self, "interpolation", warps.interpolation_name(self.interpolation))
-        policies.fill_color(self.fill)
+    severity: int = param(Int(1, BINS), "magnitude bins drawn from: each step takes one of the first `severity` "
+                          "of 10 bins uniformly", default=3)
+    mixture_width: int = param(Int(1, MAX_CHAINS), "chains mixed per sample", default=3)
+    chain_depth: int = param(Int(None, MAX_DEPTH), "steps per chain; 0 or negative: 1 to 3, uniformly per chain",
+                             default=-1)
+    alpha: float = param(Float(0.0, low_open=True), "the concentration of the Beta and Dirichlet weights",
+                         default=1.0)
+    all_ops: bool = param(Bool(), "also draw Brightness, Color, Contrast and Sharpness", default=True)
+    interpolation: Any = param(policies.POLICY_INTERPOLATION, "for the geometric steps", default="bilinear",
+                               structural=True)
+    fill: Any = param(policies.FILL, "the colour of uncovered pixels", default=None)
 
     def declare(self, state: State) -> Any:
         if len(state.shape) != 3 or state.shape[2] != 3 or state.dtype != np.uint8:
@@ -220,14 +217,18 @@ class AugMix(Operation, geometry.Untracked):
         return state, [image, image, image, Allocation(state.shape, np.float32),
                        Allocation((geometry.SIZE,), np.float64)]
 
+    def values(self) -> tuple[Any, ...]:
+        """The space, severity, chains, depth, alpha and the fill's RGB."""
+        return (augmix_space(self.all_ops), self.severity, self.mixture_width, self.chain_depth, self.alpha,
+                policies.fill_color(self.fill))
+
     def generate_code(self):
-        space, severity, alpha = augmix_space(self.all_ops), self.severity, self.alpha
-        chains, depth = self.mixture_width, self.chain_depth
-        columns = depth if depth > 0 else 3
-        fill, nearest = policies.fill_color(self.fill), self.interpolation == "nearest"
+        nearest = self.interpolation == "nearest"
         apply_steps = policies.steps_applier(policies.apply_primitive)
 
-        def augmix(x, out, chain, scratch, mix, transform, key):
+        def augmix(x, out, chain, scratch, mix, transform, key, values):
+            space, severity, chains, depth, alpha, fill = values
+            columns = depth if depth > 0 else 3
             weights, depths = np.empty(chains + 1, np.float32), np.empty(chains, np.int64)
             ops, magnitudes = np.empty((chains, columns), np.int64), np.empty((chains, columns))
             augmix_draw(key, space, severity, depth, alpha, x.shape[0], x.shape[1], weights, depths, ops, magnitudes)
@@ -239,14 +240,3 @@ class AugMix(Operation, geometry.Untracked):
             return out
 
         return augmix
-
-
-def _int(value: Any, name: str, low: int | None, high: int | None) -> int:
-    """``value`` as an int in [low, high] (None: unbounded), else refused
-    with ``name``."""
-    inside = (isinstance(value, numbers.Integral) and not isinstance(value, bool)
-              and (low is None or value >= low) and (high is None or value <= high))
-    if not inside:
-        bounds = (f"in [{low}, {high}]" if high is not None else f"of at least {low}" if low is not None else "")
-        raise ArgumentError(f"{name} must be an int {bounds}".rstrip() + f", got {value!r}")
-    return int(value)

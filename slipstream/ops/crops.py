@@ -31,6 +31,8 @@ from numba import njit, uint64
 from slipstream import native
 from slipstream.compiler import random as rnd
 from slipstream.compiler.jit import cached_njit
+from slipstream.compiler.params import (PROBABILITY, Bool, Choice, Custom, Declares, Float, Int, Pair, Size,
+                                        enum_name, param)
 from slipstream.compiler.rewrites import FieldOperation, Foldable
 from slipstream.errors import ArgumentError
 from slipstream.fields import geometry
@@ -131,7 +133,7 @@ def resized_center_crop_params(height, width, out_h, out_w, shorter):
 
 
 @cached_njit
-def whole_image_region(key, height, width):
+def whole_image_region(key, height, width, values):
     """The whole image: (0, 0, height, width)."""
     return 0, 0, height, width
 
@@ -170,27 +172,31 @@ class CropDecoder(GeometricImageDecoder):
         """The output (height, width): the crop's."""
         return self.crop.output_size
 
+    def values(self) -> tuple[float, tuple[Any, ...]]:
+        """The crop's flip probability and the values of its region function."""
+        return (float(self.crop.flip_p), self.crop.region_values())
+
     def generate_code(self):
         region, decode_region = self.crop.region(), self.region_decoder()
 
         def decode(storage, offsets, sizes, heights, widths, modes, failed, decodes, index, out, transform, status,
-                   key):
-            y, x, h, w = region(key, heights[index], widths[index])
+                   key, values):
+            flip_p, region_values = values
+            y, x, h, w = region(key, heights[index], widths[index], region_values)
             return decode_region(storage, offsets, sizes, heights, widths, modes, failed, decodes, index, out,
-                                 transform, status, key, y, x, h, w)
+                                 transform, status, key, y, x, h, w, flip_p)
 
         return decode
 
     def region_decoder(self) -> Callable[..., Any]:
         """The compiled ``decode_region(storage, offsets, sizes, heights,
         widths, modes, failed, decodes, index, out, transform, status, key, y,
-        x, h, w) -> out``: decodes the region (``y``, ``x``, ``h``, ``w``) of
-        sample ``index`` into ``out``, flipped with the crop's probability,
-        writes where the pixels went into ``transform`` and the outcome into
-        ``status``.  Decoders whose
-        region needs more than the image's size (:class:`RandomIoUCrop`
-        reads the boxes) build on it."""
-        (out_h, out_w), flip_p = self.size, self.crop.flip_p
+        x, h, w, flip_p) -> out``: decodes the region (``y``, ``x``, ``h``,
+        ``w``) of sample ``index`` into ``out``, flipped with probability
+        ``flip_p``, writes where the pixels went into ``transform`` and the
+        outcome into ``status``.  Decoders whose region needs more than the
+        image's size (:class:`RandomIoUCrop` reads the boxes) build on it."""
+        out_h, out_w = self.size
         interp, flip_flag = int(INTERPOLATIONS[self.crop.interpolation]), int(native.DecodeFlags.FLIP_X)
         decode_crop, resize, set_region = native.slip_jpeg_decode_crop_resize, native.slip_resize, geometry.set_region
         convert_crop = native.slip_planes_crop_resize
@@ -217,7 +223,7 @@ class CropDecoder(GeometricImageDecoder):
 
         @njit(nogil=True, inline="always")
         def decode_region(storage, offsets, sizes, heights, widths, modes, failed, decodes, index, out, transform,
-                          status, key, y, x, h, w):
+                          status, key, y, x, h, w, flip_p):
             flip = flip_p > 0.0 and rnd.uniform(key, CROP_DRAWS.flip) < flip_p
             set_region(transform, y, x, h, w, out_h, out_w, flip)
             return decode_sample(storage, offsets, sizes, modes, failed, decodes, index, out, status,
@@ -229,20 +235,23 @@ class CropDecoder(GeometricImageDecoder):
 # ---------------------------------------------------------------- what users write
 
 
-RegionFunction = Callable[[Any, int, int], tuple[int, int, int, int]]
-"""A compiled ``(key, height, width) -> (top, left, h, w)``: the region of a
-height x width stored image that a crop keeps for the sample whose random
-key is ``key``."""
+RegionFunction = Callable[[Any, int, int, tuple[Any, ...]], tuple[int, int, int, int]]
+"""A compiled ``(key, height, width, values) -> (top, left, h, w)``: the
+region of a height x width stored image that a crop keeps for the sample
+whose random key is ``key``; ``values`` are the crop's
+(:meth:`Crop.region_values`)."""
 
 
-class Crop(FieldOperation, Foldable):
+class Crop(Declares, FieldOperation, Foldable):
     """Base of the operations that decode one region of each image, resized
     to one output size: bound to a field, each becomes a
     :class:`CropDecoder` that calls its :meth:`region` function, and a
     ``RandomHorizontalFlip`` right after it folds into its ``flip_p``.
-    Subclasses are frozen dataclasses with ``flip_p`` and ``interpolation``
-    fields (or properties) whose ``repr`` holds every parameter their region
-    function depends on: it is the decoder's compile-cache fingerprint."""
+    Subclasses are frozen dataclasses that declare their arguments
+    (:mod:`slipstream.compiler.params`), with ``flip_p`` and
+    ``interpolation`` fields (or properties): the structural ones shape the
+    decoder's code, its compile-cache fingerprint; the values reach the
+    region function through :meth:`region_values`."""
 
     flip_p: float
     interpolation: str
@@ -253,8 +262,13 @@ class Crop(FieldOperation, Foldable):
         raise NotImplementedError(f"{type(self).__name__} must define output_size")
 
     def region(self) -> RegionFunction:
-        """This operation's compiled region function (see :data:`RegionFunction`)."""
+        """This operation's compiled region function (see :data:`RegionFunction`),
+        made from its structure alone."""
         raise NotImplementedError(f"{type(self).__name__} must define region()")
+
+    def region_values(self) -> tuple[Any, ...]:
+        """The values the region function takes (none by default)."""
+        return ()
 
     def bind(self, source: DecodeSource, field: str) -> CropDecoder:
         """The decoder this operation becomes when it is the first of ``field``'s pipeline."""
@@ -269,16 +283,14 @@ class Crop(FieldOperation, Foldable):
 
 
 def _size(size: int | Sequence[int]) -> tuple[int, int]:
-    pair = (size, size) if isinstance(size, (int, np.integer)) else tuple(size)
-    if len(pair) != 2 or not all(isinstance(s, (int, np.integer)) and s > 0 for s in pair):
-        raise ValueError(f"size must be a positive int or (height, width), got {size!r}")
-    return int(pair[0]), int(pair[1])
+    return SIZE.accept(size)
 
 
-def _interpolation(name: str) -> str:
-    if name not in INTERPOLATIONS:
-        raise ValueError(f"interpolation must be one of {sorted(INTERPOLATIONS)}, got {name!r}")
-    return name
+SIZE = Size()
+INTERPOLATION = Choice(tuple(INTERPOLATIONS), normalize=enum_name)
+_SIZE_DOC = "output (height, width) in pixels; an int gives a square"
+_INTERPOLATION_DOC = "how the region is resampled to the output size"
+_FLIP_DOC = "probability of a left-right mirror in the decode (a following `RandomHorizontalFlip` folds in here)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -289,43 +301,43 @@ class RandomResizedCrop(Crop):
     ``analytic=True`` samples a fitting crop in one draw instead (see
     :func:`analytic_crop_params`).  Starts an image field's pipeline."""
 
-    size: int | tuple[int, int]
-    scale: tuple[float, float] = (0.08, 1.0)
-    ratio: tuple[float, float] = (3 / 4, 4 / 3)
-    interpolation: str = "bilinear"
-    analytic: bool = False
-    flip_p: float = 0.0
-
-    def __post_init__(self) -> None:
-        _size(self.size)
-        _interpolation(self.interpolation)
-        if not 0 < self.scale[0] <= self.scale[1] <= 1:
-            raise ValueError(f"scale must satisfy 0 < low <= high <= 1, got {self.scale}")
-        if not 0 < self.ratio[0] <= self.ratio[1]:
-            raise ValueError(f"ratio must satisfy 0 < low <= high, got {self.ratio}")
+    size: int | tuple[int, int] = param(SIZE, _SIZE_DOC, structural=True)
+    scale: tuple[float, float] = param(Pair(Float(0.0, 1.0, low_open=True)),
+                                       "range of the crop's area, as a fraction of the image's", default=(0.08, 1.0))
+    ratio: tuple[float, float] = param(Pair(Float(0.0, low_open=True)),
+                                       "range of the crop's aspect ratio, width / height, drawn log-uniformly",
+                                       default=(3 / 4, 4 / 3))
+    interpolation: str = param(INTERPOLATION, _INTERPOLATION_DOC, default="bilinear", structural=True)
+    analytic: bool = param(Bool(), "one draw of a crop that fits instead of torchvision's 10 tries",
+                           default=False, structural=True)
+    flip_p: float = param(PROBABILITY, _FLIP_DOC, default=0.0)
 
     @property
     def output_size(self) -> tuple[int, int]:
         """The (height, width) of the decoded samples."""
-        return _size(self.size)
+        return self.size
 
     def region(self) -> RegionFunction:
         """torchvision's sampling (:func:`random_resized_crop_params`), or
         with ``analytic`` :func:`analytic_crop_params`."""
-        scale_lo, scale_hi = float(self.scale[0]), float(self.scale[1])
-        log_lo, log_hi = math.log(self.ratio[0]), math.log(self.ratio[1])
         if self.analytic:
             @njit(nogil=True)
-            def analytic(key, height, width):
+            def analytic(key, height, width, values):
+                scale_lo, scale_hi, log_lo, log_hi = values
                 return analytic_crop_params(key, height, width, scale_lo, scale_hi, log_lo, log_hi)
 
             return analytic
 
         @njit(nogil=True)
-        def rejection(key, height, width):
+        def rejection(key, height, width, values):
+            scale_lo, scale_hi, log_lo, log_hi = values
             return random_resized_crop_params(key, height, width, scale_lo, scale_hi, log_lo, log_hi, ATTEMPTS)
 
         return rejection
+
+    def region_values(self) -> tuple[float, float, float, float]:
+        """The area range and the logarithms of the ratio range."""
+        return (self.scale[0], self.scale[1], math.log(self.ratio[0]), math.log(self.ratio[1]))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -337,47 +349,52 @@ class CenterCrop(Crop):
     whose sides are at most ``s`` (a larger one, which torchvision pads, is
     refused)."""
 
-    size: int | tuple[int, int]
-    ratio: float = 224 / 256
-    interpolation: str = "bilinear"
-    flip_p: float = 0.0
-
-    def __post_init__(self) -> None:
-        _size(self.size)
-        _interpolation(self.interpolation)
-        if not 0 < self.ratio <= 1:
-            raise ValueError(f"ratio must lie in (0, 1], got {self.ratio}")
+    size: int | tuple[int, int] = param(SIZE, _SIZE_DOC, structural=True)
+    ratio: float = param(Float(0.0, 1.0, low_open=True), "fraction of the shorter side the crop covers",
+                         default=224 / 256)
+    interpolation: str = param(INTERPOLATION, _INTERPOLATION_DOC, default="bilinear", structural=True)
+    flip_p: float = param(PROBABILITY, _FLIP_DOC, default=0.0)
 
     @property
     def output_size(self) -> tuple[int, int]:
         """The (height, width) of the decoded samples."""
-        return _size(self.size)
+        return self.size
 
     def region(self) -> RegionFunction:
         """:func:`center_crop_params` with ``ratio`` as the fraction."""
-        (out_h, out_w), fraction = self.output_size, float(self.ratio)
+        out_h, out_w = self.output_size
 
         @njit(nogil=True)
-        def center(key, height, width):
-            return center_crop_params(height, width, out_h, out_w, fraction)
+        def center(key, height, width, values):
+            return center_crop_params(height, width, out_h, out_w, values[0])
 
         return center
 
+    def region_values(self) -> tuple[float]:
+        """The fraction of the shorter side."""
+        return (self.ratio,)
+
 
 @dataclasses.dataclass(frozen=True)
-class RandomCrop(FieldOperation):
+class RandomCrop(Declares, FieldOperation):
     """A ``size`` crop at a uniform position; only after ``Resize`` (which
     fixes the scale), as in ``[Resize(256), RandomCrop(224)]``."""
 
-    size: int | tuple[int, int]
-
-    def __post_init__(self) -> None:
-        _size(self.size)
+    size: int | tuple[int, int] = param(SIZE, "crop (height, width) in pixels of the image resized by the preceding "
+                                        "`Resize(s)`", structural=True)
 
     def bind(self, source: DecodeSource, field: str) -> Any:
         """Refused: the crop's scale is set by the ``Resize`` before it, with which it folds."""
         raise ValueError(f"{self!r} in the pipeline of {field!r} must follow Resize(shorter side), as in "
                          f"[Resize(256), RandomCrop(224)]; RandomResizedCrop(size) crops at random scales")
+
+
+def _resize_size(value: Any) -> int | tuple[int, int]:
+    """``Resize``'s size: an int (the shorter side) kept as an int, or an
+    (height, width) pair."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        return Int(1).accept(value)
+    return SIZE.accept(value)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -387,24 +404,20 @@ class Resize(Crop):
     must be followed by ``CenterCrop(c)`` or ``RandomCrop(c)``, with which it
     becomes one decode of just the region the crop keeps."""
 
-    size: int | tuple[int, int]
-    interpolation: str = "bilinear"
-    flip_p: float = 0.0
-
-    def __post_init__(self) -> None:
-        if isinstance(self.size, (int, np.integer)):
-            if self.size < 1:
-                raise ValueError(f"Resize takes a positive shorter side or (height, width), got {self.size!r}")
-        else:
-            _size(self.size)
-        _interpolation(self.interpolation)
+    size: int | tuple[int, int] = param(
+        Custom(_resize_size, "an int s >= 1 (the shorter side) or an (height, width) pair of ints >= 1",
+               bad=(0, -1, 1.5, True, (0, 3), (3,), math.nan, None), good=(8, 8)),
+        "`(height, width)`: the output size in pixels; an int `s`: the length of the shorter side, in pixels, that "
+        "the following crop is taken at", structural=True)
+    interpolation: str = param(INTERPOLATION, _INTERPOLATION_DOC, default="bilinear", structural=True)
+    flip_p: float = param(PROBABILITY, _FLIP_DOC, default=0.0)
 
     @property
     def output_size(self) -> tuple[int, int]:
         """The (height, width) of the decoded samples, for ``Resize((h, w))``."""
-        if isinstance(self.size, (int, np.integer)):
+        if isinstance(self.size, int):
             raise ValueError(f"Resize({self.size}) gives images of different sizes")  # noqa: TRY004  (as bind)
-        return _size(self.size)
+        return self.size
 
     def region(self) -> RegionFunction:
         """The whole image."""
@@ -412,7 +425,7 @@ class Resize(Crop):
 
     def bind(self, source: DecodeSource, field: str) -> CropDecoder:
         """The decoder this operation becomes when it is the first of ``field``'s pipeline."""
-        if isinstance(self.size, (int, np.integer)):
+        if isinstance(self.size, int):
             raise ValueError(f"Resize({self.size}) gives images of different sizes; follow it with "
                              f"CenterCrop(size) or RandomCrop(size) in the pipeline of {field!r}, or give "
                              f"(height, width)")
@@ -421,10 +434,10 @@ class Resize(Crop):
     def fold(self, following: Any) -> Any:
         """This operation joined with the one that follows it (e.g. a flip becomes the
         crop's ``flip_p``), or None when the two stay separate."""
-        if not isinstance(self.size, (int, np.integer)):
+        if not isinstance(self.size, int):
             return super().fold(following)
         if isinstance(following, (CenterCrop, RandomCrop)):
-            out_h, out_w = _size(following.size)
+            out_h, out_w = following.size
             if max(out_h, out_w) > self.size:
                 # torchvision pads such a crop (CenterCrop) or refuses it (RandomCrop); the fused decode can do
                 # neither, and clipping the region would stretch the image.
@@ -446,7 +459,7 @@ class _ResizedCrop(Crop):
     out_h: int
     out_w: int
     random: bool
-    flip_p: float = 0.0
+    flip_p: float = param(PROBABILITY, _FLIP_DOC, default=0.0)
 
     @property
     def interpolation(self) -> str:
@@ -464,13 +477,13 @@ class _ResizedCrop(Crop):
         out_h, out_w, shorter = self.out_h, self.out_w, int(self.resize.size)
         if self.random:
             @njit(nogil=True)
-            def resized_random(key, height, width):
+            def resized_random(key, height, width, values):
                 return resized_random_crop_params(key, height, width, out_h, out_w, shorter)
 
             return resized_random
 
         @njit(nogil=True)
-        def resized_center(key, height, width):
+        def resized_center(key, height, width, values):
             return resized_center_crop_params(height, width, out_h, out_w, shorter)
 
         return resized_center

@@ -50,12 +50,13 @@ from slipstream.compiler import astgen as A
 from slipstream.compiler import random as rnd
 from slipstream.compiler.jit import cached_njit
 from slipstream.compiler.nodes import EmitContext, Finder, GraphNode, Input, normalize_declared
+from slipstream.compiler.params import FIELD_NAME, PROBABILITY, Choice, Float, Int, Numbers, param
 from slipstream.compiler.rewrites import FieldOperation
 from slipstream.errors import ArgumentError, PipelineError
 from slipstream.fields import geometry
 from slipstream.fields.decoders import DecodeSource
 from slipstream.fields.ragged import COUNT, RaggedDecoder, RaggedField, longest
-from slipstream.ops.crops import Crop, CropDecoder, _interpolation, _size
+from slipstream.ops.crops import INTERPOLATION, SIZE, Crop, CropDecoder
 
 KEPT = "kept"
 """The output of :class:`BoundingBoxes` that holds, per sample, the stored
@@ -838,14 +839,11 @@ class _IoUCropDecoder(CropDecoder):
         return image, [*memory, Allocation((most, 4), np.float32)]
 
     def generate_code(self):
-        crop, decode_region = self.crop, self.region_decoder()
-        options = np.array([float(o) for o in crop.sampler_options])
-        lo, hi, rlo, rhi = float(crop.min_scale), float(crop.max_scale), float(crop.min_aspect_ratio), \
-            float(crop.max_aspect_ratio)
-        trials, rounds, stored_fmt = int(crop.trials), int(crop.rounds), FORMATS.index(crop.stored_format)
+        decode_region, stored_fmt = self.region_decoder(), FORMATS.index(self.crop.stored_format)
 
         def decode(storage, offsets, sizes, heights, widths, modes, failed, decodes, box_offsets, box_lengths,
-                   index, out, transform, boxes, status, key):
+                   index, out, transform, boxes, status, key, values):
+            flip_p, (options, lo, hi, rlo, rhi, trials, rounds) = values
             n = box_lengths[index]
             copy_bytes(storage, box_offsets[index], n * 16, boxes)
             for r in range(n):
@@ -854,7 +852,7 @@ class _IoUCropDecoder(CropDecoder):
             y, x, h, w = iou_crop_params(key, heights[index], widths[index], boxes, n, options, lo, hi, rlo, rhi,
                                          trials, rounds)
             return decode_region(storage, offsets, sizes, heights, widths, modes, failed, decodes, index, out,
-                                 transform, status, key, y, x, h, w)
+                                 transform, status, key, y, x, h, w, flip_p)
 
         return decode
 
@@ -870,39 +868,45 @@ class RandomIoUCrop(Crop):
     whose centre the crop left out, as torchvision does.  Starts an image
     field's pipeline."""
 
-    size: int | tuple[int, int]
-    boxes: str = "boxes"
-    min_scale: float = 0.3
-    max_scale: float = 1.0
-    min_aspect_ratio: float = 0.5
-    max_aspect_ratio: float = 2.0
-    sampler_options: tuple[float, ...] = (0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 2.0)
-    trials: int = 40
-    rounds: int = 50
-    stored_format: str = "XYXY"
-    interpolation: str = "bilinear"
-    flip_p: float = 0.0
+    size: int | tuple[int, int] = param(SIZE, "output (height, width) in pixels, or one int for a square",
+                                        structural=True)
+    boxes: str = param(FIELD_NAME, "the box field (`RaggedField(np.float32, (4,))`) the crop must overlap",
+                       default="boxes", structural=True)
+    min_scale: float = param(Float(0.0, 1.0, low_open=True),
+                             "smallest side of the crop, as a fraction of the image's side", default=0.3)
+    max_scale: float = param(Float(0.0, 1.0, low_open=True),
+                             "largest side of the crop, as a fraction of the image's side", default=1.0)
+    min_aspect_ratio: float = param(Float(0.0, low_open=True), "smallest width / height of the crop", default=0.5)
+    max_aspect_ratio: float = param(Float(0.0, low_open=True), "largest width / height of the crop", default=2.0)
+    sampler_options: tuple[float, ...] = param(Numbers(Float(0.0)),
+                                               "minimum IoUs to draw from; 1 or more means the whole image",
+                                               default=(0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 2.0))
+    trials: int = param(Int(1, 1 << 20), "crops tried per drawn minimum IoU", default=40)
+    rounds: int = param(Int(1, 1 << 20), "minimum IoUs drawn before the whole image is taken", default=50)
+    stored_format: str = param(Choice(FORMATS), "the format of the stored boxes", default="XYXY", structural=True)
+    interpolation: str = param(INTERPOLATION, "how the region is resampled to the output size",
+                               default="bilinear", structural=True)
+    flip_p: float = param(PROBABILITY, "probability of a left-right mirror (a following `RandomHorizontalFlip` "
+                                       "sets it)", default=0.0)
 
     def __post_init__(self) -> None:
-        _size(self.size)
-        if self.stored_format not in FORMATS:
-            raise ValueError(f"stored_format must be one of {', '.join(FORMATS)}, got {self.stored_format!r}")
-        _interpolation(self.interpolation)
-        if not 0 < self.min_scale <= self.max_scale <= 1:
-            raise ValueError(f"need 0 < min_scale <= max_scale <= 1, got {self.min_scale}, {self.max_scale}")
-        if not 0 < self.min_aspect_ratio <= self.max_aspect_ratio:
-            raise ValueError(f"need 0 < min_aspect_ratio <= max_aspect_ratio, got {self.min_aspect_ratio}, "
-                             f"{self.max_aspect_ratio}")
-        if not self.sampler_options or any(not math.isfinite(o) or o < 0 for o in self.sampler_options):
-            raise ValueError(f"sampler_options must be non-negative IoUs (1 or more: no crop), got "
-                             f"{self.sampler_options}")
-        if self.trials < 1 or self.rounds < 1:
-            raise ValueError(f"trials and rounds must be positive, got {self.trials}, {self.rounds}")
+        if self.min_scale > self.max_scale:
+            raise ArgumentError(f"RandomIoUCrop: min_scale must be <= max_scale, got {self.min_scale}, "
+                                f"{self.max_scale}")
+        if self.min_aspect_ratio > self.max_aspect_ratio:
+            raise ArgumentError(f"RandomIoUCrop: min_aspect_ratio must be <= max_aspect_ratio, got "
+                                f"{self.min_aspect_ratio}, {self.max_aspect_ratio}")
 
     @property
     def output_size(self) -> tuple[int, int]:
         """The (height, width) of the decoded samples."""
-        return _size(self.size)
+        return self.size
+
+    def region_values(self) -> tuple[Any, ...]:
+        """What :func:`iou_crop_params` takes besides the sample: the minimum
+        IoUs, the scale and aspect ranges, trials and rounds."""
+        return (np.array(self.sampler_options, np.float64), self.min_scale, self.max_scale, self.min_aspect_ratio,
+                self.max_aspect_ratio, self.trials, self.rounds)
 
     def region(self) -> Any:
         """Refused: the region depends on the boxes as well (see :class:`_IoUCropDecoder`)."""

@@ -176,13 +176,18 @@ class DevicePlanner(ImageFieldDecoder):
         shape = (HEADER + int(self.max_size),)
         return State(shape=shape, dtype=np.uint8), Allocation(shape, np.uint8)
 
+    def values(self) -> tuple[float, tuple[Any, ...]]:
+        """The crop's flip probability and the values of its region function."""
+        return (float(self.crop.flip_p), self.crop.region_values())
+
     def generate_code(self):
-        region, flip_p = self.crop.region(), float(self.crop.flip_p)
+        region = self.crop.region()
         too_long, raw_mode, header, put = np.int32(native.Status.EBUFFER), RAW_MODE, uint64(HEADER), _put
 
-        def plan(storage, offsets, sizes, heights, widths, modes, failed, decodes, index, out, status, key):
+        def plan(storage, offsets, sizes, heights, widths, modes, failed, decodes, index, out, status, key, values):
+            flip_p, region_values = values
             height, width = heights[index], widths[index]
-            y, x, h, w = region(key, height, width)
+            y, x, h, w = region(key, height, width, region_values)
             flip = flip_p > 0.0 and rnd.uniform(key, CROP_DRAWS.flip) < flip_p
             start, size = uint64(offsets[index]), uint64(sizes[index])
             status[0] = failed[index]  # no values, or its bytes are known to be corrupt

@@ -35,9 +35,12 @@ from slipstream.compiler import Allocation, Kind, Node, Operation, State
 from slipstream.compiler import astgen as A
 from slipstream.compiler import random as rnd
 from slipstream.compiler.nodes import EmitContext, Finder, Input
+from slipstream.compiler.params import PROBABILITY, Float, Int, param
 from slipstream.errors import PipelineError
 from slipstream.fields import geometry
 
+ALPHA = Float(0.0, low_open=True)
+_ALPHA_DOC = "the Beta(alpha, alpha) parameter each sample's lambda is drawn from"
 PARAMS = 2  # per sample: partner position, lambda
 MIXING = "params"
 """The named output of MixUp's and CutMix's per-sample parameters, which MixLabels reads."""
@@ -129,11 +132,7 @@ class _Mixing(Operation, geometry.Untracked):
 class _Mix(_Mixing):
     """Mixing with lambda from Beta(alpha, alpha)."""
 
-    alpha: float = 1.0
-
-    def __post_init__(self) -> None:
-        if not self.alpha > 0:
-            raise ValueError(f"alpha must be positive, got {self.alpha}")
+    alpha: float = param(ALPHA, _ALPHA_DOC, default=1.0)
 
 
 # One set for the three operations: MixUpOrCutMix runs MixUp's or CutMix's code on its own keys.
@@ -144,12 +143,11 @@ _DRAWS = rnd.named_draws("lam", "center_y", "center_x", "switch")
 class MixUp(_Mix):
     """Blend each image with its partner: ``lambda * x_i + (1 - lambda) * x_partner``."""
 
-    alpha: float = 0.2
+    alpha: float = param(ALPHA, _ALPHA_DOC, default=0.2)
 
     def generate_code(self):
-        alpha = float(self.alpha)
-
-        def mixup(xs, out, params, keys):
+        def mixup(xs, out, params, keys, values):
+            (alpha,) = values
             n = xs.shape[0]
             for i in range(n):
                 lam = rnd.beta(keys[i], _DRAWS.lam, alpha, alpha)
@@ -170,7 +168,7 @@ class CutMix(_Mix):
     uniform, cut at the edges); the recorded lambda is the exact fraction of
     the image left unchanged."""
 
-    alpha: float = 1.0
+    alpha: float = param(ALPHA, _ALPHA_DOC, default=1.0)
 
     def _check(self, state: State) -> None:
         _check_mixable(self, state, (np.float32, np.float16))
@@ -181,9 +179,8 @@ class CutMix(_Mix):
                              f"{state.dtype}")
 
     def generate_code(self):
-        alpha = float(self.alpha)
-
-        def cutmix(xs, out, params, keys):
+        def cutmix(xs, out, params, keys, values):
+            (alpha,) = values
             n, (height, width) = xs.shape[0], _planes(xs)
             for i in range(n):
                 lam = rnd.beta(keys[i], _DRAWS.lam, alpha, alpha)
@@ -218,39 +215,36 @@ class MixUpOrCutMix(_Mixing):
         switch_prob: the probability of CutMix for a batch, in [0, 1].
     """
 
-    mixup_alpha: float = 0.2
-    cutmix_alpha: float = 1.0
-    switch_prob: float = 0.5
-
-    def __post_init__(self) -> None:
-        for name in ("mixup_alpha", "cutmix_alpha"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if not 0.0 <= self.switch_prob <= 1.0:
-            raise ValueError(f"switch_prob must lie in [0, 1], got {self.switch_prob}")
+    mixup_alpha: float = param(ALPHA, "MixUp's Beta(alpha, alpha) parameter", default=0.2)
+    cutmix_alpha: float = param(ALPHA, "CutMix's Beta(alpha, alpha) parameter", default=1.0)
+    switch_prob: float = param(PROBABILITY, "the probability of CutMix for a batch", default=0.5)
 
     def _check(self, state: State) -> None:
         _check_mixable(self, state)  # MixUp blends: float32
         CutMix._check(self, state)
 
+    def values(self) -> tuple[float, tuple[float], tuple[float]]:
+        """The switch probability, then MixUp's values and CutMix's."""
+        return (self.switch_prob, (self.mixup_alpha,), (self.cutmix_alpha,))
+
     def generate_code(self):
         from numba import njit
 
-        mixup = njit(nogil=True)(MixUp(self.mixup_alpha).generate_code())
-        cutmix = njit(nogil=True)(CutMix(self.cutmix_alpha).generate_code())
-        switch = float(self.switch_prob)
+        mixup = njit(nogil=True)(MixUp().generate_code())
+        cutmix = njit(nogil=True)(CutMix().generate_code())
 
-        def mix(xs, out, params, keys):
+        def mix(xs, out, params, keys, values):
+            switch, mixup_values, cutmix_values = values
             if xs.shape[0] and rnd.uniform(keys[0], _DRAWS.switch) < switch:
-                return cutmix(xs, out, params, keys)
-            return mixup(xs, out, params, keys)
+                return cutmix(xs, out, params, keys, cutmix_values)
+            return mixup(xs, out, params, keys, mixup_values)
 
         return mix
 
 
 @dataclasses.dataclass(frozen=True)
 class _MixLabelsOp(Operation):
-    num_classes: int
+    num_classes: int = param(Int(1, 1 << 24), "the soft labels' length", structural=True)
     kind: ClassVar[Kind] = Kind.BATCH
 
     def declare(self, state: State):
@@ -262,7 +256,7 @@ class _MixLabelsOp(Operation):
     def generate_code(self):
         classes = self.num_classes
 
-        def mix_labels(labels, params, out):
+        def mix_labels(labels, params, out, values):
             for i in range(labels.shape[0]):
                 own, other = labels[i], labels[int(params[i, 0])]
                 if not (0 <= own < classes and 0 <= other < classes):
@@ -285,8 +279,6 @@ class MixLabels(Node):
     second entry; the loader puts the field's decoder in front)."""
 
     def __init__(self, mix: MixUp | CutMix | MixUpOrCutMix, num_classes: int, pipeline: str | None = None) -> None:
-        if not isinstance(num_classes, int) or num_classes < 1:
-            raise ValueError(f"num_classes must be a positive int, got {num_classes!r}")
         super().__init__(_MixLabelsOp(num_classes))
         self.mix, self.source_pipeline = mix, pipeline
         self.target: Node | None = None
@@ -304,7 +296,7 @@ class MixLabels(Node):
         if mixing.stage != ctx.node.stage:
             raise PipelineError(f"MixLabels in pipeline {ctx.node.pipeline!r} must run in the same stage as "
                                 f"{self.mix!r}")
-        return [A.assign(ctx.target, A.call(ctx.code(), ctx.batch_value(0), ctx.batch_value(1), *ctx.batch_outs()))]
+        return [A.assign(ctx.target, ctx.call(ctx.batch_value(0), ctx.batch_value(1), *ctx.batch_outs()))]
 
     def describe(self) -> str:
         """``MixLabels(mix, num_classes=..., pipeline=...)``."""

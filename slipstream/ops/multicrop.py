@@ -31,6 +31,8 @@ from slipstream import native
 from slipstream.compiler import Allocation, State
 from slipstream.compiler import random as rnd
 from slipstream.compiler.jit import cached_njit
+from slipstream.compiler.params import Bool, Choice, Declares, Float, Int, Many, Pair, enum_name, param
+from slipstream.errors import ArgumentError
 from slipstream.compiler.rewrites import FieldOperation
 from slipstream.fields.decoders import DecodeSource, ImageFieldDecoder
 from slipstream.ops.crops import ATTEMPTS, INTERPOLATIONS, random_resized_crop_params
@@ -65,11 +67,17 @@ class MultiCropDecoder(ImageFieldDecoder):
 
     source: DecodeSource = dataclasses.field(repr=False)
     field: str
-    sizes: tuple[int, ...]
-    scales: tuple[tuple[float, float], ...]
-    ratio: tuple[float, float] = (3 / 4, 4 / 3)
-    yoked: bool = False
-    interpolation: str = "bilinear"
+    crop: MultiCrop
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """The crops' sides."""
+        return self.crop.sizes
+
+    def values(self) -> tuple[np.ndarray, np.ndarray, float, float]:
+        """Each crop's lowest and highest area fraction, and the logarithms of the ratio range."""
+        scales = np.array(self.crop.scales, np.float64).reshape(-1, 2)
+        return (scales[:, 0].copy(), scales[:, 1].copy(), math.log(self.crop.ratio[0]), math.log(self.crop.ratio[1]))
 
     def declare(self, state: State | None) -> tuple[State, list[Allocation]]:
         records = self.source.records(self.field, "the largest image's size")
@@ -86,10 +94,7 @@ class MultiCropDecoder(ImageFieldDecoder):
         count = len(self.sizes)
         sizes = np.array(self.sizes, np.int64)
         offsets = np.array([o for o, _ in crop_layout(self.sizes)], np.int64)
-        scale_lo = np.array([s[0] for s in self.scales])
-        scale_hi = np.array([s[1] for s in self.scales])
-        log_lo, log_hi = math.log(self.ratio[0]), math.log(self.ratio[1])
-        yoked, interp = self.yoked, int(INTERPOLATIONS[self.interpolation])
+        yoked, interp = self.crop.yoked, int(INTERPOLATIONS[self.crop.interpolation])
         decode_region, scale_for = native.slip_jpeg_decode, native.slip_jpeg_scale_for
         resize, resize_raw, convert_crop = native.slip_resize_region, native.slip_resize, native.slip_planes_crop_resize
 
@@ -151,7 +156,8 @@ class MultiCropDecoder(ImageFieldDecoder):
 
         @njit(nogil=True)
         def decode_all(storage, offsets_, sizes_, heights, widths, modes, failed, decodes, index, outputs, packed,
-                       block, status, key):
+                       block, status, key, values):
+            scale_lo, scale_hi, log_lo, log_hi = values
             height, width = heights[index], widths[index]
             crops = multi_crop_regions(key, height, width, scale_lo, scale_hi, log_lo, log_hi, yoked)
             decode_sample(storage, offsets_, sizes_, modes, failed, decodes, index, packed, status,
@@ -173,9 +179,9 @@ def _with_outputs(decode_all: Any, count: int) -> Any:
     cannot take a variable number of arrays otherwise)."""
     crops = ", ".join(f"crop_{k}" for k in range(count))
     source = (f"def decode(storage, offsets, sizes, heights, widths, modes, failed, decodes, index, {crops}, packed, "
-              f"block, status, key):\n"
+              f"block, status, key, values):\n"
               f"    return decode_all(storage, offsets, sizes, heights, widths, modes, failed, decodes, index, "
-              f"({crops},), packed, block, status, key)\n")
+              f"({crops},), packed, block, status, key, values)\n")
     namespace = {"decode_all": decode_all}
     exec(compile(source, f"<multi-crop decoder of {count} crops>", "exec"), namespace)
     return namespace["decode"]
@@ -191,28 +197,29 @@ def crop_layout(sizes: tuple[int, ...]) -> list[tuple[int, int]]:
 
 
 @dataclasses.dataclass(frozen=True)
-class MultiCrop(FieldOperation):
+class MultiCrop(Declares, FieldOperation):
     """The decoding operation of multi-crop: crops of sides ``sizes``, crop
     ``k`` with area fraction in ``scales[k]``, all from one decode.  Use
     :func:`multi_crop_pipelines` to get the outputs wired."""
 
-    sizes: tuple[int, ...]
-    scales: tuple[tuple[float, float], ...]
-    ratio: tuple[float, float] = (3 / 4, 4 / 3)
-    yoked: bool = False
-    interpolation: str = "bilinear"
+    sizes: tuple[int, ...] = param(Many(Int(1, 1 << 16)), "each crop's side, in pixels", structural=True)
+    scales: tuple[tuple[float, float], ...] = param(Many(Pair(Float(0.0, 1.0, low_open=True))),
+                                                    "each crop's range of area, as a fraction of the image's")
+    ratio: tuple[float, float] = param(Pair(Float(0.0, low_open=True)),
+                                       "range of every crop's aspect ratio, width / height, drawn log-uniformly",
+                                       default=(3 / 4, 4 / 3))
+    yoked: bool = param(Bool(), "every crop centred on the first's", default=False, structural=True)
+    interpolation: str = param(Choice(tuple(INTERPOLATIONS), normalize=enum_name),
+                               "how each region is resampled to its side", default="bilinear", structural=True)
 
     def __post_init__(self) -> None:
-        if len(self.sizes) != len(self.scales) or not self.sizes:
-            raise ValueError("MultiCrop needs one scale range per crop size")
-        if self.interpolation not in INTERPOLATIONS:
-            raise ValueError(f"interpolation must be one of {sorted(INTERPOLATIONS)}, got {self.interpolation!r}")
+        if len(self.sizes) != len(self.scales):
+            raise ArgumentError(f"MultiCrop: one scale range per crop size: {len(self.sizes)} sizes, "
+                                f"{len(self.scales)} scales")
 
     def bind(self, source: DecodeSource, field: str) -> MultiCropDecoder:
         """The decoder this operation becomes when it is the first of ``field``'s pipeline."""
-        return MultiCropDecoder(source, field, tuple(int(s) for s in self.sizes),
-                                tuple((float(a), float(b)) for a, b in self.scales), tuple(map(float, self.ratio)),
-                                self.yoked, self.interpolation)
+        return MultiCropDecoder(source, field, self)
 
 
 def multi_crop_pipelines(global_crops: int = 2, global_size: int = 224, global_scale: tuple[float, float] = (0.4, 1.0),

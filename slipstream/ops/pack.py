@@ -12,18 +12,30 @@ import numpy as np
 
 from slipstream import native
 from slipstream.compiler import Allocation, Operation, State
+from slipstream.compiler.params import Custom, Float, Numbers, Refused, param
 from slipstream.compiler.rewrites import Foldable
 
 DTYPES = {np.dtype(np.float32): native.Dtype.FLOAT32, np.dtype(np.float16): native.Dtype.FLOAT16}
 
 
 def _dtype(dtype: Any) -> np.dtype:
+    """A NumPy or torch dtype (or its name) as the NumPy float32 or float16 it is."""
     if hasattr(dtype, "is_floating_point"):  # a torch dtype
         dtype = str(dtype).replace("torch.", "")
-    result = np.dtype(dtype)
+    if isinstance(dtype, (bool, np.bool_)) or not isinstance(dtype, (str, type, np.dtype)):
+        raise Refused()
+    try:
+        result = np.dtype(dtype)
+    except TypeError:
+        raise Refused() from None
     if result not in DTYPES:
-        raise ValueError(f"dtype must be float32 or float16, got {dtype}")
+        raise Refused()
     return result
+
+
+FLOAT_DTYPE = Custom(_dtype, "float32 or float16 (a NumPy or torch dtype, or its name)",
+                     bad=(np.uint8, "int8", None, 3, True, "float64"), good=np.float16)
+"""The element type of normalized samples."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,16 +45,11 @@ class Normalize(Operation, Foldable):
     std)``, in one pass.  ``mean`` and ``std`` are on the 0..1 scale, as in
     torchvision; ``dtype`` float32 or float16 (each value correctly rounded)."""
 
-    mean: Sequence[float] = (0.0, 0.0, 0.0)
-    std: Sequence[float] = (1.0, 1.0, 1.0)
-    dtype: Any = np.float32
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "mean", tuple(float(m) for m in np.broadcast_to(self.mean, 3)))
-        object.__setattr__(self, "std", tuple(float(s) for s in np.broadcast_to(self.std, 3)))
-        if any(s == 0 for s in self.std):
-            raise ValueError(f"std must not be 0, got {self.std}")
-        object.__setattr__(self, "dtype", _dtype(self.dtype))
+    mean: Sequence[float] = param(Numbers(Float(), 3, broadcast=True), "per-channel mean on the 0..1 scale",
+                                  default=(0.0, 0.0, 0.0))
+    std: Sequence[float] = param(Numbers(Float(0.0, low_open=True), 3, broadcast=True),
+                                 "per-channel standard deviation on the 0..1 scale", default=(1.0, 1.0, 1.0))
+    dtype: Any = param(FLOAT_DTYPE, "the element type of the samples", default=np.float32, structural=True)
 
     def declare(self, state: State):
         if len(state.shape) != 3 or state.shape[2] != 3 or state.dtype != np.uint8:
@@ -56,13 +63,16 @@ class Normalize(Operation, Foldable):
             return following
         return None
 
+    def values(self) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and standard deviation on the 0..255 scale, as ``slip_pack`` takes them."""
+        return (np.array(self.mean) * 255.0, np.array(self.std) * 255.0)
+
     def generate_code(self):
-        mean = np.array(self.mean) * 255.0
-        std = np.array(self.std) * 255.0
         code = int(DTYPES[self.dtype])
         pack = native.slip_pack
 
-        def normalize(x, out, key):
+        def normalize(x, out, key, values):
+            mean, std = values
             pack(x, x.shape[0], x.shape[1], x.shape[2], x.strides[0], out, code, out.strides[0], out.strides[1],
                  out.strides[2], mean, std)
             return out

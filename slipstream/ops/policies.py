@@ -38,6 +38,7 @@ from numba import njit
 from slipstream.compiler import Allocation, Operation, State
 from slipstream.compiler import random as rnd
 from slipstream.compiler.jit import cached_njit
+from slipstream.compiler.params import Choice, Custom, Int, Refused, enum_name, param
 from slipstream.errors import ArgumentError
 from slipstream.fields import geometry
 from slipstream.ops import tones, warps
@@ -447,12 +448,39 @@ def fill_color(fill: Any) -> np.ndarray:
     return np.broadcast_to(np.array(values, np.uint8), (3,)).copy()
 
 
+def _fill(value: Any) -> Any:
+    """A fill :func:`fill_color` takes, kept as given (a bool is no colour)."""
+    if isinstance(value, (bool, np.bool_)) or (isinstance(value, (tuple, list))
+                                                and any(isinstance(v, (bool, np.bool_)) for v in value)):
+        raise Refused()
+    try:
+        fill_color(value)
+    except (ArgumentError, TypeError):
+        raise Refused() from None
+    return value
+
+
+FILL = Custom(_fill, "None (black), a number or 3 numbers (R, G, B), each in [0, 255]",
+              bad=(-1, 256, math.nan, (1, 2), (0, 0, 300), "black", True), good=(1, 2, 3))
+"""The colour of the pixels a geometric step uncovers."""
+
+POLICY_INTERPOLATION = Choice(warps.INTERPOLATIONS, normalize=enum_name)
+"""How a policy's geometric steps resample."""
+
+_FILL_DOC = "the colour of uncovered pixels"
+_INTERPOLATION_DOC = "for the geometric operations"
+_BINS = Int(2, 1024)
+_BINS_DOC = "magnitudes per operation"
+
+
 @dataclasses.dataclass(frozen=True)
 class Policy(Operation, geometry.Geometric):
     """What the policies share: (height, width, 3) uint8 images in, the
-    result and its transform out, steps drawn per sample by ``_draw``.
-    Subclasses declare the fields ``interpolation`` and ``fill`` (after
-    their own, in torchvision's order)."""
+    result and its transform out, steps drawn per sample by the class's
+    compiled ``draw(key, params, height, width, chosen, magnitudes) ->
+    count`` from the values :meth:`draw_values` gives.  Subclasses declare
+    the fields ``interpolation`` (structural) and ``fill`` (after their
+    own, in torchvision's order)."""
 
     steps: ClassVar[int] = 1
     """Most operations one sample receives."""
@@ -460,9 +488,8 @@ class Policy(Operation, geometry.Geometric):
     apply_one = staticmethod(apply_primitive)
     """What applies one drawn step (:func:`apply_primitive`: torchvision's operations)."""
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "interpolation", warps.interpolation_name(self.interpolation))
-        fill_color(self.fill)
+    draw = staticmethod(trivial_augment_draw)
+    """The compiled draw of one sample's steps."""
 
     def declare(self, state: State) -> Any:
         if len(state.shape) != 3 or state.shape[2] != 3 or state.dtype != np.uint8:
@@ -471,18 +498,20 @@ class Policy(Operation, geometry.Geometric):
         return state, [Allocation(state.shape, state.dtype), Allocation(state.shape, state.dtype),
                        Allocation((geometry.SIZE,), np.float64, name=geometry.TRANSFORM)]
 
-    def _draw(self) -> tuple[Any, tuple[Any, ...]]:
-        """The policy's compiled ``draw(key, params, height, width, chosen,
-        magnitudes) -> count`` and its ``params``."""
+    def draw_values(self) -> tuple[Any, ...]:
+        """What the class's ``draw`` takes as ``params``."""
         raise NotImplementedError
 
-    def generate_code(self):
-        (draw, params), steps = self._draw(), self.steps
-        fill, nearest = fill_color(self.fill), self.interpolation == "nearest"
+    def values(self) -> tuple[np.ndarray, tuple[Any, ...]]:
+        """The fill's RGB, then what the draw takes."""
+        return (fill_color(self.fill), self.draw_values())
 
+    def generate_code(self):
+        draw, steps, nearest = type(self).draw, self.steps, self.interpolation == "nearest"
         apply_steps = steps_applier(self.apply_one)
 
-        def policy(x, out, scratch, transform, key):
+        def policy(x, out, scratch, transform, key, values):
+            fill, params = values
             chosen, magnitudes = np.empty(steps, np.int64), np.empty(steps)
             count = draw(key, params, x.shape[0], x.shape[1], chosen, magnitudes)
             return apply_steps(x, out, scratch, transform, chosen, magnitudes, count, fill, nearest)
@@ -500,22 +529,18 @@ class TrivialAugmentWide(Policy):
     degrees), negated half of the time where the operation is signed.
 
     Args:
-        num_magnitude_bins: magnitudes per operation (at least 2).
+        num_magnitude_bins: magnitudes per operation (2 to 1024).
         interpolation: ``"nearest"`` (torchvision's default) or ``"bilinear"``
             for the geometric operations.
         fill: the colour of uncovered pixels: None (black), a number, or 3.
     """
 
-    num_magnitude_bins: int = 31
-    interpolation: Any = "nearest"
-    fill: Any = None
+    num_magnitude_bins: int = param(_BINS, _BINS_DOC, default=31)
+    interpolation: Any = param(POLICY_INTERPOLATION, _INTERPOLATION_DOC, default="nearest", structural=True)
+    fill: Any = param(FILL, _FILL_DOC, default=None)
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _check_bins(self.num_magnitude_bins)
-
-    def _draw(self) -> tuple[Any, tuple[Any, ...]]:
-        return trivial_augment_draw, (trivial_augment_space(self.num_magnitude_bins).compiled(),)
+    def draw_values(self) -> tuple[Any, ...]:
+        return (trivial_augment_space(self.num_magnitude_bins).compiled(),)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -529,31 +554,33 @@ class RandAugment(Policy):
     Args:
         num_ops: operations per sample (0 to 8).
         magnitude: the bin, in [0, num_magnitude_bins).
-        num_magnitude_bins: magnitudes per operation (at least 2).
+        num_magnitude_bins: magnitudes per operation (2 to 1024).
         interpolation, fill: as for :class:`TrivialAugmentWide`.
     """
 
-    num_ops: int = 2
-    magnitude: int = 9
-    num_magnitude_bins: int = 31
-    interpolation: Any = "nearest"
-    fill: Any = None
+    num_ops: int = param(Int(0, MAX_STEPS), "operations per sample, each chosen uniformly (with repetition)",
+                         default=2)
+    magnitude: int = param(Int(0, 1023), "the bin every operation takes, in `[0, num_magnitude_bins)`", default=9)
+    num_magnitude_bins: int = param(_BINS, _BINS_DOC, default=31)
+    interpolation: Any = param(POLICY_INTERPOLATION, _INTERPOLATION_DOC, default="nearest", structural=True)
+    fill: Any = param(FILL, _FILL_DOC, default=None)
+
+    steps: ClassVar[int] = MAX_STEPS
+    draw = staticmethod(rand_augment_draw)
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        _check_bins(self.num_magnitude_bins)
-        if not isinstance(self.num_ops, int) or not 0 <= self.num_ops <= MAX_STEPS:
-            raise ArgumentError(f"num_ops must be an int in [0, {MAX_STEPS}], got {self.num_ops!r}")
-        if not isinstance(self.magnitude, int) or not 0 <= self.magnitude < self.num_magnitude_bins:
-            raise ArgumentError(f"magnitude must be an int in [0, num_magnitude_bins={self.num_magnitude_bins}), "
-                                f"got {self.magnitude!r}")
+        if self.magnitude >= self.num_magnitude_bins:
+            raise ArgumentError(f"RandAugment: magnitude must be an int in [0, num_magnitude_bins="
+                                f"{self.num_magnitude_bins}), got {self.magnitude!r}")
 
-    @property
-    def steps(self) -> int:  # type: ignore[override]
-        return max(1, self.num_ops)
+    def draw_values(self) -> tuple[Any, ...]:
+        return (rand_augment_space(self.num_magnitude_bins).compiled(), self.num_ops, self.magnitude)
 
-    def _draw(self) -> tuple[Any, tuple[Any, ...]]:
-        return rand_augment_draw, (rand_augment_space(self.num_magnitude_bins).compiled(), self.num_ops, self.magnitude)
+
+def _policy_name(value: Any) -> str | None:
+    """An AutoAugment policy's name: a name, or torchvision's ``AutoAugmentPolicy`` member."""
+    name = enum_name(value)
+    return None if name is None else name.lower()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -569,21 +596,17 @@ class AutoAugment(Policy):
         interpolation, fill: as for :class:`TrivialAugmentWide`.
     """
 
-    policy: Any = "imagenet"
-    interpolation: Any = "nearest"
-    fill: Any = None
+    policy: Any = param(Choice(tuple(AUTO_AUGMENT_POLICIES), normalize=_policy_name),
+                        "the learned sub-policies (torchvision's `AutoAugmentPolicy` members are accepted)",
+                        default="imagenet")
+    interpolation: Any = param(POLICY_INTERPOLATION, _INTERPOLATION_DOC, default="nearest", structural=True)
+    fill: Any = param(FILL, _FILL_DOC, default=None)
 
     steps: ClassVar[int] = 2
+    draw = staticmethod(auto_augment_draw)
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        name = str(getattr(self.policy, "value", self.policy)).lower()
-        if name not in AUTO_AUGMENT_POLICIES:
-            raise ArgumentError(f"policy must be one of {sorted(AUTO_AUGMENT_POLICIES)}, got {self.policy!r}")
-        object.__setattr__(self, "policy", name)
-
-    def _draw(self) -> tuple[Any, tuple[Any, ...]]:
-        return auto_augment_draw, auto_augment_params(self.policy)
+    def draw_values(self) -> tuple[Any, ...]:
+        return auto_augment_params(self.policy)
 
 
 def auto_augment_params(policy: str) -> tuple[Any, ...]:
@@ -597,8 +620,3 @@ def auto_augment_params(policy: str) -> tuple[Any, ...]:
     probs = np.array([[p for _, p, _ in sub] for sub in steps])
     bins = np.array([[-1 if b is None else b for _, _, b in sub] for sub in steps], np.int64)
     return space.compiled(), rows, probs, bins
-
-
-def _check_bins(bins: Any) -> None:
-    if not isinstance(bins, int) or bins < 2:
-        raise ArgumentError(f"num_magnitude_bins must be an int of at least 2, got {bins!r}")

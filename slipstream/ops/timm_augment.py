@@ -29,7 +29,8 @@ from slipstream.compiler import random as rnd
 from slipstream.compiler.jit import cached_njit
 from slipstream.errors import ArgumentError
 from slipstream.ops import tones, warps
-from slipstream.ops.policies import Policy, warp_step
+from slipstream.compiler.params import Custom, Refused, param
+from slipstream.ops.policies import FILL, MAX_STEPS, POLICY_INTERPOLATION, Policy, warp_step
 
 
 class TimmOp(enum.IntEnum):
@@ -302,6 +303,14 @@ def _choose(key, k, n, weights, taken):
     return last
 
 
+def _config(value: Any) -> str:
+    """A timm RandAugment string that :func:`parse_rand_augment` reads."""
+    if not isinstance(value, str):
+        raise Refused()
+    parse_rand_augment(value)
+    return value
+
+
 @dataclasses.dataclass(frozen=True)
 class TimmRandAugment(Policy):
     """timm's RandAugment from its configuration string, e.g. DeiT's
@@ -321,18 +330,22 @@ class TimmRandAugment(Policy):
             ``create_transform`` passes.
     """
 
-    config: str = "rand-m9-mstd0.5-inc1"
-    interpolation: Any = "bilinear"
-    fill: Any = (124, 116, 104)
+    config: str = param(Custom(_config, "a timm RandAugment string (`rand-m9-mstd0.5-inc1`)",
+                               bad=("m9", "rand-x9", "rand-m-1", "rand-mstd-1", 9, None), good="rand-m9"),
+                        "timm's string: `rand`, then `m<int>` magnitude (10), `n<int>` operations per image (2), "
+                        "`mstd<float>` the magnitude's noise (above 100: uniform below `m`), `mmax<int>` its bound "
+                        "(10; 0 means 10, as in timm), `inc1` the increasing operations, `w0` timm's choice weights",
+                        default="rand-m9-mstd0.5-inc1")
+    interpolation: Any = param(POLICY_INTERPOLATION, "`\"bilinear\"` or `\"nearest\"` (timm's "
+                               "`hparams[\"interpolation\"]`)", default="bilinear", structural=True)
+    fill: Any = param(FILL, "timm's `img_mean`, as its `create_transform` passes the ImageNet mean",
+                      default=(124, 116, 104))
 
-    steps: ClassVar[int] = 8
+    steps: ClassVar[int] = MAX_STEPS
     apply_one = staticmethod(apply_timm_op)
+    draw = staticmethod(timm_draw)
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        parse_rand_augment(self.config)
-
-    def _draw(self) -> tuple[Any, tuple[Any, ...]]:
+    def draw_values(self) -> tuple[Any, ...]:
         parsed = parse_rand_augment(self.config)
         names = INCREASING_TRANSFORMS if parsed.increasing else TRANSFORMS
         ops = np.array([int(NAMES[name]) for name in names], np.int64)
@@ -341,5 +354,5 @@ class TimmRandAugment(Policy):
             else np.zeros(0)
         if weights.size:
             weights = weights / weights.sum()
-        return timm_draw, (ops, weights, parsed.num_layers, parsed.magnitude, parsed.magnitude_std,
-                           parsed.magnitude_max)
+        return (ops, weights, parsed.num_layers, float(parsed.magnitude), float(parsed.magnitude_std),
+                float(parsed.magnitude_max))
