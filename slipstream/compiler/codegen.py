@@ -506,19 +506,13 @@ def _file_digest(path: str | None) -> str:
         return ""
 
 
-@functools.lru_cache(maxsize=1)
-def _package_digest() -> str:
-    """Hash of slipstream's own Python sources."""
-    root = Path(__file__).resolve().parent.parent
-    return hashlib.sha256("".join(_file_digest(str(p)) for p in sorted(root.rglob("*.py"))).encode()).hexdigest()
-
-
 def _code_digest(cls: type) -> str:
     """Hash of the code an operation's class may run.  Numba's disk cache
     does not notice when a function a stage calls changes, so an edited
     operation (a library upgrade, a changed user module) must change the
     stage's fingerprint: slipstream's own classes are covered by the
-    package's digest, others by the files defining them and their bases."""
+    code their stages call (:func:`called_code`), others by the files
+    defining them and their bases."""
     parts = []
     for c in cls.__mro__:
         if c is object or c.__module__.split(".")[0] == "slipstream":
@@ -541,18 +535,119 @@ def _code_bytes(code: Any) -> bytes:
 
 
 def _constant_bytes(constant: Any) -> bytes:
-    """A code constant as bytes that are the same in every process (a
-    frozenset's order depends on the string hash seed: sorted)."""
+    """A value a function holds (a code constant, a closure's cell) as bytes
+    that are the same in every process: a frozenset's order depends on the
+    string hash seed (sorted), an array is its dtype, shape and bytes, and
+    an object of another kind is its type alone (its ``repr`` may hold an
+    address, which differs from process to process)."""
     if isinstance(constant, frozenset):
         return repr(sorted(repr(item) for item in constant)).encode()
-    return repr(constant).encode()
+    if isinstance(constant, (tuple, list)):
+        return b"(" + b",".join(_constant_bytes(item) for item in constant) + b")"
+    if isinstance(constant, np.ndarray):
+        return f"{constant.dtype.str}{constant.shape}".encode() + np.ascontiguousarray(constant).tobytes()
+    if constant is None or isinstance(constant, (bool, int, float, complex, str, bytes, np.generic, np.dtype)):
+        return repr(constant).encode()
+    return f"<{type(constant).__module__}.{type(constant).__qualname__}>".encode()
+
+
+def _code_names(code: types.CodeType) -> set[str]:
+    """Every global or attribute name ``code`` and the functions nested in it read."""
+    names = set(code.co_names)
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            names |= _code_names(constant)
+    return names
+
+
+def called_code(roots: Iterable[Any]) -> str:
+    """Hash of the code the functions ``roots`` may run, and of nothing
+    else: the source files of the modules defining every function they
+    reach (through globals, module attributes, closures and compiled
+    dispatchers; a function without a file by its code), and the C
+    signature and ABI version of every native kernel they call.  Editing a
+    module a stage never reaches leaves the hash as it is."""
+    from numba.core.extending import _Intrinsic
+
+    from slipstream import _native
+
+    files: set[str] = set()
+    h = hashlib.sha256()
+    seen: set[int] = set()
+    stack = list(roots)
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if _versioned(obj):
+            continue  # covered by the versions the key holds (_machine)
+        if isinstance(obj, numba.core.dispatcher.Dispatcher):
+            stack.append(obj.py_func)
+        elif isinstance(obj, _Intrinsic):
+            kernel = _native.FUNCTIONS.get(obj._name)
+            if kernel is not None:
+                h.update(f"{kernel} abi {_native.ABI_VERSION}".encode())
+            else:
+                stack.append(obj._defn)
+        elif isinstance(obj, types.FunctionType):
+            source = inspect.getsourcefile(obj) if obj.__code__.co_filename[:1] not in ("<", "") else None
+            if source is not None and os.path.exists(source):
+                files.add(source)
+            else:
+                h.update(_code_bytes(obj.__code__))
+            for cell in obj.__closure__ or ():
+                try:
+                    value = cell.cell_contents
+                except ValueError:  # a cell not filled yet
+                    continue
+                if callable(value) and not isinstance(value, type):
+                    stack.append(value)
+                else:
+                    h.update(_constant_bytes(value))
+            names = sorted(_code_names(obj.__code__))
+            read = [(name, obj.__globals__[name]) for name in names if name in obj.__globals__]
+            for module in [value for _, value in read if isinstance(value, types.ModuleType) and not _versioned(value)]:
+                read += [(f"{module.__name__}.{name}", getattr(module, name)) for name in names if hasattr(module, name)]
+            for name, value in read:
+                if isinstance(value, (type, types.ModuleType)):
+                    continue
+                if callable(value):
+                    stack.append(value)
+                else:  # a constant, perhaps imported from a module no function reached
+                    h.update(name.encode() + _constant_bytes(value))
+    for path in sorted(files):
+        h.update(f"{path}:{_file_digest(path)}".encode())
+    return h.hexdigest()
+
+
+_VERSIONED = frozenset({"numba", "llvmlite", "numpy", "ctypes", "builtins", "math", "cmath"})
+
+
+def _versioned(obj: Any) -> bool:
+    """Whether ``obj`` comes from a package whose version the key holds
+    (Numba, llvmlite, NumPy, Python's own): not walked into."""
+    module = obj.__name__ if isinstance(obj, types.ModuleType) else getattr(obj, "__module__", None)
+    return isinstance(module, str) and module.split(".")[0] in _VERSIONED
+
+
+def _machine() -> str:
+    """What else the machine code depends on: Numba, llvmlite, NumPy and
+    Python versions, and the CPU it is made for (target, name, features)."""
+    import llvmlite
+
+    codegen = numba.core.registry.cpu_target.target_context.codegen()
+    return f"{numba.__version__} {llvmlite.__version__} {np.__version__} {sys.version} {codegen.magic_tuple()}"
 
 
 def fingerprint(graph: Graph, stage: StageSource) -> str:
-    """Hash of everything that shapes a stage's compiled code."""
+    """The compile cache key of a stage: its generated source, the
+    structure of its operations (their values are parameters of the
+    stage), the code it calls (:func:`called_code`: nothing it does not
+    reach), its memory plan, and the versions and CPU its machine code is
+    made for."""
     h = hashlib.sha256()
     h.update(stage.source.encode())
-    h.update(_package_digest().encode())
     # Each node's operation, and every operation whose code the stage calls wherever a node keeps it (a node
     # with control flow may call several): each once.
     own = [node.op for node in graph.nodes_in(stage.index) if node.op is not None]
@@ -563,7 +658,8 @@ def fingerprint(graph: Graph, stage: StageSource) -> str:
     for node in graph.nodes_in(stage.index):
         h.update(_code_digest(type(node.spec)).encode())  # a node class of the user's emits code of its own
         h.update(repr((node.state, node.allocations)).encode())
-    h.update(f"{numba.__version__} {np.__version__} {sys.version}".encode())
+    h.update(called_code(stage.globals.values()).encode())
+    h.update(_machine().encode())
     return h.hexdigest()[:24]
 
 

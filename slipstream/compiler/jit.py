@@ -63,11 +63,28 @@ class _SavingCache(FunctionCache):
                 os.unlink(self._cache_file._index_path)
             return None
 
+    def holds_entries(self) -> bool:
+        """Whether the cache on disk holds machine code of this function (its index exists)."""
+        return os.path.exists(self._cache_file._index_path)
+
     def save_overload(self, sig: Any, data: Any) -> None:
         try:
             super().save_overload(sig, data)
         except OSError as exc:
             warn_once(str(self.cache_path), f"the machine code of {self.function}", exc)
+
+
+def cache_state(dispatcher: Any) -> str:
+    """Where a compiled function's machine code stands, in words: compiled
+    (or loaded) in this process, in the compile cache on disk (loaded on
+    its first call), or still to be compiled on its first call."""
+    if dispatcher.signatures:
+        return "in this process (compiled or loaded from the compile cache)"
+    cache = getattr(dispatcher, "_cache", None)
+    if isinstance(cache, _SavingCache) and cache.holds_entries():
+        return f"in the compile cache at {cache.cache_path} (loaded on the first batch)"
+    return "not compiled yet: compiled on the first batch" + (
+        f" and kept in the compile cache at {cache.cache_path}" if isinstance(cache, _SavingCache) else "")
 
 
 def cached_njit(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
@@ -87,4 +104,4 @@ def cached_njit(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     return compiled if fn is None else compiled(fn)
 
 
-__all__ = ["cached_njit", "warn_once"]
+__all__ = ["cache_state", "cached_njit", "warn_once"]

@@ -4,7 +4,9 @@ of the compiler, usable on in-memory arrays without any file or loader."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -14,6 +16,7 @@ import numpy as np
 from slipstream.compiler import symbols
 from slipstream.compiler.codegen import StageSource, generate_stage, load_diagnostic, load_stage, typing_error
 from slipstream.compiler.graph import Graph, Internal, check_pipeline, unwrapped
+from slipstream.compiler.jit import cache_state
 from slipstream.compiler.operation import Decoder, torch_dtype
 from slipstream.compiler.rewrites import fold
 from slipstream.compiler.state import Allocation, State
@@ -21,6 +24,10 @@ from slipstream.compiler.symbols import Role, Symbol
 from slipstream.errors import ArgumentError, OperationError
 
 SINGLE_OUTPUT = "output"
+
+LOGGER = logging.getLogger("slipstream.compiler")
+"""Where each jit stage's first call is recorded (INFO): compiled, loaded from
+the compile cache or reused, how long it took and where the cache is."""
 
 SAMPLES_PER_CHUNK = 1
 """Samples a thread takes at a time from a compiled stage's parallel loop.
@@ -209,6 +216,8 @@ class CompiledPipeline:
                 args = [self._argument(name, source, batch, slot, values) for name in source.params]
                 if source.jit:
                     self._done[:n] = 0
+                first = source.jit and not self._compiled[k]
+                counts, started = (_cache_counts(fn), time.perf_counter()) if first else (None, 0.0)
                 try:
                     results = fn(*args)
                 except numba.core.errors.NumbaError as exc:
@@ -224,8 +233,10 @@ class CompiledPipeline:
                     raise OperationError(f"stage {source.index} stopped before samples "
                                          f"{idx[:n][self._done[:n] == 0].tolist()} were done, and running them "
                                          f"again one by one did not fail")
-                if progress is not None and source.jit and not self._compiled[k]:
+                if progress is not None and first:
                     progress.update(1)
+                if first:
+                    self._record_compile(source, fn, counts, time.perf_counter() - started)
                 self._compiled[k] = True
                 statuses += results[len(source.returns):]
                 for node, value in zip(source.returns, results):
@@ -272,6 +283,26 @@ class CompiledPipeline:
                      f"the batch of samples {shown_indices(idx)}")
             raise OperationError(f"{node.describe()} in pipeline {node.pipeline!r} failed on {where}: "
                                  f"{type(cause).__name__}: {cause}") from cause
+
+    def _record_compile(self, source: StageSource, fn: Any, before: tuple[int, int], seconds: float) -> None:
+        """One record on the ``slipstream.compiler`` logger for a jit stage's
+        first call: whether its machine code was compiled, loaded from the
+        compile cache or was in this process already, how long that took,
+        which pipelines the stage serves and where its cache is."""
+        hits, misses = _cache_counts(fn)
+        outcome = "compiled" if misses > before[1] else "loaded" if hits > before[0] else "reused"
+        cache = fn.stats.cache_path
+        pipelines = self.stage_pipelines(source.index)
+        what = f"stage {source.index} of pipeline{'s' if len(pipelines) > 1 else ''} {', '.join(map(repr, pipelines))}"
+        text = {"compiled": f"compiled {what} in {seconds:.2f} s ({'cached in ' + cache if cache else 'not cached'})",
+                "loaded": f"loaded {what} from the compile cache in {seconds:.2f} s ({cache})",
+                "reused": f"{what}: compiled in this process already ({seconds:.2f} s)"}[outcome]
+        LOGGER.info("%s", text, extra={"stage": source.index, "pipelines": pipelines, "outcome": outcome,
+                                 "seconds": seconds, "cache": cache})
+
+    def stage_pipelines(self, stage: int) -> list[str]:
+        """The pipelines whose nodes stage ``stage`` runs, in graph order."""
+        return list(dict.fromkeys(node.pipeline for node in self.graph.nodes_in(stage)))
 
     def _compile_progress(self) -> Any:
         """A progress bar over the jit stages the coming call compiles (None
@@ -325,13 +356,16 @@ class CompiledPipeline:
         return [fn for source, fn in zip(self.sources, self.functions) if source.jit]
 
     def explain(self) -> str:
-        """The generated source of every stage and the memory plan."""
+        """The generated source of every stage (whether its machine code is
+        compiled, in the compile cache or still to be compiled; its nodes and
+        the values it takes) and the memory plan."""
         parts = []
-        for source in self.sources:
+        for source, fn in zip(self.sources, self.functions):
             kind = "jit: one numba.njit(parallel=True) function" if source.jit else "torch: Python"
             nodes = "".join(f"# {symbols.value(n.id)} = {n.describe()}\n" for n in self.graph.nodes_in(source.index))
             taken = "".join(f"# {symbol} = {value!r}\n" for symbol, value in source.values.items())
-            parts.append(f"=== stage {source.index} ({kind}) ===\n{nodes}{taken}{source.source}")
+            machine = f"# machine code: {cache_state(fn)}\n" if source.jit else ""
+            parts.append(f"=== stage {source.index} ({kind}) ===\n{machine}{nodes}{taken}{source.source}")
         parts.append(self.memory_plan())
         return "\n".join(parts)
 
@@ -352,6 +386,12 @@ class CompiledPipeline:
                          f"{str(array.dtype):<10} {array.nbytes:>12,}")
         lines.append(f"{'total':<10} {'':<40} {'':<24} {'':<10} {total:>12,}")
         return "\n".join(lines)
+
+
+def _cache_counts(fn: Any) -> tuple[int, int]:
+    """How many signatures of the dispatcher ``fn`` were loaded from its
+    disk cache, and how many compiled, so far."""
+    return sum(fn.stats.cache_hits.values()), sum(fn.stats.cache_misses.values())
 
 
 def shown_indices(indices: np.ndarray) -> str:
