@@ -28,10 +28,12 @@ FUZZ_FLAGS = -std=c11 -g -O1 -fno-sanitize-recover=undefined -fno-omit-frame-poi
 
 # The GPU check (benchmarks/gpu_check.py) runs in the GPU machine's own Python;
 # what that Python lacks travels as wheels (GPU_WHEELS, for GPU_PYTHON_VERSION).
+# scikit-image brings the photos the tests read (tests/real_photos.py reads its
+# data folder without importing it, so it is installed without dependencies).
 GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
 GPU_PYTHON_VERSION ?= 3.12
 GPU_WHEELS := build/gpu-wheels
-GPU_EXTRA_WHEELS ?= tbb==2023.2.0 tcmlib==1.6.0
+GPU_EXTRA_WHEELS ?= tbb==2023.2.0 tcmlib==1.6.0 scikit-image==0.26.0
 GPU_PHOTO_MB ?= 32
 GPU_CHECK_ARGS ?=
 

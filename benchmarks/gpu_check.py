@@ -11,8 +11,9 @@ and exits 0.  Otherwise, with ``$OUT`` (default ``build/gpu-check``) as its
 output folder, it:
 
 1. installs ``dist/slipstream-*.whl`` and the wheels in ``build/gpu-wheels``
-   (e.g. ``tbb``, which the machine lacks) into this Python, without their
-   dependencies and without the network;
+   (e.g. ``tbb``, which the machine lacks, and ``scikit-image``, whose
+   photos the tests read) into this Python, without their dependencies and
+   without the network;
 2. records the machine: GPU, driver, CUDA, torch, Numba and its threading
    layer, cores;
 3. generates its data (``benchmarks/gpu_data.py``): JPEGs of ImageNet

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+import real_photos
 import slipstream as ss
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -20,17 +21,15 @@ sys.path.insert(0, str(BENCHMARKS))
 
 import bytesets  # noqa: E402
 
-PHOTOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
-
-
 @pytest.fixture
 def row(tmp_path: Path) -> dict[str, Path]:
-    """A set's folder of 6 photos in two classes, slipstream's byte-for-byte
-    file of it, and the tiled and planes copies of that file."""
+    """A set's folder of 6 photos (4:4:4 and 4:2:0) in two classes,
+    slipstream's byte-for-byte file of it, and the tiled and planes copies
+    of that file."""
     folder = tmp_path / "set"
-    for i, photo in enumerate(sorted(PHOTOS.glob("*.JPEG"))[:6]):
+    for i, photo in enumerate(real_photos.jpegs(3, "4:4:4") + real_photos.jpegs(3, "4:2:0", start=3)):
         (folder / f"c{i % 2}").mkdir(parents=True, exist_ok=True)
-        shutil.copy(photo, folder / f"c{i % 2}" / photo.name)
+        (folder / f"c{i % 2}" / f"photo{i}.JPEG").write_bytes(photo)
     slip, tiled, planes = tmp_path / "set.slip", tmp_path / "set-tiles.slip", tmp_path / "set-yuv420.slip"
     bytesets.write_slip(folder, slip)
     ss.convert(slip, tiled, tile_width=bytesets.TILE_WIDTH, verbose=False)

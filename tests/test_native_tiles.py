@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,20 +13,21 @@ from PIL import Image
 
 import hostile_corpus
 import jpeg_corpus
+import real_photos
 from slipstream import RGBImageField, native
 from slipstream.errors import ArgumentError, DecodeError
 from slipstream.native import DecodeFlags, Interp
 from test_native_decode import SCALES, random_regions
 
 WIDTHS = (8, 32, 64)
-PHOTOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
 
 
 @pytest.fixture(scope="module")
 def own_tables(corpus) -> list[jpeg_corpus.Sample]:
     """The sequential images of the corpus coded again with tables counted
     for each (Pillow's optimize=True), one with restart markers every 3 MCUs
-    (intervals that do not divide a row), and some of the sample photos."""
+    (intervals that do not divide a row), and six real photos of odd sizes
+    coded with tables of their own, as most of ImageNet's are."""
     samples = []
     for s in corpus:
         info = native.jpeg_info(s.data)
@@ -38,10 +38,10 @@ def own_tables(corpus) -> list[jpeg_corpus.Sample]:
         samples.append(dataclasses.replace(s, name=f"{s.name} optimized",
                                            data=jpeg_corpus.encode(image, optimize=True, quality="keep", **options)))
     samples.append(jpeg_corpus.make_sample(251, 333, "RGB", 2, seed=5, optimize=True, restart_marker_blocks=3))
-    for path in sorted(PHOTOS.glob("*.JPEG"))[:6]:
-        data = path.read_bytes()
+    photos = real_photos.jpegs(4, "4:4:4", optimize=True) + real_photos.jpegs(1, "4:2:2", start=4, optimize=True)
+    for k, data in enumerate(photos + real_photos.jpegs(1, "4:2:0", start=5, optimize=True)):
         info = native.jpeg_info(data)
-        samples.append(jpeg_corpus.Sample(path.name, data, info.height, info.width, "RGB", None, info.progressive))
+        samples.append(jpeg_corpus.Sample(f"photo {k}", data, info.height, info.width, "RGB", None, info.progressive))
     return samples
 
 

@@ -6,7 +6,6 @@ deterministic and resumable like every other operation."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +13,7 @@ import torch
 from numba import njit
 from PIL import Image, ImageEnhance, ImageOps
 
+import real_photos
 import slipstream as ss
 from slipstream.compiler import random as rnd
 from slipstream.fields import geometry
@@ -161,16 +161,10 @@ def test_auto_augment_applies_each_sub_policy_step_with_its_probability():
 # ---------------------------------------------------------------- pixels
 
 
-PHOTOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
-
-
-@pytest.fixture(scope="module", params=["n01443537_goldfish.JPEG", "n01484850_great_white_shark.JPEG"])
+@pytest.fixture(scope="module", params=["coffee", "chelsea"])
 def photo(request) -> np.ndarray:
-    """A real photo, its central 96 x 128 pixels."""
-    with Image.open(PHOTOS / request.param) as img:
-        rgb = np.array(img.convert("RGB"))
-    top, left = (rgb.shape[0] - 96) // 2, (rgb.shape[1] - 128) // 2
-    return np.ascontiguousarray(rgb[top:top + 96, left:left + 128])
+    """A real photo at ImageNet's size, its central 96 x 128 pixels."""
+    return real_photos.centre(request.param, 96, 128, (500, 375))
 
 
 def pillow_reference(image: np.ndarray, op: Primitive, magnitude: float, fill: tuple[int, int, int],

@@ -21,8 +21,8 @@ from slipstream.ops import policies
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "peers"))
 
 import pillow_augment  # noqa: E402
+import real_photos  # noqa: E402
 import recipe_torch  # noqa: E402
-from test_warps import PHOTOS  # noqa: E402  (the sample photos, or the copy make gpu-bundle carries)
 
 SNAKE = {"Identity": "identity", "ShearX": "shear_x", "ShearY": "shear_y", "TranslateX": "translate_x",
          "TranslateY": "translate_y", "Rotate": "rotate", "Brightness": "brightness", "Color": "color",
@@ -32,11 +32,7 @@ SNAKE = {"Identity": "identity", "ShearX": "shear_x", "ShearY": "shear_y", "Tran
 
 @pytest.fixture(scope="module")
 def photo() -> np.ndarray:
-    paths = sorted(PHOTOS.glob("*.JPEG"))
-    assert len(paths) > 3, f"no photos in {PHOTOS}"
-    with Image.open(paths[3]) as img:
-        rgb = np.array(img.convert("RGB").resize((176, 176), Image.BILINEAR))
-    return rgb
+    return np.array(real_photos.image("rocket").resize((176, 176), Image.BILINEAR))
 
 
 def test_the_peers_policy_is_slipstreams_trivial_augment_wide_space():

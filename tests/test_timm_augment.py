@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from numba import njit
 from PIL import Image, ImageEnhance, ImageOps
-from test_policies import PHOTOS, chi_squared_p
+from real_photos import pixels
+from test_policies import chi_squared_p
 
 import slipstream as ss
 from slipstream.compiler import random as rnd
@@ -47,9 +48,7 @@ def test_bad_configuration_strings_are_refused_naming_the_section(config, messag
 
 @pytest.fixture(scope="module")
 def photo() -> np.ndarray:
-    with Image.open(PHOTOS / "n01484850_great_white_shark.JPEG") as img:
-        rgb = np.array(img.convert("RGB"))
-    return np.ascontiguousarray(rgb[40:136, 60:188])
+    return np.ascontiguousarray(pixels("astronaut", (500, 333))[40:136, 60:188])
 
 
 def timm_reference(image: np.ndarray, op: TimmOp, argument: float) -> np.ndarray:

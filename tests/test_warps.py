@@ -7,13 +7,13 @@ masks following them."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from PIL import Image
 
+import real_photos
 import slipstream as ss
 from slipstream.compiler import ArraySource, Pipeline, RefNode
 from slipstream.compiler import random as rnd
@@ -210,25 +210,15 @@ def test_what_an_earlier_stage_cut_off_stays_cut_off():
 
 # ---------------------------------------------------------------- the kernels against Pillow
 
-# The sample photos, or on a GPU machine the copy ``make gpu-bundle`` carries
-# there (tests/test_batch_more.py, which make gpu-check runs, reads these).
-PHOTOS = next((folder for folder in (Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample",
-                                     Path(__file__).resolve().parents[1] / "build" / "gpu-photos")
-               if folder.is_dir()), Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample")
+PHOTO_SIZE = (500, 375)  # (width, height), ImageNet's most common
 FILL = (200, 30, 90)
 FILTERS = {True: Image.Resampling.NEAREST, False: Image.Resampling.BILINEAR}
 
 
 def photos() -> list[np.ndarray]:
     """Small crops of real photos (odd sizes, one grayscale), each a C-contiguous (h, w, c) uint8 array."""
-    found = sorted(PHOTOS.glob("*.JPEG"))
-    assert len(found) >= 3, f"no photos in {PHOTOS}"
-    crops = []
-    for k, (path, (h, w)) in enumerate(zip(found[:3], [(45, 61), (64, 48), (37, 37)])):
-        with Image.open(path) as image:
-            rgb = np.asarray(image.convert("RGB"))
-        top, left = (rgb.shape[0] - h) // 2, (rgb.shape[1] - w) // 2
-        crops.append(np.ascontiguousarray(rgb[top:top + h, left:left + w]))
+    crops = [real_photos.centre(name, h, w, PHOTO_SIZE)
+             for name, (h, w) in zip(real_photos.COLOUR, [(45, 61), (64, 48), (37, 37)])]
     crops.append(np.ascontiguousarray(np.asarray(Image.fromarray(crops[0]).convert("L"))[..., None]))
     return crops
 
@@ -409,9 +399,8 @@ SEED = 14
 def same_size_crops(height: int = 40, width: int = 52) -> np.ndarray:
     """Crops of one size from the photos, several per photo."""
     crops = []
-    for path in sorted(PHOTOS.glob("*.JPEG"))[:3]:
-        with Image.open(path) as image:
-            rgb = np.asarray(image.convert("RGB"))
+    for name in list(real_photos.COLOUR)[:3]:
+        rgb = real_photos.pixels(name, PHOTO_SIZE)
         for k in range(4):
             top, left = k * (rgb.shape[0] - height) // 4, (3 - k) * (rgb.shape[1] - width) // 4
             crops.append(rgb[top:top + height, left:left + width])

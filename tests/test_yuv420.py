@@ -10,6 +10,7 @@ from pathlib import Path
 import jpeg_corpus
 import numpy as np
 import pytest
+import real_photos
 
 import slipstream as ss
 from slipstream import native
@@ -18,21 +19,15 @@ from slipstream.fields.image_modes import JPEG_MODE, YUV420_MODE
 from slipstream.native import Subsampling
 from slipstream.ops import CenterCrop, RandomResizedCrop, Resize, multi_crop_pipelines
 
-PHOTOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "imagenet-sample"
-
-
 @pytest.fixture(scope="module")
 def photos() -> list[bytes]:
-    """Twelve 4:2:0 photos and four of other layouts (4:4:4, grey)."""
-    if not PHOTOS.is_dir():
-        pytest.skip(f"{PHOTOS} is missing (CI keeps the photos in ../shared)")
-    chosen: dict[str, list[bytes]] = {"420": [], "other": []}
-    for path in sorted(PHOTOS.glob("*.JPEG")):
-        data = path.read_bytes()
-        group = "420" if native.jpeg_info(data).subsampling == Subsampling.S420 else "other"
-        if len(chosen[group]) < (12 if group == "420" else 4):
-            chosen[group].append(data)
-    return chosen["420"] + chosen["other"]
+    """Twelve 4:2:0 photos and four of other layouts (4:4:4, 4:2:2, 4:4:0, grey)."""
+    chosen = real_photos.jpegs(12, "4:2:0") + real_photos.jpegs(1, "4:4:4", start=12)
+    chosen += real_photos.jpegs(1, "4:2:2", start=13) + real_photos.jpegs(1, "4:4:0", start=14)
+    chosen += real_photos.jpegs(1, "grey")
+    kinds = [native.jpeg_info(data).subsampling for data in chosen]
+    assert kinds == [Subsampling.S420] * 12 + [Subsampling.S444, Subsampling.S422, Subsampling.S440, Subsampling.GRAY]
+    return chosen
 
 
 @pytest.fixture(scope="module")
