@@ -12,6 +12,8 @@ VENV ?= .venv
 TORCH ?= torch==2.13.0
 DATA ?=
 PYTEST_ARGS ?=
+QUICK_TESTS ?= tests/test_params.py tests/test_compile_key.py tests/test_docs_operations.py tests/test_docstrings.py \
+  tests/test_import_cycles.py tests/test_format.py tests/test_bindings.py $(wildcard tests/test_native_*.py)
 
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.slipstream-installed
@@ -37,11 +39,12 @@ GPU_EXTRA_WHEELS ?= tbb==2023.2.0 tcmlib==1.6.0 scikit-image==0.26.0
 GPU_PHOTO_MB ?= 32
 GPU_CHECK_ARGS ?=
 
-.PHONY: help demo test bindings asan fuzz bench bench-peers system-deps wheel gpu-bundle gpu-check clean
+.PHONY: help demo test test-quick bindings asan fuzz bench bench-peers system-deps wheel gpu-bundle gpu-check clean
 
 help:
 	@echo "make demo     set up, then stream JPEGs through the fused kernel (DATA=folder to use your own)"
 	@echo "make test     set up, then run the tests"
+	@echo "make test-quick  a quick subset of the tests, for the edit loop"
 	@echo "make bindings regenerate slipstream/_native.py from native/include/slipstream.h"
 	@echo "make asan     run the native tests under AddressSanitizer and UndefinedBehaviorSanitizer"
 	@echo "make fuzz     run the libFuzzer harnesses, FUZZ_SECONDS each (default 600), sanitized"
@@ -90,9 +93,19 @@ $(STAMP): $(CORE_STAMP)
 demo: $(CORE_STAMP)
 	$(BIN)/slipstream demo $(if $(DATA),--data "$(DATA)")
 
-# PYTHONFAULTHANDLER: a crash or a hang (pytest's timeouts) prints every thread's stack; the 30 slowest tests are listed.
+# The whole suite, on as many worker processes as the machine has cores (at most 4), each test file on one
+# worker (its module fixtures are made once); the tests share one compile cache (tests/conftest.py).
+# PYTHONFAULTHANDLER: a crash prints every thread's stack, as does a test past faulthandler_timeout; a test past
+# pytest-timeout's limit fails.  The 30 slowest tests are listed.  Fewer tests collected than tests/COLLECTED
+# fails the run: no test is lost unnoticed.
+PYTEST_WORKERS ?= auto
 test: $(STAMP)
-	PYTHONFAULTHANDLER=1 $(BIN)/pytest --durations=30 $(PYTEST_ARGS)
+	PYTHONFAULTHANDLER=1 $(BIN)/pytest -n $(PYTEST_WORKERS) --maxprocesses 4 --dist loadfile --durations=30 \
+	  --collected-at-least $$(cat tests/COLLECTED) $(PYTEST_ARGS)
+
+# A quick subset for the edit loop (a few minutes): the compiler, the parameters, the format and the native kernels.
+test-quick: $(STAMP)
+	PYTHONFAULTHANDLER=1 $(BIN)/pytest -n $(PYTEST_WORKERS) --maxprocesses 4 --dist loadfile -q $(QUICK_TESTS) $(PYTEST_ARGS)
 
 bindings: | $(BIN)/python
 	$(BIN)/python codegen/generate_bindings.py

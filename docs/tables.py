@@ -33,7 +33,7 @@ def declared_classes() -> dict[str, type]:
     found = {}
     for name in ops.__all__:
         obj = getattr(ops, name)
-        if isinstance(obj, type) and params.declares(obj):
+        if isinstance(obj, type) and params.declares(obj):  # operations, and a crop's ResolutionSchedule
             found[name] = obj
     return found
 

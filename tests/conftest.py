@@ -4,6 +4,8 @@ the ``cuda`` marker; the device the loader tests ask for their batches on."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 
 import pytest
 
@@ -12,9 +14,31 @@ import jpeg_corpus
 DEVICE_VARIABLE = "SLIPSTREAM_TEST_DEVICE"
 
 
+COMPILE_CACHE = "SLIPSTREAM_COMPILE_CACHE_DIR"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--collected-at-least", type=int, default=0, metavar="N",
+                     help="fail when fewer than N tests are collected (make test passes the count in tests/COLLECTED)")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cuda: needs a CUDA device; skipped without one (make gpu-check runs them "
                                        "on a GPU machine)")
+    # One compile cache for the whole run, its worker processes and the interpreters its tests start: a stage
+    # compiles once per run.  Tests whose point is a cold cache (or another one) set their own.
+    if COMPILE_CACHE not in os.environ and not hasattr(config, "workerinput"):
+        folder = tempfile.mkdtemp(prefix="slipstream-test-compile-")
+        os.environ[COMPILE_CACHE] = folder
+        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """With ``--collected-at-least N``: fewer tests than N is a failure of the run."""
+    floor = session.config.getoption("collected_at_least")
+    if floor and len(session.items) < floor:
+        raise pytest.UsageError(f"{len(session.items)} tests were collected, fewer than the {floor} of "
+                                f"tests/COLLECTED: a test was lost (if one was removed on purpose, lower the count)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

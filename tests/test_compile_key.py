@@ -111,7 +111,7 @@ def test_editing_an_unrelated_module_compiles_nothing_and_editing_the_code_compi
     (tmp_path / "userop.py").write_text(USER_OPERATION.format(amount=1))
     (tmp_path / "unrelated.py").write_text("VALUE = 1\n")
     (tmp_path / "run.py").write_text(RUN)
-    env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(tmp_path / "cache")}
+    env = {**os.environ, "SLIPSTREAM_COMPILE_CACHE_DIR": str(tmp_path / "cache")}
 
     def run() -> str:
         done = subprocess.run([sys.executable, "run.py"], capture_output=True, text=True, env=env, cwd=tmp_path)
@@ -138,7 +138,7 @@ def test_explain_says_where_the_machine_code_of_each_stage_is(caplog):
 def test_explain_before_the_first_batch_says_whether_the_stage_is_in_the_cache(tmp_path, monkeypatch):
     """A stage another process compiled is in the cache; one no process
     compiled (samples of a shape no other test uses) is still to compile."""
-    monkeypatch.setenv("SLIPSTREAM_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("SLIPSTREAM_COMPILE_CACHE_DIR", str(tmp_path))
     script = ("import sys; sys.path.insert(0, sys.argv[1]); import numpy as np;"
               "from test_compile_key import images; from slipstream.compiler import Pipeline, ArraySource;"
               "from slipstream.ops import Normalize;"

@@ -406,7 +406,8 @@ def test_same_result_in_two_processes(tmp_path):
         sys.stdout.write(f"{sum(stage.stats.cache_hits.values())} {batch.tobytes().hex()}")
     """))
     tests_dir = str(__import__("pathlib").Path(__file__).parent)
-    env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(tmp_path / "cache")}
+    env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(tmp_path / "cache"),
+           "SLIPSTREAM_COMPILE_CACHE_DIR": str(tmp_path / "cache" / "stages")}
     runs = [subprocess.run([sys.executable, str(script), tests_dir], capture_output=True, text=True, check=True,
                            cwd=tmp_path, env=env).stdout.split() for _ in range(2)]
     assert [hits for hits, _ in runs] == ["0", "1"]  # compiled, then loaded from Numba's disk cache
@@ -430,7 +431,8 @@ def test_a_truncated_stage_source_in_the_cache_is_written_again(tmp_path):
         sys.stdout.write(Pipeline([ArraySource(images()), FlipX()]).compile(4)(np.arange(4)).tobytes().hex())
     """))
     tests_dir = str(__import__("pathlib").Path(__file__).parent)
-    env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(tmp_path / "cache")}
+    env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(tmp_path / "cache"),
+           "SLIPSTREAM_COMPILE_CACHE_DIR": str(tmp_path / "cache" / "stages")}
 
     def run():
         return subprocess.run([sys.executable, str(script), tests_dir], capture_output=True, text=True, cwd=tmp_path,
@@ -462,7 +464,8 @@ def test_a_truncated_numba_cache_entry_is_compiled_again(tmp_path, entry):
         print(len([w for w in caught if "could not be read" in str(w.message)]), batch.tobytes().hex())
     """))
     tests_dir = str(__import__("pathlib").Path(__file__).parent)
-    env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(tmp_path / "cache")}
+    env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(tmp_path / "cache"),
+           "SLIPSTREAM_COMPILE_CACHE_DIR": str(tmp_path / "cache" / "stages")}
 
     def run():
         done = subprocess.run([sys.executable, str(script), tests_dir], capture_output=True, text=True, cwd=tmp_path,
@@ -501,7 +504,8 @@ def test_stages_cached_by_different_processes_keep_their_own_code(tmp_path):
                 out[name] = [hashlib.sha256(images.numpy().tobytes()).hexdigest() for images, _ in loader]
         print(json.dumps(out))
     """))
-    env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(tmp_path / "cache")}
+    env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(tmp_path / "cache"),
+           "SLIPSTREAM_COMPILE_CACHE_DIR": str(tmp_path / "cache" / "stages")}
 
     def run(*names):
         done = subprocess.run([sys.executable, str(script), str(data), *names], capture_output=True, text=True,
@@ -580,7 +584,8 @@ def test_sample_loop_allocates_nothing(tmp_path):
             counts.append(rtsys.get_allocation_stats().alloc - before)
         print(*counts)
     """))
-    env = {**os.environ, "NUMBA_NRT_STATS": "1", "SLIPSTREAM_CACHE_DIR": str(tmp_path / "cache")}
+    env = {**os.environ, "NUMBA_NRT_STATS": "1", "SLIPSTREAM_CACHE_DIR": str(tmp_path / "cache"),
+           "SLIPSTREAM_COMPILE_CACHE_DIR": str(tmp_path / "cache" / "stages")}
     tests_dir = str(__import__("pathlib").Path(__file__).parent)
     small, large = map(int, subprocess.run([sys.executable, str(script), tests_dir], capture_output=True, text=True,
                                            check=True, env=env).stdout.split())

@@ -29,7 +29,7 @@ def _images(notebook) -> int:
 def test_notebook_runs_top_to_bottom(name, tmp_path):
     committed = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
     notebook = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
-    env = {"SLIPSTREAM_CACHE_DIR": str(tmp_path / "cache")}  # the kernel inherits it: a cold compile cache
+    env = {"SLIPSTREAM_CACHE_DIR": str(tmp_path / "cache")}  # the kernel inherits it: datasets of its own
     saved = {key: os.environ.get(key) for key in env}
     os.environ.update(env)
     try:

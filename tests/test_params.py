@@ -27,12 +27,12 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 def operation_classes() -> dict[str, type]:
     """Every class of ``slipstream.ops`` a pipeline entry is made of: its
-    operations and decoding operations (not the torch batch modules, which
-    take their arguments as torch modules do)."""
+    operations, decoding operations and a crop's ResolutionSchedule (not
+    the torch batch modules, which take their arguments as torch modules do)."""
     found = {}
     for name in ops.__all__:
         obj = getattr(ops, name)
-        if isinstance(obj, type) and issubclass(obj, (Operation, FieldOperation)):
+        if isinstance(obj, type) and issubclass(obj, (Operation, FieldOperation, params.Declares)):
             found[name] = obj
     return found
 
@@ -180,7 +180,7 @@ def test_a_value_changed_in_another_process_loads_the_stage_from_the_disk_cache(
         stats = compiled.functions[0].stats
         print(sum(stats.cache_hits.values()), sum(stats.cache_misses.values()), int(batch.astype(np.int64).sum()))
     """))
-    env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(tmp_path / "cache")}
+    env = {**os.environ, "SLIPSTREAM_COMPILE_CACHE_DIR": str(tmp_path / "cache")}
     tests = str(Path(__file__).parent)
 
     def run(amount: int) -> list[int]:

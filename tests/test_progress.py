@@ -31,7 +31,8 @@ print("done")
 
 def _run(tmp_path, verbose: bool, terminal: bool) -> str:
     """Everything the script writes to stdout and stderr."""
-    env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(tmp_path / f"cache-{verbose}-{terminal}")}  # cold: compiles
+    cache = tmp_path / f"cache-{verbose}-{terminal}"  # cold: compiles
+    env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(cache), "SLIPSTREAM_COMPILE_CACHE_DIR": str(cache / "stages")}
     args = [sys.executable, "-c", SCRIPT, "1" if verbose else "0", str(tmp_path)]
     if not terminal:
         proc = subprocess.run(args, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)

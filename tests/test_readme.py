@@ -71,6 +71,27 @@ def test_the_training_recipe_trains_with_mixed_labels_and_repeats(tmp_path):
     assert all(0 < float(loss) < 10 and 0 <= int(right) <= 256 for loss, right in results)
 
 
+def test_progressive_resizing_follows_ffcvs_schedule_from_one_compile(tmp_path):
+    """The README's progressive resizing, over epochs 62, 68 and 74 of its
+    88 (160, 160 and 192 px): each epoch at the schedule's size, the stage
+    compiled once (one compile record)."""
+    from slipstream.sources import synthetic_folder
+
+    folder = synthetic_folder(tmp_path / "my_images", count=64, height=72, width=96, verbose=False)
+    code = python_block("## Progressive resizing")
+    assert code.count('"/data/my_images"') == 1 and code.count("range(88)") == 1
+    code = code.replace('"/data/my_images"', repr(str(folder))).replace("range(88)", "range(62, 80, 6)")
+    code = ("import logging; logging.basicConfig(level=logging.INFO, format='%(name)s: %(message)s')\n" + code)
+    env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sizes = [(int(e), int(px)) for e, px in re.findall(r"epoch (\d+): (\d+) px", proc.stdout)]
+    assert sizes == [(62, 160), (68, 160), (74, 192)], proc.stdout
+    records = re.findall(r"slipstream.compiler: (compiled|loaded|reused) stage 0", proc.stderr)
+    assert len(records) == 1, proc.stderr[-3000:]
+
+
 def object_storage_example() -> str:
     return python_block("## Datasets in object storage")
 

@@ -67,7 +67,8 @@ def test_a_compile_cache_without_room_is_a_warning_and_the_pipeline_runs(tmp_pat
     not fit, or it does but the machine code (20 kB and more a function)
     does not.  Numba raised its OSError from inside the stage's type
     inference, a callee's save failing as the stage typed its call."""
-    env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(tmp_path / "cache"), "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(tmp_path / "cache"), "NUMBA_CACHE_DIR": str(tmp_path / "numba"),
+           "SLIPSTREAM_COMPILE_CACHE_DIR": str(tmp_path / "cache" / "stages")}
     runs = [subprocess.run([sys.executable, "-c", FULL_CACHE, str(size)], capture_output=True, text=True, env=env,
                            cwd=tmp_path, timeout=600) for size in (limit, 1 << 40)]
     for run in runs:

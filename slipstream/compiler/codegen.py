@@ -109,10 +109,18 @@ HELPERS: dict[str, Any] = {
 }
 
 
+COMPILE_CACHE_VARIABLE = "SLIPSTREAM_COMPILE_CACHE_DIR"
+"""The environment variable naming the compile cache's folder."""
+
+
 def cache_dir() -> Path:
-    """Where generated stage sources (and Numba's cache of them) live:
-    ``$SLIPSTREAM_CACHE_DIR``, else ``~/.cache/slipstream``."""
-    return cache_root() / "stages"
+    """Where generated stage sources (and Numba's cache of their machine
+    code) live: ``$SLIPSTREAM_COMPILE_CACHE_DIR``, else ``stages`` under the
+    cache root (``$SLIPSTREAM_CACHE_DIR``, else ``~/.cache/slipstream``).
+    Machine code is made for one CPU: a cache root shared by machines (for
+    their datasets) can keep it apart with this variable."""
+    configured = os.environ.get(COMPILE_CACHE_VARIABLE)
+    return Path(configured) if configured else cache_root() / "stages"
 
 
 @dataclasses.dataclass

@@ -163,8 +163,8 @@ class CompiledPipeline:
         self.keys = {p: np.zeros(batch_size, np.uint64) for p in sorted(parameters, key=str) if p.role is Role.KEYS}
         self._inputs = {symbols.input_array(n.id, k): _jit_view(a) for n in graph.nodes
                         for k, a in enumerate(n.arrays())}
-        self._jit_buffers = {symbol: _jit_view(array) for symbol, array in self.buffers.items()}
-        self._jit_scratch = {symbol: _jit_view(array) for symbol, array in self.scratch.items()}
+        self.planned = graph
+        self._bind_shapes(graph)
         self._done = np.zeros(batch_size, np.uint8)  # which samples a compiled stage finished (see codegen)
         self._slot = 0
         self._statuses: list[np.ndarray] = []  # the last call's status outputs, as its stages returned them
@@ -180,6 +180,52 @@ class CompiledPipeline:
         """The CUDA device the pipeline's torch stages put values on, or None."""
         self._uses_cuda = self.cuda_device is not None
         self._slot_read: list[Any] = [None] * slots
+
+    def reshape(self, graph: Graph) -> None:
+        """Run from now on at the shapes and values of ``graph``: the graph
+        of the same pipelines with other values and sizes (a crop's output
+        size within its largest, :class:`~slipstream.ops.crops.Resizable`),
+        whose stages have the compiled ones' source and whose every buffer
+        fits in the memory planned for it.  Compiles nothing.  Calls must
+        not overlap with it.
+
+        Raises:
+            PipelineError: ``graph`` needs other code (another stage
+                source) or more memory than was planned (the message says
+                which).
+        """
+        sources = [generate_stage(graph, s) for s in graph.stages]
+        if [s.source for s in sources] != [s.source for s in self.sources]:
+            raise PipelineError("these pipelines need other compiled code than the one compiled: only values and "
+                                "sizes within a crop's largest can change without compiling (build a new loader)")
+        planned = {b.symbol: b.allocation for b in self.planned.buffers()}
+        for buffer in graph.buffers():
+            memory, wanted = planned.get(buffer.symbol), buffer.allocation
+            if memory is None or memory.dtype != wanted.dtype or len(memory.shape) != len(wanted.shape) or \
+                    wanted.nbytes > memory.nbytes:
+                raise PipelineError(f"{buffer.node.describe()} needs {wanted.shape} {wanted.dtype} per sample, "
+                                    f"where {memory.shape if memory else 'nothing'} was planned: it cannot grow past "
+                                    f"the memory its largest size was given")
+        for source, new in zip(self.sources, sources):
+            source.values.clear()
+            source.values.update(new.values)
+        self.graph = graph
+        self._bind_shapes(graph)
+
+    def _bind_shapes(self, graph: Graph) -> None:
+        """The views of the planned memory that the stages take, at ``graph``'s shapes (C-contiguous
+        prefixes of each slot's memory, so that a smaller sample size compiles nothing)."""
+        shapes = {b.symbol: b.allocation.shape for b in graph.buffers()}
+
+        def at_shape(memory: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+            """The first elements of ``memory`` (C-contiguous) as an array of ``shape``."""
+            return memory.reshape(-1)[:int(np.prod(shape, dtype=np.int64))].reshape(shape)
+
+        self._host_buffers = {symbol: [at_shape(slot, (slot.shape[0], *shapes[symbol])) for slot in array]
+                              for symbol, array in self.buffers.items()}
+        self._jit_buffers = {symbol: [_jit_view(slot) for slot in slots] for symbol, slots in self._host_buffers.items()}
+        self._jit_scratch = {symbol: _jit_view(at_shape(array, (array.shape[0], *shapes[symbol])))
+                             for symbol, array in self.scratch.items()}
 
     def __call__(self, indices: Any, epoch: int = 0, draws: Any = None) -> Any:
         """Run the pipelines on the samples ``indices`` (at most ``batch_size``).
@@ -296,7 +342,7 @@ class CompiledPipeline:
         what = f"stage {source.index} of pipeline{'s' if len(pipelines) > 1 else ''} {', '.join(map(repr, pipelines))}"
         text = {"compiled": f"compiled {what} in {seconds:.2f} s ({'cached in ' + cache if cache else 'not cached'})",
                 "loaded": f"loaded {what} from the compile cache in {seconds:.2f} s ({cache})",
-                "reused": f"{what}: compiled in this process already ({seconds:.2f} s)"}[outcome]
+                "reused": f"reused {what}, compiled in this process already ({seconds:.2f} s)"}[outcome]
         LOGGER.info("%s", text, extra={"stage": source.index, "pipelines": pipelines, "outcome": outcome,
                                  "seconds": seconds, "cache": cache})
 
@@ -338,7 +384,7 @@ class CompiledPipeline:
         if role is Role.BUFFER:
             if symbol in self._jit_scratch:
                 return self._jit_scratch[symbol]
-            return self._jit_buffers[symbol][slot] if source.jit else self.buffers[symbol][slot]
+            return self._jit_buffers[symbol][slot] if source.jit else self._host_buffers[symbol][slot]
         if role is Role.VALUES or role is Role.NODE_VALUES:
             return source.values[symbol]
         if role is not Role.VALUE:

@@ -23,7 +23,7 @@ from slipstream.fields.decoders import DecodeSource, IncompleteTables
 from slipstream.format import Reader
 from slipstream.format import layout as L
 from slipstream.format.arriving import ArrivalStager
-from slipstream.loader import orders, resume
+from slipstream.loader import orders, resolution, resume
 from slipstream.loader.iterator import EpochIterator, EpochPlan, FailureLog
 from slipstream.loader.options import GROUPS, LoaderOptions, Memory, Order, Sharding, _integer, unknown_keyword
 from slipstream.loader.outputs import resolve_outputs
@@ -212,6 +212,8 @@ class Loader:
                 verbose: bool) -> None:
         """The rest of :meth:`__init__`, over the dataset :func:`_open` opened."""
         self._first = opened if isinstance(opened, FirstEpoch) else None
+        self._epoch = 0
+        self._resolution: tuple[int, int] | None = None  # set_resolution's size (None: each crop's own)
         self._failed: BaseException | None = None  # why completing the first epoch's file failed
         self._own_file: FirstEpoch | None = None  # a finished first epoch whose file is out of the cache
         self.reader = opened.reader if self._first is not None else opened
@@ -293,11 +295,48 @@ class Loader:
         # A stream of unknown length: the decoders' per-sample columns cover every index it can reach.
         self.source = DecodeSource(reader, memory.storage, samples=reader.capacity if self._uncounted else None)
         resolved = resolve_outputs(self._pipelines, reader.fields, self.source, reader.path)
-        # resolve_outputs checked and folded each list already (a Pipeline would do it again): straight to the graph.
-        graph = Graph(resolved)
+        self._resolved, self._sizes = resolved, None
+        # resolve_outputs checked and folded each list already (a Pipeline would do it again): straight to the graph,
+        # compiled with every resizable crop at its largest size (the code and the memory plan).
+        graph = Graph(resolution.at_sizes(resolved, resolution.largest))
         self.output_names = list(graph.outputs)
         self.compiled = CompiledPipeline(graph, self.batch_size, self.seed, self.batches_ahead + 2,
                                          single=False, verbose=self._verbose)
+        self._apply_sizes(self._epoch)
+
+    def _apply_sizes(self, epoch: int) -> None:
+        """Run the resizable crops at their sizes for ``epoch``
+        (:mod:`slipstream.loader.resolution`): the compiled pipeline takes
+        the shapes and values of that graph, compiling nothing."""
+        crops = resolution.resizable_crops(self._resolved)
+        size_of = resolution.epoch_sizes(self._resolution, epoch)
+        sizes = [size_of(crop) for crop in crops]
+        if sizes == self._sizes:
+            return
+        self.compiled.reshape(Graph(resolution.at_sizes(self._resolved, size_of)))
+        self._sizes = sizes
+
+    def set_resolution(self, size: Any) -> None:
+        """Decode every resizable crop (a ``RandomResizedCrop`` or
+        ``CenterCrop`` given a ``max_size`` or a
+        :class:`~slipstream.ops.ResolutionSchedule`) at ``size`` from the
+        next ``iter()`` on: progressive resizing without compiling anything,
+        in memory planned for the crops' largest size.  ``size`` is an int
+        or (height, width); None goes back to each crop's own size (its
+        schedule's at the epoch).  ``state_dict()`` records it, so that a
+        resumed run decodes at the same size.
+
+        Raises:
+            ArgumentError: no crop can change its size, or ``size`` is
+                larger than a crop's largest (its ``max_size``).
+        """
+        self._resolution = resolution.checked_resolution(size, resolution.resizable_crops(self._resolved),
+                                                         "set_resolution")
+
+    @property
+    def resolution(self) -> tuple[int, int] | None:
+        """The size :meth:`set_resolution` set (None: each crop's own)."""
+        return self._resolution
 
     def _switch_to_file(self) -> None:
         """The first epoch is over: complete the file (the samples it did
@@ -495,6 +534,7 @@ class Loader:
             # Epoch 0 again after a Ctrl-C at the start of epoch 1 reads the file too: it is completed already.
             self._switch_to_file()
         self.reader.verify()  # planning an epoch reads the file's tables: not from a changed file
+        self._apply_sizes(self._epoch)
         start = self._resume_at
         self._go_to(self._epoch, 0, self._segments)
         repeated = self.repeats > 1
@@ -563,8 +603,9 @@ class Loader:
             batch = running.position
         else:
             batch = self._resume_at if self._left is None else self._left
+        sizes = None if self._resolution is None else list(self._resolution)
         return {"epoch": self._epoch, "batch": int(batch), "world_size": self.world_size, "rank": self.rank,
-                "segments": [[w, list(p)] for w, p in self._segments], **self._identity()}
+                "segments": [[w, list(p)] for w, p in self._segments], "resolution": sizes, **self._identity()}
 
     def _identity(self) -> dict[str, Any]:
         """What a state must share with this loader to load into it
@@ -657,14 +698,18 @@ class Loader:
                       for one in states]
         saved = resume.positions(states, mine, self._unrecorded)
         first = saved[0]
+        first_resolution = given[0].get("resolution")  # states written before resizing have none
         epoch0 = next((how for how in named if how is not None), self._epoch0)
         order = self._epoch_order(first.epoch, first.segments[0][0] if first.segments else first.world_size,
                                   epoch0)
         point = resume.resume_point(saved, order, self.world_size, self.batch_size, self.drop_last,
                                     self._strided(first.epoch, epoch0))
+        sizes = resolution.checked_resolution(first_resolution, resolution.resizable_crops(self._resolved),
+                                              "cannot resume: the state's resolution")
         self._stop_iterator()
         self._go_to(point.epoch, point.batch, point.segments)
         self._epoch0 = epoch0
+        self._resolution = sizes
 
     def _resume_forming(self, given: list[Mapping[str, Any]], uncounted: str) -> bool:
         """Resume epoch 0 over a stream that does not say its length from

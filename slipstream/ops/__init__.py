@@ -32,7 +32,7 @@ from slipstream.ops.augment import (
     RandomTranslate,
     RandomVerticalFlip,
 )
-from slipstream.ops.crops import CenterCrop, RandomCrop, RandomResizedCrop, Resize
+from slipstream.ops.crops import CenterCrop, RandomCrop, RandomResizedCrop, ResolutionSchedule, Resize
 from slipstream.ops.mixing import CutMix, MixLabels, MixUp, MixUpOrCutMix
 from slipstream.ops.multicrop import MultiCrop, multi_crop_pipelines
 from slipstream.ops.pack import Normalize, ToTensor
@@ -112,11 +112,11 @@ def __dir__() -> list[str]:
 
 
 __all__ = ["AugMix", "AutoAugment", "BoundingBoxes", "CenterCrop", "ColorJitter", "Convert", "Count", "CutMix",
-           "Cutout", "DecodeOnDevice", "GaussianBlur", "InstanceMasks", "KeptWithBoxes", "Keypoints", "MixLabels", "MixUp",
-           "MixUpOrCutMix", "multi_crop_pipelines", "MultiCrop", "Normalize", "presets", "RandAugment",
-           "RandomAdjustSharpness", "RandomAffine", "RandomAutocontrast", "RandomBrightness", "RandomContrast",
-           "RandomCrop", "RandomEqualize", "RandomErasing", "RandomGrayscale", "RandomHorizontalFlip", "RandomHue",
-           "RandomInvert", "RandomIoUCrop", "RandomPerspective", "RandomPosterize", "RandomResizedCrop",
-           "RandomRotation", "RandomSaturation", "RandomSolarize", "RandomTranslate", "RandomVerticalFlip", "Resize",
-           "SegmentationMask", "StoredBytes", "TimmRandAugment", "ToDevice", "ToTensor", "TrimToCounts",
-           "TrivialAugmentWide", "unpad"]
+           "Cutout", "DecodeOnDevice", "GaussianBlur", "InstanceMasks", "KeptWithBoxes", "Keypoints", "MixLabels",
+           "MixUp", "MixUpOrCutMix", "MultiCrop", "Normalize", "RandAugment", "RandomAdjustSharpness",
+           "RandomAffine", "RandomAutocontrast", "RandomBrightness", "RandomContrast", "RandomCrop",
+           "RandomEqualize", "RandomErasing", "RandomGrayscale", "RandomHorizontalFlip", "RandomHue", "RandomInvert",
+           "RandomIoUCrop", "RandomPerspective", "RandomPosterize", "RandomResizedCrop", "RandomRotation",
+           "RandomSaturation", "RandomSolarize", "RandomTranslate", "RandomVerticalFlip", "Resize",
+           "ResolutionSchedule", "SegmentationMask", "StoredBytes", "TimmRandAugment", "ToDevice", "ToTensor",
+           "TrimToCounts", "TrivialAugmentWide", "multi_crop_pipelines", "presets", "unpad"]

@@ -31,8 +31,8 @@ from numba import njit, uint64
 from slipstream import native
 from slipstream.compiler import random as rnd
 from slipstream.compiler.jit import cached_njit
-from slipstream.compiler.params import (PROBABILITY, Bool, Choice, Custom, Declares, Float, Int, Pair, Size,
-                                        enum_name, param)
+from slipstream.compiler.params import (PROBABILITY, Bool, Choice, Custom, Declares, Float, Int, OrNone, Pair,
+                                        Size, enum_name, param)
 from slipstream.compiler.rewrites import FieldOperation, Foldable
 from slipstream.errors import ArgumentError
 from slipstream.fields import geometry
@@ -196,7 +196,8 @@ class CropDecoder(GeometricImageDecoder):
         ``flip_p``, writes where the pixels went into ``transform`` and the
         outcome into ``status``.  Decoders whose region needs more than the
         image's size (:class:`RandomIoUCrop` reads the boxes) build on it."""
-        out_h, out_w = self.size
+        # The output size is the out array's: a crop whose size is a value decodes at any size within its
+        # largest (the memory), with the same machine code.
         interp, flip_flag = int(INTERPOLATIONS[self.crop.interpolation]), int(native.DecodeFlags.FLIP_X)
         decode_crop, resize, set_region = native.slip_jpeg_decode_crop_resize, native.slip_resize, geometry.set_region
         convert_crop = native.slip_planes_crop_resize
@@ -204,19 +205,19 @@ class CropDecoder(GeometricImageDecoder):
         @njit(nogil=True, inline="always")
         def from_pixels(data, out, args):
             height, width, y, x, h, w, flip = args
-            return resize(data, height, width, 3, width * 3, y, x, h, w, out, out_h, out_w, out.strides[0], interp,
-                          1 if flip else 0)
+            return resize(data, height, width, 3, width * 3, y, x, h, w, out, out.shape[0], out.shape[1],
+                          out.strides[0], interp, 1 if flip else 0)
 
         @njit(nogil=True, inline="always")
         def from_jpeg(data, out, args):
             _, _, y, x, h, w, flip = args
-            return decode_crop(data, uint64(data.size), y, x, h, w, out_h, out_w, flip_flag if flip else 0, interp,
-                               out, out.size, out.strides[0])
+            return decode_crop(data, uint64(data.size), y, x, h, w, out.shape[0], out.shape[1],
+                               flip_flag if flip else 0, interp, out, out.size, out.strides[0])
 
         @njit(nogil=True, inline="always")
         def from_planes(data, out, args):
             height, width, y, x, h, w, flip = args
-            return convert_crop(data, uint64(data.size), height, width, y, x, h, w, out_h, out_w,
+            return convert_crop(data, uint64(data.size), height, width, y, x, h, w, out.shape[0], out.shape[1],
                                 flip_flag if flip else 0, interp, out, out.size, out.strides[0])
 
         decode_sample = self.sample_decoder(from_pixels, from_jpeg, from_planes)
@@ -225,7 +226,7 @@ class CropDecoder(GeometricImageDecoder):
         def decode_region(storage, offsets, sizes, heights, widths, modes, failed, decodes, index, out, transform,
                           status, key, y, x, h, w, flip_p):
             flip = flip_p > 0.0 and rnd.uniform(key, CROP_DRAWS.flip) < flip_p
-            set_region(transform, y, x, h, w, out_h, out_w, flip)
+            set_region(transform, y, x, h, w, out.shape[0], out.shape[1], flip)
             return decode_sample(storage, offsets, sizes, modes, failed, decodes, index, out, status,
                                  (heights[index], widths[index], y, x, h, w, flip))
 
@@ -287,6 +288,101 @@ def _size(size: int | Sequence[int]) -> tuple[int, int]:
 
 
 SIZE = Size()
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolutionSchedule(Declares):
+    """Progressive resizing, as FFCV's ImageNet recipe schedules it
+    (``train_imagenet.py``'s ``get_resolution``): ``min_res`` up to epoch
+    ``start_ramp``, ``max_res`` from epoch ``end_ramp``, and in between the
+    linear ramp rounded to the nearest multiple of ``step``.  The defaults
+    are FFCV's ResNet-50 configurations (160 to 192 px, ramped over epochs
+    65 to 76 of 88).
+
+    Given as a crop's size (``RandomResizedCrop(ResolutionSchedule())``),
+    it sizes the crop's memory for ``max_res`` and the loader sets each
+    epoch's size from it (:meth:`slipstream.Loader.set_epoch` or the epoch
+    count), which compiles nothing; ``schedule(epoch)`` is that size.
+    """
+
+    min_res: int = param(Int(1, 1 << 16), "the side before the ramp", default=160)
+    max_res: int = param(Int(1, 1 << 16), "the side after the ramp", default=192)
+    start_ramp: int = param(Int(0), "the last epoch at min_res", default=65)
+    end_ramp: int = param(Int(0), "the first epoch at max_res", default=76)
+    step: int = param(Int(1, 1 << 16), "the ramp's sides are multiples of it", default=32)
+
+    def __post_init__(self) -> None:
+        if self.min_res > self.max_res or self.start_ramp > self.end_ramp:
+            raise ArgumentError(f"ResolutionSchedule: needs min_res <= max_res and start_ramp <= end_ramp, got "
+                                f"{self.min_res}, {self.max_res}, {self.start_ramp}, {self.end_ramp}")
+
+    def __call__(self, epoch: int) -> int:
+        """The side at ``epoch``."""
+        if epoch <= self.start_ramp:
+            return self.min_res
+        if epoch >= self.end_ramp:
+            return self.max_res
+        ramp = self.min_res + (self.max_res - self.min_res) * (epoch - self.start_ramp) / (self.end_ramp - self.start_ramp)
+        return min(self.max_res, max(self.min_res, int(round(ramp / self.step)) * self.step))
+
+
+def _crop_size(value: Any) -> tuple[int, int] | ResolutionSchedule:
+    """A crop's size: an int or (height, width) (kept as a pair), or a :class:`ResolutionSchedule`."""
+    return value if isinstance(value, ResolutionSchedule) else SIZE.accept(value)
+
+
+CROP_SIZE = Custom(_crop_size, f"{SIZE.describe()}, or a ResolutionSchedule",
+                   bad=SIZE.invalid(), good=(8, 8))
+"""A crop's output size: a value, within the crop's largest size."""
+
+_MAX_SIZE_DOC = ("the largest size the crop will be set to (`Loader.set_resolution`, a schedule): its memory; "
+                 "None: `size` (a `ResolutionSchedule`'s `max_res`)")
+
+
+class Resizable(Crop):
+    """A crop whose output size is a value: its memory is planned for
+    :attr:`largest`, and a loader can change its size up to that between
+    epochs (:meth:`slipstream.Loader.set_resolution`, or a
+    :class:`ResolutionSchedule` as its ``size``) with the machine code it
+    has.  Subclasses have the fields ``size`` and ``max_size``."""
+
+    size: tuple[int, int] | ResolutionSchedule
+    max_size: tuple[int, int] | None
+
+    def __post_init__(self) -> None:
+        largest = self.largest
+        if any(s > m for s, m in zip(self.output_size, largest)):
+            raise ArgumentError(f"{type(self).__name__}: size {self.output_size} is larger than max_size {largest}")
+
+    @property
+    def output_size(self) -> tuple[int, int]:
+        """The (height, width) of the decoded samples (a schedule's at epoch 0)."""
+        return (self.size(0),) * 2 if isinstance(self.size, ResolutionSchedule) else self.size
+
+    @property
+    def largest(self) -> tuple[int, int]:
+        """The largest (height, width) the crop may be set to: the memory its samples have."""
+        if self.max_size is not None:
+            return self.max_size
+        return (self.size.max_res,) * 2 if isinstance(self.size, ResolutionSchedule) else self.size
+
+    @property
+    def resizable(self) -> bool:
+        """Whether its size can change: a schedule, or a ``max_size`` above the size."""
+        return isinstance(self.size, ResolutionSchedule) or self.largest != self.output_size
+
+    def size_at(self, epoch: int) -> tuple[int, int]:
+        """Its size at ``epoch``: its schedule's, or its size."""
+        return (self.size(epoch),) * 2 if isinstance(self.size, ResolutionSchedule) else self.output_size
+
+    def at(self, size: Any) -> Resizable:
+        """This crop decoding at ``size`` (an int or (height, width)), with the same largest size.
+
+        Raises:
+            ArgumentError: ``size`` is larger than :attr:`largest`.
+        """
+        return dataclasses.replace(self, size=SIZE.accept(size), max_size=self.largest)
+
 INTERPOLATION = Choice(tuple(INTERPOLATIONS), normalize=enum_name)
 _SIZE_DOC = "output (height, width) in pixels; an int gives a square"
 _INTERPOLATION_DOC = "how the region is resampled to the output size"
@@ -294,14 +390,14 @@ _FLIP_DOC = "probability of a left-right mirror in the decode (a following `Rand
 
 
 @dataclasses.dataclass(frozen=True)
-class RandomResizedCrop(Crop):
+class RandomResizedCrop(Resizable):
     """A random crop of random area and aspect ratio, resized to ``size``
     (torchvision's ``RandomResizedCrop``: area fraction uniform in ``scale``,
     aspect ratio log-uniform in ``ratio``, 10 tries, then a central crop).
     ``analytic=True`` samples a fitting crop in one draw instead (see
     :func:`analytic_crop_params`).  Starts an image field's pipeline."""
 
-    size: int | tuple[int, int] = param(SIZE, _SIZE_DOC, structural=True)
+    size: int | tuple[int, int] | ResolutionSchedule = param(CROP_SIZE, _SIZE_DOC)
     scale: tuple[float, float] = param(Pair(Float(0.0, 1.0, low_open=True)),
                                        "range of the crop's area, as a fraction of the image's", default=(0.08, 1.0))
     ratio: tuple[float, float] = param(Pair(Float(0.0, low_open=True)),
@@ -311,11 +407,7 @@ class RandomResizedCrop(Crop):
     analytic: bool = param(Bool(), "one draw of a crop that fits instead of torchvision's 10 tries",
                            default=False, structural=True)
     flip_p: float = param(PROBABILITY, _FLIP_DOC, default=0.0)
-
-    @property
-    def output_size(self) -> tuple[int, int]:
-        """The (height, width) of the decoded samples."""
-        return self.size
+    max_size: int | tuple[int, int] | None = param(OrNone(SIZE), _MAX_SIZE_DOC, default=None, structural=True)
 
     def region(self) -> RegionFunction:
         """torchvision's sampling (:func:`random_resized_crop_params`), or
@@ -341,7 +433,7 @@ class RandomResizedCrop(Crop):
 
 
 @dataclasses.dataclass(frozen=True)
-class CenterCrop(Crop):
+class CenterCrop(Resizable):
     """The central crop covering ``ratio`` of the shorter side, resized to
     ``size``: ImageNet evaluation's "resize to 256, center crop 224" is
     ``CenterCrop(224, ratio=224/256)``.  After ``Resize(s)``, it is
@@ -349,30 +441,26 @@ class CenterCrop(Crop):
     whose sides are at most ``s`` (a larger one, which torchvision pads, is
     refused)."""
 
-    size: int | tuple[int, int] = param(SIZE, _SIZE_DOC, structural=True)
+    size: int | tuple[int, int] | ResolutionSchedule = param(CROP_SIZE, _SIZE_DOC)
     ratio: float = param(Float(0.0, 1.0, low_open=True), "fraction of the shorter side the crop covers",
                          default=224 / 256)
     interpolation: str = param(INTERPOLATION, _INTERPOLATION_DOC, default="bilinear", structural=True)
     flip_p: float = param(PROBABILITY, _FLIP_DOC, default=0.0)
-
-    @property
-    def output_size(self) -> tuple[int, int]:
-        """The (height, width) of the decoded samples."""
-        return self.size
+    max_size: int | tuple[int, int] | None = param(OrNone(SIZE), _MAX_SIZE_DOC, default=None, structural=True)
 
     def region(self) -> RegionFunction:
         """:func:`center_crop_params` with ``ratio`` as the fraction."""
-        out_h, out_w = self.output_size
 
         @njit(nogil=True)
         def center(key, height, width, values):
-            return center_crop_params(height, width, out_h, out_w, values[0])
+            fraction, out_h, out_w = values
+            return center_crop_params(height, width, out_h, out_w, fraction)
 
         return center
 
-    def region_values(self) -> tuple[float]:
-        """The fraction of the shorter side."""
-        return (self.ratio,)
+    def region_values(self) -> tuple[float, int, int]:
+        """The fraction of the shorter side, and the output size."""
+        return (self.ratio, *self.output_size)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -437,7 +525,10 @@ class Resize(Crop):
         if not isinstance(self.size, int):
             return super().fold(following)
         if isinstance(following, (CenterCrop, RandomCrop)):
-            out_h, out_w = following.size
+            if isinstance(following, Resizable) and following.resizable:
+                raise ArgumentError(f"{following!r} after Resize({self.size}) cannot change its size: give it no "
+                                    f"max_size or schedule (the crop of a Resize(s) is one fixed size)")
+            out_h, out_w = following.output_size if isinstance(following, Resizable) else following.size
             if max(out_h, out_w) > self.size:
                 # torchvision pads such a crop (CenterCrop) or refuses it (RandomCrop); the fused decode can do
                 # neither, and clipping the region would stretch the image.
