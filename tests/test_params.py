@@ -199,7 +199,9 @@ def test_an_argument_that_shapes_the_code_is_part_of_the_key_and_a_value_is_not(
     from slipstream.ops import Normalize, RandomResizedCrop
 
     assert RandomResizedCrop(224, scale=(0.2, 1)).fingerprint() == RandomResizedCrop(224).fingerprint()
-    assert RandomResizedCrop(160).fingerprint() != RandomResizedCrop(224).fingerprint()
+    assert RandomResizedCrop(160, max_size=192).fingerprint() == RandomResizedCrop(176, max_size=192).fingerprint()
+    assert RandomResizedCrop(160, max_size=192).fingerprint() != RandomResizedCrop(160, max_size=224).fingerprint()
+    assert RandomResizedCrop(224, interpolation="area").fingerprint() != RandomResizedCrop(224).fingerprint()
     assert Normalize(0.5, 0.2).fingerprint() == Normalize().fingerprint()
     assert Normalize(dtype=np.float16).fingerprint() != Normalize().fingerprint()
 

@@ -27,13 +27,33 @@ class Internal:
     that is not an output: its value is not handed out, so it can stay in
     per-thread memory inside the sample loop.  ``pipeline`` is what an
     output would be given: a list of entries, or, for a loader, a
-    :class:`~slipstream.View`::
+    :class:`View`::
 
         {"crops": Internal(View("image", [MultiCrop(sizes, scales)])),
          "global_0": [RefNode("crops", output="crop_0"), Normalize(mean, std)]}
     """
 
     pipeline: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class View:
+    """An output that reads field ``field`` of the dataset, besides (or
+    instead of) the field's own output.
+
+    Its operations are placed as a field's would be: a first entry that
+    decodes (a crop) reads ``field``; a list that starts with no decoder
+    gets the field's default decoder in front.  A field that only views
+    read is not loaded whole unless the mapping gives it a pipeline too::
+
+        pipelines = {
+            "image": [RandomResizedCrop(224), RandomHorizontalFlip(), Normalize()],
+            "view_2": slipstream.View("image", [RandomResizedCrop(224), RandomHorizontalFlip(), Normalize()]),
+        }
+    """
+
+    field: str
+    operations: Sequence[Any] = ()
 
 
 def unwrapped(given: Any) -> tuple[Any, bool]:

@@ -6,7 +6,7 @@ from slipstream.loader.iterator import EpochIterator, EpochPlan
 from slipstream.loader.loader import Loader
 from slipstream.loader.options import LoaderOptions, Memory, Order, Sharding
 from slipstream.loader.orders import ORDERS
-from slipstream.loader.outputs import View
+from slipstream.compiler.graph import View
 
 __all__ = [
            "ORDERS",

@@ -23,35 +23,14 @@ order.
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from slipstream.compiler import Decoder, RefNode
-from slipstream.compiler.graph import Internal, check_pipeline, unwrapped
+from slipstream.compiler.graph import Internal, View, check_pipeline, unwrapped
 from slipstream.compiler.rewrites import FieldOperation, Keyed, fold, unkeyed
 from slipstream.errors import ArgumentError
-
-
-@dataclasses.dataclass(frozen=True)
-class View:
-    """An output that reads field ``field`` of the dataset, besides (or
-    instead of) the field's own output.
-
-    Its operations are placed as a field's would be: a first entry that
-    decodes (a crop) reads ``field``; a list that starts with no decoder
-    gets the field's default decoder in front.  A field that only views
-    read is not loaded whole unless the mapping gives it a pipeline too::
-
-        pipelines = {
-            "image": [RandomResizedCrop(224), RandomHorizontalFlip(), Normalize()],
-            "view_2": slipstream.View("image", [RandomResizedCrop(224), RandomHorizontalFlip(), Normalize()]),
-        }
-    """
-
-    field: str
-    operations: Sequence[Any] = ()
 
 
 Given = Mapping[str, "Sequence[Any] | View | Internal | None"]

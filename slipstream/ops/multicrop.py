@@ -231,7 +231,7 @@ def multi_crop_pipelines(global_crops: int = 2, global_size: int = 224, global_s
     ``field``, flipped with probability ``flip`` and normalized to (3, side,
     side) ``dtype``."""
     from slipstream.compiler import Internal, RefNode
-    from slipstream.loader.outputs import View
+    from slipstream.compiler.graph import View
     from slipstream.ops.augment import RandomHorizontalFlip
     from slipstream.ops.pack import Normalize
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from slipstream.errors import ArgumentError
-from slipstream.loader.outputs import View
+from slipstream.compiler.graph import View
 from slipstream.ops.augment import ColorJitter, RandomErasing, RandomHorizontalFlip
 from slipstream.ops.crops import CenterCrop, RandomResizedCrop
 from slipstream.ops.mixing import CutMix, MixLabels, MixUp, MixUpOrCutMix
@@ -51,7 +51,7 @@ def _on_device(device: Any) -> list[Any]:
 def simclr(size: int = 224, field: str = "image", second: str = "view_2", dtype: Any = np.float16,
            mean: Any = IMAGENET_MEAN, std: Any = IMAGENET_STD) -> dict[str, Any]:
     """Two independently augmented views of each image, as outputs ``field``
-    and ``second`` (a :class:`~slipstream.loader.outputs.View` of ``field``):
+    and ``second`` (a :class:`~slipstream.View` of ``field``):
     RandomResizedCrop(size) and a flip each, normalized."""
     view = [RandomResizedCrop(size), RandomHorizontalFlip(), Normalize(mean, std, dtype)]
     return {field: list(view), second: View(field, list(view))}
