@@ -247,7 +247,8 @@ def test_errors_name_the_problem(shapes, tmp_path):
                        match="reads field 'labels' as a RaggedField\\(dtype, inner_shape=\\(4,\\)\\)"):
         ss.Loader(path, 8, {"image": [RandomResizedCrop(64)], "labels": [BoundingBoxes(follow="image")]},
                   verbose=False)
-    with pytest.raises(ValueError, match="format must be one of XYXY, XYWH, CXCYWH"):
+    with pytest.raises(ss.ArgumentError, match="^BoundingBoxes: format must be one of 'XYXY', 'XYWH', 'CXCYWH', "
+                                               "got 'xyxy'$"):
         BoundingBoxes(format="xyxy")
     with pytest.raises(ss.PipelineError, match="which has no BoundingBoxes"):
         ss.Loader(path, 8, {"image": [RandomResizedCrop(64)], "labels": [KeptWithBoxes("image")]}, verbose=False)
@@ -410,6 +411,26 @@ def test_boxes_with_a_nan_are_dropped(tmp_path):
     assert counts.tolist() == [1] and labels[0, 0] == 2 and np.isfinite(boxes.numpy()).all()
 
 
+def test_changing_a_threshold_or_a_fill_compiles_the_same_stage(tmp_path):
+    # min_size and the padding fill are values the stage takes, not constants of its source; a float16 per-box field
+    # is padded too (its fill reaches the stage as bytes)
+    boxes = [np.array([[4, 5, 24, 25], [70, 50, 80, 64]], np.float32)]
+    path = _boxes_dataset(tmp_path / "values.slip", boxes,
+                          {"score": (ss.RaggedField(np.float16), [np.array([0.5, 0.25], np.float16)])})
+    seen = []
+    for min_size, fill in ((1.0, -1), (12.0, 7)):
+        pipelines = {"image": [Resize((64, 80))], "boxes": [BoundingBoxes(min_size=min_size, max_boxes=3)],
+                     "labels": [KeptWithBoxes(fill=fill)], "score": [KeptWithBoxes(fill=fill / 2)],
+                     "counts": [Count()]}
+        with ss.Loader(path, 1, pipelines, verbose=False) as loader:
+            batch = dict(zip(loader.output_names, next(iter(loader))))
+            seen.append(([s.source for s in loader.compiled.sources], batch["labels"][0].tolist(),
+                         batch["score"][0].tolist()))
+    assert seen[0][0] == seen[1][0]
+    assert seen[0][1:] == ([1, 2, -1], [0.5, 0.25, -0.5])
+    assert seen[1][1:] == ([1, 7, 7], [0.5, 3.5, 3.5])  # the 10 x 14 box is under min_size=12
+
+
 def test_a_per_box_field_read_in_full_while_boxes_are_dropped_is_refused(tmp_path):
     boxes = [np.array([[4, 5, 24, 25], [70, 50, 80, 64]], np.float32)]
     path = _boxes_dataset(tmp_path / "crowd.slip", boxes,
@@ -504,7 +525,7 @@ def test_bool_rows_follow_the_kept_boxes_padded_with_false(tmp_path):
 @pytest.mark.parametrize("fill", [254.7, -0.5, True, "3"])
 def test_a_segmentation_fill_that_is_not_a_class_id_is_refused(fill):
     # 254.7 filled with class 254, -0.5 with class 0 (the background) and True with class 1, silently
-    with pytest.raises(ss.ArgumentError, match=rf"SegmentationMask's fill must be a class id \(an int >= 0\) or None "
-                                               rf"\(the dataset's ignore_index\), got {re.escape(repr(fill))}"):
+    with pytest.raises(ss.ArgumentError, match=rf"^SegmentationMask: fill must be None or an int in \[0, 65535\], "
+                                               rf"got {re.escape(repr(fill))}$"):
         SegmentationMask(fill=fill)
     assert SegmentationMask(fill=np.uint8(254)).fill == 254

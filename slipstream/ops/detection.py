@@ -50,7 +50,8 @@ from slipstream.compiler import astgen as A
 from slipstream.compiler import random as rnd
 from slipstream.compiler.jit import cached_njit
 from slipstream.compiler.nodes import EmitContext, Finder, GraphNode, Input, normalize_declared
-from slipstream.compiler.params import FIELD_NAME, PROBABILITY, Choice, Float, Int, Numbers, param
+from slipstream.compiler.params import (FIELD_NAME, PROBABILITY, Bool, Choice, Custom, Declares, Float, Int, Numbers,
+                                        OrNone, Refused, packed_values, param)
 from slipstream.compiler.rewrites import FieldOperation
 from slipstream.errors import ArgumentError, PipelineError
 from slipstream.fields import geometry
@@ -65,20 +66,45 @@ row of each kept box (then -1): what the operations following the boxes select."
 FORMATS = ("XYXY", "XYWH", "CXCYWH")
 """Box formats, as ``torchvision.tv_tensors.BoundingBoxFormat`` names them."""
 
+MAX_BOXES = 1 << 16
+"""The most rows per sample ``BoundingBoxes(max_boxes=...)`` pads to."""
+
 
 # ---------------------------------------------------------------- nodes that read other pipelines
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
 class FollowingDecoder(Decoder):
     """A decoder that also reads outputs of other pipelines: the transforms
     of the geometric operations of pipeline ``follow``, composed, and the
     boxes kept by the :class:`BoundingBoxes` of pipeline ``boxes``.  Its
     compiled code is called as ``code(*inputs, index, [transforms],
-    [kept, count], *outs, key)``, with ``transforms`` a tuple of transform
-    arrays when ``follow`` is set and ``kept``/``count`` when ``boxes`` is."""
+    [kept, count], *outs, key, [values])``, with ``transforms`` a tuple of
+    transform arrays when ``follow`` is set, ``kept``/``count`` when
+    ``boxes`` is, and ``values`` when :meth:`values` is not None.
 
-    follow: str | None
-    boxes: str | None
+    It reads field ``field`` of ``source`` for the user's operation ``op``
+    (a :class:`Following`): the structural arguments of ``op`` shape its
+    code, and its values reach the code through :meth:`values`."""
+
+    source: DecodeSource = dataclasses.field(repr=False)
+    field: str
+    op: Following
+
+    @property
+    def follow(self) -> str | None:
+        """The pipeline whose image's transforms it reads (None: none)."""
+        return getattr(self.op, "follow", None)
+
+    @property
+    def boxes(self) -> str | None:
+        """The pipeline whose kept boxes it selects from (None: none)."""
+        return getattr(self.op, "boxes", None)
+
+    def values(self) -> tuple[Any, ...] | None:
+        """The values of ``op`` (:func:`~slipstream.compiler.params.packed_values`);
+        None when it has none, and then the code takes no ``values``."""
+        return packed_values(self.op) or None
 
     def declare_following(self, node: Followed) -> Any:
         """Output state and allocations, knowing the nodes it reads
@@ -153,7 +179,7 @@ class FollowingNode(DecoderNode):
             args.append(A.tuple_of(transforms))
         args += [ctx.value(k) for k, i in enumerate(inputs) if i.output in (KEPT, COUNT)]
         args += [*ctx.outs(), ctx.key()]
-        return [A.assign(ctx.target, A.call(ctx.code(), *args))]
+        return [A.assign(ctx.target, ctx.call(*args))]
 
 
 def _refuse_unfiltered_rows(find: Finder, boxes: BoxesDecoder) -> None:
@@ -258,18 +284,10 @@ def copy_bytes(storage, start, nbytes, out):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class BoxesDecoder(FollowingDecoder):
-    """The decoder :class:`BoundingBoxes` binds to (see it)."""
+    """The decoder :class:`BoundingBoxes` binds to (see it); its code takes
+    ``(min_size, min_visibility, center_inside)`` as ``values``."""
 
-    source: DecodeSource = dataclasses.field(repr=False)
-    field: str
-    follow: str | None
-    format: str
-    stored_format: str
-    min_size: float
-    min_visibility: float
-    center_inside: bool
-    max_boxes: int | None = None
-    boxes: None = dataclasses.field(default=None, repr=False)
+    op: BoundingBoxes
 
     def __post_init__(self) -> None:
         stored = _ragged(self.source, self.field, (4,), "BoundingBoxes")
@@ -277,15 +295,17 @@ class BoxesDecoder(FollowingDecoder):
             raise ArgumentError(f"{self.source.reader.path}: BoundingBoxes reads float32 boxes; field "
                                 f"{self.field!r} stores {stored.dtype} (write it as RaggedField(np.float32, (4,)))")
         most, sample = longest(self.source, self.field)
-        if self.max_boxes is not None and most > self.max_boxes:
+        max_boxes = self.op.max_boxes
+        if max_boxes is not None and most > max_boxes:
             raise ArgumentError(f"{self.source.reader.path}: sample {sample} has {most} boxes in field "
-                                f"{self.field!r}, more than max_boxes={self.max_boxes}; raise max_boxes (None pads "
+                                f"{self.field!r}, more than max_boxes={max_boxes}; raise max_boxes (None pads "
                                 f"to the dataset's most boxes)")
 
     @property
     def rows(self) -> int:
         """The padded number of boxes per sample."""
-        return self.max_boxes if self.max_boxes is not None else max(longest(self.source, self.field)[0], 1)
+        max_boxes = self.op.max_boxes
+        return max_boxes if max_boxes is not None else max(longest(self.source, self.field)[0], 1)
 
     def inputs(self) -> tuple[np.ndarray, ...]:
         return (self.source.storage, self.source.offsets(self.field), _lengths(self.source, self.field))
@@ -298,12 +318,12 @@ class BoxesDecoder(FollowingDecoder):
             Allocation((geometry.SIZE,), np.float64, name=geometry.TRANSFORM)]
 
     def generate_code(self):
-        fmt, stored_fmt = FORMATS.index(self.format), FORMATS.index(self.stored_format)
-        min_size, min_visibility, center_inside = float(self.min_size), float(self.min_visibility), self.center_inside
+        fmt, stored_fmt = FORMATS.index(self.op.format), FORMATS.index(self.op.stored_format)
         compose, map_box, box_through = geometry.compose, geometry.map_box, geometry.box_through
         out_rows, out_cols, axis_aligned = geometry.OUT_H, geometry.OUT_W, geometry.is_axis_aligned_chain
 
-        def boxes(storage, offsets, lengths, index, transforms, out, count, kept, transform, key):
+        def boxes(storage, offsets, lengths, index, transforms, out, count, kept, transform, key, values):
+            min_size, min_visibility, center_inside = values
             t = compose(transforms, transform)
             out_h, out_w = t[out_rows], t[out_cols]
             stagewise = not axis_aligned(transforms)
@@ -337,58 +357,36 @@ class BoxesDecoder(FollowingDecoder):
 
 
 @dataclasses.dataclass(frozen=True)
-class BoundingBoxes(Following):
+class BoundingBoxes(Declares, Following):
     """Boxes that follow the image of pipeline ``follow``: each stored box
     (``RaggedField(np.float32, (4,))`` rows in the stored image's pixels,
     ``stored_format``) is moved by the image's transforms, clipped to the
     output image, and kept when it holds at least ``min_size`` pixels of
-    width and height, at least ``min_visibility`` of its moved area, and,
-    with ``center_inside``, its centre inside the output.  Gives
-    ``(max_n, 4)`` float32 boxes in ``format`` (kept boxes first, then
-    zeros; ``max_n`` rows, see ``max_boxes``), and the outputs ``count``
-    (kept boxes, int64) and ``kept`` (the
-    stored row of each kept box, then -1) that :class:`KeptWithBoxes`,
-    :class:`InstanceMasks` and :class:`Count` read.
+    width and height (torchvision's ``SanitizeBoundingBoxes``), at least
+    ``min_visibility`` of its moved area, and, with ``center_inside``, its
+    centre inside the output.  Gives ``(max_n, 4)`` float32 boxes in
+    ``format`` (absolute pixels, as ``torchvision.tv_tensors.BoundingBoxFormat``;
+    kept boxes first, then zeros; ``max_n`` rows, see ``max_boxes``), and
+    the outputs ``count`` (kept boxes, int64) and ``kept`` (the stored row
+    of each kept box, then -1) that :class:`KeptWithBoxes`,
+    :class:`InstanceMasks` and :class:`Count` read."""
 
-    Args:
-        follow: the pipeline of the image the boxes belong to.
-        format: ``"XYXY"`` (default), ``"XYWH"`` or ``"CXCYWH"``, absolute
-            pixels, as ``torchvision.tv_tensors.BoundingBoxFormat``.
-        stored_format: the format the field stores.
-        min_size: the smallest width and height (pixels) of a kept box,
-            after clipping (torchvision's ``SanitizeBoundingBoxes``).
-        min_visibility: the smallest fraction of its area a kept box keeps
-            inside the image.
-        center_inside: drop boxes whose centre left the image.
-        max_boxes: the padded number of boxes per sample, a fixed shape
-            for every dataset (``None``: the most boxes a sample of this
-            dataset holds).  A dataset with a sample holding more is
-            refused, so that no box is lost.
-    """
-
-    follow: str = "image"
-    format: str = "XYXY"
-    stored_format: str = "XYXY"
-    min_size: float = 1.0
-    min_visibility: float = 0.0
-    center_inside: bool = False
-    max_boxes: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.max_boxes is not None and (not isinstance(self.max_boxes, int) or self.max_boxes < 1):
-            raise ValueError(f"max_boxes must be a positive int or None, got {self.max_boxes!r}")
-        for name in ("format", "stored_format"):
-            if getattr(self, name) not in FORMATS:
-                raise ValueError(f"{name} must be one of {', '.join(FORMATS)}, got {getattr(self, name)!r}")
-        if not self.min_size >= 0:
-            raise ValueError(f"min_size must be at least 0, got {self.min_size}")
-        if not 0 <= self.min_visibility <= 1:
-            raise ValueError(f"min_visibility must lie in [0, 1], got {self.min_visibility}")
+    follow: str = param(FIELD_NAME, "the output whose image the boxes belong to", default="image", structural=True)
+    format: str = param(Choice(FORMATS), "output format, absolute pixels", default="XYXY", structural=True)
+    stored_format: str = param(Choice(FORMATS), "the format of the stored boxes", default="XYXY", structural=True)
+    min_size: float = param(Float(0.0), "smallest width and height of a kept box after clipping, in output pixels",
+                            default=1.0)
+    min_visibility: float = param(PROBABILITY, "smallest fraction of its moved area a kept box keeps inside the image",
+                                  default=0.0)
+    center_inside: bool = param(Bool(), "drop boxes whose centre left the image", default=False)
+    max_boxes: int | None = param(OrNone(Int(1, MAX_BOXES)),
+                                  "rows per sample (`max_n`), a fixed shape for any dataset; `None`: the dataset's "
+                                  "most boxes. A dataset with a sample holding more is refused", default=None,
+                                  structural=True)
 
     def decoder(self, source: DecodeSource, field: str) -> BoxesDecoder:
         """The decoder of field ``field``."""
-        return BoxesDecoder(source, field, self.follow, self.format, self.stored_format, float(self.min_size),
-                            float(self.min_visibility), bool(self.center_inside), self.max_boxes)
+        return BoxesDecoder(source, field, self)
 
 
 # ---------------------------------------------------------------- what follows the kept boxes
@@ -396,18 +394,23 @@ class BoundingBoxes(Following):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class _KeptRowsDecoder(FollowingDecoder):
-    source: DecodeSource = dataclasses.field(repr=False)
-    field: str
-    boxes: str
-    fill: float
-    follow: None = dataclasses.field(default=None, repr=False)
+    op: KeptWithBoxes
 
     def __post_init__(self) -> None:
         stored = _ragged(self.source, self.field, None, "KeptWithBoxes")
-        kind_fits = np.can_cast(np.min_scalar_type(self.fill), stored.dtype, "same_kind") or \
-            (stored.dtype == np.bool_ and self.fill in (0, 1))  # flags padded with 0 (False) or 1, as torch takes
-        if not kind_fits or stored.dtype.type(self.fill) != self.fill:
-            raise ArgumentError(f"fill {self.fill!r} does not fit the {stored.dtype} rows of field {self.field!r}")
+        fill, dtype = self.op.fill, stored.dtype
+        if isinstance(fill, bool):  # a bool is no number: it fills bool rows only
+            fits = dtype == np.bool_
+        else:
+            fits = np.can_cast(np.min_scalar_type(fill), dtype, "same_kind") or \
+                (dtype == np.bool_ and fill in (0, 1))  # flags padded with 0 (False) or 1, as torch takes
+            try:
+                fits = fits and dtype.type(fill) == fill
+            except OverflowError:
+                fits = False
+        if not fits:
+            raise ArgumentError(f"KeptWithBoxes: fill {fill!r} does not fit the {dtype} rows of field "
+                                f"{self.field!r}")
 
     def inputs(self) -> tuple[np.ndarray, ...]:
         return (self.source.storage, self.source.offsets(self.field), _lengths(self.source, self.field))
@@ -418,74 +421,102 @@ class _KeptRowsDecoder(FollowingDecoder):
         shape = (node.boxes_node.state.shape[0], *stored.inner_shape)
         return State(shape=shape, dtype=stored.dtype), Allocation(shape, stored.dtype)
 
-    def generate_code(self):
+    def values(self) -> tuple[np.ndarray]:
+        """A padding row, ``fill`` in the field's dtype, as its bytes (uint8,
+        whatever the dtype: float16 and bool rows alike)."""
         stored = self.source.reader.fields[self.field]
-        row_bytes, fill = uint64(stored.row_bytes), stored.dtype.type(self.fill)
+        row = np.full(stored.inner_shape, self.op.fill, stored.dtype)
+        return (np.frombuffer(row.tobytes(), np.uint8).copy(),)
 
-        def rows(storage, offsets, lengths, index, kept, count, out, key):
+    def generate_code(self):
+        row_bytes = uint64(self.source.reader.fields[self.field].row_bytes)
+
+        def rows(storage, offsets, lengths, index, kept, count, out, key, values):
+            (padding,) = values
             start, n = uint64(offsets[index]), count[0]
             dst = out.reshape(-1).view(np.uint8)
             for k in range(n):
                 src, base = start + uint64(kept[k]) * row_bytes, uint64(k) * row_bytes
                 for j in range(row_bytes):
                     dst[base + j] = storage[src + j]
-            flat = out.reshape(-1)
-            per_row = uint64(flat.size) // uint64(out.shape[0])
-            for j in range(uint64(n) * per_row, uint64(flat.size)):
-                flat[j] = fill
+            for k in range(n, out.shape[0]):
+                base = uint64(k) * row_bytes
+                for j in range(row_bytes):
+                    dst[base + j] = padding[j]
             return out
 
         return rows
 
 
+def _row_fill(value: Any) -> int | float | bool:
+    """:class:`KeptWithBoxes`'s ``fill``: a finite number (an int kept as
+    an int, so that an int64 label keeps every digit) or a bool (for bool
+    rows)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    return Float().accept(value)
+
+
 @dataclasses.dataclass(frozen=True)
-class KeptWithBoxes(Following):
+class KeptWithBoxes(Declares, Following):
     """The rows of a ``RaggedField`` with one row per box (labels, crowd
     flags, scores) for the boxes that :class:`BoundingBoxes` of pipeline
     ``boxes`` kept, in its order; the rest of the ``(max_n, ...)`` sample
     is ``fill`` (for bool rows, 0 or 1 stand for False and True)."""
 
-    boxes: str = "boxes"
-    fill: float = 0
+    boxes: str = param(FIELD_NAME, "the output whose `BoundingBoxes` decides which rows are kept", default="boxes",
+                       structural=True)
+    fill: int | float | bool = param(Custom(_row_fill, "a number, or a bool for bool rows", bad=(
+        math.nan, math.inf, -math.inf, "0", b"0", None, [0], {0: 0}), good=0),
+        "the value of the padding rows, which the field's dtype must hold (for bool rows, 0 or 1: False or True)",
+        default=0)
 
     def decoder(self, source: DecodeSource, field: str) -> _KeptRowsDecoder:
         """The decoder of field ``field``."""
-        return _KeptRowsDecoder(source, field, self.boxes, self.fill)
+        return _KeptRowsDecoder(source, field, self)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class _KeypointsDecoder(FollowingDecoder):
-    source: DecodeSource = dataclasses.field(repr=False)
-    field: str
-    follow: str
-    boxes: str
-    flip_indices: tuple[int, ...] | None
+    op: Keypoints
 
     def __post_init__(self) -> None:
         stored = _stored(self.source, self.field, RaggedField, "Keypoints")
         if len(stored.inner_shape) != 2 or stored.inner_shape[1] != 3 or stored.dtype != np.float32:
             raise ArgumentError(f"{self.source.reader.path}: Keypoints reads field {self.field!r} as "
                                 f"RaggedField(np.float32, (K, 3)) rows of (x, y, visibility), but it is {stored!r}")
-        if self.flip_indices is not None and sorted(self.flip_indices) != list(range(stored.inner_shape[0])):
-            raise ArgumentError(f"flip_indices must order the {stored.inner_shape[0]} keypoints of field "
-                                f"{self.field!r}, got {self.flip_indices}")
+        flip = self.op.flip_indices
+        if flip is not None and len(flip) != stored.inner_shape[0]:
+            raise ArgumentError(f"Keypoints: flip_indices must order the {stored.inner_shape[0]} keypoints of field "
+                                f"{self.field!r}, got {flip}")
 
     def inputs(self) -> tuple[np.ndarray, ...]:
         return (self.source.storage, self.source.offsets(self.field), _lengths(self.source, self.field))
 
     def declare_following(self, node: Followed) -> Any:
         _check_one_per_box(self.source, self.field, node, "keypoint rows")
-        points = self.source.reader.fields[self.field].inner_shape[0]
-        return _following_image((node.boxes_node.state.shape[0], points, 3), np.float32)
+        return _following_image((node.boxes_node.state.shape[0], self._points(), 3), np.float32)
+
+    def values(self) -> tuple[np.ndarray]:
+        """Where each point of a mirrored image comes from (int64; in place
+        without ``flip_indices``)."""
+        flip = self.op.flip_indices
+        return (np.array(flip if flip is not None else range(self._points()), np.int64),)
+
+    def _points(self) -> int:
+        """K, the points per box."""
+        return self.source.reader.fields[self.field].inner_shape[0]
 
     def generate_code(self):
-        points = self.source.reader.fields[self.field].inner_shape[0]
-        order = np.array(self.flip_indices if self.flip_indices is not None else range(points), np.int64)
+        points = self._points()
         row_bytes, compose, map_point = uint64(points * 12), geometry.compose, geometry.map_point
         determinant, out_rows, out_cols = geometry.determinant, geometry.OUT_H, geometry.OUT_W
         axis_aligned, survives = geometry.is_axis_aligned_chain, geometry.point_survives
 
-        def keypoints(storage, offsets, lengths, index, transforms, kept, count, out, transform, key):
+        def keypoints(storage, offsets, lengths, index, transforms, kept, count, out, transform, key, values):
+            (order,) = values
             t = compose(transforms, transform)
             out_h, out_w = t[out_rows], t[out_cols]
             n, start = count[0], uint64(offsets[index])
@@ -510,8 +541,24 @@ class _KeypointsDecoder(FollowingDecoder):
         return keypoints
 
 
+MAX_POINTS = 1 << 12
+"""The most keypoints per box ``Keypoints(flip_indices=...)`` orders."""
+
+
+def _permutation(value: Any) -> tuple[int, ...]:
+    """:class:`Keypoints`'s ``flip_indices``: the numbers 0 to K - 1, each
+    once, in any order (K at most :data:`MAX_POINTS`), kept as a tuple of ints."""
+    if isinstance(value, np.ndarray) and value.ndim != 1 or not isinstance(value, (Sequence, np.ndarray)) or \
+            isinstance(value, (str, bytes)) or not 1 <= len(value) <= MAX_POINTS:
+        raise Refused()
+    order = tuple(Int(0, len(value) - 1).accept(i) for i in value)
+    if len(set(order)) != len(order):
+        raise Refused("an index repeated")
+    return order
+
+
 @dataclasses.dataclass(frozen=True)
-class Keypoints(Following):
+class Keypoints(Declares, Following):
     """The keypoints of the boxes :class:`BoundingBoxes` of pipeline
     ``boxes`` kept, moved with the image of pipeline ``follow``: a
     ``RaggedField(np.float32, (K, 3))`` with one row of K ``(x, y,
@@ -522,14 +569,19 @@ class Keypoints(Following):
     keypoints the left and right of each pair swapped) reorders the points
     so that a "left eye" stays the left eye.  Gives ``(max_n, K, 3)`` float32, kept boxes first."""
 
-    follow: str = "image"
-    boxes: str = "boxes"
-    flip_indices: tuple[int, ...] | None = None
+    follow: str = param(FIELD_NAME, "the output whose image the keypoints belong to", default="image",
+                        structural=True)
+    boxes: str = param(FIELD_NAME, "the output whose `BoundingBoxes` decides which rows are kept", default="boxes",
+                       structural=True)
+    flip_indices: tuple[int, ...] | None = param(
+        OrNone(Custom(_permutation, f"the K indices 0 to K - 1 in any order (K <= {MAX_POINTS})",
+                      bad=((0, 0), (1, 2), (0, -1), (0.0, 1.0), (True, False), (0, math.nan), (), "01", 3, 1.5,
+                           [[0, 1]], {0: 0}), good=(1, 0))),
+        "the order of the points after a left-right mirror (left and right swapped)", default=None)
 
     def decoder(self, source: DecodeSource, field: str) -> _KeypointsDecoder:
         """The decoder of field ``field``."""
-        flip = None if self.flip_indices is None else tuple(int(i) for i in self.flip_indices)
-        return _KeypointsDecoder(source, field, self.follow, self.boxes, flip)
+        return _KeypointsDecoder(source, field, self)
 
 
 class Count(RefNode):
@@ -606,11 +658,6 @@ def unpad(values: Any, counts: Any) -> list[Any]:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class _MaskDecoder(FollowingDecoder):
-    source: DecodeSource = dataclasses.field(repr=False)
-    field: str
-    follow: str
-    fill: int
-    boxes: str | None = dataclasses.field(default=None, repr=False)
     can_fail: ClassVar[bool] = True  # a corrupt mask: its status after the outs, as an image decoder's
 
     def inputs(self) -> tuple[np.ndarray, ...]:
@@ -639,12 +686,33 @@ class _MaskDecoder(FollowingDecoder):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class _SegmentationDecoder(_MaskDecoder):
+    op: SegmentationMask
+
     def __post_init__(self) -> None:
         from slipstream.fields.masks import SegmentationMaskField
 
         stored = _stored(self.source, self.field, SegmentationMaskField, "SegmentationMask")
-        if not 0 <= self.fill <= np.iinfo(stored.dtype).max:
-            raise ArgumentError(f"fill {self.fill} does not fit the {stored.dtype} masks of field {self.field!r}")
+        fill = self.fill
+        if not 0 <= fill <= np.iinfo(stored.dtype).max:
+            what = "" if self.op.fill is not None else " (the dataset's ignore_index)"
+            raise ArgumentError(f"SegmentationMask: fill {fill}{what} does not fit the {stored.dtype} masks of "
+                                f"field {self.field!r}")
+
+    @property
+    def fill(self) -> int:
+        """The class of the pixels that show no stored pixel: the
+        operation's ``fill``, else the dataset's ``ignore_index``, else the
+        dtype's largest value."""
+        fill = self.op.fill
+        if fill is None:
+            fill = self.source.reader.user_metadata.get("ignore_index")
+        if fill is None:
+            fill = np.iinfo(self.source.reader.fields[self.field].dtype).max
+        return int(fill)
+
+    def values(self) -> tuple[np.integer]:
+        """The fill, in the masks' dtype."""
+        return (self.source.reader.fields[self.field].dtype.type(self.fill),)
 
     def declare_following(self, node: Followed) -> Any:
         return _following_image(self.output_size(node), self.source.reader.fields[self.field].dtype)
@@ -652,10 +720,12 @@ class _SegmentationDecoder(_MaskDecoder):
     def generate_code(self):
         from slipstream.fields.masks import decode_mask
 
-        fill, compose = self.source.reader.fields[self.field].dtype.type(self.fill), geometry.compose
+        compose = geometry.compose
         axis_aligned, uncovered = geometry.is_axis_aligned_chain, geometry.uncovered
 
-        def mask(storage, offsets, sizes, heights, widths, failed, index, transforms, out, transform, status, key):
+        def mask(storage, offsets, sizes, heights, widths, failed, index, transforms, out, transform, status, key,
+                 values):
+            (fill,) = values
             t = compose(transforms, transform)
             start, size = uint64(offsets[index]), uint64(sizes[index])
             outcome = np.int32(failed[index])
@@ -673,7 +743,7 @@ class _SegmentationDecoder(_MaskDecoder):
 
 
 @dataclasses.dataclass(frozen=True)
-class SegmentationMask(Following):
+class SegmentationMask(Declares, Following):
     """A ``SegmentationMaskField`` (one class per pixel) resampled with
     nearest neighbour onto the pixels of the image of pipeline ``follow``:
     (height, width) of the field's dtype, ``fill`` where the image shows
@@ -683,27 +753,22 @@ class SegmentationMask(Following):
     "ignore" class).  A ``fill`` that is not an int (a float, a bool) is
     refused."""
 
-    follow: str = "image"
-    fill: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.fill is not None and (isinstance(self.fill, bool) or not isinstance(self.fill, numbers.Integral)
-                                      or self.fill < 0):
-            raise ArgumentError(f"SegmentationMask's fill must be a class id (an int >= 0) or None (the dataset's "
-                                f"ignore_index), got {self.fill!r}")
+    follow: str = param(FIELD_NAME, "the output whose image the mask belongs to", default="image", structural=True)
+    fill: int | None = param(OrNone(Int(0, 65535)),
+                             "the class of output pixels that show no stored pixel; `None`: the dataset's "
+                             "`ignore_index` (user metadata, as `SegmentationFolder(ignore_index=)` writes it), else "
+                             "the dtype's largest value (255 for uint8, the usual \"ignore\"); it must fit the "
+                             "masks' dtype", default=None)
 
     def decoder(self, source: DecodeSource, field: str) -> _SegmentationDecoder:
         """The decoder of field ``field``."""
-        fill = self.fill
-        if fill is None:
-            fill = source.reader.user_metadata.get("ignore_index")
-        if fill is None:
-            fill = np.iinfo(getattr(source.reader.fields[field], "dtype", np.uint8)).max
-        return _SegmentationDecoder(source, field, self.follow, int(fill))
+        return _SegmentationDecoder(source, field, self)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class _InstancesDecoder(_MaskDecoder):
+    op: InstanceMasks
+
     def __post_init__(self) -> None:
         from slipstream.fields.masks import InstanceMasksField
 
@@ -742,19 +807,20 @@ class _InstancesDecoder(_MaskDecoder):
 
 
 @dataclasses.dataclass(frozen=True)
-class InstanceMasks(Following):
+class InstanceMasks(Declares, Following):
     """The instance masks (an ``InstanceMasksField``, one per box) of the
     boxes :class:`BoundingBoxes` of pipeline ``boxes`` kept, resampled with
     nearest neighbour onto the pixels of the image of pipeline ``follow``:
     ``(max_n, height, width)`` uint8, 1 inside an instance, the masks of
     kept boxes first, then zeros."""
 
-    follow: str = "image"
-    boxes: str = "boxes"
+    follow: str = param(FIELD_NAME, "the output whose image the masks belong to", default="image", structural=True)
+    boxes: str = param(FIELD_NAME, "the output whose `BoundingBoxes` decides which instances are kept",
+                       default="boxes", structural=True)
 
     def decoder(self, source: DecodeSource, field: str) -> _InstancesDecoder:
         """The decoder of field ``field``."""
-        return _InstancesDecoder(source, field, self.follow, 0, self.boxes)
+        return _InstancesDecoder(source, field, self)
 
 
 @cached_njit
