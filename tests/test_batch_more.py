@@ -341,11 +341,14 @@ def test_float_and_uint8_batches_keep_their_dtype_and_agree(name):
 
 
 @pytest.mark.parametrize(("make", "match"), [
-    (lambda: BatchRandomRotation(10, expand=True), r"expand=True\) is not supported"),
+    (lambda: BatchRandomRotation(10, expand=True),
+     r"RandomRotation: expand must be False, got True \(an expanded rotation"),
     (lambda: BatchRandomRotation(10, fill="red"), "fill must be a finite number"),
-    (lambda: BatchRandomAffine(10, interpolation="bicubic"), "interpolation must be one of nearest, bilinear"),
-    (lambda: BatchRandomAffine(10, translate=(2, 0)), "translate must be None or two fractions"),
-    (lambda: BatchRandomPerspective(1.5), r"distortion_scale must lie in \[0, 1\]"),
+    (lambda: BatchRandomAffine(10, interpolation="bicubic"),
+     "RandomAffine: interpolation must be 'nearest' or 'bilinear', got 'bicubic'"),
+    (lambda: BatchRandomAffine(10, translate=(2, 0)),
+     r"RandomAffine: translate must be None or 2 numbers in \[0, 1\], got \(2, 0\)"),
+    (lambda: BatchRandomPerspective(1.5), r"RandomPerspective: distortion_scale must be a number in \[0, 1\], got 1.5"),
     (lambda: BatchRandomZoom(zoom=0), "zoom must be a positive number"),
     (lambda: BatchRandomZoom(zoom=None), "zoom must be a positive number"),
     (lambda: BatchRandomRotation(10, fill=None), "fill must be a finite number"),
