@@ -325,20 +325,31 @@ def test_operations_in_a_loader_give_the_kernels_pixels(epochs, name):
 
 
 @pytest.mark.parametrize(("call", "message"), [
-    (lambda: RandomPosterize(9), r"bits must be an int from 0 to 8, got 9"),
-    (lambda: RandomPosterize(4.0), r"bits must be an int from 0 to 8, got 4\.0"),
-    (lambda: RandomPosterize(-1), r"bits must be an int from 0 to 8, got -1"),
-    (lambda: RandomPosterize(4, p=1.5), r"p must be a number in \[0, 1\], got 1\.5"),
-    (lambda: RandomEqualize(p=-0.1), r"p must be a number in \[0, 1\], got -0\.1"),
-    (lambda: RandomAutocontrast(p="often"), r"p must be a number in \[0, 1\], got 'often'"),
-    (lambda: RandomInvert(p=None), r"p must be a number in \[0, 1\], got None"),
-    (lambda: RandomAdjustSharpness(-1), r"sharpness_factor must be a finite number >= 0, got -1"),
-    (lambda: RandomAdjustSharpness(float("nan")), r"sharpness_factor must be a finite number >= 0, got nan"),
-    (lambda: RandomAdjustSharpness("2"), r"sharpness_factor must be a finite number >= 0, got '2'"),
+    (lambda: RandomPosterize(9), r"^RandomPosterize: bits must be an int in \[0, 8\], got 9$"),
+    (lambda: RandomPosterize(4.0), r"^RandomPosterize: bits must be an int in \[0, 8\], got 4\.0$"),
+    (lambda: RandomPosterize(-1), r"^RandomPosterize: bits must be an int in \[0, 8\], got -1$"),
+    (lambda: RandomPosterize(True), r"^RandomPosterize: bits must be an int in \[0, 8\], got True$"),
+    (lambda: RandomPosterize(4, p=1.5), r"^RandomPosterize: p must be a number in \[0, 1\], got 1\.5$"),
+    (lambda: RandomEqualize(p=-0.1), r"^RandomEqualize: p must be a number in \[0, 1\], got -0\.1$"),
+    (lambda: RandomAutocontrast(p="often"), r"^RandomAutocontrast: p must be a number in \[0, 1\], got 'often'$"),
+    (lambda: RandomInvert(p=None), r"^RandomInvert: p must be a number in \[0, 1\], got None$"),
+    (lambda: RandomAdjustSharpness(-1), r"^RandomAdjustSharpness: sharpness_factor must be a number >= 0, got -1$"),
+    (lambda: RandomAdjustSharpness(float("nan")),
+     r"^RandomAdjustSharpness: sharpness_factor must be a number >= 0, got nan$"),
+    (lambda: RandomAdjustSharpness("2"), r"^RandomAdjustSharpness: sharpness_factor must be a number >= 0, got '2'$"),
 ])
 def test_arguments_are_checked_when_the_operation_is_made(call, message):
     with pytest.raises(ss.ArgumentError, match=message):
         call()
+
+
+def test_bits_factors_and_probabilities_are_values():
+    """Changing ``bits``, ``sharpness_factor`` or ``p`` compiles nothing:
+    the fingerprint (the compile cache key) leaves them out."""
+    for first, second in ((RandomPosterize(3), RandomPosterize(7, p=0.9)), (RandomInvert(), RandomInvert(0.2)),
+                          (RandomAdjustSharpness(1.8), RandomAdjustSharpness(0.0, p=1.0))):
+        assert first.fingerprint() == second.fingerprint()
+        assert first.values() != second.values()
 
 
 @pytest.mark.parametrize("make", [lambda: RandomInvert(1.0), lambda: RandomAdjustSharpness(2.0)], ids=["in place",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numba
 import numpy as np
 import pytest
 from PIL import Image
@@ -503,27 +504,60 @@ def test_grayscale_images_warp_with_one_fill_value():
 
 
 def test_bad_arguments_are_refused_with_the_reason():
-    with pytest.raises(ArgumentError, match=r"RandomRotation\(expand=True\) is not supported: a batch holds images of one size"):
+    with pytest.raises(ArgumentError, match=r"^RandomRotation: expand must be False, got True \(an expanded "
+                                            r"rotation changes the image size with the angle, and a batch holds "
+                                            r"images of one size"):
         RandomRotation(10, expand=True)
-    with pytest.raises(ArgumentError, match=r"interpolation must be one of nearest, bilinear .* got 'bicubic'"):
+    with pytest.raises(ArgumentError, match=r"^RandomAffine: interpolation must be 'nearest' or 'bilinear', got "
+                                            r"'bicubic'$"):
         RandomAffine(10, interpolation="bicubic")
-    with pytest.raises(ArgumentError, match=r"degrees as a single number must be non-negative"):
+    with pytest.raises(ArgumentError, match=r"^RandomRotation: degrees must be a number v >= 0 .*, got -5$"):
         RandomRotation(-5)
-    with pytest.raises(ArgumentError, match=r"translate must be None or two fractions in \[0, 1\]"):
+    with pytest.raises(ArgumentError, match=r"^RandomRotation: degrees must be a number v >= 0 .*, got nan$"):
+        RandomRotation(math.nan)  # would turn every image into fill
+    with pytest.raises(ArgumentError, match=r"^RandomRotation: degrees must be .*, got \(-1e\+308, 1e\+308\)$"):
+        RandomRotation((-1e308, 1e308))  # a draw from it overflows to an infinite angle
+    with pytest.raises(ArgumentError, match=r"^RandomRotation: center must be None or an \(x, y\) pair of numbers, "
+                                            r"got \(1, inf\)$"):
+        RandomRotation(10, center=(1, math.inf))
+    with pytest.raises(ArgumentError, match=r"^RandomAffine: translate must be None or 2 numbers in \[0, 1\], got "
+                                            r"\(0.5, 1.5\)$"):
         RandomAffine(0, translate=(0.5, 1.5))
-    with pytest.raises(ArgumentError, match=r"scale must be None or a \(low, high\) pair of positive factors"):
+    with pytest.raises(ArgumentError, match=r"^RandomAffine: scale must be None or a \(low, high\) pair of numbers "
+                                            r"> 0, low <= high, got \(0.0, 1.0\)$"):
         RandomAffine(0, scale=(0.0, 1.0))
-    with pytest.raises(ArgumentError, match=r"shear must be a number, an \(x_low, x_high\) pair"):
+    with pytest.raises(ArgumentError, match=r"^RandomAffine: shear must be None, an x range .* or 4 numbers \(x_low, "
+                                            r"x_high, y_low, y_high\), lows first.*, got \(1, 2, 3\)$"):
         RandomAffine(0, shear=(1, 2, 3))
-    with pytest.raises(ArgumentError, match=r"fill must be a number or one number per channel, each in \[0, 255\]"):
+    with pytest.raises(ArgumentError, match=r"^RandomAffine: shear must be .*, got \(0, 1, 3, 2\) \(low > high\)$"):
+        RandomAffine(0, shear=(0, 1, 3, 2))
+    with pytest.raises(ArgumentError, match=r"^RandomPerspective: fill must be a number or one number per channel "
+                                            r"\(1 or 3\), each in \[0, 256\), got 300$"):
         RandomPerspective(fill=300)
-    with pytest.raises(ArgumentError, match=r"distortion_scale must lie in \[0, 1\], got 1.5"):
+    with pytest.raises(ArgumentError, match=r"^RandomPerspective: distortion_scale must be a number in \[0, 1\], got "
+                                            r"1.5$"):
         RandomPerspective(1.5)
     with pytest.raises(SlipstreamError, match=r"fill \(1, 2, 3\) has 3 values for images of 1 channels"):
         run(RandomRotation(5, fill=(1, 2, 3)), CROPS[:2, :, :, :1].copy())
     with pytest.raises(SlipstreamError, match=r"takes \(height, width, channels\) uint8 images of 1 or 3 channels"):
         run(RandomAffine(5), CROPS[:2].astype(np.float32))
     assert RandomAffine(3, interpolation="InterpolationMode.NEAREST").interpolation == "nearest"
+
+
+def test_ranges_centres_and_fills_are_values_and_the_interpolation_is_structure():
+    """Changing a range, a centre or a fill compiles nothing: the
+    fingerprint (the compile cache key) leaves them out and the values
+    keep their types, None or not; the interpolation shapes the code."""
+    variants = [
+        [RandomRotation(10), RandomRotation((-5, 30), center=(3, 4), fill=(1, 2, 3))],
+        [RandomAffine(10), RandomAffine((0, 5), translate=(0.1, 0.2), scale=(0.5, 2), shear=(1, 2, 3, 4), fill=7,
+                                        center=(1.5, 2)), RandomAffine(0, shear=20)],
+        [RandomPerspective(), RandomPerspective(0.9, p=1.0, fill=(5, 6, 7))],
+    ]
+    for alike in variants:
+        assert len({op.fingerprint() for op in alike}) == 1, alike
+        assert len({numba.typeof(op.values()) for op in alike}) == 1, alike
+    assert RandomAffine(10).fingerprint() != RandomAffine(10, interpolation="bilinear").fingerprint()
 
 
 # ---------------------------------------------------------------- boxes, keypoints and masks follow the warps

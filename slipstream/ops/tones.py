@@ -35,9 +35,7 @@ applied with probability ``p`` drawn from the sample's random key.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable
-from numbers import Integral, Real
 from typing import Any, ClassVar
 
 import numpy as np
@@ -47,8 +45,8 @@ from slipstream.compiler import Allocation, Operation, State
 from slipstream.compiler import random as rnd
 from slipstream.compiler.codegen import copy_sample
 from slipstream.compiler.jit import cached_njit
-from slipstream.errors import ArgumentError
-from slipstream.ops.augment import _check_image, _check_probability
+from slipstream.compiler.params import PROBABILITY, Float, Int, param
+from slipstream.ops.augment import _check_image
 
 __all__ = ["RandomAdjustSharpness", "RandomAutocontrast", "RandomEqualize", "RandomInvert", "RandomPosterize",
            "autocontrast", "brightness", "color", "contrast", "equalize", "invert", "posterize", "sharpness",
@@ -347,26 +345,25 @@ def _in_place(op: Operation, state: State) -> tuple[State, None]:
     return state, None
 
 
+def _apply_p(doc: str) -> Any:
+    """The declared ``p`` of an operation applied with probability ``p``, meaning ``doc``."""
+    return param(PROBABILITY, doc, default=0.5)
+
+
 @dataclasses.dataclass(frozen=True)
 class RandomPosterize(Operation):
     """torchvision's ``RandomPosterize``: with probability ``p``, keep the top
     ``bits`` bits of every value (``ImageOps.posterize``; 0 bits give black)."""
 
-    bits: int
-    p: float = 0.5
-
-    def __post_init__(self) -> None:
-        if isinstance(self.bits, bool) or not isinstance(self.bits, Integral) or not 0 <= self.bits <= 8:
-            raise ArgumentError(f"bits must be an int from 0 to 8, got {self.bits!r}")
-        _check_probability(self.p)
+    bits: int = param(Int(0, 8), "bits kept of each 8-bit value")
+    p: float = _apply_p("probability of posterizing the sample")
 
     def declare(self, state):
         return _in_place(self, state)
 
     def generate_code(self):
-        p, bits = self.p, int(self.bits)
-
-        def apply(x, key):
+        def apply(x, key, values):
+            bits, p = values
             if rnd.uniform(key, _COIN_DRAWS.apply) < p:
                 posterize(x, x, bits)
             return x
@@ -379,19 +376,17 @@ class _WholeImage(Operation):
     """A kernel without parameters, applied in place with probability ``p``:
     subclasses name it as ``_kernel``."""
 
-    p: float = 0.5
+    p: float = _apply_p("probability of applying the kernel to the sample")
     _kernel: ClassVar[Callable[..., None]]
-
-    def __post_init__(self) -> None:
-        _check_probability(self.p)
 
     def declare(self, state):
         return _in_place(self, state)
 
     def generate_code(self):
-        p, kernel = self.p, self._kernel
+        kernel = self._kernel
 
-        def apply(x, key):
+        def apply(x, key, values):
+            (p,) = values
             if rnd.uniform(key, _COIN_DRAWS.apply) < p:
                 kernel(x, x)
             return x
@@ -404,6 +399,7 @@ class RandomEqualize(_WholeImage):
     """torchvision's ``RandomEqualize``: with probability ``p``, equalize the
     histogram of each channel (``ImageOps.equalize``)."""
 
+    p: float = _apply_p("probability of equalizing the sample")
     _kernel = staticmethod(equalize)
 
 
@@ -413,6 +409,7 @@ class RandomAutocontrast(_WholeImage):
     each channel so that its lowest value becomes 0 and its highest 255
     (``ImageOps.autocontrast``)."""
 
+    p: float = _apply_p("probability of stretching the sample's contrast")
     _kernel = staticmethod(autocontrast)
 
 
@@ -421,6 +418,7 @@ class RandomInvert(_WholeImage):
     """torchvision's ``RandomInvert``: with probability ``p``, every value
     ``v`` becomes ``255 - v`` (``ImageOps.invert``)."""
 
+    p: float = _apply_p("probability of inverting the sample")
     _kernel = staticmethod(invert)
 
 
@@ -431,23 +429,17 @@ class RandomAdjustSharpness(Operation):
     keeps, 2 sharpens); into its own output, since the filter reads each
     pixel's neighbours."""
 
-    sharpness_factor: float
-    p: float = 0.5
-
-    def __post_init__(self) -> None:
-        factor = self.sharpness_factor
-        if isinstance(factor, bool) or not isinstance(factor, Real) or not 0.0 <= factor < math.inf:
-            raise ArgumentError(f"sharpness_factor must be a finite number >= 0, got {factor!r}")
-        _check_probability(self.p)
+    sharpness_factor: float = param(Float(0.0), "blend factor: 0 gives the smoothed image, 1 the image, 2 a "
+                                    "sharpened one")
+    p: float = _apply_p("probability of adjusting the sample")
 
     def declare(self, state):
         _check_image(self, state)
         return state, Allocation(state.shape, state.dtype)
 
     def generate_code(self):
-        p, factor = self.p, float(self.sharpness_factor)
-
-        def sharpen(x, out, key):
+        def sharpen(x, out, key, values):
+            factor, p = values
             if rnd.uniform(key, _COIN_DRAWS.apply) < p:
                 sharpness(x, out, factor)
                 return out

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,8 @@ from slipstream.compiler import Allocation, Operation, State
 from slipstream.compiler import random as rnd
 from slipstream.compiler.codegen import copy_sample
 from slipstream.compiler.jit import cached_njit
+from slipstream.compiler.params import (PROBABILITY, Choice, Custom, Float, Numbers, OrNone, Pair, Refused, Spread,
+                                        enum_name, param)
 from slipstream.errors import ArgumentError
 from slipstream.fields import geometry
 
@@ -440,30 +443,27 @@ def set_inverse(transform, coefficients, out_h, out_w):
 # ---------------------------------------------------------------- operations
 
 INTERPOLATIONS = ("nearest", "bilinear")
+INTERPOLATION = Choice(INTERPOLATIONS, normalize=enum_name)
+"""How a warp resamples: ``"nearest"`` or ``"bilinear"``, or torchvision's
+``InterpolationMode`` (or its text, ``"InterpolationMode.BILINEAR"``)."""
+_INTERPOLATION_DOC = ("how the input is resampled; torchvision's `InterpolationMode.NEAREST` / `BILINEAR` (also "
+                      "as text) are taken too")
 
 
 def interpolation_name(value: Any) -> str:
     """``"nearest"`` or ``"bilinear"``, from those names or torchvision's
     ``InterpolationMode`` (or its text, ``"InterpolationMode.BILINEAR"``)."""
-    text = str(getattr(value, "value", value)).lower().rsplit(".", 1)[-1]
-    if text not in INTERPOLATIONS:
+    try:
+        return INTERPOLATION.accept(value)
+    except Refused:
         raise ArgumentError(f"interpolation must be one of {', '.join(INTERPOLATIONS)} (or torchvision's "
                             f"InterpolationMode.NEAREST / BILINEAR), got {value!r}: Pillow's warps offer no other "
-                            f"filter torchvision passes here")
-    return text
+                            f"filter torchvision passes here") from None
 
 
-def _range(name: str, value: Any, single_means: str = "(-v, v)") -> tuple[float, float]:
-    """torchvision's ``_setup_angle``: a number v >= 0 is (-v, v), a pair is the range."""
-    if isinstance(value, (int, float, np.integer, np.floating)):
-        if value < 0:
-            raise ArgumentError(f"{name} as a single number must be non-negative (it means {single_means}), got "
-                                f"{value}")
-        return (-float(value), float(value))
-    pair = tuple(float(v) for v in value)
-    if len(pair) != 2 or not pair[0] <= pair[1] or not all(math.isfinite(v) for v in pair):
-        raise ArgumentError(f"{name} must be a number or a (low, high) pair with low <= high, got {value!r}")
-    return pair
+ANGLES = Spread(center=0.0, floor=-1e6, ceiling=1e6)
+"""torchvision's ``_setup_angle``: a number v >= 0 is (-v, v), a pair is the
+range; bounded so that a draw from the range stays finite."""
 
 
 def fill_values(value: Any, name: str = "fill") -> tuple[int, ...]:
@@ -476,13 +476,35 @@ def fill_values(value: Any, name: str = "fill") -> tuple[int, ...]:
     return tuple(int(v) for v in values)
 
 
+_LEVEL = Float(0.0, 256.0, high_open=True)
+
+
+def _fill(value: Any) -> tuple[int, ...]:
+    """A warp's ``fill`` as :func:`fill_values` keeps it: one number, or one
+    per channel of a 1- or 3-channel image, truncated to ints."""
+    many = (isinstance(value, Sequence) and not isinstance(value, (str, bytes))) or \
+        (isinstance(value, np.ndarray) and value.ndim == 1)
+    given = tuple(value) if many else (value,)
+    if len(given) not in (1, 3):
+        raise Refused()
+    return tuple(int(_LEVEL.accept(v)) for v in given)
+
+
+FILL = Custom(_fill, "a number or one number per channel (1 or 3), each in [0, 256)",
+              bad=(300, 256, -1, math.nan, math.inf, True, (1, 2), (0, 0, 256), (0, math.nan, 0), (0, True, 0), (),
+                   np.zeros((1, 3)), "black", None, {1: 2}), good=(1, 2, 3))
+"""The uint8 colour where no input pixel lands."""
+_FILL_DOC = "uint8 colour where no input pixel lands (truncated to integers)"
+
+
 def _center(value: Any) -> tuple[float, float] | None:
-    if value is None:
-        return None
-    pair = tuple(float(v) for v in value)
-    if len(pair) != 2 or not all(math.isfinite(v) for v in pair):
-        raise ArgumentError(f"center must be None or an (x, y) point in pixels, got {value!r}")
-    return pair
+    """None, or an (x, y) point in pixels, kept as two floats."""
+    return None if value is None else Pair(Float(), ordered=False).accept(value)
+
+
+CENTER = Custom(_center, "None or an (x, y) pair of numbers", bad=((1.0, math.nan), (math.inf, 0.0), (True, 1.0),
+                                                                     (1.0,), (1.0, 2.0, 3.0), 3.0, "xy"))
+"""A point in pixels, origin at the top-left corner; None: the image's centre."""
 
 
 def _centre_or_image_centre(center: tuple[float, float] | None) -> tuple[bool, tuple[float, float]]:
@@ -490,10 +512,25 @@ def _centre_or_image_centre(center: tuple[float, float] | None) -> tuple[bool, t
     return center is None, (center if center is not None else (0.0, 0.0))
 
 
+def _no_expand(value: Any) -> bool:
+    """``expand``: False only (a bool, Python's or NumPy's), with the reason
+    when True is given."""
+    if isinstance(value, (bool, np.bool_)) and not value:
+        return False
+    reason = ("an expanded rotation changes the image size with the angle, and a batch holds images of one size: "
+              "rotate with expand=False and crop or resize before the rotation") \
+        if isinstance(value, (bool, np.bool_)) else ""
+    raise Refused(reason)
+
+
+NO_EXPAND = Custom(_no_expand, "False", bad=(True, np.bool_(True), 0, 1, None, "False", math.nan), good=False)
+
+
 @dataclasses.dataclass(frozen=True)
 class _Warp(Operation, geometry.Geometric):
     """A warp of (height, width, channels) uint8 images into their own
-    output of the same shape, and its ``transform``."""
+    output of the same shape, and its ``transform``.  Subclasses declare
+    the fields ``interpolation`` (structural) and ``fill``."""
 
     def declare(self, state: State) -> Any:
         if len(state.shape) != 3 or state.dtype != np.uint8 or state.shape[2] not in (1, 3):
@@ -525,27 +562,24 @@ class RandomRotation(_Warp):
     the input's size, ``fill`` where no input pixel lands; the pixels of
     Pillow's ``Image.rotate``."""
 
-    degrees: Any
-    interpolation: Any = "nearest"
-    expand: bool = False
-    center: Any = None
-    fill: Any = 0
+    degrees: Any = param(ANGLES, "angle range in degrees, counter-clockwise")
+    interpolation: Any = param(INTERPOLATION, _INTERPOLATION_DOC, default="nearest", structural=True)
+    expand: bool = param(NO_EXPAND, "must be False: an expanded rotation changes the image size with the angle, and "
+                         "a batch holds one size", default=False, structural=True)
+    center: Any = param(CENTER, "centre of rotation in pixels, origin at the top-left corner; None: the image's "
+                        "centre", default=None)
+    fill: Any = param(FILL, _FILL_DOC, default=0)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "degrees", _range("degrees", self.degrees))
-        object.__setattr__(self, "interpolation", interpolation_name(self.interpolation))
-        if self.expand:
-            raise ArgumentError("RandomRotation(expand=True) is not supported: a batch holds images of one size, and "
-                                "an expanded rotation changes it with the angle; rotate with expand=False and crop or "
-                                "resize before the rotation")
-        object.__setattr__(self, "center", _center(self.center))
-        object.__setattr__(self, "fill", fill_values(self.fill))
+    def values(self) -> tuple[Any, ...]:
+        """The angle range, whether the centre is the image's and the centre
+        given, and the fill as 3 uint8 values."""
+        return (self.degrees, _centre_or_image_centre(self.center), self.fill_table())
 
     def generate_code(self):
-        (lo, hi), nearest, fill = self.degrees, self.nearest, self.fill_table()
-        centred, (cx, cy) = _centre_or_image_centre(self.center)
+        nearest = self.nearest
 
-        def rotate(x, out, transform, key):
+        def rotate(x, out, transform, key, values):
+            (lo, hi), (centred, (cx, cy)), fill = values
             height, width, channels = x.shape
             angle = rnd.uniform_range(key, ROTATION_DRAWS.angle, lo, hi)
             if centred:
@@ -559,6 +593,24 @@ class RandomRotation(_Warp):
         return rotate
 
 
+def _shear(value: Any) -> tuple[float, ...] | None:
+    """torchvision's shear forms: a number s is (-s, s) along x, a pair an
+    x range, four values an x range then a y range."""
+    if value is None:
+        return None
+    if isinstance(value, (Sequence, np.ndarray)) and not isinstance(value, (str, bytes)) and len(value) == 4:
+        return ANGLES.accept(tuple(value[:2])) + ANGLES.accept(tuple(value[2:]))
+    return ANGLES.accept(value)
+
+
+SHEAR = Custom(_shear, "None, an x range as `degrees` is one (a number v >= 0 meaning [-v, v], or a (low, high) "
+                      "pair, low <= high), or 4 numbers (x_low, x_high, y_low, y_high), lows first; each in "
+                      "[-1000000, 1000000]",
+               bad=(-1.0, math.nan, math.inf, True, (2.0, 1.0), (1, 2, 3), (0.0, 1.0, 3.0, 2.0), (0.0, math.nan),
+                    (0.0, 1.0, 0.0, math.inf), (1e7, 1e7 + 1), "ab"), good=(-5.0, 5.0))
+"""torchvision's ``shear`` of ``RandomAffine``."""
+
+
 @dataclasses.dataclass(frozen=True)
 class RandomAffine(_Warp):
     """torchvision's ``RandomAffine`` on PIL images: an angle from
@@ -569,47 +621,35 @@ class RandomAffine(_Warp):
     image's centre); the pixels of Pillow's ``Image.transform(AFFINE)``
     with torchvision's inverse matrix."""
 
-    degrees: Any
-    translate: Any = None
-    scale: Any = None
-    shear: Any = None
-    interpolation: Any = "nearest"
-    fill: Any = 0
-    center: Any = None
+    degrees: Any = param(ANGLES, "rotation range in degrees (clockwise, as torchvision's affine)")
+    translate: Any = param(OrNone(Numbers(Float(0.0, 1.0), 2)), "largest shift as fractions of the width and the "
+                           "height; the shift is drawn uniformly and rounded to whole pixels", default=None)
+    scale: Any = param(OrNone(Pair(Float(0.0, low_open=True))), "scale factor range", default=None)
+    shear: Any = param(SHEAR, "shear ranges in degrees: a number or a pair shears along x only; four values add a y "
+                       "shear range", default=None)
+    interpolation: Any = param(INTERPOLATION, _INTERPOLATION_DOC, default="nearest", structural=True)
+    fill: Any = param(FILL, _FILL_DOC, default=0)
+    center: Any = param(CENTER, "centre of the map in pixels; None: `(width * 0.5, height * 0.5)`", default=None)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "degrees", _range("degrees", self.degrees))
-        if self.translate is not None:
-            pair = tuple(float(t) for t in self.translate)
-            if len(pair) != 2 or not all(0.0 <= t <= 1.0 for t in pair):
-                raise ArgumentError(f"translate must be None or two fractions in [0, 1] (of the width and the "
-                                    f"height), got {self.translate!r}")
-            object.__setattr__(self, "translate", pair)
-        if self.scale is not None:
-            pair = tuple(float(s) for s in self.scale)
-            if len(pair) != 2 or not all(s > 0 for s in pair) or pair[0] > pair[1]:
-                raise ArgumentError(f"scale must be None or a (low, high) pair of positive factors, got "
-                                    f"{self.scale!r}")
-            object.__setattr__(self, "scale", pair)
-        if self.shear is not None:
-            object.__setattr__(self, "shear", _shear(self.shear))
-        object.__setattr__(self, "interpolation", interpolation_name(self.interpolation))
-        object.__setattr__(self, "fill", fill_values(self.fill))
-        object.__setattr__(self, "center", _center(self.center))
+    def values(self) -> tuple[Any, ...]:
+        """The angle range; whether each of translate, scale, x shear and y
+        shear is drawn, each with its range ((0, 0) or (1, 1) when not);
+        whether the centre is the image's and the centre given; the fill as
+        3 uint8 values."""
+        shear = self.shear if self.shear is not None else (0.0, 0.0)
+        return (self.degrees,
+                (self.translate is not None, self.translate if self.translate is not None else (0.0, 0.0)),
+                (self.scale is not None, self.scale if self.scale is not None else (1.0, 1.0)),
+                (self.shear is not None, shear[:2]), (len(shear) == 4, shear[2:] if len(shear) == 4 else (0.0, 0.0)),
+                _centre_or_image_centre(self.center), self.fill_table())
 
     def generate_code(self):
-        (d_lo, d_hi), nearest, fill = self.degrees, self.nearest, self.fill_table()
-        move_x, move_y = self.translate if self.translate is not None else (0.0, 0.0)
-        moves = self.translate is not None
-        s_lo, s_hi = self.scale if self.scale is not None else (1.0, 1.0)
-        scales = self.scale is not None
-        shear = self.shear if self.shear is not None else (0.0, 0.0)
-        x_lo, x_hi = shear[0], shear[1]
-        shears_x, shears_y = self.shear is not None, len(shear) == 4
-        y_lo, y_hi = (shear[2], shear[3]) if shears_y else (0.0, 0.0)
-        centred, (cx, cy) = _centre_or_image_centre(self.center)
+        nearest = self.nearest
 
-        def transform_affine(x, out, transform, key):
+        def transform_affine(x, out, transform, key, values):
+            degrees, (moves, (move_x, move_y)), (scales, (s_lo, s_hi)), shear_x, shear_y, centre, fill = values
+            (d_lo, d_hi), (shears_x, (x_lo, x_hi)), (shears_y, (y_lo, y_hi)) = degrees, shear_x, shear_y
+            centred, (cx, cy) = centre
             height, width, channels = x.shape
             angle = rnd.uniform_range(key, AFFINE_DRAWS.angle, d_lo, d_hi)
             tx = ty = 0.0
@@ -630,18 +670,6 @@ class RandomAffine(_Warp):
         return transform_affine
 
 
-def _shear(value: Any) -> tuple[float, ...]:
-    """torchvision's shear forms: a number s is (-s, s) along x, a pair an
-    x range, four values an x range then a y range."""
-    if isinstance(value, (int, float, np.integer, np.floating)):
-        return _range("shear", value)
-    values = tuple(float(v) for v in value)
-    if len(values) not in (2, 4) or values[0] > values[1] or (len(values) == 4 and values[2] > values[3]):
-        raise ArgumentError(f"shear must be a number, an (x_low, x_high) pair or (x_low, x_high, y_low, y_high), "
-                            f"lows first, got {value!r}")
-    return values
-
-
 @dataclasses.dataclass(frozen=True)
 class RandomPerspective(_Warp):
     """torchvision's ``RandomPerspective`` on PIL images: with probability
@@ -650,24 +678,21 @@ class RandomPerspective(_Warp):
     torchvision draws them; the pixels of Pillow's
     ``Image.transform(PERSPECTIVE)`` with torchvision's coefficients."""
 
-    distortion_scale: float = 0.5
-    p: float = 0.5
-    interpolation: Any = "bilinear"
-    fill: Any = 0
+    distortion_scale: float = param(Float(0.0, 1.0), "how far the corners may move, as a fraction of half the width "
+                                    "and height", default=0.5)
+    p: float = param(PROBABILITY, "probability of warping the sample", default=0.5)
+    interpolation: Any = param(INTERPOLATION, _INTERPOLATION_DOC, default="bilinear", structural=True)
+    fill: Any = param(FILL, _FILL_DOC, default=0)
 
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.distortion_scale <= 1.0:
-            raise ArgumentError(f"distortion_scale must lie in [0, 1], got {self.distortion_scale}")
-        if not 0.0 <= self.p <= 1.0:
-            raise ArgumentError(f"p must lie in [0, 1], got {self.p}")
-        object.__setattr__(self, "interpolation", interpolation_name(self.interpolation))
-        object.__setattr__(self, "fill", fill_values(self.fill))
+    def values(self) -> tuple[float, float, np.ndarray]:
+        """The probability, the distortion scale and the fill as 3 uint8 values."""
+        return (self.p, self.distortion_scale, self.fill_table())
 
     def generate_code(self):
-        p, scale, nearest = float(self.p), float(self.distortion_scale), self.nearest
-        fill, set_shift = self.fill_table(), geometry.set_shift
+        nearest, set_shift = self.nearest, geometry.set_shift
 
-        def distort(x, out, transform, key):
+        def distort(x, out, transform, key, values):
+            p, scale, fill = values
             height, width, channels = x.shape
             if not rnd.uniform(key, PERSPECTIVE_DRAWS.apply) < p:
                 set_shift(transform, height, width, 0, 0, False, False)
