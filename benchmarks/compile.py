@@ -108,7 +108,8 @@ def write_data(folder: Path) -> tuple[Path, Path, int]:
 def first_batch(pipelines: str, data: Path, classes: int, caches: Path) -> float:
     """Seconds from ``Loader(...)`` to the first batch, in a fresh interpreter with the compile caches ``caches``."""
     script = textwrap.dedent(SNIPPET).format(data=str(data), classes=classes, pipelines=pipelines)
-    env = {**os.environ, "SLIPSTREAM_COMPILE_CACHE_DIR": str(caches / "stages"), "NUMBA_CACHE_DIR": str(caches / "numba")}
+    env = {**os.environ, "SLIPSTREAM_COMPILE_CACHE_DIR": str(caches / "stages"),
+           "NUMBA_CACHE_DIR": str(caches / "numba")}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=caches)
     if done.returncode != 0:
         raise RuntimeError(f"the recipe failed:\n{pipelines}\n{done.stderr[-3000:]}")

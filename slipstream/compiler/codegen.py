@@ -616,7 +616,8 @@ def called_code(roots: Iterable[Any]) -> str:
             names = sorted(_code_names(obj.__code__))
             read = [(name, obj.__globals__[name]) for name in names if name in obj.__globals__]
             for module in [value for _, value in read if isinstance(value, types.ModuleType) and not _versioned(value)]:
-                read += [(f"{module.__name__}.{name}", getattr(module, name)) for name in names if hasattr(module, name)]
+                read += [(f"{module.__name__}.{name}", getattr(module, name)) for name in names
+                         if hasattr(module, name)]
             for name, value in read:
                 if isinstance(value, (type, types.ModuleType)):
                     continue

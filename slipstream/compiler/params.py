@@ -337,8 +337,8 @@ class Spread(Domain):
         return Pair(self._range()).accept(value)
 
     def describe(self) -> str:
-        return (f"a number v >= 0 (meaning [{_number(self.center)} - v, {_number(self.center)} + v]) or "
-                f"{Pair(self._range()).describe()}")
+        spread = "[-v, v]" if self.center == 0 else f"[{_number(self.center)} - v, {_number(self.center)} + v]"
+        return f"a number v >= 0 (meaning {spread}) or {Pair(self._range()).describe()}"
 
     def invalid(self) -> tuple[Any, ...]:
         pairs = [bad for bad in Pair(self._range()).invalid() if not _is_real(bad)]  # a number is a spread
@@ -388,9 +388,10 @@ class Numbers(Domain):
             return (self.item.accept(value),) * (self.count or 1)
         if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
             raise Refused()
-        if np.ndim(value) != 1 or (self.count is not None and len(value) != self.count) or len(value) == 0:
+        if (isinstance(value, np.ndarray) and value.ndim != 1) or len(value) == 0 or \
+                (self.count is not None and len(value) != self.count):
             raise Refused()
-        return tuple(self.item.accept(v) for v in value)
+        return tuple(self.item.accept(v) for v in value)  # a nested sequence: its items are no numbers
 
     def describe(self) -> str:
         many = "one or more" if self.count is None else str(self.count)
@@ -614,6 +615,17 @@ def check_arguments(obj: Any) -> None:
         object.__setattr__(obj, entry.name, accepted)
 
 
+def checked_for(owner: str, make: Callable[[], Any]) -> Any:
+    """``make()``: an operation made to check the arguments of another
+    class, ``owner`` (a torch module taking the same arguments), whose
+    :class:`~slipstream.ArgumentError` names ``owner`` instead."""
+    try:
+        return make()
+    except ArgumentError as exc:
+        _, named, reason = str(exc).partition(": ")
+        raise ArgumentError(f"{owner}: {reason if named else exc}") from None
+
+
 def _shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
@@ -718,6 +730,7 @@ def table(cls: type) -> str:
     return "\n".join(rows)
 
 
-__all__ = ["Argument", "Bool", "Custom", "Declares", "Domain", "Choice", "Float", "Int", "Numbers", "OrNone", "PROBABILITY",
-           "FIELD_NAME", "Hidden", "Many", "Pair", "Param", "REQUIRED", "Refused", "Size", "Spread", "Text", "check_arguments", "declared",
-           "declares", "enum_name", "packed_values", "param", "structural_view", "structure_text", "table"]
+__all__ = ["Argument", "Bool", "Choice", "Custom", "Declares", "Domain", "FIELD_NAME", "Float", "Hidden", "Int",
+           "Many", "Numbers", "OrNone", "PROBABILITY", "Pair", "Param", "REQUIRED", "Refused", "Size", "Spread",
+           "Text", "check_arguments", "checked_for", "declared", "declares", "enum_name", "packed_values", "param",
+           "structural_view", "structure_text", "table"]

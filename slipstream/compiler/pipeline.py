@@ -223,7 +223,8 @@ class CompiledPipeline:
 
         self._host_buffers = {symbol: [at_shape(slot, (slot.shape[0], *shapes[symbol])) for slot in array]
                               for symbol, array in self.buffers.items()}
-        self._jit_buffers = {symbol: [_jit_view(slot) for slot in slots] for symbol, slots in self._host_buffers.items()}
+        self._jit_buffers = {symbol: [_jit_view(slot) for slot in slots]
+                             for symbol, slots in self._host_buffers.items()}
         self._jit_scratch = {symbol: _jit_view(at_shape(array, (array.shape[0], *shapes[symbol])))
                              for symbol, array in self.scratch.items()}
 

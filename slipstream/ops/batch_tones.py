@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from slipstream.compiler import random as rnd
+from slipstream.compiler.params import checked_for
 from slipstream.errors import ArgumentError
 from slipstream.ops import tones
 from slipstream.ops.augment import _factor_range
@@ -118,7 +119,7 @@ class BatchRandomPosterize(_Chance):
     ``ImageOps.posterize``; 0 bits give black)."""
 
     def __init__(self, bits: int, p: float = 0.5, generator: torch.Generator | None = None) -> None:
-        spec = tones.RandomPosterize(bits, p)  # checks them
+        spec = checked_for(type(self).__name__, lambda: tones.RandomPosterize(bits, p))  # checks them
         super().__init__(spec.p, generator)
         self.bits = int(spec.bits)
 
@@ -152,7 +153,7 @@ class BatchRandomAdjustSharpness(_Chance):
     (0 blurs, 1 keeps, 2 sharpens)."""
 
     def __init__(self, sharpness_factor: float, p: float = 0.5, generator: torch.Generator | None = None) -> None:
-        spec = tones.RandomAdjustSharpness(sharpness_factor, p)
+        spec = checked_for(type(self).__name__, lambda: tones.RandomAdjustSharpness(sharpness_factor, p))
         super().__init__(spec.p, generator)
         self.sharpness_factor = float(spec.sharpness_factor)
 

@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from slipstream.compiler import random as rnd
+from slipstream.compiler.params import checked_for
 from slipstream.errors import ArgumentError
 from slipstream.ops import warps
 from slipstream.ops.batch_base import (Params, _back, _BatchAugmentation, _checked, _Draws, _float, _is_number,
@@ -219,7 +220,9 @@ class BatchRandomRotation(_Projective):
 
     def __init__(self, degrees: Any, interpolation: Any = "nearest", expand: bool = False, center: Any = None,
                  fill: Any = 0.0, generator: torch.Generator | None = None) -> None:
-        spec = warps.RandomRotation(degrees, interpolation, expand, center)  # checks and normalizes them
+        # checks and normalizes them, naming this class
+        spec = checked_for(type(self).__name__,
+                           lambda: warps.RandomRotation(degrees, interpolation, expand, center))
         super().__init__(spec.interpolation, fill, generator=generator)
         self.degrees, self.center = spec.degrees, spec.center
 
@@ -242,7 +245,8 @@ class BatchRandomAffine(_Projective):
     def __init__(self, degrees: Any, translate: Any = None, scale: Any = None, shear: Any = None,
                  interpolation: Any = "nearest", fill: Any = 0.0, center: Any = None,
                  generator: torch.Generator | None = None) -> None:
-        self.spec = warps.RandomAffine(degrees, translate, scale, shear, interpolation, 0, center)
+        self.spec = checked_for(type(self).__name__,
+                                lambda: warps.RandomAffine(degrees, translate, scale, shear, interpolation, 0, center))
         super().__init__(self.spec.interpolation, fill, generator=generator)
 
     def draw(self, x: torch.Tensor, draws: _Draws) -> Params:
@@ -276,7 +280,8 @@ class BatchRandomPerspective(_Projective):
 
     def __init__(self, distortion_scale: float = 0.5, p: float = 0.5, interpolation: Any = "bilinear",
                  fill: Any = 0.0, generator: torch.Generator | None = None) -> None:
-        spec = warps.RandomPerspective(distortion_scale, p, interpolation)
+        spec = checked_for(type(self).__name__,
+                           lambda: warps.RandomPerspective(distortion_scale, p, interpolation))
         super().__init__(spec.interpolation, fill, generator=generator)
         self.distortion_scale, self.p = spec.distortion_scale, spec.p
 

@@ -322,7 +322,8 @@ class ResolutionSchedule(Declares):
             return self.min_res
         if epoch >= self.end_ramp:
             return self.max_res
-        ramp = self.min_res + (self.max_res - self.min_res) * (epoch - self.start_ramp) / (self.end_ramp - self.start_ramp)
+        fraction = (epoch - self.start_ramp) / (self.end_ramp - self.start_ramp)
+        ramp = self.min_res + (self.max_res - self.min_res) * fraction
         return min(self.max_res, max(self.min_res, int(round(ramp / self.step)) * self.step))
 
 
