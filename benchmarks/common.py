@@ -8,6 +8,7 @@ import json
 import os
 import shlex
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -96,3 +97,13 @@ class Repeated:
 
     def __getitem__(self, index: int) -> tuple[str, int]:
         return self.paths[index % len(self.paths)], index
+
+
+def seconds_printed(script: str, env: dict[str, str], cwd: Path, what: str) -> float:
+    """Run ``script`` in a fresh interpreter and return the number of
+    seconds it printed last; a failure is a RuntimeError showing ``what``
+    and the end of its stderr."""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=cwd)
+    if done.returncode != 0:
+        raise RuntimeError(f"{what} failed:\n{done.stderr[-3000:]}")
+    return float(done.stdout.strip().splitlines()[-1])

@@ -32,13 +32,12 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import textwrap
 from pathlib import Path
 
-from common import record, summary  # noqa: E402  (benchmarks/, next to this file)
+from common import record, seconds_printed, summary  # noqa: E402  (benchmarks/, next to this file)
 
 RECIPES: dict[str, tuple[str, str]] = {
     # name: (the pipelines, the same with a value changed); DATA: the dataset, CLASSES: its number of classes
@@ -110,10 +109,7 @@ def first_batch(pipelines: str, data: Path, classes: int, caches: Path) -> float
     script = textwrap.dedent(SNIPPET).format(data=str(data), classes=classes, pipelines=pipelines)
     env = {**os.environ, "SLIPSTREAM_COMPILE_CACHE_DIR": str(caches / "stages"),
            "NUMBA_CACHE_DIR": str(caches / "numba")}
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=caches)
-    if done.returncode != 0:
-        raise RuntimeError(f"the recipe failed:\n{pipelines}\n{done.stderr[-3000:]}")
-    return float(done.stdout.strip().splitlines()[-1])
+    return seconds_printed(script, env, caches, f"the recipe {pipelines}")
 
 
 def main(argv: list[str]) -> int:

@@ -34,13 +34,12 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import textwrap
 from pathlib import Path
 
-from common import record, summary  # noqa: E402  (benchmarks/, next to this file)
+from common import record, seconds_printed, summary  # noqa: E402  (benchmarks/, next to this file)
 
 NJIT_MODULE = '''
 import numba
@@ -98,10 +97,7 @@ def run_snippet(snippet: str, folder: Path, data: Path) -> float:
     script = f"import time\n_start = time.monotonic()\nDATA = {str(data)!r}\n{body}\n" \
              f"print(time.monotonic() - _start)\n"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=folder)
-    if done.returncode != 0:
-        raise RuntimeError(f"the snippet failed:\n{body}\n{done.stderr[-2000:]}")
-    return float(done.stdout.strip().splitlines()[-1])
+    return seconds_printed(script, env, folder, f"the snippet\n{body}\n")
 
 
 def main(argv: list[str]) -> int:

@@ -9,7 +9,6 @@ import logging
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -131,7 +130,7 @@ def test_explain_says_where_the_machine_code_of_each_stage_is(caplog):
         compiled(np.arange(4))
     (record,) = [r for r in caplog.records if r.name == "slipstream.compiler"]
     assert record.stage == 0 and record.pipelines == ["output"] and record.outcome in ("compiled", "loaded", "reused")
-    assert record.seconds >= 0 and f"stage 0 of pipeline 'output'" in record.getMessage()
+    assert record.seconds >= 0 and "stage 0 of pipeline 'output'" in record.getMessage()
     assert "# machine code: in this process" in compiled.explain()
 
 

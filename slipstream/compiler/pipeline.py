@@ -21,7 +21,7 @@ from slipstream.compiler.operation import Decoder, torch_dtype
 from slipstream.compiler.rewrites import fold
 from slipstream.compiler.state import Allocation, State
 from slipstream.compiler.symbols import Role, Symbol
-from slipstream.errors import ArgumentError, OperationError
+from slipstream.errors import ArgumentError, OperationError, PipelineError
 
 SINGLE_OUTPUT = "output"
 

@@ -49,7 +49,6 @@ to is refused.
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 import numpy as np
