@@ -651,7 +651,7 @@ class _EitherOf(Node):
         from slipstream.compiler import astgen as A
 
         def apply(op):
-            return [A.assign(ctx.target, A.call(ctx.code(op), ctx.value(), ctx.key()))]
+            return [A.assign(ctx.target, ctx.call(ctx.value(), ctx.key(), op=op))]
 
         coin = A.call(ctx.helper("uniform"), ctx.key(stream=1), A.const(0))
         return [A.if_else(A.less(coin, A.const(self.p)), apply(self.op), apply(self.choices["second"]))]
