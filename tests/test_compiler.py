@@ -30,7 +30,7 @@ from slipstream.compiler import (
 from slipstream import native
 from slipstream.compiler import random as rnd
 from slipstream.compiler import symbols
-from slipstream.errors import CompileError, PipelineError
+from slipstream.errors import ArgumentError, CompileError, PipelineError
 from slipstream.ops import Convert, ToDevice
 
 
@@ -271,7 +271,8 @@ def test_conversions_and_device_moves_form_a_torch_stage():
 
 
 def test_convert_names_what_is_not_a_dtype():
-    with pytest.raises(TypeError, match="'pixels' is not a dtype torch has"):
+    with pytest.raises(ArgumentError, match=r"^Convert: dtype must be a torch dtype, or a NumPy dtype torch has "
+                                            r"\(or its name\), got 'pixels'$"):
         Convert("pixels")
 
 
@@ -656,7 +657,7 @@ class _EitherOf(Node):
         from slipstream.compiler import astgen as A
 
         def apply(op):
-            return [A.assign(ctx.target, A.call(ctx.code(op), ctx.value(), ctx.key()))]
+            return [A.assign(ctx.target, ctx.call(ctx.value(), ctx.key(), op=op))]
 
         coin = A.call(ctx.helper("uniform"), ctx.key(stream=1), A.const(0))
         return [A.if_else(A.less(coin, A.const(self.p)), apply(self.op), apply(self.choices["second"]))]

@@ -95,8 +95,21 @@ def test_a_crop_must_follow(raw_images):
 
 
 def test_max_size_must_be_positive():
-    with pytest.raises(ss.ArgumentError, match="max_size must be a positive number of bytes"):
+    with pytest.raises(ss.ArgumentError, match=r"^DecodeOnDevice: max_size must be None or an int in "
+                                               r"\[1, 1073741824\], got 0$"):
         DecodeOnDevice("cpu", max_size=0)
+
+
+def test_a_device_is_checked_when_made_and_this_machine_has_it_when_the_loader_is_built(raw_images):
+    """The form of the device when the entry is made (its default, "cuda",
+    makes an entry on any machine); whether this machine has it when the
+    loader binds the entry, before the first batch."""
+    with pytest.raises(ss.ArgumentError, match=r"^DecodeOnDevice: device must be a torch device .*, got 'gpu0'$"):
+        DecodeOnDevice("gpu0")
+    wanted = f"cuda:{torch.cuda.device_count()}" if torch.cuda.is_available() else "cuda"
+    entry = DecodeOnDevice(wanted)
+    with pytest.raises(ss.ArgumentError, match=rf"^DecodeOnDevice: device '{wanted}' was asked for, but torch finds"):
+        ss.Loader(raw_images, 8, {"image": [entry, CenterCrop(24)]}, verbose=False)
 
 
 def test_a_sample_over_max_size_is_a_decode_error_naming_it(raw_images):

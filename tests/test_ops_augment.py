@@ -66,7 +66,11 @@ def test_color_jitter_applies_factors_in_a_random_order():
     assert out.shape == IMAGES.shape and not np.array_equal(out, IMAGES)
     again, _ = run(ColorJitter(brightness=0.5, contrast=0.5, saturation=0.5, hue=0.1))
     np.testing.assert_array_equal(out, again)
-    with pytest.raises(ValueError, match="hue range"):
+    from slipstream.errors import ArgumentError
+
+    with pytest.raises(ArgumentError, match=r"^ColorJitter: hue must be a number v >= 0 .* or a \(low, high\) pair of "
+                                            r"numbers in \[-0.5, 0.5\], low <= high, got 0.7 \(center \+ v must be "
+                                            r"<= 0.5\)$"):
         ColorJitter(hue=0.7)
 
 
@@ -75,8 +79,9 @@ def test_color_jitter_takes_numpy_numbers_and_refuses_ranges_of_other_lengths():
 
     for number in (np.float32(0.4), np.float64(0.4), np.int64(0)):
         assert ColorJitter(brightness=number) == ColorJitter(brightness=float(number))
-    with pytest.raises(ArgumentError, match=r"brightness must be a number v >= 0 or a \(low, high\) pair of numbers, "
-                                            r"got \[0.5, 1.5, 2\]"):
+    with pytest.raises(ArgumentError, match=r"^ColorJitter: brightness must be a number v >= 0 \(meaning "
+                                            r"\[1 - v, 1 \+ v\]\) or a \(low, high\) pair of numbers >= 0, "
+                                            r"low <= high, got \[0.5, 1.5, 2\]$"):
         ColorJitter(brightness=[0.5, 1.5, 2])
 
 
@@ -107,14 +112,15 @@ def test_solarize_inverts_exactly_the_values_at_or_above_the_threshold(threshold
 def test_solarize_refuses_thresholds_and_probabilities_out_of_range(threshold, p):
     from slipstream.errors import ArgumentError
 
-    what = "p must be a number" if threshold == 128 else r"RandomSolarize: threshold must be a number in \[0, 255\]"
+    what = r"^RandomSolarize: p must be a number in \[0, 1\], got " if threshold == 128 else \
+        r"^RandomSolarize: threshold must be a number in \[0, 255\], got "
     with pytest.raises(ArgumentError, match=what):
         RandomSolarize(threshold, p)
 
 
 @pytest.mark.parametrize(("make", "match"), [
-    (lambda: RandomGrayscale(p=1.5), r"p must be a number in \[0, 1\], got 1.5"),
-    (lambda: RandomGrayscale(p="0.5"), r"p must be a number in \[0, 1\]"),
+    (lambda: RandomGrayscale(p=1.5), r"^RandomGrayscale: p must be a number in \[0, 1\], got 1.5$"),
+    (lambda: RandomGrayscale(p="0.5"), r"^RandomGrayscale: p must be a number in \[0, 1\], got '0.5'$"),
     (lambda: RandomErasing(p=2), r"p must be a number in \[0, 1\], got 2"),
     (lambda: RandomErasing(scale=(0.5, 1.5)), r"RandomErasing: scale must be a \(low, high\) pair of numbers in "
                                               r"\[0, 1\], low <= high, got \(0.5, 1.5\)"),
@@ -125,12 +131,16 @@ def test_solarize_refuses_thresholds_and_probabilities_out_of_range(threshold, p
     (lambda: RandomErasing(ratio=(3, 0.3)), r"RandomErasing: ratio must be a \(low, high\) pair .* \(low > high\)"),
     (lambda: RandomErasing(value=(1, "2", 3)), r"RandomErasing: value must be None, a number, one number per channel "
                                                r"or `\"random\"`, got \(1, '2', 3\)"),
-    (lambda: Cutout(size=-4), r"Cutout: size must be an int >= 0 \(pixels\), got -4"),
-    (lambda: Cutout(8, fill=300), r"Cutout: fill must be a number or one number per channel, each in \[0, 255\], "
-                                  r"got 300"),
-    (lambda: RandomTranslate(padding=-3), r"RandomTranslate: padding must be an int >= 0 \(pixels\), got -3"),
-    (lambda: RandomTranslate(3, fill=(0, -1, 0)), "RandomTranslate: fill must be a number or one number per channel"),
-    (lambda: GaussianBlur(3, sigma=(2, 0.1)), r"sigma must be a number or a \(low, high\) pair with 0 < low <= high"),
+    (lambda: Cutout(size=-4), r"^Cutout: size must be an int in \[0, 65536\], got -4$"),
+    (lambda: Cutout(8, fill=300), r"^Cutout: fill must be a number in \[0, 255\] or 3 numbers in \[0, 255\], "
+                                  r"got 300$"),
+    (lambda: RandomTranslate(padding=-3), r"^RandomTranslate: padding must be an int in \[0, 65536\], got -3$"),
+    (lambda: RandomTranslate(3, fill=(0, -1, 0)), r"^RandomTranslate: fill must be a number in \[0, 255\] or 3 "
+                                                  r"numbers in \[0, 255\], got \(0, -1, 0\)$"),
+    (lambda: GaussianBlur(3, sigma=(2, 0.1)), r"^GaussianBlur: sigma must be a number s > 0 \(meaning \(s, s\)\) or a "
+                                              r"\(low, high\) pair of numbers > 0, low <= high, got \(2, 0.1\) "
+                                              r"\(low > high\)$"),
+    (lambda: GaussianBlur(4), r"^GaussianBlur: kernel_size must be an odd int in \[1, 1023\], got 4$"),
 ])
 def test_wrong_arguments_are_refused(make, match):
     from slipstream.errors import ArgumentError

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from numbers import Integral, Real
+from numbers import Real
 from typing import Any
 
 import numpy as np
@@ -17,7 +17,7 @@ from numba.extending import overload
 from slipstream.compiler import Allocation, Operation, State
 from slipstream.compiler import random as rnd
 from slipstream.compiler.codegen import copy_sample
-from slipstream.compiler.params import PROBABILITY, Custom, Float, Pair, Refused, param
+from slipstream.compiler.params import PROBABILITY, Custom, Float, Int, Numbers, Pair, Refused, Spread, param
 from slipstream.compiler.jit import cached_njit
 from slipstream.compiler.rewrites import LooksAhead
 from slipstream.errors import ArgumentError
@@ -54,13 +54,12 @@ def _real_pair(value: Any) -> tuple[float, float] | None:
 
 
 def _sigma_range(sigma: Any) -> tuple[float, float]:
-    """A Gaussian blur's ``sigma``: a number s (meaning (s, s)) or a (low,
-    high) pair, refused unless 0 < low <= high."""
-    pair = (float(sigma), float(sigma)) if _is_number(sigma) else \
-        _real_pair(sigma)
-    if pair is None or not 0 < pair[0] <= pair[1] < math.inf:
-        raise ArgumentError(f"sigma must be a number or a (low, high) pair with 0 < low <= high, got {sigma!r}")
-    return pair
+    """A Gaussian blur's ``sigma`` (:data:`SIGMA`), or an ArgumentError."""
+    try:
+        return _sigma(sigma)
+    except Refused:
+        raise ArgumentError(f"sigma must be a number or a (low, high) pair with 0 < low <= high, got {sigma!r}") \
+            from None
 
 
 def _erasing_ranges(name: str, scale: Any, ratio: Any) -> tuple[tuple[float, float], tuple[float, float]]:
@@ -73,12 +72,6 @@ def _erasing_ranges(name: str, scale: Any, ratio: Any) -> tuple[tuple[float, flo
     if aspect is None or not 0.0 < aspect[0] <= aspect[1] < math.inf:
         raise ArgumentError(f"{name}: ratio must be a pair satisfying 0 < low <= high, got {ratio!r}")
     return area, aspect
-
-
-def _check_size(name: str, value: Any) -> None:
-    """``value``, refused unless it is an int >= 0 (a ``name`` in pixels)."""
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < 0:
-        raise ArgumentError(f"{name} must be an int >= 0 (pixels), got {value!r}")
 
 
 def _check_image(op: Operation, state: State) -> None:
@@ -279,6 +272,12 @@ def _factor_range(name: str, value: Any, center: float = 1.0, bound: float | Non
     return (float(low), float(high))
 
 
+FACTOR = Spread()
+"""A colour factor's range: ``v`` for [max(0, 1 - v), 1 + v], or (low, high)."""
+HUE = Spread(center=0.0, floor=-0.5, ceiling=0.5)
+"""A hue shift's range in turns: ``h`` for [-h, h], or (low, high), within [-0.5, 0.5]."""
+
+
 @dataclasses.dataclass(frozen=True)
 class ColorJitter(Operation):
     """torchvision's ``ColorJitter``: brightness, contrast and saturation
@@ -286,15 +285,14 @@ class ColorJitter(Operation):
     shift from [-hue, hue] (at most 0.5), applied in a random order per
     sample.  Works in place on (height, width, 3) uint8 images."""
 
-    brightness: Any = 0.0
-    contrast: Any = 0.0
-    saturation: Any = 0.0
-    hue: Any = 0.0
-
-    def __post_init__(self) -> None:
-        for name in ("brightness", "contrast", "saturation"):
-            object.__setattr__(self, name, _factor_range(name, getattr(self, name)))
-        object.__setattr__(self, "hue", _factor_range("hue", self.hue, center=0.0, bound=0.5))
+    brightness: tuple[float, float] = param(FACTOR, "multiplicative factor, drawn uniformly from the range (`1 - v` "
+                                            "clipped at 0)", default=0.0)
+    contrast: tuple[float, float] = param(FACTOR, "factor of the blend with the image's mean gray, drawn as for "
+                                          "`brightness`", default=0.0)
+    saturation: tuple[float, float] = param(FACTOR, "factor of the blend with each pixel's gray, drawn as for "
+                                            "`brightness`", default=0.0)
+    hue: tuple[float, float] = param(HUE, "hue shift in turns (1 = 360°), drawn uniformly from the range; `v` at "
+                                     "most 0.5", default=0.0)
 
     def declare(self, state):
         _check_image(self, state)
@@ -302,14 +300,16 @@ class ColorJitter(Operation):
             raise ValueError(f"ColorJitter takes RGB images, got {state.shape[2]} channels")
         return state, None
 
-    def generate_code(self):
-        (b_lo, b_hi), (c_lo, c_hi), (s_lo, s_hi), (h_lo, h_hi) = (self.brightness, self.contrast, self.saturation,
-                                                                  self.hue)
-        active = (b_lo != b_hi or b_lo != 1.0, c_lo != c_hi or c_lo != 1.0, s_lo != s_hi or s_lo != 1.0,
-                  h_lo != h_hi or h_lo != 0.0)
-        use_b, use_c, use_s, use_h = active
+    def values(self) -> tuple[tuple[bool, float, float], ...]:
+        """Per step (brightness, contrast, saturation, hue): whether it
+        applies (its range is more than the neutral value: 1, or 0 for hue)
+        and its range."""
+        steps = ((self.brightness, 1.0), (self.contrast, 1.0), (self.saturation, 1.0), (self.hue, 0.0))
+        return tuple((low != high or low != neutral, low, high) for (low, high), neutral in steps)
 
-        def jitter(x, key):
+    def generate_code(self):
+        def jitter(x, key, values):
+            (use_b, b_lo, b_hi), (use_c, c_lo, c_hi), (use_s, s_lo, s_hi), (use_h, h_lo, h_hi) = values
             order = np.argsort(np.array([rnd.uniform(key, _JITTER_DRAWS.order + k) for k in range(4)]))
             for step in order:
                 if step == 0 and use_b:
@@ -350,10 +350,7 @@ class RandomGrayscale(Operation):
     """Replace the image by its grayscale, in all three channels, with
     probability ``p``.  Takes (height, width, 3) uint8 images."""
 
-    p: float = 0.1
-
-    def __post_init__(self) -> None:
-        _check_probability(self.p)
+    p: float = param(PROBABILITY, "probability of replacing the sample by its grayscale", default=0.1)
 
     def declare(self, state):
         _check_image(self, state)
@@ -362,9 +359,8 @@ class RandomGrayscale(Operation):
         return state, None
 
     def generate_code(self):
-        p = self.p
-
-        def grayscale(x, key):
+        def grayscale(x, key, values):
+            (p,) = values
             if rnd.uniform(key, _COIN_DRAWS.apply) < p:
                 flat = x.reshape(-1)
                 for q in range(uint64(flat.size // 3)):
@@ -384,25 +380,24 @@ class RandomSolarize(Operation):
     v``; ``threshold`` is a number in [0, 255] (a float too: 127.5 inverts
     128 and up)."""
 
-    threshold: float = 128
-    p: float = 0.5
-
-    def __post_init__(self) -> None:
-        if not _is_number(self.threshold) or \
-                not 0 <= self.threshold <= 255:
-            raise ArgumentError(f"RandomSolarize: threshold must be a number in [0, 255], got {self.threshold!r}")
-        _check_probability(self.p)
+    threshold: float = param(Float(0.0, 255.0), "uint8 value from which values are inverted", default=128)
+    p: float = param(PROBABILITY, "probability of solarizing the sample", default=0.5)
 
     def declare(self, state):
         _check_image(self, state)
         return state, None
 
+    def values(self) -> tuple[float, np.uint8]:
+        """The probability, and the smallest uint8 value inverted: for an
+        integer v, v >= threshold exactly when v >= ceil(threshold), which
+        lies in 0..255."""
+        return (self.p, np.uint8(math.ceil(self.threshold)))
+
     def generate_code(self):
-        # For an integer v, v >= threshold exactly when v >= ceil(threshold), which lies in 0..255.
-        p, cut = self.p, np.uint8(math.ceil(self.threshold))
         top = np.uint8(255)
 
-        def solarize(x, key):
+        def solarize(x, key, values):
+            p, cut = values
             if rnd.uniform(key, _COIN_DRAWS.apply) < p:
                 flat = x.reshape(-1)
                 for j in range(uint64(flat.size)):
@@ -416,19 +411,45 @@ class RandomSolarize(Operation):
 # ---------------------------------------------------------------- geometry and occlusion
 
 
+def _odd_kernel(value: Any) -> int:
+    """A blur's ``kernel_size``: an odd int in [1, 1023]."""
+    size = Int(1, 1023).accept(value)
+    if size % 2 == 0:
+        raise Refused()
+    return size
+
+
+KERNEL_SIZE = Custom(_odd_kernel, "an odd int in [1, 1023]", bad=(0, 4, -3, 1025, 3.0, 2.5, math.nan, True, None, "3"),
+                     good=3)
+"""A blur kernel's width and height in pixels."""
+
+_SIGMA = Float(0.0, low_open=True)
+
+
+def _sigma(value: Any) -> tuple[float, float]:
+    """A blur's ``sigma``: a number s > 0 (meaning (s, s)) or a (low, high)
+    pair of them, kept as a float pair."""
+    if isinstance(value, Real):
+        s = _SIGMA.accept(value)
+        return (s, s)
+    return Pair(_SIGMA).accept(value)
+
+
+SIGMA = Custom(_sigma, "a number s > 0 (meaning (s, s)) or a (low, high) pair of numbers > 0, low <= high",
+               bad=(0, -1.0, math.nan, math.inf, True, (2.0, 0.1), (0.0, 1.0), (1.0, math.inf), (1.0,), "1", None),
+               good=(0.5, 1.0))
+"""The range a blur's standard deviation is drawn from."""
+
+
 @dataclasses.dataclass(frozen=True)
 class GaussianBlur(Operation):
     """torchvision's ``GaussianBlur``: a ``kernel_size`` Gaussian kernel
     (odd) with sigma drawn uniformly from ``sigma`` per sample, separable,
     reflecting at the borders, rounded to uint8."""
 
-    kernel_size: int
-    sigma: tuple[float, float] = (0.1, 2.0)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.kernel_size, int) or self.kernel_size < 1 or self.kernel_size % 2 == 0:
-            raise ValueError(f"kernel_size must be a positive odd int, got {self.kernel_size!r}")
-        object.__setattr__(self, "sigma", _sigma_range(self.sigma))
+    kernel_size: int = param(KERNEL_SIZE, "kernel width and height in pixels", structural=True)
+    sigma: tuple[float, float] = param(SIGMA, "range of the standard deviation in pixels, drawn uniformly per sample",
+                                       default=(0.1, 2.0))
 
     def declare(self, state):
         _check_image(self, state)
@@ -436,9 +457,9 @@ class GaussianBlur(Operation):
 
     def generate_code(self):
         radius = self.kernel_size // 2
-        lo, hi = self.sigma
 
-        def blur(x, out, rows, key):
+        def blur(x, out, rows, key, values):
+            ((lo, hi),) = values
             sigma = rnd.uniform_range(key, _BLUR_DRAWS.sigma, lo, hi)
             weights = np.empty(2 * radius + 1, np.float32)
             total = 0.0
@@ -688,27 +709,37 @@ def _fill_planes(x, top, left, h, w, values):
                 x[k, r, c] = value
 
 
+PIXELS = Int(0, 1 << 16)
+"""A length in pixels (a square's side, a largest shift)."""
+
+FILL = Numbers(Float(0.0, 255.0), 3, broadcast=True)
+"""A uint8 colour: one value, or R, G and B (fractions truncated)."""
+
+
+def fill_bytes(fill: tuple[float, ...]) -> np.ndarray:
+    """A :data:`FILL` as the 3 uint8 values written (fractions truncated)."""
+    return np.array(fill, np.float64).astype(np.uint8)
+
+
 @dataclasses.dataclass(frozen=True)
 class Cutout(Operation):
     """A ``size`` x ``size`` square at a uniformly random center (cut off at
     the image's edges) set to ``fill``, on every sample."""
 
-    size: int
-    fill: Any = (0, 0, 0)
-
-    def __post_init__(self) -> None:
-        _check_size("Cutout: size", self.size)
-        warps.fill_values(self.fill, "Cutout: fill")
+    size: int = param(PIXELS, "side of the square in pixels")
+    fill: tuple[float, ...] = param(FILL, "uint8 value (one, or R, G, B) written into the square", default=(0, 0, 0))
 
     def declare(self, state):
         _check_image(self, state)
         return state, None
 
-    def generate_code(self):
-        size = int(self.size)
-        fill = np.broadcast_to(np.asarray(self.fill, np.float64), (3,)).astype(np.uint8)
+    def values(self) -> tuple[int, np.ndarray]:
+        """The side, and the fill as 3 uint8 values (truncated)."""
+        return (self.size, fill_bytes(self.fill))
 
-        def cutout(x, key):
+    def generate_code(self):
+        def cutout(x, key, values):
+            size, fill = values
             height, width, channels = x.shape
             cy = rnd.integers(key, _CUTOUT_DRAWS.center_y, 0, height)
             cx = rnd.integers(key, _CUTOUT_DRAWS.center_x, 0, width)
@@ -728,22 +759,22 @@ class RandomTranslate(Operation, geometry.Geometric):
     padded by ``padding``, as FFCV's RandomTranslate); its output
     ``transform`` holds the shift."""
 
-    padding: int
-    fill: Any = (0, 0, 0)
-
-    def __post_init__(self) -> None:
-        _check_size("RandomTranslate: padding", self.padding)
-        warps.fill_values(self.fill, "RandomTranslate: fill")
+    padding: int = param(PIXELS, "largest shift in pixels, on each axis")
+    fill: tuple[float, ...] = param(FILL, "uint8 value (one, or R, G, B) of the uncovered border", default=(0, 0, 0))
 
     def declare(self, state):
         _check_image(self, state)
         return _moved(state)
 
-    def generate_code(self):
-        pad, set_shift = int(self.padding), geometry.set_shift
-        fill = np.broadcast_to(np.asarray(self.fill, np.float64), (3,)).astype(np.uint8)
+    def values(self) -> tuple[int, np.ndarray]:
+        """The padding, and the fill as 3 uint8 values (truncated)."""
+        return (self.padding, fill_bytes(self.fill))
 
-        def translate(x, out, transform, key):
+    def generate_code(self):
+        set_shift = geometry.set_shift
+
+        def translate(x, out, transform, key, values):
+            pad, fill = values
             dy = rnd.integers(key, _TRANSLATE_DRAWS.shift_y, -pad, pad + 1)
             dx = rnd.integers(key, _TRANSLATE_DRAWS.shift_x, -pad, pad + 1)
             height, width, channels = x.shape

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -50,12 +51,14 @@ from slipstream.compiler import Allocation, Operation, State
 from slipstream.compiler import random as rnd
 from slipstream.compiler.kinds import Kind
 from slipstream.compiler.operation import torch_device, torch_dtype
+from slipstream.compiler.params import Custom, Declares, OrNone, Refused, param
 from slipstream.compiler.rewrites import FieldOperation, Foldable
 from slipstream.errors import ArgumentError, DecodeError
 from slipstream.fields.decoders import DecodeSource, ImageFieldDecoder
 from slipstream.fields.image_modes import RAW_MODE, YUV420_MODE
 from slipstream.ops.crops import CROP_DRAWS, Crop, CropDecoder
 from slipstream.ops.pack import Normalize
+from slipstream.ops.stored import SAMPLE_BYTES
 
 HEADER = 64
 """Bytes in front of each sample's stored bytes: little-endian int32 words
@@ -80,8 +83,42 @@ def _torchvision_missing() -> str | None:
     return None
 
 
+def _device_named(value: Any) -> Any:
+    """A torch device, as a ``torch.device`` (imports torch); whether this
+    machine has it is checked when the loader binds the entry."""
+    import torch
+
+    if isinstance(value, (bool, np.bool_)):
+        raise Refused()
+    try:
+        return torch.device(value)
+    except (RuntimeError, TypeError):
+        raise Refused() from None
+
+
+def _instance_of(cls: type) -> Callable[[Any], Any]:
+    """A check that keeps an instance of ``cls`` and refuses anything else."""
+
+    def check(value: Any) -> Any:
+        if not isinstance(value, cls):
+            raise Refused()
+        return value
+
+    return check
+
+
+DEVICE_NAME = Custom(_device_named, 'a torch device (a `torch.device`, or its name: `"cuda"`, `"cuda:1"`, `"cpu"`)',
+                     bad=("gpu0", "CPU", -1, math.nan, True, None, [1.0]), good="cpu")
+"""Where the images are decoded."""
+
+FOLDED_CROP = OrNone(Custom(_instance_of(Crop), "a crop (`RandomResizedCrop`, `CenterCrop`, `Resize`)",
+                            bad=("RandomResizedCrop", 224, math.nan, True), good=None))
+FOLDED_NORMALIZE = OrNone(Custom(_instance_of(Normalize), "a `Normalize`", bad=("Normalize", 0.5, math.nan, True),
+                                 good=None))
+
+
 @dataclasses.dataclass(frozen=True)
-class DecodeOnDevice(FieldOperation, Foldable):
+class DecodeOnDevice(Declares, FieldOperation, Foldable):
     """Decode, crop, resize, flip and normalize an image field's samples on
     ``device`` (see the module docstring).  Put it first in the pipeline,
     followed by a crop (``RandomResizedCrop``, ``CenterCrop``, ``Resize``
@@ -91,21 +128,23 @@ class DecodeOnDevice(FieldOperation, Foldable):
     uint8, as on the CPU; with one, (3, height, width) of its dtype.
 
     Args:
-        device: a CUDA device (``"cuda"``, ``"cuda:1"``); checked when made.
-            ``"cpu"`` runs the same code with torchvision's CPU decoder.
+        device: a CUDA device (``"cuda"``, ``"cuda:1"``); its form is
+            checked when made, and that this machine has it when the loader
+            is built.  ``"cpu"`` runs the same code with torchvision's CPU
+            decoder.
         max_size: bytes of host memory per sample for its stored bytes
             (default: the field's largest stored image).
     """
 
-    device: Any = "cuda"
-    max_size: int | None = None
-    crop: Crop | None = None
-    normalize: Normalize | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "device", torch_device(self.device))
-        if self.max_size is not None and (not isinstance(self.max_size, (int, np.integer)) or self.max_size <= 0):
-            raise ArgumentError(f"DecodeOnDevice: max_size must be a positive number of bytes, got {self.max_size!r}")
+    device: Any = param(DEVICE_NAME, "where the JPEGs are decoded and the batch is made; `\"cpu\"` runs the same code "
+                        "with torchvision's CPU decoder; that this machine has it is checked when the loader is built",
+                        default="cuda", structural=True)
+    max_size: int | None = param(OrNone(SAMPLE_BYTES), "bytes of pinned host memory per sample for its stored JPEG; "
+                                 "default: the field's largest", default=None, structural=True)
+    crop: Crop | None = param(FOLDED_CROP, "set by the loader from the crop written after it; leave `None`",
+                              default=None, structural=True)
+    normalize: Normalize | None = param(FOLDED_NORMALIZE, "set by the loader from the `Normalize` written after the "
+                                        "crop; leave `None`", default=None, structural=True)
 
     def fold(self, following: Any) -> Any:
         """The crop, then what the crop itself folds (a flip; ``Resize``
@@ -123,6 +162,10 @@ class DecodeOnDevice(FieldOperation, Foldable):
 
     def bind(self, source: DecodeSource, field: str) -> list[Any]:
         """The compiled planner of ``field``'s samples, then the device stage."""
+        try:
+            device = torch_device(self.device)
+        except ArgumentError as exc:
+            raise ArgumentError(f"DecodeOnDevice: {exc}") from None
         if self.crop is None:
             raise ArgumentError("DecodeOnDevice must be followed by a crop that gives every sample one size "
                                 "(RandomResizedCrop, CenterCrop, or Resize then CenterCrop)")
@@ -140,7 +183,7 @@ class DecodeOnDevice(FieldOperation, Foldable):
         max_size = int(self.max_size if self.max_size is not None else (sizes.max() if sizes.size else 1))
         planner = DevicePlanner(source, field, self.crop, max(1, max_size))
         normalize = self.normalize
-        stage = DeviceDecode(device=self.device, size=self.crop.output_size, interpolation=self.crop.interpolation,
+        stage = DeviceDecode(device=device, size=self.crop.output_size, interpolation=self.crop.interpolation,
                              mean=None if normalize is None else normalize.mean,
                              std=None if normalize is None else normalize.std,
                              dtype=None if normalize is None else torch_dtype(normalize.dtype),
