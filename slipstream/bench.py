@@ -24,7 +24,7 @@ def _pipelines(reader: Reader, pipeline: str, field: str | None) -> dict[str, An
     elif field not in reader.fields:
         raise ArgumentError(f"{reader.path} has no field {field!r}; its fields: {list(reader.fields)}")
     if pipeline == "bytes":
-        return {field: [StoredBytes(int(reader.metadata[field]["size"].max()))]}
+        return {field: [StoredBytes(max(1, int(reader.metadata[field]["size"].max())))]}
     recipes = {"train": presets.imagenet_train, "val": presets.imagenet_val, "simclr": presets.simclr}
     if pipeline not in recipes:
         raise ArgumentError(f"unknown pipeline {pipeline!r}; choose from bytes, {', '.join(recipes)}")

@@ -316,16 +316,20 @@ def _plural(description: str) -> str:
 class Spread(Domain):
     """torchvision's form of a random factor's range: a number ``v >= 0``
     for [center - v, center + v] (clipped at ``floor``), or a (low, high)
-    pair itself, within [floor, ceiling]; kept as a (low, high) tuple."""
+    pair itself, within [floor, ceiling]; with ``none``, None too, for no
+    spread; kept as a (low, high) tuple."""
 
     center: float = 1.0
     floor: float | None = 0.0
     ceiling: float | None = None
+    none: bool = False
 
     def _range(self) -> Float:
         return Float(self.floor, self.ceiling)
 
     def accept(self, value: Any) -> tuple[float, float]:
+        if value is None and self.none:
+            return (self.center, self.center)
         if _is_real(value):
             spread = Float(0.0).accept(value)
             low, high = self.center - spread, self.center + spread
@@ -338,11 +342,12 @@ class Spread(Domain):
 
     def describe(self) -> str:
         spread = "[-v, v]" if self.center == 0 else f"[{_number(self.center)} - v, {_number(self.center)} + v]"
-        return f"a number v >= 0 (meaning {spread}) or {Pair(self._range()).describe()}"
+        nothing = "None (no spread), " if self.none else ""
+        return f"{nothing}a number v >= 0 (meaning {spread}) or {Pair(self._range()).describe()}"
 
     def invalid(self) -> tuple[Any, ...]:
         pairs = [bad for bad in Pair(self._range()).invalid() if not _is_real(bad)]  # a number is a spread
-        return (-1.0, math.nan, math.inf, True, *pairs)
+        return tuple(bad for bad in (-1.0, math.nan, math.inf, True, *pairs) if not (bad is None and self.none))
 
     def example(self) -> tuple[float, float]:
         return (self.center, self.center)
@@ -610,8 +615,11 @@ def check_arguments(obj: Any) -> None:
             reason = f" ({refused.reason})" if refused.reason else ""
             raise ArgumentError(f"{owner}: {entry.name} must be {entry.param.domain.describe()}, got "
                                 f"{_shown(given)}{reason}") from None
-        except ArgumentError as exc:
-            raise ArgumentError(f"{owner}: {entry.name}: {exc}") from None
+        except ArgumentError as exc:  # a domain's own reason, named after the argument unless it names it
+            text = str(exc)
+            named = text.startswith(entry.name) or text.startswith(f"{owner}: {entry.name}")
+            raise ArgumentError(text if text.startswith(f"{owner}: ") else
+                                f"{owner}: {text}" if named else f"{owner}: {entry.name}: {text}") from None
         object.__setattr__(obj, entry.name, accepted)
 
 

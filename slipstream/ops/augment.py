@@ -272,9 +272,9 @@ def _factor_range(name: str, value: Any, center: float = 1.0, bound: float | Non
     return (float(low), float(high))
 
 
-FACTOR = Spread()
-"""A colour factor's range: ``v`` for [max(0, 1 - v), 1 + v], or (low, high)."""
-HUE = Spread(center=0.0, floor=-0.5, ceiling=0.5)
+FACTOR = Spread(none=True)
+"""A colour factor's range: ``v`` for [max(0, 1 - v), 1 + v], or (low, high); None: none (torchvision's default)."""
+HUE = Spread(center=0.0, floor=-0.5, ceiling=0.5, none=True)
 """A hue shift's range in turns: ``h`` for [-h, h], or (low, high), within [-0.5, 0.5]."""
 
 
