@@ -206,7 +206,7 @@ def compiled(op: AugMix):
 def run_compiled(op: AugMix, image: np.ndarray, key: int) -> np.ndarray:
     code = compiled(op)
     buffers = [np.empty_like(image) for _ in range(3)] + [np.empty(image.shape, np.float32), np.empty(geometry.SIZE)]
-    return code(image, *buffers, np.uint64(key), op.values()).copy()
+    return code(image, *buffers, np.uint64(key), op.runtime_values()).copy()
 
 
 @pytest.mark.parametrize("op", [AugMix(), AugMix(severity=10, mixture_width=2, chain_depth=3, alpha=0.5,

@@ -136,10 +136,10 @@ def test_to_device_checks_its_device_when_made():
     import torch
 
     wanted = f"cuda:{torch.cuda.device_count()}" if torch.cuda.is_available() else "cuda"
-    with pytest.raises(ss.ArgumentError, match=rf"^ToDevice: device: device '{wanted}' was asked for, but torch "
+    with pytest.raises(ss.ArgumentError, match=rf"^ToDevice: device '{wanted}' was asked for, but torch "
                                                rf"finds "):
         ToDevice(wanted)
-    with pytest.raises(ss.ArgumentError, match=r"^ToDevice: device: device 'gpu0' is not a torch device"):
+    with pytest.raises(ss.ArgumentError, match=r"^ToDevice: device 'gpu0' is not a torch device"):
         ToDevice("gpu0")
     assert ToDevice("cpu").device == torch.device("cpu")
 

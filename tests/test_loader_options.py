@@ -154,7 +154,7 @@ def test_the_options_rebuild_an_equal_loader_and_its_state_dict_is_unchanged(dat
     assert again.options == loader.options
     assert set(loader.state_dict()) == {"epoch", "batch", "seed", "order", "window_pages", "repeats",
                                         "selected_round", "batch_size", "world_size", "rank", "samples", "indices",
-                                        "dataset", "drop_last", "segments"}
+                                        "dataset", "drop_last", "segments", "resolution"}
     assert loader.state_dict()["order"] == "random" and loader.state_dict()["seed"] == 4
     other = ss.Loader(dataset, 16, order=ss.Order("random", seed=5), sharding=ss.Sharding(drop_last=True))
     with pytest.raises(ss.ArgumentError, match="cannot resume: the state has seed=4, this loader 5"):

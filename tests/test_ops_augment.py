@@ -68,7 +68,7 @@ def test_color_jitter_applies_factors_in_a_random_order():
     np.testing.assert_array_equal(out, again)
     from slipstream.errors import ArgumentError
 
-    with pytest.raises(ArgumentError, match=r"^ColorJitter: hue must be a number v >= 0 .* or a \(low, high\) pair of "
+    with pytest.raises(ArgumentError, match=r"^ColorJitter: hue must be None \(no spread\), a number v >= 0 .* or a \(low, high\) pair of "
                                             r"numbers in \[-0.5, 0.5\], low <= high, got 0.7 \(center \+ v must be "
                                             r"<= 0.5\)$"):
         ColorJitter(hue=0.7)
@@ -79,7 +79,7 @@ def test_color_jitter_takes_numpy_numbers_and_refuses_ranges_of_other_lengths():
 
     for number in (np.float32(0.4), np.float64(0.4), np.int64(0)):
         assert ColorJitter(brightness=number) == ColorJitter(brightness=float(number))
-    with pytest.raises(ArgumentError, match=r"^ColorJitter: brightness must be a number v >= 0 \(meaning "
+    with pytest.raises(ArgumentError, match=r"^ColorJitter: brightness must be None \(no spread\), a number v >= 0 \(meaning "
                                             r"\[1 - v, 1 \+ v\]\) or a \(low, high\) pair of numbers >= 0, "
                                             r"low <= high, got \[0.5, 1.5, 2\]$"):
         ColorJitter(brightness=[0.5, 1.5, 2])

@@ -144,7 +144,7 @@ def test_mixup_or_cutmix_applies_one_of_them_to_each_whole_batch():
         outs = [np.empty_like(xs) for _ in range(3)]
         params = [np.empty((8, 2)) for _ in range(3)]
         for code, op, out, param in zip(codes, ops, outs, params):
-            code(xs, out, param, keys, op.values())
+            code(xs, out, param, keys, op.runtime_values())
         was_cut = np.array_equal(outs[0], outs[2]) and np.array_equal(params[0], params[2])
         was_mixed = np.array_equal(outs[0], outs[1]) and np.array_equal(params[0], params[1])
         assert was_cut != was_mixed  # the whole batch, one of the two

@@ -103,7 +103,8 @@ def test_object_storage_example_runs_against_a_real_s3_server(s3_server, tmp_pat
     code = object_storage_example()
     assert code.count('"/data/imagenet/train"') == 1 and code.count('"s3://my-bucket/imagenet/train"') == 2
     code = code.replace('"/data/imagenet/train"', repr(str(folder))).replace("s3://my-bucket/", "s3://test/readme/")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | s3_server.env()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and k != "SLIPSTREAM_CACHE_DIR"} \
+        | s3_server.env()
     env["HOME"] = str(tmp_path)  # the default cache folder, ~/.cache/slipstream/pages
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600,
                           cwd=tmp_path)

@@ -349,7 +349,7 @@ def test_bits_factors_and_probabilities_are_values():
     for first, second in ((RandomPosterize(3), RandomPosterize(7, p=0.9)), (RandomInvert(), RandomInvert(0.2)),
                           (RandomAdjustSharpness(1.8), RandomAdjustSharpness(0.0, p=1.0))):
         assert first.fingerprint() == second.fingerprint()
-        assert first.values() != second.values()
+        assert first.runtime_values() != second.runtime_values()
 
 
 @pytest.mark.parametrize("make", [lambda: RandomInvert(1.0), lambda: RandomAdjustSharpness(2.0)], ids=["in place",

@@ -556,7 +556,7 @@ def test_ranges_centres_and_fills_are_values_and_the_interpolation_is_structure(
     ]
     for alike in variants:
         assert len({op.fingerprint() for op in alike}) == 1, alike
-        assert len({numba.typeof(op.values()) for op in alike}) == 1, alike
+        assert len({numba.typeof(op.runtime_values()) for op in alike}) == 1, alike
     assert RandomAffine(10).fingerprint() != RandomAffine(10, interpolation="bilinear").fingerprint()
 
 

@@ -250,17 +250,17 @@ class _Stage:
 
     def values(self, node: GraphNode, op: Operation | None) -> ast.expr:
         op = node.op if op is None else op
-        given = op.values()
+        given = op.runtime_values()
         if given is None:
             raise PipelineError(f"pipeline {node.pipeline!r}: {node.describe()} asks for the values of {op!r}, "
-                                f"which takes none (its values() is None)")
+                                f"which takes none (its runtime_values() is None)")
         return self._taken(symbols.values(node.id, self._position(node, op)), given)
 
     def node_values(self, node: GraphNode) -> ast.expr:
-        given = node.spec.values()
+        given = node.spec.runtime_values()
         if given is None:
             raise PipelineError(f"pipeline {node.pipeline!r}: {node.describe()} asks for its own values, but its "
-                                f"values() is None")
+                                f"runtime_values() is None")
         return self._taken(symbols.node_values(node.id), given)
 
     def _taken(self, symbol: Symbol, given: tuple[Any, ...]) -> ast.expr:
@@ -470,7 +470,7 @@ def _structure(node: GraphNode) -> str:
     op = node.op
     if op is None:
         return type(node.spec).__name__
-    text = op.fingerprint().removeprefix(f"{type(op).__module__}.") if op.values() is not None else repr(op)
+    text = op.fingerprint().removeprefix(f"{type(op).__module__}.") if op.runtime_values() is not None else repr(op)
     return text if node.spec.describe() == repr(op) else f"{type(node.spec).__name__}({text})"
 
 

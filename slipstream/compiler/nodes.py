@@ -234,19 +234,19 @@ class EmitContext(abc.ABC):
 
     @abc.abstractmethod
     def values(self, op: Operation | None = None) -> ast.expr:
-        """The run-time values (:meth:`Operation.values`) of the node's
+        """The run-time values (:meth:`Operation.runtime_values`) of the node's
         operation, or of another operation ``op`` the node calls: a
         parameter of the stage, bound when it runs, never part of its source."""
 
     @abc.abstractmethod
     def node_values(self) -> ast.expr:
-        """The run-time values of the node itself (:meth:`Node.values`)."""
+        """The run-time values of the node itself (:meth:`Node.runtime_values`)."""
 
     def call(self, *args: ast.expr, op: Operation | None = None) -> ast.expr:
         """A call of the code of the node's operation (or of ``op``) on
         ``args``, with the operation's values last when it takes them."""
         called = self.node.op if op is None else op
-        taken = [self.values(op)] if called.values() is not None else []
+        taken = [self.values(op)] if called.runtime_values() is not None else []
         return A.call(self.code(op), *args, *taken)
 
     @abc.abstractmethod
@@ -311,7 +311,7 @@ class Node:
         its stage, bound on every call."""
         return ()
 
-    def values(self) -> tuple[Any, ...] | None:
+    def runtime_values(self) -> tuple[Any, ...] | None:
         """Run-time values of the node's own statements (a probability it
         tests), read through :meth:`EmitContext.node_values`: parameters of
         its stage, so that changing one compiles nothing.  None: none."""
@@ -529,7 +529,7 @@ class RandomApply(TransformNode):
         return [A.if_else(A.less(coin, A.index(ctx.node_values(), A.const(0))), applied,
                           [A.assign(ctx.target, skipped)])]
 
-    def values(self) -> tuple[float]:
+    def runtime_values(self) -> tuple[float]:
         """``(p,)``: the probability is a value of the stage, not of its source."""
         return (self.p,)
 

@@ -31,7 +31,7 @@ class attribute ``kind``; the stages of a pipeline follow from the kinds.
 
 An operation that declares its arguments (:mod:`slipstream.compiler.params`)
 receives one more argument, last: ``values``, what its
-:meth:`Operation.values` returns (``code(x, *outs, key, values)``).  Its
+:meth:`Operation.runtime_values` returns (``code(x, *outs, key, values)``).  Its
 code reads its probabilities, magnitudes and ranges from there, never from
 the closure: values in the closure are compiled into the machine code, and
 changing one would compile the stage again.
@@ -83,7 +83,7 @@ class Operation(params.Declares):
                             f"Kind.SAMPLE (compiled, per sample), Kind.BATCH (compiled, per batch) or Kind.TORCH "
                             f"(Python, on tensors) instead (slipstream.compiler.Kind)")
 
-    def values(self) -> tuple[Any, ...] | None:
+    def runtime_values(self) -> tuple[Any, ...] | None:
         """The run-time values the compiled code receives as its last
         argument, ``values``: by default the operation's declared values
         (:mod:`slipstream.compiler.params`) in declaration order, packed

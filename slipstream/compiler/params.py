@@ -21,7 +21,7 @@ From that one declaration follow:
   naming the operation and the argument;
 * the parameter tables of docs/operations.md (:func:`table`);
 * what the compiled stage receives.  A *value* (the default) is data: the
-  stage takes the operation's :meth:`~slipstream.compiler.Operation.values`
+  stage takes the operation's :meth:`~slipstream.compiler.Operation.runtime_values`
   as an argument and never writes them into its source, so that changing a
   probability, a magnitude or a range reuses the compiled stage.  A
   *structural* argument (``structural=True``) shapes the generated code or
@@ -682,7 +682,7 @@ class Hidden:
 
         raise PipelineError(
             f"{self._owner}.generate_code() reads its value {self._name!r}: values reach compiled code as its "
-            f"last argument, values (Operation.values), and generate_code() may read structural arguments only "
+            f"last argument, values (Operation.runtime_values), and generate_code() may read structural arguments only "
             f"(declare {self._name!r} structural=True if it shapes the code or the memory)")
 
     def __getattr__(self, name: str) -> Any:

@@ -23,8 +23,8 @@ class Role(enum.Enum):
     INPUT = "in"  # an array a decoder reads (Decoder.inputs())
     BUFFER = "b"  # one allocation of a node: (batch_size, *shape), or (threads, *shape) when per thread
     KEYS = "k"  # the per-sample random keys of a batch operation, uint64 (batch_size,)
-    VALUES = "p"  # the run-time values of an operation a node calls (Operation.values)
-    NODE_VALUES = "q"  # the run-time values of a node itself (Node.values)
+    VALUES = "p"  # the run-time values of an operation a node calls (Operation.runtime_values)
+    NODE_VALUES = "q"  # the run-time values of a node itself (Node.runtime_values)
     VALUE = "v"  # a node's value: a local inside its stage, a parameter in later stages
     SAMPLE = "i"  # the sample loop's position in the batch
     INDEX = "index"  # the current sample's dataset index
@@ -102,7 +102,7 @@ def values(node_id: int, position: int) -> Symbol:
 
 
 def node_values(node_id: int) -> Symbol:
-    """The run-time values of node ``node_id`` itself (``Node.values``)."""
+    """The run-time values of node ``node_id`` itself (``Node.runtime_values``)."""
     return Symbol(Role.NODE_VALUES, node_id)
 
 

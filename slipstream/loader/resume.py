@@ -9,7 +9,10 @@ A state is a plain dict (it goes through ``torch.save`` and JSON alike):
   the epoch on other world sizes, ``[world_size, positions]`` each);
 - what it was taken over, which the loading loader must share: ``dataset``,
   ``indices``, ``samples``, ``order``, ``seed``, ``window_pages``,
-  ``repeats``, ``selected_round``, ``batch_size`` and ``drop_last``.
+  ``repeats``, ``selected_round``, ``batch_size`` and ``drop_last``;
+- ``resolution``: the size :meth:`slipstream.Loader.set_resolution` set
+  (``[height, width]``, or None: each crop's own), which the loading loader
+  takes (a state written before it has none: None).
 
 A state comes from a checkpoint, which may be another job's, another
 dataset's, damaged or written by hand, so it is checked whole (types,

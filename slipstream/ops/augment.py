@@ -300,7 +300,7 @@ class ColorJitter(Operation):
             raise ValueError(f"ColorJitter takes RGB images, got {state.shape[2]} channels")
         return state, None
 
-    def values(self) -> tuple[tuple[bool, float, float], ...]:
+    def runtime_values(self) -> tuple[tuple[bool, float, float], ...]:
         """Per step (brightness, contrast, saturation, hue): whether it
         applies (its range is more than the neutral value: 1, or 0 for hue)
         and its range."""
@@ -387,7 +387,7 @@ class RandomSolarize(Operation):
         _check_image(self, state)
         return state, None
 
-    def values(self) -> tuple[float, np.uint8]:
+    def runtime_values(self) -> tuple[float, np.uint8]:
         """The probability, and the smallest uint8 value inverted: for an
         integer v, v >= threshold exactly when v >= ceil(threshold), which
         lies in 0..255."""
@@ -574,7 +574,7 @@ class RandomErasing(Operation, LooksAhead):
             raise ArgumentError(f"RandomErasing's value has {count} numbers for images of {channels} channels: give "
                                 f"one number, or one per channel ({channels})")
 
-    def values(self) -> tuple[float, float, float, float, float, bool, np.ndarray, np.ndarray]:
+    def runtime_values(self) -> tuple[float, float, float, float, float, bool, np.ndarray, np.ndarray]:
         """The probability, the area range, the logarithms of the ratio
         range, whether to fill with noise, and the fill (its float16 bits
         too: compiled code holds float16 samples as their bits)."""
@@ -733,7 +733,7 @@ class Cutout(Operation):
         _check_image(self, state)
         return state, None
 
-    def values(self) -> tuple[int, np.ndarray]:
+    def runtime_values(self) -> tuple[int, np.ndarray]:
         """The side, and the fill as 3 uint8 values (truncated)."""
         return (self.size, fill_bytes(self.fill))
 
@@ -766,7 +766,7 @@ class RandomTranslate(Operation, geometry.Geometric):
         _check_image(self, state)
         return _moved(state)
 
-    def values(self) -> tuple[int, np.ndarray]:
+    def runtime_values(self) -> tuple[int, np.ndarray]:
         """The padding, and the fill as 3 uint8 values (truncated)."""
         return (self.padding, fill_bytes(self.fill))
 

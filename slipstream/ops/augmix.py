@@ -216,7 +216,7 @@ class AugMix(Operation, geometry.Untracked):
         return state, [image, image, image, Allocation(state.shape, np.float32),
                        Allocation((geometry.SIZE,), np.float64)]
 
-    def values(self) -> tuple[Any, ...]:
+    def runtime_values(self) -> tuple[Any, ...]:
         """The space, severity, chains, depth, alpha and the fill's RGB."""
         return (augmix_space(self.all_ops), self.severity, self.mixture_width, self.chain_depth, self.alpha,
                 policies.fill_color(self.fill))

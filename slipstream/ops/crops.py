@@ -172,7 +172,7 @@ class CropDecoder(GeometricImageDecoder):
         """The output (height, width): the crop's."""
         return self.crop.output_size
 
-    def values(self) -> tuple[float, tuple[Any, ...]]:
+    def runtime_values(self) -> tuple[float, tuple[Any, ...]]:
         """The crop's flip probability and the values of its region function."""
         return (float(self.crop.flip_p), self.crop.region_values())
 

@@ -81,11 +81,11 @@ class FollowingDecoder(Decoder):
     compiled code is called as ``code(*inputs, index, [transforms],
     [kept, count], *outs, key, [values])``, with ``transforms`` a tuple of
     transform arrays when ``follow`` is set, ``kept``/``count`` when
-    ``boxes`` is, and ``values`` when :meth:`values` is not None.
+    ``boxes`` is, and ``values`` when :meth:`runtime_values` is not None.
 
     It reads field ``field`` of ``source`` for the user's operation ``op``
     (a :class:`Following`): the structural arguments of ``op`` shape its
-    code, and its values reach the code through :meth:`values`."""
+    code, and its values reach the code through :meth:`runtime_values`."""
 
     source: DecodeSource = dataclasses.field(repr=False)
     field: str
@@ -101,7 +101,7 @@ class FollowingDecoder(Decoder):
         """The pipeline whose kept boxes it selects from (None: none)."""
         return getattr(self.op, "boxes", None)
 
-    def values(self) -> tuple[Any, ...] | None:
+    def runtime_values(self) -> tuple[Any, ...] | None:
         """The values of ``op`` (:func:`~slipstream.compiler.params.packed_values`);
         None when it has none, and then the code takes no ``values``."""
         return packed_values(self.op) or None
@@ -421,7 +421,7 @@ class _KeptRowsDecoder(FollowingDecoder):
         shape = (node.boxes_node.state.shape[0], *stored.inner_shape)
         return State(shape=shape, dtype=stored.dtype), Allocation(shape, stored.dtype)
 
-    def values(self) -> tuple[np.ndarray]:
+    def runtime_values(self) -> tuple[np.ndarray]:
         """A padding row, ``fill`` in the field's dtype, as its bytes (uint8,
         whatever the dtype: float16 and bool rows alike)."""
         stored = self.source.reader.fields[self.field]
@@ -499,7 +499,7 @@ class _KeypointsDecoder(FollowingDecoder):
         _check_one_per_box(self.source, self.field, node, "keypoint rows")
         return _following_image((node.boxes_node.state.shape[0], self._points(), 3), np.float32)
 
-    def values(self) -> tuple[np.ndarray]:
+    def runtime_values(self) -> tuple[np.ndarray]:
         """Where each point of a mirrored image comes from (int64; in place
         without ``flip_indices``)."""
         flip = self.op.flip_indices
@@ -710,7 +710,7 @@ class _SegmentationDecoder(_MaskDecoder):
             fill = np.iinfo(self.source.reader.fields[self.field].dtype).max
         return int(fill)
 
-    def values(self) -> tuple[np.integer]:
+    def runtime_values(self) -> tuple[np.integer]:
         """The fill, in the masks' dtype."""
         return (self.source.reader.fields[self.field].dtype.type(self.fill),)
 

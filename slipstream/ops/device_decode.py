@@ -219,7 +219,7 @@ class DevicePlanner(ImageFieldDecoder):
         shape = (HEADER + int(self.max_size),)
         return State(shape=shape, dtype=np.uint8), Allocation(shape, np.uint8)
 
-    def values(self) -> tuple[float, tuple[Any, ...]]:
+    def runtime_values(self) -> tuple[float, tuple[Any, ...]]:
         """The crop's flip probability and the values of its region function."""
         return (float(self.crop.flip_p), self.crop.region_values())
 

@@ -223,7 +223,7 @@ class MixUpOrCutMix(_Mixing):
         _check_mixable(self, state)  # MixUp blends: float32
         CutMix._check(self, state)
 
-    def values(self) -> tuple[float, tuple[float], tuple[float]]:
+    def runtime_values(self) -> tuple[float, tuple[float], tuple[float]]:
         """The switch probability, then MixUp's values and CutMix's."""
         return (self.switch_prob, (self.mixup_alpha,), (self.cutmix_alpha,))
 

@@ -74,7 +74,7 @@ class MultiCropDecoder(ImageFieldDecoder):
         """The crops' sides."""
         return self.crop.sizes
 
-    def values(self) -> tuple[np.ndarray, np.ndarray, float, float]:
+    def runtime_values(self) -> tuple[np.ndarray, np.ndarray, float, float]:
         """Each crop's lowest and highest area fraction, and the logarithms of the ratio range."""
         scales = np.array(self.crop.scales, np.float64).reshape(-1, 2)
         return (scales[:, 0].copy(), scales[:, 1].copy(), math.log(self.crop.ratio[0]), math.log(self.crop.ratio[1]))

@@ -63,7 +63,7 @@ class Normalize(Operation, Foldable):
             return following
         return None
 
-    def values(self) -> tuple[np.ndarray, np.ndarray]:
+    def runtime_values(self) -> tuple[np.ndarray, np.ndarray]:
         """Mean and standard deviation on the 0..255 scale, as ``slip_pack`` takes them."""
         return (np.array(self.mean) * 255.0, np.array(self.std) * 255.0)
 

@@ -502,7 +502,7 @@ class Policy(Operation, geometry.Geometric):
         """What the class's ``draw`` takes as ``params``."""
         raise NotImplementedError
 
-    def values(self) -> tuple[np.ndarray, tuple[Any, ...]]:
+    def runtime_values(self) -> tuple[np.ndarray, tuple[Any, ...]]:
         """The fill's RGB, then what the draw takes."""
         return (fill_color(self.fill), self.draw_values())
 

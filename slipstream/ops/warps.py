@@ -570,7 +570,7 @@ class RandomRotation(_Warp):
                         "centre", default=None)
     fill: Any = param(FILL, _FILL_DOC, default=0)
 
-    def values(self) -> tuple[Any, ...]:
+    def runtime_values(self) -> tuple[Any, ...]:
         """The angle range, whether the centre is the image's and the centre
         given, and the fill as 3 uint8 values."""
         return (self.degrees, _centre_or_image_centre(self.center), self.fill_table())
@@ -631,7 +631,7 @@ class RandomAffine(_Warp):
     fill: Any = param(FILL, _FILL_DOC, default=0)
     center: Any = param(CENTER, "centre of the map in pixels; None: `(width * 0.5, height * 0.5)`", default=None)
 
-    def values(self) -> tuple[Any, ...]:
+    def runtime_values(self) -> tuple[Any, ...]:
         """The angle range; whether each of translate, scale, x shear and y
         shear is drawn, each with its range ((0, 0) or (1, 1) when not);
         whether the centre is the image's and the centre given; the fill as
@@ -684,7 +684,7 @@ class RandomPerspective(_Warp):
     interpolation: Any = param(INTERPOLATION, _INTERPOLATION_DOC, default="bilinear", structural=True)
     fill: Any = param(FILL, _FILL_DOC, default=0)
 
-    def values(self) -> tuple[float, float, np.ndarray]:
+    def runtime_values(self) -> tuple[float, float, np.ndarray]:
         """The probability, the distortion scale and the fill as 3 uint8 values."""
         return (self.p, self.distortion_scale, self.fill_table())
 
