@@ -24,6 +24,7 @@ from PIL import Image, ImageEnhance, ImageOps
 from slipstream import native
 from slipstream.errors import ArgumentError
 from slipstream.native import Status, lib
+from slipstream.ops import tones, warps
 
 SIZES = [(1, 1), (1, 2), (2, 1), (2, 2), (2, 9), (9, 2), (3, 3), (3, 4), (4, 3), (5, 17), (13, 1), (17, 31),
          (37, 61), (64, 48), (101, 257)]
@@ -458,3 +459,38 @@ def test_the_python_wrappers_check_their_arrays():
         native.warp_affine(image, [1, 0, 0, 0, 1])
     with pytest.raises(ArgumentError, match=r"color: .*RGB \(3\) or one channel \(EINVAL\)"):
         native.color(np.zeros((4, 5, 4), np.uint8), 0.5)
+
+
+# ---------------------------------------------------------------- the compiled entry points
+
+
+def test_the_compiled_kernels_refuse_what_the_c_kernels_refuse():
+    image = np.zeros((4, 5, 3), np.uint8)
+    with pytest.raises(ValueError, match="invert takes"):
+        tones.invert(np.zeros((0, 5, 3), np.uint8), np.zeros((0, 5, 3), np.uint8))
+    with pytest.raises(ValueError, match="brightness takes"):
+        tones.brightness(np.zeros((4, 10, 3), np.uint8)[:, ::2], image, 0.5)  # not contiguous
+    with pytest.raises(ValueError, match="posterize takes"):
+        tones.posterize(image, np.zeros((4, 4, 3), np.uint8), 3)  # too small
+    fill = np.zeros(1, np.uint8)
+    with pytest.raises(ValueError, match="affine takes"):
+        warps.affine(image, np.zeros_like(image), np.array([1.0, 0, 0, 0, 1, 0]), True, fill)  # fill of 1 value
+    with pytest.raises(ValueError, match="perspective takes"):
+        warps.perspective(image, image, np.array([1.0, 0, 0, 0, 1, 0, 0, 0]), False, np.zeros(3, np.uint8))
+
+
+def test_the_compiled_kernels_give_the_c_kernels_bytes():
+    rng = np.random.default_rng(20)
+    image = picture(rng, 23, 29, 3, 2)
+    for name, args in TONES.items():
+        out = np.empty_like(image)
+        getattr(tones, name)(image, out, *args)
+        assert_same(out, getattr(native, name)(image, *args), name)
+    fill = np.array([5, 6, 7], np.uint8)
+    matrix, coefficients = np.array([0.9, 0.3, -2.0, -0.2, 1.1, 1.5]), np.array([1.0, 0.1, -2, 0.05, 0.9, 1, 0.004, 0])
+    for nearest in (True, False):
+        out = np.empty((31, 17, 3), np.uint8)
+        warps.affine(image, out, matrix, nearest, fill)
+        assert_same(out, native.warp_affine(image, matrix, nearest, fill, (31, 17)), f"affine {nearest}")
+        warps.perspective(image, out, coefficients, nearest, fill)
+        assert_same(out, native.warp_perspective(image, coefficients, nearest, fill, (31, 17)), "perspective")
