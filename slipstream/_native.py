@@ -17,10 +17,10 @@ from numba.extending import intrinsic
 
 from slipstream import _abi
 
-HEADER_SHA256 = "176ee0a9eb5509447b901a901665e8887e2bbc91b31202161448e1ec923f6a6d"
+HEADER_SHA256 = "130596b4dffe17e0ed3aa5be2d176531113e1074712fda2c7ad1ffe30de16e99"
 """SHA-256 of the header this module was generated from."""
 
-ABI_VERSION = 7
+ABI_VERSION = 8
 """Version of this ABI; bumped whenever a declaration in this file changes."""
 
 MAX_DIMENSION = 65500
@@ -272,6 +272,17 @@ FUNCTIONS = {
     "slip_planes_crop_resize": _abi.Signature("slip_planes_crop_resize", "int32_t", (("const uint8_t *", "planes"), ("size_t", "size"), ("int32_t", "height"), ("int32_t", "width"), ("int32_t", "y"), ("int32_t", "x"), ("int32_t", "h"), ("int32_t", "w"), ("int32_t", "out_h"), ("int32_t", "out_w"), ("int32_t", "flags"), ("int32_t", "interp"), ("uint8_t *", "out"), ("size_t", "out_size"), ("int64_t", "out_stride"),)),
     "slip_resize": _abi.Signature("slip_resize", "int32_t", (("const uint8_t *", "src"), ("int32_t", "src_h"), ("int32_t", "src_w"), ("int32_t", "channels"), ("int64_t", "src_stride"), ("int32_t", "y"), ("int32_t", "x"), ("int32_t", "h"), ("int32_t", "w"), ("uint8_t *", "dst"), ("int32_t", "dst_h"), ("int32_t", "dst_w"), ("int64_t", "dst_stride"), ("int32_t", "interp"), ("int32_t", "flip_x"),)),
     "slip_resize_region": _abi.Signature("slip_resize_region", "int32_t", (("const uint8_t *", "src"), ("int32_t", "src_h"), ("int32_t", "src_w"), ("int32_t", "channels"), ("int64_t", "src_stride"), ("double", "cy"), ("double", "cx"), ("double", "ch"), ("double", "cw"), ("uint8_t *", "dst"), ("int32_t", "dst_h"), ("int32_t", "dst_w"), ("int64_t", "dst_stride"), ("int32_t", "interp"), ("int32_t", "flip_x"),)),
+    "slip_posterize": _abi.Signature("slip_posterize", "int32_t", (("const uint8_t *", "src"), ("size_t", "src_size"), ("int32_t", "height"), ("int32_t", "width"), ("int32_t", "channels"), ("int64_t", "src_stride"), ("uint8_t *", "dst"), ("size_t", "dst_size"), ("int64_t", "dst_stride"), ("int64_t", "bits"),)),
+    "slip_solarize": _abi.Signature("slip_solarize", "int32_t", (("const uint8_t *", "src"), ("size_t", "src_size"), ("int32_t", "height"), ("int32_t", "width"), ("int32_t", "channels"), ("int64_t", "src_stride"), ("uint8_t *", "dst"), ("size_t", "dst_size"), ("int64_t", "dst_stride"), ("double", "threshold"),)),
+    "slip_invert": _abi.Signature("slip_invert", "int32_t", (("const uint8_t *", "src"), ("size_t", "src_size"), ("int32_t", "height"), ("int32_t", "width"), ("int32_t", "channels"), ("int64_t", "src_stride"), ("uint8_t *", "dst"), ("size_t", "dst_size"), ("int64_t", "dst_stride"),)),
+    "slip_autocontrast": _abi.Signature("slip_autocontrast", "int32_t", (("const uint8_t *", "src"), ("size_t", "src_size"), ("int32_t", "height"), ("int32_t", "width"), ("int32_t", "channels"), ("int64_t", "src_stride"), ("uint8_t *", "dst"), ("size_t", "dst_size"), ("int64_t", "dst_stride"),)),
+    "slip_equalize": _abi.Signature("slip_equalize", "int32_t", (("const uint8_t *", "src"), ("size_t", "src_size"), ("int32_t", "height"), ("int32_t", "width"), ("int32_t", "channels"), ("int64_t", "src_stride"), ("uint8_t *", "dst"), ("size_t", "dst_size"), ("int64_t", "dst_stride"),)),
+    "slip_brightness": _abi.Signature("slip_brightness", "int32_t", (("const uint8_t *", "src"), ("size_t", "src_size"), ("int32_t", "height"), ("int32_t", "width"), ("int32_t", "channels"), ("int64_t", "src_stride"), ("uint8_t *", "dst"), ("size_t", "dst_size"), ("int64_t", "dst_stride"), ("double", "factor"),)),
+    "slip_color": _abi.Signature("slip_color", "int32_t", (("const uint8_t *", "src"), ("size_t", "src_size"), ("int32_t", "height"), ("int32_t", "width"), ("int32_t", "channels"), ("int64_t", "src_stride"), ("uint8_t *", "dst"), ("size_t", "dst_size"), ("int64_t", "dst_stride"), ("double", "factor"),)),
+    "slip_contrast": _abi.Signature("slip_contrast", "int32_t", (("const uint8_t *", "src"), ("size_t", "src_size"), ("int32_t", "height"), ("int32_t", "width"), ("int32_t", "channels"), ("int64_t", "src_stride"), ("uint8_t *", "dst"), ("size_t", "dst_size"), ("int64_t", "dst_stride"), ("double", "factor"),)),
+    "slip_sharpness": _abi.Signature("slip_sharpness", "int32_t", (("const uint8_t *", "src"), ("size_t", "src_size"), ("int32_t", "height"), ("int32_t", "width"), ("int32_t", "channels"), ("int64_t", "src_stride"), ("uint8_t *", "dst"), ("size_t", "dst_size"), ("int64_t", "dst_stride"), ("double", "factor"),)),
+    "slip_warp_affine": _abi.Signature("slip_warp_affine", "int32_t", (("const uint8_t *", "src"), ("size_t", "src_size"), ("int32_t", "src_h"), ("int32_t", "src_w"), ("int32_t", "channels"), ("int64_t", "src_stride"), ("uint8_t *", "dst"), ("size_t", "dst_size"), ("int32_t", "dst_h"), ("int32_t", "dst_w"), ("int64_t", "dst_stride"), ("const double *", "matrix"), ("int32_t", "nearest"), ("const uint8_t *", "fill"), ("size_t", "fill_size"),)),
+    "slip_warp_perspective": _abi.Signature("slip_warp_perspective", "int32_t", (("const uint8_t *", "src"), ("size_t", "src_size"), ("int32_t", "src_h"), ("int32_t", "src_w"), ("int32_t", "channels"), ("int64_t", "src_stride"), ("uint8_t *", "dst"), ("size_t", "dst_size"), ("int32_t", "dst_h"), ("int32_t", "dst_w"), ("int64_t", "dst_stride"), ("const double *", "coefficients"), ("int32_t", "nearest"), ("const uint8_t *", "fill"), ("size_t", "fill_size"),)),
     "slip_pack": _abi.Signature("slip_pack", "int32_t", (("const uint8_t *", "src"), ("int32_t", "height"), ("int32_t", "width"), ("int32_t", "channels"), ("int64_t", "src_stride"), ("void *", "dst"), ("int32_t", "dtype"), ("int64_t", "dst_stride_c"), ("int64_t", "dst_stride_y"), ("int64_t", "dst_stride_x"), ("const double *", "mean"), ("const double *", "std"),)),
     "slip_jpeg_encode_bound": _abi.Signature("slip_jpeg_encode_bound", "size_t", (("int32_t", "height"), ("int32_t", "width"), ("int32_t", "channels"),)),
     "slip_jpeg_encode": _abi.Signature("slip_jpeg_encode", "int32_t", (("const uint8_t *", "src"), ("int32_t", "height"), ("int32_t", "width"), ("int32_t", "channels"), ("int64_t", "src_stride"), ("int32_t", "quality"), ("int32_t", "subsampling"), ("int32_t", "flags"), ("uint8_t *", "out"), ("size_t", "out_capacity"), ("size_t *", "out_size"),)),
@@ -714,6 +725,301 @@ def slip_resize_region(typingctx, src, src_h, src_w, channels, src_stride, cy, c
 
 
 @intrinsic
+def slip_posterize(typingctx, src, src_size, height, width, channels, src_stride, dst, dst_size, dst_stride, bits):
+    """Numba intrinsic calling C ``slip_posterize``.
+
+    ImageOps.posterize: keep the top `bits` bits of every value, zeroing the
+    others.
+
+    @param src         height rows of width pixels of `channels` bytes.
+    @param src_size    bytes available at src; at least (height - 1) * src_stride + width * channels.
+    @param height      image height in pixels (1 .. SLIP_MAX_DIMENSION).
+    @param width       image width in pixels (1 .. SLIP_MAX_DIMENSION).
+    @param channels    bytes per pixel, 1 to 4.
+    @param src_stride  bytes from one source row to the next (>= width * channels).
+    @param dst         receives the result, of src's height, width and channels; may be src (in place).
+    @param dst_size    bytes available at dst; at least (height - 1) * dst_stride + width * channels.
+    @param dst_stride  bytes from one output row to the next (>= width * channels; src_stride when dst is src).
+    @param bits        bits kept per value, 0 (black) to 8 (unchanged); values beyond are taken as 0 or 8.
+    @return SLIP_OK; SLIP_EINVAL for a NULL pointer, a size outside
+            1 .. SLIP_MAX_DIMENSION, channels outside 1 .. 4, a stride smaller
+            than a row, or a dst that overlaps src without being src;
+            SLIP_EBUFFER when src_size or dst_size is too small.  On failure
+            dst is not written.
+    """
+    return _abi.lower_call(FUNCTIONS["slip_posterize"], (src, src_size, height, width, channels, src_stride, dst, dst_size, dst_stride, bits))
+
+
+@intrinsic
+def slip_solarize(typingctx, src, src_size, height, width, channels, src_stride, dst, dst_size, dst_stride, threshold):
+    """Numba intrinsic calling C ``slip_solarize``.
+
+    ImageOps.solarize: every value v >= threshold becomes 255 - v.
+
+    @param src         height rows of width pixels of `channels` bytes.
+    @param src_size    bytes available at src; at least (height - 1) * src_stride + width * channels.
+    @param height      image height in pixels (1 .. SLIP_MAX_DIMENSION).
+    @param width       image width in pixels (1 .. SLIP_MAX_DIMENSION).
+    @param channels    bytes per pixel, 1 to 4.
+    @param src_stride  bytes from one source row to the next (>= width * channels).
+    @param dst         receives the result, of src's height, width and channels; may be src (in place).
+    @param dst_size    bytes available at dst; at least (height - 1) * dst_stride + width * channels.
+    @param dst_stride  bytes from one output row to the next (>= width * channels; src_stride when dst is src).
+    @param threshold   the value, in levels (0 .. 255, fractions allowed), from which values are inverted:
+                       0 or less (and NaN, as Pillow's v < NaN is false) inverts every value, above 255 none.
+    @return as slip_posterize.
+    """
+    return _abi.lower_call(FUNCTIONS["slip_solarize"], (src, src_size, height, width, channels, src_stride, dst, dst_size, dst_stride, threshold))
+
+
+@intrinsic
+def slip_invert(typingctx, src, src_size, height, width, channels, src_stride, dst, dst_size, dst_stride):
+    """Numba intrinsic calling C ``slip_invert``.
+
+    ImageOps.invert: every value v becomes 255 - v.
+
+    @param src         height rows of width pixels of `channels` bytes.
+    @param src_size    bytes available at src; at least (height - 1) * src_stride + width * channels.
+    @param height      image height in pixels (1 .. SLIP_MAX_DIMENSION).
+    @param width       image width in pixels (1 .. SLIP_MAX_DIMENSION).
+    @param channels    bytes per pixel, 1 to 4.
+    @param src_stride  bytes from one source row to the next (>= width * channels).
+    @param dst         receives the result, of src's height, width and channels; may be src (in place).
+    @param dst_size    bytes available at dst; at least (height - 1) * dst_stride + width * channels.
+    @param dst_stride  bytes from one output row to the next (>= width * channels; src_stride when dst is src).
+    @return as slip_posterize.
+    """
+    return _abi.lower_call(FUNCTIONS["slip_invert"], (src, src_size, height, width, channels, src_stride, dst, dst_size, dst_stride))
+
+
+@intrinsic
+def slip_autocontrast(typingctx, src, src_size, height, width, channels, src_stride, dst, dst_size, dst_stride):
+    """Numba intrinsic calling C ``slip_autocontrast``.
+
+    ImageOps.autocontrast (no cutoff, nothing ignored), channel by channel:
+    with lo and hi the channel's lowest and highest values, value v becomes
+    (int)(v * scale + offset) in double precision, scale = 255.0 / (hi - lo),
+    offset = -lo * scale, clipped to 0 .. 255; a channel of one value is left
+    as it is.
+
+    @param src         height rows of width pixels of `channels` bytes.
+    @param src_size    bytes available at src; at least (height - 1) * src_stride + width * channels.
+    @param height      image height in pixels (1 .. SLIP_MAX_DIMENSION).
+    @param width       image width in pixels (1 .. SLIP_MAX_DIMENSION).
+    @param channels    bytes per pixel, 1 to 4.
+    @param src_stride  bytes from one source row to the next (>= width * channels).
+    @param dst         receives the result, of src's height, width and channels; may be src (in place).
+    @param dst_size    bytes available at dst; at least (height - 1) * dst_stride + width * channels.
+    @param dst_stride  bytes from one output row to the next (>= width * channels; src_stride when dst is src).
+    @return as slip_posterize.
+    """
+    return _abi.lower_call(FUNCTIONS["slip_autocontrast"], (src, src_size, height, width, channels, src_stride, dst, dst_size, dst_stride))
+
+
+@intrinsic
+def slip_equalize(typingctx, src, src_size, height, width, channels, src_stride, dst, dst_size, dst_stride):
+    """Numba intrinsic calling C ``slip_equalize``.
+
+    ImageOps.equalize, channel by channel: with step the channel's pixel
+    count less the count of its highest value, divided by 255 (integer
+    division), value v becomes (step / 2 + the number of values below v) /
+    step (integer division), at most 255; a channel of one value, or whose
+    step is 0, is left as it is.
+
+    @param src         height rows of width pixels of `channels` bytes.
+    @param src_size    bytes available at src; at least (height - 1) * src_stride + width * channels.
+    @param height      image height in pixels (1 .. SLIP_MAX_DIMENSION).
+    @param width       image width in pixels (1 .. SLIP_MAX_DIMENSION).
+    @param channels    bytes per pixel, 1 to 4.
+    @param src_stride  bytes from one source row to the next (>= width * channels).
+    @param dst         receives the result, of src's height, width and channels; may be src (in place).
+    @param dst_size    bytes available at dst; at least (height - 1) * dst_stride + width * channels.
+    @param dst_stride  bytes from one output row to the next (>= width * channels; src_stride when dst is src).
+    @return as slip_posterize.
+    """
+    return _abi.lower_call(FUNCTIONS["slip_equalize"], (src, src_size, height, width, channels, src_stride, dst, dst_size, dst_stride))
+
+
+@intrinsic
+def slip_brightness(typingctx, src, src_size, height, width, channels, src_stride, dst, dst_size, dst_stride, factor):
+    """Numba intrinsic calling C ``slip_brightness``.
+
+    ImageEnhance.Brightness(image).enhance(factor): every value blended with
+    black (d = 0).
+
+    @param src         height rows of width pixels of `channels` bytes.
+    @param src_size    bytes available at src; at least (height - 1) * src_stride + width * channels.
+    @param height      image height in pixels (1 .. SLIP_MAX_DIMENSION).
+    @param width       image width in pixels (1 .. SLIP_MAX_DIMENSION).
+    @param channels    bytes per pixel, 1 to 4.
+    @param src_stride  bytes from one source row to the next (>= width * channels).
+    @param dst         receives the result, of src's height, width and channels; may be src (in place).
+    @param dst_size    bytes available at dst; at least (height - 1) * dst_stride + width * channels.
+    @param dst_stride  bytes from one output row to the next (>= width * channels; src_stride when dst is src).
+    @param factor      the blend factor: 0 black, 1 unchanged, above 1 brighter (any value, infinities and
+                       NaN included: the blend's rule gives their bytes).
+    @return as slip_posterize.
+    """
+    return _abi.lower_call(FUNCTIONS["slip_brightness"], (src, src_size, height, width, channels, src_stride, dst, dst_size, dst_stride, factor))
+
+
+@intrinsic
+def slip_color(typingctx, src, src_size, height, width, channels, src_stride, dst, dst_size, dst_stride, factor):
+    """Numba intrinsic calling C ``slip_color``.
+
+    ImageEnhance.Color(image).enhance(factor): each of R, G and B blended with
+    the pixel's gray value, Pillow's RGB to L conversion (ITU-R 601-2 luma in
+    16-bit fixed point, (19595 R + 38470 G + 7471 B + 0x8000) >> 16).  A
+    one-channel image is copied unchanged, whatever the factor, as Pillow
+    leaves an L image.
+
+    @param src         height rows of width pixels of `channels` bytes.
+    @param src_size    bytes available at src; at least (height - 1) * src_stride + width * channels.
+    @param height      image height in pixels (1 .. SLIP_MAX_DIMENSION).
+    @param width       image width in pixels (1 .. SLIP_MAX_DIMENSION).
+    @param channels    bytes per pixel: 3 (RGB) or 1.
+    @param src_stride  bytes from one source row to the next (>= width * channels).
+    @param dst         receives the result, of src's height, width and channels; may be src (in place).
+    @param dst_size    bytes available at dst; at least (height - 1) * dst_stride + width * channels.
+    @param dst_stride  bytes from one output row to the next (>= width * channels; src_stride when dst is src).
+    @param factor      the blend factor: 0 gray, 1 unchanged, above 1 more saturated (any value, as
+                       slip_brightness's).
+    @return as slip_posterize; SLIP_EINVAL also for channels other than 1 and 3.
+    """
+    return _abi.lower_call(FUNCTIONS["slip_color"], (src, src_size, height, width, channels, src_stride, dst, dst_size, dst_stride, factor))
+
+
+@intrinsic
+def slip_contrast(typingctx, src, src_size, height, width, channels, src_stride, dst, dst_size, dst_stride, factor):
+    """Numba intrinsic calling C ``slip_contrast``.
+
+    ImageEnhance.Contrast(image).enhance(factor): every value blended with the
+    image's mean gray value, (int)(mean + 0.5) in double precision, the gray
+    value of an RGB pixel as slip_color computes it, of a one-channel pixel
+    its value.
+
+    @param src         height rows of width pixels of `channels` bytes.
+    @param src_size    bytes available at src; at least (height - 1) * src_stride + width * channels.
+    @param height      image height in pixels (1 .. SLIP_MAX_DIMENSION).
+    @param width       image width in pixels (1 .. SLIP_MAX_DIMENSION).
+    @param channels    bytes per pixel: 3 (RGB) or 1.
+    @param src_stride  bytes from one source row to the next (>= width * channels).
+    @param dst         receives the result, of src's height, width and channels; may be src (in place).
+    @param dst_size    bytes available at dst; at least (height - 1) * dst_stride + width * channels.
+    @param dst_stride  bytes from one output row to the next (>= width * channels; src_stride when dst is src).
+    @param factor      the blend factor: 0 the mean gray, 1 unchanged, above 1 more contrast (any value, as
+                       slip_brightness's).
+    @return as slip_posterize; SLIP_EINVAL also for channels other than 1 and 3.
+    """
+    return _abi.lower_call(FUNCTIONS["slip_contrast"], (src, src_size, height, width, channels, src_stride, dst, dst_size, dst_stride, factor))
+
+
+@intrinsic
+def slip_sharpness(typingctx, src, src_size, height, width, channels, src_stride, dst, dst_size, dst_stride, factor):
+    """Numba intrinsic calling C ``slip_sharpness``.
+
+    ImageEnhance.Sharpness(image).enhance(factor): every value blended with
+    the image smoothed by ImageFilter.SMOOTH, a 3 x 3 filter of weights
+    (1, 1, 1, 1, 5, 1, 1, 1, 1) / 13 in single precision (each weight divided
+    by 13 in single precision; each row of the kernel summed left to right,
+    the rows below, at and above the pixel added in that order onto 0.5, the
+    sum stored as a blended value is).  The smoothed image's outermost rows
+    and columns are the image's own, as is the whole of an image narrower or
+    lower than 3 pixels (Pillow's filter leaves them): there every value is
+    blended with itself, so it keeps its value for a finite factor.
+
+    @param src         height rows of width pixels of `channels` bytes.
+    @param src_size    bytes available at src; at least (height - 1) * src_stride + width * channels.
+    @param height      image height in pixels (1 .. SLIP_MAX_DIMENSION).
+    @param width       image width in pixels (1 .. SLIP_MAX_DIMENSION).
+    @param channels    bytes per pixel, 1 to 4.
+    @param src_stride  bytes from one source row to the next (>= width * channels).
+    @param dst         receives the result, of src's height, width and channels; must not overlap src (the
+                       filter reads the neighbours of each pixel).
+    @param dst_size    bytes available at dst; at least (height - 1) * dst_stride + width * channels.
+    @param dst_stride  bytes from one output row to the next (>= width * channels).
+    @param factor      the blend factor: 0 smoothed, 1 unchanged, above 1 sharpened (any value, as
+                       slip_brightness's).
+    @return as slip_posterize; SLIP_EINVAL also when dst overlaps src, dst
+            itself included.
+    """
+    return _abi.lower_call(FUNCTIONS["slip_sharpness"], (src, src_size, height, width, channels, src_stride, dst, dst_size, dst_stride, factor))
+
+
+@intrinsic
+def slip_warp_affine(typingctx, src, src_size, src_h, src_w, channels, src_stride, dst, dst_size, dst_h, dst_w, dst_stride, matrix, nearest, fill, fill_size):
+    """Numba intrinsic calling C ``slip_warp_affine``.
+
+    Image.transform(size, AFFINE, matrix, NEAREST or BILINEAR, fillcolor):
+    output point (x, y) comes from the point (m0 x + m1 y + m2, m3 x + m4 y +
+    m5) of src.  Nearest neighbour takes Pillow's own paths, so that the same
+    pixels are picked: a pure scale (m1 = m3 = 0) sums its coordinates step
+    by step in double precision; any other map, when
+    every corner of the output maps to coordinates below 32768 in magnitude,
+    in 16.16 fixed point (each coefficient and the first point rounded half
+    up, the integer part taken by an arithmetic shift), else in double
+    precision sums.  Bilinear takes a shift by whole pixels (m0 = m4 = 1,
+    m1 = m3 = 0, m2 and m5 whole numbers below 32768 in magnitude) as a copy of
+    rows, whose pixels are the same.
+
+    @param src         src_h rows of src_w pixels of `channels` bytes.
+    @param src_size    bytes available at src; at least (src_h - 1) * src_stride + src_w * channels.
+    @param src_h       source height in pixels (1 .. SLIP_MAX_DIMENSION).
+    @param src_w       source width in pixels (1 .. SLIP_MAX_DIMENSION).
+    @param channels    bytes per pixel, 1 to 4.
+    @param src_stride  bytes from one source row to the next (>= src_w * channels).
+    @param dst         receives dst_h rows of dst_w pixels of `channels` bytes, every one written; must not
+                       overlap src.
+    @param dst_size    bytes available at dst; at least (dst_h - 1) * dst_stride + dst_w * channels.
+    @param dst_h       output height in pixels (1 .. SLIP_MAX_DIMENSION).
+    @param dst_w       output width in pixels (1 .. SLIP_MAX_DIMENSION).
+    @param dst_stride  bytes from one output row to the next (>= dst_w * channels).
+    @param matrix      6 values m0 .. m5, Pillow's AFFINE data (the inverse of the warp), in pixels; any values,
+                       infinities and NaN included (points they make that are not numbers are outside src).
+    @param nearest     non-zero: nearest neighbour; zero: bilinear.
+    @param fill        the colour of output pixels whose point lies outside src: `channels` values.
+    @param fill_size   values at fill (>= channels; only the first `channels` are read).
+    @return SLIP_OK; SLIP_EINVAL for a NULL pointer, a size outside
+            1 .. SLIP_MAX_DIMENSION, channels outside 1 .. 4, a stride smaller
+            than a row, or a dst that overlaps src; SLIP_EBUFFER when
+            src_size, dst_size or fill_size is too small.  On failure dst is
+            not written.
+    """
+    return _abi.lower_call(FUNCTIONS["slip_warp_affine"], (src, src_size, src_h, src_w, channels, src_stride, dst, dst_size, dst_h, dst_w, dst_stride, matrix, nearest, fill, fill_size))
+
+
+@intrinsic
+def slip_warp_perspective(typingctx, src, src_size, src_h, src_w, channels, src_stride, dst, dst_size, dst_h, dst_w, dst_stride, coefficients, nearest, fill, fill_size):
+    """Numba intrinsic calling C ``slip_warp_perspective``.
+
+    Image.transform(size, PERSPECTIVE, coefficients, NEAREST or BILINEAR,
+    fillcolor): output point (x, y) comes from the point ((a0 x + a1 y + a2) /
+    w, (a3 x + a4 y + a5) / w) of src, w = a6 x + a7 y + 1, each in double
+    precision; where w is 0 the pixel is `fill`.
+
+    @param src           src_h rows of src_w pixels of `channels` bytes.
+    @param src_size      bytes available at src; at least (src_h - 1) * src_stride + src_w * channels.
+    @param src_h         source height in pixels (1 .. SLIP_MAX_DIMENSION).
+    @param src_w         source width in pixels (1 .. SLIP_MAX_DIMENSION).
+    @param channels      bytes per pixel, 1 to 4.
+    @param src_stride    bytes from one source row to the next (>= src_w * channels).
+    @param dst           receives dst_h rows of dst_w pixels of `channels` bytes, every one written; must not
+                         overlap src.
+    @param dst_size      bytes available at dst; at least (dst_h - 1) * dst_stride + dst_w * channels.
+    @param dst_h         output height in pixels (1 .. SLIP_MAX_DIMENSION).
+    @param dst_w         output width in pixels (1 .. SLIP_MAX_DIMENSION).
+    @param dst_stride    bytes from one output row to the next (>= dst_w * channels).
+    @param coefficients  8 values a0 .. a7, Pillow's PERSPECTIVE data (the inverse of the warp); any values,
+                         infinities and NaN included (points they make that are not numbers are outside src).
+    @param nearest       non-zero: nearest neighbour; zero: bilinear.
+    @param fill          the colour of output pixels whose point lies outside src: `channels` values.
+    @param fill_size     values at fill (>= channels; only the first `channels` are read).
+    @return as slip_warp_affine.
+    """
+    return _abi.lower_call(FUNCTIONS["slip_warp_perspective"], (src, src_size, src_h, src_w, channels, src_stride, dst, dst_size, dst_h, dst_w, dst_stride, coefficients, nearest, fill, fill_size))
+
+
+@intrinsic
 def slip_pack(typingctx, src, height, width, channels, src_stride, dst, dtype, dst_stride_c, dst_stride_y, dst_stride_x, mean, std):
     """Numba intrinsic calling C ``slip_pack``.
 
@@ -1069,6 +1375,17 @@ __all__ = [
     "slip_planes_crop_resize",
     "slip_resize",
     "slip_resize_region",
+    "slip_posterize",
+    "slip_solarize",
+    "slip_invert",
+    "slip_autocontrast",
+    "slip_equalize",
+    "slip_brightness",
+    "slip_color",
+    "slip_contrast",
+    "slip_sharpness",
+    "slip_warp_affine",
+    "slip_warp_perspective",
     "slip_pack",
     "slip_jpeg_encode_bound",
     "slip_jpeg_encode",

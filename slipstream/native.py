@@ -614,6 +614,133 @@ def pack(
     return arr
 
 
+# ---------------------------------------------------------------- tones and warps
+
+
+def _tone(function: str, src: Any, out: Any, *args: Any) -> np.ndarray:
+    """Call the tone kernel ``slip_<function>`` on ``src`` into ``out`` (a new
+    array when None; ``src`` itself works in place)."""
+    img = _image_arg(src, "src", (1, 2, 3, 4))
+    h, w, c = img.shape
+    arr = _output_image(out, img.shape)
+    status = getattr(_calls, f"slip_{function}")(img.ctypes.data, _extent(img), h, w, c, img.strides[0],
+                                                  arr.ctypes.data, _extent(arr), arr.strides[0], *args)
+    _check(status, function, ArgumentError)
+    return arr
+
+
+def posterize(src: Any, bits: int, out: Any = None) -> np.ndarray:
+    """``ImageOps.posterize``: keep the top ``bits`` (0 to 8) bits of every
+    value (``slip_posterize``).
+
+    Args:
+        src: (H, W[, C]) uint8 image, 1 to 4 channels.
+        bits: bits kept; fewer than 0 count as 0, more than 8 as 8.
+        out: optional output of src's shape, which may be ``src`` itself.
+
+    Returns:
+        The result (``out`` when given); 2-D input gives (H, W, 1).
+    """
+    return _tone("posterize", src, out, int(bits))
+
+
+def solarize(src: Any, threshold: float, out: Any = None) -> np.ndarray:
+    """``ImageOps.solarize``: every value ``v >= threshold`` becomes
+    ``255 - v`` (``slip_solarize``); otherwise as :func:`posterize`."""
+    return _tone("solarize", src, out, float(threshold))
+
+
+def invert(src: Any, out: Any = None) -> np.ndarray:
+    """``ImageOps.invert``: ``255 - v`` (``slip_invert``); otherwise as :func:`posterize`."""
+    return _tone("invert", src, out)
+
+
+def autocontrast(src: Any, out: Any = None) -> np.ndarray:
+    """``ImageOps.autocontrast``: each channel stretched so that its lowest
+    value becomes 0 and its highest 255 (``slip_autocontrast``); otherwise
+    as :func:`posterize`."""
+    return _tone("autocontrast", src, out)
+
+
+def equalize(src: Any, out: Any = None) -> np.ndarray:
+    """``ImageOps.equalize``: the histogram of each channel equalized
+    (``slip_equalize``); otherwise as :func:`posterize`."""
+    return _tone("equalize", src, out)
+
+
+def brightness(src: Any, factor: float, out: Any = None) -> np.ndarray:
+    """``ImageEnhance.Brightness(image).enhance(factor)`` (``slip_brightness``);
+    otherwise as :func:`posterize`."""
+    return _tone("brightness", src, out, float(factor))
+
+
+def color(src: Any, factor: float, out: Any = None) -> np.ndarray:
+    """``ImageEnhance.Color(image).enhance(factor)`` of an RGB image (a
+    one-channel image is copied) (``slip_color``); otherwise as
+    :func:`posterize`."""
+    return _tone("color", src, out, float(factor))
+
+
+def contrast(src: Any, factor: float, out: Any = None) -> np.ndarray:
+    """``ImageEnhance.Contrast(image).enhance(factor)`` of an RGB or
+    one-channel image (``slip_contrast``); otherwise as :func:`posterize`."""
+    return _tone("contrast", src, out, float(factor))
+
+
+def sharpness(src: Any, factor: float, out: Any = None) -> np.ndarray:
+    """``ImageEnhance.Sharpness(image).enhance(factor)`` (``slip_sharpness``);
+    otherwise as :func:`posterize`, but ``out`` must not overlap ``src``."""
+    return _tone("sharpness", src, out, float(factor))
+
+
+def _warp(function: str, src: Any, data: Any, count: int, nearest: bool, fill: Any, size: tuple[int, int] | None,
+          out: Any) -> np.ndarray:
+    """Call the warp ``slip_warp_<function>`` with ``count`` coefficients."""
+    img = _image_arg(src, "src", (1, 2, 3, 4))
+    h, w, c = img.shape
+    coefficients = np.ascontiguousarray(data, np.float64).reshape(-1)
+    if coefficients.size != count:
+        raise ArgumentError(f"warp_{function}: {count} coefficients are needed, got {coefficients.size}")
+    colour = np.ascontiguousarray(np.broadcast_to(np.asarray(fill, np.uint8), (c,)))
+    out_h, out_w = (h, w) if size is None else size
+    arr = _output_image(out, (out_h, out_w, c))
+    status = getattr(_calls, f"slip_warp_{function}")(
+        img.ctypes.data, _extent(img), h, w, c, img.strides[0], arr.ctypes.data, _extent(arr), out_h, out_w,
+        arr.strides[0], coefficients.ctypes.data, int(bool(nearest)), colour.ctypes.data, colour.size)
+    _check(status, f"warp_{function}", ArgumentError)
+    return arr
+
+
+def warp_affine(src: Any, matrix: Any, nearest: bool = False, fill: Any = 0, size: tuple[int, int] | None = None,
+                out: Any = None) -> np.ndarray:
+    """Pillow's ``Image.transform(size, AFFINE, matrix, NEAREST or BILINEAR,
+    fillcolor=fill)`` (``slip_warp_affine``).
+
+    Args:
+        src: (H, W[, C]) uint8 image, 1 to 4 channels.
+        matrix: 6 numbers, Pillow's AFFINE data: output point (x, y) comes
+            from source point (m0 x + m1 y + m2, m3 x + m4 y + m5).
+        nearest: nearest neighbour, else bilinear.
+        fill: the colour where no source pixel lands: one value, or one per channel.
+        size: (height, width) of the output; None: src's.
+        out: optional output array of shape (height, width, C), apart from src.
+
+    Returns:
+        The warped image (``out`` when given); 2-D input gives (height, width, 1).
+    """
+    return _warp("affine", src, matrix, 6, nearest, fill, size, out)
+
+
+def warp_perspective(src: Any, coefficients: Any, nearest: bool = False, fill: Any = 0,
+                     size: tuple[int, int] | None = None, out: Any = None) -> np.ndarray:
+    """Pillow's ``Image.transform(size, PERSPECTIVE, coefficients, NEAREST
+    or BILINEAR, fillcolor=fill)`` (``slip_warp_perspective``): output point
+    (x, y) comes from ((a0 x + a1 y + a2) / d, (a3 x + a4 y + a5) / d),
+    d = a6 x + a7 y + 1, of the source; ``coefficients`` are 8 numbers,
+    the rest as :func:`warp_affine`."""
+    return _warp("perspective", src, coefficients, 8, nearest, fill, size, out)
+
+
 # ---------------------------------------------------------------- encoding, I/O
 
 
@@ -892,10 +1019,16 @@ __all__ = [
     "Status",
     "Subsampling",
     "abi_version",
+    "autocontrast",
+    "brightness",
+    "color",
+    "contrast",
     "crc32",
+    "equalize",
     "get_limit",
     "guard_faults",
     "guard_mapping",
+    "invert",
     "jpeg_add_restart_markers",
     "jpeg_decode",
     "jpeg_decode_crop_resize",
@@ -906,6 +1039,7 @@ __all__ = [
     "last_error",
     "lib",
     "pack",
+    "posterize",
     "pread",
     "range_free",
     "range_map_file",
@@ -915,7 +1049,11 @@ __all__ = [
     "resize",
     "scaled_region",
     "set_limit",
+    "sharpness",
+    "solarize",
     "strerror",
     "unguard_mapping",
     "version",
+    "warp_affine",
+    "warp_perspective",
 ]

@@ -3,9 +3,10 @@
  *
  * libslipstream holds the pixel kernels of slipstream: JPEG header parsing,
  * region-of-interest and DCT-scaled JPEG decoding, a fused decode+crop+resize,
- * resampling, normalization/packing into tensor layouts, JPEG encoding for the
- * dataset writer, positional file reads, page checksums, and file mappings
- * that survive the file being truncated.  Limits (slip_set_limit) bound the
+ * resampling, Pillow's tone operations and affine and perspective warps,
+ * normalization/packing into tensor layouts, JPEG encoding for the dataset
+ * writer, positional file reads, page checksums, and file mappings that
+ * survive the file being truncated.  Limits (slip_set_limit) bound the
  * work any one JPEG can cause.
  *
  * Conventions shared by every function below:
@@ -27,8 +28,9 @@
  *  - Parameters documented as taking an enum are declared int32_t so that the
  *    ABI does not depend on the compiler's choice of enum size.
  *  - Results do not depend on the CPU.  On x86-64 CPUs with AVX2 (and F16C)
- *    resampling, the planes' crop and float16 packing run vector code that
- *    gives the same bytes as the portable code; setting the environment variable
+ *    resampling, the planes' crop, float16 packing and the blends of the
+ *    tone kernels run vector code that gives the same bytes as the portable
+ *    code; setting the environment variable
  *    SLIPSTREAM_PORTABLE_KERNELS=1 before a thread first calls in makes it
  *    use the portable code, which is how tests compare the two.
  *
@@ -53,7 +55,7 @@ extern "C" {
 #endif
 
 /** Version of this ABI; bumped whenever a declaration in this file changes. */
-#define SLIP_ABI_VERSION 7
+#define SLIP_ABI_VERSION 8
 
 /** Largest image side, in pixels, that any function accepts (libjpeg's own limit). */
 #define SLIP_MAX_DIMENSION 65500
@@ -548,6 +550,303 @@ SLIP_API int32_t slip_resize(const uint8_t *src, int32_t src_h, int32_t src_w, i
 SLIP_API int32_t slip_resize_region(const uint8_t *src, int32_t src_h, int32_t src_w, int32_t channels,
                                     int64_t src_stride, double cy, double cx, double ch, double cw, uint8_t *dst,
                                     int32_t dst_h, int32_t dst_w, int64_t dst_stride, int32_t interp, int32_t flip_x);
+
+/*
+ * Tone kernels: torchvision's PIL path and its augmentation policies change
+ * values with Pillow's ImageOps (posterize, solarize, invert, autocontrast,
+ * equalize) and ImageEnhance (brightness, color, contrast, sharpness).  These
+ * functions compute them with Pillow's arithmetic, step for step, so that the
+ * output equals Pillow's byte for byte.  Each reads an image src and writes
+ * dst, of the same height, width and channels; dst may be src itself (the
+ * same pointer and stride: in place) for every kernel but slip_sharpness, and
+ * must not otherwise overlap src.  The ImageEnhance kernels blend a
+ * "degenerate" value d towards the pixel's value v as Pillow's Image.blend
+ * does: d + f * (v - d) in single precision, f the factor rounded to single
+ * precision, stored as 0 at or below 0 and for NaN, 255 at or above 255,
+ * else truncated.
+ */
+
+/**
+ * ImageOps.posterize: keep the top `bits` bits of every value, zeroing the
+ * others.
+ *
+ * @param src         height rows of width pixels of `channels` bytes.
+ * @param src_size    bytes available at src; at least (height - 1) * src_stride + width * channels.
+ * @param height      image height in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param width       image width in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param channels    bytes per pixel, 1 to 4.
+ * @param src_stride  bytes from one source row to the next (>= width * channels).
+ * @param dst         receives the result, of src's height, width and channels; may be src (in place).
+ * @param dst_size    bytes available at dst; at least (height - 1) * dst_stride + width * channels.
+ * @param dst_stride  bytes from one output row to the next (>= width * channels; src_stride when dst is src).
+ * @param bits        bits kept per value, 0 (black) to 8 (unchanged); values beyond are taken as 0 or 8.
+ * @return SLIP_OK; SLIP_EINVAL for a NULL pointer, a size outside
+ *         1 .. SLIP_MAX_DIMENSION, channels outside 1 .. 4, a stride smaller
+ *         than a row, or a dst that overlaps src without being src;
+ *         SLIP_EBUFFER when src_size or dst_size is too small.  On failure
+ *         dst is not written.
+ */
+SLIP_API int32_t slip_posterize(const uint8_t *src, size_t src_size, int32_t height, int32_t width, int32_t channels,
+                                int64_t src_stride, uint8_t *dst, size_t dst_size, int64_t dst_stride, int64_t bits);
+
+/**
+ * ImageOps.solarize: every value v >= threshold becomes 255 - v.
+ *
+ * @param src         height rows of width pixels of `channels` bytes.
+ * @param src_size    bytes available at src; at least (height - 1) * src_stride + width * channels.
+ * @param height      image height in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param width       image width in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param channels    bytes per pixel, 1 to 4.
+ * @param src_stride  bytes from one source row to the next (>= width * channels).
+ * @param dst         receives the result, of src's height, width and channels; may be src (in place).
+ * @param dst_size    bytes available at dst; at least (height - 1) * dst_stride + width * channels.
+ * @param dst_stride  bytes from one output row to the next (>= width * channels; src_stride when dst is src).
+ * @param threshold   the value, in levels (0 .. 255, fractions allowed), from which values are inverted:
+ *                    0 or less (and NaN, as Pillow's v < NaN is false) inverts every value, above 255 none.
+ * @return as slip_posterize.
+ */
+SLIP_API int32_t slip_solarize(const uint8_t *src, size_t src_size, int32_t height, int32_t width, int32_t channels,
+                               int64_t src_stride, uint8_t *dst, size_t dst_size, int64_t dst_stride,
+                               double threshold);
+
+/**
+ * ImageOps.invert: every value v becomes 255 - v.
+ *
+ * @param src         height rows of width pixels of `channels` bytes.
+ * @param src_size    bytes available at src; at least (height - 1) * src_stride + width * channels.
+ * @param height      image height in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param width       image width in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param channels    bytes per pixel, 1 to 4.
+ * @param src_stride  bytes from one source row to the next (>= width * channels).
+ * @param dst         receives the result, of src's height, width and channels; may be src (in place).
+ * @param dst_size    bytes available at dst; at least (height - 1) * dst_stride + width * channels.
+ * @param dst_stride  bytes from one output row to the next (>= width * channels; src_stride when dst is src).
+ * @return as slip_posterize.
+ */
+SLIP_API int32_t slip_invert(const uint8_t *src, size_t src_size, int32_t height, int32_t width, int32_t channels,
+                             int64_t src_stride, uint8_t *dst, size_t dst_size, int64_t dst_stride);
+
+/**
+ * ImageOps.autocontrast (no cutoff, nothing ignored), channel by channel:
+ * with lo and hi the channel's lowest and highest values, value v becomes
+ * (int)(v * scale + offset) in double precision, scale = 255.0 / (hi - lo),
+ * offset = -lo * scale, clipped to 0 .. 255; a channel of one value is left
+ * as it is.
+ *
+ * @param src         height rows of width pixels of `channels` bytes.
+ * @param src_size    bytes available at src; at least (height - 1) * src_stride + width * channels.
+ * @param height      image height in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param width       image width in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param channels    bytes per pixel, 1 to 4.
+ * @param src_stride  bytes from one source row to the next (>= width * channels).
+ * @param dst         receives the result, of src's height, width and channels; may be src (in place).
+ * @param dst_size    bytes available at dst; at least (height - 1) * dst_stride + width * channels.
+ * @param dst_stride  bytes from one output row to the next (>= width * channels; src_stride when dst is src).
+ * @return as slip_posterize.
+ */
+SLIP_API int32_t slip_autocontrast(const uint8_t *src, size_t src_size, int32_t height, int32_t width,
+                                   int32_t channels, int64_t src_stride, uint8_t *dst, size_t dst_size,
+                                   int64_t dst_stride);
+
+/**
+ * ImageOps.equalize, channel by channel: with step the channel's pixel
+ * count less the count of its highest value, divided by 255 (integer
+ * division), value v becomes (step / 2 + the number of values below v) /
+ * step (integer division), at most 255; a channel of one value, or whose
+ * step is 0, is left as it is.
+ *
+ * @param src         height rows of width pixels of `channels` bytes.
+ * @param src_size    bytes available at src; at least (height - 1) * src_stride + width * channels.
+ * @param height      image height in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param width       image width in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param channels    bytes per pixel, 1 to 4.
+ * @param src_stride  bytes from one source row to the next (>= width * channels).
+ * @param dst         receives the result, of src's height, width and channels; may be src (in place).
+ * @param dst_size    bytes available at dst; at least (height - 1) * dst_stride + width * channels.
+ * @param dst_stride  bytes from one output row to the next (>= width * channels; src_stride when dst is src).
+ * @return as slip_posterize.
+ */
+SLIP_API int32_t slip_equalize(const uint8_t *src, size_t src_size, int32_t height, int32_t width, int32_t channels,
+                               int64_t src_stride, uint8_t *dst, size_t dst_size, int64_t dst_stride);
+
+/**
+ * ImageEnhance.Brightness(image).enhance(factor): every value blended with
+ * black (d = 0).
+ *
+ * @param src         height rows of width pixels of `channels` bytes.
+ * @param src_size    bytes available at src; at least (height - 1) * src_stride + width * channels.
+ * @param height      image height in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param width       image width in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param channels    bytes per pixel, 1 to 4.
+ * @param src_stride  bytes from one source row to the next (>= width * channels).
+ * @param dst         receives the result, of src's height, width and channels; may be src (in place).
+ * @param dst_size    bytes available at dst; at least (height - 1) * dst_stride + width * channels.
+ * @param dst_stride  bytes from one output row to the next (>= width * channels; src_stride when dst is src).
+ * @param factor      the blend factor: 0 black, 1 unchanged, above 1 brighter (any value, infinities and
+ *                    NaN included: the blend's rule gives their bytes).
+ * @return as slip_posterize.
+ */
+SLIP_API int32_t slip_brightness(const uint8_t *src, size_t src_size, int32_t height, int32_t width,
+                                 int32_t channels, int64_t src_stride, uint8_t *dst, size_t dst_size,
+                                 int64_t dst_stride, double factor);
+
+/**
+ * ImageEnhance.Color(image).enhance(factor): each of R, G and B blended with
+ * the pixel's gray value, Pillow's RGB to L conversion (ITU-R 601-2 luma in
+ * 16-bit fixed point, (19595 R + 38470 G + 7471 B + 0x8000) >> 16).  A
+ * one-channel image is copied unchanged, whatever the factor, as Pillow
+ * leaves an L image.
+ *
+ * @param src         height rows of width pixels of `channels` bytes.
+ * @param src_size    bytes available at src; at least (height - 1) * src_stride + width * channels.
+ * @param height      image height in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param width       image width in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param channels    bytes per pixel: 3 (RGB) or 1.
+ * @param src_stride  bytes from one source row to the next (>= width * channels).
+ * @param dst         receives the result, of src's height, width and channels; may be src (in place).
+ * @param dst_size    bytes available at dst; at least (height - 1) * dst_stride + width * channels.
+ * @param dst_stride  bytes from one output row to the next (>= width * channels; src_stride when dst is src).
+ * @param factor      the blend factor: 0 gray, 1 unchanged, above 1 more saturated (any value, as
+ *                    slip_brightness's).
+ * @return as slip_posterize; SLIP_EINVAL also for channels other than 1 and 3.
+ */
+SLIP_API int32_t slip_color(const uint8_t *src, size_t src_size, int32_t height, int32_t width, int32_t channels,
+                            int64_t src_stride, uint8_t *dst, size_t dst_size, int64_t dst_stride, double factor);
+
+/**
+ * ImageEnhance.Contrast(image).enhance(factor): every value blended with the
+ * image's mean gray value, (int)(mean + 0.5) in double precision, the gray
+ * value of an RGB pixel as slip_color computes it, of a one-channel pixel
+ * its value.
+ *
+ * @param src         height rows of width pixels of `channels` bytes.
+ * @param src_size    bytes available at src; at least (height - 1) * src_stride + width * channels.
+ * @param height      image height in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param width       image width in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param channels    bytes per pixel: 3 (RGB) or 1.
+ * @param src_stride  bytes from one source row to the next (>= width * channels).
+ * @param dst         receives the result, of src's height, width and channels; may be src (in place).
+ * @param dst_size    bytes available at dst; at least (height - 1) * dst_stride + width * channels.
+ * @param dst_stride  bytes from one output row to the next (>= width * channels; src_stride when dst is src).
+ * @param factor      the blend factor: 0 the mean gray, 1 unchanged, above 1 more contrast (any value, as
+ *                    slip_brightness's).
+ * @return as slip_posterize; SLIP_EINVAL also for channels other than 1 and 3.
+ */
+SLIP_API int32_t slip_contrast(const uint8_t *src, size_t src_size, int32_t height, int32_t width, int32_t channels,
+                               int64_t src_stride, uint8_t *dst, size_t dst_size, int64_t dst_stride,
+                               double factor);
+
+/**
+ * ImageEnhance.Sharpness(image).enhance(factor): every value blended with
+ * the image smoothed by ImageFilter.SMOOTH, a 3 x 3 filter of weights
+ * (1, 1, 1, 1, 5, 1, 1, 1, 1) / 13 in single precision (each weight divided
+ * by 13 in single precision; each row of the kernel summed left to right,
+ * the rows below, at and above the pixel added in that order onto 0.5, the
+ * sum stored as a blended value is).  The smoothed image's outermost rows
+ * and columns are the image's own, as is the whole of an image narrower or
+ * lower than 3 pixels (Pillow's filter leaves them): there every value is
+ * blended with itself, so it keeps its value for a finite factor.
+ *
+ * @param src         height rows of width pixels of `channels` bytes.
+ * @param src_size    bytes available at src; at least (height - 1) * src_stride + width * channels.
+ * @param height      image height in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param width       image width in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param channels    bytes per pixel, 1 to 4.
+ * @param src_stride  bytes from one source row to the next (>= width * channels).
+ * @param dst         receives the result, of src's height, width and channels; must not overlap src (the
+ *                    filter reads the neighbours of each pixel).
+ * @param dst_size    bytes available at dst; at least (height - 1) * dst_stride + width * channels.
+ * @param dst_stride  bytes from one output row to the next (>= width * channels).
+ * @param factor      the blend factor: 0 smoothed, 1 unchanged, above 1 sharpened (any value, as
+ *                    slip_brightness's).
+ * @return as slip_posterize; SLIP_EINVAL also when dst overlaps src, dst
+ *         itself included.
+ */
+SLIP_API int32_t slip_sharpness(const uint8_t *src, size_t src_size, int32_t height, int32_t width,
+                                int32_t channels, int64_t src_stride, uint8_t *dst, size_t dst_size,
+                                int64_t dst_stride, double factor);
+
+/*
+ * Warps: torchvision's RandomRotation, RandomAffine and RandomPerspective on
+ * PIL images, and the geometric steps of its augmentation policies, call
+ * Pillow's Image.transform.  These functions compute its pixels, byte for
+ * byte: output pixel (x, y) is centred on (x + 0.5, y + 0.5), mapped to a
+ * point of src by the map's inverse; nearest neighbour takes the pixel
+ * containing that point, bilinear blends the four pixel centres around it
+ * (edges clamped) in double precision and truncates; where the point lies
+ * outside src (or is not a number), the pixel is `fill`.
+ */
+
+/**
+ * Image.transform(size, AFFINE, matrix, NEAREST or BILINEAR, fillcolor):
+ * output point (x, y) comes from the point (m0 x + m1 y + m2, m3 x + m4 y +
+ * m5) of src.  Nearest neighbour takes Pillow's own paths, so that the same
+ * pixels are picked: a pure scale (m1 = m3 = 0) sums its coordinates step
+ * by step in double precision; any other map, when
+ * every corner of the output maps to coordinates below 32768 in magnitude,
+ * in 16.16 fixed point (each coefficient and the first point rounded half
+ * up, the integer part taken by an arithmetic shift), else in double
+ * precision sums.  Bilinear takes a shift by whole pixels (m0 = m4 = 1,
+ * m1 = m3 = 0, m2 and m5 whole numbers below 32768 in magnitude) as a copy of
+ * rows, whose pixels are the same.
+ *
+ * @param src         src_h rows of src_w pixels of `channels` bytes.
+ * @param src_size    bytes available at src; at least (src_h - 1) * src_stride + src_w * channels.
+ * @param src_h       source height in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param src_w       source width in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param channels    bytes per pixel, 1 to 4.
+ * @param src_stride  bytes from one source row to the next (>= src_w * channels).
+ * @param dst         receives dst_h rows of dst_w pixels of `channels` bytes, every one written; must not
+ *                    overlap src.
+ * @param dst_size    bytes available at dst; at least (dst_h - 1) * dst_stride + dst_w * channels.
+ * @param dst_h       output height in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param dst_w       output width in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param dst_stride  bytes from one output row to the next (>= dst_w * channels).
+ * @param matrix      6 values m0 .. m5, Pillow's AFFINE data (the inverse of the warp), in pixels; any values,
+ *                    infinities and NaN included (points they make that are not numbers are outside src).
+ * @param nearest     non-zero: nearest neighbour; zero: bilinear.
+ * @param fill        the colour of output pixels whose point lies outside src: `channels` values.
+ * @param fill_size   values at fill (>= channels; only the first `channels` are read).
+ * @return SLIP_OK; SLIP_EINVAL for a NULL pointer, a size outside
+ *         1 .. SLIP_MAX_DIMENSION, channels outside 1 .. 4, a stride smaller
+ *         than a row, or a dst that overlaps src; SLIP_EBUFFER when
+ *         src_size, dst_size or fill_size is too small.  On failure dst is
+ *         not written.
+ */
+SLIP_API int32_t slip_warp_affine(const uint8_t *src, size_t src_size, int32_t src_h, int32_t src_w,
+                                  int32_t channels, int64_t src_stride, uint8_t *dst, size_t dst_size, int32_t dst_h,
+                                  int32_t dst_w, int64_t dst_stride, const double *matrix, int32_t nearest,
+                                  const uint8_t *fill, size_t fill_size);
+
+/**
+ * Image.transform(size, PERSPECTIVE, coefficients, NEAREST or BILINEAR,
+ * fillcolor): output point (x, y) comes from the point ((a0 x + a1 y + a2) /
+ * w, (a3 x + a4 y + a5) / w) of src, w = a6 x + a7 y + 1, each in double
+ * precision; where w is 0 the pixel is `fill`.
+ *
+ * @param src           src_h rows of src_w pixels of `channels` bytes.
+ * @param src_size      bytes available at src; at least (src_h - 1) * src_stride + src_w * channels.
+ * @param src_h         source height in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param src_w         source width in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param channels      bytes per pixel, 1 to 4.
+ * @param src_stride    bytes from one source row to the next (>= src_w * channels).
+ * @param dst           receives dst_h rows of dst_w pixels of `channels` bytes, every one written; must not
+ *                      overlap src.
+ * @param dst_size      bytes available at dst; at least (dst_h - 1) * dst_stride + dst_w * channels.
+ * @param dst_h         output height in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param dst_w         output width in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param dst_stride    bytes from one output row to the next (>= dst_w * channels).
+ * @param coefficients  8 values a0 .. a7, Pillow's PERSPECTIVE data (the inverse of the warp); any values,
+ *                      infinities and NaN included (points they make that are not numbers are outside src).
+ * @param nearest       non-zero: nearest neighbour; zero: bilinear.
+ * @param fill          the colour of output pixels whose point lies outside src: `channels` values.
+ * @param fill_size     values at fill (>= channels; only the first `channels` are read).
+ * @return as slip_warp_affine.
+ */
+SLIP_API int32_t slip_warp_perspective(const uint8_t *src, size_t src_size, int32_t src_h, int32_t src_w,
+                                       int32_t channels, int64_t src_stride, uint8_t *dst, size_t dst_size,
+                                       int32_t dst_h, int32_t dst_w, int64_t dst_stride, const double *coefficients,
+                                       int32_t nearest, const uint8_t *fill, size_t fill_size);
 
 /**
  * Convert an interleaved 8-bit image into a tensor element type and layout,

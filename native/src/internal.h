@@ -106,6 +106,18 @@ int32_t slip__fail(int32_t status, const char *fmt, ...)
 #endif
     ;
 
+/* Check an interleaved 8-bit image argument of the whole-image kernels
+ * (tones.c, warps.c): data not NULL, height and width 1 .. SLIP_MAX_DIMENSION,
+ * channels 1 .. 4, stride at least a row, and size covering the
+ * (height - 1) * stride + width * channels bytes the image spans, which
+ * *extent receives.  `name` names the argument in the detail of a failure:
+ * SLIP_EINVAL, or SLIP_EBUFFER when size is too small. */
+int32_t slip__check_image(const char *name, const void *data, size_t size, int32_t height, int32_t width,
+                          int32_t channels, int64_t stride, size_t *extent);
+
+/* Whether the byte ranges [a, a + a_size) and [b, b + b_size) share a byte. */
+int slip__overlap(const void *a, size_t a_size, const void *b, size_t b_size);
+
 /* Attach the slipstream error manager to a libjpeg object's error field. */
 struct jpeg_error_mgr *slip__jpeg_error_init(slip_jpeg_error *err);
 

@@ -942,6 +942,159 @@ static void test_resize(int32_t channels, int32_t interp) {
   case_end();
 }
 
+/* ------------------------------------------------ 5b: tones and warps */
+
+/* A tone kernel's call, on a source of `stride` bytes a row into dst. */
+typedef int32_t (*tone_fn)(const uint8_t *src, size_t src_size, int32_t h, int32_t w, int32_t c, int64_t src_stride,
+                           uint8_t *dst, size_t dst_size, int64_t dst_stride, double arg);
+
+static int32_t tone_posterize(const uint8_t *s, size_t ss, int32_t h, int32_t w, int32_t c, int64_t st, uint8_t *d,
+                              size_t ds, int64_t dt, double arg) {
+  return slip_posterize(s, ss, h, w, c, st, d, ds, dt, (int64_t)arg);
+}
+static int32_t tone_invert(const uint8_t *s, size_t ss, int32_t h, int32_t w, int32_t c, int64_t st, uint8_t *d,
+                           size_t ds, int64_t dt, double arg) {
+  (void)arg;
+  return slip_invert(s, ss, h, w, c, st, d, ds, dt);
+}
+static int32_t tone_autocontrast(const uint8_t *s, size_t ss, int32_t h, int32_t w, int32_t c, int64_t st,
+                                 uint8_t *d, size_t ds, int64_t dt, double arg) {
+  (void)arg;
+  return slip_autocontrast(s, ss, h, w, c, st, d, ds, dt);
+}
+static int32_t tone_equalize(const uint8_t *s, size_t ss, int32_t h, int32_t w, int32_t c, int64_t st, uint8_t *d,
+                             size_t ds, int64_t dt, double arg) {
+  (void)arg;
+  return slip_equalize(s, ss, h, w, c, st, d, ds, dt);
+}
+
+/* Every tone kernel on padded rows into guarded outputs of the documented
+ * minimum size: nothing outside the pixels is written, the source is left
+ * as it is, in place gives the same bytes, and the identities hold
+ * (posterize 8, brightness, color, contrast and sharpness at 1, invert twice). */
+static void test_tones(void) {
+  case_begin("tone kernels: guarded outputs, in place, identities");
+  static const struct {
+    const char *name;
+    tone_fn fn;
+    double arg;
+    int identity, in_place;
+  } kernels[] = {{"posterize", tone_posterize, 8, 1, 1},       {"posterize 3", tone_posterize, 3, 0, 1},
+                 {"solarize", slip_solarize, 100.5, 0, 1},     {"invert", tone_invert, 0, 0, 1},
+                 {"autocontrast", tone_autocontrast, 0, 0, 1}, {"equalize", tone_equalize, 0, 0, 1},
+                 {"brightness", slip_brightness, 1, 1, 1},     {"brightness 1.7", slip_brightness, 1.7, 0, 1},
+                 {"color", slip_color, 1, 1, 1},               {"color NaN", slip_color, NAN, 0, 1},
+                 {"contrast", slip_contrast, 1, 1, 1},         {"contrast -inf", slip_contrast, -INFINITY, 0, 1},
+                 {"sharpness", slip_sharpness, 1, 1, 0},       {"sharpness 2.5", slip_sharpness, 2.5, 0, 0}};
+  static const int32_t sizes[][2] = {{1, 1}, {2, 5}, {5, 2}, {3, 3}, {17, 13}, {64, 47}};
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+    for (int32_t c = 1; c <= 4; c++) {
+      int32_t h = sizes[s][0], w = sizes[s][1];
+      int64_t stride = (int64_t)w * c + rng_below(5);
+      size_t row = (size_t)w * (size_t)c, size = output_size(h, stride, row);
+      uint8_t *src = make_noise(size), *kept = exact_copy(src, size);
+      for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
+        if ((kernels[k].fn == slip_color || kernels[k].fn == slip_contrast) && c != 1 && c != 3) continue;
+        guarded out;
+        guarded_alloc(&out, size);
+        int32_t status = kernels[k].fn(src, size, h, w, c, stride, out.p, size, stride, kernels[k].arg);
+        if (!expect_status(status, SLIP_OK, kernels[k].name)) {
+          free(out.mem);
+          continue;
+        }
+        expect(guarded_intact(&out, h, stride, row), "%s %dx%dx%d wrote outside its pixels", kernels[k].name, h, w,
+               c);
+        expect(!memcmp(src, kept, size), "%s %dx%dx%d changed its source", kernels[k].name, h, w, c);
+        int same = 1;
+        for (int32_t y = 0; y < h; y++) same &= !memcmp(out.p + y * stride, src + y * stride, row);
+        if (kernels[k].identity) expect(same, "%s %dx%dx%d is not the identity", kernels[k].name, h, w, c);
+        if (kernels[k].in_place) {
+          uint8_t *copy = exact_copy(src, size);
+          expect_status(kernels[k].fn(copy, size, h, w, c, stride, copy, size, stride, kernels[k].arg), SLIP_OK,
+                        kernels[k].name);
+          same = 1;
+          for (int32_t y = 0; y < h; y++) same &= !memcmp(out.p + y * stride, copy + y * stride, row);
+          expect(same, "%s %dx%dx%d in place differs", kernels[k].name, h, w, c);
+          if (kernels[k].fn == tone_invert) { /* twice is the identity */
+            expect_status(slip_invert(copy, size, h, w, c, stride, copy, size, stride), SLIP_OK, "invert again");
+            expect(!memcmp(copy, kept, size), "invert twice %dx%dx%d is not the identity", h, w, c);
+          }
+          free(copy);
+        }
+        free(out.mem);
+      }
+      free(src);
+      free(kept);
+    }
+  case_end();
+}
+
+/* The warps on every path into guarded outputs of other sizes: nothing
+ * outside the pixels is written; the identity gives the source back with
+ * either filter and on Pillow's paths (scale, fixed point, floating point,
+ * generic bilinear, row copies); a map far off, or not a number, gives fill. */
+static void test_warps(void) {
+  case_begin("warps: guarded outputs, identities, fill");
+  const double identities[][6] = {{1, 0, 0, 0, 1, 0}, {1, 1e-300, 0, 0, 1, 0}, {1, 0, 0, 1e-300, 1, 0}};
+  const double far[6] = {1, 0.3, 1e6, 0.2, 1, -1e6}, nan6[6] = {NAN, NAN, NAN, NAN, NAN, NAN};
+  const double perspective[8] = {1, 0, 0, 0, 1, 0, 0, 0}, bent[8] = {0.9, 0.1, 1, -0.1, 1.1, 0.5, 0.01, -0.02};
+  static const int32_t sizes[][2] = {{1, 1}, {2, 7}, {7, 2}, {23, 17}};
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+    for (int32_t c = 1; c <= 4; c++) {
+      int32_t h = sizes[s][0], w = sizes[s][1], oh = rng_range(1, 30), ow = rng_range(1, 30);
+      uint8_t fill[4] = {11, 22, 33, 44};
+      int64_t stride = (int64_t)w * c + rng_below(4), out_stride = (int64_t)ow * c + rng_below(4);
+      size_t size = output_size(h, stride, (size_t)w * (size_t)c);
+      size_t out_size = output_size(oh, out_stride, (size_t)ow * (size_t)c);
+      uint8_t *src = make_noise(size);
+      for (int nearest = 0; nearest <= 1; nearest++) {
+        for (int k = 0; k < 5; k++) {
+          const double *m = k < 3 ? identities[k] : k == 3 ? far : nan6;
+          guarded out;
+          guarded_alloc(&out, size);
+          int32_t status = slip_warp_affine(src, size, h, w, c, stride, out.p, size, h, w, stride, m, nearest, fill,
+                                            (size_t)c);
+          if (expect_status(status, SLIP_OK, "slip_warp_affine")) {
+            expect(guarded_intact(&out, h, stride, (size_t)w * (size_t)c), "affine %d wrote outside its pixels", k);
+            int same = 1;
+            for (int32_t y = 0; y < h; y++)
+              for (int32_t x = 0; x < w; x++)
+                same &= !memcmp(out.p + y * stride + (int64_t)x * c,
+                                k < 3 ? src + y * stride + (int64_t)x * c : fill, (size_t)c);
+            expect(same, "affine %d (nearest %d) of %dx%dx%d is not %s", k, nearest, h, w, c,
+                   k < 3 ? "the source" : "fill");
+          }
+          free(out.mem);
+        }
+        for (int k = 0; k < 2; k++) {
+          guarded out;
+          guarded_alloc(&out, out_size);
+          int32_t status = slip_warp_perspective(src, size, h, w, c, stride, out.p, out_size, oh, ow, out_stride,
+                                                 k ? bent : perspective, nearest, fill, (size_t)c);
+          if (expect_status(status, SLIP_OK, "slip_warp_perspective"))
+            expect(guarded_intact(&out, oh, out_stride, (size_t)ow * (size_t)c),
+                   "perspective %d wrote outside its pixels", k);
+          free(out.mem);
+          guarded_alloc(&out, out_size);
+          status = slip_warp_affine(src, size, h, w, c, stride, out.p, out_size, oh, ow, out_stride,
+                                    k ? bent : perspective, nearest, fill, (size_t)c);
+          if (expect_status(status, SLIP_OK, "slip_warp_affine to another size"))
+            expect(guarded_intact(&out, oh, out_stride, (size_t)ow * (size_t)c),
+                   "affine to another size wrote outside its pixels");
+          free(out.mem);
+        }
+      }
+      expect_status(slip_warp_affine(src, size, h, w, c, stride, (uint8_t *)src, size, h, w, stride, far, 1, fill,
+                                     (size_t)c),
+                    SLIP_EINVAL, "a warp in place");
+      expect_status(slip_warp_affine(src, size, h, w, c, stride, NULL, 0, oh, ow, out_stride, far, 1, fill,
+                                     (size_t)c),
+                    SLIP_EINVAL, "a NULL dst");
+      free(src);
+    }
+  case_end();
+}
+
 /* ------------------------------------------------------------ 5: pack */
 
 static double half_to_double(uint16_t h) {
@@ -2158,6 +2311,8 @@ int main(int argc, char **argv) {
     for (int hwc = 0; hwc <= 1; hwc++)
       for (int normalize = 0; normalize <= (dtype != SLIP_DTYPE_UINT8); normalize++) test_pack(dtype, hwc, normalize);
   test_pack_rejects();
+  test_tones();
+  test_warps();
 
   /* Hostile input, made from corpus files whose own cases passed. */
   jpeg_case *small_420 = corpus_case(cases, n, 17, 13, SLIP_SUBSAMPLING_420, 0),

@@ -7,12 +7,14 @@ calls ``Image.rotate`` (which builds an inverse affine matrix and calls
 ``_get_inverse_affine_matrix`` (torchvision/transforms/functional.py) and
 calls ``Image.transform(size, AFFINE, ...)``, and ``RandomPerspective``
 solves ``_get_perspective_coeffs`` and calls ``Image.transform(size,
-PERSPECTIVE, ...)``.  The kernels here repeat Pillow's arithmetic
-(src/libImaging/Geometry.c): output pixel (x, y) is centred on
-``(x + 0.5, y + 0.5)``, mapped to input coordinates by the inverse matrix;
-nearest neighbour takes the pixel containing that point, bilinear blends
-the four pixel centres around it (edges clamped) in float64 and truncates.
-Nearest affine warps take Pillow's fast paths: a table of columns for pure
+PERSPECTIVE, ...)``.  The kernels (C ``slip_warp_affine`` and
+``slip_warp_perspective``, which :func:`affine` and :func:`perspective`
+call) repeat Pillow's arithmetic (src/libImaging/Geometry.c): output pixel
+(x, y) is centred on ``(x + 0.5, y + 0.5)``, mapped to input coordinates by
+the inverse matrix; nearest neighbour takes the pixel containing that
+point, bilinear blends the four pixel centres around it (edges clamped) in
+float64 and truncates.
+Nearest affine warps take Pillow's fast paths: step-by-step sums for pure
 scales, 16.16 fixed point when every coordinate fits, else incremental
 float64 sums, so that the same pixels are picked.
 
@@ -29,7 +31,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from numba import int64, uint64
+from numba import int64
 
 from slipstream.compiler import Allocation, Operation, State
 from slipstream.compiler import random as rnd
@@ -39,6 +41,7 @@ from slipstream.compiler.params import (PROBABILITY, Choice, Custom, Float, Numb
                                         enum_name, param)
 from slipstream.errors import ArgumentError
 from slipstream.fields import geometry
+from slipstream.native import slip_warp_affine, slip_warp_perspective
 
 __all__ = ["RandomAffine", "RandomPerspective", "RandomRotation", "affine", "affine_inverse", "perspective",
            "perspective_coefficients", "perspective_corners", "rotation_inverse", "rotation_inverse_about", "round15"]
@@ -47,213 +50,27 @@ ROTATION_DRAWS = rnd.named_draws("angle")
 AFFINE_DRAWS = rnd.named_draws("angle", "shift_x", "shift_y", "scale", "shear_x", "shear_y")
 PERSPECTIVE_DRAWS = rnd.named_draws("apply", "corner")  # corner + k: coordinate k of the four (x, y) end points
 _DEGREE = math.pi / 180.0  # CPython's math.radians multiplies by this constant
-_FIXED_LIMIT = 32768.0  # Pillow's check_fixed: coordinates below this fit 16.16 fixed point
 
-# ---------------------------------------------------------------- kernels: nearest neighbour
+# ---------------------------------------------------------------- the C kernels' entry points
 
-
-@cached_njit
-def _inside(v, size):
-    """Whether Pillow's COORD(v) (-1 below 0, else truncation) is a pixel of 0..size-1."""
-    return v >= 0.0 and v < size
+_WARP_REFUSED = ("takes (height, width, channels) C-contiguous uint8 images of 1 to 65500 pixels a side and 1 to 4 "
+                 "channels, apart from each other, and a fill of at least one value per channel "
+                 "(slipstream.native.last_error() says what was wrong)")
+_AFFINE_REFUSED, _PERSPECTIVE_REFUSED = "affine " + _WARP_REFUSED, "perspective " + _WARP_REFUSED
 
 
 @cached_njit(inline="always")
-def _copy_pixel(d, at, s, source, channels):
-    """``d[at:at + channels]`` (flat views) from ``s[source:]``; RGB unrolled."""
-    if channels == 3:
-        d[at], d[at + 1], d[at + 2] = s[source], s[source + 1], s[source + 2]
-    else:
-        for k in range(uint64(channels)):
-            d[at + k] = s[source + k]
-
-
-@cached_njit(inline="always")
-def _fill_pixel(d, at, fill, channels):
-    """``d[at:at + channels]`` set to the first ``channels`` values of ``fill``."""
-    for k in range(uint64(channels)):
-        d[at + k] = fill[k]
-
-
-@cached_njit(inline="always")
-def _offset(row, column, width, channels):
-    """The flat offset of pixel (``row``, ``column``), both non-negative."""
-    return (uint64(row) * uint64(width) + uint64(column)) * uint64(channels)
-
-
-@cached_njit
-def _scale_nearest(src, dst, a, fill):
-    """Pillow's ImagingScaleAffine (a[1] == a[3] == 0): columns tabulated
-    once, coordinates summed step by step."""
-    height, width, channels = src.shape
-    s, d = src.reshape(-1), dst.reshape(-1)
-    columns = np.empty(dst.shape[1], np.int64)
-    xo = a[2] + a[0] * 0.5
-    for x in range(dst.shape[1]):
-        columns[x] = int64(xo) if _inside(xo, width) else -1
-        xo += a[0]
-    yo = a[5] + a[4] * 0.5
-    at, step = uint64(0), uint64(channels)
-    for _ in range(dst.shape[0]):
-        row = int64(yo) if _inside(yo, height) else -1
-        for x in range(dst.shape[1]):
-            if row >= 0 and columns[x] >= 0:
-                _copy_pixel(d, at, s, _offset(row, columns[x], width, channels), channels)
-            else:
-                _fill_pixel(d, at, fill, channels)
-            at += step
-        yo += a[4]
-
-
-@cached_njit
-def _fixed(v):
-    """Pillow's FIX: 16.16 fixed point, rounded half up."""
-    return int64(np.floor(v * 65536.0 + 0.5))
-
-
-@cached_njit
-def _fits_fixed(a, x, y):
-    """Pillow's check_fixed at output point (x, y)."""
-    return abs(x * a[0] + y * a[1] + a[2]) < _FIXED_LIMIT and abs(x * a[3] + y * a[4] + a[5]) < _FIXED_LIMIT
-
-
-@cached_njit
-def _fixed_nearest(src, dst, a, fill):
-    """Pillow's affine_fixed: 16.16 fixed-point sums, the integer part by an
-    arithmetic shift."""
-    height, width, channels = src.shape
-    s, d = src.reshape(-1), dst.reshape(-1)
-    a0, a1, a3, a4 = _fixed(a[0]), _fixed(a[1]), _fixed(a[3]), _fixed(a[4])
-    a2 = _fixed(a[2] + a[0] * 0.5 + a[1] * 0.5)
-    a5 = _fixed(a[5] + a[3] * 0.5 + a[4] * 0.5)
-    at, step = uint64(0), uint64(channels)
-    for _ in range(dst.shape[0]):
-        xx, yy = a2, a5
-        for _ in range(dst.shape[1]):
-            sx, sy = xx >> 16, yy >> 16
-            if 0 <= sx < width and 0 <= sy < height:
-                _copy_pixel(d, at, s, _offset(sy, sx, width, channels), channels)
-            else:
-                _fill_pixel(d, at, fill, channels)
-            at += step
-            xx += a0
-            yy += a3
-        a2 += a1
-        a5 += a4
-
-
-@cached_njit(inline="always")
-def _nearest_at(s, d, at, xin, yin, height, width, channels, fill):
-    """Pillow's nearest filter (COORD: the pixel containing the point) at
-    input point (xin, yin), into ``d[at:]``."""
-    if _inside(xin, width) and _inside(yin, height):
-        _copy_pixel(d, at, s, _offset(int64(yin), int64(xin), width, channels), channels)
-    else:
-        _fill_pixel(d, at, fill, channels)
-
-
-@cached_njit
-def _float_nearest(src, dst, a, fill):
-    """Pillow's floating-point affine loop, for coordinates too large for
-    fixed point: row and column sums in float64."""
-    height, width, channels = src.shape
-    s, d = src.reshape(-1), dst.reshape(-1)
-    xo = a[2] + a[1] * 0.5 + a[0] * 0.5
-    yo = a[5] + a[4] * 0.5 + a[3] * 0.5
-    for y in range(dst.shape[0]):
-        xx, yy = xo, yo
-        for x in range(dst.shape[1]):
-            _nearest_at(s, d, _offset(y, x, dst.shape[1], channels), xx, yy, height, width, channels, fill)
-            xx += a[0]
-            yy += a[3]
-        xo += a[1]
-        yo += a[4]
-
-
-# ---------------------------------------------------------------- kernels: Pillow's generic transform
-
-
-@cached_njit
-def _clip(v, size):
-    return 0 if v < 0 else (v if v < size else size - 1)
-
-
-@cached_njit(inline="always")
-def _bilinear(s, d, at, xin, yin, height, width, channels, fill):
-    """Pillow's bilinear_filter8/32RGB at input point (xin, yin), into
-    ``d[at:]`` (flat views): the four pixel centres around it, edges
-    clamped, blended in float64, truncated."""
-    if not (_inside(xin, width) and _inside(yin, height)):
-        _fill_pixel(d, at, fill, channels)
-        return
-    xin -= 0.5
-    yin -= 0.5
-    fx, fy = int64(np.floor(xin)), int64(np.floor(yin))
-    dx, dy = xin - fx, yin - fy
-    step = uint64(channels)
-    x0, x1 = uint64(_clip(fx, width)) * step, uint64(_clip(fx + 1, width)) * step
-    row = uint64(_clip(fy, height)) * uint64(width) * step
-    below = 0 <= fy + 1 < height
-    next_row = uint64(fy + 1) * uint64(width) * step if below else row
-    for k in range(step):
-        a, b = int64(s[row + x0 + k]), int64(s[row + x1 + k])
-        v1 = a + (b - a) * dx
-        v2 = v1
-        if below:
-            a, b = int64(s[next_row + x0 + k]), int64(s[next_row + x1 + k])
-            v2 = a + (b - a) * dx
-        d[at + k] = np.uint8(int64(v1 + (v2 - v1) * dy))
-
-
-@cached_njit
-def _whole_pixel_shift(a):
-    """Whether Pillow's AFFINE data ``a`` only shifts by whole pixels, where
-    its bilinear filter weighs one pixel 1 and the others 0."""
-    return a[0] == 1.0 and a[1] == 0.0 and a[3] == 0.0 and a[4] == 1.0 and abs(a[2]) < _FIXED_LIMIT and \
-        abs(a[5]) < _FIXED_LIMIT and a[2] == np.floor(a[2]) and a[5] == np.floor(a[5])
-
-
-@cached_njit
-def _shift(src, dst, a, fill):
-    """Pillow's bilinear transform for a whole-pixel shift (``_whole_pixel_shift``):
-    output pixel (x, y) is input pixel (x + a[2], y + a[5]), else ``fill``;
-    row slices instead of one blend per pixel, the same values."""
-    height, width, channels = src.shape
-    dx, dy = int64(a[2]), int64(a[5])
-    out_w = dst.shape[1]
-    start, stop = min(max(-dx, 0), out_w), max(min(width - dx, out_w), 0)
-    for y in range(dst.shape[0]):
-        row = y + dy
-        if row < 0 or row >= height or start >= stop:
-            for x in range(out_w):
-                _fill_pixel(dst[y, x], 0, fill, channels)
-            continue
-        for x in range(start):
-            _fill_pixel(dst[y, x], 0, fill, channels)
-        dst[y, start:stop] = src[row, start + dx:stop + dx]
-        for x in range(stop, out_w):
-            _fill_pixel(dst[y, x], 0, fill, channels)
-
-
-@cached_njit
-def _affine_bilinear(src, dst, a, fill):
-    """Pillow's generic transform with affine_transform and the bilinear filter."""
-    height, width, channels = src.shape
-    s, d = src.reshape(-1), dst.reshape(-1)
-    at, step = uint64(0), uint64(channels)
-    for y in range(dst.shape[0]):
-        yin = y + 0.5
-        for x in range(dst.shape[1]):
-            xin = x + 0.5
-            _bilinear(s, d, at, a[0] * xin + a[1] * yin + a[2], a[3] * xin + a[4] * yin + a[5], height, width,
-                      channels, fill)
-            at += step
+def _image_bytes(image):
+    """The bytes of a C-contiguous image, as the C kernels take its size; 0
+    for any other layout, which they refuse."""
+    return image.size if image.flags.c_contiguous else 0
 
 
 @cached_njit
 def affine(src, dst, inverse, nearest, fill):
     """``dst`` as Pillow's ``Image.transform(dst size, AFFINE, inverse,
-    NEAREST if nearest else BILINEAR, fillcolor=fill)`` of ``src`` computes it.
+    NEAREST if nearest else BILINEAR, fillcolor=fill)`` of ``src`` computes it
+    (C ``slip_warp_affine``).
 
     Args:
         src: (height, width, channels) uint8.
@@ -262,47 +79,28 @@ def affine(src, dst, inverse, nearest, fill):
             comes from input point (a0 x + a1 y + a2, a3 x + a4 y + a5).
         nearest: nearest neighbour, else bilinear.
         fill: uint8 array of at least ``channels`` values, the colour where
-            no input pixel lands (its first ``channels`` values are used).
+            no input pixel lands (its first ``channels`` values are used),
+            and where a point is not a number (NaN in ``inverse``).
     """
-    if not nearest:
-        if _whole_pixel_shift(inverse):
-            _shift(src, dst, inverse, fill)
-        else:
-            _affine_bilinear(src, dst, inverse, fill)
-    elif inverse[1] == 0.0 and inverse[3] == 0.0:
-        _scale_nearest(src, dst, inverse, fill)
-    else:
-        w, h = dst.shape[1], dst.shape[0]
-        if _fits_fixed(inverse, 0, 0) and _fits_fixed(inverse, w, h) and _fits_fixed(inverse, 0, h) and \
-                _fits_fixed(inverse, w, 0):
-            _fixed_nearest(src, dst, inverse, fill)
-        else:
-            _float_nearest(src, dst, inverse, fill)
+    height, width, channels = src.shape
+    if slip_warp_affine(src, _image_bytes(src), height, width, channels, src.strides[0], dst, _image_bytes(dst),
+                        dst.shape[0], dst.shape[1], dst.strides[0], inverse, nearest, fill, fill.size):
+        raise ValueError(_AFFINE_REFUSED)
 
 
 @cached_njit
 def perspective(src, dst, coefficients, nearest, fill):
     """``dst`` as Pillow's ``Image.transform(dst size, PERSPECTIVE,
     coefficients, NEAREST if nearest else BILINEAR, fillcolor=fill)`` of
-    ``src`` computes it: output point (x, y) comes from input point ``((a0 x
-    + a1 y + a2) / d, (a3 x + a4 y + a5) / d)``, ``d = a6 x + a7 y + 1``.
-    Where ``d`` is 0 the output is ``fill``.  Arguments as :func:`affine`'s,
-    ``coefficients`` (8,) float64."""
-    a, s, d = coefficients, src.reshape(-1), dst.reshape(-1)
+    ``src`` computes it (C ``slip_warp_perspective``): output point (x, y)
+    comes from input point ``((a0 x + a1 y + a2) / d, (a3 x + a4 y + a5) /
+    d)``, ``d = a6 x + a7 y + 1``.  Where ``d`` is 0 the output is ``fill``.
+    Arguments as :func:`affine`'s, ``coefficients`` (8,) float64."""
     height, width, channels = src.shape
-    for y in range(dst.shape[0]):
-        yin = y + 0.5
-        for x in range(dst.shape[1]):
-            xin = x + 0.5
-            w = a[6] * xin + a[7] * yin + 1
-            if w == 0.0:
-                xx, yy = -1.0, -1.0
-            else:
-                xx, yy = (a[0] * xin + a[1] * yin + a[2]) / w, (a[3] * xin + a[4] * yin + a[5]) / w
-            if nearest:
-                _nearest_at(s, d, _offset(y, x, dst.shape[1], channels), xx, yy, height, width, channels, fill)
-            else:
-                _bilinear(s, d, _offset(y, x, dst.shape[1], channels), xx, yy, height, width, channels, fill)
+    if slip_warp_perspective(src, _image_bytes(src), height, width, channels, src.strides[0], dst,
+                             _image_bytes(dst), dst.shape[0], dst.shape[1], dst.strides[0], coefficients, nearest,
+                             fill, fill.size):
+        raise ValueError(_PERSPECTIVE_REFUSED)
 
 
 # ---------------------------------------------------------------- the matrices, as torchvision and Pillow make them
