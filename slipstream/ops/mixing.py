@@ -34,6 +34,7 @@ from numba.extending import overload
 from slipstream.compiler import Allocation, Kind, Node, Operation, State
 from slipstream.compiler import astgen as A
 from slipstream.compiler import random as rnd
+from slipstream.compiler.codegen import copy_sample
 from slipstream.compiler.nodes import EmitContext, Finder, Input
 from slipstream.compiler.params import PROBABILITY, Float, Int, param
 from slipstream.errors import PipelineError
@@ -89,7 +90,9 @@ def _planes_compiled(xs):  # noqa: ANN001
 def _paste(out: np.ndarray, xs: np.ndarray, i: int, partner: int, top: int, bottom: int, left: int,
            right: int) -> None:
     """Sample ``i`` of ``xs`` into ``out`` with the box of sample ``partner``
-    pasted in, laid out as :func:`_planes` reads it (compiled: see the overload)."""
+    pasted in, laid out as :func:`_planes` reads it (compiled: see the
+    overload, whose copies are loops: an array assignment compiles Numba's
+    broadcasting checks and their messages, seconds of every cold compile)."""
     out[i] = xs[i]
     if xs.dtype == np.uint8:
         out[i, top:bottom, left:right] = xs[partner, top:bottom, left:right]
@@ -101,13 +104,19 @@ def _paste(out: np.ndarray, xs: np.ndarray, i: int, partner: int, top: int, bott
 def _paste_compiled(out, xs, i, partner, top, bottom, left, right):  # noqa: ANN001
     if xs.dtype == types.uint8:
         def paste_channels_last(out, xs, i, partner, top, bottom, left, right):
-            out[i] = xs[i]
-            out[i, top:bottom, left:right] = xs[partner, top:bottom, left:right]
+            copy_sample(out[i], xs[i])
+            for r in range(top, bottom):
+                for c in range(left, right):
+                    for k in range(xs.shape[3]):
+                        out[i, r, c, k] = xs[partner, r, c, k]
         return paste_channels_last
 
     def paste_channels_first(out, xs, i, partner, top, bottom, left, right):
-        out[i] = xs[i]
-        out[i, :, top:bottom, left:right] = xs[partner, :, top:bottom, left:right]
+        copy_sample(out[i], xs[i])
+        for k in range(xs.shape[1]):
+            for r in range(top, bottom):
+                for c in range(left, right):
+                    out[i, k, r, c] = xs[partner, k, r, c]
     return paste_channels_first
 
 

@@ -37,6 +37,7 @@ from numba import njit
 
 from slipstream.compiler import Allocation, Operation, State
 from slipstream.compiler import random as rnd
+from slipstream.compiler.codegen import copy_sample
 from slipstream.compiler.jit import cached_njit
 from slipstream.compiler.params import Choice, Custom, Int, Refused, enum_name, param
 from slipstream.errors import ArgumentError
@@ -305,7 +306,7 @@ def warp_step(src, dst, inverse, nearest, fill, transform):
     The identity (a magnitude of 0) is a copy, as Pillow's pixels are then."""
     if inverse[0] == 1.0 and inverse[1] == 0.0 and inverse[2] == 0.0 and inverse[3] == 0.0 and inverse[4] == 1.0 \
             and inverse[5] == 0.0:
-        dst[...] = src
+        copy_sample(dst, src)
         return
     warps.affine(src, dst, inverse, nearest, fill)
     step = np.empty(geometry.SIZE)
@@ -335,7 +336,7 @@ def _apply_tone(op, magnitude, src, dst):
     elif op == Primitive.INVERT:
         tones.invert(src, dst)
     else:
-        dst[...] = src
+        copy_sample(dst, src)
 
 
 @functools.cache
@@ -360,7 +361,7 @@ def steps_applier(apply_one: Any) -> Any:
             apply_one(ops[s], values[s], src, dst, fill, nearest, transform)
             src = dst
         if count == 0:
-            out[...] = x
+            copy_sample(out, x)
         return out
 
     return apply_steps

@@ -212,7 +212,7 @@ def apply_timm_op(op, argument, src, dst, fill, nearest, transform):
     inverse = np.zeros(6)
     inverse[0], inverse[4] = 1.0, 1.0
     if op == TimmOp.ROTATE:
-        inverse[:] = warps.rotation_inverse(height, width, argument)
+        inverse = warps.rotation_inverse(height, width, argument)
     elif op == TimmOp.SHEAR_X:
         inverse[1] = argument
     elif op == TimmOp.SHEAR_Y:

@@ -229,13 +229,17 @@ def perspective_coefficients(startpoints, endpoints):
 def set_inverse(transform, coefficients, out_h, out_w):
     """Write into ``transform`` the forward map of Pillow's inverse map
     (6 affine or 8 perspective ``coefficients``)."""
+    # Element by element: an array assignment compiles Numba's broadcasting checks and their messages.
     m = np.zeros(geometry.SIZE)
-    m[:6] = coefficients[:6]
+    for k in range(6):
+        m[k] = coefficients[k]
     if coefficients.shape[0] == 8:
         m[6], m[7] = coefficients[6], coefficients[7]
     m[8] = 1.0
     forward = geometry.inverse(m, np.empty(geometry.MATRIX))
-    geometry.set_matrix(transform, forward.reshape(3, 3), out_h, out_w)
+    for k in range(geometry.MATRIX):
+        transform[k] = forward[k]
+    transform[geometry.OUT_H], transform[geometry.OUT_W] = out_h, out_w
 
 
 # ---------------------------------------------------------------- operations
