@@ -291,7 +291,7 @@ class _Stage:
                     f"sample's key instead: slipstream.compiler.random's uniform(key, k), integers(key, k, low, "
                     f"high), normal(key, k), with a different k for each draw")
             if node.kind.compiled and not isinstance(code, numba.core.registry.CPUDispatcher):
-                code = numba.njit(nogil=True)(code)
+                code = _jitted(op, code)
             self.globals[fn_name] = code
             self.operations.append(op)
         return A.name(fn_name)
@@ -670,6 +670,24 @@ def fingerprint(graph: Graph, stage: StageSource) -> str:
     h.update(called_code(stage.globals.values()).encode())
     h.update(_machine().encode())
     return h.hexdigest()[:24]
+
+
+_jitted_code: dict[str, Any] = {}
+"""Operations' compiled code in this process, by what it is made of: a stage
+that calls an operation of a structure another stage called already reuses
+its machine code instead of compiling it again."""
+
+
+def _jitted(op: Operation, code: Callable[..., Any]) -> Any:
+    """``code``, the code ``op`` generated, compiled with ``numba.njit``: one
+    dispatcher per distinct code in this process, keyed by the operation's
+    structure (its fingerprint), the function and what it reaches and holds
+    (:func:`called_code`: its closure's constants included)."""
+    where = f"{code.__module__}.{code.__qualname__}:{code.__code__.co_firstlineno}"
+    key = f"{type(op).__module__}.{type(op).__qualname__}|{op.fingerprint()}|{where}|{called_code([code])}"
+    if key not in _jitted_code:
+        _jitted_code[key] = numba.njit(nogil=True)(code)
+    return _jitted_code[key]
 
 
 _loaded: dict[str, Callable[..., Any]] = {}
