@@ -18,7 +18,7 @@ from PIL import Image
 from slipstream import native
 from slipstream.errors import ArgumentError
 from slipstream.native import Primitive, Status, TimmOp, lib
-from slipstream.ops import warps
+from slipstream.ops import policies, timm_augment, warps
 
 NAN, INF = float("nan"), float("inf")
 IDENTITY = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0]
@@ -158,6 +158,28 @@ def test_solarize_add_raises_the_dark_values_as_pillows_table_does():
         assert inverse is None and np.array_equal(out, expected), argument
 
 
+def test_the_compiled_steps_give_the_kernels_bytes_and_follow_the_map():
+    """apply_primitive and apply_timm_op are the kernels plus the map."""
+    from slipstream.fields import geometry
+
+    src = image((21, 26, 3), 9)
+    fill = np.array([3, 4, 5], np.uint8)
+    for fn, step, op, value in ((policies.apply_primitive, native.policy_step, Primitive.ROTATE, 30.0),
+                                (policies.apply_primitive, native.policy_step, Primitive.EQUALIZE, 0.0),
+                                (timm_augment.apply_timm_op, native.timm_step, TimmOp.SHEAR_Y, 0.2),
+                                (timm_augment.apply_timm_op, native.timm_step, TimmOp.SOLARIZE_ADD, 40.0)):
+        out, transform = np.empty_like(src), geometry.identity(21, 26)
+        fn(int(op), value, src, out, fill, False, transform)
+        expected, inverse = step(op, value, src, fill, False)
+        assert np.array_equal(out, expected), op.name
+        if inverse is None:
+            assert np.array_equal(transform, geometry.identity(21, 26)), op.name
+        else:
+            step_map = np.empty(geometry.SIZE)
+            warps.set_inverse(step_map, inverse, 21, 26)
+            assert np.allclose(transform, step_map), op.name
+
+
 # ---------------------------------------------------------------- hostile steps
 
 def call_step(name: str, op: int, value: float, src: np.ndarray | None, src_size: int, h: int, w: int, c: int,
@@ -225,6 +247,18 @@ def test_color_and_contrast_steps_take_one_or_three_channels():
         native.policy_step(Primitive.ROTATE, NAN, src)
     with pytest.raises(ArgumentError, match="op 15 is not a slip_primitive"):
         native.policy_step(15, 0.0, src)
+
+
+def test_the_compiled_steps_refuse_what_the_kernels_refuse():
+    from slipstream.fields import geometry
+
+    src, transform = image((6, 5, 3), 12), geometry.identity(6, 5)
+    with pytest.raises(ValueError, match="a policy step takes"):
+        policies.apply_primitive(int(Primitive.ROTATE), NAN, src, np.empty_like(src), np.zeros(3, np.uint8), True,
+                                 transform)
+    with pytest.raises(ValueError, match="a policy step takes"):
+        timm_augment.apply_timm_op(int(TimmOp.ROTATE), 3.0, src, src, np.zeros(3, np.uint8), True, transform)
+    assert np.array_equal(transform, geometry.identity(6, 5))
 
 
 # ---------------------------------------------------------------- mixing
@@ -371,3 +405,8 @@ def test_the_paste_refuses_hostile_arguments_and_writes_nothing():
     with pytest.raises(ArgumentError, match=r"mix_paste: the box .* is not inside 6 x 5 pixels \(EINVAL\)"):
         native.mix_paste(a, b, 0, 0, 7, 1, channels_first=True)
 
+
+def test_the_policies_name_the_headers_codes():
+    assert policies.Primitive is native.Primitive and timm_augment.TimmOp is native.TimmOp
+    assert set(policies.NAMES.values()) == set(Primitive)
+    assert set(timm_augment.NAMES.values()) == set(TimmOp)
