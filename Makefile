@@ -121,7 +121,8 @@ asan: $(STAMP)
 	ASAN_OPTIONS=detect_leaks=0 \
 	$(BIN)/pytest -p no:cacheprovider tests/test_native_decode.py tests/test_native_tiles.py tests/test_native_errors.py \
 	  tests/test_native_pixels.py tests/test_native_encode_io.py tests/test_native_limits.py tests/test_native_crc32.py \
-	  tests/test_native_guard.py tests/test_numba_intrinsics.py tests/test_native_warps_tones.py
+	  tests/test_native_guard.py tests/test_numba_intrinsics.py tests/test_native_warps_tones.py \
+	  tests/test_native_steps_mixing.py
 
 bench: $(STAMP) bench-peers
 	$(BIN)/python -m pip install -q 'matplotlib>=3.7' imagecodecs

@@ -17,10 +17,10 @@ from numba.extending import intrinsic
 
 from slipstream import _abi
 
-HEADER_SHA256 = "130596b4dffe17e0ed3aa5be2d176531113e1074712fda2c7ad1ffe30de16e99"
+HEADER_SHA256 = "a8a03842166c8b8a8b819514c96572889fa3fad01ae8be032a35777e3e0bf0ab"
 """SHA-256 of the header this module was generated from."""
 
-ABI_VERSION = 8
+ABI_VERSION = 9
 """Version of this ABI; bumped whenever a declaration in this file changes."""
 
 MAX_DIMENSION = 65500
@@ -228,6 +228,104 @@ class Limit(enum.IntEnum):
     """
 
 
+class Primitive(enum.IntEnum):
+    """The operations of torchvision's augmentation policies, by the names of
+    its _apply_op (torchvision/transforms/autoaugment.py): the `op` of
+    slip_policy_step.  Magnitudes are torchvision's: a shear's is the shear
+    factor, a translation's pixels, a rotation's degrees counter-clockwise, an
+    enhancement's the blend factor less 1, posterize's bits, solarize's
+    threshold.
+
+    Mirrors C ``slip_primitive``.
+    """
+
+    IDENTITY = 0
+    """the image unchanged"""
+    SHEAR_X = 1
+    """F.affine with an x shear of atan(magnitude) in degrees, about (0, 0)"""
+    SHEAR_Y = 2
+    """F.affine with a y shear of atan(magnitude) in degrees, about (0, 0)"""
+    TRANSLATE_X = 3
+    """F.affine shifting by the magnitude's whole pixels (truncated) along x"""
+    TRANSLATE_Y = 4
+    """F.affine shifting by the magnitude's whole pixels (truncated) along y"""
+    ROTATE = 5
+    """F.rotate: Image.rotate by the magnitude in degrees about the centre"""
+    BRIGHTNESS = 6
+    """slip_brightness, factor 1 + magnitude"""
+    COLOR = 7
+    """slip_color, factor 1 + magnitude"""
+    CONTRAST = 8
+    """slip_contrast, factor 1 + magnitude"""
+    SHARPNESS = 9
+    """slip_sharpness, factor 1 + magnitude"""
+    POSTERIZE = 10
+    """slip_posterize, the magnitude's bits (truncated)"""
+    SOLARIZE = 11
+    """slip_solarize, threshold the magnitude"""
+    AUTOCONTRAST = 12
+    """slip_autocontrast; the magnitude is not read"""
+    EQUALIZE = 13
+    """slip_equalize; the magnitude is not read"""
+    INVERT = 14
+    """slip_invert; the magnitude is not read"""
+
+
+class TimmOp(enum.IntEnum):
+    """The operations of timm's RandAugment, by its names
+    (timm/data/auto_augment.py): the `op` of slip_timm_step.  Each takes the
+    argument timm's level_to_arg gives it; the "increasing" variants differ
+    from their plain ones in that argument only.
+
+    Mirrors C ``slip_timm_op``.
+    """
+
+    AUTO_CONTRAST = 0
+    """slip_autocontrast; the argument is not read"""
+    EQUALIZE = 1
+    """slip_equalize; the argument is not read"""
+    INVERT = 2
+    """slip_invert; the argument is not read"""
+    ROTATE = 3
+    """Image.rotate by the argument in degrees about the centre"""
+    POSTERIZE = 4
+    """slip_posterize, the argument's bits (truncated; 8 and more keep all)"""
+    POSTERIZE_INCREASING = 5
+    """as SLIP_TIMM_POSTERIZE"""
+    SOLARIZE = 6
+    """slip_solarize, threshold the argument"""
+    SOLARIZE_INCREASING = 7
+    """as SLIP_TIMM_SOLARIZE"""
+    SOLARIZE_ADD = 8
+    """values below 128 raised by the argument's whole levels (truncated),
+    clipped to 0 .. 255; the others kept
+    """
+    COLOR = 9
+    """slip_color, factor the argument"""
+    COLOR_INCREASING = 10
+    """as SLIP_TIMM_COLOR"""
+    CONTRAST = 11
+    """slip_contrast, factor the argument"""
+    CONTRAST_INCREASING = 12
+    """as SLIP_TIMM_CONTRAST"""
+    BRIGHTNESS = 13
+    """slip_brightness, factor the argument"""
+    BRIGHTNESS_INCREASING = 14
+    """as SLIP_TIMM_BRIGHTNESS"""
+    SHARPNESS = 15
+    """slip_sharpness, factor the argument"""
+    SHARPNESS_INCREASING = 16
+    """as SLIP_TIMM_SHARPNESS"""
+    SHEAR_X = 17
+    """Pillow AFFINE data (1, argument, 0, 0, 1, 0)"""
+    SHEAR_Y = 18
+    """Pillow AFFINE data (1, 0, 0, argument, 1, 0)"""
+    TRANSLATE_X_REL = 19
+    """Pillow AFFINE data (1, 0, argument * width, 0, 1, 0)"""
+    TRANSLATE_Y_REL = 20
+    """Pillow AFFINE data (1, 0, 0, 0, 1, argument * height)"""
+
+
 JPEG_INFO_DTYPE = np.dtype([("height", _abi.NUMPY_TYPES["int32_t"]), ("width", _abi.NUMPY_TYPES["int32_t"]), ("components", _abi.NUMPY_TYPES["int32_t"]), ("colorspace", _abi.NUMPY_TYPES["int32_t"]), ("subsampling", _abi.NUMPY_TYPES["int32_t"]), ("progressive", _abi.NUMPY_TYPES["int32_t"]), ("mcu_height", _abi.NUMPY_TYPES["int32_t"]), ("mcu_width", _abi.NUMPY_TYPES["int32_t"])], align=True)
 """NumPy structured dtype with the layout of C ``slip_jpeg_info_t``: What slip_jpeg_info reports about a JPEG, read from its header alone."""
 
@@ -283,6 +381,10 @@ FUNCTIONS = {
     "slip_sharpness": _abi.Signature("slip_sharpness", "int32_t", (("const uint8_t *", "src"), ("size_t", "src_size"), ("int32_t", "height"), ("int32_t", "width"), ("int32_t", "channels"), ("int64_t", "src_stride"), ("uint8_t *", "dst"), ("size_t", "dst_size"), ("int64_t", "dst_stride"), ("double", "factor"),)),
     "slip_warp_affine": _abi.Signature("slip_warp_affine", "int32_t", (("const uint8_t *", "src"), ("size_t", "src_size"), ("int32_t", "src_h"), ("int32_t", "src_w"), ("int32_t", "channels"), ("int64_t", "src_stride"), ("uint8_t *", "dst"), ("size_t", "dst_size"), ("int32_t", "dst_h"), ("int32_t", "dst_w"), ("int64_t", "dst_stride"), ("const double *", "matrix"), ("int32_t", "nearest"), ("const uint8_t *", "fill"), ("size_t", "fill_size"),)),
     "slip_warp_perspective": _abi.Signature("slip_warp_perspective", "int32_t", (("const uint8_t *", "src"), ("size_t", "src_size"), ("int32_t", "src_h"), ("int32_t", "src_w"), ("int32_t", "channels"), ("int64_t", "src_stride"), ("uint8_t *", "dst"), ("size_t", "dst_size"), ("int32_t", "dst_h"), ("int32_t", "dst_w"), ("int64_t", "dst_stride"), ("const double *", "coefficients"), ("int32_t", "nearest"), ("const uint8_t *", "fill"), ("size_t", "fill_size"),)),
+    "slip_policy_step": _abi.Signature("slip_policy_step", "int32_t", (("int32_t", "op"), ("double", "magnitude"), ("const uint8_t *", "src"), ("size_t", "src_size"), ("int32_t", "height"), ("int32_t", "width"), ("int32_t", "channels"), ("int64_t", "src_stride"), ("uint8_t *", "dst"), ("size_t", "dst_size"), ("int64_t", "dst_stride"), ("const uint8_t *", "fill"), ("size_t", "fill_size"), ("int32_t", "nearest"), ("double *", "inverse"), ("size_t", "inverse_size"),)),
+    "slip_timm_step": _abi.Signature("slip_timm_step", "int32_t", (("int32_t", "op"), ("double", "argument"), ("const uint8_t *", "src"), ("size_t", "src_size"), ("int32_t", "height"), ("int32_t", "width"), ("int32_t", "channels"), ("int64_t", "src_stride"), ("uint8_t *", "dst"), ("size_t", "dst_size"), ("int64_t", "dst_stride"), ("const uint8_t *", "fill"), ("size_t", "fill_size"), ("int32_t", "nearest"), ("double *", "inverse"), ("size_t", "inverse_size"),)),
+    "slip_mix_blend": _abi.Signature("slip_mix_blend", "int32_t", (("const void *", "a"), ("size_t", "a_size"), ("const void *", "b"), ("size_t", "b_size"), ("void *", "dst"), ("size_t", "dst_size"), ("size_t", "count"), ("int32_t", "dtype"), ("double", "lam"),)),
+    "slip_mix_paste": _abi.Signature("slip_mix_paste", "int32_t", (("const void *", "a"), ("size_t", "a_size"), ("const void *", "b"), ("size_t", "b_size"), ("void *", "dst"), ("size_t", "dst_size"), ("int32_t", "planes"), ("int32_t", "height"), ("int32_t", "width"), ("int32_t", "pixel_bytes"), ("int32_t", "top"), ("int32_t", "left"), ("int32_t", "bottom"), ("int32_t", "right"),)),
     "slip_pack": _abi.Signature("slip_pack", "int32_t", (("const uint8_t *", "src"), ("int32_t", "height"), ("int32_t", "width"), ("int32_t", "channels"), ("int64_t", "src_stride"), ("void *", "dst"), ("int32_t", "dtype"), ("int64_t", "dst_stride_c"), ("int64_t", "dst_stride_y"), ("int64_t", "dst_stride_x"), ("const double *", "mean"), ("const double *", "std"),)),
     "slip_jpeg_encode_bound": _abi.Signature("slip_jpeg_encode_bound", "size_t", (("int32_t", "height"), ("int32_t", "width"), ("int32_t", "channels"),)),
     "slip_jpeg_encode": _abi.Signature("slip_jpeg_encode", "int32_t", (("const uint8_t *", "src"), ("int32_t", "height"), ("int32_t", "width"), ("int32_t", "channels"), ("int64_t", "src_stride"), ("int32_t", "quality"), ("int32_t", "subsampling"), ("int32_t", "flags"), ("uint8_t *", "out"), ("size_t", "out_capacity"), ("size_t *", "out_size"),)),
@@ -1020,6 +1122,148 @@ def slip_warp_perspective(typingctx, src, src_size, src_h, src_w, channels, src_
 
 
 @intrinsic
+def slip_policy_step(typingctx, op, magnitude, src, src_size, height, width, channels, src_stride, dst, dst_size, dst_stride, fill, fill_size, nearest, inverse, inverse_size):
+    """Numba intrinsic calling C ``slip_policy_step``.
+
+    One step of torchvision's augmentation policies: the pixels of
+    torchvision's _apply_op(image, op, magnitude, interpolation, fill) on a PIL
+    image.  A geometric step builds Pillow's AFFINE data as torchvision does,
+    in double precision and its order of operations: shears and translations
+    with _get_inverse_affine_matrix (shears about (0, 0), translations about
+    (width / 2, height / 2)), rotations as Image.rotate (the angle taken modulo
+    360 as Python's % takes it, its cosine and sines rounded to 15 decimals,
+    half to even, as Python's round(v, 15)), and warps src by it
+    (slip_warp_affine); a map that is the identity (a magnitude of 0) copies
+    src, as Pillow's pixels then are.  Every other step is its tone kernel.
+
+    @param op            slip_primitive.
+    @param magnitude     the operation's magnitude in its units (see slip_primitive); any value but NaN,
+                         infinities included.
+    @param src           height rows of width pixels of `channels` bytes.
+    @param src_size      bytes available at src; at least (height - 1) * src_stride + width * channels.
+    @param height        image height in pixels (1 .. SLIP_MAX_DIMENSION).
+    @param width         image width in pixels (1 .. SLIP_MAX_DIMENSION).
+    @param channels      bytes per pixel, 1 to 4 (SLIP_PRIMITIVE_COLOR and SLIP_PRIMITIVE_CONTRAST: 1 or 3).
+    @param src_stride    bytes from one source row to the next (>= width * channels).
+    @param dst           receives the result, of src's height, width and channels; must not overlap src.
+    @param dst_size      bytes available at dst; at least (height - 1) * dst_stride + width * channels.
+    @param dst_stride    bytes from one output row to the next (>= width * channels).
+    @param fill          the colour of the pixels a geometric step uncovers: `channels` values.
+    @param fill_size     values at fill (>= channels; only the first `channels` are read).
+    @param nearest       non-zero: geometric steps take the nearest neighbour; zero: bilinear.
+    @param inverse       receives 6 values, Pillow's AFFINE data of the map the step applied (output point
+                         (x, y) shows input point (i0 x + i1 y + i2, i3 x + i4 y + i5)), in pixels: the
+                         identity (1, 0, 0, 0, 1, 0) when the return value is 0.
+    @param inverse_size  values available at inverse (>= 6).
+    @return 1 when the step moved pixels by a map other than the identity,
+            whose inverse the caller composes into the image's transform; 0
+            when it changed values only, or none; SLIP_EINVAL for an unknown
+            op, a NaN magnitude, a NULL pointer, a size outside 1 ..
+            SLIP_MAX_DIMENSION, channels outside 1 .. 4 (or other than 1 and 3
+            for color and contrast), a stride smaller than a row, or a dst that
+            overlaps src; SLIP_EBUFFER when src_size, dst_size, fill_size or
+            inverse_size is too small.  On failure neither dst nor inverse is
+            written.
+    """
+    return _abi.lower_call(FUNCTIONS["slip_policy_step"], (op, magnitude, src, src_size, height, width, channels, src_stride, dst, dst_size, dst_stride, fill, fill_size, nearest, inverse, inverse_size))
+
+
+@intrinsic
+def slip_timm_step(typingctx, op, argument, src, src_size, height, width, channels, src_stride, dst, dst_size, dst_stride, fill, fill_size, nearest, inverse, inverse_size):
+    """Numba intrinsic calling C ``slip_timm_step``.
+
+    One step of timm's RandAugment: the pixels of timm's operation `op`
+    (timm/data/auto_augment.py: its functions on PIL images) with `argument`,
+    as slip_policy_step computes torchvision's.  Its shears and translations
+    are Pillow AFFINE data without a centre (see slip_timm_op), its rotation
+    Image.rotate's matrix as slip_policy_step builds it; a map that is the
+    identity copies src.
+
+    @param op            slip_timm_op.
+    @param argument      the operation's argument (see slip_timm_op); any value but NaN, infinities included.
+    @param src           height rows of width pixels of `channels` bytes.
+    @param src_size      bytes available at src; at least (height - 1) * src_stride + width * channels.
+    @param height        image height in pixels (1 .. SLIP_MAX_DIMENSION).
+    @param width         image width in pixels (1 .. SLIP_MAX_DIMENSION).
+    @param channels      bytes per pixel, 1 to 4 (SLIP_TIMM_COLOR and SLIP_TIMM_CONTRAST and their increasing
+                         variants: 1 or 3).
+    @param src_stride    bytes from one source row to the next (>= width * channels).
+    @param dst           receives the result, of src's height, width and channels; must not overlap src.
+    @param dst_size      bytes available at dst; at least (height - 1) * dst_stride + width * channels.
+    @param dst_stride    bytes from one output row to the next (>= width * channels).
+    @param fill          the colour of the pixels a geometric step uncovers: `channels` values.
+    @param fill_size     values at fill (>= channels; only the first `channels` are read).
+    @param nearest       non-zero: geometric steps take the nearest neighbour; zero: bilinear.
+    @param inverse       receives 6 values, as slip_policy_step's.
+    @param inverse_size  values available at inverse (>= 6).
+    @return as slip_policy_step.
+    """
+    return _abi.lower_call(FUNCTIONS["slip_timm_step"], (op, argument, src, src_size, height, width, channels, src_stride, dst, dst_size, dst_stride, fill, fill_size, nearest, inverse, inverse_size))
+
+
+@intrinsic
+def slip_mix_blend(typingctx, a, a_size, b, b_size, dst, dst_size, count, dtype, lam):
+    """Numba intrinsic calling C ``slip_mix_blend``.
+
+    MixUp's blend of one sample: dst[j] = lam * a[j] + (1 - lam) * b[j], in
+    double precision (each value converted to double, the two products summed
+    in that order), stored as the element type stores it: float32 rounded to
+    nearest; uint8 rounded half to even and clipped to 0 .. 255 (a sum that is
+    not a number stores 0).
+
+    @param a         count elements of the sample.
+    @param a_size    bytes available at a (>= count elements).
+    @param b         count elements of its partner; may be a, or overlap it.
+    @param b_size    bytes available at b (>= count elements).
+    @param dst       receives count elements; may be a or b itself (in place), and must not otherwise overlap them.
+    @param dst_size  bytes available at dst (>= count elements).
+    @param count     elements of the sample (0: nothing to do).
+    @param dtype     slip_dtype of the elements: SLIP_DTYPE_UINT8 or SLIP_DTYPE_FLOAT32 (whose a, b and dst are
+                     aligned to 4 bytes).
+    @param lam       the weight of a, a finite number (MixUp draws it from Beta(alpha, alpha), in [0, 1]).
+    @return SLIP_OK; SLIP_EINVAL for a NULL pointer, another dtype, a
+            misaligned float32 array, a lam that is not finite, or a dst that
+            overlaps a or b without being it; SLIP_EBUFFER when a_size, b_size
+            or dst_size holds fewer than count elements.  On failure dst is not
+            written.
+    """
+    return _abi.lower_call(FUNCTIONS["slip_mix_blend"], (a, a_size, b, b_size, dst, dst_size, count, dtype, lam))
+
+
+@intrinsic
+def slip_mix_paste(typingctx, a, a_size, b, b_size, dst, dst_size, planes, height, width, pixel_bytes, top, left, bottom, right):
+    """Numba intrinsic calling C ``slip_mix_paste``.
+
+    CutMix's paste of one sample: dst is a with the box of rows top .. bottom
+    - 1 and columns left .. right - 1 of every plane taken from b.  A sample
+    is `planes` planes of height rows of width pixels of `pixel_bytes` bytes,
+    packed: an (height, width, channels) uint8 image is one plane of
+    `channels`-byte pixels, a (channels, height, width) float32 (or float16)
+    sample `channels` planes of 4-byte (2-byte) pixels.
+
+    @param a            the sample, planes * height * width * pixel_bytes bytes.
+    @param a_size       bytes available at a (>= the sample's).
+    @param b            its partner, of the same layout; may be a, or overlap it.
+    @param b_size       bytes available at b (>= the sample's).
+    @param dst          receives the sample's bytes; must not overlap a or b.
+    @param dst_size     bytes available at dst (>= the sample's).
+    @param planes       planes of the sample (1 .. SLIP_MAX_DIMENSION).
+    @param height       rows of a plane (1 .. SLIP_MAX_DIMENSION).
+    @param width        pixels of a row (1 .. SLIP_MAX_DIMENSION).
+    @param pixel_bytes  bytes of a pixel (1 .. 16).
+    @param top          the box's first row (0 .. bottom).
+    @param left         the box's first column (0 .. right).
+    @param bottom       one past the box's last row (top .. height); top == bottom: an empty box.
+    @param right        one past the box's last column (left .. width); left == right: an empty box.
+    @return SLIP_OK; SLIP_EINVAL for a NULL pointer, a size outside its
+            range, a box outside the plane or inverted, or a dst that overlaps
+            a or b; SLIP_EBUFFER when a_size, b_size or dst_size is smaller
+            than the sample.  On failure dst is not written.
+    """
+    return _abi.lower_call(FUNCTIONS["slip_mix_paste"], (a, a_size, b, b_size, dst, dst_size, planes, height, width, pixel_bytes, top, left, bottom, right))
+
+
+@intrinsic
 def slip_pack(typingctx, src, height, width, channels, src_stride, dst, dtype, dst_stride_c, dst_stride_y, dst_stride_x, mean, std):
     """Numba intrinsic calling C ``slip_pack``.
 
@@ -1355,6 +1599,8 @@ __all__ = [
     "Interp",
     "Dtype",
     "Limit",
+    "Primitive",
+    "TimmOp",
     "JPEG_INFO_DTYPE",
     "JpegInfoStruct",
     "slip_version",
@@ -1386,6 +1632,10 @@ __all__ = [
     "slip_sharpness",
     "slip_warp_affine",
     "slip_warp_perspective",
+    "slip_policy_step",
+    "slip_timm_step",
+    "slip_mix_blend",
+    "slip_mix_paste",
     "slip_pack",
     "slip_jpeg_encode_bound",
     "slip_jpeg_encode",

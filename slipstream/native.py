@@ -13,7 +13,7 @@ of pylibcudf:
 * every C enum is an :class:`enum.IntEnum` (``IntFlag`` for flags) with the C
   values: :class:`Status`, :class:`Colorspace`, :class:`Subsampling`,
   :class:`DecodeFlags`, :class:`EncodeFlags`, :class:`Interp`, :class:`Dtype`,
-  :class:`Limit`;
+  :class:`Limit`, :class:`Primitive`, :class:`TimmOp`;
 * every C function is also a Numba intrinsic under its C name
   (``slip_jpeg_decode`` ...), taking exactly the C arguments, for use inside
   ``@numba.njit(nogil=True, parallel=True)`` code.  Pointer arguments take
@@ -46,8 +46,10 @@ from slipstream._native import (
     Interp,
     JpegInfoStruct,
     Limit,
+    Primitive,
     Status,
     Subsampling,
+    TimmOp,
     lib,
 )
 from slipstream.errors import (
@@ -693,17 +695,24 @@ def sharpness(src: Any, factor: float, out: Any = None) -> np.ndarray:
     return _tone("sharpness", src, out, float(factor))
 
 
+def _moving(src: Any, fill: Any, size: tuple[int, int] | None, out: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The source image, the output (``size``, or src's) and the fill colour,
+    one value per channel, of a kernel that moves pixels."""
+    img = _image_arg(src, "src", (1, 2, 3, 4))
+    h, w, c = img.shape
+    colour = np.ascontiguousarray(np.broadcast_to(np.asarray(fill, np.uint8), (c,)))
+    out_h, out_w = (h, w) if size is None else size
+    return img, _output_image(out, (out_h, out_w, c)), colour
+
+
 def _warp(function: str, src: Any, data: Any, count: int, nearest: bool, fill: Any, size: tuple[int, int] | None,
           out: Any) -> np.ndarray:
     """Call the warp ``slip_warp_<function>`` with ``count`` coefficients."""
-    img = _image_arg(src, "src", (1, 2, 3, 4))
-    h, w, c = img.shape
     coefficients = np.ascontiguousarray(data, np.float64).reshape(-1)
     if coefficients.size != count:
         raise ArgumentError(f"warp_{function}: {count} coefficients are needed, got {coefficients.size}")
-    colour = np.ascontiguousarray(np.broadcast_to(np.asarray(fill, np.uint8), (c,)))
-    out_h, out_w = (h, w) if size is None else size
-    arr = _output_image(out, (out_h, out_w, c))
+    img, arr, colour = _moving(src, fill, size, out)
+    (h, w, c), (out_h, out_w) = img.shape, arr.shape[:2]
     status = getattr(_calls, f"slip_warp_{function}")(
         img.ctypes.data, _extent(img), h, w, c, img.strides[0], arr.ctypes.data, _extent(arr), out_h, out_w,
         arr.strides[0], coefficients.ctypes.data, int(bool(nearest)), colour.ctypes.data, colour.size)
@@ -739,6 +748,131 @@ def warp_perspective(src: Any, coefficients: Any, nearest: bool = False, fill: A
     d = a6 x + a7 y + 1, of the source; ``coefficients`` are 8 numbers,
     the rest as :func:`warp_affine`."""
     return _warp("perspective", src, coefficients, 8, nearest, fill, size, out)
+
+
+# ---------------------------------------------------------------- policy steps and mixing
+
+
+def _step(function: str, op: int, value: float, src: Any, fill: Any, nearest: bool,
+          out: Any) -> tuple[np.ndarray, np.ndarray | None]:
+    """Call the policy step ``slip_<function>``: the result, and the AFFINE
+    data of the map it applied (None when it moved no pixel)."""
+    img, arr, colour = _moving(src, fill, None, out)
+    h, w, c = img.shape
+    inverse = np.empty(6)
+    moved = getattr(_calls, f"slip_{function}")(
+        int(op), float(value), img.ctypes.data, _extent(img), h, w, c, img.strides[0], arr.ctypes.data, _extent(arr),
+        arr.strides[0], colour.ctypes.data, colour.size, int(bool(nearest)), inverse.ctypes.data, inverse.size)
+    _check(min(moved, Status.OK), function, ArgumentError)
+    return arr, (inverse if moved else None)
+
+
+def policy_step(op: Primitive | int, magnitude: float, src: Any, fill: Any = 0, nearest: bool = False,
+                out: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """One step of torchvision's augmentation policies: the pixels of its
+    ``_apply_op`` on a PIL image (``slip_policy_step``).
+
+    Args:
+        op: the :class:`Primitive`.
+        magnitude: its magnitude, in torchvision's units (not NaN).
+        src: (H, W[, C]) uint8 image, 1 to 4 channels (color and contrast: 1 or 3).
+        fill: the colour of uncovered pixels: one value, or one per channel.
+        nearest: geometric steps take the nearest neighbour, else bilinear.
+        out: optional output of src's shape, apart from src.
+
+    Returns:
+        The result (``out`` when given; 2-D input gives (H, W, 1)) and the
+        Pillow AFFINE data (6 float64) of the map the step applied, None
+        when it moved no pixel.
+    """
+    return _step("policy_step", op, magnitude, src, fill, nearest, out)
+
+
+def timm_step(op: TimmOp | int, argument: float, src: Any, fill: Any = 0, nearest: bool = False,
+              out: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """One step of timm's RandAugment: the pixels of its operation ``op``
+    (a :class:`TimmOp`) with ``argument`` (``slip_timm_step``); otherwise
+    as :func:`policy_step`."""
+    return _step("timm_step", op, argument, src, fill, nearest, out)
+
+
+def _samples(a: Any, b: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Two C-contiguous samples of one shape and dtype."""
+    x, y = _as_array(a, "a"), _as_array(b, "b")
+    if x.shape != y.shape or x.dtype != y.dtype:
+        raise ArgumentError(f"a and b must have one shape and dtype, got {x.dtype}{list(x.shape)} and "
+                            f"{y.dtype}{list(y.shape)}")
+    if not (x.flags.c_contiguous and y.flags.c_contiguous):
+        raise ArgumentError("a and b must be C-contiguous")
+    return x, y
+
+
+def _sample_out(out: Any, like: np.ndarray) -> np.ndarray:
+    """A caller's output sample, of ``like``'s shape and dtype, C-contiguous; a new one for None."""
+    if out is None:
+        return np.empty_like(like, order="C")
+    arr = _writable(_as_array(out, "out"), "out")
+    if arr.shape != like.shape or arr.dtype != like.dtype or not arr.flags.c_contiguous:
+        raise ArgumentError(f"out must be a C-contiguous {like.dtype}{list(like.shape)} array, got "
+                            f"{arr.dtype}{list(arr.shape)}")
+    return arr
+
+
+def mix_blend(a: Any, b: Any, lam: float, out: Any = None) -> np.ndarray:
+    """MixUp's blend of a sample: ``lam * a + (1 - lam) * b`` in double
+    precision, uint8 rounded half to even and clipped, float32 rounded
+    (``slip_mix_blend``).
+
+    Args:
+        a, b: C-contiguous uint8 or float32 arrays of one shape.
+        lam: the weight of ``a``, finite.
+        out: optional output of their shape and dtype; may be ``a`` or ``b``.
+
+    Returns:
+        The blend (``out`` when given).
+    """
+    x, y = _samples(a, b)
+    codes = {np.dtype(np.uint8): Dtype.UINT8, np.dtype(np.float32): Dtype.FLOAT32}
+    if x.dtype not in codes:
+        raise ArgumentError(f"mix_blend blends uint8 or float32 samples, got {x.dtype}")
+    arr = _sample_out(out, x)
+    status = _calls.slip_mix_blend(x.ctypes.data, x.nbytes, y.ctypes.data, y.nbytes, arr.ctypes.data, arr.nbytes,
+                                   x.size, int(codes[x.dtype]), float(lam))
+    _check(status, "mix_blend", ArgumentError)
+    return arr
+
+
+def mix_paste(a: Any, b: Any, top: int, left: int, bottom: int, right: int, channels_first: bool = False,
+              out: Any = None) -> np.ndarray:
+    """CutMix's paste of a sample: ``a`` with rows ``top:bottom`` and
+    columns ``left:right`` taken from ``b`` (``slip_mix_paste``).
+
+    Args:
+        a, b: C-contiguous arrays of one shape and dtype: (H, W), (H, W, C),
+            or (C, H, W) with ``channels_first``.
+        top, left, bottom, right: the box, inside the image; an empty one pastes nothing.
+        channels_first: a 3-D sample is (C, H, W) planes, else (H, W, C) pixels.
+        out: optional output of their shape and dtype, apart from both.
+
+    Returns:
+        The sample with the box pasted (``out`` when given).
+    """
+    x, y = _samples(a, b)
+    if x.ndim not in (2, 3) or x.size == 0:
+        raise ArgumentError(f"mix_paste takes (H, W), (H, W, C) or (C, H, W) samples, got {list(x.shape)}")
+    item = x.itemsize
+    if x.ndim == 2:
+        planes, (h, w), pixel = 1, x.shape, item
+    elif channels_first:
+        (planes, h, w), pixel = x.shape, item
+    else:
+        planes, (h, w, c) = 1, x.shape
+        pixel = c * item
+    arr = _sample_out(out, x)
+    status = _calls.slip_mix_paste(x.ctypes.data, x.nbytes, y.ctypes.data, y.nbytes, arr.ctypes.data, arr.nbytes,
+                                   planes, h, w, pixel, top, left, bottom, right)
+    _check(status, "mix_paste", ArgumentError)
+    return arr
 
 
 # ---------------------------------------------------------------- encoding, I/O
@@ -1016,8 +1150,10 @@ __all__ = [
     "Interp",
     "JpegInfo",
     "Limit",
+    "Primitive",
     "Status",
     "Subsampling",
+    "TimmOp",
     "abi_version",
     "autocontrast",
     "brightness",
@@ -1038,7 +1174,10 @@ __all__ = [
     "jpeg_scale_for",
     "last_error",
     "lib",
+    "mix_blend",
+    "mix_paste",
     "pack",
+    "policy_step",
     "posterize",
     "pread",
     "range_free",
@@ -1052,6 +1191,7 @@ __all__ = [
     "sharpness",
     "solarize",
     "strerror",
+    "timm_step",
     "unguard_mapping",
     "version",
     "warp_affine",

@@ -66,7 +66,7 @@ def test_enums_and_constants_have_the_c_values(tmp_path):
     header = HEADER.read_text()
     pairs = []
     for enum in (native.Status, native.Colorspace, native.Subsampling, native.DecodeFlags, native.EncodeFlags,
-                 native.Interp, native.Dtype, native.Limit):
+                 native.Interp, native.Dtype, native.Limit, native.Primitive, native.TimmOp):
         c_enum = re.search(r"``(slip_\w+)``", enum.__doc__).group(1)
         body = re.search(rf"typedef enum {c_enum} \{{(.*?)\}}", header, re.S).group(1)
         c_names = re.findall(r"\b(SLIP_\w+)\s*=", body)

@@ -4,9 +4,10 @@
  * libslipstream holds the pixel kernels of slipstream: JPEG header parsing,
  * region-of-interest and DCT-scaled JPEG decoding, a fused decode+crop+resize,
  * resampling, Pillow's tone operations and affine and perspective warps,
- * normalization/packing into tensor layouts, JPEG encoding for the dataset
- * writer, positional file reads, page checksums, and file mappings that
- * survive the file being truncated.  Limits (slip_set_limit) bound the
+ * the steps of augmentation policies, MixUp's and CutMix's mixing of a
+ * sample, normalization/packing into tensor layouts, JPEG encoding for the
+ * dataset writer, positional file reads, page checksums, and file mappings
+ * that survive the file being truncated.  Limits (slip_set_limit) bound the
  * work any one JPEG can cause.
  *
  * Conventions shared by every function below:
@@ -55,7 +56,7 @@ extern "C" {
 #endif
 
 /** Version of this ABI; bumped whenever a declaration in this file changes. */
-#define SLIP_ABI_VERSION 8
+#define SLIP_ABI_VERSION 9
 
 /** Largest image side, in pixels, that any function accepts (libjpeg's own limit). */
 #define SLIP_MAX_DIMENSION 65500
@@ -847,6 +848,209 @@ SLIP_API int32_t slip_warp_perspective(const uint8_t *src, size_t src_size, int3
                                        int32_t channels, int64_t src_stride, uint8_t *dst, size_t dst_size,
                                        int32_t dst_h, int32_t dst_w, int64_t dst_stride, const double *coefficients,
                                        int32_t nearest, const uint8_t *fill, size_t fill_size);
+
+/*
+ * Policy steps: torchvision's augmentation policies (TrivialAugmentWide,
+ * RandAugment, AutoAugment, AugMix) and timm's RandAugment apply, per sample,
+ * a few operations drawn from a table.  One call computes one such step's
+ * pixels: the matrix of a geometric operation as torchvision or timm builds
+ * it, then the warp (slip_warp_affine) or the tone kernel above.  The caller
+ * keeps the map of the geometric steps (boxes and masks follow it) from the
+ * Pillow AFFINE data the call returns.
+ */
+
+/** The operations of torchvision's augmentation policies, by the names of
+ *  its _apply_op (torchvision/transforms/autoaugment.py): the `op` of
+ *  slip_policy_step.  Magnitudes are torchvision's: a shear's is the shear
+ *  factor, a translation's pixels, a rotation's degrees counter-clockwise, an
+ *  enhancement's the blend factor less 1, posterize's bits, solarize's
+ *  threshold. */
+typedef enum slip_primitive {
+  SLIP_PRIMITIVE_IDENTITY = 0,     /**< the image unchanged */
+  SLIP_PRIMITIVE_SHEAR_X = 1,      /**< F.affine with an x shear of atan(magnitude) in degrees, about (0, 0) */
+  SLIP_PRIMITIVE_SHEAR_Y = 2,      /**< F.affine with a y shear of atan(magnitude) in degrees, about (0, 0) */
+  SLIP_PRIMITIVE_TRANSLATE_X = 3,  /**< F.affine shifting by the magnitude's whole pixels (truncated) along x */
+  SLIP_PRIMITIVE_TRANSLATE_Y = 4,  /**< F.affine shifting by the magnitude's whole pixels (truncated) along y */
+  SLIP_PRIMITIVE_ROTATE = 5,       /**< F.rotate: Image.rotate by the magnitude in degrees about the centre */
+  SLIP_PRIMITIVE_BRIGHTNESS = 6,   /**< slip_brightness, factor 1 + magnitude */
+  SLIP_PRIMITIVE_COLOR = 7,        /**< slip_color, factor 1 + magnitude */
+  SLIP_PRIMITIVE_CONTRAST = 8,     /**< slip_contrast, factor 1 + magnitude */
+  SLIP_PRIMITIVE_SHARPNESS = 9,    /**< slip_sharpness, factor 1 + magnitude */
+  SLIP_PRIMITIVE_POSTERIZE = 10,   /**< slip_posterize, the magnitude's bits (truncated) */
+  SLIP_PRIMITIVE_SOLARIZE = 11,    /**< slip_solarize, threshold the magnitude */
+  SLIP_PRIMITIVE_AUTOCONTRAST = 12, /**< slip_autocontrast; the magnitude is not read */
+  SLIP_PRIMITIVE_EQUALIZE = 13,    /**< slip_equalize; the magnitude is not read */
+  SLIP_PRIMITIVE_INVERT = 14       /**< slip_invert; the magnitude is not read */
+} slip_primitive;
+
+/** The operations of timm's RandAugment, by its names
+ *  (timm/data/auto_augment.py): the `op` of slip_timm_step.  Each takes the
+ *  argument timm's level_to_arg gives it; the "increasing" variants differ
+ *  from their plain ones in that argument only. */
+typedef enum slip_timm_op {
+  SLIP_TIMM_AUTO_CONTRAST = 0,        /**< slip_autocontrast; the argument is not read */
+  SLIP_TIMM_EQUALIZE = 1,             /**< slip_equalize; the argument is not read */
+  SLIP_TIMM_INVERT = 2,               /**< slip_invert; the argument is not read */
+  SLIP_TIMM_ROTATE = 3,               /**< Image.rotate by the argument in degrees about the centre */
+  SLIP_TIMM_POSTERIZE = 4,            /**< slip_posterize, the argument's bits (truncated; 8 and more keep all) */
+  SLIP_TIMM_POSTERIZE_INCREASING = 5, /**< as SLIP_TIMM_POSTERIZE */
+  SLIP_TIMM_SOLARIZE = 6,             /**< slip_solarize, threshold the argument */
+  SLIP_TIMM_SOLARIZE_INCREASING = 7,  /**< as SLIP_TIMM_SOLARIZE */
+  SLIP_TIMM_SOLARIZE_ADD = 8,         /**< values below 128 raised by the argument's whole levels (truncated),
+                                           clipped to 0 .. 255; the others kept */
+  SLIP_TIMM_COLOR = 9,                /**< slip_color, factor the argument */
+  SLIP_TIMM_COLOR_INCREASING = 10,    /**< as SLIP_TIMM_COLOR */
+  SLIP_TIMM_CONTRAST = 11,            /**< slip_contrast, factor the argument */
+  SLIP_TIMM_CONTRAST_INCREASING = 12, /**< as SLIP_TIMM_CONTRAST */
+  SLIP_TIMM_BRIGHTNESS = 13,          /**< slip_brightness, factor the argument */
+  SLIP_TIMM_BRIGHTNESS_INCREASING = 14, /**< as SLIP_TIMM_BRIGHTNESS */
+  SLIP_TIMM_SHARPNESS = 15,           /**< slip_sharpness, factor the argument */
+  SLIP_TIMM_SHARPNESS_INCREASING = 16, /**< as SLIP_TIMM_SHARPNESS */
+  SLIP_TIMM_SHEAR_X = 17,             /**< Pillow AFFINE data (1, argument, 0, 0, 1, 0) */
+  SLIP_TIMM_SHEAR_Y = 18,             /**< Pillow AFFINE data (1, 0, 0, argument, 1, 0) */
+  SLIP_TIMM_TRANSLATE_X_REL = 19,     /**< Pillow AFFINE data (1, 0, argument * width, 0, 1, 0) */
+  SLIP_TIMM_TRANSLATE_Y_REL = 20      /**< Pillow AFFINE data (1, 0, 0, 0, 1, argument * height) */
+} slip_timm_op;
+
+/**
+ * One step of torchvision's augmentation policies: the pixels of
+ * torchvision's _apply_op(image, op, magnitude, interpolation, fill) on a PIL
+ * image.  A geometric step builds Pillow's AFFINE data as torchvision does,
+ * in double precision and its order of operations: shears and translations
+ * with _get_inverse_affine_matrix (shears about (0, 0), translations about
+ * (width / 2, height / 2)), rotations as Image.rotate (the angle taken modulo
+ * 360 as Python's % takes it, its cosine and sines rounded to 15 decimals,
+ * half to even, as Python's round(v, 15)), and warps src by it
+ * (slip_warp_affine); a map that is the identity (a magnitude of 0) copies
+ * src, as Pillow's pixels then are.  Every other step is its tone kernel.
+ *
+ * @param op            slip_primitive.
+ * @param magnitude     the operation's magnitude in its units (see slip_primitive); any value but NaN,
+ *                      infinities included.
+ * @param src           height rows of width pixels of `channels` bytes.
+ * @param src_size      bytes available at src; at least (height - 1) * src_stride + width * channels.
+ * @param height        image height in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param width         image width in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param channels      bytes per pixel, 1 to 4 (SLIP_PRIMITIVE_COLOR and SLIP_PRIMITIVE_CONTRAST: 1 or 3).
+ * @param src_stride    bytes from one source row to the next (>= width * channels).
+ * @param dst           receives the result, of src's height, width and channels; must not overlap src.
+ * @param dst_size      bytes available at dst; at least (height - 1) * dst_stride + width * channels.
+ * @param dst_stride    bytes from one output row to the next (>= width * channels).
+ * @param fill          the colour of the pixels a geometric step uncovers: `channels` values.
+ * @param fill_size     values at fill (>= channels; only the first `channels` are read).
+ * @param nearest       non-zero: geometric steps take the nearest neighbour; zero: bilinear.
+ * @param inverse       receives 6 values, Pillow's AFFINE data of the map the step applied (output point
+ *                      (x, y) shows input point (i0 x + i1 y + i2, i3 x + i4 y + i5)), in pixels: the
+ *                      identity (1, 0, 0, 0, 1, 0) when the return value is 0.
+ * @param inverse_size  values available at inverse (>= 6).
+ * @return 1 when the step moved pixels by a map other than the identity,
+ *         whose inverse the caller composes into the image's transform; 0
+ *         when it changed values only, or none; SLIP_EINVAL for an unknown
+ *         op, a NaN magnitude, a NULL pointer, a size outside 1 ..
+ *         SLIP_MAX_DIMENSION, channels outside 1 .. 4 (or other than 1 and 3
+ *         for color and contrast), a stride smaller than a row, or a dst that
+ *         overlaps src; SLIP_EBUFFER when src_size, dst_size, fill_size or
+ *         inverse_size is too small.  On failure neither dst nor inverse is
+ *         written.
+ */
+SLIP_API int32_t slip_policy_step(int32_t op, double magnitude, const uint8_t *src, size_t src_size, int32_t height,
+                                  int32_t width, int32_t channels, int64_t src_stride, uint8_t *dst, size_t dst_size,
+                                  int64_t dst_stride, const uint8_t *fill, size_t fill_size, int32_t nearest,
+                                  double *inverse, size_t inverse_size);
+
+/**
+ * One step of timm's RandAugment: the pixels of timm's operation `op`
+ * (timm/data/auto_augment.py: its functions on PIL images) with `argument`,
+ * as slip_policy_step computes torchvision's.  Its shears and translations
+ * are Pillow AFFINE data without a centre (see slip_timm_op), its rotation
+ * Image.rotate's matrix as slip_policy_step builds it; a map that is the
+ * identity copies src.
+ *
+ * @param op            slip_timm_op.
+ * @param argument      the operation's argument (see slip_timm_op); any value but NaN, infinities included.
+ * @param src           height rows of width pixels of `channels` bytes.
+ * @param src_size      bytes available at src; at least (height - 1) * src_stride + width * channels.
+ * @param height        image height in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param width         image width in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param channels      bytes per pixel, 1 to 4 (SLIP_TIMM_COLOR and SLIP_TIMM_CONTRAST and their increasing
+ *                      variants: 1 or 3).
+ * @param src_stride    bytes from one source row to the next (>= width * channels).
+ * @param dst           receives the result, of src's height, width and channels; must not overlap src.
+ * @param dst_size      bytes available at dst; at least (height - 1) * dst_stride + width * channels.
+ * @param dst_stride    bytes from one output row to the next (>= width * channels).
+ * @param fill          the colour of the pixels a geometric step uncovers: `channels` values.
+ * @param fill_size     values at fill (>= channels; only the first `channels` are read).
+ * @param nearest       non-zero: geometric steps take the nearest neighbour; zero: bilinear.
+ * @param inverse       receives 6 values, as slip_policy_step's.
+ * @param inverse_size  values available at inverse (>= 6).
+ * @return as slip_policy_step.
+ */
+SLIP_API int32_t slip_timm_step(int32_t op, double argument, const uint8_t *src, size_t src_size, int32_t height,
+                                int32_t width, int32_t channels, int64_t src_stride, uint8_t *dst, size_t dst_size,
+                                int64_t dst_stride, const uint8_t *fill, size_t fill_size, int32_t nearest,
+                                double *inverse, size_t inverse_size);
+
+/*
+ * Mixing: MixUp and CutMix mix each sample of a batch with a partner.  These
+ * functions compute one sample's values; the caller draws lambda and the box.
+ */
+
+/**
+ * MixUp's blend of one sample: dst[j] = lam * a[j] + (1 - lam) * b[j], in
+ * double precision (each value converted to double, the two products summed
+ * in that order), stored as the element type stores it: float32 rounded to
+ * nearest; uint8 rounded half to even and clipped to 0 .. 255 (a sum that is
+ * not a number stores 0).
+ *
+ * @param a         count elements of the sample.
+ * @param a_size    bytes available at a (>= count elements).
+ * @param b         count elements of its partner; may be a, or overlap it.
+ * @param b_size    bytes available at b (>= count elements).
+ * @param dst       receives count elements; may be a or b itself (in place), and must not otherwise overlap them.
+ * @param dst_size  bytes available at dst (>= count elements).
+ * @param count     elements of the sample (0: nothing to do).
+ * @param dtype     slip_dtype of the elements: SLIP_DTYPE_UINT8 or SLIP_DTYPE_FLOAT32 (whose a, b and dst are
+ *                  aligned to 4 bytes).
+ * @param lam       the weight of a, a finite number (MixUp draws it from Beta(alpha, alpha), in [0, 1]).
+ * @return SLIP_OK; SLIP_EINVAL for a NULL pointer, another dtype, a
+ *         misaligned float32 array, a lam that is not finite, or a dst that
+ *         overlaps a or b without being it; SLIP_EBUFFER when a_size, b_size
+ *         or dst_size holds fewer than count elements.  On failure dst is not
+ *         written.
+ */
+SLIP_API int32_t slip_mix_blend(const void *a, size_t a_size, const void *b, size_t b_size, void *dst,
+                                size_t dst_size, size_t count, int32_t dtype, double lam);
+
+/**
+ * CutMix's paste of one sample: dst is a with the box of rows top .. bottom
+ * - 1 and columns left .. right - 1 of every plane taken from b.  A sample
+ * is `planes` planes of height rows of width pixels of `pixel_bytes` bytes,
+ * packed: an (height, width, channels) uint8 image is one plane of
+ * `channels`-byte pixels, a (channels, height, width) float32 (or float16)
+ * sample `channels` planes of 4-byte (2-byte) pixels.
+ *
+ * @param a            the sample, planes * height * width * pixel_bytes bytes.
+ * @param a_size       bytes available at a (>= the sample's).
+ * @param b            its partner, of the same layout; may be a, or overlap it.
+ * @param b_size       bytes available at b (>= the sample's).
+ * @param dst          receives the sample's bytes; must not overlap a or b.
+ * @param dst_size     bytes available at dst (>= the sample's).
+ * @param planes       planes of the sample (1 .. SLIP_MAX_DIMENSION).
+ * @param height       rows of a plane (1 .. SLIP_MAX_DIMENSION).
+ * @param width        pixels of a row (1 .. SLIP_MAX_DIMENSION).
+ * @param pixel_bytes  bytes of a pixel (1 .. 16).
+ * @param top          the box's first row (0 .. bottom).
+ * @param left         the box's first column (0 .. right).
+ * @param bottom       one past the box's last row (top .. height); top == bottom: an empty box.
+ * @param right        one past the box's last column (left .. width); left == right: an empty box.
+ * @return SLIP_OK; SLIP_EINVAL for a NULL pointer, a size outside its
+ *         range, a box outside the plane or inverted, or a dst that overlaps
+ *         a or b; SLIP_EBUFFER when a_size, b_size or dst_size is smaller
+ *         than the sample.  On failure dst is not written.
+ */
+SLIP_API int32_t slip_mix_paste(const void *a, size_t a_size, const void *b, size_t b_size, void *dst,
+                                size_t dst_size, int32_t planes, int32_t height, int32_t width, int32_t pixel_bytes,
+                                int32_t top, int32_t left, int32_t bottom, int32_t right);
 
 /**
  * Convert an interleaved 8-bit image into a tensor element type and layout,

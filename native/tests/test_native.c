@@ -5,8 +5,9 @@
  * The program encodes its own JPEGs from synthetic images, then checks the
  * decoders (region decoding against full decodes, flips, strides, guard
  * bytes), the fused decode+crop+resize and slip_resize against a double
- * precision reference resampler, slip_pack against exact conversions,
- * hostile and truncated input, invalid arguments, the encoder's bounds,
+ * precision reference resampler, the tone, warp, policy-step and mixing
+ * kernels, slip_pack against exact conversions, hostile and truncated
+ * input, invalid arguments, the encoder's bounds,
  * slip_pread, slip_crc32, the decoding limits, guarded mappings, concurrent
  * decoding, and the status strings.
  *
@@ -1092,6 +1093,205 @@ static void test_warps(void) {
                     SLIP_EINVAL, "a NULL dst");
       free(src);
     }
+  case_end();
+}
+
+/* A noisy h x w x c source whose rows are padded by up to max_pad bytes,
+ * and a copy to check that a kernel leaves it as it is. */
+typedef struct padded_source {
+  int64_t stride;
+  size_t row, size; /* bytes of a row's pixels; bytes of the image, the documented minimum */
+  uint8_t *src, *kept;
+} padded_source;
+
+static padded_source padded_noise(int32_t h, int32_t w, int32_t c, int32_t max_pad) {
+  padded_source p;
+  p.stride = (int64_t)w * c + rng_below(max_pad + 1);
+  p.row = (size_t)w * (size_t)c;
+  p.size = output_size(h, p.stride, p.row);
+  p.src = make_noise(p.size);
+  p.kept = exact_copy(p.src, p.size);
+  return p;
+}
+
+/* Policy steps into guarded outputs: every operation of both tables writes
+ * only its pixels and says whether it moved them (a geometric step of
+ * magnitude 0 copies, with the identity map); each step equals the kernel it
+ * stands for; hostile arguments fail and write neither dst nor the map. */
+/* test_policy_steps on one h x w x c image: every operation of both tables. */
+static void policy_steps_on(int32_t h, int32_t w, int32_t c, const uint8_t *fill) {
+  padded_source p = padded_noise(h, w, c, 2);
+  int64_t stride = p.stride;
+  size_t row = p.row, size = p.size;
+  const uint8_t *src = p.src;
+  for (int table = 0; table < 2; table++)
+    for (int32_t op = 0; op <= (table ? SLIP_TIMM_TRANSLATE_Y_REL : SLIP_PRIMITIVE_INVERT); op++) {
+      int colour = table ? op >= SLIP_TIMM_COLOR && op <= SLIP_TIMM_CONTRAST_INCREASING
+                         : op == SLIP_PRIMITIVE_COLOR || op == SLIP_PRIMITIVE_CONTRAST;
+      for (int k = 0; k < 2; k++) {
+        double magnitude = k ? 0.0 : table ? 0.3 : 11.5, inverse[6] = {0};
+        guarded out;
+        guarded_alloc(&out, size);
+        int32_t moved = table ? slip_timm_step(op, magnitude, src, size, h, w, c, stride, out.p, size, stride, fill,
+                                               (size_t)c, k, inverse, 6)
+                              : slip_policy_step(op, magnitude, src, size, h, w, c, stride, out.p, size, stride,
+                                                 fill, (size_t)c, k, inverse, 6);
+        if (colour && c != 1 && c != 3) {
+          expect_status(moved, SLIP_EINVAL, "a colour step of 2 or 4 channels");
+          free(out.mem);
+          continue;
+        }
+        expect(moved == 0 || moved == 1, "table %d op %d returned %d (%s)", table, op, moved, slip_last_error());
+        expect(guarded_intact(&out, h, stride, row), "table %d op %d %dx%dx%d wrote outside its pixels", table, op,
+               h, w, c);
+        int identity = inverse[0] == 1 && inverse[1] == 0 && inverse[2] == 0 && inverse[3] == 0 &&
+                       inverse[4] == 1 && inverse[5] == 0;
+        expect(moved || identity, "table %d op %d moved nothing but its map is not the identity", table, op);
+        if (moved) {
+          guarded warped;
+          guarded_alloc(&warped, size);
+          expect_status(slip_warp_affine(src, size, h, w, c, stride, warped.p, size, h, w, stride, inverse, k, fill,
+                                         (size_t)c),
+                        SLIP_OK, "the step's own warp");
+          expect(!memcmp(warped.p, out.p, size), "table %d op %d is not the warp of its map", table, op);
+          free(warped.mem);
+        }
+        free(out.mem);
+      }
+    }
+  expect(!memcmp(src, p.kept, size), "a step changed its source");
+  if (c == 3) { /* the kernels they stand for */
+    uint8_t *a = xmalloc(size), *b = xmalloc(size);
+    double inverse[6];
+    expect_status(slip_policy_step(SLIP_PRIMITIVE_SHARPNESS, 0.4, src, size, h, w, c, stride, a, size, stride, fill,
+                                   3, 1, inverse, 6),
+                  0, "sharpness step");
+    expect_status(slip_sharpness(src, size, h, w, c, stride, b, size, stride, 1.4), SLIP_OK, "sharpness");
+    expect(!memcmp(a, b, size), "the sharpness step is not slip_sharpness at 1 + magnitude");
+    expect_status(slip_timm_step(SLIP_TIMM_POSTERIZE, 3.9, src, size, h, w, c, stride, a, size, stride, fill, 3, 1,
+                                 inverse, 6),
+                  0, "posterize step");
+    expect_status(slip_posterize(src, size, h, w, c, stride, b, size, stride, 3), SLIP_OK, "posterize");
+    expect(!memcmp(a, b, size), "the posterize step is not slip_posterize of the whole bits");
+    free(a);
+    free(b);
+  }
+  free(p.src);
+  free(p.kept);
+}
+
+static void test_policy_steps(void) {
+  case_begin("policy steps: guarded outputs, kernels, refusals");
+  const uint8_t fill[4] = {7, 8, 9, 10};
+  static const int32_t sizes[][2] = {{1, 1}, {3, 2}, {17, 13}};
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+    for (int32_t c = 1; c <= 4; c++) policy_steps_on(sizes[s][0], sizes[s][1], c, fill);
+  /* hostile arguments: nothing written */
+  uint8_t src[6 * 5 * 3], dst[6 * 5 * 3];
+  double inverse[6] = {3, 3, 3, 3, 3, 3};
+  memset(src, 100, sizeof src);
+  memset(dst, 41, sizeof dst);
+  size_t n = sizeof src;
+  static const struct {
+    int timm, in_place;
+    int32_t op;
+    double value;
+    size_t dst_short, fill_size, inverse_size; /* dst_short: bytes short of the image */
+    int32_t status;
+    const char *what;
+  } hostile[] = {{0, 0, -1, 1, 0, 3, 6, SLIP_EINVAL, "an unknown op"},
+                 {1, 0, 21, 1, 0, 3, 6, SLIP_EINVAL, "an op past timm's"},
+                 {0, 0, SLIP_PRIMITIVE_ROTATE, NAN, 0, 3, 6, SLIP_EINVAL, "a NaN magnitude"},
+                 {0, 0, SLIP_PRIMITIVE_ROTATE, 1, 0, 3, 5, SLIP_EBUFFER, "an inverse of 5 values"},
+                 {1, 0, SLIP_TIMM_SHEAR_X, 1, 1, 3, 6, SLIP_EBUFFER, "an output one byte short"},
+                 {1, 1, SLIP_TIMM_SHEAR_X, 1, 0, 3, 6, SLIP_EINVAL, "a step in place"},
+                 {0, 0, SLIP_PRIMITIVE_INVERT, 1, 0, 2, 6, SLIP_EBUFFER, "a fill short of a channel"}};
+  for (size_t k = 0; k < sizeof hostile / sizeof hostile[0]; k++) {
+    uint8_t *out = hostile[k].in_place ? src : dst;
+    size_t out_size = n - hostile[k].dst_short;
+    int32_t status = hostile[k].timm ? slip_timm_step(hostile[k].op, hostile[k].value, src, n, 6, 5, 3, 15, out,
+                                                      out_size, 15, fill, hostile[k].fill_size, 1, inverse,
+                                                      hostile[k].inverse_size)
+                                     : slip_policy_step(hostile[k].op, hostile[k].value, src, n, 6, 5, 3, 15, out,
+                                                        out_size, 15, fill, hostile[k].fill_size, 1, inverse,
+                                                        hostile[k].inverse_size);
+    expect_status(status, hostile[k].status, hostile[k].what);
+  }
+  expect_status(slip_policy_step(SLIP_PRIMITIVE_ROTATE, 1, src, n, 6, 5, 3, 15, dst, n, 15, fill, 3, 1, NULL, 6),
+                SLIP_EINVAL, "a NULL inverse");
+  int untouched = inverse[0] == 3 && inverse[5] == 3;
+  for (size_t i = 0; i < n; i++) untouched &= dst[i] == 41 && src[i] == 100;
+  expect(untouched, "a refused step wrote something");
+  case_end();
+}
+
+/* MixUp's blend (ties to even, clipping, float32 rounding, in place) and
+ * CutMix's paste (guarded output, both layouts), and their refusals. */
+static void test_mixing(void) {
+  case_begin("mixing: blend and paste");
+  uint8_t a8[256], b8[256], d8[256];
+  for (int i = 0; i < 256; i++) a8[i] = (uint8_t)i, b8[i] = (uint8_t)(i + 1);
+  expect_status(slip_mix_blend(a8, 256, b8, 256, d8, 256, 256, SLIP_DTYPE_UINT8, 0.5), SLIP_OK, "blend uint8");
+  int even = 1;
+  for (int i = 0; i < 255; i++) even &= d8[i] == ((i % 2) ? i + 1 : i); /* i + 0.5: to the even neighbour */
+  expect(even, "uint8 ties do not round to even");
+  expect_status(slip_mix_blend(a8, 256, b8, 256, d8, 256, 256, SLIP_DTYPE_UINT8, 3.0), SLIP_OK, "extrapolated");
+  int clipped = d8[0] == 0 && d8[200] == 198 && d8[255] == 255; /* 3 i - 2 (i + 1); b[255] is 0 */
+  expect(clipped, "an extrapolated blend is not clipped (%d %d %d)", d8[0], d8[200], d8[255]);
+  float af[64], bf[64];
+  for (int i = 0; i < 64; i++) af[i] = (float)i * 0.37f - 5.0f, bf[i] = (float)(63 - i) * 1.3f;
+  float expected[64];
+  for (int i = 0; i < 64; i++) expected[i] = (float)(0.3 * (double)af[i] + (1.0 - 0.3) * (double)bf[i]);
+  expect_status(slip_mix_blend(af, sizeof af, bf, sizeof bf, af, sizeof af, 64, SLIP_DTYPE_FLOAT32, 0.3), SLIP_OK,
+                "blend float32 in place");
+  expect(!memcmp(af, expected, sizeof af), "the float32 blend is not rounded once from double");
+  expect_status(slip_mix_blend(a8, 256, b8, 256, a8 + 1, 255, 255, SLIP_DTYPE_UINT8, 0.5), SLIP_EINVAL,
+                "a dst overlapping a");
+  expect_status(slip_mix_blend(a8, 256, b8, 256, d8, 256, 256, SLIP_DTYPE_UINT8, NAN), SLIP_EINVAL, "a NaN lam");
+  expect_status(slip_mix_blend(a8, 256, b8, 256, d8, 256, 256, SLIP_DTYPE_FLOAT16, 0.5), SLIP_EINVAL, "float16");
+  expect_status(slip_mix_blend(a8, 256, b8, 255, d8, 256, 256, SLIP_DTYPE_UINT8, 0.5), SLIP_EBUFFER,
+                "a b one byte short");
+  expect_status(slip_mix_blend(NULL, 256, b8, 256, d8, 256, 256, SLIP_DTYPE_UINT8, 0.5), SLIP_EINVAL, "a NULL a");
+  expect_status(slip_mix_blend((uint8_t *)af + 1, 200, bf, 256, d8, 256, 10, SLIP_DTYPE_FLOAT32, 0.5), SLIP_EINVAL,
+                "a misaligned float32 a");
+  /* the paste: 3 planes of 7 x 9 float32 pixels, and an image of 7 x 9 RGB pixels */
+  for (int layout = 0; layout < 2; layout++) {
+    int32_t planes = layout ? 1 : 3, pixel = layout ? 3 : 4, h = 7, w = 9;
+    size_t bytes = (size_t)planes * h * w * (size_t)pixel;
+    uint8_t *a = make_noise(bytes), *b = make_noise(bytes);
+    guarded out;
+    guarded_alloc(&out, bytes);
+    expect_status(slip_mix_paste(a, bytes, b, bytes, out.p, bytes, planes, h, w, pixel, 2, 3, 6, 8), SLIP_OK,
+                  "paste");
+    expect(guarded_intact(&out, 1, 0, bytes), "the paste wrote outside the sample");
+    int right = 1;
+    for (int32_t p = 0; p < planes; p++)
+      for (int32_t y = 0; y < h; y++)
+        for (int32_t x = 0; x < w; x++) {
+          size_t at = (((size_t)p * h + (size_t)y) * w + (size_t)x) * (size_t)pixel;
+          const uint8_t *from = y >= 2 && y < 6 && x >= 3 && x < 8 ? b : a;
+          right &= !memcmp(out.p + at, from + at, (size_t)pixel);
+        }
+    expect(right, "layout %d: the box is not the partner's and the rest the sample's", layout);
+    expect_status(slip_mix_paste(a, bytes, b, bytes, out.p, bytes, planes, h, w, pixel, 0, 0, 0, 0), SLIP_OK,
+                  "an empty box");
+    expect(!memcmp(out.p, a, bytes), "an empty box pasted something");
+    uint8_t before = out.p[0];
+    expect_status(slip_mix_paste(a, bytes, b, bytes, out.p, bytes, planes, h, w, pixel, 2, 3, 8, 8), SLIP_EINVAL,
+                  "a box below the plane");
+    expect_status(slip_mix_paste(a, bytes, b, bytes, out.p, bytes, planes, h, w, pixel, 5, 3, 2, 8), SLIP_EINVAL,
+                  "an inverted box");
+    expect_status(slip_mix_paste(a, bytes, b, bytes, out.p, bytes - 1, planes, h, w, pixel, 2, 3, 6, 8),
+                  SLIP_EBUFFER, "an output one byte short");
+    expect_status(slip_mix_paste(a, bytes, b, bytes, a, bytes, planes, h, w, pixel, 2, 3, 6, 8), SLIP_EINVAL,
+                  "a paste in place");
+    expect_status(slip_mix_paste(a, bytes, b, bytes, out.p, bytes, planes, h, w, 17, 2, 3, 6, 8), SLIP_EINVAL,
+                  "pixels of 17 bytes");
+    expect(out.p[0] == before && guarded_intact(&out, 1, 0, bytes), "a refused paste wrote something");
+    free(out.mem);
+    free(a);
+    free(b);
+  }
   case_end();
 }
 
@@ -2313,6 +2513,8 @@ int main(int argc, char **argv) {
   test_pack_rejects();
   test_tones();
   test_warps();
+  test_policy_steps();
+  test_mixing();
 
   /* Hostile input, made from corpus files whose own cases passed. */
   jpeg_case *small_420 = corpus_case(cases, n, 17, 13, SLIP_SUBSAMPLING_420, 0),

@@ -17,7 +17,8 @@ The soft labels are ``lambda * onehot(label) + (1 - lambda) * onehot(partner's l
 Mixing works on uint8 (height, width, channels) images (mixed in float,
 rounded) and on float samples: MixUp blends float32 samples of any shape,
 CutMix cuts the (channels, height, width) float32 or float16 samples of
-``Normalize``.
+``Normalize``.  Each sample's values are computed by a C kernel
+(``slip_mix_blend``, ``slip_mix_paste``); the draws stay in compiled code.
 """
 
 from __future__ import annotations
@@ -28,36 +29,22 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
-from numba.core import types
-from numba.extending import overload
 
 from slipstream.compiler import Allocation, Kind, Node, Operation, State
 from slipstream.compiler import astgen as A
 from slipstream.compiler import random as rnd
-from slipstream.compiler.codegen import copy_sample
 from slipstream.compiler.nodes import EmitContext, Finder, Input
 from slipstream.compiler.params import PROBABILITY, Float, Int, param
 from slipstream.errors import PipelineError
 from slipstream.fields import geometry
+from slipstream.native import Dtype, slip_mix_blend, slip_mix_paste
+from slipstream.ops.warps import _image_bytes
 
 ALPHA = Float(0.0, low_open=True)
 _ALPHA_DOC = "the Beta(alpha, alpha) parameter each sample's lambda is drawn from"
 PARAMS = 2  # per sample: partner position, lambda
 MIXING = "params"
 """The named output of MixUp's and CutMix's per-sample parameters, which MixLabels reads."""
-
-
-def _fitted(value: float, like: Any) -> float:
-    """``value`` as an element like ``like`` holds it: rounded and clamped
-    to 0..255 for uint8, unchanged for floats (compiled: see the overload)."""
-    return min(max(round(value), 0), 255) if isinstance(like, (int, np.integer)) else value
-
-
-@overload(_fitted)
-def _fitted_compiled(value, like):  # noqa: ANN001  (Numba reads annotations of overloads as types)
-    if isinstance(like, types.Integer):
-        return lambda value, like: min(max(np.rint(value), 0.0), 255.0)
-    return lambda value, like: value
 
 
 def _check_mixable(op: Operation, state: State, dtypes: tuple[Any, ...] = (np.float32,)) -> None:
@@ -73,51 +60,10 @@ def _check_mixable(op: Operation, state: State, dtypes: tuple[Any, ...] = (np.fl
                      f"{state.shape} {state.dtype}")
 
 
-def _planes(xs: np.ndarray) -> tuple[int, int]:
-    """(height, width) of a batch of (height, width, channels) uint8 images
-    or of the (channels, height, width) float samples ``Normalize`` makes
-    (compiled: see the overload)."""
-    return (xs.shape[1], xs.shape[2]) if xs.dtype == np.uint8 else (xs.shape[2], xs.shape[3])
-
-
-@overload(_planes)
-def _planes_compiled(xs):  # noqa: ANN001
-    if xs.dtype == types.uint8:
-        return lambda xs: (xs.shape[1], xs.shape[2])
-    return lambda xs: (xs.shape[2], xs.shape[3])
-
-
-def _paste(out: np.ndarray, xs: np.ndarray, i: int, partner: int, top: int, bottom: int, left: int,
-           right: int) -> None:
-    """Sample ``i`` of ``xs`` into ``out`` with the box of sample ``partner``
-    pasted in, laid out as :func:`_planes` reads it (compiled: see the
-    overload, whose copies are loops: an array assignment compiles Numba's
-    broadcasting checks and their messages, seconds of every cold compile)."""
-    out[i] = xs[i]
-    if xs.dtype == np.uint8:
-        out[i, top:bottom, left:right] = xs[partner, top:bottom, left:right]
-    else:
-        out[i, :, top:bottom, left:right] = xs[partner, :, top:bottom, left:right]
-
-
-@overload(_paste)
-def _paste_compiled(out, xs, i, partner, top, bottom, left, right):  # noqa: ANN001
-    if xs.dtype == types.uint8:
-        def paste_channels_last(out, xs, i, partner, top, bottom, left, right):
-            copy_sample(out[i], xs[i])
-            for r in range(top, bottom):
-                for c in range(left, right):
-                    for k in range(xs.shape[3]):
-                        out[i, r, c, k] = xs[partner, r, c, k]
-        return paste_channels_last
-
-    def paste_channels_first(out, xs, i, partner, top, bottom, left, right):
-        copy_sample(out[i], xs[i])
-        for k in range(xs.shape[1]):
-            for r in range(top, bottom):
-                for c in range(left, right):
-                    out[i, k, r, c] = xs[partner, k, r, c]
-    return paste_channels_first
+_BLEND_REFUSED = ("MixUp blends C-contiguous uint8 or float32 samples (slipstream.native.last_error() says what was "
+                  "wrong)")
+_PASTE_REFUSED = ("CutMix pastes boxes inside C-contiguous samples of 1 to 65500 pixels a side "
+                  "(slipstream.native.last_error() says what was wrong)")
 
 
 class _Mixing(Operation, geometry.Untracked):
@@ -158,13 +104,14 @@ class MixUp(_Mix):
         def mixup(xs, out, params, keys, values):
             (alpha,) = values
             n = xs.shape[0]
+            dtype = Dtype.UINT8 if xs.itemsize == 1 else Dtype.FLOAT32
             for i in range(n):
                 lam = rnd.beta(keys[i], _DRAWS.lam, alpha, alpha)
                 partner = (i + 1) % n
                 params[i, 0], params[i, 1] = partner, lam
-                a, b, dst = xs[i].reshape(-1), xs[partner].reshape(-1), out[i].reshape(-1)
-                for j in range(dst.size):
-                    dst[j] = _fitted(lam * a[j] + (1.0 - lam) * b[j], dst[j])
+                a, b, dst = xs[i], xs[partner], out[i]
+                if slip_mix_blend(a, _image_bytes(a), b, _image_bytes(b), dst, _image_bytes(dst), a.size, dtype, lam):
+                    raise ValueError(_BLEND_REFUSED)
             return out
 
         return mixup
@@ -190,7 +137,11 @@ class CutMix(_Mix):
     def generate_code(self):
         def cutmix(xs, out, params, keys, values):
             (alpha,) = values
-            n, (height, width) = xs.shape[0], _planes(xs)
+            n = xs.shape[0]
+            if xs.itemsize == 1:  # (height, width, channels) uint8 images: one plane of whole pixels
+                height, width, planes, pixel = xs.shape[1], xs.shape[2], 1, xs.shape[3]
+            else:  # the (channels, height, width) float samples of Normalize: a plane per channel
+                height, width, planes, pixel = xs.shape[2], xs.shape[3], xs.shape[1], xs.itemsize
             for i in range(n):
                 lam = rnd.beta(keys[i], _DRAWS.lam, alpha, alpha)
                 partner = (i + 1) % n
@@ -200,7 +151,10 @@ class CutMix(_Mix):
                 cx = rnd.integers(keys[i], _DRAWS.center_x, 0, width)
                 top, bottom = max(cy - cut_h // 2, 0), min(cy + cut_h // 2, height)
                 left, right = max(cx - cut_w // 2, 0), min(cx + cut_w // 2, width)
-                _paste(out, xs, i, partner, top, bottom, left, right)
+                a, b, dst = xs[i], xs[partner], out[i]
+                if slip_mix_paste(a, _image_bytes(a), b, _image_bytes(b), dst, _image_bytes(dst), planes, height,
+                                  width, pixel, top, left, bottom, right):
+                    raise ValueError(_PASTE_REFUSED)
                 params[i, 0] = partner
                 params[i, 1] = 1.0 - (bottom - top) * (right - left) / (height * width)
             return out

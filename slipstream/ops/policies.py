@@ -2,9 +2,10 @@
 loop: ``TrivialAugmentWide``, ``RandAugment`` and ``AutoAugment``.
 
 Each policy draws, from the sample's counter-based key, which primitive
-operations to apply and at what magnitude, then applies them with the
-kernels of :mod:`slipstream.ops.tones` and :mod:`slipstream.ops.warps`,
-which compute pixels as Pillow does.  Together they follow torchvision's
+operations to apply and at what magnitude, then applies each with one call
+of the C kernel ``slip_policy_step``, which builds a geometric step's
+matrix as torchvision does and computes the pixels as Pillow does (the
+kernels of :mod:`slipstream.ops.tones` and :mod:`slipstream.ops.warps`).  Together they follow torchvision's
 PIL path (``torchvision/transforms/autoaugment.py``: ``_apply_op``, the
 classes' ``_augmentation_space`` tables and ``forward`` draws; the
 AutoAugment sub-policies are those of Cubuk et al., "AutoAugment: Learning
@@ -26,7 +27,6 @@ a sample received, so boxes, keypoints and masks follow them.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import functools
 import math
 from collections.abc import Sequence
@@ -42,27 +42,9 @@ from slipstream.compiler.jit import cached_njit
 from slipstream.compiler.params import Choice, Custom, Int, Refused, enum_name, param
 from slipstream.errors import ArgumentError
 from slipstream.fields import geometry
-from slipstream.ops import tones, warps
-
-
-class Primitive(enum.IntEnum):
-    """The operations policies choose from, by torchvision's names."""
-
-    IDENTITY = 0
-    SHEAR_X = 1
-    SHEAR_Y = 2
-    TRANSLATE_X = 3
-    TRANSLATE_Y = 4
-    ROTATE = 5
-    BRIGHTNESS = 6
-    COLOR = 7
-    CONTRAST = 8
-    SHARPNESS = 9
-    POSTERIZE = 10
-    SOLARIZE = 11
-    AUTOCONTRAST = 12
-    EQUALIZE = 13
-    INVERT = 14
+from slipstream.native import Primitive, slip_policy_step
+from slipstream.ops import warps
+from slipstream.ops.warps import _image_bytes
 
 
 NAMES = {"Identity": Primitive.IDENTITY, "ShearX": Primitive.SHEAR_X, "ShearY": Primitive.SHEAR_Y,
@@ -276,67 +258,37 @@ def magnitude_of(space, row, b, height, width):
     return table[row, b]
 
 
+_STEP_REFUSED = ("a policy step takes (height, width, channels) C-contiguous uint8 images of 1 to 65500 pixels a side, "
+                 "dst apart from src, a fill of a value per channel, a known operation and a magnitude that is a "
+                 "number (slipstream.native.last_error() says what was wrong)")
+
+
 @cached_njit
 def apply_primitive(op, magnitude, src, dst, fill, nearest, transform):
     """Apply primitive ``op`` at ``magnitude`` to ``src`` into ``dst`` (a
-    different array) as torchvision's ``_apply_op`` does on a PIL image.
-    A geometric primitive appends the map it applied to ``transform`` (a
-    :mod:`slipstream.fields.geometry` transform)."""
-    height, width = src.shape[0], src.shape[1]
-    if op == Primitive.SHEAR_X or op == Primitive.SHEAR_Y:
-        degrees = math.degrees(math.atan(magnitude))
-        inverse = warps.affine_inverse(0.0, 0.0, 0.0, 0.0, 0.0, 1.0, degrees if op == Primitive.SHEAR_X else 0.0,
-                                       degrees if op == Primitive.SHEAR_Y else 0.0)
-    elif op == Primitive.TRANSLATE_X or op == Primitive.TRANSLATE_Y:
-        shift = float(int(magnitude))  # torchvision passes whole pixels
-        inverse = warps.affine_inverse(width * 0.5, height * 0.5, 0.0, shift if op == Primitive.TRANSLATE_X else 0.0,
-                                       shift if op == Primitive.TRANSLATE_Y else 0.0, 1.0, 0.0, 0.0)
-    elif op == Primitive.ROTATE:
-        inverse = warps.rotation_inverse(height, width, magnitude)
-    else:
-        _apply_tone(op, magnitude, src, dst)
-        return
-    warp_step(src, dst, inverse, nearest, fill, transform)
+    different array) as torchvision's ``_apply_op`` does on a PIL image
+    (C ``slip_policy_step``: the matrix torchvision builds, then Pillow's
+    warp or tone kernel; a geometric step of magnitude 0 copies, as
+    Pillow's pixels then are).  A geometric primitive appends the map it
+    applied to ``transform`` (a :mod:`slipstream.fields.geometry` transform)."""
+    inverse = np.empty(6)
+    height, width, channels = src.shape
+    moved = slip_policy_step(op, magnitude, src, _image_bytes(src), height, width, channels, src.strides[0], dst,
+                             _image_bytes(dst), dst.strides[0], fill, fill.size, nearest, inverse, inverse.size)
+    follow_step(moved, inverse, transform, height, width)
 
 
-@cached_njit
-def warp_step(src, dst, inverse, nearest, fill, transform):
-    """Warp ``src`` into ``dst`` by Pillow's AFFINE ``inverse`` (see
-    :func:`slipstream.ops.warps.affine`) and append the map to ``transform``.
-    The identity (a magnitude of 0) is a copy, as Pillow's pixels are then."""
-    if inverse[0] == 1.0 and inverse[1] == 0.0 and inverse[2] == 0.0 and inverse[3] == 0.0 and inverse[4] == 1.0 \
-            and inverse[5] == 0.0:
-        copy_sample(dst, src)
-        return
-    warps.affine(src, dst, inverse, nearest, fill)
-    step = np.empty(geometry.SIZE)
-    warps.set_inverse(step, inverse, src.shape[0], src.shape[1])
-    geometry.compose((transform.copy(), step), transform)
-
-
-@cached_njit
-def _apply_tone(op, magnitude, src, dst):
-    """The primitives that change values, not places (:mod:`slipstream.ops.tones`)."""
-    if op == Primitive.BRIGHTNESS:
-        tones.brightness(src, dst, 1.0 + magnitude)
-    elif op == Primitive.COLOR:
-        tones.color(src, dst, 1.0 + magnitude)
-    elif op == Primitive.CONTRAST:
-        tones.contrast(src, dst, 1.0 + magnitude)
-    elif op == Primitive.SHARPNESS:
-        tones.sharpness(src, dst, 1.0 + magnitude)
-    elif op == Primitive.POSTERIZE:
-        tones.posterize(src, dst, int(magnitude))
-    elif op == Primitive.SOLARIZE:
-        tones.solarize(src, dst, magnitude)
-    elif op == Primitive.AUTOCONTRAST:
-        tones.autocontrast(src, dst)
-    elif op == Primitive.EQUALIZE:
-        tones.equalize(src, dst)
-    elif op == Primitive.INVERT:
-        tones.invert(src, dst)
-    else:
-        copy_sample(dst, src)
+@cached_njit(inline="always")
+def follow_step(moved, inverse, transform, height, width):
+    """After a policy step's C kernel returned ``moved``: raise its refusal,
+    or append to ``transform`` the map whose Pillow AFFINE data it wrote to
+    ``inverse`` when it moved pixels."""
+    if moved < 0:
+        raise ValueError(_STEP_REFUSED)
+    if moved:
+        step = np.empty(geometry.SIZE)
+        warps.set_inverse(step, inverse, height, width)
+        geometry.compose((transform.copy(), step), transform)
 
 
 @functools.cache

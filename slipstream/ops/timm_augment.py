@@ -8,55 +8,27 @@ torchvision's: its operations and ranges differ (SolarizeAdd, the
 factors from 0.1 to 1.9), each chosen operation applies with probability
 0.5, and its magnitude may be drawn per operation around ``m``.  Its pixels
 are Pillow's (``ImageOps``, ``ImageEnhance``, ``Image.transform``,
-``Image.rotate``), which the kernels of :mod:`slipstream.ops.tones` and
-:mod:`slipstream.ops.warps` compute; the draws are slipstream's counter-based
-ones with timm's distributions.  Like the other policies it is geometric, so
-boxes follow it.
+``Image.rotate``), which the C kernel ``slip_timm_step`` computes; the draws
+are slipstream's counter-based ones with timm's distributions.  Like the
+other policies it is geometric, so boxes follow it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import enum
 import math
 import re
 from typing import Any, ClassVar
 
 import numpy as np
-from numba import uint64
 
 from slipstream.compiler import random as rnd
 from slipstream.compiler.jit import cached_njit
-from slipstream.errors import ArgumentError
-from slipstream.ops import tones, warps
 from slipstream.compiler.params import Custom, Refused, param
-from slipstream.ops.policies import FILL, MAX_STEPS, POLICY_INTERPOLATION, Policy, warp_step
-
-
-class TimmOp(enum.IntEnum):
-    """timm's RandAugment operations, by its names."""
-
-    AUTO_CONTRAST = 0
-    EQUALIZE = 1
-    INVERT = 2
-    ROTATE = 3
-    POSTERIZE = 4
-    POSTERIZE_INCREASING = 5
-    SOLARIZE = 6
-    SOLARIZE_INCREASING = 7
-    SOLARIZE_ADD = 8
-    COLOR = 9
-    COLOR_INCREASING = 10
-    CONTRAST = 11
-    CONTRAST_INCREASING = 12
-    BRIGHTNESS = 13
-    BRIGHTNESS_INCREASING = 14
-    SHARPNESS = 15
-    SHARPNESS_INCREASING = 16
-    SHEAR_X = 17
-    SHEAR_Y = 18
-    TRANSLATE_X_REL = 19
-    TRANSLATE_Y_REL = 20
+from slipstream.errors import ArgumentError
+from slipstream.native import TimmOp, slip_timm_step
+from slipstream.ops.policies import FILL, MAX_STEPS, POLICY_INTERPOLATION, Policy, follow_step
+from slipstream.ops.warps import _image_bytes
 
 
 TRANSFORMS = ("AutoContrast", "Equalize", "Invert", "Rotate", "Posterize", "Solarize", "SolarizeAdd", "Color",
@@ -194,62 +166,15 @@ def argument_of(op, level, key, k):
 
 
 @cached_njit
-def solarize_add(src, dst, add, threshold):
-    """timm's ``solarize_add``: values below ``threshold`` raised by ``add``
-    (at most 255), the others kept."""
-    a, b = src.reshape(-1), dst.reshape(-1)
-    for j in range(uint64(a.size)):
-        v = a[j]
-        b[j] = min(255, int(v) + add) if v < threshold else v
-
-
-@cached_njit
 def apply_timm_op(op, argument, src, dst, fill, nearest, transform):
     """Apply timm's operation ``op`` with ``argument`` to ``src`` into
-    ``dst`` (a different array), as timm's functions do with Pillow; a
-    geometric one appends its map to ``transform``."""
-    height, width = src.shape[0], src.shape[1]
-    inverse = np.zeros(6)
-    inverse[0], inverse[4] = 1.0, 1.0
-    if op == TimmOp.ROTATE:
-        inverse = warps.rotation_inverse(height, width, argument)
-    elif op == TimmOp.SHEAR_X:
-        inverse[1] = argument
-    elif op == TimmOp.SHEAR_Y:
-        inverse[3] = argument
-    elif op == TimmOp.TRANSLATE_X_REL:
-        inverse[2] = argument * width
-    elif op == TimmOp.TRANSLATE_Y_REL:
-        inverse[5] = argument * height
-    else:
-        _apply_timm_tone(op, argument, src, dst)
-        return
-    warp_step(src, dst, inverse, nearest, fill, transform)
-
-
-@cached_njit
-def _apply_timm_tone(op, argument, src, dst):
-    """timm's operations that change values, not places."""
-    if op == TimmOp.AUTO_CONTRAST:
-        tones.autocontrast(src, dst)
-    elif op == TimmOp.EQUALIZE:
-        tones.equalize(src, dst)
-    elif op == TimmOp.INVERT:
-        tones.invert(src, dst)
-    elif op == TimmOp.POSTERIZE or op == TimmOp.POSTERIZE_INCREASING:
-        tones.posterize(src, dst, min(int(argument), 8))  # timm keeps 8 bits and more as they are
-    elif op == TimmOp.SOLARIZE or op == TimmOp.SOLARIZE_INCREASING:
-        tones.solarize(src, dst, argument)
-    elif op == TimmOp.SOLARIZE_ADD:
-        solarize_add(src, dst, int(argument), 128)
-    elif op == TimmOp.COLOR or op == TimmOp.COLOR_INCREASING:
-        tones.color(src, dst, argument)
-    elif op == TimmOp.CONTRAST or op == TimmOp.CONTRAST_INCREASING:
-        tones.contrast(src, dst, argument)
-    elif op == TimmOp.BRIGHTNESS or op == TimmOp.BRIGHTNESS_INCREASING:
-        tones.brightness(src, dst, argument)
-    else:
-        tones.sharpness(src, dst, argument)
+    ``dst`` (a different array), as timm's functions do with Pillow (C
+    ``slip_timm_step``); a geometric one appends its map to ``transform``."""
+    inverse = np.empty(6)
+    height, width, channels = src.shape
+    moved = slip_timm_step(op, argument, src, _image_bytes(src), height, width, channels, src.strides[0], dst,
+                           _image_bytes(dst), dst.strides[0], fill, fill.size, nearest, inverse, inverse.size)
+    follow_step(moved, inverse, transform, height, width)
 
 
 @cached_njit

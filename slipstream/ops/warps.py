@@ -61,9 +61,9 @@ _AFFINE_REFUSED, _PERSPECTIVE_REFUSED = "affine " + _WARP_REFUSED, "perspective 
 
 @cached_njit(inline="always")
 def _image_bytes(image):
-    """The bytes of a C-contiguous image, as the C kernels take its size; 0
-    for any other layout, which they refuse."""
-    return image.size if image.flags.c_contiguous else 0
+    """The bytes of a C-contiguous image (or sample), as the C kernels take
+    its size; 0 for any other layout, which they refuse."""
+    return image.nbytes if image.flags.c_contiguous else 0
 
 
 @cached_njit
