@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 
 import pytest
@@ -31,6 +32,10 @@ def pytest_configure(config: pytest.Config) -> None:
         folder = tempfile.mkdtemp(prefix="slipstream-test-compile-")
         os.environ[COMPILE_CACHE] = folder
         config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+    # A run started in the background by a shell without job control (`make test &`, nohup) inherits SIGINT
+    # ignored, and so would the interpreters its tests start: the Ctrl-C tests need Python's own handler.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

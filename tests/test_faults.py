@@ -125,6 +125,23 @@ def test_a_full_disk_leaves_no_file_at_the_target(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("step", ["flock", "fstat", "fdopen"])
+def test_ctrl_c_while_a_temporary_file_is_created_leaves_none(tmp_path, monkeypatch, step):
+    """Ctrl-C between creating a writer's temporary file and handing it over
+    (the window a SIGINT hit in the CLI's test) removes it: nobody else
+    knows its name."""
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(tempfiles.fcntl if step == "flock" else tempfiles.os, step, interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        tempfiles.create(tmp_path / "data.slip")
+    monkeypatch.undo()
+    assert list(tmp_path.iterdir()) == []
+    path, file = tempfiles.create(tmp_path / "data.slip")  # and the next writer still gets one
+    file.close()
+    assert list(tmp_path.iterdir()) == [path]
+
+
 class KillsItsWorker:
     """A source whose sample 40 kills the worker process encoding it."""
 

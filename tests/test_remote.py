@@ -314,6 +314,37 @@ def test_the_server_stopped_for_3_s_mid_epoch_loses_no_sample(s3_server, s3_prox
     loader.close()
 
 
+MESSAGES = {
+    # obstore's message -> what it is: retried ("unreachable"), or the error raised at once
+    "Generic S3 error: Error performing GET http://127.0.0.1:38719/test/photos/shard-0.slip in 2.740384894s, "
+    "after 10 retries, max_retries: 10, retry_timeout: 120s - HTTP error: error sending request": "unreachable",
+    "Generic S3 error: Error performing GET http://h/b/k in 403ms - Server returned non-2xx status code: "
+    "503 Service Unavailable": "unreachable",
+    "Generic S3 error: Error performing GET http://h/b/k in 1.2s - Server returned non-2xx status code: "
+    "429": "unreachable",
+    "Generic S3 error: Error performing GET http://h/b/k in 1.2s - Server returned non-2xx status code: "
+    "403 Forbidden": "access denied",
+    "Generic S3 error: Error performing GET http://h/b/k in 4.03s - Server returned non-2xx status code: "
+    "401 Unauthorized": "access denied",
+    "Error performing GET http://h/b/403/k in 0.1s: <Code>SignatureDoesNotMatch</Code>": "access denied",
+    "Error performing GET http://h/b/k in 0.1s - Server returned non-2xx status code: 400 Bad Request": "refused",
+}
+
+
+@pytest.mark.parametrize("message", list(MESSAGES))
+def test_store_errors_are_told_apart_by_their_status_not_by_digits_in_the_text(message):
+    """A time of 2.740384894 s, a 403 ms or a key with 403 in it is no HTTP 403."""
+    from slipstream.format import objectstore
+
+    with pytest.raises(ss.StorageError) as raised, objectstore._Translate("s3://b/k"):
+        raise OSError(message)
+    expected = MESSAGES[message]
+    assert isinstance(raised.value, objectstore._Unreachable) == (expected == "unreachable"), raised.value
+    assert str(raised.value).startswith("s3://b/k: ")
+    if expected != "unreachable":
+        assert expected in str(raised.value), raised.value
+
+
 def copy_dataset(s3_server, name, source="photos"):
     """A fresh copy of the bucket's dataset ``source`` under ``name``, to damage."""
     import obstore

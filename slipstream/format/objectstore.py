@@ -194,14 +194,17 @@ class _Translate:
         if isinstance(exc, (obstore_errors.NotFoundError, FileNotFoundError)):
             missing = "the bucket does not exist" if "NoSuchBucket" in str(exc) else "no such object"
             raise DatasetNotFoundError(f"{self.url}: {missing} ({text})") from None
-        if isinstance(exc, (obstore_errors.PermissionDeniedError, obstore_errors.UnauthenticatedError)) or any(
-                word in str(exc) for word in ("403", "AccessDenied", "SignatureDoesNotMatch", "InvalidAccessKeyId")):
+        status = _STATUS.search(str(exc))
+        # By the status obstore reports and S3's error codes, never by digits
+        # anywhere in the text: "in 2.740384894s" is no HTTP 403.
+        if isinstance(exc, (obstore_errors.PermissionDeniedError, obstore_errors.UnauthenticatedError)) or (
+                status and status[1] in ("401", "403")) or any(
+                word in str(exc) for word in ("AccessDenied", "SignatureDoesNotMatch", "InvalidAccessKeyId")):
             raise StorageError(f"{self.url}: access denied: check the credentials (AWS_ACCESS_KEY_ID, "
                                f"AWS_SECRET_ACCESS_KEY, AWS_PROFILE or storage_options) and the bucket's "
                                f"permissions ({text})") from None
         if "NoSuchBucket" in str(exc):
             raise DatasetNotFoundError(f"{self.url}: the bucket does not exist ({text})") from None
-        status = _STATUS.search(str(exc))
         if status and status[1] == "416":
             raise StorageError(f"{self.url}: the object is shorter than the bytes asked for (HTTP 416): it was "
                                f"truncated or replaced since it was opened ({text})") from None

@@ -57,13 +57,20 @@ def create_in(dir_fd: int, target: str) -> tuple[str, BinaryIO]:
     while True:
         name = f".{target}.{os.getpid()}-{secrets.token_hex(4)}{SUFFIX}"
         fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | CLOEXEC | NOFOLLOW, 0o644, dir_fd=dir_fd)
-        if fcntl is None:
-            return name, os.fdopen(fd, "wb")
-        # Blocks only while another writer's clean-up holds the lock; if that
-        # clean-up then removed the file, this one is gone: start again.
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        if os.fstat(fd).st_nlink:
-            return name, os.fdopen(fd, "wb")
+        try:
+            if fcntl is None:
+                return name, os.fdopen(fd, "wb")
+            # Blocks only while another writer's clean-up holds the lock; if that
+            # clean-up then removed the file, this one is gone: start again.
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if os.fstat(fd).st_nlink:
+                return name, os.fdopen(fd, "wb")
+        except BaseException:
+            # Ctrl-C (or any failure) before the caller holds the file: nobody
+            # else knows its name, so it is removed here.
+            os.close(fd)
+            os.unlink(name, dir_fd=dir_fd)
+            raise
         os.close(fd)
 
 
