@@ -9,7 +9,9 @@ BASE (a commit, tag or branch) is checked out into a temporary git
 worktree; then, round after round, ``benchmarks/SCRIPT`` runs from BASE
 and from this working tree, alternately (which goes first alternates too),
 each in a fresh interpreter with its own tree first on ``PYTHONPATH`` and
-the same native library.  The script must write its JSON report to the
+the same native library (``$SLIPSTREAM_LIBRARY``), or, where the change
+moved the C ABI, BASE with the library ``--base-library`` names (built from
+BASE's ``native/`` with the same compiler flags).  The script must write its JSON report to the
 path given with ``--json`` and report ``images_per_s`` by scenario (as
 ``pipelines.py`` does).  The table gives, per scenario, the median
 images/s of each revision with its range, and the median of the rounds'
@@ -39,9 +41,12 @@ from common import record, summary  # noqa: E402  (benchmarks/, next to this fil
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-def run(tree: Path, script: str, arguments: list[str], out: Path) -> dict[str, float]:
-    """images/s by scenario of one run of ``benchmarks/script`` from ``tree``."""
+def run(tree: Path, script: str, arguments: list[str], out: Path, library: Path | None) -> dict[str, float]:
+    """images/s by scenario of one run of ``benchmarks/script`` from ``tree``
+    (with the native library ``library``, or the environment's)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))}
+    if library is not None:
+        env["SLIPSTREAM_LIBRARY"] = str(library)
     command = [sys.executable, str(tree / "benchmarks" / script), *arguments, "--json", str(out)]
     # Run from this checkout's root, so that relative paths among the arguments name the same files for both.
     done = subprocess.run(command, env=env, cwd=REPO_ROOT, capture_output=True, text=True)
@@ -58,7 +63,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--script", default="pipelines.py", help="the script under benchmarks/ (default: pipelines.py)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds, each running both revisions (default: 3)")
     parser.add_argument("--json", type=Path, default=None, help="output JSON (default: benchmarks/results/)")
+    parser.add_argument("--base-library", type=Path, default=None,
+                        help="the libslipstream BASE runs with, where its ABI differs from this tree's")
     args = parser.parse_args(ours)
+    if args.base_library is not None and not args.base_library.is_file():
+        parser.error(f"--base-library {args.base_library}: no such file")
     commit = subprocess.run(["git", "rev-parse", "--short", args.base], cwd=REPO_ROOT, capture_output=True,
                             text=True, check=True).stdout.strip()
     head = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=REPO_ROOT, capture_output=True,
@@ -72,7 +81,9 @@ def main(argv: list[str]) -> int:
             for round_ in range(args.rounds):
                 order = list(trees) if round_ % 2 == 0 else list(reversed(trees))
                 for name in order:
-                    rates[name].append(run(trees[name], args.script, script_args, Path(tmp) / f"{round_}.json"))
+                    library = args.base_library if name == commit else None
+                    rates[name].append(run(trees[name], args.script, script_args, Path(tmp) / f"{round_}.json",
+                                           library))
                     print(f"  round {round_ + 1}, {name}: " + ", ".join(
                         f"{s} {r:,.0f}" for s, r in rates[name][-1].items()), flush=True)
         finally:
