@@ -22,6 +22,19 @@
 #pragma clang fp contract(off)
 #endif
 
+/* torchvision builds its matrices with Python's math.cos, sin and tan, the C
+ * library's; so must these kernels, to the last bit.  The self-contained
+ * wheel is linked by Zig, whose compiler runtime (linked in for its 128-bit
+ * and float16 helpers) carries a cos, sin and tan of its own that would take
+ * the C library's place and differ in the last bit: its build names the C
+ * library's symbol version (CMake's SLIPSTREAM_LIBM_VERSION), and these
+ * references then bind to the C library's functions only. */
+#if defined(SLIP_LIBM_VERSION)
+__asm__(".symver cos, cos@" SLIP_LIBM_VERSION);
+__asm__(".symver sin, sin@" SLIP_LIBM_VERSION);
+__asm__(".symver tan, tan@" SLIP_LIBM_VERSION);
+#endif
+
 /* CPython's math.radians factor and math.degrees factor. */
 #define DEGREE (3.141592653589793 / 180.0)
 #define RADIAN (180.0 / 3.141592653589793)
