@@ -38,7 +38,7 @@ from slipstream.compiler.params import PROBABILITY, Float, Int, param
 from slipstream.errors import PipelineError
 from slipstream.fields import geometry
 from slipstream.native import Dtype, slip_mix_blend, slip_mix_paste
-from slipstream.ops.warps import _image_bytes
+from slipstream.ops.warps import image_bytes
 
 ALPHA = Float(0.0, low_open=True)
 _ALPHA_DOC = "the Beta(alpha, alpha) parameter each sample's lambda is drawn from"
@@ -110,7 +110,7 @@ class MixUp(_Mix):
                 partner = (i + 1) % n
                 params[i, 0], params[i, 1] = partner, lam
                 a, b, dst = xs[i], xs[partner], out[i]
-                if slip_mix_blend(a, _image_bytes(a), b, _image_bytes(b), dst, _image_bytes(dst), a.size, dtype, lam):
+                if slip_mix_blend(a, image_bytes(a), b, image_bytes(b), dst, image_bytes(dst), a.size, dtype, lam):
                     raise ValueError(_BLEND_REFUSED)
             return out
 
@@ -152,7 +152,7 @@ class CutMix(_Mix):
                 top, bottom = max(cy - cut_h // 2, 0), min(cy + cut_h // 2, height)
                 left, right = max(cx - cut_w // 2, 0), min(cx + cut_w // 2, width)
                 a, b, dst = xs[i], xs[partner], out[i]
-                if slip_mix_paste(a, _image_bytes(a), b, _image_bytes(b), dst, _image_bytes(dst), planes, height,
+                if slip_mix_paste(a, image_bytes(a), b, image_bytes(b), dst, image_bytes(dst), planes, height,
                                   width, pixel, top, left, bottom, right):
                     raise ValueError(_PASTE_REFUSED)
                 params[i, 0] = partner

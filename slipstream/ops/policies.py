@@ -44,7 +44,7 @@ from slipstream.errors import ArgumentError
 from slipstream.fields import geometry
 from slipstream.native import Primitive, slip_policy_step
 from slipstream.ops import warps
-from slipstream.ops.warps import _image_bytes
+from slipstream.ops.warps import image_bytes
 
 
 NAMES = {"Identity": Primitive.IDENTITY, "ShearX": Primitive.SHEAR_X, "ShearY": Primitive.SHEAR_Y,
@@ -273,8 +273,8 @@ def apply_primitive(op, magnitude, src, dst, fill, nearest, transform):
     applied to ``transform`` (a :mod:`slipstream.fields.geometry` transform)."""
     inverse = np.empty(6)
     height, width, channels = src.shape
-    moved = slip_policy_step(op, magnitude, src, _image_bytes(src), height, width, channels, src.strides[0], dst,
-                             _image_bytes(dst), dst.strides[0], fill, fill.size, nearest, inverse, inverse.size)
+    moved = slip_policy_step(op, magnitude, src, image_bytes(src), height, width, channels, src.strides[0], dst,
+                             image_bytes(dst), dst.strides[0], fill, fill.size, nearest, inverse, inverse.size)
     follow_step(moved, inverse, transform, height, width)
 
 

@@ -28,7 +28,7 @@ from slipstream.compiler.params import Custom, Refused, param
 from slipstream.errors import ArgumentError
 from slipstream.native import TimmOp, slip_timm_step
 from slipstream.ops.policies import FILL, MAX_STEPS, POLICY_INTERPOLATION, Policy, follow_step
-from slipstream.ops.warps import _image_bytes
+from slipstream.ops.warps import image_bytes
 
 
 TRANSFORMS = ("AutoContrast", "Equalize", "Invert", "Rotate", "Posterize", "Solarize", "SolarizeAdd", "Color",
@@ -172,8 +172,8 @@ def apply_timm_op(op, argument, src, dst, fill, nearest, transform):
     ``slip_timm_step``); a geometric one appends its map to ``transform``."""
     inverse = np.empty(6)
     height, width, channels = src.shape
-    moved = slip_timm_step(op, argument, src, _image_bytes(src), height, width, channels, src.strides[0], dst,
-                           _image_bytes(dst), dst.strides[0], fill, fill.size, nearest, inverse, inverse.size)
+    moved = slip_timm_step(op, argument, src, image_bytes(src), height, width, channels, src.strides[0], dst,
+                           image_bytes(dst), dst.strides[0], fill, fill.size, nearest, inverse, inverse.size)
     follow_step(moved, inverse, transform, height, width)
 
 

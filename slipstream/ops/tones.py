@@ -48,7 +48,7 @@ from slipstream.compiler.params import PROBABILITY, Float, Int, param
 from slipstream.native import (slip_autocontrast, slip_brightness, slip_color, slip_contrast, slip_equalize,
                                slip_invert, slip_posterize, slip_sharpness, slip_solarize)
 from slipstream.ops.augment import _check_image
-from slipstream.ops.warps import _image_bytes
+from slipstream.ops.warps import image_bytes
 
 __all__ = ["RandomAdjustSharpness", "RandomAutocontrast", "RandomEqualize", "RandomInvert", "RandomPosterize",
            "autocontrast", "brightness", "color", "contrast", "equalize", "invert", "posterize", "sharpness",
@@ -80,7 +80,7 @@ def posterize(src, dst, bits):
     value (``bits`` in 0..8, clamped there).  0 gives a black image, as
     torchvision's tensor ``posterize`` does (Pillow 13 refuses 0)."""
     height, width, channels = src.shape
-    if slip_posterize(src, _image_bytes(src), height, width, channels, src.strides[0], dst, _image_bytes(dst),
+    if slip_posterize(src, image_bytes(src), height, width, channels, src.strides[0], dst, image_bytes(dst),
                       dst.strides[0], bits):
         raise ValueError(_POSTERIZE)
 
@@ -91,7 +91,7 @@ def solarize(src, dst, threshold):
     becomes ``255 - v`` (``threshold`` may be a float; 0 inverts everything,
     above 255 nothing; NaN inverts everything, as Pillow's ``v < nan`` is false)."""
     height, width, channels = src.shape
-    if slip_solarize(src, _image_bytes(src), height, width, channels, src.strides[0], dst, _image_bytes(dst),
+    if slip_solarize(src, image_bytes(src), height, width, channels, src.strides[0], dst, image_bytes(dst),
                      dst.strides[0], threshold):
         raise ValueError(_SOLARIZE)
 
@@ -100,7 +100,7 @@ def solarize(src, dst, threshold):
 def invert(src, dst):
     """``ImageOps.invert(img)``: ``255 - v``."""
     height, width, channels = src.shape
-    if slip_invert(src, _image_bytes(src), height, width, channels, src.strides[0], dst, _image_bytes(dst),
+    if slip_invert(src, image_bytes(src), height, width, channels, src.strides[0], dst, image_bytes(dst),
                    dst.strides[0]):
         raise ValueError(_INVERT)
 
@@ -113,7 +113,7 @@ def autocontrast(src, dst):
     ``scale = 255 / (hi - lo)`` and ``offset = -lo * scale``, clipped; a
     channel of one value is left as it is."""
     height, width, channels = src.shape
-    if slip_autocontrast(src, _image_bytes(src), height, width, channels, src.strides[0], dst, _image_bytes(dst),
+    if slip_autocontrast(src, image_bytes(src), height, width, channels, src.strides[0], dst, image_bytes(dst),
                          dst.strides[0]):
         raise ValueError(_AUTOCONTRAST)
 
@@ -126,7 +126,7 @@ def equalize(src, dst):
     // step``, clipped to 255; a channel of one value, or whose ``step`` is
     0, is left as it is."""
     height, width, channels = src.shape
-    if slip_equalize(src, _image_bytes(src), height, width, channels, src.strides[0], dst, _image_bytes(dst),
+    if slip_equalize(src, image_bytes(src), height, width, channels, src.strides[0], dst, image_bytes(dst),
                      dst.strides[0]):
         raise ValueError(_EQUALIZE)
 
@@ -135,7 +135,7 @@ def equalize(src, dst):
 def brightness(src, dst, factor):
     """``ImageEnhance.Brightness(img).enhance(factor)``: a blend with black."""
     height, width, channels = src.shape
-    if slip_brightness(src, _image_bytes(src), height, width, channels, src.strides[0], dst, _image_bytes(dst),
+    if slip_brightness(src, image_bytes(src), height, width, channels, src.strides[0], dst, image_bytes(dst),
                        dst.strides[0], factor):
         raise ValueError(_BRIGHTNESS)
 
@@ -146,7 +146,7 @@ def color(src, dst, factor):
     pixel's gray (``img.convert("L")``) in all three channels.  One channel
     is copied unchanged, as Pillow's ``Color`` leaves an L image."""
     height, width, channels = src.shape
-    if slip_color(src, _image_bytes(src), height, width, channels, src.strides[0], dst, _image_bytes(dst),
+    if slip_color(src, image_bytes(src), height, width, channels, src.strides[0], dst, image_bytes(dst),
                   dst.strides[0], factor):
         raise ValueError(_COLOR)
 
@@ -156,7 +156,7 @@ def contrast(src, dst, factor):
     """``ImageEnhance.Contrast(img).enhance(factor)``: a blend with the
     image's mean gray value, rounded to an integer (RGB or one channel)."""
     height, width, channels = src.shape
-    if slip_contrast(src, _image_bytes(src), height, width, channels, src.strides[0], dst, _image_bytes(dst),
+    if slip_contrast(src, image_bytes(src), height, width, channels, src.strides[0], dst, image_bytes(dst),
                      dst.strides[0], factor):
         raise ValueError(_CONTRAST)
 
@@ -170,7 +170,7 @@ def sharpness(src, dst, factor):
     not be ``src`` (a ``ValueError`` says so): the filter reads the
     neighbours of each pixel."""
     height, width, channels = src.shape
-    if slip_sharpness(src, _image_bytes(src), height, width, channels, src.strides[0], dst, _image_bytes(dst),
+    if slip_sharpness(src, image_bytes(src), height, width, channels, src.strides[0], dst, image_bytes(dst),
                       dst.strides[0], factor):
         raise ValueError(_SHARPNESS)
 

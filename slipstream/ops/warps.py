@@ -43,8 +43,9 @@ from slipstream.errors import ArgumentError
 from slipstream.fields import geometry
 from slipstream.native import slip_warp_affine, slip_warp_perspective
 
-__all__ = ["RandomAffine", "RandomPerspective", "RandomRotation", "affine", "affine_inverse", "perspective",
-           "perspective_coefficients", "perspective_corners", "rotation_inverse", "rotation_inverse_about", "round15"]
+__all__ = ["RandomAffine", "RandomPerspective", "RandomRotation", "affine", "affine_inverse", "image_bytes",
+           "perspective", "perspective_coefficients", "perspective_corners", "rotation_inverse",
+           "rotation_inverse_about", "round15"]
 
 ROTATION_DRAWS = rnd.named_draws("angle")
 AFFINE_DRAWS = rnd.named_draws("angle", "shift_x", "shift_y", "scale", "shear_x", "shear_y")
@@ -60,7 +61,7 @@ _AFFINE_REFUSED, _PERSPECTIVE_REFUSED = "affine " + _WARP_REFUSED, "perspective 
 
 
 @cached_njit(inline="always")
-def _image_bytes(image):
+def image_bytes(image):
     """The bytes of a C-contiguous image (or sample), as the C kernels take
     its size; 0 for any other layout, which they refuse."""
     return image.nbytes if image.flags.c_contiguous else 0
@@ -83,7 +84,7 @@ def affine(src, dst, inverse, nearest, fill):
             and where a point is not a number (NaN in ``inverse``).
     """
     height, width, channels = src.shape
-    if slip_warp_affine(src, _image_bytes(src), height, width, channels, src.strides[0], dst, _image_bytes(dst),
+    if slip_warp_affine(src, image_bytes(src), height, width, channels, src.strides[0], dst, image_bytes(dst),
                         dst.shape[0], dst.shape[1], dst.strides[0], inverse, nearest, fill, fill.size):
         raise ValueError(_AFFINE_REFUSED)
 
@@ -97,8 +98,8 @@ def perspective(src, dst, coefficients, nearest, fill):
     d)``, ``d = a6 x + a7 y + 1``.  Where ``d`` is 0 the output is ``fill``.
     Arguments as :func:`affine`'s, ``coefficients`` (8,) float64."""
     height, width, channels = src.shape
-    if slip_warp_perspective(src, _image_bytes(src), height, width, channels, src.strides[0], dst,
-                             _image_bytes(dst), dst.shape[0], dst.shape[1], dst.strides[0], coefficients, nearest,
+    if slip_warp_perspective(src, image_bytes(src), height, width, channels, src.strides[0], dst,
+                             image_bytes(dst), dst.shape[0], dst.shape[1], dst.strides[0], coefficients, nearest,
                              fill, fill.size):
         raise ValueError(_PERSPECTIVE_REFUSED)
 
