@@ -35,7 +35,7 @@ from slipstream.compiler import random as rnd
 from slipstream.compiler import symbols
 from slipstream.compiler.checks import unseeded_draws
 from slipstream.compiler.graph import Graph
-from slipstream.compiler.jit import cached_njit, warn_once
+from slipstream.compiler.jit import cached_njit, uncached_njit, warn_once
 from slipstream.compiler.kinds import Kind
 from slipstream.compiler.nodes import EmitContext, GraphNode, Input, Node
 from slipstream.compiler.operation import Operation
@@ -686,7 +686,7 @@ def _jitted(op: Operation, code: Callable[..., Any]) -> Any:
     where = f"{code.__module__}.{code.__qualname__}:{code.__code__.co_firstlineno}"
     key = f"{type(op).__module__}.{type(op).__qualname__}|{op.fingerprint()}|{where}|{called_code([code])}"
     if key not in _jitted_code:
-        _jitted_code[key] = numba.njit(nogil=True)(code)
+        _jitted_code[key] = uncached_njit(code)
     return _jitted_code[key]
 
 
@@ -724,7 +724,7 @@ def load_stage(graph: Graph, stage: StageSource) -> Callable[..., Any]:
     fn = getattr(module, stage.name)
     if not stage.jit:
         return fn
-    _loaded[digest] = cached_njit(fn, parallel=parallel) if cached else numba.njit(nogil=True, parallel=parallel)(fn)
+    _loaded[digest] = (cached_njit if cached else uncached_njit)(fn, parallel=parallel, entry=True)
     return _loaded[digest]
 
 
@@ -754,7 +754,7 @@ def load_diagnostic(stage: StageSource) -> Callable[..., Any]:
     without the disk cache: it runs only after a batch failed."""
     namespace = dict(stage.globals)
     exec(compile(stage.source, f"<diagnostic stage {stage.index}>", "exec"), namespace)
-    return numba.njit(nogil=True)(namespace[stage.name])
+    return uncached_njit(namespace[stage.name], entry=True)
 
 
 def typing_error(stage: StageSource, exc: Exception) -> CompileError:

@@ -12,6 +12,18 @@ process), and the function, compiled, runs: the next process compiles it
 again.  An entry that cannot be read back (cut short, damaged) is a
 :class:`~slipstream.CacheWarning` too, and the function is compiled again
 and saved over it, where Numba's unpickling error failed the compile.
+
+Most of the library's compiled functions are called only from other
+compiled code, so they are compiled as Numba compiles its own internal
+functions: without the CPython wrapper that unboxes Python arguments and
+without the C-callable wrapper, which are a quarter to a third of a cold
+compile (lowering them, optimising them, making their machine code), and
+without a separate compile for each constant an argument is called with
+(Numba types a constant argument as a literal and would compile a
+function once per distinct constant).  Such a function called from Python
+runs a twin compiled with its wrapper on that first call (in memory only),
+so every function stays callable from Python; the few that Python calls
+in the running loader (the stages) are compiled with ``entry=True``.
 """
 
 from __future__ import annotations
@@ -24,7 +36,9 @@ from collections.abc import Callable
 from typing import Any
 
 import numba
+from numba.core import types
 from numba.core.caching import FunctionCache
+from numba.core.registry import CPUDispatcher
 
 from slipstream.errors import CacheWarning
 
@@ -87,13 +101,49 @@ def cache_state(dispatcher: Any) -> str:
         f" and kept in the compile cache at {cache.cache_path}" if isinstance(cache, _SavingCache) else "")
 
 
-def cached_njit(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+class InternalDispatcher(CPUDispatcher):
+    """A Numba dispatcher compiled for calls from compiled code only (see
+    the module docstring): no wrappers, and arguments typed by their types,
+    never by their constant values.  A call from Python goes to a twin
+    dispatcher compiled with the CPython wrapper, made on the first such
+    call."""
+
+    _twin_lock = threading.Lock()
+
+    def get_call_template(self, args: Any, kws: Any) -> Any:
+        # What Numba asks when compiled code calls this function: one overload per argument *type*.
+        return super().get_call_template(tuple(types.unliteral(a) for a in args),
+                                         {k: types.unliteral(v) for k, v in kws.items()})
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        twin = self.__dict__.get("_twin")
+        if twin is None:
+            with self._twin_lock:
+                twin = self.__dict__.get("_twin")
+                if twin is None:
+                    options = {k: v for k, v in self.targetoptions.items()
+                               if k not in ("nopython", "no_cpython_wrapper", "no_cfunc_wrapper")}
+                    twin = self.__dict__["_twin"] = numba.njit(**options)(self.py_func)
+        return twin(*args, **kwargs)
+
+
+def _dispatcher(function: Callable[..., Any], entry: bool, options: dict[str, Any]) -> Any:
+    """``function`` compiled with ``numba.njit(nogil=True, **options)``:
+    with its CPython wrapper (``entry``), or as an :class:`InternalDispatcher`."""
+    if entry:  # Python calls it: the CPython wrapper, and no C-callable one (nothing takes its address)
+        return numba.njit(nogil=True, no_cfunc_wrapper=True, **options)(function)
+    internal = {"nopython": True, "nogil": True, "no_cpython_wrapper": True, "no_cfunc_wrapper": True}
+    return InternalDispatcher(function, locals={}, targetoptions={**internal, **options})
+
+
+def cached_njit(fn: Callable[..., Any] | None = None, /, *, entry: bool = False, **options: Any) -> Any:
     """``numba.njit(fn, nogil=True, cache=True, **options)``, whose cache
-    saves never fail the compile (see the module docstring).  As a
-    decorator: ``@cached_njit`` or ``@cached_njit(inline="always")``."""
+    saves never fail the compile, compiled for calls from compiled code
+    unless ``entry`` (see the module docstring).  As a decorator:
+    ``@cached_njit`` or ``@cached_njit(inline="always")``."""
 
     def compiled(function: Callable[..., Any]) -> Any:
-        dispatcher = numba.njit(nogil=True, **options)(function)
+        dispatcher = _dispatcher(function, entry, options)
         try:
             # What Dispatcher.enable_caching (cache=True) installs, with saves that cannot fail.
             dispatcher._cache = _SavingCache(function)
@@ -104,4 +154,12 @@ def cached_njit(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     return compiled if fn is None else compiled(fn)
 
 
-__all__ = ["cache_state", "cached_njit", "warn_once"]
+def uncached_njit(fn: Callable[..., Any] | None = None, /, *, entry: bool = False, **options: Any) -> Any:
+    """``numba.njit(fn, nogil=True, **options)`` for code made at run time
+    (closures over an operation's values, generated code), which Numba's
+    disk cache cannot find again by name: compiled for calls from compiled
+    code unless ``entry``, like :func:`cached_njit`."""
+    return (lambda function: _dispatcher(function, entry, options)) if fn is None else _dispatcher(fn, entry, options)
+
+
+__all__ = ["InternalDispatcher", "cache_state", "cached_njit", "uncached_njit", "warn_once"]

@@ -139,7 +139,7 @@ def named_draws(*names: str, block: int = DRAW_BLOCK) -> tuple[int, ...]:
     return fields(*numbers)
 
 
-@cached_njit
+@cached_njit(entry=True)  # torch stages call it from Python
 def batch_keys(seed, epoch, identities, n, op_id):
     """The random keys of operation ``op_id`` for the first ``n`` samples of a
     batch (their draw identities), as a uint64 array: what a batch operation
@@ -150,7 +150,7 @@ def batch_keys(seed, epoch, identities, n, op_id):
     return keys
 
 
-@cached_njit
+@cached_njit(entry=True)  # batch operations call it from Python
 def uniforms(keys, k):
     """The k-th draw of each key, as float64 values in [0, 1)."""
     out = np.empty(keys.size, np.float64)

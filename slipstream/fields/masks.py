@@ -644,7 +644,7 @@ def _decode_mask(data, height, width, transform, out, fill):
                         values, table)
 
 
-@cached_njit
+@cached_njit(entry=True)  # public: Python calls it
 def decode_mask(data, height, width, transform, out, fill):
     """Decodes a semantic mask (:func:`encode_mask`) onto the output grid of
     ``transform``, nearest neighbour (see the module docstring).
@@ -714,7 +714,7 @@ def _decode_instances(data, height, width, count, select, n_select, transform, o
     return _OK
 
 
-@cached_njit
+@cached_njit(entry=True)  # public: Python calls it
 def decode_instances(data, height, width, count, select, n_select, transform, out):
     """Decodes chosen instance masks (:func:`encode_instances`) onto the
     output grid of ``transform``, nearest neighbour (see the module

@@ -121,7 +121,7 @@ def stream_order(indices: np.ndarray, size: int, seed: int, epoch: int, buffer: 
     return indices[np.argsort(place[indices], kind="stable")]
 
 
-@cached_njit
+@cached_njit(entry=True)  # the orders call it from Python
 def _stream_given(uniform: np.ndarray, first: int, buffer: int) -> np.ndarray:
     """The samples :func:`stream_order` gives, in order: the ``k``-th drawn
     by ``uniform[k]`` (in [0, 1)) from those held (compiled: an epoch of

@@ -30,7 +30,7 @@ from numba import njit, uint64
 
 from slipstream import native
 from slipstream.compiler import random as rnd
-from slipstream.compiler.jit import cached_njit
+from slipstream.compiler.jit import cached_njit, uncached_njit
 from slipstream.compiler.params import (PROBABILITY, Bool, Choice, Custom, Declares, Float, Int, OrNone, Pair,
                                         Size, enum_name, param)
 from slipstream.compiler.rewrites import FieldOperation, Foldable
@@ -414,14 +414,14 @@ class RandomResizedCrop(Resizable):
         """torchvision's sampling (:func:`random_resized_crop_params`), or
         with ``analytic`` :func:`analytic_crop_params`."""
         if self.analytic:
-            @njit(nogil=True)
+            @uncached_njit
             def analytic(key, height, width, values):
                 scale_lo, scale_hi, log_lo, log_hi = values
                 return analytic_crop_params(key, height, width, scale_lo, scale_hi, log_lo, log_hi)
 
             return analytic
 
-        @njit(nogil=True)
+        @uncached_njit
         def rejection(key, height, width, values):
             scale_lo, scale_hi, log_lo, log_hi = values
             return random_resized_crop_params(key, height, width, scale_lo, scale_hi, log_lo, log_hi, ATTEMPTS)
@@ -452,7 +452,7 @@ class CenterCrop(Resizable):
     def region(self) -> RegionFunction:
         """:func:`center_crop_params` with ``ratio`` as the fraction."""
 
-        @njit(nogil=True)
+        @uncached_njit
         def center(key, height, width, values):
             fraction, out_h, out_w = values
             return center_crop_params(height, width, out_h, out_w, fraction)
@@ -568,13 +568,13 @@ class _ResizedCrop(Crop):
         with the ``Resize``'s shorter side."""
         out_h, out_w, shorter = self.out_h, self.out_w, int(self.resize.size)
         if self.random:
-            @njit(nogil=True)
+            @uncached_njit
             def resized_random(key, height, width, values):
                 return resized_random_crop_params(key, height, width, out_h, out_w, shorter)
 
             return resized_random
 
-        @njit(nogil=True)
+        @uncached_njit
         def resized_center(key, height, width, values):
             return resized_center_crop_params(height, width, out_h, out_w, shorter)
 

@@ -191,10 +191,10 @@ class MixUpOrCutMix(_Mixing):
         return (self.switch_prob, (self.mixup_alpha,), (self.cutmix_alpha,))
 
     def generate_code(self):
-        from numba import njit
+        from slipstream.compiler.jit import uncached_njit
 
-        mixup = njit(nogil=True)(MixUp().generate_code())
-        cutmix = njit(nogil=True)(CutMix().generate_code())
+        mixup = uncached_njit(MixUp().generate_code())
+        cutmix = uncached_njit(CutMix().generate_code())
 
         def mix(xs, out, params, keys, values):
             switch, mixup_values, cutmix_values = values

@@ -30,7 +30,7 @@ from numba import njit, uint64
 from slipstream import native
 from slipstream.compiler import Allocation, State
 from slipstream.compiler import random as rnd
-from slipstream.compiler.jit import cached_njit
+from slipstream.compiler.jit import cached_njit, uncached_njit
 from slipstream.compiler.params import Bool, Choice, Declares, Float, Int, Many, Pair, enum_name, param
 from slipstream.errors import ArgumentError
 from slipstream.compiler.rewrites import FieldOperation
@@ -154,7 +154,7 @@ class MultiCropDecoder(ImageFieldDecoder):
 
         decode_sample = self.sample_decoder(each_crop(from_raw_pixels), from_jpeg, each_crop(from_stored_planes))
 
-        @njit(nogil=True)
+        @uncached_njit
         def decode_all(storage, offsets_, sizes_, heights, widths, modes, failed, decodes, index, outputs, packed,
                        block, status, key, values):
             scale_lo, scale_hi, log_lo, log_hi = values

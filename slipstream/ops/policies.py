@@ -33,12 +33,11 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
-from numba import njit
 
 from slipstream.compiler import Allocation, Operation, State
 from slipstream.compiler import random as rnd
 from slipstream.compiler.codegen import copy_sample
-from slipstream.compiler.jit import cached_njit
+from slipstream.compiler.jit import cached_njit, uncached_njit
 from slipstream.compiler.params import Choice, Custom, Int, Refused, enum_name, param
 from slipstream.errors import ArgumentError
 from slipstream.fields import geometry
@@ -304,7 +303,7 @@ def steps_applier(apply_one: Any) -> Any:
     holding a function as a value holds its address, which Numba cannot
     write to its cache, and every process would compile the stage again."""
 
-    @njit(nogil=True)
+    @uncached_njit
     def apply_steps(x, out, scratch, transform, ops, values, count, fill, nearest):
         geometry.set_shift(transform, x.shape[0], x.shape[1], 0, 0, False, False)
         src = x
