@@ -178,7 +178,7 @@ def main(argv: list[str]) -> int:
         rates[name], cpu_ms[name] = measure(reader, {"label": [], **pipelines}, args.epochs)
         print(f"  {name}: {rates[name]:,.0f} images/s, {cpu_ms[name]:.2f} CPU ms/image", flush=True)
 
-    print(f"{len(reader):,} JPEGs from {args.folder}, batch {BATCH}, {numba.get_num_threads()} threads")
+    print(f"{len(reader):,} JPEGs from {args.folder}, batch {BATCH}, {numba.config.NUMBA_NUM_THREADS} threads")
     print(f"{'scenario':<26} {'images/s':>10} {'CPU ms/image':>13}")
     for name, rate in rates.items():
         print(f"{name:<26} {rate:>10,.0f} {cpu_ms[name]:>13.2f}")
@@ -204,7 +204,8 @@ def main(argv: list[str]) -> int:
     out = args.json or REPO_ROOT / "benchmarks" / "results" / f"pipelines-{now.date().isoformat()}.json"
     report = {
         "dataset": {"path": str(path), "images": len(reader), "folder": str(args.folder)},
-        "batch_size": BATCH, "threads": numba.get_num_threads(), "images_per_s": rates, "cpu_ms_per_image": cpu_ms,
+        "batch_size": BATCH, "threads": numba.config.NUMBA_NUM_THREADS, "images_per_s": rates,
+        "cpu_ms_per_image": cpu_ms,
         "ratios": ratios,
         "expectations_met": met, "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count()},
         "versions": {"python": platform.python_version(), "slipstream": ss.__version__,

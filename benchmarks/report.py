@@ -502,8 +502,7 @@ def detection_section() -> list[str]:
 def gpu_section() -> list[str]:
     """What a GPU machine measured, from the newest ``make gpu-check`` report
     (``gpu-check-*.json``: the training step and the decode place with all
-    cores), scaling A/B (``gpu-scaling-*.json``, ``benchmarks/scaling.py
-    --samples-per-chunk``) and decode place with few cores
+    cores), scaling (``gpu-scaling-*.json``, ``benchmarks/scaling.py``) and decode place with few cores
     (``gpu-decode-*.json``); none: no section."""
     check = _newest("gpu-check-*.json")
     if check is None:
@@ -534,10 +533,8 @@ def gpu_section() -> list[str]:
         threads = scaling["threads"]
         lines += ["", "### Scaling", "",
                   f"`benchmarks/scaling.py` ({scaling['timestamp'][:10]}, the same machine): images/s with 1 to "
-                  f"{max(threads)} loader threads, the speed-up over one thread and the cores kept busy. \"1 per "
-                  "chunk\" is the library's setting (`SAMPLES_PER_CHUNK`: a thread takes one sample at a time); "
-                  "\"0 per chunk\" is Numba's default, which splits each batch into equal shares upfront, so that "
-                  "a batch waits for the thread whose share was slowest.", "",
+                  f"{max(threads)} loader threads, the speed-up over one thread and the cores kept busy; each thread "
+                  "takes the batch's samples one at a time.", "",
                   "| pipeline | " + " | ".join(f"{n} threads" for n in threads) + " |",
                   "|---|" + "---:|" * len(threads)]
         for name, rows in scaling["pipelines"].items():

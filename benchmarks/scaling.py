@@ -4,8 +4,7 @@ images/s with 1, 2, 4, ... threads, on the CPU.
 Usage::
 
     python benchmarks/scaling.py DATASET [--threads 1 2 4 8 16] [--pipelines train val] [--rounds 3]
-                                 [--seconds 2] [--batch-size 256] [--direct]
-                                 [--samples-per-chunk 1 0] [--json PATH]
+                                 [--seconds 2] [--batch-size 256] [--direct] [--json PATH]
 
 DATASET is a folder written by ``benchmarks/gpu_data.py`` (its
 ``data.slip``).  For each pipeline and thread count a loader is built with
@@ -38,7 +37,6 @@ import numba
 import numpy as np
 
 import slipstream as ss
-from slipstream.compiler import pipeline as compiled_pipeline
 from slipstream.ops import presets
 from common import record, summary, time_loader  # noqa: E402  (benchmarks/, next to this file)
 
@@ -87,35 +85,21 @@ MODES = {"loader": measure, "direct": measure_direct}
 
 
 def run(path: Path, threads: list[int], pipelines: list[str], rounds: int, seconds: float, batch_size: int,
-        direct: bool = False, chunks: list[int] | None = None, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Every (pipeline, mode, samples per chunk, threads) ``rounds`` times,
-    interleaved; the report.  ``chunks``: values of
-    ``slipstream.compiler.pipeline.SAMPLES_PER_CHUNK`` to compare (default:
-    the library's own only)."""
+        direct: bool = False, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Every (pipeline, mode, threads) ``rounds`` times, interleaved; the report."""
     if max(threads) > numba.config.NUMBA_NUM_THREADS:
-        raise SystemExit(f"{max(threads)} threads asked for, but Numba has {numba.config.NUMBA_NUM_THREADS} "
-                         f"(NUMBA_NUM_THREADS)")
+        raise SystemExit(f"{max(threads)} threads asked for, but the loader runs at most "
+                         f"{numba.config.NUMBA_NUM_THREADS} (NUMBA_NUM_THREADS)")
     modes = ["loader", "direct"] if direct else ["loader"]
-    chosen = chunks or [compiled_pipeline.SAMPLES_PER_CHUNK]
-
-    def row_name(pipeline: str, mode: str, chunk: int) -> str:
-        return (pipeline + ("" if mode == "loader" else f" ({mode})")
-                + ("" if chunks is None else f", {chunk} per chunk"))
-
-    plan = [(p, m, c, t) for p in pipelines for m in modes for c in chosen for t in threads]
+    plan = [(p, m, t) for p in pipelines for m in modes for t in threads]
     runs: dict[str, dict[int, list[dict[str, float]]]] = {}
-    library_default = compiled_pipeline.SAMPLES_PER_CHUNK
-    try:
-        for round_ in range(rounds):
-            for pipeline, mode, chunk, n in (plan if round_ % 2 == 0 else plan[::-1]):
-                compiled_pipeline.SAMPLES_PER_CHUNK = chunk
-                got = MODES[mode](path, pipeline, n, batch_size, seconds)
-                row = row_name(pipeline, mode, chunk)
-                runs.setdefault(row, {t: [] for t in threads})[n].append(got)
-                log(f"round {round_ + 1}/{rounds} {row}, {n} threads: {got['images_per_s']:,.0f} images/s, "
-                    f"{got['busy_cores']:.1f} cores busy")
-    finally:
-        compiled_pipeline.SAMPLES_PER_CHUNK = library_default
+    for round_ in range(rounds):
+        for pipeline, mode, n in (plan if round_ % 2 == 0 else plan[::-1]):
+            got = MODES[mode](path, pipeline, n, batch_size, seconds)
+            row = pipeline + ("" if mode == "loader" else f" ({mode})")
+            runs.setdefault(row, {t: [] for t in threads})[n].append(got)
+            log(f"round {round_ + 1}/{rounds} {row}, {n} threads: {got['images_per_s']:,.0f} images/s, "
+                f"{got['busy_cores']:.1f} cores busy")
     table: dict[str, Any] = {}
     for row, by_threads in runs.items():
         one = statistics.median(r["images_per_s"] for r in by_threads[min(threads)])
@@ -127,21 +111,12 @@ def run(path: Path, threads: list[int], pipelines: list[str], rounds: int, secon
                                   "busy_cores": statistics.median(r["busy_cores"] for r in measured),
                                   "speedup": median / one, "efficiency": median / one / (n / min(threads))}
     return {"dataset": str(path), "images": len(ss.Reader(path)), "batch_size": batch_size, "rounds": rounds,
-            "seconds_per_measurement": seconds, "threads": threads, "pipelines": table,
-            "threading_layer": _threading_layer()}
-
-
-def _threading_layer() -> str | None:
-    try:
-        return numba.threading_layer()
-    except ValueError:  # no parallel code ran in this process
-        return None
+            "seconds_per_measurement": seconds, "threads": threads, "pipelines": table}
 
 
 def print_table(result: dict[str, Any]) -> None:
     print(f"\n{result['images']:,} images, batch {result['batch_size']}, images/s median [range] of "
-          f"{result['rounds']} rounds, {result['seconds_per_measurement']} s each, "
-          f"threading layer {result['threading_layer']}")
+          f"{result['rounds']} rounds, {result['seconds_per_measurement']} s each")
     print(f"{'pipeline':<14} {'threads':>7} {'images/s':>26} {'speed-up':>9} {'efficiency':>10} {'busy cores':>10}")
     for pipeline, rows in result["pipelines"].items():
         for n, row in rows.items():
@@ -160,15 +135,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--direct", action="store_true",
                         help="also time the compiled pipeline called directly, without the loader around it")
-    parser.add_argument("--samples-per-chunk", type=int, nargs="+", default=None,
-                        help="compare these values of slipstream.compiler.pipeline.SAMPLES_PER_CHUNK "
-                             "(0: Numba's equal shares upfront)")
     parser.add_argument("--json", type=Path, default=None, help="output JSON (default: benchmarks/results/)")
     args = parser.parse_args(argv)
     cores = os.cpu_count() or 1
     threads = args.threads or [2 ** k for k in range(cores.bit_length()) if 2 ** k <= cores]
     result = run(args.dataset / "data.slip", threads, args.pipelines, args.rounds, args.seconds, args.batch_size,
-                 args.direct, args.samples_per_chunk)
+                 args.direct)
     print_table(result)
     print(f"wrote {record(result, 'scaling', args.json)}")
     return 0

@@ -1,22 +1,17 @@
-"""Numba's thread pool: its layer, its owner, and forks while it runs.
+"""Numba's threading layer, for parallel Numba code of the user's.
 
-Numba's default ``workqueue`` layer aborts the process when two threads launch
-parallel code at once, which a loader thread and a training thread (or two
-loaders) do.  slipstream therefore asks for a thread-safe layer: TBB (from the
-``tbb`` package on PyPI) or OpenMP.  The pip ``tbb`` wheel installs its shared
-library into the environment's ``lib`` folder, which is not on the dynamic
-loader's path, so it is loaded here by absolute path first; Numba's TBB
-extension then finds it by name.
+slipstream's own stages run on threads of their own
+(:mod:`slipstream.compiler.threads`), but a user's parallel Numba code may
+call the native kernels (:mod:`slipstream.native`) from threads of the
+user's.  Numba's default ``workqueue`` layer aborts the process when two
+threads launch parallel code at once, so slipstream asks for a thread-safe
+layer: TBB (from the ``tbb`` package on PyPI) or OpenMP.  The pip ``tbb``
+wheel installs its shared library into the environment's ``lib`` folder,
+which is not on the dynamic loader's path, so it is loaded here by absolute
+path first; Numba's TBB extension then finds it by name.
 
-A fork while the pool runs leaves the child a pool whose threads are gone.
-Numba's TBB layer avoids that by joining the pool's threads before a fork and
-starting them again after, but only when the forking thread is the one that
-started the pool and no other live thread has run parallel code (TBB keeps
-such a thread registered until it exits).  So the main thread starts the
-pool before a loader's thread first runs parallel code (:func:`start_pool`),
-the loaders' threads say that they run parallel code
-(:func:`runs_parallel_code`), and :func:`fork_is_safe` says whether a fork
-from the calling thread now meets both conditions.
+A fork while Numba's pool runs leaves the child a pool whose threads are
+gone: :func:`fork_is_safe` says whether one runs.
 """
 
 from __future__ import annotations
@@ -25,9 +20,7 @@ import ctypes
 import importlib
 import os
 import sys
-import threading
 import warnings
-import weakref
 
 
 TBB_LIBRARIES = ("libtbb.so.12", "libtbb.12.dylib", "tbb12.dll")
@@ -70,20 +63,6 @@ def _loads(layer: str) -> bool:
     return True
 
 
-def one_cpu() -> bool:
-    """Whether this process may run on one CPU only (its affinity mask, as
-    ``taskset -c 0``, a one-CPU container or a one-core SLURM job set it).
-
-    There, compiled stages are built without parallel loops: a parallel
-    region that a non-main thread (the loader's) launches through Numba's
-    TBB layer under a one-CPU mask leaves TBB's shutdown waiting forever
-    when the interpreter exits, and one CPU gains nothing from a pool."""
-    try:
-        return len(os.sched_getaffinity(0)) == 1
-    except (AttributeError, OSError):  # not Linux: no affinity masks to meet
-        return (os.cpu_count() or 1) == 1
-
-
 def configure() -> None:
     """Make Numba pick a thread-safe threading layer, unless the user chose one
     with ``NUMBA_THREADING_LAYER`` or Numba has already started its threads.
@@ -98,59 +77,19 @@ def configure() -> None:
         numba.config.THREADING_LAYER = "threadsafe"
         return
     warnings.warn(
-        "slipstream: neither TBB nor OpenMP is available to Numba, so parallel code from two threads at once "
-        "(a loader thread and a training thread) can abort the process; install the `tbb` package",
+        "slipstream: neither TBB nor OpenMP is available to Numba, so parallel Numba code launched from two "
+        "threads at once can abort the process; install the `tbb` package",
         RuntimeWarning,
         stacklevel=3,
     )
 
 
-_started_by_main = False
-"""Whether :func:`start_pool` started Numba's pool from the main thread."""
-
-
-def start_pool() -> None:
-    """Start Numba's thread pool now when the calling thread is the main
-    thread and the pool has not started, so that the main thread owns it.
-
-    Called before a loader's thread first runs parallel code: a pool started
-    by that thread could not be shut down around a fork from the main thread
-    (Numba's TBB layer prints "Attempted to fork from a non-main thread"
-    and leaves the child's pool in an undefined state)."""
-    global _started_by_main
-    from numba.np.ufunc import parallel
-
-    if parallel._is_initialized or threading.current_thread() is not threading.main_thread():
-        return
-    import numba
-
-    numba.get_num_threads()  # starts the pool (and fixes its layer)
-    _started_by_main = True
-
-
-_parallel_threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
-"""Threads other than the main thread that have run parallel code."""
-
-
-def runs_parallel_code() -> None:
-    """Note that the calling thread runs parallel code (a loader's thread,
-    once per epoch): while it lives, a fork cannot join the pool's threads
-    (see :func:`fork_is_safe`)."""
-    if threading.current_thread() is not threading.main_thread() and not one_cpu():
-        _parallel_threads.add(threading.current_thread())
-
-
 def fork_is_safe() -> bool:
     """Whether a fork from the calling thread now hands the child no live
-    Numba thread pool: the pool has not started, or it is TBB's, the main
-    thread started it, this is the main thread, and no other thread that
-    ran parallel code is alive (Numba then joins the pool's threads before
-    the fork and restarts them after)."""
+    Numba thread pool.  slipstream starts none (its stages run on threads of
+    its own, which a forked child forgets: :mod:`slipstream.compiler.threads`),
+    so one runs only where other code of the process ran parallel Numba
+    code; a fork then would hand the children a pool in an undefined state."""
     from numba.np.ufunc import parallel
 
-    if not parallel._is_initialized:
-        return True
-    import numba
-
-    return (threading.current_thread() is threading.main_thread() and _started_by_main
-            and numba.threading_layer() == "tbb" and not any(t.is_alive() for t in _parallel_threads))
+    return not parallel._is_initialized

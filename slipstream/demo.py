@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numba
 import numpy as np
 
 from slipstream import native
@@ -56,7 +55,7 @@ def run(reader: Reader, epochs: int = 3, batch_size: int = 64) -> tuple[list[flo
             count += len(labels)
         rates.append(count / (time.perf_counter() - start))
         print(f"epoch {epoch + 1}: {count} images in {count / rates[-1]:.2f} s = {rates[-1]:,.0f} images/s "
-              f"(RandomResizedCrop 224 + flip + normalize to float16, {numba.get_num_threads()} threads; "
+              f"(RandomResizedCrop 224 + flip + normalize to float16, {loader.compiled.threads} threads; "
               f"{_batches(tuple(first[0].shape), len(labels))})")
     loader.close()
     return rates, *first
@@ -113,7 +112,7 @@ def main(data: str | None = None, epochs: int = 3, count: int = 240, grid: str |
         with Reader(dataset) as reader:
             rates, images, labels = run(reader, epochs=epochs)
             names = source.classes
-        print(f"best epoch: {max(rates):,.0f} images/s (Numba threading layer: {numba.threading_layer()})")
+        print(f"best epoch: {max(rates):,.0f} images/s")
         if grid:
             width, height = save_grid(images, labels, names, Path(grid))
             print(f"saved {grid}: {width}x{height} PNG, the first {min(32, len(images))} augmented images of the "

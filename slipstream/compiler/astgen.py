@@ -79,6 +79,11 @@ def for_range(target: str, iterator: ast.expr, body: list[ast.stmt]) -> ast.For:
     return ast.For(target=store(target), iter=iterator, body=body, orelse=[], lineno=0)
 
 
+def while_loop(test: ast.expr, body: list[ast.stmt]) -> ast.While:
+    """``while test: body``."""
+    return ast.While(test=test, body=body, orelse=[], lineno=0)
+
+
 def function(fn_name: str, params: list[str], body: list[ast.stmt]) -> ast.FunctionDef:
     """``def fn_name(*params): body`` (the generator's stage functions)."""
     arguments = ast.arguments(

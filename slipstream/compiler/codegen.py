@@ -2,9 +2,11 @@
 its compilation.
 
 A jit stage becomes one function compiled with
-``numba.njit(nogil=True, parallel=True, cache=True)``: a single ``prange``
-loop over the batch's samples runs every per-sample node of the stage in
-order, then the stage's batch operations run.  A torch stage becomes a plain
+``numba.njit(nogil=True, cache=True)``: a loop takes the batch's samples one
+at a time from a counter it shares with the stage's other calls at the same
+time (:mod:`slipstream.compiler.threads`) and runs every per-sample node of
+the stage on each, in order; then the call that finishes the batch runs the
+stage's batch operations.  A torch stage becomes a plain
 Python function over tensors.  The source of each stage is written to the
 cache directory under a hash of everything that shapes the compiled code, so
 that Numba's on-disk cache serves the next process.
@@ -32,7 +34,7 @@ import numpy as np
 
 from slipstream.compiler import astgen as A
 from slipstream.compiler import random as rnd
-from slipstream.compiler import symbols
+from slipstream.compiler import symbols, threads
 from slipstream.compiler.checks import unseeded_draws
 from slipstream.compiler.graph import Graph
 from slipstream.compiler.jit import cached_njit, uncached_njit, warn_once
@@ -41,7 +43,6 @@ from slipstream.compiler.nodes import EmitContext, GraphNode, Input, Node
 from slipstream.compiler.operation import Operation
 from slipstream.compiler.params import structural_view
 from slipstream.compiler.symbols import Symbol
-from slipstream import _threading
 from slipstream.cache import cache_root
 from slipstream.errors import CompileError, PipelineError
 
@@ -83,14 +84,6 @@ def copy_sample(dst, src):
     return dst
 
 
-@cached_njit
-def serial_thread_id() -> int:
-    """The thread number of a stage built without parallel loops: 0, its
-    one row of per-thread scratch (Numba's ``get_thread_id`` is not defined
-    outside a parallel region of a thread Numba did not start)."""
-    return 0
-
-
 def as_tensor(value: Any) -> Any:
     """A jit stage's NumPy output as a torch tensor, sharing memory."""
     import torch
@@ -104,8 +97,7 @@ HELPERS: dict[str, Any] = {
     "batch_keys": rnd.batch_keys,
     "copy_sample": copy_sample,
     "as_tensor": as_tensor,
-    "prange": numba.prange,
-    "get_thread_id": numba.get_thread_id,
+    "claim": threads.claim,
 }
 
 
@@ -265,10 +257,10 @@ class _Stage:
 
     def _taken(self, symbol: Symbol, given: tuple[Any, ...]) -> ast.expr:
         """The expression that rebuilds ``given`` from the stage parameter
-        ``symbol``, which takes its leaves as one flat tuple: Numba's
-        parallel loops cannot take a tuple holding tuples, so the nesting
-        is rebuilt inside the loop (None, which carries no data, is written
-        as a constant)."""
+        ``symbol``, which takes its leaves as one flat tuple, one parameter
+        per operation whatever its nesting; the nesting is rebuilt where the
+        values are used (None, which carries no data, is written as a
+        constant)."""
         leaves: list[Any] = []
         expr = _rebuilt(given, A.name(symbol.name), leaves)
         if leaves:
@@ -387,11 +379,17 @@ def stage_parameters(nodes: list[GraphNode], external: Iterable[int], compiled: 
 def generate_stage(graph: Graph, stage: int, trace: bool = False) -> StageSource:
     """The source of one stage of the graph.
 
-    With ``trace``, a diagnostic version of a compiled stage: the samples
-    run one after the other (``range``, not ``prange``), and before each
-    node's statements the stage records in its last parameter, ``trace``,
-    the node's id and the sample's position, so that an exception raised by
-    an operation can be traced to the operation and the sample."""
+    A compiled stage takes the :data:`~slipstream.compiler.symbols.CALL_PARAMETERS`
+    first: the shared counter its concurrent calls take samples from, which
+    call this is (its row of the per-thread buffers), and whether this call
+    runs the batch's statements after the samples, which the runtime asks
+    of one call once all calls have returned.
+
+    With ``trace``, a diagnostic version of a compiled stage, which the
+    runtime calls alone: before each node's statements the stage records
+    in its last parameter, ``trace``, the node's id and the sample's
+    position, so that an exception raised by an operation can be traced to
+    the operation and the sample."""
     ctx = _Stage(graph, stage)
     nodes = graph.nodes_in(stage)
     emitters = {node.id: _Emitter(ctx, node) for node in nodes}
@@ -419,17 +417,16 @@ def generate_stage(graph: Graph, stage: int, trace: bool = False) -> StageSource
     if jit:
         ctx.scratch = _scratch_buffers(ctx, nodes, returns) - set(statuses)
         sample = A.name(symbols.SAMPLE.name)
+        take = A.assign(symbols.SAMPLE.name, A.call("claim", A.name(symbols.CLAIMS.name)))
         loop: list[ast.stmt] = [A.assign(symbols.INDEX.name, A.index(A.name(symbols.INDICES.name), sample)),
                                 A.assign(symbols.DRAW.name, A.index(A.name(symbols.DRAWS.name), sample))]
-        if ctx.scratch:
-            loop.append(A.assign(symbols.THREAD.name, A.call("get_thread_id")))
         loop += emit_all(lambda spec, ctx: spec.emit(ctx), sample)
-        # Numba may lose an exception raised in a parallel loop (the call then returns as if all went
-        # well); the runtime finds such a sample by this mark missing.
-        loop.append(A.assign_item(A.name(symbols.DONE.name), sample, A.const(1)))
-        samples = A.call("range" if trace else "prange", ctx.count())
+        # The runtime checks that every sample was done: a sample no call took would be a batch of stale values.
+        loop += [A.assign_item(A.name(symbols.DONE.name), sample, A.const(1)), take]
         after = emit_all(lambda spec, ctx: spec.emit_batch(ctx), A.const(-1))
-        body = [A.for_range(symbols.SAMPLE.name, samples, loop), *after]
+        body = [take, A.while_loop(A.less(sample, ctx.count()), loop)]
+        if after:
+            body.append(A.if_else(A.name(symbols.FINISH.name), after, []))
     else:
         body = emit_all(lambda spec, ctx: spec.emit_torch(ctx), A.const(-1))
     # The batch's per-sample statuses are outputs of the stage, as its values are: the runtime reads them from
@@ -439,8 +436,9 @@ def generate_stage(graph: Graph, stage: int, trace: bool = False) -> StageSource
 
     params = stage_parameters(nodes, ctx.external, jit, ctx.values_taken) + ([symbols.TRACE] if trace else [])
     fn_name = f"stage_{stage}"
-    function = A.function(fn_name, [p.name for p in params], body)
-    kind = "numba.njit(nogil=True, parallel=True, cache=True)" if jit else "plain Python over torch tensors"
+    own = list(symbols.CALL_PARAMETERS) if jit else []
+    function = A.function(fn_name, [p.name for p in own + params], body)
+    kind = "numba.njit(nogil=True, cache=True)" if jit else "plain Python over torch tensors"
     # Named by structure alone: the source keys the compile cache, and changing a value must not change it.
     header = ast.Expr(A.const(f"Stage {stage} ({kind}), generated by slipstream from: "
                               + "; ".join(f"{symbols.value(n.id)} = {_structure(n)}" for n in nodes)))
@@ -699,22 +697,15 @@ loading another copy that Numba would never free."""
 def load_stage(graph: Graph, stage: StageSource) -> Callable[..., Any]:
     """Write the stage's source to the cache directory (once per content
     hash) and return its function, compiled for jit stages."""
-    parallel = not _threading.one_cpu()
-    # The serial build gets a name of its own: Numba's disk cache does not
-    # tell machine code built with and without parallel loops apart.
-    digest = fingerprint(graph, stage) + ("" if parallel else "-serial")
+    digest = fingerprint(graph, stage)
     if stage.jit and digest in _loaded:
         return _loaded[digest]
     path = cache_dir() / f"stage_{digest}.py"
     cached = _write_source(path, stage)
-    if parallel:
-        _threading.start_pool()  # from this thread, before a loader's thread runs the stage
     module_name = f"slipstream_stage_{digest}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     module.__dict__.update(stage.globals)
-    if not parallel:
-        module.__dict__["get_thread_id"] = serial_thread_id
     # Numba's disk cache finds a function's globals again by module name.
     sys.modules[module_name] = module
     if cached:
@@ -724,7 +715,7 @@ def load_stage(graph: Graph, stage: StageSource) -> Callable[..., Any]:
     fn = getattr(module, stage.name)
     if not stage.jit:
         return fn
-    _loaded[digest] = (cached_njit if cached else uncached_njit)(fn, parallel=parallel, entry=True)
+    _loaded[digest] = (cached_njit if cached else uncached_njit)(fn, entry=True)
     return _loaded[digest]
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from slipstream.compiler import symbols
+from slipstream.compiler import symbols, threads
 from slipstream.compiler.codegen import StageSource, generate_stage, load_diagnostic, load_stage, typing_error
 from slipstream.compiler.graph import Graph, Internal, check_pipeline, unwrapped
 from slipstream.compiler.jit import cache_state
@@ -28,14 +28,6 @@ SINGLE_OUTPUT = "output"
 LOGGER = logging.getLogger("slipstream.compiler")
 """Where each jit stage's first call is recorded (INFO): compiled, loaded from
 the compile cache or reused, how long it took and where the cache is."""
-
-SAMPLES_PER_CHUNK = 1
-"""Samples a thread takes at a time from a compiled stage's parallel loop.
-Numba's default (0) hands each thread an equal share of the batch upfront,
-so a batch waits for the thread whose share happened to be the slowest (the
-cost of a sample varies with its image several times over); taken one at a
-time, the samples keep every thread busy until the batch is done."""
-
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class ArraySource(Decoder):
@@ -139,12 +131,14 @@ class CompiledPipeline:
     """A compiled pipeline: call it with the dataset indices of a batch.
 
     Calls must not overlap: the memory of a call (its ring slot and the
-    per-thread scratch of its compiled loops) is reused by the next ones.
-    The loader runs one compiled pipeline from its single worker thread.
+    per-thread scratch of its compiled stages) is reused by the next ones.
+    The loader runs one compiled pipeline from its single worker thread,
+    and each compiled stage on ``threads`` threads (default
+    ``NUMBA_NUM_THREADS``, the CPUs this process may use).
     """
 
     def __init__(self, graph: Graph, batch_size: int, seed: int, slots: int, single: bool,
-                 verbose: bool = False) -> None:
+                 verbose: bool = False, threads: int | None = None) -> None:
         self.graph = graph
         self.verbose = verbose
         self.batch_size = batch_size
@@ -154,10 +148,11 @@ class CompiledPipeline:
         self.sources: list[StageSource] = [generate_stage(graph, s) for s in graph.stages]
         self.functions = [load_stage(graph, source) for source in self.sources]
         scratch = set().union(*(source.scratch for source in self.sources))
-        threads = numba.config.NUMBA_NUM_THREADS
+        self.threads = threads or numba.config.NUMBA_NUM_THREADS
+        """How many calls of a compiled stage run at once, each in a thread of its own."""
         self.buffers = {b.symbol: _allocate((slots, batch_size, *b.allocation.shape), b.allocation.dtype)
                         for b in graph.buffers() if b.symbol not in scratch}
-        self.scratch = {b.symbol: np.zeros((threads, *b.allocation.shape), b.allocation.dtype)
+        self.scratch = {b.symbol: np.zeros((self.threads, *b.allocation.shape), b.allocation.dtype)
                         for b in graph.buffers() if b.symbol in scratch}
         parameters = {p for source in self.sources for p in source.params}
         self.keys = {p: np.zeros(batch_size, np.uint64) for p in sorted(parameters, key=str) if p.role is Role.KEYS}
@@ -170,8 +165,6 @@ class CompiledPipeline:
         self._statuses: list[np.ndarray] = []  # the last call's status outputs, as its stages returned them
         self._count = 0  # the last call's number of samples
         self._compiled = [False] * len(self.sources)
-        # Stages built without parallel loops (one CPU) must not start Numba's pool through the setting.
-        self._parallel = any(fn.targetoptions.get("parallel") for fn in self.dispatchers)
         # Asynchronous copies to a CUDA device read a slot's host memory after
         # the call returns; the event recorded after them is waited on before
         # that slot is written again.
@@ -256,8 +249,6 @@ class CompiledPipeline:
         statuses: list[np.ndarray] = []
         self._statuses, self._count = statuses, n
         progress = self._compile_progress()
-        # The setting is this thread's (Numba keeps one per thread); put back after.
-        previous_chunk = numba.set_parallel_chunksize(SAMPLES_PER_CHUNK) if self._parallel else None
         try:
             for k, (source, fn) in enumerate(zip(self.sources, self.functions)):
                 args = [self._argument(name, source, batch, slot, values) for name in source.params]
@@ -266,7 +257,7 @@ class CompiledPipeline:
                 first = source.jit and not self._compiled[k]
                 counts, started = (_cache_counts(fn), time.perf_counter()) if first else (None, 0.0)
                 try:
-                    results = fn(*args)
+                    results = self._run_compiled(fn, args, n) if source.jit else fn(*args)
                 except numba.core.errors.NumbaError as exc:
                     if self._compiled[k]:
                         raise
@@ -275,7 +266,7 @@ class CompiledPipeline:
                     if source.jit:
                         self._raise_operation_error(source, args, idx)
                     raise
-                if source.jit and not self._done[:n].all():  # an exception the parallel loop lost
+                if source.jit and not self._done[:n].all():  # no call took these samples
                     self._raise_operation_error(source, args, idx)
                     raise OperationError(f"stage {source.index} stopped before samples "
                                          f"{idx[:n][self._done[:n] == 0].tolist()} were done, and running them "
@@ -291,8 +282,6 @@ class CompiledPipeline:
                         value = value.view(np.float16)
                     values[node.id] = value
         finally:
-            if previous_chunk is not None:
-                numba.set_parallel_chunksize(previous_chunk)
             if progress is not None:
                 progress.close()
         if self._uses_cuda:
@@ -301,6 +290,14 @@ class CompiledPipeline:
             self._slot_read[slot] = torch.cuda.current_stream().record_event()
         outputs = {name: values[node.id] for name, node in self.graph.outputs.items()}
         return outputs[SINGLE_OUTPUT] if self._single else outputs
+
+    def _run_compiled(self, fn: Any, args: list[Any], n: int) -> Any:
+        """One batch of ``n`` samples through a compiled stage: up to
+        :attr:`threads` calls at once share the samples, then one more runs
+        the batch's statements after them and returns the stage's values."""
+        claims = np.zeros(1, np.int64)
+        threads.run_parts(lambda thread: fn(claims, thread, False, *args), min(self.threads, n))
+        return fn(claims, 0, True, *args)
 
     def status(self) -> np.ndarray:
         """The per-sample status of the last call's samples, in their order:
@@ -321,7 +318,8 @@ class CompiledPipeline:
         a parallel loop may have lost).  Returns when the run does not fail."""
         trace = np.full(2, -1, np.int64)
         try:
-            load_diagnostic(generate_stage(self.graph, source.index, trace=True))(*args, trace)
+            load_diagnostic(generate_stage(self.graph, source.index, trace=True))(np.zeros(1, np.int64), 0, True,
+                                                                                   *args, trace)
         except Exception as cause:
             node = next((n for n in self.graph.nodes if n.id == trace[0]), None)
             if node is None:
@@ -408,7 +406,7 @@ class CompiledPipeline:
         the values it takes) and the memory plan."""
         parts = []
         for source, fn in zip(self.sources, self.functions):
-            kind = "jit: one numba.njit(parallel=True) function" if source.jit else "torch: Python"
+            kind = f"jit: one numba.njit function, on {self.threads} threads" if source.jit else "torch: Python"
             nodes = "".join(f"# {symbols.value(n.id)} = {n.describe()}\n" for n in self.graph.nodes_in(source.index))
             taken = "".join(f"# {symbol} = {value!r}\n" for symbol, value in source.values.items())
             machine = f"# machine code: {cache_state(fn)}\n" if source.jit else ""

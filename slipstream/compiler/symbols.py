@@ -29,7 +29,9 @@ class Role(enum.Enum):
     SAMPLE = "i"  # the sample loop's position in the batch
     INDEX = "index"  # the current sample's dataset index
     DRAW = "draw"  # the current sample's draw identity
-    THREAD = "tid"  # the current thread's number (per-thread buffers)
+    THREAD = "tid"  # which of a compiled stage's concurrent calls this is: its row of the per-thread buffers
+    CLAIMS = "claims"  # the next sample position a compiled stage's calls take, int64 (1,), taken atomically
+    FINISH = "finish"  # whether a compiled stage's call runs the batch's statements after the samples
     TRACE = "trace"  # where a diagnostic stage is: the node running and the sample's position, int64 (2,)
     DONE = "done"  # 1 for each sample whose statements all ran, uint8 (batch_size,)
 
@@ -71,12 +73,19 @@ SAMPLE = Symbol(Role.SAMPLE)
 INDEX = Symbol(Role.INDEX)
 DRAW = Symbol(Role.DRAW)
 THREAD = Symbol(Role.THREAD)
+CLAIMS = Symbol(Role.CLAIMS)
+FINISH = Symbol(Role.FINISH)
 TRACE = Symbol(Role.TRACE)
 DONE = Symbol(Role.DONE)
 
 BATCH_PARAMETERS = (INDICES, DRAWS, COUNT, SEED, EPOCH)
 """The parameters every stage starts with, in this order (a compiled stage
 then takes ``DONE``)."""
+
+CALL_PARAMETERS = (CLAIMS, THREAD, FINISH)
+"""The parameters a compiled stage takes before all others, which differ
+from one of its concurrent calls to the next (see
+:func:`slipstream.compiler.codegen.generate_stage`)."""
 
 
 def value(node_id: int) -> Symbol:
@@ -111,5 +120,6 @@ def input_array(node_id: int, position: int) -> Symbol:
     return Symbol(Role.INPUT, node_id, position)
 
 
-__all__ = ["BATCH_PARAMETERS", "COUNT", "DRAW", "DRAWS", "EPOCH", "INDEX", "INDICES", "Role", "SAMPLE", "SEED", "Symbol", "THREAD",
-           "DONE", "TRACE", "buffer", "input_array", "keys", "node_values", "value", "values"]
+__all__ = ["BATCH_PARAMETERS", "CALL_PARAMETERS", "CLAIMS", "COUNT", "DONE", "DRAW", "DRAWS", "EPOCH", "FINISH",
+           "INDEX", "INDICES", "Role", "SAMPLE", "SEED", "Symbol", "THREAD", "TRACE", "buffer", "input_array", "keys",
+           "node_values", "value", "values"]

@@ -354,11 +354,11 @@ def _encoders(encode: Any, source: Any, fields: dict[str, Any], workers: int) ->
     no thread pool would be forked live
     (:func:`slipstream._threading.fork_is_safe`): they inherit the source as
     it is, so it needs no pickling and a script needs no ``__main__`` guard
-    (as with torch's DataLoader).  Where a pool would be forked live (this
-    is not the main thread, or a loader's epoch runs in another thread),
-    threads of this process: a fork would hand the children a pool in an
-    undefined state, and processes started fresh would run the main script
-    again, which a script that relies on fork does not expect.  The native
+    (as with torch's DataLoader).  Where Numba's pool would be forked live
+    (parallel Numba code of the user's ran), threads of this process: a
+    fork would hand the children a pool in an undefined state, and
+    processes started fresh would run the main script again, which a
+    script that relies on fork does not expect.  The native
     encoders release the GIL, so threads encode in parallel where they
     dominate.  Where the platform cannot fork, spawned processes.  A process
     pool fails every pending task when a worker dies (where

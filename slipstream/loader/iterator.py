@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from slipstream import _threading, native
+from slipstream import native
 from slipstream.compiler.pipeline import shown_indices
 from slipstream.errors import DecodeError, OperationError, PipelineError, SampleWarning, SlipstreamError
 
@@ -115,7 +115,6 @@ class EpochPlan:
         as_dict: yield dicts by output name instead of tuples.
         device: a ``torch.device`` the batches are copied to on a side
             stream, or None (the CPU).
-        num_threads: threads of the compiled pipeline (None: Numba's).
         on_error: ``"raise"``, ``"skip"`` or ``"replace"`` for a sample
             that cannot be decoded.
         failures: where skipped or replaced samples are recorded.
@@ -142,7 +141,6 @@ class EpochPlan:
     names: tuple[str, ...]
     as_dict: bool
     device: Any
-    num_threads: int | None
     on_error: str
     failures: FailureLog
     batches_ahead: int
@@ -172,7 +170,6 @@ class EpochIterator:
         self._done = False
         plan.memory.start_epoch(plan.batches, plan.source)
         plan.failures.start_epoch()
-        _threading.start_pool()  # before the thread's parallel code could start it (see _threading)
         self._thread = threading.Thread(target=_produce, args=(plan, self._queue, self._stop),
                                         name=f"slipstream-loader-epoch{plan.epoch}", daemon=True)
         self._thread.start()
@@ -273,11 +270,6 @@ def _produce(plan: EpochPlan, out: queue.Queue, stop: threading.Event) -> None:
         return False
 
     try:
-        import numba
-
-        _threading.runs_parallel_code()
-        if plan.num_threads is not None:
-            numba.set_num_threads(plan.num_threads)  # applies to this thread's parallel launches
         # Copies to the loader's device, and the device work of the pipeline's
         # own torch stages (a decode on the GPU), run on a side stream that
         # the training stream waits on, so they overlap its steps.

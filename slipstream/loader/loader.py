@@ -301,7 +301,7 @@ class Loader:
         graph = Graph(resolution.at_sizes(resolved, resolution.largest))
         self.output_names = list(graph.outputs)
         self.compiled = CompiledPipeline(graph, self.batch_size, self.seed, self.batches_ahead + 2,
-                                         single=False, verbose=self._verbose)
+                                         single=False, verbose=self._verbose, threads=self.num_threads)
         self._apply_sizes(self._epoch)
 
     def _apply_sizes(self, epoch: int) -> None:
@@ -554,7 +554,7 @@ class Loader:
         plan = EpochPlan(epoch=self._epoch, batches=batches, first_batch=start, stop_batches=stop_batches,
                          pipeline=self.compiled, memory=self.memory, source=self.source, reader=self.reader,
                          names=tuple(self.output_names), as_dict=self.as_dict, device=self.device,
-                         num_threads=self.num_threads, on_error=self.on_error, failures=self.failure_log,
+                         on_error=self.on_error, failures=self.failure_log,
                          batches_ahead=self.batches_ahead, draws=tuple(draws[start:]) if repeated else None,
                          on_stop=functools.partial(self._stopped, self._iteration))
         iterator = EpochIterator(plan, on_end=self._epoch_finished)
