@@ -1,13 +1,13 @@
 """slipstream: fast data loading for PyTorch vision training.
 
 Datasets are converted once into a page-based file; a pipeline of operations
-(decode, crop, flip, normalize, ...) is compiled into fused, GIL-free,
-parallel machine code per stage, with the pixel work done by C kernels on
+(decode, crop, flip, normalize, ...) is compiled into fused, GIL-free
+machine code per stage, run on several threads at once, with the pixel work done by C kernels on
 libjpeg-turbo.
 
 The layers, each usable on its own: :mod:`slipstream.native` (the C kernels,
 from Python and from Numba), :mod:`slipstream.compiler` (pipelines of
-operations compiled into one parallel function per stage, usable on in-memory
+operations compiled into one multithreaded function per stage, usable on in-memory
 arrays), :mod:`slipstream.format` (the dataset file: :func:`write`,
 :func:`cached`, :func:`open_dataset`, :class:`Reader`), :mod:`slipstream.fields` (what a file
 stores per sample) and :mod:`slipstream.ops` (the operations).

@@ -138,9 +138,9 @@ class Decoder(Operation):
 
     Class attributes:
         can_fail: whether a sample's data may be undecodable (corrupt bytes,
-            a value too long for its buffer).  Code cannot raise inside the
-            parallel sample loop (Numba would then run the loop serially),
-            so such a decoder reports each sample's outcome instead: its node
+            a value too long for its buffer).  Code must not raise inside the
+            sample loop (an exception stops the whole batch), so such a
+            decoder reports each sample's outcome instead: its node
             declares one more allocation after the decoder's own, the int32
             scalar output :data:`STATUS`, which its code receives after its
             own outs (before ``key``) and must write on every sample: 0 on

@@ -314,8 +314,8 @@ class CompiledPipeline:
         """After a jit stage failed: run the batch again through the stage's
         diagnostic version (one sample after the other, recording where it
         is) and raise an :class:`OperationError` naming the operation, its
-        pipeline and the sample, from the operation's own exception (which
-        a parallel loop may have lost).  Returns when the run does not fail."""
+        pipeline and the sample, from the operation's own exception.  Returns
+        when the run does not fail."""
         trace = np.full(2, -1, np.int64)
         try:
             load_diagnostic(generate_stage(self.graph, source.index, trace=True))(np.zeros(1, np.int64), 0, True,

@@ -8,8 +8,8 @@ field, each sample's offset into that array: its offset in the dataset's
 tables, since every store keeps each page at its own place.  The decoders
 never know which store is in use.
 
-A failing sample cannot raise inside a parallel loop (Numba then runs the
-loop serially), so decoders that can fail (``can_fail``, see
+A failing sample must not raise (an exception would stop the whole batch),
+so decoders that can fail (``can_fail``, see
 :class:`~slipstream.compiler.Decoder`) write each sample's native status into
 their status output (0 when it decoded) and fill a failed sample's output
 with zeros (a black image), so that nothing half-decoded flows into the rest
