@@ -178,7 +178,7 @@ def test_an_epoch_iterator_runs_from_a_plan_without_any_loader(dataset):
                                                                                          verbose=False)
     plan = EpochPlan(epoch=0, batches=tuple(loader.epoch_batches(0)), first_batch=0, pipeline=compiled,
                      memory=memory, source=source, reader=reader, names=("image", "label"), as_dict=False,
-                     device=None, num_threads=None, on_error="raise", failures=FailureLog(), batches_ahead=2)
+                     device=None, on_error="raise", failures=FailureLog(), batches_ahead=2)
     ended = []
     it = EpochIterator(plan, on_end=ended.append)
     got = [[value.numpy().copy() for value in batch] for batch in it]

@@ -99,7 +99,8 @@ class Pipeline:
         given = {SINGLE_OUTPUT: pipelines} if self.single else dict(pipelines)
         self.pipelines = {name: _prepared(name, entries) for name, entries in given.items()}
 
-    def compile(self, batch_size: int, *, seed: int = 0, slots: int = 2, verbose: bool = False) -> CompiledPipeline:
+    def compile(self, batch_size: int, *, seed: int = 0, slots: int = 2, verbose: bool = False,
+                threads: int | None = None) -> CompiledPipeline:
         """Build the graph, generate and compile its stages, allocate memory.
 
         Args:
@@ -111,10 +112,14 @@ class Pipeline:
                 (machine code is made on first use, or loaded from the disk
                 cache); shown on a terminal only, and only when that takes
                 longer than half a second.
+            threads: how many threads a compiled stage runs on at once
+                (default ``NUMBA_NUM_THREADS``, the CPUs this process may use).
         """
         if batch_size < 1 or slots < 1:
             raise ArgumentError(f"batch_size ({batch_size}) and slots ({slots}) must be positive")
-        return CompiledPipeline(Graph(self.pipelines), batch_size, seed, slots, self.single, verbose)
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise ArgumentError(f"threads must be None or a positive integer, got {threads!r}")
+        return CompiledPipeline(Graph(self.pipelines), batch_size, seed, slots, self.single, verbose, threads)
 
 
 @dataclasses.dataclass(frozen=True)
