@@ -131,6 +131,7 @@ class StageSource:
     operations: list[Operation]  # every operation whose code the stage calls (a node may call several)
     statuses: list[Symbol]  # the decoders' status buffers, returned after the values (Graph.statuses)
     values: dict[Symbol, Any]  # the run-time values of the operations and nodes, by the parameter taking them
+    finishes: bool = False  # a compiled stage has statements after the samples, which its ``finish`` call runs
 
 
 class _Stage:
@@ -414,6 +415,7 @@ def generate_stage(graph: Graph, stage: int, trace: bool = False) -> StageSource
         return statements
 
     statuses = [b.symbol for b in graph.statuses() if b.node.stage == stage] if jit else []
+    after: list[ast.stmt] = []
     if jit:
         ctx.scratch = _scratch_buffers(ctx, nodes, returns) - set(statuses)
         sample = A.name(symbols.SAMPLE.name)
@@ -445,7 +447,8 @@ def generate_stage(graph: Graph, stage: int, trace: bool = False) -> StageSource
     tree = ast.Module(body=[header, function], type_ignores=[])
     source = A.unparse(tree)
     return StageSource(stage, jit, fn_name, params, returns, source, {**HELPERS, **ctx.globals},
-                       _line_map(tree, source, emitted), ctx.scratch, ctx.operations, statuses, ctx.values_taken)
+                       _line_map(tree, source, emitted), ctx.scratch, ctx.operations, statuses, ctx.values_taken,
+                       bool(after))
 
 
 def _rebuilt(value: Any, flat: ast.expr, leaves: list[Any]) -> ast.expr:

@@ -262,7 +262,7 @@ class CompiledPipeline:
                 first = source.jit and not self._compiled[k]
                 counts, started = (_cache_counts(fn), time.perf_counter()) if first else (None, 0.0)
                 try:
-                    results = self._run_compiled(fn, args, n) if source.jit else fn(*args)
+                    results = self._run_compiled(source, fn, args, n) if source.jit else fn(*args)
                 except numba.core.errors.NumbaError as exc:
                     if self._compiled[k]:
                         raise
@@ -296,13 +296,20 @@ class CompiledPipeline:
         outputs = {name: values[node.id] for name, node in self.graph.outputs.items()}
         return outputs[SINGLE_OUTPUT] if self._single else outputs
 
-    def _run_compiled(self, fn: Any, args: list[Any], n: int) -> Any:
+    def _run_compiled(self, source: StageSource, fn: Any, args: list[Any], n: int) -> Any:
         """One batch of ``n`` samples through a compiled stage: up to
-        :attr:`threads` calls at once share the samples, then one more runs
-        the batch's statements after them and returns the stage's values."""
-        claims = np.zeros(1, np.int64)
-        threads.run_parts(lambda thread: fn(claims, thread, False, *args), min(self.threads, n))
-        return fn(claims, 0, True, *args)
+        :attr:`threads` calls at once share the samples; then, where the
+        stage has batch statements, one more call runs them.  Returns the
+        stage's values (what every call returns)."""
+        claims, results = np.zeros(1, np.int64), []
+
+        def part(thread: int) -> None:
+            values = fn(claims, thread, False, *args)
+            if thread == 0:
+                results.append(values)
+
+        threads.run_parts(part, min(self.threads, n))
+        return fn(claims, 0, True, *args) if source.finishes else results[0]
 
     def status(self) -> np.ndarray:
         """The per-sample status of the last call's samples, in their order:
