@@ -16,14 +16,15 @@ and saved over it, where Numba's unpickling error failed the compile.
 Most of the library's compiled functions are called only from other
 compiled code, so they are compiled as Numba compiles its own internal
 functions: without the CPython wrapper that unboxes Python arguments and
-without the C-callable wrapper, which are a quarter to a third of a cold
-compile (lowering them, optimising them, making their machine code), and
-without a separate compile for each constant an argument is called with
-(Numba types a constant argument as a literal and would compile a
-function once per distinct constant).  Such a function called from Python
-runs a twin compiled with its wrapper on that first call (in memory only),
-so every function stays callable from Python; the few that Python calls
-in the running loader (the stages) are compiled with ``entry=True``.
+without the C-callable wrapper, whose lowering, optimisation and machine
+code each function would otherwise pay for (BENCHMARKS.md, "Compile
+time"), and without a separate compile for each constant an argument is
+called with (Numba types a constant argument as a literal and would
+compile a function once per distinct constant).  Such a function called
+from Python runs a twin compiled with its wrapper on that first call (in
+memory only), so every function stays callable from Python; the few that
+Python calls in the running loader (the stages, the orders' draws, the
+batch operations' keys) are compiled with ``entry=True``.
 """
 
 from __future__ import annotations

@@ -8,13 +8,13 @@ JPEG takes many times a small one).  :func:`run_parts` makes those calls: one
 in the calling thread, the others on a pool of threads kept by the process.
 The compiled code releases the GIL, so the calls run on as many cores.
 
-These are plain Python threads rather than Numba's parallel loops: a
-``prange`` loop costs about a second of a cold compile (Numba types its body
-again for the kernel it outlines, and builds the kernel's wrappers and
-scheduling code), about half of compiling a standard recipe's stage, while
-taking the next sample from a counter costs nothing measurable; and
-the pool is this module's own, with no threading layer to choose and no
-layer's pool to keep alive across a fork.
+These are plain Python threads rather than Numba's parallel loops: Numba
+outlines a ``prange`` loop's body into a kernel that it types a second time
+and wraps with its own scheduling code, the larger part of a stage's cold
+compile (BENCHMARKS.md, "Compile time"), where taking the next sample from a
+counter is one atomic instruction; and the pool is this module's own, with
+no threading layer to choose and no layer's pool to keep alive across a
+fork.
 """
 
 from __future__ import annotations
