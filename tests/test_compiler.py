@@ -383,6 +383,9 @@ def test_same_result_for_any_batch_size_order_and_thread_count():
     reference = Pipeline(ops).compile(64, seed=3)(np.arange(64)).copy()
     for threads in (1, 3, 7):
         np.testing.assert_array_equal(Pipeline(ops).compile(64, seed=3, threads=threads)(np.arange(64)), reference)
+    for threads in (0, -1, 1025, 2.0, True, "2"):
+        with pytest.raises(ArgumentError, match="threads must be None or an integer from 1 to 1024"):
+            Pipeline(ops).compile(64, threads=threads)
     small = Pipeline(ops).compile(7, seed=3)
     order = np.random.default_rng(0).permutation(64)
     for start in range(0, 64, 7):

@@ -29,6 +29,11 @@ LOGGER = logging.getLogger("slipstream.compiler")
 """Where each jit stage's first call is recorded (INFO): compiled, loaded from
 the compile cache or reused, how long it took and where the cache is."""
 
+MAX_THREADS = 1024
+"""Most threads :meth:`Pipeline.compile` runs a compiled stage on: each has
+its own row of every per-thread buffer."""
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class ArraySource(Decoder):
     """Decoder reading sample ``index`` of an in-memory array (its first axis
@@ -112,13 +117,15 @@ class Pipeline:
                 (machine code is made on first use, or loaded from the disk
                 cache); shown on a terminal only, and only when that takes
                 longer than half a second.
-            threads: how many threads a compiled stage runs on at once
-                (default ``NUMBA_NUM_THREADS``, the CPUs this process may use).
+            threads: how many threads a compiled stage runs on at once, 1 to
+                :data:`MAX_THREADS` (default ``NUMBA_NUM_THREADS``, the CPUs
+                this process may use).
         """
         if batch_size < 1 or slots < 1:
             raise ArgumentError(f"batch_size ({batch_size}) and slots ({slots}) must be positive")
-        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-            raise ArgumentError(f"threads must be None or a positive integer, got {threads!r}")
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                    or not 1 <= threads <= MAX_THREADS):
+            raise ArgumentError(f"threads must be None or an integer from 1 to {MAX_THREADS}, got {threads!r}")
         return CompiledPipeline(Graph(self.pipelines), batch_size, seed, slots, self.single, verbose, threads)
 
 
