@@ -3,7 +3,11 @@ that none of them rots as the library changes."""
 
 from __future__ import annotations
 
+import ast
+import importlib
 import os
+import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +22,63 @@ nbclient = pytest.importorskip("nbclient")
 
 def test_every_expected_notebook_exists():
     assert sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb")) == EXPECTED
+
+
+def test_both_readmes_list_every_notebook():
+    readme = (NOTEBOOKS.parent / "README.md").read_text()
+    assert re.findall(r"^\| \[(\w+)\]\(notebooks/\1\.ipynb\) \|", readme, re.MULTILINE) == EXPECTED
+    assert re.findall(r"^\| `(\w+)` \|", (NOTEBOOKS / "README.md").read_text(), re.MULTILINE) == EXPECTED
+
+
+def test_the_docs_name_only_jupyter_commands_that_are_installed():
+    """Each ``jupyter <command>`` the docs name is installed with the test
+    extras (nbclient's ``execute``), or is JupyterLab's ``lab``, which they
+    name with the notebooks extra that installs it."""
+    pages = [NOTEBOOKS.parent / "README.md", NOTEBOOKS / "README.md", *(NOTEBOOKS.parent / "docs").glob("*.md")]
+    named = {command for page in pages for command in re.findall(r"jupyter[ -]([a-z]+)", page.read_text())}
+    assert "execute" in named
+    bin_dir = Path(sys.executable).parent
+    assert not [c for c in named - {"lab"} if not (bin_dir / f"jupyter-{c}").exists()], named
+
+
+def _code(cell) -> ast.Module:
+    return ast.parse("\n".join(line for line in cell.source.splitlines() if not line.startswith(("%", "!"))))
+
+
+DRAW_FUNCTIONS = {"uniform", "uniform_range", "integers", "normal", "gamma", "beta"}
+
+
+def _draw_number(call: ast.Call) -> ast.expr | None:
+    """The draw number a call passes: slipstream.compiler.random's ``f(key, k, ...)``, or the uniform helper
+    of a node's statements, ``A.call(ctx.helper("uniform"), key, A.const(k))``; None for any other call."""
+    name = ast.unparse(call.func).rsplit(".", 1)[-1]
+    if name in DRAW_FUNCTIONS and len(call.args) > 1:
+        return call.args[1]
+    if name == "call" and len(call.args) > 2 and ast.unparse(call.args[0]) == "ctx.helper('uniform')":
+        number = call.args[2]
+        return number.args[0] if isinstance(number, ast.Call) and number.args else number
+    return None
+
+
+def test_notebook_02_uses_the_public_api_and_named_draws_and_keys_as_the_docs_say():
+    notebook = nbformat.read(NOTEBOOKS / "02_custom_operation.ipynb", as_version=4)
+    trees = [_code(cell) for cell in notebook.cells if cell.cell_type == "code"]
+    # What it imports from slipstream: a module's listed names (its __all__), or a whole module.
+    for node in (n for tree in trees for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)):
+        if node.module.split(".")[0] == "slipstream":
+            module = importlib.import_module(node.module)
+            for alias in node.names:
+                assert alias.name in getattr(module, "__all__", ()) or \
+                    isinstance(getattr(module, alias.name), type(module)), f"{node.module}.{alias.name}"
+    # Each draw by its name, none by a number (docs/compiler.md, "Randomness").
+    calls = [n for tree in trees for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    assert sum(_draw_number(call) is not None for call in calls) >= 6
+    assert not [ast.unparse(call) for call in calls if isinstance(_draw_number(call), ast.Constant)]
+    # A key never depends on an operation's settings, as docs/compiler.md says and slipstream.compiler.random does.
+    text = " ".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown").replace("\n", " ")
+    compiler = (NOTEBOOKS.parent / "docs" / "compiler.md").read_text().replace("\n", " ")
+    assert "never its settings" in text.lower() and "never its settings" in compiler
+    assert "class and settings" not in text
 
 
 def _images(notebook) -> int:

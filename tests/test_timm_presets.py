@@ -41,7 +41,7 @@ def test_deit_train_is_deits_recipe():
     pipelines = presets.deit_train(num_classes=1000)
     image = pipelines["image"]
     assert image[0].interpolation == "bicubic" and image[4].p == 0.25 and image[4].value == "random"
-    assert image[-1] == MixUpOrCutMix(0.8, 1.0, switch_prob=0.5)
+    assert image[-1] == MixUpOrCutMix(0.8, 1.0, switch_prob=0.5, pairing="flip")  # timm's x.flip(0)
     assert pipelines["label"][0].op.num_classes == 1000
 
 

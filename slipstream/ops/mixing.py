@@ -1,13 +1,20 @@
 """MixUp and CutMix: batch operations that mix each image with a partner in
 the batch, and the label node that mixes the labels the same way.
 
-Each sample ``i`` draws its own lambda from Beta(alpha, alpha) (from its
-random key: the same for any thread count or resume); its partner is the
-next sample of the batch, ``(i + 1) % n``, as torchvision's ``MixUp`` and
-``CutMix`` pair a batch with itself rolled by one.  The image operation
-records, per sample, the partner's position and the lambda actually used
-(CutMix: the fraction of the image that stays the sample's own); the label
-pipeline reads them through a :class:`MixLabels` node::
+Each sample ``i`` of a batch of ``n`` draws its own lambda from
+Beta(alpha, alpha) (from its random key: the same for any thread count or
+resume).  Its partner follows ``pairing``: with ``"roll"`` (the default) the
+next sample, ``(i + 1) % n``, a batch paired with itself rolled by one as
+torchvision's ``MixUp`` and ``CutMix`` pair it (theirs, ``batch.roll(1, 0)``,
+takes the previous sample: the same neighbours); with ``"flip"`` sample
+``n - 1 - i``, the batch reversed, as timm's ``Mixup`` pairs it
+(``timm/data/mixup.py`` mixes a batch with ``x.flip(0)`` and its labels with
+``target.flip(0)``).  Repeated augmentation puts a sample's copies next to
+each other, so ``"roll"`` mixes most copies with a copy of the same picture
+(an unmixed label) where ``"flip"`` mixes them with other pictures.  The
+image operation records, per sample, the partner's position and the lambda
+actually used (CutMix: the fraction of the image that stays the sample's
+own); the label pipeline reads them through a :class:`MixLabels` node::
 
     mix = MixUp(alpha=0.2)
     pipelines = {"image": [RandomResizedCrop(224), mix, Normalize(mean, std)],
@@ -34,7 +41,7 @@ from slipstream.compiler import Allocation, Kind, Node, Operation, State
 from slipstream.compiler import astgen as A
 from slipstream.compiler import random as rnd
 from slipstream.compiler.nodes import EmitContext, Finder, Input
-from slipstream.compiler.params import PROBABILITY, Float, Int, param
+from slipstream.compiler.params import PROBABILITY, Choice, Float, Int, param
 from slipstream.errors import PipelineError
 from slipstream.fields import geometry
 from slipstream.native import Dtype, slip_mix_blend, slip_mix_paste
@@ -42,6 +49,12 @@ from slipstream.ops.warps import image_bytes
 
 ALPHA = Float(0.0, low_open=True)
 _ALPHA_DOC = "the Beta(alpha, alpha) parameter each sample's lambda is drawn from"
+PAIRINGS = ("roll", "flip")
+"""How a batch operation pairs sample ``i`` of ``n``: ``"roll"``, with ``(i + 1) % n``
+(torchvision's neighbour); ``"flip"``, with ``n - 1 - i`` (timm's ``x.flip(0)``)."""
+PAIRING = Choice(PAIRINGS)
+_PAIRING_DOC = ("each sample's partner: 'roll', the next one, (i + 1) % n (torchvision's neighbour); 'flip', "
+                "sample n - 1 - i (timm's batch.flip(0))")
 PARAMS = 2  # per sample: partner position, lambda
 MIXING = "params"
 """The named output of MixUp's and CutMix's per-sample parameters, which MixLabels reads."""
@@ -82,32 +95,43 @@ class _Mixing(Operation, geometry.Untracked):
     def _check(self, state: State) -> None:
         _check_mixable(self, state)
 
+    def __repr__(self) -> str:
+        # The default pairing is left out, so that torchvision's pairing reads as torchvision's call does;
+        # the compile key reads the fields, not this text.
+        shown = [f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self)
+                 if f.repr and not (f.name == "pairing" and getattr(self, f.name) == "roll")]
+        return f"{type(self).__qualname__}({', '.join(shown)})"
 
-@dataclasses.dataclass(frozen=True)
+
+@dataclasses.dataclass(frozen=True, repr=False)
 class _Mix(_Mixing):
     """Mixing with lambda from Beta(alpha, alpha)."""
 
     alpha: float = param(ALPHA, _ALPHA_DOC, default=1.0)
+    pairing: str = param(PAIRING, _PAIRING_DOC, default="roll", structural=True)
 
 
 # One set for the three operations: MixUpOrCutMix runs MixUp's or CutMix's code on its own keys.
 _DRAWS = rnd.named_draws("lam", "center_y", "center_x", "switch")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False)
 class MixUp(_Mix):
-    """Blend each image with its partner: ``lambda * x_i + (1 - lambda) * x_partner``."""
+    """Blend each image with its partner: ``lambda * x_i + (1 - lambda) * x_partner``
+    (the partner by ``pairing``: see the module docstring)."""
 
     alpha: float = param(ALPHA, _ALPHA_DOC, default=0.2)
 
     def generate_code(self):
+        flip = self.pairing == "flip"
+
         def mixup(xs, out, params, keys, values):
             (alpha,) = values
             n = xs.shape[0]
             dtype = Dtype.UINT8 if xs.itemsize == 1 else Dtype.FLOAT32
             for i in range(n):
                 lam = rnd.beta(keys[i], _DRAWS.lam, alpha, alpha)
-                partner = (i + 1) % n
+                partner = n - 1 - i if flip else (i + 1) % n
                 params[i, 0], params[i, 1] = partner, lam
                 a, b, dst = xs[i], xs[partner], out[i]
                 if slip_mix_blend(a, image_bytes(a), b, image_bytes(b), dst, image_bytes(dst), a.size, dtype, lam):
@@ -117,12 +141,12 @@ class MixUp(_Mix):
         return mixup
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False)
 class CutMix(_Mix):
-    """Paste a box of the partner into each image: the box covers about
-    ``1 - lambda`` of the area (side ratio ``sqrt(1 - lambda)``, center
-    uniform, cut at the edges); the recorded lambda is the exact fraction of
-    the image left unchanged."""
+    """Paste a box of the partner (by ``pairing``: see the module docstring)
+    into each image: the box covers about ``1 - lambda`` of the area (side
+    ratio ``sqrt(1 - lambda)``, center uniform, cut at the edges); the
+    recorded lambda is the exact fraction of the image left unchanged."""
 
     alpha: float = param(ALPHA, _ALPHA_DOC, default=1.0)
 
@@ -135,6 +159,8 @@ class CutMix(_Mix):
                              f"{state.dtype}")
 
     def generate_code(self):
+        flip = self.pairing == "flip"
+
         def cutmix(xs, out, params, keys, values):
             (alpha,) = values
             n = xs.shape[0]
@@ -144,7 +170,7 @@ class CutMix(_Mix):
                 height, width, planes, pixel = xs.shape[2], xs.shape[3], xs.shape[1], xs.itemsize
             for i in range(n):
                 lam = rnd.beta(keys[i], _DRAWS.lam, alpha, alpha)
-                partner = (i + 1) % n
+                partner = n - 1 - i if flip else (i + 1) % n
                 side = np.sqrt(1.0 - lam)
                 cut_h, cut_w = int(height * side), int(width * side)
                 cy = rnd.integers(keys[i], _DRAWS.center_y, 0, height)
@@ -162,7 +188,7 @@ class CutMix(_Mix):
         return cutmix
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False)
 class MixUpOrCutMix(_Mixing):
     """MixUp or CutMix, one of them per batch: CutMix with probability
     ``switch_prob``, else MixUp, as torchvision's reference recipes apply
@@ -176,11 +202,15 @@ class MixUpOrCutMix(_Mixing):
         mixup_alpha: MixUp's Beta(alpha, alpha) parameter.
         cutmix_alpha: CutMix's.
         switch_prob: the probability of CutMix for a batch, in [0, 1].
+        pairing: each sample's partner, ``"roll"`` (torchvision's
+            neighbour, the default) or ``"flip"`` (timm's): see the module
+            docstring.
     """
 
     mixup_alpha: float = param(ALPHA, "MixUp's Beta(alpha, alpha) parameter", default=0.2)
     cutmix_alpha: float = param(ALPHA, "CutMix's Beta(alpha, alpha) parameter", default=1.0)
     switch_prob: float = param(PROBABILITY, "the probability of CutMix for a batch", default=0.5)
+    pairing: str = param(PAIRING, _PAIRING_DOC, default="roll", structural=True)
 
     def _check(self, state: State) -> None:
         _check_mixable(self, state)  # MixUp blends: float32
@@ -193,8 +223,8 @@ class MixUpOrCutMix(_Mixing):
     def generate_code(self):
         from slipstream.compiler.jit import uncached_njit
 
-        mixup = uncached_njit(MixUp().generate_code())
-        cutmix = uncached_njit(CutMix().generate_code())
+        mixup = uncached_njit(MixUp(pairing=self.pairing).generate_code())
+        cutmix = uncached_njit(CutMix(pairing=self.pairing).generate_code())
 
         def mix(xs, out, params, keys, values):
             switch, mixup_values, cutmix_values = values

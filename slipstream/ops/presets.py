@@ -108,9 +108,10 @@ def torchvision_train(crop_size: int = 176, auto_augment: str | None = "ta_wide"
     ``train.py``'s batch mixing): RandomResizedCrop(176), a horizontal flip,
     TrivialAugmentWide (bilinear), normalized to (3, 176, 176) float32,
     RandomErasing(0.1), then each batch mixed by MixUp(0.2) or CutMix(1.0)
-    with soft labels.  The recipe's repeated augmentation is the loader's
-    order, ``ss.Order("random", repeats=4)``; evaluate with
-    :func:`torchvision_val`.
+    with soft labels, each sample with its neighbour (``pairing="roll"``:
+    torchvision mixes a batch with ``batch.roll(1, 0)``).  The recipe's
+    repeated augmentation is the loader's order,
+    ``ss.Order("random", repeats=4)``; evaluate with :func:`torchvision_val`.
 
     Args:
         crop_size: the training crop's side.
@@ -138,8 +139,8 @@ def torchvision_train(crop_size: int = 176, auto_augment: str | None = "ta_wide"
     steps.append(Normalize(mean, std, np.float32))  # mixing blends float32 samples
     if random_erase > 0:
         steps.append(RandomErasing(p=random_erase))
-    return _with_mixing({image: steps}, image, label, _mixing(mixup_alpha, cutmix_alpha), num_classes,
-                        "torchvision_train")
+    return _with_mixing({image: steps}, image, label, _mixing(mixup_alpha, cutmix_alpha, pairing="roll"),
+                        num_classes, "torchvision_train")
 
 
 def torchvision_val(crop_size: int = 224, resize_size: int = 232, image: str = "image", mean: Any = IMAGENET_MEAN,
@@ -176,7 +177,11 @@ def timm_train(auto_augment: str | None = "rand-m9-mstd0.5-inc1", size: int = 22
     saturation, which timm turns off under RandAugment), normalized to float32,
     RandomErasing(``re_prob``) over timm's area (0.02 to 1/3) and aspect
     ratios (0.3 to 1/0.3), then each batch mixed by MixUp(``mixup``) or, with
-    probability ``switch_prob``, CutMix(``cutmix``), with soft labels.
+    probability ``switch_prob``, CutMix(``cutmix``), with soft labels.  Sample
+    ``i`` of ``n`` is mixed with sample ``n - 1 - i`` (``pairing="flip"``), as
+    timm's ``Mixup`` mixes a batch with ``x.flip(0)`` (``timm/data/mixup.py``):
+    under repeated augmentation, whose copies of a sample stand next to each
+    other, nearly every copy is mixed with another picture.
 
     timm's label smoothing is the loss's here: ``torch.nn.CrossEntropyLoss(
     label_smoothing=0.1)`` on the soft labels gives timm's smoothed, mixed
@@ -225,20 +230,32 @@ def timm_train(auto_augment: str | None = "rand-m9-mstd0.5-inc1", size: int = 22
     if re_prob > 0:
         steps.append(RandomErasing(p=re_prob, scale=(0.02, 1 / 3), ratio=(0.3, 1 / 0.3),
                                    value="random" if re_mode == "pixel" else None))
-    return _with_mixing({image: steps}, image, label, _mixing(mixup, cutmix, switch_prob), num_classes, "timm_train")
+    return _with_mixing({image: steps}, image, label, _mixing(mixup, cutmix, switch_prob, pairing="flip"),
+                        num_classes, "timm_train")
 
 
-def deit_train(num_classes: int = 1000, size: int = 224, image: str = "image",
+def deit_train(num_classes: int | None = None, size: int = 224, image: str = "image",
                label: str = "label") -> dict[str, list[Any]]:
     """DeiT's training recipe (facebookresearch/deit, ``main.py``'s defaults,
     which build timm's transform and Mixup): :func:`timm_train` with
     ``"rand-m9-mstd0.5-inc1"``, bicubic crops, RandomErasing(0.25, pixel),
-    MixUp(0.8) or CutMix(1.0) with switch probability 0.5.  The rest of the
+    MixUp(0.8) or CutMix(1.0) with switch probability 0.5, sample ``i`` of a
+    batch of ``n`` mixed with sample ``n - 1 - i`` as timm's ``Mixup`` does.
+    ``num_classes``, the soft labels' length, must be given (DeiT's
+    ``--nb-classes`` defaults to ImageNet's 1000; no default here, so that
+    another dataset's labels are not silently 1000 long).  The rest of the
     recipe is the loader's and the loss's: repeated augmentation with 3
     repeats (``ss.Order("random", repeats=3)``, DeiT's ``RASampler``) and
     label smoothing 0.1 (``torch.nn.CrossEntropyLoss(label_smoothing=0.1)``);
     evaluate with ``torchvision_val(size, int(size / 0.875))`` (DeiT's
-    crop ratio 0.875, bicubic in DeiT)."""
+    crop ratio 0.875, bicubic in DeiT).
+
+    Raises:
+        ArgumentError: ``num_classes`` not given.
+    """
+    if num_classes is None:
+        raise ArgumentError("deit_train mixes labels (MixUp or CutMix): give num_classes, the soft labels' length "
+                            "(1000 for ImageNet)")
     return timm_train("rand-m9-mstd0.5-inc1", size, interpolation="bicubic", re_prob=0.25, re_mode="pixel",
                       mixup=0.8, cutmix=1.0, switch_prob=0.5, num_classes=num_classes, image=image, label=label)
 
@@ -272,14 +289,15 @@ def _policy(name: str, ra_magnitude: int, augmix_severity: int, interpolation: s
                         f"got {name!r}")
 
 
-def _mixing(mixup_alpha: float, cutmix_alpha: float, switch_prob: float = 0.5) -> Any:
-    """torchvision's ``RandomChoice`` (timm's ``switch_prob``) of the mixings whose alpha is above 0."""
+def _mixing(mixup_alpha: float, cutmix_alpha: float, switch_prob: float = 0.5, *, pairing: str) -> Any:
+    """torchvision's ``RandomChoice`` (timm's ``switch_prob``) of the mixings whose alpha is above 0, pairing
+    the samples by ``pairing`` (each recipe's own: torchvision's ``"roll"``, timm's ``"flip"``)."""
     if mixup_alpha > 0 and cutmix_alpha > 0:
-        return MixUpOrCutMix(mixup_alpha, cutmix_alpha, switch_prob=switch_prob)
+        return MixUpOrCutMix(mixup_alpha, cutmix_alpha, switch_prob=switch_prob, pairing=pairing)
     if mixup_alpha > 0:
-        return MixUp(mixup_alpha)
+        return MixUp(mixup_alpha, pairing=pairing)
     if cutmix_alpha > 0:
-        return CutMix(cutmix_alpha)
+        return CutMix(cutmix_alpha, pairing=pairing)
     return None
 
 
