@@ -21,6 +21,7 @@ from slipstream import native  # noqa: E402
 from slipstream import fields  # noqa: E402  (registers the field types before any file is read)
 from slipstream import ops  # noqa: E402
 from slipstream.convert import cached, convert, write  # noqa: E402
+from slipstream import cache  # noqa: E402  (ss.cache.list(), ss.cache.prune(): the dataset cache)
 from slipstream.fields import (  # noqa: E402
     BytesField,
     FloatField,
@@ -47,6 +48,7 @@ from slipstream.errors import (  # noqa: E402
     FieldValueError,
     FormatError,
     LibraryError,
+    LossWarning,
     NativeIOError,
     NativeMemoryError,
     OperationError,
@@ -54,6 +56,7 @@ from slipstream.errors import (  # noqa: E402
     SampleIndexError,
     SampleWarning,
     SlipstreamError,
+    SourceWarning,
     StorageError,
 )
 
@@ -106,11 +109,14 @@ __all__ = [
     "SampleIndexError",
     "SampleWarning",
     "CacheWarning",
+    "LossWarning",
+    "SourceWarning",
     "SegmentationMaskField",
     "Sharding",
     "SlipstreamError",
     "View",
     "WebDataset",
+    "cache",
     "cached",
     "convert",
     "fields",

@@ -1,4 +1,4 @@
-"""Command line: ``slipstream write | info | convert | bench | demo``."""
+"""Command line: ``slipstream write | info | convert | bench | demo | cache``."""
 
 from __future__ import annotations
 
@@ -14,7 +14,22 @@ BENCH_PIPELINES = ("bytes", "simclr", "train", "val")
 
 
 def main(argv: list[str] | None = None) -> int:
-    from slipstream import __version__
+    args = build_parser().parse_args(argv)
+    from slipstream.errors import SlipstreamError
+
+    try:
+        return _run(args)
+    except (SlipstreamError, OSError) as exc:
+        print(f"slipstream {args.command}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:  # the write left nothing half-done behind: one line, and the shell's status for SIGINT
+        print(f"slipstream {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``slipstream`` command's parser, every subcommand in it."""
+    from slipstream import __version__, cli_cache
 
     parser = argparse.ArgumentParser(prog="slipstream", description="Fast data loading for PyTorch vision training.")
     parser.add_argument("--version", action="version", version=f"slipstream {__version__}")
@@ -51,14 +66,19 @@ def main(argv: list[str] | None = None) -> int:
 
     info = commands.add_parser("info", help="describe a dataset (a slipstream file, a sharded dataset, a URL of "
                                             "either, or an FFCV .beton)")
-    info.add_argument("file", type=_path, help="dataset file, sharded dataset folder or manifest, or URL")
+    info.add_argument("file", type=_path,
+                      help="dataset file, sharded dataset folder or manifest, or URL; or a source (a folder of "
+                           "images, tar shards): then where its dataset file is kept in the cache")
     info.add_argument("--verify-pages", action="store_true",
                       help="check every page's CRC-32 now (a file written with --no-page-checksums has none to "
                            "check: the report says so, and the exit status stays 0)")
 
     convert = commands.add_parser("convert", help="copy a dataset file (e.g. an FFCV .beton) into a slipstream file")
-    convert.add_argument("input", type=_path)
-    convert.add_argument("output", type=_path)
+    convert.add_argument("input", type=_path,
+                         help="the dataset to copy: a slipstream file, a sharded dataset (folder or manifest), a "
+                              "URL of either, or an FFCV .beton")
+    convert.add_argument("output", type=_path,
+                         help="dataset file to create, or the folder or URL (s3://bucket/prefix) of a sharded dataset")
     convert.add_argument("--tile-width", type=int, default=None,
                          help="re-code stored JPEGs losslessly into tiles this wide, e.g. 32: faster crops, same pixels")
     convert.add_argument("--write-mode", choices=["yuv420"], default=None,
@@ -88,24 +108,18 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--grid", default="demo-batch.png",
                       help="PNG to save one augmented batch to, with labels (default: demo-batch.png; '' for none)")
 
-    args = parser.parse_args(argv)
-    from slipstream.errors import SlipstreamError
-
-    try:
-        return _run(args)
-    except (SlipstreamError, OSError) as exc:
-        print(f"slipstream {args.command}: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:  # the write left nothing half-done behind: one line, and the shell's status for SIGINT
-        print(f"slipstream {args.command}: interrupted", file=sys.stderr)
-        return 130
+    cli_cache.add_parser(commands, _path)
+    return parser
 
 
 def _run(args: argparse.Namespace) -> int:
     import slipstream as ss
 
     if args.command == "write":
+        from slipstream.convert import check_tiles
+
         tiles = {} if args.tile_width is None else {"tile_width": args.tile_width or None}
+        check_tiles(args.write_mode, tiles.get("tile_width"))
         image = ss.RGBImageField(write_mode=args.write_mode, max_resolution=args.max_resolution,
                                  jpeg_quality=args.jpeg_quality, **tiles)
         source, fields = _write_source(args.folder, image)
@@ -121,6 +135,15 @@ def _run(args: argparse.Namespace) -> int:
             print(f"skipped {reason}")
         return 0
     if args.command == "info":
+        from slipstream.cli_cache import source_report
+
+        report = source_report(args.file)
+        if report is not None:
+            text, cached_file = report
+            print(text)
+            if cached_file is None:
+                return 0
+            args.file = str(cached_file)  # and what the file holds
         with ss.open_dataset(args.file) as reader:
             pages, problem = verify_pages(reader) if args.verify_pages else (None, None)
             print(describe(reader, pages=pages))
@@ -138,6 +161,10 @@ def _run(args: argparse.Namespace) -> int:
         from slipstream import demo as demo_module
 
         return demo_module.main(args.data, args.epochs, args.count, args.grid or None)
+    if args.command == "cache":
+        from slipstream import cli_cache
+
+        return cli_cache.run(args)
     if args.command == "bench":
         from slipstream.bench import stream
 

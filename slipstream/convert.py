@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import hashlib
+import inspect
 import json
 import os
 import re
+import time
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -18,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from slipstream import native
-from slipstream.cache import cache_root
+from slipstream import cache_files, cache_use, native
+from slipstream.cache import datasets_dir, made_folder
 from slipstream.errors import ArgumentError, CacheWarning
 from slipstream.fields import Encoded, RGBImageField
 from slipstream.fields.image import JPEG_MODE, check_stored_size, tiled_jpeg
@@ -30,7 +31,7 @@ from slipstream.format.shared_copy import SharedCopy
 from slipstream.format.write import write_dataset
 from slipstream.format.writer import WriteResult, stored_record
 from slipstream.sources import as_source, source_at
-from slipstream.sources.identity import source_identity
+from slipstream.sources.identity import source_identity, source_location
 
 
 def write(
@@ -72,9 +73,11 @@ def write(
             Optional for folders and dicts of arrays.
         workers: encoding processes (default: one per core; 0: none, encode
             in this process).  They are forked from this process, except
-            where that would fork a running thread pool (writing from a
-            thread other than the main one, or while a loader's epoch runs
-            in another thread): there they are threads of this process.
+            where that would fork a running thread pool (parallel Numba
+            code of the user's ran), or where this process may not have
+            children (a daemonic process, such as a ``multiprocessing.Pool``
+            worker: a ``RuntimeWarning`` says so): there they are threads
+            of this process.
             The file is the same whatever the number.
         page_size: bytes per page, a power of two (default 8 MiB).
         page_checksums: store a CRC-32 per page (default), checked by readers
@@ -113,7 +116,7 @@ def write(
 
 def default_cache_dir() -> Path:
     """``$SLIPSTREAM_CACHE_DIR/datasets``, else ``~/.cache/slipstream/datasets``."""
-    return cache_root() / "datasets"
+    return datasets_dir()
 
 
 def cached(
@@ -127,6 +130,7 @@ def cached(
     page_size: int = layout.DEFAULT_PAGE_SIZE,
     verbose: bool = True,
     remote: Remote | None = None,
+    write_mode: str | None = None,
 ) -> Path:
     """The path of a dataset file built from ``source``: written on first
     use, reused afterwards.
@@ -138,7 +142,14 @@ def cached(
     and modification times or ETags; for a ``LitData`` dataset, its index;
     for a Hugging Face dataset, its fingerprint; for anything else,
     ``name`` and ``version``), the fields and the format version.
-    Changing any of them builds a new file.
+    Changing any of them builds a new file; the copy it replaces (same
+    source location and fields) is removed once no process holds it (see
+    :mod:`slipstream.cache_files`; ``slipstream cache list`` and
+    :func:`slipstream.cache.list` show the cache).  The file is logged
+    (``slipstream.cache`` logger) with where it goes and about how big it
+    will be.  An identity does not see a file whose bytes change while its
+    size and modification time do not: touch the changed files, or remove
+    the cached file (``slipstream cache prune``).
     Processes asking for the same file at once (e.g. the ranks of a
     distributed job on one machine) build it once: one writes while holding
     a lock, the others wait for it, then reuse the file.
@@ -154,9 +165,24 @@ def cached(
             downloaded instead of built, and a file built is uploaded.
         name, version: identify a source that cannot identify itself.
         remote: object-store options, for a source or ``cache_dir`` at a URL.
+        write_mode: how the images of the fields (``fields``, or the
+            source's own) are stored: every
+            :class:`~slipstream.RGBImageField`'s ``write_mode`` (``"jpeg"``,
+            ``"yuv420"``, ``"raw"`` or ``"smart"``); None: as the fields say.
+
+    Raises:
+        CacheFolderError: the cache folder is a file, or a symbolic link to
+            nothing (the message names it and ``SLIPSTREAM_CACHE_DIR``).
     """
     return build(cache_entry(source, fields, cache_dir, name=name, version=version, page_size=page_size,
-                             remote=remote), workers=workers, verbose=verbose)
+                             remote=remote, write_mode=write_mode), workers=workers, verbose=verbose)
+
+
+LOADER_KEYWORDS = tuple(name for name in inspect.signature(cached).parameters
+                        if name not in ("source", "cache_dir", "verbose", "remote"))
+"""The arguments of :func:`cached` that :class:`slipstream.Loader` takes
+for the file of a source (``fields``, ``write_mode``...): all of them but
+the source and those the loader has of its own."""
 
 
 def build(entry: CacheEntry, *, workers: int | None = None, verbose: bool = True) -> Path:
@@ -165,15 +191,19 @@ def build(entry: CacheEntry, *, workers: int | None = None, verbose: bool = True
     shared copy, downloaded from there when it is there, else uploaded
     there (see :func:`share`)."""
     if entry.path.exists() and entry.shared is None:
+        cache_use.used(entry)
         return entry.path
     with entry.lock():  # waits while another process builds it
         if not entry.path.exists():
             if entry.shared is not None and entry.shared.exists():
                 entry.shared.download(entry.path)
+                cache_use.used(entry)
                 return entry.path
+            cache_use.announce(entry, "written now")
             write(entry.path, entry.source, entry.fields, workers=workers, page_size=entry.page_size,
                   verbose=verbose)
         share(entry)
+    cache_use.used(entry)
     return entry.path
 
 
@@ -204,6 +234,13 @@ class CacheEntry:
         page_size: bytes per data page of the file.
         shared: the copy of the file that machines share, at a URL
             (``cache_dir`` given as one), or None.
+        identity: what identifies the source's content
+            (:func:`~slipstream.sources.identity.source_identity`).
+        location: what of it stays when the content changes
+            (:func:`~slipstream.sources.identity.source_location`), or None.
+        lineage: a hash of the location and the fields, shared by the
+            copies of one source made for these fields (None: no location).
+        identified: when the identity was taken (Unix time).
     """
 
     path: Path
@@ -213,6 +250,10 @@ class CacheEntry:
     user_metadata: dict[str, Any]
     page_size: int
     shared: SharedCopy | None = None
+    identity: dict[str, Any] | None = None
+    location: dict[str, Any] | None = None
+    lineage: str | None = None
+    identified: float = 0.0
 
     @contextlib.contextmanager
     def lock(self, wait: bool = True, streaming: bool = False) -> Iterator[bool]:
@@ -226,7 +267,7 @@ class CacheEntry:
                 writes as it streams (waiting would never end: that loader
                 goes on only when this thread iterates it).
         """
-        path = self.path.with_name(self.path.name + ".lock")
+        path = cache_files.lock_path(self.path)
         key = os.path.realpath(path)
         if key in _STREAMING_LOCKS:
             if wait:
@@ -235,19 +276,18 @@ class CacheEntry:
                                     f"opening another Loader or calling cached() over this source")
             yield False
             return
-        with open(path, "a") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-            except BlockingIOError:
-                yield False
-                return
+        fd = cache_files.take_lock(path, wait)
+        if fd is None:
+            yield False
+            return
+        if streaming:
+            _STREAMING_LOCKS.add(key)
+        try:
+            yield True
+        finally:
             if streaming:
-                _STREAMING_LOCKS.add(key)
-            try:
-                yield True
-            finally:
-                if streaming:
-                    _STREAMING_LOCKS.discard(key)
+                _STREAMING_LOCKS.discard(key)
+            cache_files.drop_lock(path, fd)  # the file is there, or the next builder starts over: no lock left
 
 
 class UnidentifiedSource(ArgumentError):
@@ -261,26 +301,73 @@ _STREAMING_LOCKS: set[str] = set()
 
 def cache_entry(source: Any, fields: Mapping[str, Any] | None = None, cache_dir: str | os.PathLike | None = None,
                 *, name: str | None = None, version: str | int | None = None,
-                page_size: int = layout.DEFAULT_PAGE_SIZE, remote: Remote | None = None) -> CacheEntry:
+                page_size: int = layout.DEFAULT_PAGE_SIZE, remote: Remote | None = None,
+                write_mode: str | None = None, create: bool = True) -> CacheEntry:
     """The :class:`CacheEntry` of ``source`` (arguments as for :func:`cached`);
-    the cache folder is created."""
+    the cache folder is created, unless ``create`` is False (to say where
+    the file is or would be).
+
+    Raises:
+        CacheFolderError: the cache folder cannot be created (see
+            :func:`slipstream.cache.made_folder`).
+    """
     source = source_at(source, remote) if isinstance(source, (str, os.PathLike)) else source
+    identified_at = time.time()
     samples, fields, meta = as_source(source, fields)
+    fields = _with_write_mode(fields, write_mode)
     identified = source_identity(source)
     if identified is None and name is None:
         raise UnidentifiedSource(f"cached() cannot tell what a {type(source).__name__} holds: pass name= (and "
                                  f"version= when its content changes); folders, tar shards, LitData and Hugging Face "
                                  f"datasets are identified by their content")
     identity, stem = identified or ({"name": name, "version": version}, name)
-    spec = {"source": identity, "format": layout.VERSION, "page_size": page_size,
-            "fields": [[n, f.type_id, type(f).__qualname__, f.arguments()] for n, f in fields.items()]}
-    digest = hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:20]
+    described = [[n, f.type_id, type(f).__qualname__, f.arguments()] for n, f in fields.items()]
+    spec = {"source": identity, "format": layout.VERSION, "page_size": page_size, "fields": described}
+    location = source_location(identity)
+    lineage = None if location is None else _digest({**spec, "source": location})
     shared_at = str(cache_dir) if is_url(cache_dir) else None
     directory = Path(cache_dir) if cache_dir is not None and shared_at is None else default_cache_dir()
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', stem)[:64]}-{digest}.slip"
+    if create:
+        made_folder(directory, None if cache_dir is None or shared_at is not None else f"cache_dir={cache_dir}")
+    path = directory / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', stem)[:64]}-{_digest(spec)}.slip"
     shared = None if shared_at is None else SharedCopy(shared_at, path.name, remote)
-    return CacheEntry(path, source, samples, fields, meta, page_size, shared)
+    return CacheEntry(path, source, samples, fields, meta, page_size, shared, identity, location, lineage,
+                      identified_at)
+
+
+def _digest(spec: dict[str, Any]) -> str:
+    """The hash that names a cached file (of its spec) or its lineage."""
+    return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:cache_files.DIGEST_CHARS]
+
+
+def _with_write_mode(fields: dict[str, Any], write_mode: str | None) -> dict[str, Any]:
+    """``fields``, each :class:`RGBImageField` storing its images as
+    ``write_mode`` says (None: as they are).
+
+    Raises:
+        ArgumentError: ``write_mode`` is not a mode, or no field is an image.
+    """
+    if write_mode is None:
+        return fields
+    if not any(isinstance(field, RGBImageField) for field in fields.values()):
+        raise ArgumentError(f"write_mode={write_mode!r} says how images are stored, but the fields "
+                            f"{list(fields)} have no RGBImageField")
+    return {name: dataclasses.replace(field, write_mode=write_mode) if isinstance(field, RGBImageField) else field
+            for name, field in fields.items()}
+
+
+def check_tiles(write_mode: str | None, tile_width: int | None) -> None:
+    """Refuse tiles (``tile_width``) together with a ``write_mode`` that
+    stores no JPEGs to tile: planes (``"yuv420"``) or raw pixels; shared
+    by :func:`convert` and ``slipstream write``.
+
+    Raises:
+        ArgumentError: both are given.
+    """
+    if tile_width is not None and write_mode in ("yuv420", "raw"):
+        stored = "planes" if write_mode == "yuv420" else "raw pixels"
+        raise ArgumentError(f'tile_width tiles stored JPEGs, and write_mode="{write_mode}" stores {stored} instead: '
+                            f'give one of them')
 
 
 class _StoredValue:
@@ -372,9 +459,7 @@ def convert(src: str | os.PathLike, dst: str | os.PathLike, *, tile_width: int |
         raise ArgumentError(f"tile_width must be a positive integer or None, got {tile_width!r}")
     if write_mode not in (None, "yuv420"):
         raise ArgumentError(f'write_mode must be None (values copied as they are) or "yuv420", got {write_mode!r}')
-    if write_mode is not None and tile_width is not None:
-        raise ArgumentError('tile_width tiles stored JPEGs, and write_mode="yuv420" stores planes instead: give one '
-                            'of them')
+    check_tiles(write_mode, tile_width)
     with open_dataset(src, remote=remote) as reader:
         fields = {d.name: _StoredValue(d, tile_width, write_mode) for d in reader.descriptors}
         return write_dataset(dst, _StoredSamples(reader), fields, workers=0, page_size=page_size,

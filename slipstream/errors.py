@@ -106,6 +106,22 @@ class CacheWarning(UserWarning):
     :mod:`slipstream.loader.first_epoch`)."""
 
 
+class LossWarning(UserWarning):
+    """A write stored some values other than they were given, as their
+    field's settings allow but a user may not expect: with
+    ``RGBImageField(write_mode="yuv420")``, images that are not 4:2:0 JPEGs
+    (4:4:4 ones, PNGs, arrays) keep their colour at half resolution only.
+    One warning per write and field counts them, names the first samples
+    and says how to store them without the loss."""
+
+
+class SourceWarning(UserWarning):
+    """A source leaves out files it holds: images directly in the root of a
+    folder of class folders (which torchvision's ``ImageFolder`` leaves out
+    too), tar members whose extension no field reads.  The message counts
+    them, names the first ones and says how to read them."""
+
+
 class FieldValueError(SlipstreamError, ValueError):
     """A value given to a field while writing has the wrong type, dtype or
     shape, or a source image cannot be read; the message names the sample
@@ -128,4 +144,6 @@ __all__ = [
     "FieldValueError",
     "SampleWarning",
     "CacheWarning",
+    "LossWarning",
+    "SourceWarning",
 ]

@@ -129,6 +129,10 @@ class EpochPlan:
         on_stop: called with the iterator's ``position`` when it closes
             before its epoch's end (closed, dropped after a ``break`` or an
             exception, or failed), once.
+        on_fail: called with the error that ends the epoch (a sample that
+            cannot be decoded, a failed operation), after ``on_stop`` and
+            before the error reaches the caller; not for an iteration
+            left early.
     """
 
     epoch: int
@@ -147,6 +151,7 @@ class EpochPlan:
     draws: tuple[np.ndarray, ...] | None = None
     stop_batches: Callable[[], None] | None = None
     on_stop: Callable[[int], None] | None = None
+    on_fail: Callable[[BaseException], None] | None = None
 
 
 class EpochIterator:
@@ -207,6 +212,8 @@ class EpochIterator:
             raise StopIteration
         if isinstance(item, _Failure):
             self.close()
+            if self.plan.on_fail is not None:
+                self.plan.on_fail(item.error)
             raise item.error
         outputs, ready = item
         if ready is not None:  # the copy to the device was queued on the loader's stream

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from slipstream import cache_files, cache_use
 from slipstream.compiler.graph import Graph
 from slipstream.compiler.pipeline import CompiledPipeline
 from slipstream.compiler.operation import torch_device
@@ -30,6 +31,7 @@ from slipstream.loader.outputs import resolve_outputs
 from slipstream.format.remote import Remote
 from slipstream.format.sharded import open_dataset
 from slipstream.format.writer import SampleStream
+from slipstream.convert import LOADER_KEYWORDS
 from slipstream.loader.first_epoch import DISK_FULL, FirstEpoch
 from slipstream.loader.first_epoch_ranks import claim, group_is
 from slipstream.loader.staging import Stager
@@ -160,6 +162,19 @@ class Loader:
             file is shared: a machine that finds it there downloads it into
             the default folder, and the file a first epoch writes is
             uploaded there (see docs/first_epoch.md).
+        fields, write_mode, name, version, page_size, workers: for a
+            source, what its dataset file holds and how it is written, as
+            :func:`slipstream.cached` takes them (e.g. ``write_mode="yuv420"``
+            stores the images as planes); ``workers`` encodes in that many
+            processes when the file is written first, in that many threads
+            when the first epoch writes it.
+
+    A source's dataset file is a copy of it in the cache: the
+    ``slipstream.cache`` logger says where it goes and about how big it
+    will be; ``slipstream cache list`` shows the cache and ``slipstream
+    cache prune`` empties it (see :mod:`slipstream.cache`).  While the
+    loader reads a file it holds it (a shared lock): no prune, and no newer
+    copy of the same source, removes it.
 
     Every argument after ``pipelines`` is a keyword.  Another loader's
     keyword (``num_workers``, ``shuffle``...) or one of an earlier release
@@ -180,6 +195,8 @@ class Loader:
                  as_dict: bool = False, verbose: bool = True, on_error: str = "raise",
                  indices: Sequence[int] | None = None, num_threads: int | None = None,
                  cache_dir: str | os.PathLike | None = None, **unknown: Any) -> None:
+        # slipstream.cached's arguments, for a source's file: declared there, taken here as they are.
+        cached_options = {name: unknown.pop(name) for name in LOADER_KEYWORDS if name in unknown}
         if unknown:  # another loader's keyword (or one of an earlier release): say what to pass instead
             raise ArgumentError(unknown_keyword(next(iter(unknown))))
         batch_size = _integer(batch_size, "batch_size", 1)
@@ -198,7 +215,7 @@ class Loader:
         # that can exchange what each has (torch.distributed).
         streams = self.world_size == 1 or group_is(self.rank, self.world_size)
         opened = _open(path_or_reader, remote, (self.rank, self.world_size) if streams else None, on_error,
-                       cache_dir)
+                       cache_dir, cached_options)
         try:
             self._set_up(opened, indices, device, verbose)
         except BaseException:
@@ -206,6 +223,8 @@ class Loader:
             if first is not None:  # a first epoch still this loader's: its lock, stream, threads, temporary file
                 first.close()
             raise
+        self._held: int | None = None
+        self._hold_file()
         _open_loaders.add(self)
 
     def _set_up(self, opened: Reader | FirstEpoch, indices: Sequence[int] | None, device: Any,
@@ -215,6 +234,7 @@ class Loader:
         self._epoch = 0
         self._resolution: tuple[int, int] | None = None  # set_resolution's size (None: each crop's own)
         self._failed: BaseException | None = None  # why completing the first epoch's file failed
+        self._gave_up: BaseException | None = None  # the error that ended epoch 0 of a first epoch, given up then
         self._own_file: FirstEpoch | None = None  # a finished first epoch whose file is out of the cache
         self.reader = opened.reader if self._first is not None else opened
         if self._uncounted and (indices is not None or self.repeats > 1):
@@ -287,6 +307,16 @@ class Loader:
         from slipstream.convert import build
 
         self.reader = Reader(build(first.entry, verbose=verbose))
+
+    def _hold_file(self) -> None:
+        """Hold the dataset file this loader reads (not a first epoch's
+        file in progress, nor a file of its own out of the cache), so
+        that no prune or newer copy removes it while the loader lives."""
+        cache_files.let_go(self._held)
+        self._held = None
+        if self._first is None and self._own_file is None and isinstance(self.reader, Reader) and \
+                os.path.isfile(self.reader.path):
+            self._held = cache_files.hold(self.reader.path)
 
     def _bind(self, reader: Any, memory: Any) -> None:
         """Read ``reader`` through ``memory`` (a stager): the decoders'
@@ -366,6 +396,7 @@ class Loader:
             first.close()
         stager.close()
         self.reader = Reader(path)
+        self._hold_file()
         self._bind(self.reader, self._memory_manager(self.options.memory))
         self._pages = self._file_pages()
 
@@ -528,12 +559,20 @@ class Loader:
         if self._failed is not None:
             raise SlipstreamError(f"this Loader cannot run another epoch: completing {self.reader.path} failed "
                                   f"({type(self._failed).__name__}: {self._failed})") from self._failed
+        if self._gave_up is not None:
+            error = self._gave_up
+            raise SlipstreamError(f"this Loader cannot run another epoch: its epoch 0 failed ({type(error).__name__}: "
+                                  f"{error}), so it let go of {self.reader.path} (kept when complete, else given up) "
+                                  f"for another Loader or ss.cached: create a new Loader (on_error=\"skip\" leaves "
+                                  f"out samples that cannot be read or decoded)") from error
         if self._first is not None and self._first.in_memory:
             self._first.restart()  # the file was given up: every epoch reads the source again
         elif self._first is not None and (self._epoch > 0 or self._first.completing):
             # Epoch 0 again after a Ctrl-C at the start of epoch 1 reads the file too: it is completed already.
             self._switch_to_file()
         self.reader.verify()  # planning an epoch reads the file's tables: not from a changed file
+        if self._held is None:  # not held yet (its writer's lock lasted): no prune removes it while it is read
+            self._hold_file()
         self._apply_sizes(self._epoch)
         start = self._resume_at
         self._go_to(self._epoch, 0, self._segments)
@@ -556,7 +595,7 @@ class Loader:
                          names=tuple(self.output_names), as_dict=self.as_dict, device=self.device,
                          on_error=self.on_error, failures=self.failure_log,
                          batches_ahead=self.batches_ahead, draws=tuple(draws[start:]) if repeated else None,
-                         on_stop=functools.partial(self._stopped, self._iteration))
+                         on_stop=functools.partial(self._stopped, self._iteration), on_fail=self._epoch_failed)
         iterator = EpochIterator(plan, on_end=self._epoch_finished)
         self._iterator = weakref.ref(iterator)
         return iterator
@@ -580,6 +619,24 @@ class Loader:
         if iterator is self._running():
             self._go_to(self._epoch + 1, 0, [])
             self._iterator = None
+
+    def _epoch_failed(self, error: BaseException) -> None:
+        """An error ended an epoch: in epoch 0 of a first epoch (on one
+        process), let go of the first epoch as :meth:`close` does (the file
+        completed when every sample has arrived, else given up) and of its
+        lock, so that a new Loader over the source (with
+        ``on_error="skip"``, say) or ``ss.cached`` can write or read the
+        file in this process; this loader runs no more epochs.  (With
+        several ranks the error stands as it is: the others wait for this
+        one.)"""
+        first = self._first
+        if first is None or first.ranks is not None or self._epoch != 0:
+            return
+        self._gave_up = error
+        try:
+            self.close()
+        except Exception:  # completing the file failed too: the error that ended the epoch is the one to see
+            pass
 
     def _stopped(self, iteration: int, position: int) -> None:
         """Iteration ``iteration`` stopped before its epoch's end, ``position``
@@ -769,6 +826,8 @@ class Loader:
         store).  During a first epoch, the file is completed when every
         sample has arrived, else given up (no dataset file is left)."""
         self._stop_iterator()
+        cache_files.let_go(self.__dict__.get("_held"))
+        self._held = None
         self.memory.close()
         own, self._own_file = self.__dict__.get("_own_file"), None
         if own is not None:
@@ -835,25 +894,30 @@ def _close_all() -> None:
 
 
 def _open(source: Any, remote: Remote | None, ranks: tuple[int, int] | None, on_error: str,
-          cache_dir: str | os.PathLike | None) -> Reader | FirstEpoch:
+          cache_dir: str | os.PathLike | None, cached_options: dict[str, Any]) -> Reader | FirstEpoch:
     """The dataset a loader reads: a reader, or, for a source whose file is
     not in the cache (``cache_dir``, None: the default) yet, a first epoch
     that writes it (when the loader streams, on ``ranks``: its ``(rank,
     world_size)``; the source reads in any order, or is a stream, which on
     several ranks must say its length and read alike in every process; and
     no other process is writing the file), treating samples it cannot
-    encode by the loader's ``on_error``."""
+    encode by the loader's ``on_error``; ``cached_options``: the arguments
+    of :func:`slipstream.cached` given (:data:`slipstream.convert.LOADER_KEYWORDS`)."""
     found = find_source(source, remote) if isinstance(source, (str, os.PathLike)) else source
     if isinstance(source, Reader) or found is None:
         if cache_dir is not None:
             raise ArgumentError(f"cache_dir= is the folder a source's dataset file is kept in, but {source} is a "
                                 f"dataset already: leave cache_dir out")
+        if cached_options:  # what a source's file is written with: no keyword of a loader over a dataset
+            raise ArgumentError(unknown_keyword(next(iter(cached_options))))
         return source if isinstance(source, Reader) else open_dataset(source, remote=remote)
     source = found
     from slipstream.convert import UnidentifiedSource, build, cache_entry
 
+    options = dict(cached_options)
+    workers = options.pop("workers", None)
     try:
-        entry = cache_entry(source, cache_dir=cache_dir, remote=remote)
+        entry = cache_entry(source, cache_dir=cache_dir, remote=remote, **options)
     except UnidentifiedSource:
         raise ArgumentError(f"Loader cannot tell what a {type(source).__name__} holds, so it cannot find or keep its "
                             f"dataset file in the cache: write the file once with ss.cached(source, name=...) "
@@ -868,7 +932,10 @@ def _open(source: Any, remote: Remote | None, ranks: tuple[int, int] | None, on_
         lock = claim(entry, *ranks)
         if lock is not None:
             try:
-                return FirstEpoch(entry, lock, ranks if ranks[1] > 1 else None, on_error)
+                first = FirstEpoch(entry, lock, ranks if ranks[1] > 1 else None, on_error,
+                                   workers=None if workers is None else max(workers, 1))
+                cache_use.announce(entry, "written by the loader's first epoch as it trains")
+                return first
             except BaseException as exc:  # nothing streams: the next Loader, or another process, may write it
                 lock.__exit__(None, None, None)
                 if not isinstance(exc, NativeMemoryError) or ranks[1] > 1:
@@ -876,7 +943,7 @@ def _open(source: Any, remote: Remote | None, ranks: tuple[int, int] | None, on_
                 # The address space a first epoch reserves for its pages is refused (a limit such as ulimit -v).
                 warnings.warn(f"{exc}: the first epoch cannot stream from {entry.samples!r} under this process's "
                               f"limits, so its dataset file is written first", CacheWarning, stacklevel=3)
-    return Reader(build(entry))
+    return Reader(build(entry, workers=workers))
 
 
 def _first_pages(reader: Reader) -> np.ndarray:
