@@ -188,13 +188,16 @@ def test_an_index_json_that_is_not_litdata_s_leaves_an_image_folder_an_image_fol
     assert type(source_at(tmp_path / "images")).__name__ == "ImageFolder"
 
 
-def test_a_class_folder_added_without_images_gets_a_new_file_with_its_name(tmp_path, cache):
+def test_a_class_folder_added_without_images_is_refused_and_with_them_gets_a_new_file(tmp_path, cache):
     folder = tmp_path / "images"
-    for k, data in enumerate(jpegs(2, seed=23)):
+    for k, data in enumerate(jpegs(3, seed=23)[:2]):
         (folder / "a").mkdir(parents=True, exist_ok=True)
         (folder / "a" / f"{k}.jpg").write_bytes(data)
     first = ss.cached(folder)
-    (folder / "zebra").mkdir()  # made before its images arrive: no label changes, the classes do
+    (folder / "zebra").mkdir()  # made before its images arrive: a class without samples, which torchvision refuses
+    with pytest.raises(ss.DatasetNotFoundError, match=r"images: 1 of its 2 class folders holds no image \('zebra'"):
+        ss.cached(folder)
+    (folder / "zebra" / "z.jpg").write_bytes(jpegs(3, seed=23)[2])
     second = ss.cached(folder)
     assert second != first
     with ss.Reader(second) as reader:

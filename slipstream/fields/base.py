@@ -49,10 +49,15 @@ def array_bytes(what: str, dtype: np.dtype, shape: tuple[int, ...]) -> int:
 class Encoded:
     """A value as it is written: ``record`` fills the field's part of the
     metadata record (by sub-field name, ``offset`` and ``size`` excepted),
-    ``data`` is stored in the pages (``None`` for nothing)."""
+    ``data`` is stored in the pages (``None`` for nothing).  ``loss``, when
+    set, says how the stored value differs from the value given, in words
+    that fit "N of M samples were ..." and are the same for every value
+    that loses alike: the writer counts them and warns once per write
+    (:class:`~slipstream.errors.LossWarning`)."""
 
     record: dict[str, Any]
     data: bytes | memoryview | None = None
+    loss: str | None = None
 
 
 class Field:

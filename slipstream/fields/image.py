@@ -10,9 +10,10 @@ from typing import Any
 import numpy as np
 
 from slipstream import native
-from slipstream.errors import ArgumentError, DecodeError
+from slipstream.errors import ArgumentError, DecodeError, FieldValueError
 from slipstream.fields.base import Encoded, Field
 from slipstream.fields.image_modes import JPEG_MODE, RAW_MODE, YUV420_MODE
+from slipstream.files import read_head
 
 WRITE_MODES = ("jpeg", "raw", "smart", "yuv420")
 TILE_WIDTH = 32
@@ -23,6 +24,14 @@ FFCV_WRITE_MODES = {"jpg": 'slipstream spells FFCV\'s "jpg" "jpeg"',
                                   'ones as JPEG'}
 """FFCV's write modes that slipstream spells otherwise or lacks -> what to write instead."""
 JPEG_SOI = b"\xff\xd8\xff"
+SIZES = f"1 to {native.MAX_DIMENSION} pixels"
+"""The sizes, a side, of the images a file holds: what the native decoders take."""
+CHROMA_AVERAGED = ("stored as YCbCr 4:2:0 planes with their colour (chroma) averaged over 2 x 2 pixels, which loses "
+                   "colour detail (up to 255 levels at sharp colour edges): write_mode='yuv420' keeps only a 4:2:0 "
+                   "JPEG's own planes, and grey images, exactly; write_mode='jpeg' stores 4:4:4 and 4:2:2 JPEGs "
+                   "without this loss")
+"""The loss (:attr:`Encoded.loss`) of an image that ``write_mode="yuv420"`` stores from RGB pixels or from a JPEG
+whose chroma is not 4:2:0."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +83,14 @@ class RGBImageField(Field, type_id=1):
     dict (Hugging Face's undecoded images), or a (H, W), (H, W, 1), (H, W, 3)
     or (H, W, 4) uint8 array.  Grayscale, palette, CMYK and RGBA inputs are
     read as RGB (alpha is dropped); a stored grayscale or CMYK JPEG is kept as
-    it is and decodes to RGB.
+    it is and decodes to RGB.  16-bit grey images (Pillow's modes ``I;16``
+    and ``I``, from 16-bit PNG and TIFF files) are scaled from 0 to 65535 to
+    0 to 255; floating-point images (mode ``F``), whose range nothing says,
+    are refused.  Every mode refuses an image larger than 65500 pixels a
+    side (unless ``max_resolution`` resizes it), which no reader would read
+    back.  With ``"yuv420"``, the writer warns once
+    (:class:`~slipstream.errors.LossWarning`) how many images lost colour
+    detail to the 4:2:0 planes.
     """
 
     write_mode: str = "jpeg"
@@ -108,9 +124,11 @@ class RGBImageField(Field, type_id=1):
         if jpeg is not None:
             info = native.jpeg_info(jpeg)
             height, width = self.target_size(info.height, info.width)
+            check_size(height, width)
             if self.write_mode == "yuv420" and (height, width) == (info.height, info.width):
                 # The JPEG's own planes (a 4:2:0 one's are what it stores); decoding reads every block.
-                return _encoded(height, width, YUV420_MODE, native.jpeg_decode_planes(jpeg).tobytes())
+                return _encoded(height, width, YUV420_MODE, native.jpeg_decode_planes(jpeg).tobytes(),
+                                None if _own_planes(info) else CHROMA_AVERAGED)
             raw = self._stores_raw(height, width)
             if (height, width) == (info.height, info.width) and not raw:
                 # Corrupt data fails here: the check and the re-coding both
@@ -122,11 +140,13 @@ class RGBImageField(Field, type_id=1):
             pixels = native.jpeg_decode(jpeg, scale_denom=scale)
         else:
             height, width = self.target_size(*pixels.shape[:2])
+            check_size(height, width)
             raw = self._stores_raw(height, width)
         if pixels.shape[:2] != (height, width):
             pixels = native.resize(pixels, 0, 0, pixels.shape[0], pixels.shape[1], height, width, native.Interp.AREA)
         if self.write_mode == "yuv420":
-            return _encoded(height, width, YUV420_MODE, native.rgb_to_planes(np.ascontiguousarray(pixels)).tobytes())
+            return _encoded(height, width, YUV420_MODE, native.rgb_to_planes(np.ascontiguousarray(pixels)).tobytes(),
+                            None if _grey(pixels) else CHROMA_AVERAGED)
         if raw:
             return _encoded(height, width, RAW_MODE, np.ascontiguousarray(pixels).tobytes())
         return _encoded(height, width, JPEG_MODE, self._tiled(native.jpeg_encode(pixels, self.jpeg_quality)))
@@ -155,10 +175,9 @@ class RGBImageField(Field, type_id=1):
         bytes of their size's planes."""
         height, width = records["height"].astype(np.int64), records["width"].astype(np.int64)
         mode, size = records["mode"], records["size"].astype(np.uint64)
-        limit = native.MAX_DIMENSION
         planes = (height * width + 2 * ((height + 1) // 2) * ((width + 1) // 2)).astype(np.uint64)
         problems = [
-            ((height < 1) | (width < 1) | (height > limit) | (width > limit), "has a size outside 1 to 65500 pixels"),
+            (outside_sizes(height, width), f"has a size outside {SIZES}"),
             ((mode != JPEG_MODE) & (mode != RAW_MODE) & (mode != YUV420_MODE), "has an unknown storage mode"),
             ((mode == RAW_MODE) & (size != (height * width * 3).astype(np.uint64)), "is raw pixels of the wrong size"),
             ((mode == YUV420_MODE) & (size != planes), "is YCbCr 4:2:0 planes of the wrong size"),
@@ -194,6 +213,29 @@ class RGBImageField(Field, type_id=1):
         return [ImageDecoder(source, name)]
 
 
+def outside_sizes(height: Any, width: Any) -> Any:
+    """Whether a ``height`` x ``width`` image is outside :data:`SIZES` (ints,
+    or arrays of them, elementwise): the one rule by which the writer
+    (:func:`check_size`) refuses an image and the reader
+    (:meth:`RGBImageField.check_records`) refuses a file."""
+    limit = native.MAX_DIMENSION
+    return (height < 1) | (width < 1) | (height > limit) | (width > limit)
+
+
+def check_size(height: int, width: int) -> None:
+    """Refuse to store a ``height`` x ``width`` image that no reader would
+    read back (:func:`outside_sizes`), whatever the write mode: raw pixels
+    have no encoder of their own to refuse it.
+
+    Raises:
+        ArgumentError: the size is outside :data:`SIZES` a side.
+    """
+    if outside_sizes(height, width):
+        hint = "; max_resolution= stores larger images resized" if max(height, width) > native.MAX_DIMENSION else ""
+        raise ArgumentError(f"a {height}x{width} image is outside the sizes a dataset file holds ({SIZES} a side, "
+                            f"which readers refuse the whole file beyond){hint}")
+
+
 def check_stored_size(height: int, width: int, jpeg: Any) -> None:
     """Raise DecodeError when the header of a stored ``jpeg`` gives another
     size than its record's ``height`` x ``width``."""
@@ -225,8 +267,23 @@ def tiled_jpeg(jpeg: bytes, tile_width: int | None) -> bytes:
     return jpeg
 
 
-def _encoded(height: int, width: int, mode: int, data: Any) -> Encoded:
-    return Encoded({"height": height, "width": width, "mode": mode}, data)
+def _encoded(height: int, width: int, mode: int, data: Any, loss: str | None = None) -> Encoded:
+    return Encoded({"height": height, "width": width, "mode": mode}, data, loss)
+
+
+def _own_planes(info: native.JpegInfo) -> bool:
+    """Whether ``jpeg_decode_planes`` gives a JPEG's planes without a loss:
+    a YCbCr 4:2:0 JPEG's own planes, or a grey one's (whose chroma is flat)."""
+    if info.subsampling == native.Subsampling.GRAY:
+        return True
+    return (info.components == 3 and info.colorspace == native.Colorspace.YCBCR
+            and info.subsampling == native.Subsampling.S420)
+
+
+def _grey(pixels: np.ndarray) -> bool:
+    """Whether an RGB image is grey (R = G = B everywhere): its 4:2:0 planes,
+    whose chroma is flat, lose nothing."""
+    return bool(np.array_equal(pixels[..., 0], pixels[..., 1]) and np.array_equal(pixels[..., 1], pixels[..., 2]))
 
 
 def _load(value: Any) -> tuple[bytes | None, np.ndarray | None]:
@@ -239,8 +296,7 @@ def _load(value: Any) -> tuple[bytes | None, np.ndarray | None]:
         else:
             raise TypeError("an image dict needs a 'bytes' or a 'path' entry")
     if isinstance(value, (str, os.PathLike)):
-        with open(value, "rb") as f:
-            value = f.read()
+        value = read_head(value, error=FieldValueError)  # a FIFO is refused by name, not waited on
     if isinstance(value, (bytes, bytearray, memoryview)):
         data = bytes(value)
         if data.startswith(JPEG_SOI):
@@ -249,7 +305,7 @@ def _load(value: Any) -> tuple[bytes | None, np.ndarray | None]:
     if isinstance(value, np.ndarray):
         return None, _rgb_pixels(value)
     if type(value).__module__.startswith("PIL."):
-        return None, _rgb_pixels(np.asarray(value.convert("RGB")))
+        return None, _pillow_rgb(value)
     raise TypeError(f"not an image: {type(value).__name__} (give a path, encoded bytes, a PIL image or a uint8 array)")
 
 
@@ -261,9 +317,45 @@ def _decode_with_pillow(data: bytes) -> np.ndarray:
     try:
         with Image.open(io.BytesIO(data)) as image:
             image.load()
-            return np.asarray(image.convert("RGB"))
+            return _pillow_rgb(image)
+    except FieldValueError:
+        raise
     except Exception as exc:  # Pillow raises many types for bad data
         raise ValueError(f"not a readable image ({type(exc).__name__}: {exc})") from None
+
+
+SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
+"""Pillow's modes of 16-bit grey images: ``I;16`` and its byte orders (a
+16-bit grey PNG or TIFF), and ``I`` (32-bit integers: what Pillow made of
+16-bit PNGs before it had ``I;16`` for them), read as values 0 to 65535."""
+
+
+def _pillow_rgb(image: Any) -> np.ndarray:
+    """The (H, W, 3) uint8 RGB pixels of a Pillow image.  Pillow's
+    ``convert("RGB")`` clips the values of 16-bit grey images to 0 to 255,
+    so that a 16-bit photo comes out nearly all white: their values are
+    scaled from 0 to 65535 to 0 to 255 here instead.
+
+    Raises:
+        FieldValueError: an image whose values have no range to scale from:
+            floating point (mode ``F``), or integers (mode ``I``) outside 0
+            to 65535.
+    """
+    mode = image.mode
+    if mode == "F" or mode in SIXTEEN_BIT_MODES:
+        values = np.asarray(image)
+        low, high = (values.min().item(), values.max().item()) if values.size else (0, 0)
+        if mode == "F":
+            raise FieldValueError(f"a floating-point image (Pillow mode 'F', values from {low:g} to {high:g}) has no "
+                                  f"range that says which values are black and white (0 to 1? 0 to 255?): scale it to "
+                                  f"8 bits as you mean it and give a uint8 array (or a Pillow image of mode 'L')")
+        if low < 0 or high > 65535:
+            raise FieldValueError(f"a 32-bit integer image (Pillow mode 'I') with values from {low} to {high}: only "
+                                  f"values from 0 to 65535 (a 16-bit image) are scaled to 8 bits; scale it as you "
+                                  f"mean it and give a uint8 array (or a Pillow image of mode 'L')")
+        # 0 -> 0 and 65535 -> 255, rounded to the nearest level: value / 257.
+        return _rgb_pixels(((values.astype(np.uint32) * 255 + 32767) // 65535).astype(np.uint8))
+    return np.asarray(image.convert("RGB"))
 
 
 def _rgb_pixels(array: np.ndarray) -> np.ndarray:

@@ -180,11 +180,23 @@ def metadata_dtype(descriptors: Sequence[FieldDescriptor]) -> np.dtype:
     return np.dtype([(d.name, d.record_dtype) for d in descriptors])
 
 
+def json_bytes(value: Any, **options: Any) -> bytes:
+    """``value`` as JSON text (``json.dumps`` with ``options``) in UTF-8,
+    other languages' letters as they are.  Text that has no UTF-8 form (a
+    file name that is not UTF-8, which Python gives with its bytes as lone
+    surrogates, taken as a class name) is written as JSON's ``\\u``
+    escapes instead, which read back as the same text."""
+    try:
+        return json.dumps(value, ensure_ascii=False, **options).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value, ensure_ascii=True, **options).encode("ascii")
+
+
 def encode_descriptors(descriptors: Sequence[FieldDescriptor]) -> bytes:
     parts = []
     for d in descriptors:
         name = d.name.encode("utf-8")
-        arguments = json.dumps(d.arguments, sort_keys=True, ensure_ascii=False).encode("utf-8")
+        arguments = json_bytes(d.arguments, sort_keys=True)
         record = json.dumps([list(r) for r in d.record]).encode("utf-8")
         prefix = np.array([(d.type_id, len(name), len(arguments), len(record))], DESCRIPTOR_PREFIX)
         parts += [prefix.tobytes(), name, arguments, record]

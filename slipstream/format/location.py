@@ -17,7 +17,7 @@ import numpy as np
 from slipstream import native
 from slipstream.errors import DatasetNotFoundError, FormatError, StorageError
 from slipstream.format import tempfiles
-from slipstream.format.files import described, open_regular
+from slipstream.files import described, open_regular
 from slipstream.format.remote import Remote, is_url, local_path
 
 

@@ -89,8 +89,7 @@ class Manifest:
     def encode(self) -> bytes:
         """The manifest's bytes, its checksum included."""
         body = self._body()
-        return json.dumps({**body, "crc32": _checksum(body)}, sort_keys=True, separators=(",", ":"),
-                          ensure_ascii=False).encode("utf-8") + b"\n"
+        return _canonical({**body, "crc32": _checksum(body)}) + b"\n"
 
     def _body(self) -> dict[str, Any]:
         return {
@@ -147,7 +146,7 @@ def _decode(data: bytes) -> Manifest:
     if "crc32" not in raw:
         raise _Problem("the manifest has no crc32 member: it is corrupt")
     stored = _whole(raw.pop("crc32"), "crc32", 0, MAX_CRC32)
-    if stored != _stored_checksum(raw):
+    if stored != _checksum(raw):
         raise _Problem("manifest checksum mismatch: the manifest is corrupt")
     page_size = _page_size(_member(raw, "page_size"))
     shards = tuple(_shard_entry(entry, f"shards[{k}]", page_size)
@@ -313,18 +312,15 @@ def shard_name(index: int, header_crc32: int) -> str:
     return f"shard-{index:05d}-{header_crc32:08x}.slip"
 
 
+def _canonical(value: dict[str, Any]) -> bytes:
+    """The canonical JSON of ``value`` (docs/format.md): keys sorted, no
+    spaces, UTF-8; all ASCII, with ``\\u`` escapes, where some text has no
+    UTF-8 form (a class name from a file name that is not UTF-8)."""
+    return L.json_bytes(value, sort_keys=True, separators=(",", ":"))
+
+
 def _checksum(body: dict[str, Any]) -> int:
-    return L.crc32(json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
-
-
-def _stored_checksum(body: dict[str, Any]) -> int:
-    """The checksum of a decoded manifest's members; a string that cannot be
-    encoded again (JSON lets ``\\ud800`` stand alone) is an error."""
-    try:
-        return _checksum(body)
-    except UnicodeEncodeError:
-        raise _Problem("the manifest holds a string that is not valid Unicode (a lone surrogate): it is "
-                       "corrupt") from None
+    return L.crc32(_canonical(body))
 
 
 def from_descriptors(descriptors: Sequence[L.FieldDescriptor], page_size: int, page_checksums: bool,

@@ -47,7 +47,7 @@ import numpy as np
 
 from slipstream.errors import ArgumentError, StorageError
 from slipstream.format import tempfiles
-from slipstream.format.files import CLOEXEC, NOFOLLOW, described, kind, open_regular
+from slipstream.files import CLOEXEC, NOFOLLOW, described, kind, open_regular
 
 try:
     import fcntl

@@ -29,7 +29,7 @@ from slipstream.format import beton
 from slipstream.format import layout as L
 from slipstream.format import manifest as M
 from slipstream.format.file_pages import FileSource
-from slipstream.format.files import open_regular
+from slipstream.files import open_regular
 from slipstream.format.pagestore import PageSource, PageStore
 from slipstream.format.remote import is_url, local_path
 from slipstream.format.slipfile import parse_slipstream

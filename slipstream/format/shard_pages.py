@@ -37,7 +37,7 @@ import numpy as np
 from slipstream.errors import ArgumentError, FormatError, StorageError
 from slipstream.format.address_range import OS_PAGE, AddressRange
 from slipstream.format.file_pages import CHECKS_AHEAD, READ_THREADS, READS_AHEAD, read_page
-from slipstream.format.files import open_regular
+from slipstream.files import open_regular
 from slipstream.format.pagestore import PageStore
 from slipstream.format.reader import PAGE_CORRUPT, PAGE_UNCHECKED
 

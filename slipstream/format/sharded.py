@@ -28,6 +28,7 @@ from slipstream.format import layout as L
 from slipstream.format import manifest as M
 from slipstream.format.location import LocalFolder, Location, open_location
 from slipstream.format.cached_pages import CachedPages
+from slipstream.files import read_head
 from slipstream.format.pagecache import PageCache
 from slipstream.format.pagestore import PageSource, PageStore
 from slipstream.format.reader import Reader
@@ -346,9 +347,8 @@ def _resolve(path: str | os.PathLike, remote: Remote) -> tuple[Location, str | N
     local = local_path(path)
     if local.is_dir():
         return LocalFolder(local), None
-    if local.is_file():
-        with open(local, "rb") as f:
-            head = f.read(4096)
+    if local.exists():
+        head = read_head(local, 4096, error=FormatError)  # a FIFO or a socket is refused by name, not waited on
         if M.looks_like_manifest(head):
             return LocalFolder(local.parent), None
         return LocalFolder(local.parent), local.name
@@ -366,9 +366,8 @@ def opens_as_sharded(path: Any) -> bool:
     if local.is_dir():
         return True
     try:
-        with open(local, "rb") as f:
-            return M.looks_like_manifest(f.read(4096))
-    except OSError:
+        return M.looks_like_manifest(read_head(local, 4096))
+    except OSError:  # not there, or not a regular file: Reader says which
         return False
 
 

@@ -12,8 +12,11 @@ remote ones are written to a local staging folder and uploaded (one upload
 overlapping the writing of the next shard), then removed locally.  The
 manifest is written last, atomically: a dataset whose manifest exists is
 whole, and readers of the previous manifest keep finding its shards until
-the new manifest replaces it.  Shards of earlier writes that the new
-manifest does not list are removed after that.
+the new manifest replaces it.  The shards the replaced manifest listed and
+the new one does not are removed after that, and only those (and, when a
+write fails, the shards it wrote): nothing else in the folder is touched,
+whatever its name.  Writes into one local folder wait for each other
+(:mod:`slipstream.format.write_lock`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -92,7 +96,7 @@ def write_shards(path: str | os.PathLike, plan: ShardPlan, descriptors: list[L.F
         uploads.shutdown(wait=True, cancel_futures=True)
         if not local:
             shutil.rmtree(staging, ignore_errors=True)
-        remove_unfinished(location)  # this write's shards: no manifest lists them
+        remove_unfinished(location, [e.name for e in entries])
         if isinstance(exc, SlipstreamError):
             raise type(exc)(f"{location.url} was not written: {exc}", status=exc.status, detail=exc.detail) from exc
         if isinstance(exc, OSError):
@@ -243,25 +247,43 @@ def _listed(location: Any) -> set[str]:
 def publish(location: Location, descriptors: list[L.FieldDescriptor], page_size: int, page_checksums: bool,
             user: bytes, entries: list[M.ShardEntry]) -> M.Manifest:
     """Write the manifest of shards ``entries`` (already at ``location``),
-    atomically, then remove the shards of earlier writes it does not list."""
+    atomically, then remove the shards the manifest it replaced listed and
+    it does not."""
+    replaced = _listed(location)
     manifest = M.from_descriptors(descriptors, page_size, page_checksums, _user(user), entries)
     location.put_bytes(M.NAME, manifest.encode())
-    _remove_unlisted(location, {e.name for e in entries})
+    _remove_shards(location, replaced - {e.name for e in entries})
     return manifest
 
 
-def remove_unfinished(location: Location) -> None:
-    """Remove the shards at ``location`` that its manifest does not list
-    (those of a write that failed)."""
-    _remove_unlisted(location, _listed(location))
+def remove_unfinished(location: Location, written: Iterable[str]) -> None:
+    """Remove the shards ``written`` by a write that failed, those of them
+    the manifest at ``location`` does not list."""
+    _remove_shards(location, set(written) - _listed(location))
 
 
-def _remove_unlisted(location: Any, keep: set[str]) -> None:
-    """Remove the shard files at ``location`` that ``keep`` does not name."""
+def _remove_shards(location: Any, names: set[str]) -> None:
+    """Remove the shards ``names`` at ``location`` (those of them that are
+    still slipstream shards: a file a user put there since is kept), then
+    any left that the manifest now there lists (a write into an object
+    store, which has no lock, may have listed them since)."""
+    names = {name for name in names if _is_shard(location, name)}
+    if names:
+        names -= _listed(location)
+    for name in sorted(names):
+        location.delete(name)
+
+
+def _is_shard(location: Any, name: str) -> bool:
+    """Whether ``name`` at ``location`` is a slipstream shard: a shard's
+    name, a regular file (not a link to one) and slipstream's magic."""
+    if not _SHARD_FILE.fullmatch(name):
+        return False
+    folder = location.local_folder()
     try:
-        names = location.names()
+        if folder is not None and not stat.S_ISREG(os.lstat(folder / name).st_mode):
+            return False
+        head, _ = location.read_head(name, len(L.MAGIC))
     except (SlipstreamError, OSError):
-        return
-    for name in names:
-        if _SHARD_FILE.fullmatch(name) and name not in keep:
-            location.delete(name)
+        return False
+    return bytes(head) == L.MAGIC

@@ -23,7 +23,7 @@ import secrets
 from pathlib import Path
 from typing import BinaryIO
 
-from slipstream.format.files import CLOEXEC, NOFOLLOW, NONBLOCK
+from slipstream.files import CLOEXEC, NOFOLLOW, NONBLOCK
 
 try:
     import fcntl

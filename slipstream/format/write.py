@@ -12,10 +12,13 @@ from typing import Any
 
 from slipstream.errors import ArgumentError
 from slipstream.format import layout as L
+from slipstream.format.location import open_location
 from slipstream.format.remote import Remote
 from slipstream.format.sharded_writer import write_shards
+from slipstream.format.write_lock import holding
 from slipstream.format.write_options import WriteOptions
-from slipstream.format.writer import SampleSource, SampleStream, WriteResult, _encoded_samples, write_file
+from slipstream.format.writer import (SampleSource, SampleStream, WriteResult, _encoded_samples, reporting_losses,
+                                      write_file)
 
 
 def write_dataset(
@@ -81,9 +84,12 @@ def write_dataset(
     workers = (os.cpu_count() or 1) if workers is None else workers
     count = source.length_hint() if isinstance(source, SampleStream) else len(source)
     plan = options.plan(count) if options.sharded else None  # shards= is refused for a stream that is not counted
-    encoded = _encoded_samples(source, options.fields, workers, count)  # encoding starts when it is first read
+    # Encoding starts when it is first read; what it loses is told once, when all of it is written.
+    encoded = reporting_losses(_encoded_samples(source, options.fields, workers, count), list(options.fields), path)
     if plan is not None:
-        return write_shards(path, plan, list(options.descriptors), options.page_size, options.page_checksums,
-                            options.user, encoded, count, options.on_error, options.remote, verbose)
+        with holding(open_location(path, options.remote)):
+            options.check_destination()  # again: a write this one waited for may have made the dataset
+            return write_shards(path, plan, list(options.descriptors), options.page_size, options.page_checksums,
+                                options.user, encoded, count, options.on_error, options.remote, verbose)
     return write_file(path, list(options.descriptors), options.page_size, options.page_checksums, options.user,
                       encoded, count, options.on_error, verbose)

@@ -16,12 +16,12 @@ import collections
 import ctypes
 import dataclasses
 import itertools
-import json
 import os
 import signal
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -29,7 +29,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from slipstream import _threading, native
-from slipstream.errors import FieldValueError, SlipstreamError
+from slipstream.errors import FieldValueError, LossWarning, SlipstreamError
 from slipstream.format import layout as L
 from slipstream.format import tempfiles
 from slipstream.format.location import sync_folder
@@ -163,8 +163,9 @@ class ShardPlan:
 
 
 def stored_user_metadata(user_metadata: Mapping[str, Any] | None) -> bytes:
-    """The user metadata as a file stores it: JSON, keys sorted, UTF-8."""
-    return json.dumps(dict(user_metadata or {}), sort_keys=True, ensure_ascii=False).encode("utf-8")
+    """The user metadata as a file stores it: JSON, keys sorted, UTF-8
+    (:func:`~slipstream.format.layout.json_bytes`)."""
+    return L.json_bytes(dict(user_metadata or {}), sort_keys=True)
 
 
 def field_descriptors(fields: Mapping[str, Any]) -> list[L.FieldDescriptor]:
@@ -281,6 +282,56 @@ def encode_values(fields: Mapping[str, Any], name: str, values: Sequence[Any] | 
     return encoded
 
 
+class Losses:
+    """What the fields lost encoding a write's samples
+    (:attr:`~slipstream.fields.base.Encoded.loss`), counted per field and
+    kind of loss as the samples are encoded (from any thread), and told
+    once, when the dataset is written: :meth:`report`."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = list(names)
+        self.samples = 0
+        self._seen: dict[tuple[str, str], list[Any]] = {}  # (field, loss) -> [count, first indices]
+        self._lock = threading.Lock()
+
+    def add(self, index: int, outcome: Any) -> None:
+        """Count sample ``index``'s encoded values (an :class:`Unencodable`
+        text counts nothing)."""
+        if isinstance(outcome, str):
+            return
+        with self._lock:
+            self.samples += 1
+            for name, value in zip(self.names, outcome):
+                if value.loss:
+                    seen = self._seen.setdefault((name, value.loss), [0, []])
+                    seen[0] += 1
+                    if len(seen[1]) < 3:
+                        seen[1].append(index)
+
+    def report(self, target: str | os.PathLike, stacklevel: int = 2) -> None:
+        """One :class:`~slipstream.errors.LossWarning` per field and kind of
+        loss, naming ``target`` (the dataset written), counting the samples
+        stored with the loss and naming the first ones."""
+        for (name, loss), (count, first) in sorted(self._seen.items()):
+            listed = ", ".join(map(str, sorted(first))) + (", ..." if count > len(first) else "")
+            warnings.warn(f"{target}: field {name!r}: {count:,} of {self.samples:,} samples "
+                          f"(sample{'s' if count > 1 else ''} {listed}) were {loss}", LossWarning,
+                          stacklevel=stacklevel + 1)
+
+
+def reporting_losses(encoded: Iterable[tuple[int, Any]], names: Sequence[str],
+                     target: str | os.PathLike) -> Iterator[tuple[int, Any]]:
+    """``encoded`` (index and encoded values, or why a sample cannot be
+    encoded) passed on as it is; once all of it has passed, its
+    :class:`Losses` are reported: a write that loses something says so
+    once, not per sample (or never)."""
+    losses = Losses(names)
+    for index, outcome in encoded:
+        losses.add(index, outcome)
+        yield index, outcome
+    losses.report(target)
+
+
 def _encoded_samples(source: SampleSource | SampleStream, fields: dict[str, Any], workers: int,
                      count: int | None) -> Iterator[tuple[int, Any]]:
     """(index, encoded or error text) for every sample, in source order."""
@@ -360,14 +411,22 @@ def _encoders(encode: Any, source: Any, fields: dict[str, Any], workers: int) ->
     processes started fresh would run the main script again, which a
     script that relies on fork does not expect.  The native
     encoders release the GIL, so threads encode in parallel where they
-    dominate.  Where the platform cannot fork, spawned processes.  A process
+    dominate.  Threads too in a daemonic process (a ``multiprocessing.Pool``
+    worker), which may not have children.  Where the platform cannot fork,
+    spawned processes.  A process
     pool fails every pending task when a worker dies (where
     ``multiprocessing.Pool`` would wait forever for the lost task)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
     can_fork = "fork" in multiprocessing.get_all_start_methods()
-    if can_fork and not _threading.fork_is_safe():
+    daemonic = multiprocessing.current_process().daemon
+    if daemonic:
+        warnings.warn(f"slipstream is writing from a daemonic process ({multiprocessing.current_process().name}, "
+                      f"e.g. a multiprocessing.Pool worker), which may not start processes: it encodes on {workers} "
+                      f"threads of this process instead (pass workers=0 to encode in this thread and silence this)",
+                      RuntimeWarning, stacklevel=2)
+    if daemonic or (can_fork and not _threading.fork_is_safe()):
         threads = ThreadPoolExecutor(workers, thread_name_prefix="slipstream-encode")
         context = (source, fields)
         return threads, lambda chunk: threads.submit(encode, chunk, context), "thread"

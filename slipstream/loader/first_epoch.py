@@ -83,10 +83,11 @@ from typing import Any
 
 import numpy as np
 
+from slipstream import cache_use
 from slipstream.convert import share
 from slipstream.errors import ArgumentError, CacheWarning, FieldValueError, FormatError
 from slipstream.format.arriving import ArrivalStager, ArrivingFile, unknown_length
-from slipstream.format.writer import SampleStream, Unencodable, encode_values
+from slipstream.format.writer import Losses, SampleStream, Unencodable, encode_values
 from slipstream.loader.orders import StreamShuffle
 
 CHUNK = 64
@@ -127,6 +128,7 @@ class FirstEpoch:
         self.ranks, self.on_error = ranks, on_error
         self.samples = entry.samples
         self.fields = dict(entry.fields)
+        self.losses = Losses(list(self.fields))  # what the fields lose, told once when the file is complete
         self.streamed = isinstance(self.samples, SampleStream)
         """Whether the source is a stream (read in order, each sample once)."""
         count = self.samples.length_hint() if self.streamed else len(self.samples)
@@ -247,6 +249,9 @@ class FirstEpoch:
                 self.path, self.private = self._completion.result()
             if self.private:
                 warnings.warn(self._kept_out(), CacheWarning, stacklevel=2)
+            else:  # in the cache now: its note, and the older copy it supersedes goes
+                cache_use.used(self.entry)
+            self.losses.report(self.path)
             self._release()
         return self.path
 
@@ -481,7 +486,9 @@ class FirstEpoch:
         """The values of sample ``index`` (with their description, from
         :meth:`read`) encoded by the fields, or why they cannot be, naming
         the sample and the field (as :func:`slipstream.write` does)."""
-        return encode_values(self.fields, *read)
+        encoded = encode_values(self.fields, *read)
+        self.losses.add(index, encoded)
+        return encoded
 
 
 class _Completion:

@@ -42,7 +42,8 @@ from slipstream.format.sharded_writer import remove_unfinished
 from slipstream.format.writer import WriteResult
 from slipstream.ray.encode import Encoding, encode_rows
 from slipstream.format.write_options import WriteOptions
-from slipstream.ray.planner import Segment, ShardPlanner, lay_out_shard, publish_write
+from slipstream.format.write_lock import holding
+from slipstream.ray.planner import Segment, ShardPlanner, laid_out, lay_out_shard, publish_write
 
 PARTS = "_parts"
 """The folder (prefix) under the dataset where a write keeps its parts."""
@@ -105,6 +106,7 @@ class SlipstreamDatasink(Datasink):
         self.options = WriteOptions.create(absolute(path), fields, sharded=True, **options)
         self.result: WriteResult | None = None
         self._write_id = uuid.uuid4().hex[:16]  # names this write's parts
+        self._lock: Any = None  # held by the driver from the start of the write to its end
 
     # ------------------------------------------------------------ Ray's Datasink protocol
 
@@ -125,8 +127,12 @@ class SlipstreamDatasink(Datasink):
 
     def on_write_start(self, schema: Any = None) -> None:
         """Refuse an existing dataset without ``overwrite``; clear the parts
-        a killed earlier write left."""
+        a killed earlier write left (once no other write into the folder
+        runs: see :mod:`slipstream.format.write_lock`)."""
         self.options.check_destination()
+        self._lock = holding(open_location(self.options.path, self.options.remote))
+        self._lock.__enter__()
+        self.options.check_destination()  # again: a write this one waited for may have made the dataset
         _clear(self._parts(), prefix="")
 
     def write(self, blocks: Iterable[Any], ctx: Any) -> PartSummary:
@@ -144,28 +150,38 @@ class SlipstreamDatasink(Datasink):
         import ray
 
         options = self.options
-        summaries = sorted((s for s in write_result.write_returns if s is not None), key=lambda s: s.task)
-        options.check_destination()
-        planner = ShardPlanner(options, sum(s.encoding.rows for s in summaries))
-        specs = [shard for s in summaries
-                 for shard in planner.add(s.name, s.encoding.rows, s.encoding.sizes, s.encoding.skipped)]
-        last = planner.finish()
-        specs += [last] if last else []
-        task = ray.remote(num_cpus=1, max_retries=3)(_lay_out_shard)
+        refs: list[Any] = []
         try:
+            summaries = sorted((s for s in write_result.write_returns if s is not None), key=lambda s: s.task)
+            options.check_destination()
+            planner = ShardPlanner(options, sum(s.encoding.rows for s in summaries))
+            specs = [shard for s in summaries
+                     for shard in planner.add(s.name, s.encoding.rows, s.encoding.sizes, s.encoding.skipped)]
+            last = planner.finish()
+            specs += [last] if last else []
+            task = ray.remote(num_cpus=1, max_retries=3)(_lay_out_shard)
             refs = [task.remote(options, number, segments, join(options.path, PARTS))
                     for number, segments in enumerate(specs)]
             result = publish_write(options, _progress(ray, refs, options.path), planner.skipped)
         except BaseException:
+            remove_unfinished(open_location(options.path, options.remote), laid_out(ray, refs))
             self.on_write_failed(None)
             raise
         _clear(self._parts(), prefix=self._write_id)
         self.result = result
+        self._release()
 
     def on_write_failed(self, error: Exception | None) -> None:
-        """Remove this write's parts and any shard no manifest lists."""
+        """Remove this write's parts (its shards are laid out only once every
+        part is written, in :meth:`on_write_complete`)."""
         _clear(self._parts(), prefix=self._write_id)
-        remove_unfinished(open_location(self.options.path, self.options.remote))
+        self._release()
+
+    def _release(self) -> None:
+        """Let the next write into the folder go on."""
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.__exit__(None, None, None)
 
     def _parts(self) -> Location:
         return open_location(join(self.options.path, PARTS), self.options.remote)

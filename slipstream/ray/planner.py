@@ -5,6 +5,7 @@ the datasink and for :func:`slipstream.ray.write`."""
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -87,3 +88,16 @@ def publish_write(options: WriteOptions, entries: list[M.ShardEntry],
     manifest = publish(open_location(options.path, options.remote), list(options.descriptors), options.page_size,
                        options.page_checksums, options.user, entries)
     return WriteResult(options.path, manifest.samples, tuple(skipped), tuple(e.name for e in entries))
+
+
+def laid_out(ray: Any, refs: list[Any]) -> list[str]:
+    """The names of the shards the finished layout tasks ``refs`` wrote
+    (those that failed or are still running wrote none that will stay)."""
+    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0) if refs else ([], [])
+    names = []
+    for ref in ready:
+        try:
+            names.append(ray.get(ref).name)
+        except Exception:  # noqa: BLE001  (a task that failed stored nothing)
+            continue
+    return names

@@ -41,7 +41,8 @@ from slipstream.format.sharded_writer import remove_unfinished
 from slipstream.format.writer import WriteResult
 from slipstream.ray.encode import Encoding, encode_rows
 from slipstream.format.write_options import WriteOptions
-from slipstream.ray.planner import Segment, ShardPlanner, lay_out_shard, publish_write
+from slipstream.format.write_lock import holding
+from slipstream.ray.planner import Segment, ShardPlanner, laid_out, lay_out_shard, publish_write
 
 RETRIES = 3
 """Times Ray re-runs an encoding or layout task whose worker or node died."""
@@ -55,16 +56,18 @@ def write_dataset(dataset: Any, options: WriteOptions, concurrency: int | None, 
     import ray
 
     options.check_destination()
-    dataset.context.execution_options.preserve_order = True
-    limit = concurrency or max(1, int(ray.cluster_resources().get("CPU", 1)))
-    conversion = _Conversion(ray, options, limit, verbose)
-    blocks = _blocks(dataset.iter_internal_ref_bundles())
-    try:
-        return conversion.run(blocks)
-    except BaseException:
-        blocks.close()  # and with it Ray Data's execution
-        conversion.abandon()
-        raise
+    with holding(open_location(options.path, options.remote)):
+        options.check_destination()  # again: a write this one waited for may have made the dataset
+        dataset.context.execution_options.preserve_order = True
+        limit = concurrency or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        conversion = _Conversion(ray, options, limit, verbose)
+        blocks = _blocks(dataset.iter_internal_ref_bundles())
+        try:
+            return conversion.run(blocks)
+        except BaseException:
+            blocks.close()  # and with it Ray Data's execution
+            conversion.abandon()
+            raise
 
 
 @dataclasses.dataclass
@@ -131,7 +134,7 @@ class _Conversion:
             self.ray.wait(self.layouts, num_returns=len(self.layouts), timeout=60)
         if self.progress is not None:
             self.progress.close()
-        remove_unfinished(open_location(self.options.path, self.options.remote))
+        remove_unfinished(open_location(self.options.path, self.options.remote), laid_out(self.ray, self.layouts))
 
     def _busy(self) -> bool:
         """Whether ``limit`` encoding tasks are running, or twice as many

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from slipstream.errors import ArgumentError, DatasetNotFoundError, FormatError
-from slipstream.sources.folders import require_folder
+from slipstream.sources.folders import fingerprint_line, require_folder
 from slipstream.sources.maskprocess import MASKS
 from slipstream.sources.segmentation import read_image
 
@@ -642,7 +642,7 @@ class COCODetection:
                 digest.update(chunk)
         for name in self.file_names:
             stat = (self.images_root / name).stat()
-            digest.update(f"{name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+            digest.update(fingerprint_line(name, stat.st_size, stat.st_mtime_ns))
         return digest.hexdigest()
 
     def identity(self) -> dict[str, Any]:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
-from slipstream.errors import ArgumentError, DatasetNotFoundError
+from slipstream.errors import ArgumentError, DatasetNotFoundError, SourceWarning
 
 JPEG_SUFFIXES = frozenset({".jpg", ".jpeg", ".jpe"})
 """File name endings taken as JPEG images (compared in lower case)."""
@@ -40,6 +41,27 @@ def _find(root: Path, suffixes: frozenset[str]) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.suffix.lower() in suffixes and p.is_file())
 
 
+def fingerprint_line(name: str | os.PathLike, *values: Any) -> bytes:
+    """One file's line of a source's fingerprint: its ``name`` as the file
+    system holds it (a name that is not UTF-8, which Python gives with its
+    bytes as lone surrogates, goes in as those bytes; a UTF-8 one as its
+    UTF-8) and ``values``, each after a NUL."""
+    return os.fsencode(name) + "".join(f"\0{value}" for value in values).encode() + b"\n"
+
+
+def shown_path(path: str | os.PathLike) -> str:
+    """``path`` as a message shows it: a name that is not UTF-8 with its
+    bytes written as ``\\x`` escapes (as it is, the text holds lone
+    surrogates, which a terminal's encoder refuses)."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def _some(names: list[str], shown: int = 3) -> str:
+    """The first ``shown`` of ``names``, quoted, and how many more, for messages."""
+    listed = ", ".join(repr(name) for name in names[:shown])
+    return listed + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
 class ImageFolder:
     """A folder of images, labelled by one rule wherever slipstream reads a
     folder (:func:`slipstream.write`, :func:`slipstream.cached`,
@@ -47,8 +69,12 @@ class ImageFolder:
 
     - a classification tree, ``root/<class name>/**/<image>``, as
       torchvision's ``ImageFolder`` reads it: class names sorted, label
-      ``k`` for the ``k``-th, images sorted by path within a class (images
-      directly in ``root`` are not read, as torchvision leaves them out);
+      ``k`` for the ``k``-th, images sorted by path within a class.  Images
+      directly in ``root`` are not read, as torchvision leaves them out: a
+      :class:`~slipstream.errors.SourceWarning` counts and names them.
+      Every folder in ``root`` is a class, and one that holds no image is
+      refused (:class:`~slipstream.errors.DatasetNotFoundError`, a
+      ``FileNotFoundError`` as torchvision raises);
     - a flat folder, ``root/<image>`` with no subfolder holding an image:
       one class, named after the folder, so every image has label 0.
 
@@ -61,9 +87,11 @@ class ImageFolder:
         self.root = Path(root)
         require_folder(self.root)
         self.classes = sorted(d.name for d in self.root.iterdir() if d.is_dir())
-        self.samples = [(path, label) for label, name in enumerate(self.classes)
-                        for path in _find(self.root / name, suffixes)]
+        found = [_find(self.root / name, suffixes) for name in self.classes]
+        self.samples = [(path, label) for label, paths in enumerate(found) for path in paths]
         self.flat = not self.samples
+        if not self.flat:
+            self._check_classes(found, suffixes)
         if self.flat:
             # No class folder holds an image: the images are all directly in root.
             self.classes = [self.root.resolve().name]
@@ -74,6 +102,27 @@ class ImageFolder:
                                 f"Tar shards are read by slipstream.WebDataset, a LitData dataset by "
                                 f"slipstream.LitData, a COCO dataset by slipstream.COCODetection")
 
+    def _check_classes(self, found: list[list[Path]], suffixes: frozenset[str]) -> None:
+        """Refuse class folders without images (``found``: each class's
+        images); warn of the images directly in the root, which no class
+        reads."""
+        empty = [name for name, paths in zip(self.classes, found) if not paths]
+        root = shown_path(self.root)
+        if empty:
+            raise DatasetNotFoundError(
+                f"{root}: {len(empty)} of its {len(self.classes)} class folders {'hold' if len(empty) > 1 else 'holds'}"
+                f" no image ({_some(empty)}; image suffixes: {', '.join(sorted(suffixes))}): every folder in a folder "
+                f"of class folders is a class, and a class without images has no sample (torchvision's ImageFolder "
+                f"refuses it too). Put images in it, or move it out of {root}")
+        loose = sorted(p.name for p in self.root.iterdir() if p.suffix.lower() in suffixes and p.is_file())
+        if loose:
+            many = len(loose) > 1
+            warnings.warn(f"{root}: {len(loose)} image{'s' if many else ''} directly in it ({_some(loose)}) "
+                          f"{'are' if many else 'is'} left out: it is a folder of class folders, whose images are "
+                          f"read from root/<class>/ only (as torchvision's ImageFolder reads it). To include "
+                          f"{'them' if many else 'it'}, move {'them' if many else 'it'} into a class folder",
+                          SourceWarning, stacklevel=3)
+
     def __len__(self) -> int:
         return len(self.samples)
 
@@ -82,8 +131,8 @@ class ImageFolder:
         return str(path), label
 
     def describe(self, index: int) -> str:
-        """The image file's path, for error messages."""
-        return str(self.samples[index][0])
+        """The image file's path, for error messages (see :func:`shown_path`)."""
+        return shown_path(self.samples[index][0])
 
     def default_fields(self) -> dict[str, Any]:
         """The fields written when none are given: ``image`` (JPEG) and ``label`` (int)."""
@@ -101,14 +150,13 @@ class ImageFolder:
         digest = hashlib.sha256()
         for path, label in self.samples:
             stat = path.stat()
-            digest.update(f"{path.relative_to(self.root)}\0{label}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+            digest.update(fingerprint_line(path.relative_to(self.root), label, stat.st_size, stat.st_mtime_ns))
         return digest.hexdigest()
 
     def identity(self) -> dict[str, Any]:
         """What :func:`slipstream.cached` keys the folder's dataset file by:
         its resolved path, :meth:`fingerprint` and the class names (which
-        the file stores: a class folder added without images yet changes
-        them, and no image's label)."""
+        the file stores)."""
         return {"folder": str(self.root.resolve()), "content": self.fingerprint(), "classes": self.classes}
 
     def cache_name(self) -> str:

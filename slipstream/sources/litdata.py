@@ -14,7 +14,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from slipstream.errors import ArgumentError
+from slipstream.errors import ArgumentError, FormatError
+from slipstream.files import read_head
 
 if TYPE_CHECKING:
     from slipstream.format.remote import Remote
@@ -80,6 +81,11 @@ class LitData:
                 options.setdefault("cache_dir", str(Path(remote.cache_dir) / "litdata"))
         self.options = options
         self._lock = threading.Lock()
+        if not is_url(input_dir):
+            try:
+                self.index_bytes()  # litdata's own open of a FIFO index.json would wait for a writer forever
+            except FileNotFoundError:
+                pass  # litdata says what is missing
         self.dataset = litdata.StreamingDataset(input_dir, shuffle=False, serializers={"jpeg": _StoredJPEG()},
                                                 **options)
 
@@ -132,7 +138,7 @@ class LitData:
             from slipstream.format.objectstore import ObjectPrefix
 
             return ObjectPrefix(self.input_dir, self.remote).read_all("index.json")
-        return (Path(local_path(self.input_dir)) / "index.json").read_bytes()
+        return read_head(Path(local_path(self.input_dir)) / "index.json", error=FormatError)
 
     def cache_name(self) -> str:
         """The dataset folder's name, which starts the cached file's name."""

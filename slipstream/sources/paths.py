@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from slipstream.errors import ArgumentError
+from slipstream.files import read_head
 from slipstream.format.manifest import NAME as MANIFEST
 from slipstream.format.remote import Remote, is_url, local_path
 from slipstream.sources.folders import IMAGE_SUFFIXES, ImageFolder
@@ -98,12 +99,14 @@ def _source_kind(path: str | os.PathLike, remote: Remote) -> ShardIndex | str | 
             return "litdata"
         return "webdataset" if any(name.endswith(".tar") for name in names) else None
     local = Path(local_path(text))
+    if local.name == MANIFEST:  # a dataset's manifest, whatever is there: its reader says what is wrong
+        return None
     if local.is_file():
         return "webdataset" if _is_tar(local) else None
     if not local.exists():
         # A brace pattern of shards (``shards-{0000..0099}.tar``), else a folder whose reader says nothing is there.
         return "webdataset" if "{" in local.name and text.endswith(".tar") else "folder"
-    if not local.is_dir() or (local / MANIFEST).is_file():
+    if not local.is_dir() or os.path.lexists(local / MANIFEST):  # a dataset, even a broken one: its reader says why
         return None
     if is_litdata_index(local / LITDATA_INDEX):
         return "litdata"
@@ -134,7 +137,7 @@ def is_litdata_index(path: Path) -> bool:
     """Whether ``path`` is the ``index.json`` of a LitData dataset (its
     chunks and their config), not some other JSON file of that name."""
     try:
-        index = json.loads(path.read_bytes())
+        index = json.loads(read_head(path))
     except (OSError, ValueError):
         return False
     return isinstance(index, dict) and "chunks" in index and "config" in index
@@ -148,8 +151,7 @@ def _holds_an_image(folder: Path) -> bool:
 def _is_tar(path: Path) -> bool:
     """Whether the file starts with a POSIX (or GNU) tar header."""
     try:
-        with open(path, "rb") as file:
-            head = file.read(_TAR_MAGIC_AT + 5)
+        head = read_head(path, _TAR_MAGIC_AT + 5)
     except OSError:
         return False
     return head[_TAR_MAGIC_AT:_TAR_MAGIC_AT + 5] == b"ustar"

@@ -19,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from slipstream.errors import ArgumentError, DatasetNotFoundError
-from slipstream.sources.folders import IMAGE_SUFFIXES, require_folder
+from slipstream.errors import ArgumentError, DatasetNotFoundError, FormatError
+from slipstream.files import read_head
+from slipstream.sources.folders import IMAGE_SUFFIXES, fingerprint_line, require_folder
 
 MASK_SUFFIXES = frozenset({".png"})
 """File name endings taken as masks by :class:`SegmentationFolder` (lower case)."""
@@ -45,7 +46,7 @@ def read_image(path: str | os.PathLike) -> tuple[bytes, int, int]:
     from slipstream import native
     from slipstream.fields.image import JPEG_SOI
 
-    data = Path(path).read_bytes()
+    data = read_head(path, error=FormatError)
     if data.startswith(JPEG_SOI):
         info = native.jpeg_info(data)
         return data, int(info.height), int(info.width)
@@ -257,7 +258,7 @@ class SegmentationFolder:
         for image_path, mask_path in self.samples:
             for root, path in ((self.images_root, image_path), (self.masks_root, mask_path)):
                 stat = path.stat()
-                digest.update(f"{path.relative_to(root)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+                digest.update(fingerprint_line(path.relative_to(root), stat.st_size, stat.st_mtime_ns))
         return digest.hexdigest()
 
     def identity(self) -> dict[str, Any]:

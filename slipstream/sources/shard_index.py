@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from slipstream.errors import DatasetNotFoundError, FormatError, SlipstreamError
+from slipstream.files import read_head
 from slipstream.format.remote import Remote, is_url, local_path
 
 SUFFIX = ".json"
@@ -156,7 +157,7 @@ def _read(location: str, remote: Remote) -> bytes:
 
         prefix, name = location.rsplit("/", 1)
         return ObjectPrefix(prefix, remote).read_all(name)
-    return local_path(location).read_bytes()
+    return read_head(local_path(location))
 
 
 def _rebased(location: str, shardlist: Any, base: Any, folder: str) -> list[tuple[str, int]]:

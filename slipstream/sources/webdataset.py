@@ -21,15 +21,16 @@ import math
 import os
 import re
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+import warnings
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
 
-from slipstream.errors import ArgumentError, DatasetNotFoundError, FormatError
-from slipstream.format.files import open_regular
+from slipstream.errors import ArgumentError, DatasetNotFoundError, FormatError, SourceWarning
+from slipstream.files import open_regular
 from slipstream.format.remote import Remote, is_url, local_path
 from slipstream.format.writer import SampleStream
 from slipstream.sources import tarstream
@@ -102,7 +103,9 @@ class WebDataset(SampleStream):
             (:class:`~slipstream.JSONField`, the caption a string)).
         members: field name -> member extension(s) it reads, alternatives
             separated by ``;`` (default: :data:`DEFAULT_MEMBERS`, else the
-            field's name).
+            field's name).  Members that no field reads are left out; once
+            a pass over the shards ends, one
+            :class:`~slipstream.errors.SourceWarning` counts and names them.
         remote: object-store options for URLs.
         length: the number of samples the shards hold (unreadable ones
             included), when known from elsewhere (the dataset's card, its
@@ -161,16 +164,25 @@ class WebDataset(SampleStream):
         return other
 
     def __iter__(self) -> Iterator[tuple[str, Sequence[Any] | Exception]]:
+        """Every sample, in shard order; once all are read, a
+        :class:`~slipstream.errors.SourceWarning` names the members that no
+        field reads, if any (left out of every sample)."""
+        unread = _Unread()
         for shard in self.shards:
-            yield from self.read_shard(shard)
+            yield from self.read_shard(shard, unread)
+        unread.warn(self.members)
 
-    def read_shard(self, shard: str) -> Iterator[tuple[str, Sequence[Any] | Exception]]:
-        """The samples of one shard as ``(name, values)`` (see :class:`SampleStream`)."""
+    def read_shard(self, shard: str, unread: _Unread | None = None) -> Iterator[tuple[str, Sequence[Any] | Exception]]:
+        """The samples of one shard as ``(name, values)`` (see
+        :class:`SampleStream`); ``unread`` notes the members no field reads."""
         for key, found in _samples(shard, self.remote):
             name = f"{shard}: {key}"
             if isinstance(found, Exception):
                 yield name, found
                 continue
+            if unread is not None:
+                read = {next((e for e in self.members[field] if e in found), None) for field in self.fields}
+                unread.note(name, found.keys() - read)
             try:
                 yield name, tuple(self._value(field, found) for field in self.fields)
             except Exception as exc:
@@ -260,6 +272,37 @@ class WebDataset(SampleStream):
     def __repr__(self) -> str:
         origin = f"listed by {self.index.location!r}" if self.index is not None else f"from {self.shards[0]!r}"
         return f"WebDataset({len(self.shards)} shards {origin}, fields {list(self.fields)})"
+
+
+class _Unread:
+    """The members of a pass over the shards that no field reads: their
+    count and first sample, by extension."""
+
+    def __init__(self) -> None:
+        self.samples = 0
+        self.extensions: dict[str, list[Any]] = {}  # extension -> [count, first sample's name]
+
+    def note(self, sample: str, extensions: Iterable[str]) -> None:
+        """The members of ``extensions`` of ``sample`` are read by no field."""
+        self.samples += 1
+        for extension in extensions:
+            self.extensions.setdefault(extension, [0, sample])[0] += 1
+
+    def warn(self, members: Mapping[str, Sequence[str]]) -> None:
+        """One :class:`~slipstream.errors.SourceWarning` naming the members
+        left out, if any, the fields' members and how to read them."""
+        if not self.extensions:
+            return
+        left = sum(count for count, _ in self.extensions.values())
+        shown = sorted(self.extensions.items(), key=lambda item: -item[1][0])[:3]
+        kinds = "; ".join(f".{extension} ({count:,}, the first in {first})" for extension, (count, first) in shown)
+        more = f"; and {len(self.extensions) - 3} more extensions" if len(self.extensions) > 3 else ""
+        read = ", ".join(f"{name} (.{' or .'.join(extensions)})" for name, extensions in members.items())
+        example = shown[0][0]
+        warnings.warn(f"{left:,} tar members of {self.samples:,} samples match no field and were left out: {kinds}"
+                      f"{more}. The fields read {read}; to read the others, pass fields= with a field for each "
+                      f"and members= naming its extension (e.g. members={{'<field>': {example!r}}})",
+                      SourceWarning, stacklevel=3)
 
 
 STATS_SUFFIX = "_stats.json"

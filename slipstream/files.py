@@ -66,6 +66,19 @@ def open_regular(path: str | os.PathLike, flags: int = os.O_RDONLY, *, error: Ca
     return fd
 
 
+def read_head(path: str | os.PathLike, length: int | None = None, *,
+              error: Callable[[str], Exception] = OSError) -> bytes:
+    """The first ``length`` bytes (fewer for a shorter file; None: all) of
+    the regular file ``path``, opened by :func:`open_regular` (a FIFO raises
+    ``error`` instead of waiting for a writer)."""
+    fd = open_regular(path, error=error)
+    try:
+        size = os.fstat(fd).st_size
+        return os.pread(fd, size if length is None else min(length, size), 0)
+    finally:
+        os.close(fd)
+
+
 def described(exc: OSError, path: str | os.PathLike | Path, doing: str) -> str:
     """``exc`` in words with the path and what was being done, e.g.
     ``"/cache/x.page: cannot write it: No space left on device (ENOSPC)"``."""

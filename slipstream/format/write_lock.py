@@ -1,0 +1,131 @@
+"""One writer at a time into a local folder that holds a sharded dataset.
+
+A sharded write replaces shards and then the manifest, and removes the
+shards the manifest it replaced listed: two writes interleaved in one
+folder would each remove shards the other's manifest lists.  So a write
+holds :class:`FolderWriteLock` on the folder from the check of the
+destination to the removal of the replaced shards; a second write waits for
+the first (saying so, naming it) and then finds the dataset the first left.
+
+The lock is an ``flock`` on a file in the folder, released by the kernel
+when its holder exits however it exits, so a killed writer never leaves the
+folder locked.  The holder removes the file as it finishes; a waiter that
+then finds it has locked a file no longer in the folder locks the new one.
+An object-store prefix has no such lock: writes into one prefix at once are
+refused nowhere, and the last manifest written wins.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import socket
+import stat
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from slipstream.errors import StorageError
+from slipstream.files import described, open_regular
+
+NAME = ".slipstream-write.lock"
+"""The lock file's name, in the folder being written."""
+
+log = logging.getLogger(__name__)
+
+
+class FolderWriteLock:
+    """Exclusive hold on writing the dataset in ``folder``, waiting for a
+    write that holds it (use as a context manager)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self.path = self.folder / NAME
+        self._fd: int | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_fd": None}  # a lock held is this process's: a copy elsewhere holds nothing
+
+    def __enter__(self) -> FolderWriteLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.release()
+
+    def acquire(self) -> None:
+        """Hold the lock, waiting for the write that holds it (the wait is
+        logged once, naming that write).
+
+        Raises:
+            StorageError: the lock file cannot be made (a read-only folder),
+                or something other than a regular file has its name.
+        """
+        while self._fd is None:
+            fd = self._open()
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    log.warning("%s is being written by %s: waiting for that write to finish", self.folder,
+                                os.pread(fd, 512, 0).decode("utf-8", "replace").strip() or "another process")
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                if not self._still_in_place(fd):
+                    os.close(fd)  # its holder finished and removed it: the lock is the file there now
+                    continue
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, _holder().encode("utf-8"), 0)
+            except BaseException:
+                os.close(fd)
+                raise
+            self._fd = fd
+
+    def release(self) -> None:
+        """Give the lock up (removing its file first, so that a waiter
+        holding the removed file knows to lock afresh)."""
+        if self._fd is None:
+            return
+        try:
+            self.path.unlink(missing_ok=True)
+        finally:
+            os.close(self._fd)
+            self._fd = None
+
+    def _open(self) -> int:
+        try:
+            return open_regular(self.path, os.O_RDWR | os.O_CREAT, follow=False, error=StorageError)
+        except OSError as exc:
+            raise StorageError(described(exc, self.path, "make the lock that keeps writers apart")) from None
+
+    def _still_in_place(self, fd: int) -> bool:
+        try:
+            there = os.stat(self.path, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        held = os.fstat(fd)
+        return stat.S_ISREG(there.st_mode) and (there.st_dev, there.st_ino) == (held.st_dev, held.st_ino)
+
+
+def _holder() -> str:
+    """This process in words, for a writer that waits for it."""
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())
+    return f"process {os.getpid()} on {socket.gethostname()} (since {started})"
+
+
+def holding(location: Any) -> contextlib.AbstractContextManager[Any]:
+    """The lock that keeps writers of the sharded dataset at ``location``
+    (a :class:`~slipstream.format.location.Location`) apart: a
+    :class:`FolderWriteLock` on its local folder, made if missing; nothing
+    for an object-store prefix (see the module docstring)."""
+    folder = location.local_folder()
+    if folder is None:
+        return contextlib.nullcontext()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StorageError(described(exc, folder, "make the folder")) from None
+    return FolderWriteLock(folder)
