@@ -206,6 +206,8 @@ def remove(path: Path) -> bool:
                 os.unlink(path)
             except BlockingIOError:
                 return False  # a reader holds it
+            except FileNotFoundError:
+                return False  # another process removed it meanwhile
             finally:
                 os.close(fd)
         note_path(path).unlink(missing_ok=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import codecs
 import dataclasses
 import sys
 from pathlib import Path
@@ -14,6 +15,11 @@ BENCH_PIPELINES = ("bytes", "simclr", "train", "val")
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run ``slipstream ARGS...`` (``argv``, default the command line): its exit status."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors=_ESCAPED)
     args = build_parser().parse_args(argv)
     from slipstream.errors import SlipstreamError
 
@@ -25,6 +31,22 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # the write left nothing half-done behind: one line, and the shell's status for SIGINT
         print(f"slipstream {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _escaped(error: UnicodeError) -> tuple[str, int]:
+    """What the output shows of text it cannot encode: a file name that is
+    not UTF-8 (Python's text holds its bytes as lone surrogates) with those
+    bytes as ``\\x`` escapes, as :func:`slipstream.sources.folders.shown_path`
+    shows it; any other character as ``backslashreplace`` does."""
+    if isinstance(error, UnicodeEncodeError):
+        text = error.object[error.start:error.end]
+        if all("\udc80" <= c <= "\udcff" for c in text):
+            return "".join(f"\\x{ord(c) - 0xDC00:02x}" for c in text), error.end
+    return codecs.backslashreplace_errors(error)
+
+
+_ESCAPED = "slipstream.escaped"
+codecs.register_error(_ESCAPED, _escaped)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,7 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("output", type=_path,
                          help="dataset file to create, or the folder or URL (s3://bucket/prefix) of a sharded dataset")
     convert.add_argument("--tile-width", type=int, default=None,
-                         help="re-code stored JPEGs losslessly into tiles this wide, e.g. 32: faster crops, same pixels")
+                         help="re-code stored JPEGs losslessly into tiles this wide, e.g. 32: faster crops, "
+                              "same pixels")
     convert.add_argument("--write-mode", choices=["yuv420"], default=None,
                          help="store the images as their decoded YCbCr 4:2:0 planes (loaded with no entropy decoding); "
                               "default: as they are")

@@ -74,7 +74,16 @@ def read_head(path: str | os.PathLike, length: int | None = None, *,
     fd = open_regular(path, error=error)
     try:
         size = os.fstat(fd).st_size
-        return os.pread(fd, size if length is None else min(length, size), 0)
+        wanted = size if length is None else min(length, size)
+        parts = []
+        done = 0
+        while done < wanted:  # one pread gives at most about 2 GiB on Linux
+            part = os.pread(fd, wanted - done, done)
+            if not part:
+                break
+            parts.append(part)
+            done += len(part)
+        return b"".join(parts)
     finally:
         os.close(fd)
 

@@ -6,9 +6,13 @@ shard."""
 
 from __future__ import annotations
 
-import logging
+import gc
 import multiprocessing
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -16,37 +20,9 @@ import pytest
 
 import slipstream as ss
 from slipstream.format import write_lock
+from writer_processes import SAMPLES, write, write_rounds
 
-SAMPLES = 400
 ROUNDS = 5
-
-
-def source(value: int) -> dict[str, np.ndarray]:
-    """A dataset every sample of which says which writer wrote it."""
-    return {"x": np.full((SAMPLES, 3000), value, np.uint8), "y": np.full(SAMPLES, value, np.int64)}
-
-
-def write(folder: Path, value: int, **options) -> ss.format.WriteResult:
-    return ss.write(folder, source(value), shards=3, overwrite=True, page_size=1 << 14, workers=0, verbose=False,
-                    **options)
-
-
-def writer(folder: str, value: int, start: multiprocessing.Barrier, done: multiprocessing.Barrier,
-           waits: multiprocessing.Queue) -> None:
-    """A process that writes ``folder`` once a round, at the same moment as
-    the other writer; reports how often it had to wait for the other."""
-    waited = []
-
-    class Counting(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            waited.append(record.getMessage())
-
-    logging.getLogger(write_lock.__name__).addHandler(Counting())
-    for _ in range(ROUNDS):
-        start.wait()
-        write(Path(folder), value)
-        done.wait()
-    waits.put(len(waited))
 
 
 def user_files(folder: Path, elsewhere: Path) -> dict[str, bytes]:
@@ -85,7 +61,8 @@ def test_two_processes_writing_one_folder_at_once_take_turns_and_leave_one_datas
     mine = user_files(folder, tmp_path)
     ctx = multiprocessing.get_context("spawn")
     start, done, waits = ctx.Barrier(3), ctx.Barrier(3), ctx.Queue()
-    writers = [ctx.Process(target=writer, args=(str(folder), value, start, done, waits)) for value in (1, 2)]
+    writers = [ctx.Process(target=write_rounds, args=(str(folder), value, ROUNDS, start, done, waits))
+               for value in (1, 2)]
     for process in writers:
         process.start()
     try:
@@ -129,3 +106,46 @@ def test_a_failed_write_removes_only_the_shards_it_wrote(tmp_path):
                  overwrite=True, page_size=1 << 14, workers=0, verbose=False)
     assert holds_one_dataset_whole(folder) == 1
     assert sorted(p.name for p in folder.glob("shard-*.slip")) == sorted([*first.shards, *mine])
+
+
+WAITER = """
+import logging, sys
+from slipstream.format import write_lock
+
+class Told(logging.Handler):
+    def emit(self, record):
+        print("waiting", flush=True)
+
+write_lock.log.addHandler(Told())
+with write_lock.FolderWriteLock(sys.argv[1]):
+    print("held", flush=True)
+"""
+
+
+def test_a_child_forked_during_a_write_does_not_keep_the_folder_locked(tmp_path):
+    lock = write_lock.FolderWriteLock(tmp_path)
+    lock.acquire()
+    child = os.fork()
+    if child == 0:  # an encoding worker that outlives the write
+        time.sleep(60)
+        os._exit(0)
+    try:
+        waiter = subprocess.Popen([sys.executable, "-c", WAITER, str(tmp_path)], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, cwd=tmp_path)  # the installed slipstream
+        assert waiter.stdout.readline() == "waiting\n", waiter.stderr.read()  # it opened the lock file, waits on it
+        lock.release()
+        out, err = waiter.communicate(timeout=30)  # not the child's 60 s
+        assert waiter.returncode == 0 and out == "held\n", err
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+
+
+def test_a_second_write_of_this_process_into_a_folder_it_writes_is_refused_naming_it(tmp_path):
+    first = write_lock.FolderWriteLock(tmp_path)
+    first.acquire()
+    with pytest.raises(ss.errors.StorageError, match="being written by this process already"):
+        write(tmp_path, 1)
+    del first  # an interrupted write dropped without releasing its lock: collecting it lets go
+    gc.collect()
+    assert write(tmp_path, 1).samples == SAMPLES

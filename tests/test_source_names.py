@@ -198,3 +198,16 @@ def test_tar_members_read_by_a_field_say_nothing(tmp_path):
         ss.write(tmp_path / "both.slip", source, workers=0, verbose=False)
     assert source_warnings(record) == []
     assert [ss.Reader(tmp_path / "both.slip")[k]["label"] for k in range(4)] == ["0", "1", "2", "3"]
+
+
+def test_the_command_line_shows_such_names_escaped_rather_than_failing(tmp_path, monkeypatch, capsys):
+    from slipstream.cli import main
+
+    monkeypatch.setenv("SLIPSTREAM_CACHE_DIR", str(tmp_path / "cache"))
+    root = os.fsencode(tmp_path) + b"/" + CAFE
+    put(root, b"dog/d\xf6g.jpg", jpeg(60))
+    ss.cached(os.fsdecode(root), workers=0, verbose=False)
+    for command in (["cache", "list"], ["info", os.fsdecode(root)], ["cache", "prune", "--all", "--dry-run"]):
+        assert main(command) == 0, capsys.readouterr().err
+        shown = capsys.readouterr().out
+        assert "caf\\xe9" in shown, (command, shown)

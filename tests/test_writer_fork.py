@@ -209,24 +209,12 @@ def test_a_pool_started_by_another_thread_is_never_forked(runs):
     check_quiet(stderr)
 
 
-def _write_in_pool_worker(folder: str) -> tuple[int, list[str]]:
-    """``ss.write`` with worker processes, in a ``multiprocessing.Pool``
-    worker (a daemonic process); the samples written and the warnings."""
-    import warnings
-
-    import numpy as np
-    import slipstream as ss
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        result = ss.write(os.path.join(folder, "x.slip"), {"x": np.arange(1000)}, workers=2, verbose=False)
-    return result.samples, [str(w.message) for w in caught]
-
-
 def test_a_write_in_a_daemonic_pool_worker_encodes_on_threads_and_says_so(tmp_path):
     import multiprocessing
 
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
-        samples, messages = pool.apply(_write_in_pool_worker, (str(tmp_path),))
+    from writer_processes import write_in_pool_worker
+
+    with multiprocessing.get_context("spawn").Pool(1) as pool:  # a task whose worker died would be waited for
+        samples, messages = pool.apply_async(write_in_pool_worker, (str(tmp_path),)).get(timeout=120)
     assert samples == 1000
     assert any("daemonic process" in m and "2 threads" in m for m in messages), messages

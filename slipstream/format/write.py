@@ -86,10 +86,14 @@ def write_dataset(
     plan = options.plan(count) if options.sharded else None  # shards= is refused for a stream that is not counted
     # Encoding starts when it is first read; what it loses is told once, when all of it is written.
     encoded = reporting_losses(_encoded_samples(source, options.fields, workers, count), list(options.fields), path)
-    if plan is not None:
-        with holding(open_location(path, options.remote)):
-            options.check_destination()  # again: a write this one waited for may have made the dataset
-            return write_shards(path, plan, list(options.descriptors), options.page_size, options.page_checksums,
-                                options.user, encoded, count, options.on_error, options.remote, verbose)
-    return write_file(path, list(options.descriptors), options.page_size, options.page_checksums, options.user,
-                      encoded, count, options.on_error, verbose)
+    try:
+        if plan is not None:
+            with holding(open_location(path, options.remote)):
+                options.check_destination()  # again: a write this one waited for may have made the dataset
+                return write_shards(path, plan, list(options.descriptors), options.page_size,
+                                    options.page_checksums, options.user, encoded, count, options.on_error,
+                                    options.remote, verbose)
+        return write_file(path, list(options.descriptors), options.page_size, options.page_checksums, options.user,
+                          encoded, count, options.on_error, verbose)
+    finally:
+        encoded.close()  # a write that failed stops its encoders now, not when its traceback is collected

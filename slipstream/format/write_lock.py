@@ -11,6 +11,10 @@ The lock is an ``flock`` on a file in the folder, released by the kernel
 when its holder exits however it exits, so a killed writer never leaves the
 folder locked.  The holder removes the file as it finishes; a waiter that
 then finds it has locked a file no longer in the folder locks the new one.
+A child forked while the lock is held (the writer's encoding workers)
+closes its copy at once, so that a child outliving the write cannot keep
+the folder locked; a second write into the folder from the process that
+holds it is refused, naming the first, rather than waiting for itself.
 An object-store prefix has no such lock: writes into one prefix at once are
 refused nowhere, and the last manifest written wins.
 """
@@ -23,7 +27,9 @@ import logging
 import os
 import socket
 import stat
+import threading
 import time
+import weakref
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -36,6 +42,23 @@ NAME = ".slipstream-write.lock"
 
 log = logging.getLogger(__name__)
 
+_held: dict[str, int] = {}  # folder -> the descriptor of its lock, for every lock this process holds
+_held_lock = threading.Lock()
+
+
+def _close_in_child() -> None:
+    """(In a child just forked.)  Close the inherited descriptors of the
+    parent's locks: the lock is the parent's write, not the child's."""
+    for fd in _held.values():
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _held.clear()
+
+
+os.register_at_fork(after_in_child=_close_in_child)
+
 
 class FolderWriteLock:
     """Exclusive hold on writing the dataset in ``folder``, waiting for a
@@ -45,9 +68,12 @@ class FolderWriteLock:
         self.folder = Path(folder)
         self.path = self.folder / NAME
         self._fd: int | None = None
+        self._key = os.path.realpath(self.folder)
+        self._finalizer: weakref.finalize | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_fd": None}  # a lock held is this process's: a copy elsewhere holds nothing
+        # A lock held is this process's: a copy elsewhere (a Ray task's datasink) holds nothing.
+        return {**self.__dict__, "_fd": None, "_finalizer": None}
 
     def __enter__(self) -> FolderWriteLock:
         self.acquire()
@@ -63,8 +89,16 @@ class FolderWriteLock:
 
         Raises:
             StorageError: the lock file cannot be made (a read-only folder),
-                or something other than a regular file has its name.
+                something other than a regular file has its name, or this
+                process holds the lock already (a write into the folder
+                that has not finished: one interrupted and still
+                referenced, say).
         """
+        with _held_lock:
+            if self._key in _held and self._fd is None:
+                raise StorageError(f"{self.folder} is being written by this process already (an earlier write into "
+                                   f"it has not finished, or was interrupted and is still referenced): wait for it, "
+                                   f"or let it go, before writing there again")
         while self._fd is None:
             fd = self._open()
             try:
@@ -77,12 +111,19 @@ class FolderWriteLock:
                 if not self._still_in_place(fd):
                     os.close(fd)  # its holder finished and removed it: the lock is the file there now
                     continue
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, _holder().encode("utf-8"), 0)
+                try:
+                    os.ftruncate(fd, 0)
+                    os.pwrite(fd, _holder().encode("utf-8"), 0)
+                except OSError:
+                    pass  # opened for reading only: the lock holds, waiters are told of "another process"
             except BaseException:
                 os.close(fd)
                 raise
             self._fd = fd
+            with _held_lock:
+                _held[self._key] = fd
+            # A lock its writer lost without releasing it (an interrupted write dropped) is let go when collected.
+            self._finalizer = weakref.finalize(self, _let_go, self._key, fd)
 
     def release(self) -> None:
         """Give the lock up (removing its file first, so that a waiter
@@ -91,13 +132,20 @@ class FolderWriteLock:
             return
         try:
             self.path.unlink(missing_ok=True)
+        except OSError:
+            pass  # another user's file in a sticky folder: a waiter finds it still in place and locks it
         finally:
-            os.close(self._fd)
             self._fd = None
+            if self._finalizer is not None:
+                self._finalizer()  # closes the descriptor, once
 
     def _open(self) -> int:
         try:
-            return open_regular(self.path, os.O_RDWR | os.O_CREAT, follow=False, error=StorageError)
+            try:
+                # Anyone who may write the folder may take its lock (the umask has the last word).
+                return open_regular(self.path, os.O_RDWR | os.O_CREAT, follow=False, error=StorageError, mode=0o666)
+            except PermissionError:  # another user's lock file, left by a write that was killed: it locks as well
+                return open_regular(self.path, os.O_RDONLY, follow=False, error=StorageError)
         except OSError as exc:
             raise StorageError(described(exc, self.path, "make the lock that keeps writers apart")) from None
 
@@ -108,6 +156,14 @@ class FolderWriteLock:
             return False
         held = os.fstat(fd)
         return stat.S_ISREG(there.st_mode) and (there.st_dev, there.st_ino) == (held.st_dev, held.st_ino)
+
+
+def _let_go(key: str, fd: int) -> None:
+    """Close the lock's descriptor ``fd`` (releasing it) and forget it."""
+    with _held_lock:
+        if _held.get(key) == fd:
+            del _held[key]
+    os.close(fd)
 
 
 def _holder() -> str:

@@ -132,8 +132,12 @@ class SlipstreamDatasink(Datasink):
         self.options.check_destination()
         self._lock = holding(open_location(self.options.path, self.options.remote))
         self._lock.__enter__()
-        self.options.check_destination()  # again: a write this one waited for may have made the dataset
-        _clear(self._parts(), prefix="")
+        try:
+            self.options.check_destination()  # again: a write this one waited for may have made the dataset
+            _clear(self._parts(), prefix="")
+        except BaseException:
+            self._release()
+            raise
 
     def write(self, blocks: Iterable[Any], ctx: Any) -> PartSummary:
         """Encode this task's rows and store them as one part (step 1)."""

@@ -90,10 +90,17 @@ def publish_write(options: WriteOptions, entries: list[M.ShardEntry],
     return WriteResult(options.path, manifest.samples, tuple(skipped), tuple(e.name for e in entries))
 
 
-def laid_out(ray: Any, refs: list[Any]) -> list[str]:
-    """The names of the shards the finished layout tasks ``refs`` wrote
-    (those that failed or are still running wrote none that will stay)."""
-    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0) if refs else ([], [])
+def laid_out(ray: Any, refs: list[Any], timeout: float = 60) -> list[str]:
+    """The names of the shards the layout tasks ``refs`` of a write that
+    failed wrote: those still running are cancelled and waited for (up to
+    ``timeout`` seconds: a shard being uploaded would outlive the clean-up
+    otherwise), and those that finished give their shard's name (one that
+    failed or was cancelled leaves no shard)."""
+    if not refs:
+        return []
+    for ref in refs:
+        ray.cancel(ref)  # one that finished already is not affected
+    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
     names = []
     for ref in ready:
         try:

@@ -130,8 +130,6 @@ class _Conversion:
         """Stop this write's tasks and remove the shards it stored."""
         for block in self.encoding:
             self.ray.cancel(block.encoding)
-        if self.layouts:  # a shard still being uploaded would outlive the clean-up
-            self.ray.wait(self.layouts, num_returns=len(self.layouts), timeout=60)
         if self.progress is not None:
             self.progress.close()
         remove_unfinished(open_location(self.options.path, self.options.remote), laid_out(self.ray, self.layouts))
