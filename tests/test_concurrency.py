@@ -138,3 +138,15 @@ def test_loaders_made_in_forked_dataloader_workers_work(dataset):
     rows = torch.cat(list(workers)).tolist()
     assert sorted(label for _, label in rows) == [0, 1, 2, 3]
     assert len({pid for pid, _ in rows}) == 2
+
+
+def test_a_batch_of_an_iteration_stopped_by_another_iter_is_not_written_over(dataset):
+    # The race the test above can lose: a thread holds the last batch of an iteration that another thread's
+    # iter() stops; that epoch's batches go into other memory, whenever the holder reads its batch.
+    with ss.Loader(dataset, 5, {"image": [RandomResizedCrop(24)]}, order="sequential", verbose=False) as loader:
+        stopped = iter(loader)
+        for _ in range(3):
+            held = next(stopped)
+        images, labels = (value.clone() for value in held)
+        assert sum(len(batch[1]) for batch in loader) == SAMPLES  # iter() stops `stopped` and runs an epoch
+        assert torch.equal(held[0], images) and torch.equal(held[1], labels)

@@ -217,6 +217,20 @@ class CompiledPipeline:
         self.graph = graph
         self._bind_shapes(graph)
 
+    def renew_outputs(self) -> None:
+        """Give every slot fresh memory, so that no batch handed out before
+        is written again: an iteration stopped by another thread's, whose
+        last batch that thread may still be reading.  The old memory lives
+        as long as a handed-out batch refers to it.  Calls must not overlap
+        with it."""
+        for slot, event in enumerate(self._slot_read):
+            if event is not None:  # a copy to the device still reads the old memory
+                event.synchronize()
+                self._slot_read[slot] = None
+        self.buffers = {symbol: _allocate(array.shape, array.dtype) for symbol, array in self.buffers.items()}
+        self._slot = 0
+        self._bind_shapes(self.graph)
+
     def _bind_shapes(self, graph: Graph) -> None:
         """The views of the planned memory that the stages take, at ``graph``'s shapes (C-contiguous
         prefixes of each slot's memory, so that a smaller sample size compiles nothing)."""

@@ -555,7 +555,11 @@ class Loader:
             raise SlipstreamError(f"this Loader of {self.reader.path} was created in another process (pid "
                                   f"{self._pid}); a forked process, such as a DataLoader worker, must create a "
                                   f"Loader of its own (e.g. on first use, or in worker_init_fn)")
+        running = self._running()
+        stopping = running is not None and not running.closed
         self._stop_iterator()
+        if stopping:  # stopped mid-epoch by this call (from another thread, say): the batch its user holds stays
+            self.compiled.renew_outputs()
         if self._failed is not None:
             raise SlipstreamError(f"this Loader cannot run another epoch: completing {self.reader.path} failed "
                                   f"({type(self._failed).__name__}: {self._failed})") from self._failed
