@@ -17,10 +17,11 @@ gone: :func:`fork_is_safe` says whether one runs.
 from __future__ import annotations
 
 import ctypes
-import importlib
 import os
 import sys
 import warnings
+
+from slipstream._numba_internals import pool_started, threading_layer_loads
 
 
 TBB_LIBRARIES = ("libtbb.so.12", "libtbb.12.dylib", "tbb12.dll")
@@ -54,26 +55,16 @@ def _preload_pip_tbb() -> bool:
     return True
 
 
-def _loads(layer: str) -> bool:
-    """Whether Numba's extension for a threading layer ("tbb", "omp") loads."""
-    try:
-        importlib.import_module(f"numba.np.ufunc.{layer}pool")
-    except ImportError:
-        return False
-    return True
-
-
 def configure() -> None:
     """Make Numba pick a thread-safe threading layer, unless the user chose one
     with ``NUMBA_THREADING_LAYER`` or Numba has already started its threads.
     Warns when no thread-safe layer can be loaded."""
     import numba
-    from numba.np.ufunc import parallel
 
     _preload_pip_tbb()
-    if "NUMBA_THREADING_LAYER" in os.environ or parallel._is_initialized:
+    if "NUMBA_THREADING_LAYER" in os.environ or pool_started():
         return
-    if _loads("tbb") or _loads("omp"):
+    if threading_layer_loads("tbb") or threading_layer_loads("omp"):
         numba.config.THREADING_LAYER = "threadsafe"
         return
     warnings.warn(
@@ -90,6 +81,4 @@ def fork_is_safe() -> bool:
     its own, which a forked child forgets: :mod:`slipstream.compiler.threads`),
     so one runs only where other code of the process ran parallel Numba
     code; a fork then would hand the children a pool in an undefined state."""
-    from numba.np.ufunc import parallel
-
-    return not parallel._is_initialized
+    return not pool_started()

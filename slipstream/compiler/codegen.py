@@ -43,6 +43,7 @@ from slipstream.compiler.nodes import EmitContext, GraphNode, Input, Node
 from slipstream.compiler.operation import Operation
 from slipstream.compiler.params import structural_view
 from slipstream.compiler.symbols import Symbol
+from slipstream._numba_internals import intrinsic_parts, spread_function_ids
 from slipstream.cache import cache_root
 from slipstream.errors import CompileError, PipelineError
 
@@ -63,12 +64,9 @@ def _distinct_symbol_names() -> None:
     offset below 2**48 makes the names of different processes disjoint (two
     processes collide only if their ranges of a few thousand numbers
     overlap)."""
-    import itertools
     import secrets
 
-    identity = numba.core.bytecode.FunctionIdentity
-    if isinstance(getattr(identity, "_unique_ids", None), itertools.count):
-        identity._unique_ids = itertools.count(secrets.randbits(48) + 1)
+    spread_function_ids(secrets.randbits(48) + 1)
 
 
 _distinct_symbol_names()
@@ -576,8 +574,6 @@ def called_code(roots: Iterable[Any]) -> str:
     dispatchers; a function without a file by its code), and the C
     signature and ABI version of every native kernel they call.  Editing a
     module a stage never reaches leaves the hash as it is."""
-    from numba.core.extending import _Intrinsic
-
     from slipstream import _native
 
     files: set[str] = set()
@@ -593,12 +589,13 @@ def called_code(roots: Iterable[Any]) -> str:
             continue  # covered by the versions the key holds (_machine)
         if isinstance(obj, numba.core.dispatcher.Dispatcher):
             stack.append(obj.py_func)
-        elif isinstance(obj, _Intrinsic):
-            kernel = _native.FUNCTIONS.get(obj._name)
+        elif (intrinsic := intrinsic_parts(obj)) is not None:
+            name, definition = intrinsic
+            kernel = _native.FUNCTIONS.get(name)
             if kernel is not None:
                 h.update(f"{kernel} abi {_native.ABI_VERSION}".encode())
             else:
-                stack.append(obj._defn)
+                stack.append(definition)
         elif isinstance(obj, types.FunctionType):
             source = inspect.getsourcefile(obj) if obj.__code__.co_filename[:1] not in ("<", "") else None
             if source is not None and os.path.exists(source):

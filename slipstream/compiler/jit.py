@@ -41,6 +41,7 @@ from numba.core import types
 from numba.core.caching import FunctionCache
 from numba.core.registry import CPUDispatcher
 
+from slipstream._numba_internals import cache_index_path, install_cache, installed_cache
 from slipstream.errors import CacheWarning
 
 _warned: set[str] = set()
@@ -75,12 +76,12 @@ class _SavingCache(FunctionCache):
                           f"({type(exc).__name__}: {exc}): it is compiled again and saved over it",
                           CacheWarning, stacklevel=2)
             with contextlib.suppress(OSError):
-                os.unlink(self._cache_file._index_path)
+                os.unlink(cache_index_path(self))
             return None
 
     def holds_entries(self) -> bool:
         """Whether the cache on disk holds machine code of this function (its index exists)."""
-        return os.path.exists(self._cache_file._index_path)
+        return os.path.exists(cache_index_path(self))
 
     def save_overload(self, sig: Any, data: Any) -> None:
         try:
@@ -95,7 +96,7 @@ def cache_state(dispatcher: Any) -> str:
     its first call), or still to be compiled on its first call."""
     if dispatcher.signatures:
         return "in this process (compiled or loaded from the compile cache)"
-    cache = getattr(dispatcher, "_cache", None)
+    cache = installed_cache(dispatcher)
     if isinstance(cache, _SavingCache) and cache.holds_entries():
         return f"in the compile cache at {cache.cache_path} (loaded on the first batch)"
     return "not compiled yet: compiled on the first batch" + (
@@ -147,7 +148,7 @@ def cached_njit(fn: Callable[..., Any] | None = None, /, *, entry: bool = False,
         dispatcher = _dispatcher(function, entry, options)
         try:
             # What Dispatcher.enable_caching (cache=True) installs, with saves that cannot fail.
-            dispatcher._cache = _SavingCache(function)
+            install_cache(dispatcher, _SavingCache(function))
         except RuntimeError as exc:  # Numba found no folder it can write its cache to
             warn_once("(no writable folder)", f"the machine code of {function.__qualname__}", exc)
         return dispatcher
