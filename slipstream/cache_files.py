@@ -12,8 +12,8 @@ loader's first epoch keeps in a cache folder lie:
   time is the last time the file was used, which is the last time it was
   found to match its source (:func:`slipstream.cache_use.used`).
 - ``NAME.slip.lock``, while a process builds the file: it holds an
-  exclusive ``flock`` on it, and removes it when done (:func:`take_lock`,
-  :func:`drop_lock`), so that no lock files pile up.
+  exclusive ``flock`` on it, and removes it when done (:func:`slipstream.files.lock_removable`,
+  :func:`slipstream.files.unlock_removable`), so that no lock files pile up.
 
 A process that reads the file (a :class:`slipstream.Loader`) holds a
 shared ``flock`` on the file itself (:func:`hold`).  A file is removed
@@ -44,9 +44,7 @@ try:
 except ImportError:  # Windows: no advisory locks, so files are neither held nor removed
     fcntl = None  # type: ignore[assignment]
 
-CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+from slipstream.files import CLOEXEC, NOFOLLOW, NONBLOCK, lock_removable, unlock_removable
 
 LOGGER = logging.getLogger("slipstream.cache")
 """The logger of the dataset cache: where a file is written and about how
@@ -94,41 +92,6 @@ def read_note(path: Path) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- locks
-
-
-def take_lock(path: Path, wait: bool = True) -> int | None:
-    """Take the exclusive lock ``path`` (a build lock file, created when
-    missing): its open descriptor, or None without ``wait`` when another
-    process holds it.  A lock file is removed by its holder
-    (:func:`drop_lock`): one opened before that and locked after is
-    another file than the one at ``path`` now, so it is opened again."""
-    assert fcntl is not None
-    while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | CLOEXEC | NOFOLLOW, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            os.close(fd)
-            return None
-        except BaseException:
-            os.close(fd)
-            raise
-        try:
-            if os.fstat(fd).st_ino == os.stat(path, follow_symlinks=False).st_ino:
-                return fd
-        except FileNotFoundError:
-            pass
-        os.close(fd)
-
-
-def drop_lock(path: Path, fd: int) -> None:
-    """Remove the lock file ``path`` and let go of it (``fd`` from :func:`take_lock`)."""
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def hold(path: Path) -> int | None:
@@ -190,7 +153,7 @@ def remove(path: Path) -> bool:
     a process holds it or its lock: whether it was removed (or was gone)."""
     if fcntl is None:
         return False
-    lock = take_lock(lock_path(path), wait=False)
+    lock = lock_removable(lock_path(path), wait=False)
     if lock is None:
         return False  # being built, or another process removes it
     try:
@@ -213,7 +176,7 @@ def remove(path: Path) -> bool:
         note_path(path).unlink(missing_ok=True)
         return True
     finally:
-        drop_lock(lock_path(path), lock)
+        unlock_removable(lock_path(path), lock)
 
 
 def remove_unheld_lock(path: Path, dry_run: bool = False) -> bool:
@@ -224,10 +187,10 @@ def remove_unheld_lock(path: Path, dry_run: bool = False) -> bool:
         return False
     if dry_run:
         return path.exists() and not locked(path)
-    fd = take_lock(path, wait=False)
+    fd = lock_removable(path, wait=False)
     if fd is None:
         return False
-    drop_lock(path, fd)
+    unlock_removable(path, fd)
     return True
 
 

@@ -41,7 +41,9 @@ def _escaped(error: UnicodeError) -> tuple[str, int]:
     if isinstance(error, UnicodeEncodeError):
         text = error.object[error.start:error.end]
         if all("\udc80" <= c <= "\udcff" for c in text):
-            return "".join(f"\\x{ord(c) - 0xDC00:02x}" for c in text), error.end
+            from slipstream.sources.folders import shown_path
+
+            return shown_path(text), error.end
     return codecs.backslashreplace_errors(error)
 
 

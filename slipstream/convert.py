@@ -22,6 +22,7 @@ import numpy as np
 from slipstream import cache_files, cache_use, native
 from slipstream.cache import datasets_dir, made_folder
 from slipstream.errors import ArgumentError, CacheWarning
+from slipstream.files import lock_removable, unlock_removable
 from slipstream.fields import Encoded, RGBImageField
 from slipstream.fields.image import JPEG_MODE, check_stored_size, tiled_jpeg
 from slipstream.fields.image_modes import RAW_MODE, YUV420_MODE
@@ -276,7 +277,7 @@ class CacheEntry:
                                     f"opening another Loader or calling cached() over this source")
             yield False
             return
-        fd = cache_files.take_lock(path, wait)
+        fd = lock_removable(path, wait=wait)
         if fd is None:
             yield False
             return
@@ -287,7 +288,7 @@ class CacheEntry:
         finally:
             if streaming:
                 _STREAMING_LOCKS.discard(key)
-            cache_files.drop_lock(path, fd)  # the file is there, or the next builder starts over: no lock left
+            unlock_removable(path, fd)  # the file is there, or the next builder starts over: no lock left
 
 
 class UnidentifiedSource(ArgumentError):

@@ -88,6 +88,68 @@ def read_head(path: str | os.PathLike, length: int | None = None, *,
         os.close(fd)
 
 
+def lock_removable(path: str | os.PathLike, *, wait: bool = True, waiting: Callable[[int], None] | None = None,
+                   error: Callable[[str], Exception] = OSError) -> int | None:
+    """An exclusive ``flock`` on the lock file ``path``, made when missing
+    (for anyone who may write its folder; another user's is opened for
+    reading, which locks as well): its descriptor, or None without ``wait``
+    when another holds it.  ``waiting(fd)`` is called before a wait.  A
+    lock file is removed by its holder (:func:`unlock_removable`), so a
+    file locked after its removal is no longer the one at ``path``: it is
+    opened again.
+
+    Raises:
+        OSError: the file cannot be made; ``error`` (as for
+            :func:`open_regular`): it is not a regular file.
+    """
+    import fcntl
+
+    while True:
+        try:
+            fd = open_regular(path, os.O_RDWR | os.O_CREAT, follow=False, mode=0o666, error=error)
+        except PermissionError:
+            fd = open_regular(path, os.O_RDONLY, follow=False, error=error)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if not wait:
+                    os.close(fd)
+                    return None
+                if waiting is not None:
+                    waiting(fd)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            if _in_place(path, fd):
+                return fd
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+
+
+def unlock_removable(path: str | os.PathLike, fd: int) -> None:
+    """Remove the lock file ``path``, then let go of its lock ``fd`` (from
+    :func:`lock_removable`): a waiter that then holds the removed file
+    opens the next one.  A file that cannot be removed (another user's, in
+    a sticky folder) stays, and a waiter locks it."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _in_place(path: str | os.PathLike, fd: int) -> bool:
+    """Whether the file open as ``fd`` is the regular file at ``path``."""
+    try:
+        there = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return stat.S_ISREG(there.st_mode) and (there.st_dev, there.st_ino) == (held.st_dev, held.st_ino)
+
+
 def described(exc: OSError, path: str | os.PathLike | Path, doing: str) -> str:
     """``exc`` in words with the path and what was being done, e.g.
     ``"/cache/x.page: cannot write it: No space left on device (ENOSPC)"``."""

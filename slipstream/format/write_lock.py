@@ -22,11 +22,9 @@ refused nowhere, and the last manifest written wins.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import socket
-import stat
 import threading
 import time
 import weakref
@@ -35,7 +33,7 @@ from types import TracebackType
 from typing import Any
 
 from slipstream.errors import StorageError
-from slipstream.files import described, open_regular
+from slipstream.files import described, lock_removable, unlock_removable
 
 NAME = ".slipstream-write.lock"
 """The lock file's name, in the folder being written."""
@@ -99,71 +97,43 @@ class FolderWriteLock:
                 raise StorageError(f"{self.folder} is being written by this process already (an earlier write into "
                                    f"it has not finished, or was interrupted and is still referenced): wait for it, "
                                    f"or let it go, before writing there again")
-        while self._fd is None:
-            fd = self._open()
-            try:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    log.warning("%s is being written by %s: waiting for that write to finish", self.folder,
-                                os.pread(fd, 512, 0).decode("utf-8", "replace").strip() or "another process")
-                    fcntl.flock(fd, fcntl.LOCK_EX)
-                if not self._still_in_place(fd):
-                    os.close(fd)  # its holder finished and removed it: the lock is the file there now
-                    continue
-                try:
-                    os.ftruncate(fd, 0)
-                    os.pwrite(fd, _holder().encode("utf-8"), 0)
-                except OSError:
-                    pass  # opened for reading only: the lock holds, waiters are told of "another process"
-            except BaseException:
-                os.close(fd)
-                raise
-            self._fd = fd
-            with _held_lock:
-                _held[self._key] = fd
-            # A lock its writer lost without releasing it (an interrupted write dropped) is let go when collected.
-            self._finalizer = weakref.finalize(self, _let_go, self._key, fd)
+        try:
+            fd = lock_removable(self.path, waiting=self._tell_waiting, error=StorageError)
+        except StorageError:
+            raise  # something other than a regular file has the lock's name
+        except OSError as exc:
+            raise StorageError(described(exc, self.path, "make the lock that keeps writers apart")) from None
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, _holder().encode("utf-8"), 0)
+        except OSError:
+            pass  # opened for reading only (another user's file): the lock holds, waiters hear of "another process"
+        self._fd = fd
+        with _held_lock:
+            _held[self._key] = fd
+        # A lock its writer lost without releasing it (an interrupted write dropped) is let go when collected.
+        self._finalizer = weakref.finalize(self, _let_go, self._key, self.path, fd)
+
+    def _tell_waiting(self, fd: int) -> None:
+        log.warning("%s is being written by %s: waiting for that write to finish", self.folder,
+                    os.pread(fd, 512, 0).decode("utf-8", "replace").strip() or "another process")
 
     def release(self) -> None:
         """Give the lock up (removing its file first, so that a waiter
         holding the removed file knows to lock afresh)."""
         if self._fd is None:
             return
-        try:
-            self.path.unlink(missing_ok=True)
-        except OSError:
-            pass  # another user's file in a sticky folder: a waiter finds it still in place and locks it
-        finally:
-            self._fd = None
-            if self._finalizer is not None:
-                self._finalizer()  # closes the descriptor, once
-
-    def _open(self) -> int:
-        try:
-            try:
-                # Anyone who may write the folder may take its lock (the umask has the last word).
-                return open_regular(self.path, os.O_RDWR | os.O_CREAT, follow=False, error=StorageError, mode=0o666)
-            except PermissionError:  # another user's lock file, left by a write that was killed: it locks as well
-                return open_regular(self.path, os.O_RDONLY, follow=False, error=StorageError)
-        except OSError as exc:
-            raise StorageError(described(exc, self.path, "make the lock that keeps writers apart")) from None
-
-    def _still_in_place(self, fd: int) -> bool:
-        try:
-            there = os.stat(self.path, follow_symlinks=False)
-        except FileNotFoundError:
-            return False
-        held = os.fstat(fd)
-        return stat.S_ISREG(there.st_mode) and (there.st_dev, there.st_ino) == (held.st_dev, held.st_ino)
+        self._fd = None
+        if self._finalizer is not None:
+            self._finalizer()  # removes the file and closes the descriptor, once
 
 
-def _let_go(key: str, fd: int) -> None:
-    """Close the lock's descriptor ``fd`` (releasing it) and forget it."""
+def _let_go(key: str, path: Path, fd: int) -> None:
+    """Remove the lock file ``path``, release its lock ``fd`` and forget it."""
     with _held_lock:
         if _held.get(key) == fd:
             del _held[key]
-    os.close(fd)
+    unlock_removable(path, fd)
 
 
 def _holder() -> str:
