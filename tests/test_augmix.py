@@ -283,7 +283,7 @@ def test_augmix_declares_no_transform_and_boxes_asked_to_follow_it_are_refused(a
 
     declared = AugMix().declare(State((32, 48, 3), np.dtype(np.uint8)))[1]
     assert all(a.name != geometry.TRANSFORM for a in declared)
-    assert not isinstance(AugMix(), geometry.Geometric)
+    assert AugMix.geometry is ss.compiler.Geometry.UNTRACKED
     path, _ = annotated
     pipelines = {"image": [ss.ops.Resize((64, 64)), AugMix()], "boxes": [BoundingBoxes(follow="image")],
                  "labels": None, "points": None, "masks": None, "mask": None}

@@ -10,10 +10,10 @@ Usable on its own, on in-memory arrays::
 
 from slipstream.compiler.drawing import draw_graph
 from slipstream.compiler.graph import Buffer, Graph, Internal
-from slipstream.compiler.kinds import Kind
+from slipstream.compiler.kinds import Geometry, Kind
 from slipstream.compiler.nodes import (DecoderNode, EmitContext, Finder, GraphNode, Input, Node, RandomApply, RefNode,
                                        TransformNode)
-from slipstream.compiler.operation import STATUS, Decoder, Operation, TakesKeys, TorchOperation
+from slipstream.compiler.operation import STATUS, Decoder, DeclaresGeometry, Operation, TakesKeys, TorchOperation
 from slipstream.compiler.pipeline import ArraySource, CompiledPipeline, Pipeline
 from slipstream.compiler.rewrites import Keyed
 from slipstream.compiler.state import Allocation, State
@@ -23,6 +23,7 @@ __all__ = [
     "ArraySource",
     "Buffer",
     "CompiledPipeline",
+    "DeclaresGeometry",
     "Decoder",
     "DecoderNode",
     "EmitContext",
@@ -30,6 +31,7 @@ __all__ = [
     "Graph",
     "GraphNode",
     "Input",
+    "Geometry",
     "Internal",
     "Keyed",
     "Kind",

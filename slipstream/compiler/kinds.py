@@ -14,6 +14,13 @@ operation follows a batch operation (the loop that would run it has ended).
 Compiled stages have even numbers and torch stages odd ones, so that nodes
 of different pipelines sharing a number, which are compiled into one
 function, are always of one kind of stage.
+
+Every operation also declares its :class:`Geometry`: whether it leaves
+each pixel where it was, moves pixels by a map it writes out, or moves
+them in a way nothing can follow.  Boxes, keypoints and masks that follow
+an image (:mod:`slipstream.ops.detection`) read those declarations, and an
+operation that declares nothing is :attr:`Geometry.UNKNOWN`, which they
+refuse: a forgotten declaration is an error, never boxes off their objects.
 """
 
 from __future__ import annotations
@@ -36,6 +43,30 @@ class Kind(enum.Enum):
         return self is not Kind.TORCH
 
 
+class Geometry(enum.Enum):
+    """How an operation moves the pixels of the image it transforms, as the
+    fields that follow the image (boxes, keypoints, masks) must know it."""
+
+    IDENTITY = "identity"
+    """Every pixel stays where it was (tones, blurs, erasing, normalizing,
+    dtype and device changes): what follows the image is left as it is."""
+
+    MAPPED = "mapped"
+    """Pixels move by a map the operation writes, per sample, into its
+    output ``transform`` (:mod:`slipstream.fields.geometry`), during the
+    compiled sample loop: what follows the image moves with it."""
+
+    UNTRACKED = "untracked"
+    """Pixels move where no per-sample map says (a mixture of differently
+    warped images or of a batch's samples, a warp of batch tensors after the
+    compiled stage): nothing can follow the image, and a pipeline that asks
+    for it is refused."""
+
+    UNKNOWN = "unknown"
+    """Not declared, the default: treated as moving pixels where nothing
+    says, so a field that follows the image refuses it by name."""
+
+
 def stage_number(kind: Kind, sources: Iterable[tuple[Kind, int]]) -> int:
     """The stage of a node of ``kind`` reading nodes of the given kinds and
     (already numbered) stages; see the module docstring."""
@@ -53,4 +84,4 @@ def is_compiled_stage(stage: int) -> bool:
     return stage % 2 == 0
 
 
-__all__ = ["Kind", "is_compiled_stage", "stage_number"]
+__all__ = ["Geometry", "Kind", "is_compiled_stage", "stage_number"]

@@ -29,7 +29,7 @@ import numpy as np
 
 from slipstream.compiler import astgen as A
 from slipstream.compiler.checks import returns_its_input
-from slipstream.compiler.kinds import Kind
+from slipstream.compiler.kinds import Geometry, Kind
 from slipstream.compiler.operation import STATUS, Decoder, Operation, TorchOperation
 from slipstream.compiler.params import structural_view
 from slipstream.compiler.random import named_draws
@@ -294,6 +294,13 @@ class Node:
         an operation runs per sample)."""
         return self.op.kind if self.op is not None else Kind.SAMPLE
 
+    def geometry(self) -> Geometry:
+        """How this entry moves the pixels of its input, as the fields that
+        follow its pipeline read it: its operation's declaration
+        (:attr:`Operation.geometry`); :attr:`Geometry.UNKNOWN` for a node
+        without one."""
+        return self.op.geometry if self.op is not None else Geometry.UNKNOWN
+
     def identity(self) -> str:
         """What kind of node this is, for keying its random streams: its
         class and its operation's class (that of the operation it draws
@@ -528,6 +535,12 @@ class RandomApply(TransformNode):
             skipped = ctx.value()
         return [A.if_else(A.less(coin, A.index(ctx.node_values(), A.const(0))), applied,
                           [A.assign(ctx.target, skipped)])]
+
+    def geometry(self) -> Geometry:
+        """The operation's, when it moves no pixel; otherwise untracked: a
+        skipped sample leaves the operation's ``transform`` output
+        unwritten, so no map would say where its pixels went."""
+        return Geometry.IDENTITY if self.op.geometry is Geometry.IDENTITY else Geometry.UNTRACKED
 
     def runtime_values(self) -> tuple[float]:
         """``(p,)``: the probability is a value of the stage, not of its source."""

@@ -56,7 +56,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from slipstream.compiler import params
-from slipstream.compiler.kinds import Kind
+from slipstream.compiler.kinds import Geometry, Kind
 from slipstream.compiler.state import Allocation, State
 from slipstream.errors import ArgumentError
 
@@ -70,9 +70,17 @@ class Operation(params.Declares):
         kind: what code the operation hands back and where it runs: per
             sample inside the compiled sample loop (the default), per batch
             after it, or in Python over torch tensors (:class:`Kind`).
+        geometry: how it moves the pixels of an image (:class:`Geometry`):
+            ``IDENTITY`` for an operation that moves none, ``MAPPED`` for
+            one that writes its map into an output ``transform``
+            (:mod:`slipstream.fields.geometry`), ``UNTRACKED`` for one that
+            moves them where no map says.  The default, ``UNKNOWN``, makes
+            boxes, keypoints and masks that follow the image refuse the
+            operation by name.
     """
 
     kind: ClassVar[Kind] = Kind.SAMPLE
+    geometry: ClassVar[Geometry] = Geometry.UNKNOWN
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -166,6 +174,17 @@ class Decoder(Operation):
         raise NotImplementedError(f"{type(self).__name__} must implement declare()")
 
 
+class DeclaresGeometry:
+    """A torch-side callable (usually a ``torch.nn.Module``) that says how
+    it moves pixels, in its class attribute ``geometry``
+    (:class:`Geometry`), as operations do.  A module placed in a pipeline
+    whose image other fields follow must be one: a plain module is
+    :attr:`Geometry.UNKNOWN` and refused there.  Subclass it and set
+    ``geometry = Geometry.IDENTITY`` on a module that moves no pixel."""
+
+    geometry: ClassVar[Geometry]
+
+
 class TakesKeys(abc.ABC):
     """A torch-side callable (usually a ``torch.nn.Module``) whose random
     draws can come from the pipeline's counter-based keys.
@@ -191,7 +210,9 @@ class TorchOperation(Operation):
 
     Its output state is found by running the code once on a zero tensor of
     the input's shape with a batch of one, before the first batch.  A
-    callable that :class:`TakesKeys` also receives the batch's random keys.
+    callable that :class:`TakesKeys` also receives the batch's random keys;
+    one that :class:`DeclaresGeometry` gives its geometry, else it is
+    :attr:`Geometry.UNKNOWN`.
     """
 
     fn: Callable[[Any], Any]
@@ -208,6 +229,12 @@ class TorchOperation(Operation):
 
     def generate_code(self) -> Callable[..., Any]:
         return self.fn
+
+    @property
+    def geometry(self) -> Geometry:  # type: ignore[override]  # the callable's declaration, not the class's
+        """How the callable moves pixels: its own declaration
+        (:class:`DeclaresGeometry`), else :attr:`Geometry.UNKNOWN`."""
+        return self.fn.geometry if isinstance(self.fn, DeclaresGeometry) else Geometry.UNKNOWN
 
     @property
     def takes_keys(self) -> bool:

@@ -36,7 +36,7 @@ import numpy as np
 from numba import njit, uint64
 
 from slipstream import native
-from slipstream.compiler import Allocation, Decoder, Kind, Operation, State
+from slipstream.compiler import Allocation, Decoder, Geometry, Kind, Operation, State
 from slipstream.errors import ArgumentError
 from slipstream.fields import geometry
 from slipstream.fields.image_modes import RAW_MODE, YUV420_MODE
@@ -295,11 +295,13 @@ class ImageFieldDecoder(Decoder):
         return f"{super().fingerprint()}:count_decodes={self.source.count_decodes}"
 
 
-class GeometricImageDecoder(ImageFieldDecoder, geometry.Geometric):
+class GeometricImageDecoder(ImageFieldDecoder):
     """An image decoder that also gives, as its output ``transform``, where
     each stored pixel lands in the decoded sample (see
     :mod:`slipstream.fields.geometry`): its code takes the transform's
     per-sample array after the image's."""
+
+    geometry: ClassVar[Geometry] = Geometry.MAPPED
 
     def declare(self, state: State | None) -> tuple[State, list[Allocation]]:
         image, memory = super().declare(state)

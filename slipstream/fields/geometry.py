@@ -7,9 +7,10 @@ Coordinates are continuous pixel coordinates, as in
 W x H image.
 
 Every operation that moves pixels (a decoding crop, a flip, a translation,
-a rotation, an affine or perspective warp) and every image decoder is
-:class:`Geometric`: it has a named output ``transform``, a float64 array of
-:data:`SIZE` values per sample::
+a rotation, an affine or perspective warp) and every image decoder
+declares ``geometry = Geometry.MAPPED``
+(:class:`slipstream.compiler.Geometry`): it has a named output
+``transform``, a float64 array of :data:`SIZE` values per sample::
 
     (m00, m01, m02, m10, m11, m12, m20, m21, m22, out_h, out_w)
 
@@ -41,8 +42,6 @@ has no image.
 
 from __future__ import annotations
 
-import abc
-
 import numpy as np
 
 from slipstream.compiler.jit import cached_njit
@@ -60,19 +59,6 @@ SCALE_X, OFFSET_X, SCALE_Y, OFFSET_Y = 0, 2, 4, 5
 """The matrix entries an axis-aligned map uses: x' = scale_x * x + offset_x, y' = scale_y * y + offset_y."""
 
 OUT_H, OUT_W = 9, 10
-
-
-class Geometric(abc.ABC):  # a marker: what it promises is an output, not a method
-    """An operation that moves pixels and says where: it declares an
-    allocation named :data:`TRANSFORM` of shape ``(SIZE,)`` float64 and
-    writes each sample's transform (see the module docstring) into it."""
-
-
-class Untracked(abc.ABC):  # a marker, read by the operations that follow an image
-    """An operation that moves pixels where no single map says (a mixture
-    of differently warped images, or of the samples of a batch): boxes,
-    keypoints and masks cannot follow it, and a pipeline that asks them to
-    is refused."""
 
 
 @cached_njit

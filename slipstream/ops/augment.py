@@ -8,13 +8,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from numbers import Real
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from numba import types, uint64
 from numba.extending import overload
 
-from slipstream.compiler import Allocation, Operation, State
+from slipstream.compiler import Allocation, Geometry, Operation, State
 from slipstream.compiler import random as rnd
 from slipstream.compiler.codegen import copy_sample
 from slipstream.compiler.params import PROBABILITY, Custom, Float, Int, Numbers, Pair, Refused, Spread, param
@@ -88,9 +88,11 @@ def _moved(state: State) -> tuple[State, list[Allocation]]:
 
 
 @dataclasses.dataclass(frozen=True)
-class _RandomFlip(Operation, geometry.Geometric):
+class _RandomFlip(Operation):
     """A mirror applied with probability ``p``, into its own output; its
     output ``transform`` says whether it was."""
+
+    geometry: ClassVar[Geometry] = Geometry.MAPPED
 
     p: float = param(PROBABILITY, "probability of mirroring a sample", default=0.5)
 
@@ -285,6 +287,8 @@ class ColorJitter(Operation):
     shift from [-hue, hue] (at most 0.5), applied in a random order per
     sample.  Works in place on (height, width, 3) uint8 images."""
 
+    geometry: ClassVar[Geometry] = Geometry.IDENTITY
+
     brightness: tuple[float, float] = param(FACTOR, "multiplicative factor, drawn uniformly from the range (`1 - v` "
                                             "clipped at 0)", default=0.0)
     contrast: tuple[float, float] = param(FACTOR, "factor of the blend with the image's mean gray, drawn as for "
@@ -350,6 +354,8 @@ class RandomGrayscale(Operation):
     """Replace the image by its grayscale, in all three channels, with
     probability ``p``.  Takes (height, width, 3) uint8 images."""
 
+    geometry: ClassVar[Geometry] = Geometry.IDENTITY
+
     p: float = param(PROBABILITY, "probability of replacing the sample by its grayscale", default=0.1)
 
     def declare(self, state):
@@ -379,6 +385,8 @@ class RandomSolarize(Operation):
     """With probability ``p``, every value ``v >= threshold`` becomes ``255 -
     v``; ``threshold`` is a number in [0, 255] (a float too: 127.5 inverts
     128 and up)."""
+
+    geometry: ClassVar[Geometry] = Geometry.IDENTITY
 
     threshold: float = param(Float(0.0, 255.0), "uint8 value from which values are inverted", default=128)
     p: float = param(PROBABILITY, "probability of solarizing the sample", default=0.5)
@@ -446,6 +454,8 @@ class GaussianBlur(Operation):
     """torchvision's ``GaussianBlur``: a ``kernel_size`` Gaussian kernel
     (odd) with sigma drawn uniformly from ``sigma`` per sample, separable,
     reflecting at the borders, rounded to uint8."""
+
+    geometry: ClassVar[Geometry] = Geometry.IDENTITY
 
     kernel_size: int = param(KERNEL_SIZE, "kernel width and height in pixels", structural=True)
     sigma: tuple[float, float] = param(SIGMA, "range of the standard deviation in pixels, drawn uniformly per sample",
@@ -531,6 +541,8 @@ class RandomErasing(Operation, LooksAhead):
     follows.  ``value="random"`` (torchvision's, and timm's ``mode="pixel"``)
     fills each pixel of each channel with its own standard normal draw; it
     takes the float samples only."""
+
+    geometry: ClassVar[Geometry] = Geometry.IDENTITY
 
     p: float = param(PROBABILITY, "probability of erasing a rectangle", default=0.5)
     scale: tuple[float, float] = param(Pair(Float(0.0, 1.0)), "range of the rectangle's area as a fraction of the "
@@ -726,6 +738,8 @@ class Cutout(Operation):
     """A ``size`` x ``size`` square at a uniformly random center (cut off at
     the image's edges) set to ``fill``, on every sample."""
 
+    geometry: ClassVar[Geometry] = Geometry.IDENTITY
+
     size: int = param(PIXELS, "side of the square in pixels")
     fill: tuple[float, ...] = param(FILL, "uint8 value (one, or R, G, B) written into the square", default=(0, 0, 0))
 
@@ -753,11 +767,13 @@ class Cutout(Operation):
 
 
 @dataclasses.dataclass(frozen=True)
-class RandomTranslate(Operation, geometry.Geometric):
+class RandomTranslate(Operation):
     """Shift the image by a random offset in [-padding, padding] on each
     axis, filling the uncovered border with ``fill`` (a crop of the image
     padded by ``padding``, as FFCV's RandomTranslate); its output
     ``transform`` holds the shift."""
+
+    geometry: ClassVar[Geometry] = Geometry.MAPPED
 
     padding: int = param(PIXELS, "largest shift in pixels, on each axis")
     fill: tuple[float, ...] = param(FILL, "uint8 value (one, or R, G, B) of the uncovered border", default=(0, 0, 0))

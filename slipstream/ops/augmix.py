@@ -42,19 +42,19 @@ clamped to [the smallest normal float32, the largest float32 below 1].
 AugMix is not geometric: its output is a mixture of differently warped
 images, which no single map describes, so it declares no ``transform``
 output and boxes, keypoints and masks cannot follow it: it is
-:class:`slipstream.fields.geometry.Untracked`, so a pipeline that asks them
-to is refused.
+``Geometry.UNTRACKED`` (:class:`slipstream.compiler.Geometry`), so a
+pipeline that asks them to is refused.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from numba import uint64
 
-from slipstream.compiler import Allocation, Operation, State
+from slipstream.compiler import Allocation, Geometry, Operation, State
 from slipstream.compiler import random as rnd
 from slipstream.compiler.jit import cached_njit
 from slipstream.compiler.params import Bool, Float, Int, param
@@ -171,7 +171,7 @@ def _truncate(mix, out):
 
 
 @dataclasses.dataclass(frozen=True)
-class AugMix(Operation, geometry.Untracked):
+class AugMix(Operation):
     """torchvision's ``AugMix`` (Hendrycks et al., ICLR 2020): per sample,
     ``mixture_width`` chains of 1 to 3 (or ``chain_depth``) primitives, each
     chosen uniformly at a magnitude bin drawn from ``[0, severity)``, mixed
@@ -195,6 +195,8 @@ class AugMix(Operation, geometry.Untracked):
             ``"nearest"``, for the geometric steps.
         fill: the colour of uncovered pixels: None (black), a number, or 3.
     """
+
+    geometry: ClassVar[Geometry] = Geometry.UNTRACKED
 
     severity: int = param(Int(1, BINS), "magnitude bins drawn from: each step takes one of the first `severity` "
                           "of 10 bins uniformly", default=3)

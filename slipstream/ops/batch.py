@@ -30,12 +30,13 @@ the base of :mod:`slipstream.ops.batch_base`; all are imported from here.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
 from slipstream.errors import ArgumentError
 from slipstream.compiler import random as rnd
+from slipstream.compiler.kinds import Geometry
 from slipstream.ops.augment import _erasing_ranges, _factor_range, _fill_numbers, _sigma_range
 from slipstream.ops.batch_base import (COIN_DRAWS, Params, _back, _BatchAugmentation, _Draws, _float, _gray,
                                        _probability)
@@ -62,6 +63,8 @@ class BatchColorJitter(_BatchAugmentation):
     hue] (or a range within [-0.5, 0.5]), applied in an order drawn per
     batch (torchvision draws it per call too).  Takes RGB batches (3
     channels)."""
+
+    geometry: ClassVar[Geometry] = Geometry.IDENTITY
 
     def __init__(self, brightness: Any = 0.0, contrast: Any = 0.0, saturation: Any = 0.0, hue: Any = 0.0,
                  generator: torch.Generator | None = None) -> None:
@@ -114,6 +117,8 @@ class BatchRandomGrayscale(_BatchAugmentation):
     """Each image replaced by its luma in every channel with probability
     ``p``.  Takes RGB batches (3 channels)."""
 
+    geometry: ClassVar[Geometry] = Geometry.IDENTITY
+
     def __init__(self, p: float = 0.1, generator: torch.Generator | None = None) -> None:
         super().__init__(generator)
         self.p = _probability(p)
@@ -130,6 +135,8 @@ class BatchRandomGrayscale(_BatchAugmentation):
 class BatchRandomSolarize(_BatchAugmentation):
     """Each image, with probability ``p``: values at or above ``threshold``
     (on the 0..1 scale) become ``1 - value``."""
+
+    geometry: ClassVar[Geometry] = Geometry.IDENTITY
 
     def __init__(self, threshold: float = 0.5, p: float = 0.5, generator: torch.Generator | None = None) -> None:
         super().__init__(generator)
@@ -148,6 +155,8 @@ class BatchGaussianBlur(_BatchAugmentation):
     """Each image blurred with a ``kernel_size`` Gaussian of sigma drawn from
     ``sigma``, with probability ``p``: one grouped convolution per axis for
     the whole batch, reflecting at the borders."""
+
+    geometry: ClassVar[Geometry] = Geometry.IDENTITY
 
     def __init__(self, kernel_size: int, sigma: tuple[float, float] = (0.1, 2.0), p: float = 1.0,
                  generator: torch.Generator | None = None) -> None:
@@ -181,6 +190,8 @@ class BatchRandomErasing(_BatchAugmentation):
     rectangle of area fraction in ``scale`` and log-uniform aspect ratio in
     ``ratio`` (one draw; rectangles that do not fit are shrunk to fit) set to
     ``value`` (one number, or one per channel)."""
+
+    geometry: ClassVar[Geometry] = Geometry.IDENTITY
 
     def __init__(self, p: float = 0.5, scale: tuple[float, float] = (0.02, 0.33),
                  ratio: tuple[float, float] = (0.3, 3.3), value: Any = 0.0,

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from slipstream.compiler import random as rnd
-from slipstream.compiler.operation import TakesKeys
+from slipstream.compiler.operation import DeclaresGeometry, TakesKeys
 from slipstream.errors import ArgumentError
 from slipstream.ops.augment import LUMA, _check_probability, _is_number
 
@@ -145,7 +145,11 @@ def _gray(x: torch.Tensor) -> torch.Tensor:
     return (LUMA[0] * r + LUMA[1] * g + LUMA[2] * b).unsqueeze(1)
 
 
-class _BatchAugmentation(torch.nn.Module, TakesKeys):
+class _BatchAugmentation(torch.nn.Module, TakesKeys, DeclaresGeometry):
+    """A torch batch augmentation: parameters drawn per image from the
+    samples' keys (:meth:`sample`), then applied (:meth:`apply`); each
+    class declares how it moves pixels in ``geometry``."""
+
     def __init__(self, generator: torch.Generator | None = None) -> None:
         super().__init__()
         self.generator = generator

@@ -17,12 +17,13 @@ name does: draw 0 of the image's key below ``p``.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 
 from slipstream.compiler import random as rnd
+from slipstream.compiler.kinds import Geometry
 from slipstream.compiler.params import checked_for
 from slipstream.errors import ArgumentError
 from slipstream.ops import tones
@@ -118,6 +119,8 @@ class BatchRandomPosterize(_Chance):
     keep the top ``bits`` bits of every 8-bit value (Pillow's
     ``ImageOps.posterize``; 0 bits give black)."""
 
+    geometry: ClassVar[Geometry] = Geometry.IDENTITY
+
     def __init__(self, bits: int, p: float = 0.5, generator: torch.Generator | None = None) -> None:
         spec = checked_for(type(self).__name__, lambda: tones.RandomPosterize(bits, p))  # checks them
         super().__init__(spec.p, generator)
@@ -132,6 +135,8 @@ class BatchRandomEqualize(_Chance):
     each channel's histogram equalized as Pillow's ``ImageOps.equalize``
     does it."""
 
+    geometry: ClassVar[Geometry] = Geometry.IDENTITY
+
     def change(self, x: torch.Tensor) -> torch.Tensor:
         levels = _levels(x)
         return _from_levels(_lookup(levels, equalize_tables(levels)), x)
@@ -142,6 +147,8 @@ class BatchRandomAutocontrast(_Chance):
     ``p``, each channel stretched so that its lowest value becomes 0 and
     its highest 255, as Pillow's ``ImageOps.autocontrast`` does it."""
 
+    geometry: ClassVar[Geometry] = Geometry.IDENTITY
+
     def change(self, x: torch.Tensor) -> torch.Tensor:
         levels = _levels(x)
         return _from_levels(_lookup(levels, autocontrast_tables(levels)), x)
@@ -151,6 +158,8 @@ class BatchRandomAdjustSharpness(_Chance):
     """torchvision's ``RandomAdjustSharpness`` per image: with probability
     ``p``, Pillow's ``ImageEnhance.Sharpness(img).enhance(sharpness_factor)``
     (0 blurs, 1 keeps, 2 sharpens)."""
+
+    geometry: ClassVar[Geometry] = Geometry.IDENTITY
 
     def __init__(self, sharpness_factor: float, p: float = 0.5, generator: torch.Generator | None = None) -> None:
         spec = checked_for(type(self).__name__, lambda: tones.RandomAdjustSharpness(sharpness_factor, p))
@@ -164,6 +173,8 @@ class BatchRandomAdjustSharpness(_Chance):
 class BatchRandomInvert(_Chance):
     """torchvision's ``RandomInvert`` per image: with probability ``p``,
     every value ``v`` becomes ``1 - v`` (``255 - v`` in a uint8 batch)."""
+
+    geometry: ClassVar[Geometry] = Geometry.IDENTITY
 
     def change(self, x: torch.Tensor) -> torch.Tensor:
         return 255 - x if x.dtype == torch.uint8 else 1.0 - x
@@ -218,6 +229,8 @@ class BatchYIQColorJitter(_BatchAugmentation):
     [0, 1].  Factors are drawn per image from [max(0, 1 - v), 1 + v] (or a
     given range), the hue from [-hue, hue] (at most 180)."""
 
+    geometry: ClassVar[Geometry] = Geometry.IDENTITY
+
     def __init__(self, brightness: Any = 0.0, contrast: Any = 0.0, saturation: Any = 0.0, hue: Any = 0.0,
                  value: Any = 0.0, p: float = 1.0, generator: torch.Generator | None = None) -> None:
         super().__init__(generator)
@@ -259,6 +272,8 @@ class BatchSRGBToLMS(_BatchAugmentation):
     then linear RGB to XYZ to LMS by one 3x3 matrix.  Draws nothing; a uint8
     batch gives float32 (LMS values leave [0, 1])."""
 
+    geometry: ClassVar[Geometry] = Geometry.IDENTITY
+
     def __init__(self) -> None:
         super().__init__(None)
 
@@ -280,6 +295,8 @@ class BatchCircularMask(_BatchAugmentation):
     min(height, width) / 2 - blur_span`` of the centre, then a Gaussian
     falloff that reaches ``tol`` at ``blur_span`` pixels beyond it (its
     sigma is ``blur_span / sqrt(2 ln(1 / tol))``).  Draws nothing."""
+
+    geometry: ClassVar[Geometry] = Geometry.IDENTITY
 
     def __init__(self, blur_span: float = 8.0, tol: float = 0.0005) -> None:
         super().__init__(None)

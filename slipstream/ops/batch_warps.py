@@ -20,12 +20,13 @@ uint8 batch is converted back.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 
 from slipstream.compiler import random as rnd
+from slipstream.compiler.kinds import Geometry
 from slipstream.compiler.params import checked_for
 from slipstream.errors import ArgumentError
 from slipstream.ops import warps
@@ -171,6 +172,8 @@ def resample(y: torch.Tensor, u: torch.Tensor, v: torch.Tensor, nearest: bool, f
 class _Warp(_BatchAugmentation):
     """A map per image, given by :meth:`points`; images whose ``apply``
     parameter (when there is one) is False are left as they are."""
+
+    geometry: ClassVar[Geometry] = Geometry.UNTRACKED
 
     def __init__(self, interpolation: Any, fill: Any, padding_mode: str = "constant",
                  generator: torch.Generator | None = None) -> None:
@@ -397,6 +400,8 @@ class BatchPatchShuffle(_BatchAugmentation):
     back in a random order (a strip at the right or bottom that no whole
     patch covers stays in place).  The order is drawn for the batch's size:
     replay it on views of the same size."""
+
+    geometry: ClassVar[Geometry] = Geometry.UNTRACKED
 
     def __init__(self, sizes: Any, p: float = 0.5, generator: torch.Generator | None = None) -> None:
         super().__init__(generator)

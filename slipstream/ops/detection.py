@@ -45,7 +45,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numba import uint64
 
-from slipstream.compiler import Allocation, Decoder, DecoderNode, Kind, Node, Operation, RefNode, State
+from slipstream.compiler import Allocation, Decoder, DecoderNode, Geometry, Kind, Node, Operation, RefNode, State
 from slipstream.compiler import astgen as A
 from slipstream.compiler import random as rnd
 from slipstream.compiler.jit import cached_njit
@@ -143,20 +143,9 @@ class FollowingNode(DecoderNode):
     def reads(self, find: Finder) -> Sequence[Input]:
         op, inputs = self.op, []
         if op.follow is not None:
-            followed = find.entries(op.follow)
-            untracked = [n for n in followed if isinstance(n.op, geometry.Untracked)]
-            if untracked:
-                raise PipelineError(f"pipeline {find.pipeline!r}: {self.describe()} follows pipeline {op.follow!r}, "
-                                    f"where {untracked[0].describe()} moves pixels with no single map (a mixture "
-                                    f"of differently warped images, or of the batch's samples), so nothing can "
-                                    f"follow it; apply it in a pipeline without boxes, keypoints or masks")
-            if not isinstance(followed[0].op, geometry.Geometric):
-                # the decoder sets the stored image's coordinates; everything after it that moves pixels says so
-                raise PipelineError(f"pipeline {find.pipeline!r}: {self.describe()} follows pipeline {op.follow!r}, "
-                                    f"which does not start with a geometric image decoder (a crop, Resize, or "
-                                    f"the image field's own decoder)")
+            followed = _followable(find, op.follow, self.describe())
             inputs += [find.node(op.follow, k).output(geometry.TRANSFORM) for k, n in enumerate(followed)
-                       if isinstance(n.op, geometry.Geometric)]
+                       if n.geometry() is Geometry.MAPPED]
         if isinstance(op, BoxesDecoder):
             _refuse_unfiltered_rows(find, op)
         if op.boxes is not None:
@@ -180,6 +169,34 @@ class FollowingNode(DecoderNode):
         args += [ctx.value(k) for k, i in enumerate(inputs) if i.output in (KEPT, COUNT)]
         args += [*ctx.outs(), ctx.key()]
         return [A.assign(ctx.target, ctx.call(*args))]
+
+
+def _followable(find: Finder, pipeline: str, follower: str) -> list[Node]:
+    """The entries of ``pipeline``, which ``follower`` (an entry of
+    ``find.pipeline``) follows, once each has declared a geometry that can
+    be followed (:class:`~slipstream.compiler.Geometry`): the first a
+    decoder whose map sets the stored image's coordinates, every later one
+    a mover of no pixel or a writer of its map."""
+    followed = find.entries(pipeline)
+    where = f"pipeline {find.pipeline!r}: {follower} follows pipeline {pipeline!r}"
+    if followed[0].geometry() is not Geometry.MAPPED:
+        raise PipelineError(f"{where}, which does not start with a geometric image decoder (a crop, Resize, or the "
+                            f"image field's own decoder) but with {followed[0].describe()}")
+    for entry in followed[1:]:
+        declared = entry.geometry()
+        if declared is Geometry.UNTRACKED:
+            raise PipelineError(f"{where}, where {entry.describe()} moves pixels with no single map per sample (a "
+                                f"mixture of differently warped images or of the batch's samples, a warp of batch "
+                                f"tensors, or a geometric operation applied at random), so nothing can follow it; "
+                                f"apply it in a pipeline without boxes, keypoints or masks, or use its per-sample "
+                                f"form")
+        if declared is Geometry.UNKNOWN:
+            raise PipelineError(f"{where}, where {entry.describe()} does not declare how it moves pixels; declare "
+                                f"`geometry = Geometry.IDENTITY` on its class if it moves none, or Geometry.MAPPED "
+                                f"with an output named 'transform' holding each sample's map if it does "
+                                f"(slipstream.compiler.Geometry, slipstream.fields.geometry); a torch module "
+                                f"declares it by subclassing slipstream.compiler.DeclaresGeometry")
+    return followed
 
 
 def _refuse_unfiltered_rows(find: Finder, boxes: BoxesDecoder) -> None:

@@ -37,13 +37,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from slipstream.compiler import Allocation, Kind, Node, Operation, State
+from slipstream.compiler import Allocation, Geometry, Kind, Node, Operation, State
 from slipstream.compiler import astgen as A
 from slipstream.compiler import random as rnd
 from slipstream.compiler.nodes import EmitContext, Finder, Input
 from slipstream.compiler.params import PROBABILITY, Choice, Float, Int, param
 from slipstream.errors import PipelineError
-from slipstream.fields import geometry
 from slipstream.native import Dtype, slip_mix_blend, slip_mix_paste
 from slipstream.ops.warps import image_bytes
 
@@ -79,12 +78,14 @@ _PASTE_REFUSED = ("CutMix pastes boxes inside C-contiguous samples of 1 to 65500
                   "(slipstream.native.last_error() says what was wrong)")
 
 
-class _Mixing(Operation, geometry.Untracked):
+class _Mixing(Operation):
     """A batch operation mixing each sample with its partner; its output
     ``params`` holds each sample's partner position and lambda.  The
     partner's pixels follow no map of the sample's own, so boxes, keypoints
     and masks cannot follow it (torchvision's ``MixUp`` and ``CutMix`` refuse
     them too)."""
+
+    geometry: ClassVar[Geometry] = Geometry.UNTRACKED
 
     kind: ClassVar[Kind] = Kind.BATCH
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from slipstream import native
-from slipstream.compiler import Allocation, Operation, State
+from slipstream.compiler import Allocation, Geometry, Operation, State
 from slipstream.compiler.params import Custom, Float, Numbers, Refused, param
 from slipstream.compiler.rewrites import Foldable
 
@@ -44,6 +44,8 @@ class Normalize(Operation, Foldable):
     float sample: torchvision's ``ToTensor`` followed by ``Normalize(mean,
     std)``, in one pass.  ``mean`` and ``std`` are on the 0..1 scale, as in
     torchvision; ``dtype`` float32 or float16 (each value correctly rounded)."""
+
+    geometry: ClassVar[Geometry] = Geometry.IDENTITY
 
     mean: Sequence[float] = param(Numbers(Float(), 3, broadcast=True), "per-channel mean on the 0..1 scale",
                                   default=(0.0, 0.0, 0.0))

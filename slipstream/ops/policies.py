@@ -19,7 +19,7 @@ the same distributions, from the counter-based key instead of torch's
 generator, so that a batch is the same whatever the thread count, batch
 order or resume point.
 
-The policies are geometric (:class:`slipstream.fields.geometry.Geometric`):
+The policies are geometric (``Geometry.MAPPED``, :mod:`slipstream.fields.geometry`):
 their ``transform`` output composes the shears, translations and rotations
 a sample received, so boxes, keypoints and masks follow them.
 """
@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from slipstream.compiler import Allocation, Operation, State
+from slipstream.compiler import Allocation, Geometry, Operation, State
 from slipstream.compiler import random as rnd
 from slipstream.compiler.codegen import copy_sample
 from slipstream.compiler.jit import cached_njit, uncached_njit
@@ -426,13 +426,15 @@ _BINS_DOC = "magnitudes per operation"
 
 
 @dataclasses.dataclass(frozen=True)
-class Policy(Operation, geometry.Geometric):
+class Policy(Operation):
     """What the policies share: (height, width, 3) uint8 images in, the
     result and its transform out, steps drawn per sample by the class's
     compiled ``draw(key, params, height, width, chosen, magnitudes) ->
     count`` from the values :meth:`draw_values` gives.  Subclasses declare
     the fields ``interpolation`` (structural) and ``fill`` (after their
     own, in torchvision's order)."""
+
+    geometry: ClassVar[Geometry] = Geometry.MAPPED
 
     steps: ClassVar[int] = 1
     """Most operations one sample receives."""

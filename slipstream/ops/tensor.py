@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from slipstream.compiler.kinds import Kind
+from slipstream.compiler.kinds import Geometry, Kind
 from slipstream.compiler.operation import Declared, Operation, torch_device, torch_dtype
 from slipstream.compiler.params import Bool, Custom, Refused, param
 from slipstream.compiler.state import State
@@ -60,6 +60,8 @@ class Convert(Operation):
     Example: ``Convert(torch.float32)`` after a uint8 crop.
     """
 
+    geometry: ClassVar[Geometry] = Geometry.IDENTITY
+
     dtype: Any = param(TORCH_DTYPE, "element type of the batch tensor", structural=True)
     kind: ClassVar[Kind] = Kind.TORCH
 
@@ -87,6 +89,8 @@ class ToDevice(Operation):
     memory again, ``slots`` calls later, so the copy never reads a later
     batch.
     """
+
+    geometry: ClassVar[Geometry] = Geometry.IDENTITY
 
     device: Any = param(DEVICE, "where the batch goes", structural=True)
     non_blocking: bool = param(Bool(), "queue the copy on the current CUDA stream and return at once", default=True)

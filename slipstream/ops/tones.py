@@ -40,7 +40,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from slipstream.compiler import Allocation, Operation, State
+from slipstream.compiler import Allocation, Geometry, Operation, State
 from slipstream.compiler import random as rnd
 from slipstream.compiler.codegen import copy_sample
 from slipstream.compiler.jit import cached_njit
@@ -194,6 +194,8 @@ class RandomPosterize(Operation):
     """torchvision's ``RandomPosterize``: with probability ``p``, keep the top
     ``bits`` bits of every value (``ImageOps.posterize``; 0 bits give black)."""
 
+    geometry: ClassVar[Geometry] = Geometry.IDENTITY
+
     bits: int = param(Int(0, 8), "bits kept of each 8-bit value")
     p: float = _apply_p("probability of posterizing the sample")
 
@@ -214,6 +216,8 @@ class RandomPosterize(Operation):
 class _WholeImage(Operation):
     """A kernel without parameters, applied in place with probability ``p``:
     subclasses name it as ``_kernel``."""
+
+    geometry: ClassVar[Geometry] = Geometry.IDENTITY
 
     p: float = _apply_p("probability of applying the kernel to the sample")
     _kernel: ClassVar[Callable[..., None]]
@@ -267,6 +271,8 @@ class RandomAdjustSharpness(Operation):
     ``ImageEnhance.Sharpness(img).enhance(sharpness_factor)`` (0 blurs, 1
     keeps, 2 sharpens); into its own output, since the filter reads each
     pixel's neighbours."""
+
+    geometry: ClassVar[Geometry] = Geometry.IDENTITY
 
     sharpness_factor: float = param(Float(0.0), "blend factor: 0 gives the smoothed image, 1 the image, 2 a "
                                     "sharpened one")

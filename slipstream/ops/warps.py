@@ -18,7 +18,7 @@ Nearest affine warps take Pillow's fast paths: step-by-step sums for pure
 scales, 16.16 fixed point when every coordinate fits, else incremental
 float64 sums, so that the same pixels are picked.
 
-Each operation is :class:`~slipstream.fields.geometry.Geometric`: its output
+Each operation is ``Geometry.MAPPED`` (:mod:`slipstream.fields.geometry`): its output
 ``transform`` is the forward map (the inverse of Pillow's matrix), so boxes,
 keypoints and masks follow the image.
 """
@@ -28,12 +28,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from numba import int64
 
-from slipstream.compiler import Allocation, Operation, State
+from slipstream.compiler import Allocation, Geometry, Operation, State
 from slipstream.compiler import random as rnd
 from slipstream.compiler.codegen import copy_sample
 from slipstream.compiler.jit import cached_njit
@@ -330,10 +330,12 @@ NO_EXPAND = Custom(_no_expand, "False", bad=(True, np.bool_(True), 0, 1, None, "
 
 
 @dataclasses.dataclass(frozen=True)
-class _Warp(Operation, geometry.Geometric):
+class _Warp(Operation):
     """A warp of (height, width, channels) uint8 images into their own
     output of the same shape, and its ``transform``.  Subclasses declare
     the fields ``interpolation`` (structural) and ``fill``."""
+
+    geometry: ClassVar[Geometry] = Geometry.MAPPED
 
     def declare(self, state: State) -> Any:
         if len(state.shape) != 3 or state.dtype != np.uint8 or state.shape[2] not in (1, 3):
