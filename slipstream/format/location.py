@@ -1,13 +1,20 @@
 """The folder of a sharded dataset, local or in object storage, behind one
 small interface: :class:`LocalFolder` here, and
 :class:`slipstream.format.objectstore.ObjectPrefix` for URLs.  Readers and
-writers of sharded datasets see only this interface."""
+writers of sharded datasets see only this interface.
+
+Which :class:`Location` a URL opens as is told by its scheme: ``file`` and
+the schemes of the object-store client (:data:`OBJECT_STORE_SCHEMES`) are
+registered here, and :func:`register_location_scheme` adds one (a
+file system of one's own, a test double) without editing this module."""
 
 from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO, Protocol
@@ -15,7 +22,7 @@ from typing import BinaryIO, Protocol
 import numpy as np
 
 from slipstream import native
-from slipstream.errors import DatasetNotFoundError, FormatError, StorageError
+from slipstream.errors import ArgumentError, DatasetNotFoundError, FormatError, StorageError
 from slipstream.format import tempfiles
 from slipstream.files import described, open_regular
 from slipstream.format.remote import Remote, is_url, local_path
@@ -173,14 +180,99 @@ class LocalFolder:
             raise DatasetNotFoundError(f"{self.path}: no such folder") from None
 
 
-def open_location(path: str | os.PathLike, remote: Remote | None = None) -> Location:
-    """The folder or prefix ``path`` names (a path, a ``file://`` URL or a
-    URL of a remote store)."""
-    if is_url(path):
-        from slipstream.format.objectstore import ObjectPrefix
+LocationFactory = Callable[[str, Remote], Location]
+"""Opens the folder or prefix a URL names: ``factory(url, remote)``, with
+the object-store options given to :func:`open_location` (their defaults
+when none were)."""
 
-        return ObjectPrefix(str(path), remote or Remote())
-    return LocalFolder(local_path(path))
+OBJECT_STORE_SCHEMES = ("s3", "s3a", "gs", "az", "adl", "azure", "abfs", "abfss", "http", "https", "memory")
+"""The URL schemes the object-store client (obstore) opens: S3, Google
+Cloud Storage, Azure, plain HTTP(S) servers, and its in-memory store."""
+
+_SCHEME_NAME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
+_schemes_lock = threading.Lock()
+_schemes: dict[str, LocationFactory] = {}
+"""Lower-case scheme -> factory (replaced whole under ``_schemes_lock``, read without it)."""
+
+
+def register_location_scheme(scheme: str, factory: LocationFactory) -> None:
+    """Open URLs of ``scheme`` (``scheme://...``) by ``factory(url, remote)``
+    wherever a sharded dataset is read or written (:func:`open_location`);
+    a scheme registered again is replaced.  Schemes are case-insensitive.
+
+    Example::
+
+        register_location_scheme("scratch", lambda url, remote: LocalFolder("/scratch/" + url[len("scratch://"):]))
+
+    Raises:
+        ArgumentError: ``scheme`` is not a URL scheme (a letter, then
+            letters, digits, ``+``, ``-`` or ``.``), or ``factory`` is not callable.
+    """
+    global _schemes
+    if not isinstance(scheme, str) or not _SCHEME_NAME.fullmatch(scheme):
+        raise ArgumentError(f"{scheme!r} is not a URL scheme (a letter, then letters, digits, '+', '-' or '.'; "
+                            f"without '://')")
+    if not callable(factory):
+        raise ArgumentError(f"the factory of scheme {scheme!r} must be callable as factory(url, remote), not "
+                            f"{factory!r:.80}")
+    with _schemes_lock:
+        _schemes = {**_schemes, scheme.lower(): factory}
+
+
+def unregister_location_scheme(scheme: str) -> None:
+    """Forget the factory of ``scheme``: its URLs are refused from now on.
+
+    Raises:
+        ArgumentError: no factory is registered for ``scheme``.
+    """
+    global _schemes
+    with _schemes_lock:
+        if scheme.lower() not in _schemes:
+            raise ArgumentError(f"no location scheme {scheme!r} is registered (registered: "
+                                f"{', '.join(location_schemes())})")
+        _schemes = {name: factory for name, factory in _schemes.items() if name != scheme.lower()}
+
+
+def location_schemes() -> list[str]:
+    """The registered URL schemes, sorted."""
+    return sorted(_schemes)
+
+
+def open_location(path: str | os.PathLike, remote: Remote | None = None) -> Location:
+    """The folder or prefix ``path`` names: a local folder for a path, else
+    what the factory registered for the URL's scheme opens
+    (:func:`register_location_scheme`).
+
+    Raises:
+        ArgumentError: no factory is registered for the URL's scheme (the
+            message names the URL and the registered schemes).
+    """
+    if not (isinstance(path, str) and (is_url(path) or path.lower().startswith("file://"))):
+        return LocalFolder(local_path(path))
+    scheme = path.split("://", 1)[0].lower()
+    factory = _schemes.get(scheme)
+    if factory is None:
+        raise ArgumentError(f"{path}: no storage is registered for URLs of scheme {scheme}:// (registered: "
+                            f"{', '.join(location_schemes())}; slipstream.register_location_scheme adds one)")
+    return factory(path, remote if remote is not None else Remote())
+
+
+def _local_folder(url: str, remote: Remote) -> LocalFolder:
+    """The local folder a ``file://`` URL names."""
+    return LocalFolder(local_path(url))
+
+
+def _object_prefix(url: str, remote: Remote) -> Location:
+    """The object-store prefix a URL names."""
+    from slipstream.format.objectstore import ObjectPrefix  # imports obstore, needed for URLs only
+
+    return ObjectPrefix(url, remote)
+
+
+register_location_scheme("file", _local_folder)
+for _scheme in OBJECT_STORE_SCHEMES:
+    register_location_scheme(_scheme, _object_prefix)
+del _scheme
 
 
 def sync_folder(folder: Path) -> None:

@@ -1,5 +1,7 @@
 """Turning what users have into what the writer reads: a sequence of
-samples, each a tuple with one value per field."""
+samples, each a tuple with one value per field.  Each adapter here is a
+:class:`~slipstream.sources.protocol.Source` whose samples are itself (or,
+for a dict of arrays, its rows)."""
 
 from __future__ import annotations
 
@@ -10,9 +12,75 @@ import numpy as np
 
 from slipstream.errors import ArgumentError
 from slipstream.format.writer import SampleStream
+from slipstream.sources.protocol import IdentifiedSource
 
 
-class ArrayRows:
+def fields_required(source: Any) -> ArgumentError:
+    """The error of a source that cannot tell its fields: they must be given."""
+    return ArgumentError(f"fields must be given for a source of type {type(source).__name__}: "
+                         f"fields={{'name': Field(), ...}} in the order of each sample's values")
+
+
+def identity_of(source: Any) -> tuple[dict[str, Any], str] | None:
+    """``(identity, name)`` of a source an adapter wraps, or None when it
+    cannot identify itself (:class:`~slipstream.sources.protocol.IdentifiedSource`)."""
+    if not isinstance(source, IdentifiedSource):
+        return None
+    identity = source.identity()
+    return None if identity is None else (identity, source.cache_name())
+
+
+class _Wrapper:
+    """The source methods of an adapter around an object of the user's
+    (:attr:`wrapped`) whose values say nothing of how to store them: the
+    fields must be given, there is no dataset-wide metadata, and the
+    identity is the object's own when it has one."""
+
+    @property
+    def wrapped(self) -> Any:
+        """The user's object."""
+        raise NotImplementedError
+
+    def default_fields(self) -> dict[str, Any]:
+        """None: the object's values say nothing of how to store them.
+
+        Raises:
+            ArgumentError: always (fields must be given).
+        """
+        raise fields_required(self.wrapped)
+
+    def user_metadata(self) -> dict[str, Any]:
+        """Nothing: the object carries no dataset-wide metadata."""
+        return {}
+
+    def identity(self) -> dict[str, Any] | None:
+        """The object's identity, when it has one (see :mod:`slipstream.sources.identity`)."""
+        found = identity_of(self.wrapped)
+        return None if found is None else found[0]
+
+    def cache_name(self) -> str:
+        """The object's cache name, else its type's name."""
+        found = identity_of(self.wrapped)
+        return type(self.wrapped).__name__ if found is None else found[1]
+
+
+class _Arrays:
+    """The source methods arrays in memory share: no metadata, no identity."""
+
+    def user_metadata(self) -> dict[str, Any]:
+        """Nothing: arrays carry no dataset-wide metadata."""
+        return {}
+
+    def identity(self) -> None:
+        """None: arrays in memory do not say what they hold (:func:`slipstream.cached` needs ``name=``)."""
+        return None
+
+    def cache_name(self) -> str:
+        """``arrays``."""
+        return "arrays"
+
+
+class ArrayRows(_Arrays):
     """Samples from equal-length arrays (one per field): sample ``i`` is
     ``(arrays[0][i], arrays[1][i], ...)``."""
 
@@ -32,8 +100,50 @@ class ArrayRows:
         """``row i``, for error messages."""
         return f"row {index}"
 
+    def default_fields(self) -> dict[str, Any]:
+        """None: arrays without names have no default fields.
 
-class IndexableSource:
+        Raises:
+            ArgumentError: always (fields must be given).
+        """
+        raise fields_required(self)
+
+    def samples_for(self, fields: Mapping[str, Any]) -> ArrayRows:
+        """Itself: one array per field.
+
+        Raises:
+            ArgumentError: there are not as many arrays as fields.
+        """
+        if len(self.arrays) != len(fields):
+            raise ArgumentError(f"{len(self.arrays)} arrays for {len(fields)} fields")
+        return self
+
+
+class ArrayColumns(_Arrays):
+    """Equal-length arrays by name (a dict of arrays) as a source: each
+    field takes the array of its name; by default one field per array
+    (:func:`default_array_field`)."""
+
+    def __init__(self, arrays: Mapping[str, np.ndarray]) -> None:
+        self.arrays = dict(arrays)
+
+    def default_fields(self) -> dict[str, Any]:
+        """One field per array, in the dict's order (:func:`default_array_field`)."""
+        return {name: default_array_field(array) for name, array in self.arrays.items()}
+
+    def samples_for(self, fields: Mapping[str, Any]) -> ArrayRows:
+        """The rows of the arrays the fields name, in the fields' order.
+
+        Raises:
+            ArgumentError: a field names no array; the arrays have different lengths.
+        """
+        missing = [name for name in fields if name not in self.arrays]
+        if missing:
+            raise ArgumentError(f"fields {missing} have no array in the source (arrays: {list(self.arrays)})")
+        return ArrayRows([self.arrays[name] for name in fields])
+
+
+class IndexableSource(_Wrapper):
     """Samples from any object with ``len()`` and ``[i]`` that gives a tuple
     or list (values in field order), a dict (values by field name), or a
     single value when there is one field.  Hugging Face ``datasets.Dataset``
@@ -52,6 +162,51 @@ class IndexableSource:
     def describe(self, index: int) -> str:
         """``item i of DatasetClass``, for error messages."""
         return f"item {index} of {type(self.dataset).__name__}"
+
+    @property
+    def wrapped(self) -> Any:
+        """The object with len() and [i] it reads."""
+        return self.dataset
+
+    def samples_for(self, fields: Mapping[str, Any]) -> IndexableSource:
+        """Itself: its values are in the order of the names it was made with."""
+        return self
+
+
+class NamedSamples(IndexableSource):
+    """The samples of a source whose items are dicts (such as
+    :class:`~slipstream.sources.COCODetection`), as tuples of the values of
+    the fields' names, in order; ``describe``, the default fields and the
+    user metadata are the source's own (an image id and path rather than
+    an item number)."""
+
+    def describe(self, index: int) -> str:
+        """The source's own description of sample ``index``."""
+        return self.dataset.describe(index)
+
+    def default_fields(self) -> dict[str, Any]:
+        """The source's default fields."""
+        return self.dataset.default_fields()
+
+    def user_metadata(self) -> dict[str, Any]:
+        """The source's user metadata."""
+        return self.dataset.user_metadata()
+
+
+def named_samples(dataset: Any, fields: Mapping[str, Any]) -> NamedSamples:
+    """The :class:`NamedSamples` of ``dataset``, whose items are dicts of
+    images with the boxes or masks drawn on them, for ``fields``.
+
+    Raises:
+        ArgumentError: a field resizes images: the boxes and masks are in
+            the pixels of the images as they are.
+    """
+    for name, field in fields.items():
+        if getattr(field, "max_resolution", None) is not None:  # RGBImageField's resizing
+            raise ArgumentError(f"field {name!r} resizes images (max_resolution={field.max_resolution}), but "
+                                f"the boxes and masks of a {type(dataset).__name__} are in the pixels of the "
+                                f"images as they are: store them unresized")
+    return NamedSamples(dataset, list(fields))
 
 
 def sample_values(item: Any, names: Sequence[str]) -> tuple[Any, ...]:
@@ -72,7 +227,7 @@ def sample_values(item: Any, names: Sequence[str]) -> tuple[Any, ...]:
                     f"a list or a dict")
 
 
-class IterableSource(SampleStream):
+class IterableSource(_Wrapper, SampleStream):
     """Samples from an iterable without random access (a generator, a
     Hugging Face ``IterableDataset``, a ``webdataset`` pipeline): each item
     a tuple, a dict or a single value, as for :class:`IndexableSource`."""
@@ -100,8 +255,35 @@ class IterableSource(SampleStream):
         """Not known of an arbitrary iterable (a generator yields its items once)."""
         return False
 
+    @property
+    def wrapped(self) -> Any:
+        """The iterable it reads."""
+        return self.iterable
+
+    def samples_for(self, fields: Mapping[str, Any]) -> IterableSource:
+        """Itself: its values are in the order of the names it was made with."""
+        return self
+
     def __repr__(self) -> str:
         return f"{type(self.iterable).__name__} (an iterable)"
+
+
+class StreamSource(_Wrapper):
+    """A :class:`~slipstream.format.writer.SampleStream` that is nothing
+    more (a stream class of one's own) as a source: its samples are the
+    stream, its fields must be given."""
+
+    def __init__(self, stream: SampleStream) -> None:
+        self.stream = stream
+
+    @property
+    def wrapped(self) -> Any:
+        """The stream it reads."""
+        return self.stream
+
+    def samples_for(self, fields: Mapping[str, Any]) -> SampleStream:
+        """The stream itself."""
+        return self.stream
 
 
 def infer_fields(item: Any) -> dict[str, Any]:

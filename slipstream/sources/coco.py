@@ -22,12 +22,14 @@ import itertools
 import json
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import numpy as np
 
 from slipstream.errors import ArgumentError, DatasetNotFoundError, FormatError
+from slipstream.sources.adapters import NamedSamples, named_samples
 from slipstream.sources.folders import fingerprint_line, require_folder
 from slipstream.sources.maskprocess import MASKS
 from slipstream.sources.segmentation import read_image
@@ -631,6 +633,15 @@ class COCODetection:
         and ``box_format``, ``"XYXY"``."""
         return {"classes": ["__background__", *self.category_names], "category_ids": [None, *self.category_ids],
                 "box_format": BOX_FORMAT}
+
+    def samples_for(self, fields: Mapping[str, Any]) -> NamedSamples:
+        """The samples' values for ``fields``, by name, in order.
+
+        Raises:
+            ArgumentError: a field resizes images, which would leave the
+                boxes and masks in the pixels of the images as they were.
+        """
+        return named_samples(self, fields)
 
     def fingerprint(self) -> str:
         """Hash of the annotation file's content, the options, and every

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +144,11 @@ class ImageFolder:
     def user_metadata(self) -> dict[str, Any]:
         """Stored in the file's metadata: the class names, in label order."""
         return {"classes": self.classes}
+
+    def samples_for(self, fields: Mapping[str, Any]) -> ImageFolder:
+        """Itself: ``folder[i]`` is ``(path, label)``, the values of an
+        image field and a label field."""
+        return self
 
     def fingerprint(self) -> str:
         """Hash of every image's path (relative to the root), size and

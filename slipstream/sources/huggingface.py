@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from slipstream.sources.adapters import IndexableSource, IterableSource, infer_fields
+from slipstream.sources.protocol import writer_input
 
 
 def is_huggingface(source: Any) -> bool:
@@ -29,30 +30,79 @@ def is_huggingface(source: Any) -> bool:
 
 def from_huggingface(dataset: Any, fields: Mapping[str, Any] | None) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     """``(samples, fields, user metadata)`` for a Hugging Face dataset (see
-    the module docstring).  ``fields`` defaults to one per column: an
-    :class:`~slipstream.RGBImageField` for an ``Image`` feature, an
-    :class:`~slipstream.IntField` for a ``ClassLabel``, any other inferred
-    from the first sample (:func:`~slipstream.sources.adapters.infer_fields`)."""
-    import datasets
+    :class:`HuggingFaceSource`)."""
+    return writer_input(HuggingFaceSource(dataset, fields), fields)
 
-    features = dataset.features or {}
-    for name, feature in features.items():
-        if isinstance(feature, datasets.Image) and feature.decode:
-            dataset = dataset.cast_column(name, datasets.Image(decode=False))
-    streamed = isinstance(dataset, datasets.IterableDataset)
-    if fields is None:
-        from slipstream.fields import IntField, RGBImageField
 
-        first = next(iter(dataset)) if streamed else dataset[0]
-        # A column's feature says what it holds, where its first value may be None.
-        fields = {name: RGBImageField() if isinstance(features.get(name), datasets.Image) else
-                  IntField() if isinstance(features.get(name), datasets.ClassLabel) else field
-                  for name, field in infer_fields(first).items()}
-    fields = dict(fields)
-    labels = [name for name in fields if isinstance(features.get(name), datasets.ClassLabel)]
-    meta = {"classes": list(features[labels[0]].names)} if len(labels) == 1 else {}
-    samples = HuggingFaceStream(dataset, list(fields)) if streamed else IndexableSource(dataset, list(fields))
-    return samples, fields, meta
+class HuggingFaceSource:
+    """A Hugging Face ``Dataset`` or ``IterableDataset`` as a source (see
+    the module docstring): its image columns read undecoded, its samples
+    random access for a ``Dataset`` and a stream (:class:`HuggingFaceStream`)
+    for an ``IterableDataset``.
+
+    Args:
+        dataset: the dataset.
+        fields: the fields it is to be written with, when given: the class
+            names stored (:meth:`user_metadata`) are those of the one
+            ``ClassLabel`` column among them.
+    """
+
+    def __init__(self, dataset: Any, fields: Mapping[str, Any] | None = None) -> None:
+        import datasets
+
+        self.given = dataset
+        """The dataset as given: what identifies it (casting a column changes a ``Dataset``'s fingerprint)."""
+        self.features = dataset.features or {}
+        for name, feature in self.features.items():
+            if isinstance(feature, datasets.Image) and feature.decode:
+                dataset = dataset.cast_column(name, datasets.Image(decode=False))
+        self.dataset = dataset
+        self.streamed = isinstance(dataset, datasets.IterableDataset)
+        self.fields = None if fields is None else dict(fields)
+        self._defaults: dict[str, Any] | None = None
+
+    def default_fields(self) -> dict[str, Any]:
+        """One field per column: an :class:`~slipstream.RGBImageField` for
+        an ``Image`` feature, an :class:`~slipstream.IntField` for a
+        ``ClassLabel``, any other inferred from the first sample
+        (:func:`~slipstream.sources.adapters.infer_fields`), which is read
+        once."""
+        if self._defaults is None:
+            import datasets
+
+            from slipstream.fields import IntField, RGBImageField
+
+            first = next(iter(self.dataset)) if self.streamed else self.dataset[0]
+            # A column's feature says what it holds, where its first value may be None.
+            self._defaults = {name: RGBImageField() if isinstance(self.features.get(name), datasets.Image) else
+                              IntField() if isinstance(self.features.get(name), datasets.ClassLabel) else field
+                              for name, field in infer_fields(first).items()}
+        return dict(self._defaults)
+
+    def user_metadata(self) -> dict[str, Any]:
+        """``classes``, the names of the ``ClassLabel`` column's classes,
+        when exactly one of the fields written is such a column."""
+        import datasets
+
+        labels = [name for name in self.fields or self.default_fields()
+                  if isinstance(self.features.get(name), datasets.ClassLabel)]
+        return {"classes": list(self.features[labels[0]].names)} if len(labels) == 1 else {}
+
+    def identity(self) -> dict[str, Any] | None:
+        """The dataset's identity (:func:`huggingface_identity`), None when it has none."""
+        found = huggingface_identity(self.given)
+        return None if found is None else found[0]
+
+    def cache_name(self) -> str:
+        """The dataset's name, or its builder's."""
+        info = self.given.info
+        return info.dataset_name or info.builder_name or "huggingface"
+
+    def samples_for(self, fields: Mapping[str, Any]) -> IndexableSource | HuggingFaceStream:
+        """The dataset's rows, as the values of ``fields``' columns in order."""
+        if self.streamed:
+            return HuggingFaceStream(self.dataset, list(fields))
+        return IndexableSource(self.dataset, list(fields))
 
 
 class HuggingFaceStream(IterableSource):

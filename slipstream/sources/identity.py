@@ -25,20 +25,13 @@ supersedes the older (:mod:`slipstream.cache_files`).
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
+from slipstream.sources.adapters import identity_of
 from slipstream.sources.huggingface import huggingface_identity, is_huggingface
+from slipstream.sources.protocol import IdentifiedSource
 
-
-@runtime_checkable
-class IdentifiedSource(Protocol):
-    """A source that says what identifies its content."""
-
-    def identity(self) -> dict[str, Any]:
-        """A JSON object that changes whenever the source's samples may have changed."""
-
-    def cache_name(self) -> str:
-        """A short readable name, which starts the cached file's name."""
+__all__ = ["CONTENT_KEYS", "IdentifiedSource", "source_identity", "source_location"]
 
 
 CONTENT_KEYS = ("content", "classes", "index", "version")
@@ -64,7 +57,7 @@ def source_location(identity: dict[str, Any]) -> dict[str, Any] | None:
 def source_identity(source: Any) -> tuple[dict[str, Any], str] | None:
     """``(identity, name)`` of ``source``, or None when it cannot identify itself."""
     if isinstance(source, IdentifiedSource):
-        return source.identity(), source.cache_name()
+        return identity_of(source)
     if is_huggingface(source):
         return huggingface_identity(source)
     return None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ from slipstream.files import read_head
 
 if TYPE_CHECKING:
     from slipstream.format.remote import Remote
+    from slipstream.sources.adapters import IndexableSource
 
 
 class _StoredJPEG:
@@ -147,6 +149,28 @@ class LitData:
     def describe(self, index: int) -> str:
         """``item i of the LitData dataset at <dir>``, for error messages."""
         return f"item {index} of the LitData dataset at {self.input_dir}"
+
+    def default_fields(self) -> dict[str, Any]:
+        """Fields inferred from the first item, a dict
+        (:func:`~slipstream.sources.adapters.infer_fields`).
+
+        Raises:
+            ArgumentError: the items are not dicts, or hold a value no field stores.
+        """
+        from slipstream.sources.adapters import infer_fields
+
+        return infer_fields(self[0])
+
+    def user_metadata(self) -> dict[str, Any]:
+        """Nothing: a LitData dataset carries no metadata slipstream stores."""
+        return {}
+
+    def samples_for(self, fields: Mapping[str, Any]) -> IndexableSource:
+        """The items' values for ``fields``: by name from dict items, in
+        order from tuple items (see :class:`~slipstream.sources.IndexableSource`)."""
+        from slipstream.sources.adapters import IndexableSource
+
+        return IndexableSource(self, list(fields))
 
     def __repr__(self) -> str:
         return f"LitData({self.input_dir!r}, {len(self)} items)"

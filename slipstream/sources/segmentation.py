@@ -13,7 +13,7 @@ import hashlib
 import io
 import numbers
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import numpy as np
 
 from slipstream.errors import ArgumentError, DatasetNotFoundError, FormatError
 from slipstream.files import read_head
+from slipstream.sources.adapters import NamedSamples, named_samples
 from slipstream.sources.folders import IMAGE_SUFFIXES, fingerprint_line, require_folder
 
 MASK_SUFFIXES = frozenset({".png"})
@@ -249,6 +250,15 @@ class SegmentationFolder:
         if self.ignore_index is not None:
             meta["ignore_index"] = self.ignore_index
         return meta
+
+    def samples_for(self, fields: Mapping[str, Any]) -> NamedSamples:
+        """The samples' values for ``fields``, by name, in order.
+
+        Raises:
+            ArgumentError: a field resizes images, which would leave the
+                masks in the pixels of the images as they were.
+        """
+        return named_samples(self, fields)
 
     def fingerprint(self) -> str:
         """Hash of every image and mask path (relative to its folder), size

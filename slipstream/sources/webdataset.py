@@ -234,6 +234,16 @@ class WebDataset(SampleStream):
                                    for shard in self.shards)
         return self._length
 
+    def default_fields(self) -> dict[str, Any]:
+        """The fields the samples are read into: those given, else those of
+        the first sample's members (see the class docstring)."""
+        return dict(self.fields)
+
+    def samples_for(self, fields: Mapping[str, Any]) -> WebDataset:
+        """Itself when ``fields`` are those it reads into, else the same
+        shards read into ``fields`` (:meth:`with_fields`)."""
+        return self if dict(fields) == self.fields else self.with_fields(fields)
+
     def user_metadata(self) -> dict[str, Any]:
         """Nothing: tar shards carry no dataset-wide metadata."""
         return {}
