@@ -304,7 +304,7 @@ def test_a_failed_first_epoch_can_be_retried_in_the_same_process(cache, tmp_path
         for _ in range(2):  # the first epoch, then the file it wrote
             with pytest.warns(ss.SampleWarning, match="sample 5"):
                 assert sum(len(batch[0]) for batch in retried) == 7
-        assert retried._first is None and retried.reader.path.exists()
+        assert retried._epochs.first is None and retried.reader.path.exists()
     with pytest.raises(ss.SlipstreamError, match="its epoch 0 failed .*create a new Loader"):
         iter(strict)
     strict.close()
@@ -316,7 +316,7 @@ def test_a_failed_first_epoch_can_be_retried_in_the_same_process(cache, tmp_path
 def test_a_loader_over_a_source_takes_what_cached_takes(cache, folder, caplog):
     with caplog.at_level(logging.INFO, logger="slipstream.cache"):
         with ss.Loader(folder, 4, PIPELINES, order="sequential", write_mode="yuv420", verbose=False) as loader:
-            assert loader._first is not None  # the first epoch writes the file as it trains
+            assert loader._epochs.first is not None  # the first epoch writes the file as it trains
             for _ in range(2):
                 assert sum(len(batch[0]) for batch in loader) == 8
             path = loader.reader.path
@@ -327,6 +327,6 @@ def test_a_loader_over_a_source_takes_what_cached_takes(cache, folder, caplog):
     entry = cache_entry(folder, fields, create=False)
     assert cache_entry(folder, write_mode="raw", create=False).path == entry.path
     with ss.Loader(folder, 4, PIPELINES, fields=fields, workers=0, verbose=False) as loader:
-        assert loader._first.entry.path == entry.path and loader._first.entry.fields == fields
+        assert loader._epochs.first.entry.path == entry.path and loader._epochs.first.entry.fields == fields
     with pytest.raises(ss.ArgumentError, match=r"unexpected keyword argument 'write_mode'"):  # a dataset already
         ss.Loader(path, 4, PIPELINES, write_mode="raw", verbose=False)

@@ -896,13 +896,13 @@ FULL = textwrap.dedent("""
                         # (in the epoch) or past what it holds (every sample written: its tables cannot be).
                         size = 50_000 if when == "epoch" else os.path.getsize(glob.glob(cache + "/.*.tmp")[0])
                         resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
-                    memory = loader._first.file._memory if loader._first is not None else None
+                    memory = loader._epochs.first.file._memory if loader._epochs.first is not None else None
                     if memory is not None:  # bytes of samples held for batches not done
                         out["held"] = max(out["held"], memory.position - memory.freed)
                     batches.append([v.numpy().tolist() for v in batch])
                 out["epochs"].append(batches)
-            out["in_memory"] = loader._first is not None and loader._first.in_memory
-            out["freed"] = loader._first.file._memory.freed
+            out["in_memory"] = loader._epochs.first is not None and loader._epochs.first.in_memory
+            out["freed"] = loader._epochs.first.file._memory.freed
     out["warnings"] = [f"{w.category.__name__}: {w.message}" for w in caught]
     print(json.dumps(out))
 """)
@@ -932,7 +932,7 @@ def test_a_sample_unreadable_for_one_epoch_from_the_source_after_a_full_disk_is_
                             resource.setrlimit(resource.RLIMIT_FSIZE, (50_000, 50_000))
                         count += len(batch[0])
                     counts.append(count)
-                in_memory = loader._first is not None and loader._first.in_memory
+                in_memory = loader._epochs.first is not None and loader._epochs.first.in_memory
         print(json.dumps({"counts": counts, "in_memory": in_memory}))
     """)
     image = sorted(folder.rglob("*.jpg"))[7]
@@ -1057,7 +1057,7 @@ RANK = textwrap.dedent("""
         pipelines["json"] = None
     sharding = ss.Sharding(drop_last=drop_last)
     with ss.Loader(folder, 8, pipelines, order=order, on_error=on_error, sharding=sharding, verbose=False) as loader:
-        streamed = loader._first is not None
+        streamed = loader._epochs.first is not None
         if stop:  # leave epoch 0 after `stop` batches, as a job stopped mid-epoch
             batches = iter(loader)
             for _ in range(stop):
@@ -1119,7 +1119,7 @@ def test_a_first_epoch_stopped_on_two_ranks_resumes_on_one(folder, cache, tmp_pa
     assert not dataset_files(cache)  # stopped in epoch 0: no dataset
     order = ss.Order("random", seed=6)
     with ss.Loader(folder, 8, PIPELINES, order=order, verbose=False) as loader:
-        assert loader._first is not None  # the file is still missing: epoch 0 streams again, from where it stopped
+        assert loader._epochs.first is not None  # the file is still missing: epoch 0 streams again, from where it stopped
         loader.load_state_dict(states)
         rest = epoch(loader)
         after = epoch(loader)
@@ -1137,7 +1137,7 @@ def test_a_stream_s_first_epoch_stopped_on_two_ranks_resumes_on_one(cache, tmp_p
     states = [r["state"] for r in run_two_ranks(tmp_path / "wds", cache, tmp_path, stop=2)]
     pipelines = {**PIPELINES, "json": None}
     with ss.Loader(tmp_path / "wds", 8, pipelines, order=ss.Order("random", seed=6), verbose=False) as loader:
-        assert loader._first is not None  # the file is still missing: epoch 0 streams again, from where it stopped
+        assert loader._epochs.first is not None  # the file is still missing: epoch 0 streams again, from where it stopped
         loader.load_state_dict(states)
         rest = np.concatenate([batch[1].numpy().copy() for batch in loader])
         epoch(loader)  # the next epoch completes the file and reads it
@@ -1341,13 +1341,13 @@ def test_a_first_epoch_with_a_url_as_cache_dir_uploads_the_file_other_machines_t
     order = ss.Order("random", seed=8)
     monkeypatch.setenv("SLIPSTREAM_CACHE_DIR", str(tmp_path / "machine-a"))
     with ss.Loader(folder, 16, PIPELINES, order=order, cache_dir=url, remote=remote, verbose=False) as loader:
-        assert loader._first is not None  # nothing at the URL: the first epoch streams from the folder
+        assert loader._epochs.first is not None  # nothing at the URL: the first epoch streams from the folder
         epochs = [epoch(loader) for _ in range(2)]
         path = loader.reader.path
     assert ObjectPrefix(url, remote).read_all(path.name) == path.read_bytes()
     monkeypatch.setenv("SLIPSTREAM_CACHE_DIR", str(tmp_path / "machine-b"))
     with ss.Loader(folder, 16, PIPELINES, order=order, cache_dir=url, remote=remote, verbose=False) as other:
-        assert other._first is None and other.reader.path == tmp_path / "machine-b" / "datasets" / path.name
+        assert other._epochs.first is None and other.reader.path == tmp_path / "machine-b" / "datasets" / path.name
         assert same(epoch(other), epochs[0]) and same(epoch(other), epochs[1])
 
 
@@ -1363,7 +1363,7 @@ SHARED_RANK = textwrap.dedent("""
     remote = ss.Remote(storage_options=json.loads(options))
     with ss.Loader(folder, 8, presets.imagenet_train(48), order=ss.Order("random", seed=6), cache_dir=url,
                    remote=remote, verbose=False) as loader:
-        streamed = loader._first is not None
+        streamed = loader._epochs.first is not None
         epochs = [[[v.numpy().tolist() for v in batch] for batch in loader] for _ in range(2)]
         path = str(loader.reader.path)
     dist.barrier()
@@ -1508,7 +1508,7 @@ def test_a_quasi_random_first_epoch_is_random_and_later_epochs_are_quasi_random_
                                                                                               tmp_path):
     quasi = ss.Order("quasi_random", seed=9, window_pages=2)
     with ss.Loader(folder, 8, PIPELINES, order=quasi, verbose=False) as loader:
-        assert loader._first is not None  # training starts at once, in quasi_random order too
+        assert loader._epochs.first is not None  # training starts at once, in quasi_random order too
         batches = iter(loader)
         stopped = [[v.numpy().copy() for v in next(batches)] for _ in range(3)]
         state = loader.state_dict()
@@ -1554,14 +1554,14 @@ def test_a_source_a_loader_of_this_process_still_streams_is_refused_to_another_u
     of waiting for that lock; once the first loader closes, the next one
     streams its own first epoch."""
     with ss.Loader(folder, 16, PIPELINES, indices=range(0, 50), verbose=False) as train:
-        assert train._first is not None
+        assert train._epochs.first is not None
         for open_it in (lambda: ss.Loader(folder, 16, PIPELINES, indices=range(50, 70), verbose=False),
                         lambda: ss.cached(folder, verbose=False)):
             message = refused_at_once(open_it)
             assert "is being written by a Loader of this process" in message and ".slip" in message
     assert not dataset_files(cache)  # the first loader closed in its epoch 0: nothing written
     with ss.Loader(folder, 16, PIPELINES, verbose=False) as again:
-        assert again._first is not None
+        assert again._epochs.first is not None
         epoch(again)
     assert len(dataset_files(cache)) == 1
 
@@ -1573,7 +1573,7 @@ def test_a_loader_that_fails_to_start_over_a_source_leaves_no_lock_or_temporary_
         ss.Loader(folder, 16, PIPELINES, indices=[0, 1, 999], verbose=False)
     assert not list(cache.glob(".*.tmp"))
     with ss.Loader(folder, 16, PIPELINES, verbose=False) as loader:
-        assert loader._first is not None
+        assert loader._epochs.first is not None
 
 
 def test_a_loader_closed_in_its_first_epoch_no_longer_maps_the_file_it_gave_up(cache, tmp_path, monkeypatch):
@@ -1593,7 +1593,7 @@ def test_a_loader_closed_in_its_first_epoch_no_longer_maps_the_file_it_gave_up(c
 
     loader = ss.Loader(folder, 8, PIPELINES, verbose=False)
     next(iter(loader))
-    assert not loader._first.file.complete and temporary_files_mapped()
+    assert not loader._epochs.first.file.complete and temporary_files_mapped()
     loader.close()
     assert not list(cache.glob(".*.tmp")) and not temporary_files_mapped()
     del loader

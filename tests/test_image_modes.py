@@ -183,7 +183,7 @@ def test_a_first_epoch_writing_planes_counts_its_losses_once_too(tmp_path, mixed
         warnings.simplefilter("always")
         with ss.Loader(tmp_path / "photos", 5, pipelines, order="sequential", write_mode="yuv420",
                        cache_dir=tmp_path / "cache", verbose=False) as loader:
-            assert loader._first is not None  # the first epoch writes the file as it trains
+            assert loader._epochs.first is not None  # the first epoch writes the file as it trains
             for _ in range(2):
                 assert sum(len(batch[0]) for batch in loader) == 5
     told = lossy_warnings(record)

@@ -86,7 +86,7 @@ import numpy as np
 from slipstream import cache_use
 from slipstream.convert import share
 from slipstream.errors import ArgumentError, CacheWarning, FieldValueError, FormatError
-from slipstream.format.arriving import ArrivalStager, ArrivingFile, unknown_length
+from slipstream.format.arriving import ArrivingFile, unknown_length
 from slipstream.format.writer import Losses, SampleStream, Unencodable, encode_values
 from slipstream.loader.orders import StreamShuffle
 
@@ -118,7 +118,6 @@ class FirstEpoch:
 
     Attributes:
         file: the file being written (its tables are the loader's reader).
-        stager: what the loader's epochs use in place of a page stager.
     """
 
     def __init__(self, entry: Any, lock: contextlib.AbstractContextManager[Any],
@@ -142,8 +141,6 @@ class FirstEpoch:
         # On several ranks, the samples a stream's reader keeps as it passes them: those of the rank's batches.
         self._wanted: set[int] | None = None
         self.file = ArrivingFile(entry.path, self.fields, count, entry.page_size, entry.user_metadata)
-        self.stager: ArrivalStager | FormingStager = FormingStager(self.file) if self.uncounted else \
-            ArrivalStager(self.file, self._bring, self.give_up_file)
         self._forming: FormedBatches | None = None
         self._pool = ThreadPoolExecutor(workers or os.cpu_count() or 1, thread_name_prefix="slipstream-encode")
         self._run: _Run | None = None
@@ -183,10 +180,17 @@ class FirstEpoch:
         """Whether the file was given up: every epoch reads the source."""
         return not self.file.kept
 
-    def _bring(self, batches: list[np.ndarray]) -> list[Future[int]]:
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called: nothing arrives any more."""
+        return self._closed
+
+    def bring(self, batches: list[np.ndarray]) -> list[Future[int]]:
         """Encode the samples of ``batches`` in order, in a thread of its
         own, then (alone, with a file) every sample not yet arrived; one
-        future per batch."""
+        future per batch, done when the batch's samples have arrived (with
+        the file's :attr:`~ArrivingFile.arrivals` then), or raising why
+        they could not."""
         with self._runs:
             if self._closed:
                 raise _Stopped()
@@ -268,7 +272,7 @@ class FirstEpoch:
                     raise _Stopped()
                 self.arrive_next()
         elif self._run is None or self._run.error is not None:
-            self._bring([])  # a run that stopped early, or none yet: the rest arrives now
+            self.bring([])  # a run that stopped early, or none yet: the rest arrives now
         self.wait()
         self.read_again(sorted(self.file.pending))
         if self._unread:
@@ -772,9 +776,8 @@ class FormedBatches:
 
 
 class FormingStager:
-    """The stager of epoch 0 over a stream that does not say its length
-    (with the interface of :class:`slipstream.loader.staging.Stager`): the
-    batches are :class:`FormedBatches`, whose samples have arrived when
+    """The stager (:class:`~slipstream.loader.stager.Stager`) of epoch 0
+    over a stream that does not say its length: the batches are :class:`FormedBatches`, whose samples have arrived when
     they are handed on; before each batch runs, what arrived is made
     readable in place and the batch's records reach the decoders' columns.
     Writing the file fails for good (a stream cannot be read again)."""

@@ -36,6 +36,7 @@ import numpy as np
 from slipstream import native
 from slipstream.compiler.pipeline import shown_indices
 from slipstream.errors import DecodeError, OperationError, PipelineError, SampleWarning, SlipstreamError
+from slipstream.loader.stager import Stager
 
 _END = object()
 _EMPTY = object()  # a batch whose every sample failed under on_error="skip"
@@ -106,9 +107,8 @@ class EpochPlan:
             resume, the batches handed out before).
         pipeline: the compiled pipeline: ``pipeline(indices, epoch, draws)`` makes
             one batch into the next of its ``slots`` output slots.
-        memory: the stager that brings the batches' pages in
-            (``start_epoch``, ``prepare``, ``release``, ``verify``; see
-            :class:`slipstream.loader.staging.Stager`).
+        memory: the stager that brings the batches' bytes in place
+            (:class:`slipstream.loader.stager.Stager`).
         source: what the decoders read, with the per-sample ``failed`` marks.
         reader: the dataset (named in errors; checked for changes under it).
         names: the outputs yielded, in order.
@@ -139,7 +139,7 @@ class EpochPlan:
     batches: Sequence[np.ndarray] | Iterable[np.ndarray]
     first_batch: int
     pipeline: Any
-    memory: Any
+    memory: Stager
     source: Any
     reader: Any
     names: tuple[str, ...]

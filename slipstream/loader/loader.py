@@ -10,7 +10,7 @@ import os
 import threading
 import warnings
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,9 +22,9 @@ from slipstream.compiler.operation import torch_device
 from slipstream.errors import ArgumentError, CacheWarning, NativeMemoryError, SlipstreamError
 from slipstream.fields.decoders import DecodeSource, IncompleteTables
 from slipstream.format import Reader
-from slipstream.format import layout as L
-from slipstream.format.arriving import ArrivalStager
 from slipstream.loader import orders, resolution, resume
+from slipstream.loader.epoch_sources import EpochSource, FileEpochs, first_epoch_source
+from slipstream.loader.epoch_zero import EPOCH_ZEROS, OVER_FILE, STREAMED, EpochZero, stream_name
 from slipstream.loader.iterator import EpochIterator, EpochPlan, FailureLog
 from slipstream.loader.options import GROUPS, LoaderOptions, Memory, Order, Sharding, _integer, unknown_keyword
 from slipstream.loader.outputs import resolve_outputs
@@ -32,19 +32,9 @@ from slipstream.format.remote import Remote
 from slipstream.format.sharded import open_dataset
 from slipstream.format.writer import SampleStream
 from slipstream.convert import LOADER_KEYWORDS
-from slipstream.loader.first_epoch import DISK_FULL, FirstEpoch
+from slipstream.loader.first_epoch import FirstEpoch
 from slipstream.loader.first_epoch_ranks import claim, group_is
-from slipstream.loader.staging import Stager
 from slipstream.sources.paths import find_source
-
-EPOCH0_STREAM = "stream"
-"""A first epoch in a stream's order (:func:`orders.stream_order`): a stream's."""
-
-EPOCH0_RANDOM = "random"
-"""A first epoch in random order: ``"quasi_random"`` over a source, whose file has no pages yet."""
-
-DEFAULT_POOL_BYTES = 256 << 20
-"""Page pool size of ``os_cache=False`` when ``pool_pages`` is not given."""
 
 ON_ERROR = ("raise", "skip", "replace")
 """The ``on_error`` policies of :class:`Loader`."""
@@ -214,59 +204,44 @@ class Loader:
         # complete (see slipstream.loader.first_epoch), alone or with ranks
         # that can exchange what each has (torch.distributed).
         streams = self.world_size == 1 or group_is(self.rank, self.world_size)
-        opened = _open(path_or_reader, remote, (self.rank, self.world_size) if streams else None, on_error,
-                       cache_dir, cached_options)
+        self._epochs: EpochSource = _open(path_or_reader, self.options, batch_size,
+                                          (self.rank, self.world_size) if streams else None, on_error, cache_dir,
+                                          cached_options)
         try:
-            self._set_up(opened, indices, device, verbose)
+            self._set_up(indices, device, verbose)
         except BaseException:
-            first = self.__dict__.get("_first")
-            if first is not None:  # a first epoch still this loader's: its lock, stream, threads, temporary file
-                first.close()
+            self._epochs.abandon()  # a first epoch still this loader's: its lock, stream, threads, temporary file
             raise
         self._held: int | None = None
         self._hold_file()
         _open_loaders.add(self)
 
-    def _set_up(self, opened: Reader | FirstEpoch, indices: Sequence[int] | None, device: Any,
-                verbose: bool) -> None:
-        """The rest of :meth:`__init__`, over the dataset :func:`_open` opened."""
-        self._first = opened if isinstance(opened, FirstEpoch) else None
+    def _set_up(self, indices: Sequence[int] | None, device: Any, verbose: bool) -> None:
+        """The rest of :meth:`__init__`, over the epoch source :func:`_open` chose."""
         self._epoch = 0
         self._resolution: tuple[int, int] | None = None  # set_resolution's size (None: each crop's own)
-        self._failed: BaseException | None = None  # why completing the first epoch's file failed
-        self._gave_up: BaseException | None = None  # the error that ended epoch 0 of a first epoch, given up then
-        self._own_file: FirstEpoch | None = None  # a finished first epoch whose file is out of the cache
-        self.reader = opened.reader if self._first is not None else opened
-        if self._uncounted and (indices is not None or self.repeats > 1):
-            # A subset of a stream whose length is unknown cannot be checked, nor repeats cut to its length.
-            self._write_first(verbose)
-        self._indices = None if self._uncounted else self._check_indices(indices)
+        self.reader = self._epochs.reader
+        if not self._epochs.serves(indices is not None, self.repeats):
+            self._write_file_now(verbose)
+        self._indices = self._check_indices(indices)
         self._check_repeated_length()
         self.device = _device(device)
-        if self._first is not None:
-            try:
-                self._bind(self._first.reader, self._first.stager)
-            except (IncompleteTables, MemoryError) as exc:
-                # A pipeline needs facts of the whole dataset, or the per-sample arrays reserved for a stream of
-                # unknown length do not fit (a host that commits memory strictly): the file first.
-                if isinstance(exc, MemoryError) and not self._first.uncounted:
-                    raise
-                self._write_first(verbose)
-                self._indices = self._check_indices(indices)
-        if self._first is None:
-            self._bind(self.reader, self._memory_manager(self.options.memory))
-        # Epoch 0 of a first epoch that cannot follow the order over the file (EPOCH0_STREAM, EPOCH0_RANDOM),
-        # here or in the run a state resumes; None: it does.
-        self._epoch0: str | None = None
-        if self._first is not None:
-            self._epoch0 = EPOCH0_STREAM if self._first.streamed else \
-                EPOCH0_RANDOM if self.order == "quasi_random" else None
-        self._pages = self._file_pages()
+        try:
+            self._bind()
+        except (IncompleteTables, MemoryError) as exc:
+            if not self._epochs.yields_to_file(exc):
+                raise
+            self._write_file_now(verbose)
+            self._indices = self._check_indices(indices)
+            self._bind()
+        # How epoch 0 is ordered: as the first epoch writing the file can follow it, here or in the run a state
+        # resumes (see slipstream.loader.epoch_zero).
+        self._epoch_zero: EpochZero = self._epochs.epoch_zero(self.order)
+        self._pages = self._sample_pages()
         self._epoch, self._resume_at = 0, 0
         self._segments: list[tuple[int, list[int]]] = []  # earlier runs of this epoch on other world sizes
         self._left: int | None = None  # where the last iteration of this epoch stopped before its end
         self._iteration = 0  # counts iterations started, so that an earlier one stopping later is not recorded
-        self._taken_over: dict[str, str] | None = None  # the dataset and indices a state names, once computed
         self._iterator: weakref.ref | None = None  # weak: a dropped iterator stops its thread
         self._starting = threading.Lock()  # iter() from two threads at once: one epoch after the other
 
@@ -299,14 +274,10 @@ class Loader:
 
     # ---------------------------------------------------------------- set-up
 
-    def _write_first(self, verbose: bool) -> None:
+    def _write_file_now(self, verbose: bool) -> None:
         """Give the first epoch up for the file, written now (from the source) and read from the start."""
-        first, self._first = self._first, None
-        assert first is not None
-        first.close()
-        from slipstream.convert import build
-
-        self.reader = Reader(build(first.entry, verbose=verbose))
+        self._epochs = self._epochs.written_now(verbose)
+        self.reader = self._epochs.reader
 
     def _hold_file(self) -> None:
         """Hold the dataset file this loader reads (not a first epoch's
@@ -314,16 +285,16 @@ class Loader:
         that no prune or newer copy removes it while the loader lives."""
         cache_files.let_go(self._held)
         self._held = None
-        if self._first is None and self._own_file is None and isinstance(self.reader, Reader) and \
-                os.path.isfile(self.reader.path):
-            self._held = cache_files.hold(self.reader.path)
+        path = self._epochs.held_file()
+        if path is not None:
+            self._held = cache_files.hold(path)
 
-    def _bind(self, reader: Any, memory: Any) -> None:
-        """Read ``reader`` through ``memory`` (a stager): the decoders'
-        source and the compiled pipelines."""
-        self.reader, self.memory = reader, memory
-        # A stream of unknown length: the decoders' per-sample columns cover every index it can reach.
-        self.source = DecodeSource(reader, memory.storage, samples=reader.capacity if self._uncounted else None)
+    def _bind(self) -> None:
+        """Read the epoch source's dataset through its stager: the
+        decoders' source and the compiled pipelines."""
+        reader = self.reader = self._epochs.reader
+        self.memory = self._epochs.stager
+        self.source = DecodeSource(reader, self.memory.storage, samples=self._epochs.columns())
         resolved = resolve_outputs(self._pipelines, reader.fields, self.source, reader.path)
         self._resolved, self._sizes = resolved, None
         # resolve_outputs checked and folded each list already (a Pipeline would do it again): straight to the graph,
@@ -368,42 +339,29 @@ class Loader:
         """The size :meth:`set_resolution` set (None: each crop's own)."""
         return self._resolution
 
-    def _switch_to_file(self) -> None:
-        """The first epoch is over: complete the file (the samples it did
-        not visit included), and read it from now on; or, when the disk
-        cannot hold it, go on from the source (see
-        :mod:`slipstream.loader.first_epoch`)."""
-        first = self._first
-        assert first is not None
+    def _take_up(self, step: Callable[[], EpochSource]) -> None:
+        """Read from the source ``step`` gives (the epoch source's next
+        step) from now on: the finished file's, bound in place of the
+        first epoch's; or the same source.  When the step fails for good,
+        nothing is left to read: the loader is closed, and says why when
+        asked for an epoch again."""
+        epochs = self._epochs
         try:
-            path = first.finish()
+            after = step()
         except BaseException as exc:
-            if isinstance(exc, KeyboardInterrupt) and first.ranks is None:
-                raise  # the file goes on being completed in its thread: the next epoch waits for it again
-            if isinstance(exc, OSError) and first.give_up_file(exc):
-                first.restart()
-                return
-            # Nothing is left to read: the loader is closed, and says why when asked for an epoch again.
-            self._first, self._failed = None, exc
-            first.close()
+            refusal = epochs.failed_to_finish(exc)
+            if refusal is None:
+                raise
+            self._epochs = refusal
+            epochs.abandon()
             self.close()
             raise
-        stager = self.memory
-        self._first, self._taken_over = None, None
-        if first.private:  # a file of its own, out of the cache: removed when the loader closes
-            self._own_file = first
-        else:
-            first.close()
-        stager.close()
-        self.reader = Reader(path)
+        if after is epochs:
+            return
+        self._epochs = after
         self._hold_file()
-        self._bind(self.reader, self._memory_manager(self.options.memory))
-        self._pages = self._file_pages()
-
-    def _memory_manager(self, options: Memory) -> Stager:
-        """The stager over the store of this loader's dataset that ``options`` choose."""
-        pages = options.pool_pages or max(1, DEFAULT_POOL_BYTES // self.reader.page_size)
-        return Stager(self.reader.page_store(options.os_cache, pages), self.reader)
+        self._bind()
+        self._pages = self._sample_pages()
 
     def _check_repeated_length(self) -> None:
         """Refuse repeated augmentation whose length rule leaves each rank
@@ -419,10 +377,13 @@ class Loader:
                             f"{self.selected_round}) // {self.world_size} = 0 samples per epoch of "
                             f"{self.reader.path}: pass a smaller selected_round (0: ceil(samples / ranks))")
 
-    def _check_indices(self, indices: Sequence[int] | None) -> np.ndarray:
-        n = len(self.reader)
+    def _check_indices(self, indices: Sequence[int] | None) -> np.ndarray | None:
+        """The ``indices`` given, checked against the dataset; None (every
+        index) stays None until the dataset's length is known
+        (:attr:`indices`): a stream of unknown length learns it at its end."""
         if indices is None:
-            return np.arange(n, dtype=np.int64)
+            return None
+        n = len(self.reader)
         given = np.asarray(indices)
         if given.size and given.dtype.kind not in "iu":
             # A boolean mask would become the indices 0 and 1, floats would be cut to integers.
@@ -436,38 +397,32 @@ class Loader:
 
     # ---------------------------------------------------------------- epochs
 
-    def _file_pages(self) -> np.ndarray | None:
+    def _sample_pages(self) -> np.ndarray | None:
         """What ``"quasi_random"`` orders by: the first page of each sample
         in the file (None: not quasi-random, or no file yet)."""
-        if self.order != "quasi_random" or self._first is not None:
-            return None
-        return _first_pages(self.reader)
+        return self._epochs.sample_pages() if self.order == "quasi_random" else None
 
-    def _epoch_order(self, epoch: int, world_size: int, epoch0: str | None) -> np.ndarray:
+    def _epoch_order(self, epoch: int, world_size: int, zero: EpochZero) -> np.ndarray:
         """The places epoch ``epoch`` hands out when it starts on
         ``world_size`` ranks, as draw identities (the dataset indices
         themselves without repeats; see :func:`orders.repeated`); epoch 0
-        as ``epoch0`` says (:data:`EPOCH0_STREAM`: in the order of a
-        stream; :data:`EPOCH0_RANDOM`: random, for ``"quasi_random"``
-        without the file's pages).  ``"quasi_random"`` without a file at
-        all (given up for memory: docs/first_epoch.md) is random too."""
-        kind = self.order
-        if kind == "quasi_random" and (self._pages is None or (epoch == 0 and epoch0 == EPOCH0_RANDOM)):
-            kind = "random"
-        if epoch == 0 and epoch0 == EPOCH0_STREAM and kind != "sequential":
-            order = orders.stream_order(self.indices, len(self.reader), self.seed, epoch)
+        as ``zero`` orders it.  ``"quasi_random"`` without a file at all
+        (given up for memory: docs/first_epoch.md) is random."""
+        kind = "random" if self.order == "quasi_random" and self._pages is None else self.order
+        if epoch == 0:
+            order = zero.order(kind, self.indices, self._pages, self.seed, self.window_pages, len(self.reader))
         else:
             order = orders.epoch_order(kind, self.indices, self._pages, self.seed, epoch, self.window_pages)
         return orders.repeated(order, self.repeats, world_size, self.selected_round)
 
-    def _strided(self, epoch: int, epoch0: str | None) -> bool:
+    def _strided(self, epoch: int, zero: EpochZero) -> bool:
         """Whether ranks share epoch ``epoch``'s order place by place
         (:func:`orders.shard`) rather than in blocks: under repeated
-        augmentation, and in a stream's epoch 0 (``epoch0`` as for
+        augmentation, and in a stream's epoch 0 (``zero`` as for
         :meth:`_epoch_order`), where a rank's block would start far into
         the stream, each rank's ``k``-th sample is the order's
         ``k * world_size + rank``-th."""
-        return self.repeats > 1 or (epoch == 0 and epoch0 == EPOCH0_STREAM)
+        return self.repeats > 1 or (epoch == 0 and zero.strided)
 
     def epoch_draws(self, epoch: int) -> np.ndarray:
         """This rank's draw identities for ``epoch``, in order: the dataset
@@ -481,8 +436,8 @@ class Loader:
                 :meth:`epoch_samples`, :meth:`epoch_batches` and ``len()``).
         """
         resumed = epoch == self._epoch and bool(self._segments)
-        order = self._epoch_order(epoch, self._segments[0][0] if resumed else self.world_size, self._epoch0)
-        strided = self._strided(epoch, self._epoch0)
+        order = self._epoch_order(epoch, self._segments[0][0] if resumed else self.world_size, self._epoch_zero)
+        strided = self._strided(epoch, self._epoch_zero)
         if resumed:
             order = orders.remaining(order, self._segments, self.batch_size, self.drop_last, strided)
         return orders.shard(order, self.rank, self.world_size, self.drop_last, strided)
@@ -560,60 +515,34 @@ class Loader:
         self._stop_iterator()
         if stopping:  # stopped mid-epoch by this call (from another thread, say): the batch its user holds stays
             self.compiled.renew_outputs()
-        if self._failed is not None:
-            raise SlipstreamError(f"this Loader cannot run another epoch: completing {self.reader.path} failed "
-                                  f"({type(self._failed).__name__}: {self._failed})") from self._failed
-        if self._gave_up is not None:
-            error = self._gave_up
-            raise SlipstreamError(f"this Loader cannot run another epoch: its epoch 0 failed ({type(error).__name__}: "
-                                  f"{error}), so it let go of {self.reader.path} (kept when complete, else given up) "
-                                  f"for another Loader or ss.cached: create a new Loader (on_error=\"skip\" leaves "
-                                  f"out samples that cannot be read or decoded)") from error
-        if self._first is not None and self._first.in_memory:
-            self._first.restart()  # the file was given up: every epoch reads the source again
-        elif self._first is not None and (self._epoch > 0 or self._first.completing):
-            # Epoch 0 again after a Ctrl-C at the start of epoch 1 reads the file too: it is completed already.
-            self._switch_to_file()
+        self._take_up(functools.partial(self._epochs.for_epoch, self._epoch))
         self.reader.verify()  # planning an epoch reads the file's tables: not from a changed file
         if self._held is None:  # not held yet (its writer's lock lasted): no prune removes it while it is read
             self._hold_file()
         self._apply_sizes(self._epoch)
         start = self._resume_at
         self._go_to(self._epoch, 0, self._segments)
-        repeated = self.repeats > 1
-        stop_batches = None
-        if self._forming():
-            assert self._first is not None and not repeated and not self._segments
-            draws = []
-            formed = self._first.form_epoch(self.order != "sequential", self.seed, self.batch_size, self.drop_last,
-                                            skip=start)
-            batches: Any = formed
-            stop_batches = functools.partial(formed.stop, wait=False)
-        else:
-            if isinstance(self.memory, ArrivalStager):  # epoch 0: a batch may wait for a source read that stalls
-                stop_batches = self.memory.stop_waiting
-            draws = orders.batches(self.epoch_draws(self._epoch), self.batch_size, self.drop_last)
-            batches = tuple(orders.sample_of(b) for b in draws[start:]) if repeated else tuple(draws[start:])
+        # Under repeated augmentation, the draw identities of each batch, which its random operations draw from.
+        draws = tuple(orders.batches(self.epoch_draws(self._epoch), self.batch_size, self.drop_last)[start:]) \
+            if self.repeats > 1 else None
+        batches, stop_batches = self._epochs.batches(start, functools.partial(self._ordered_batches, start, draws))
         plan = EpochPlan(epoch=self._epoch, batches=batches, first_batch=start, stop_batches=stop_batches,
                          pipeline=self.compiled, memory=self.memory, source=self.source, reader=self.reader,
                          names=tuple(self.output_names), as_dict=self.as_dict, device=self.device,
-                         on_error=self.on_error, failures=self.failure_log,
-                         batches_ahead=self.batches_ahead, draws=tuple(draws[start:]) if repeated else None,
-                         on_stop=functools.partial(self._stopped, self._iteration), on_fail=self._epoch_failed)
+                         on_error=self.on_error, failures=self.failure_log, batches_ahead=self.batches_ahead,
+                         draws=draws, on_stop=functools.partial(self._stopped, self._iteration),
+                         on_fail=self._epoch_failed)
         iterator = EpochIterator(plan, on_end=self._epoch_finished)
         self._iterator = weakref.ref(iterator)
         return iterator
 
-    @property
-    def _uncounted(self) -> bool:
-        """Whether this loader's first epoch reads a stream that has not
-        said its length (yet)."""
-        return self._first is not None and self._first.uncounted
-
-    def _forming(self) -> bool:
-        """Whether the next epoch is epoch 0 over a stream that does not
-        say its length, its batches formed as the stream is read."""
-        return self._uncounted and self._epoch == 0
+    def _ordered_batches(self, start: int, draws: tuple[np.ndarray, ...] | None) -> tuple[np.ndarray, ...]:
+        """The running epoch's batches from batch ``start`` on, as its order
+        cuts them: the samples of ``draws`` when repeated augmentation drew
+        them."""
+        if draws is not None:
+            return tuple(orders.sample_of(b) for b in draws)
+        return tuple(orders.batches(self.epoch_draws(self._epoch), self.batch_size, self.drop_last)[start:])
 
     def _running(self) -> EpochIterator | None:
         return self._iterator() if self._iterator is not None else None
@@ -625,22 +554,19 @@ class Loader:
             self._iterator = None
 
     def _epoch_failed(self, error: BaseException) -> None:
-        """An error ended an epoch: in epoch 0 of a first epoch (on one
-        process), let go of the first epoch as :meth:`close` does (the file
-        completed when every sample has arrived, else given up) and of its
-        lock, so that a new Loader over the source (with
-        ``on_error="skip"``, say) or ``ss.cached`` can write or read the
-        file in this process; this loader runs no more epochs.  (With
-        several ranks the error stands as it is: the others wait for this
-        one.)"""
-        first = self._first
-        if first is None or first.ranks is not None or self._epoch != 0:
+        """An error ended an epoch: when the epoch source says so (epoch 0
+        of a first epoch, on one process), close the loader, letting go of
+        its dataset (see :meth:`EpochSource.failed_epoch`); it runs no more
+        epochs."""
+        refusal = self._epochs.failed_epoch(error, self._epoch)
+        if refusal is None:
             return
-        self._gave_up = error
         try:
             self.close()
         except Exception:  # completing the file failed too: the error that ended the epoch is the one to see
             pass
+        finally:
+            self._epochs = refusal
 
     def _stopped(self, iteration: int, position: int) -> None:
         """Iteration ``iteration`` stopped before its epoch's end, ``position``
@@ -670,34 +596,11 @@ class Loader:
 
     def _identity(self) -> dict[str, Any]:
         """What a state must share with this loader to load into it
-        (:data:`slipstream.loader.resume.IDENTITY`)."""
+        (:data:`slipstream.loader.resume.IDENTITY`): the dataset, indices
+        and samples as the epoch source names them, and the options."""
         options = {"order": self.order, "seed": self.seed, "window_pages": self.window_pages, "repeats": self.repeats,
                    "selected_round": self.selected_round, "batch_size": self.batch_size, "drop_last": self.drop_last}
-        if self._uncounted:
-            # A first epoch over a stream that did not say its length: the file's name stands for the stream,
-            # its length unknown (whether the stream has ended yet or not, so that states do not depend on timing).
-            return {"dataset": self._first_epoch_identity(EPOCH0_STREAM, counted=False), "indices": "all",
-                    "samples": -1, **options}
-        if self._taken_over is None:
-            # While a first epoch writes the file, its records are not all known: the file's name stands for them.
-            dataset = _dataset_identity(self.reader) if self._first is None else \
-                self._first_epoch_identity(self._epoch0)
-            self._taken_over = {"dataset": dataset, "indices": _indices_identity(self.indices)}
-        taken = self._taken_over
-        if self._epoch0 is not None and self._epoch == 0:
-            # Epoch 0 in a first epoch's order, over the finished file: a state of it resumes in that order too.
-            taken = {**taken, "dataset": self._first_epoch_identity(self._epoch0)}
-        return {**taken, "samples": int(self.indices.size), **options}
-
-    def _first_epoch_identity(self, epoch0: str | None, counted: bool = True) -> str:
-        """The dataset of a state taken while a first epoch wrote this
-        loader's file (in an order ``epoch0`` names, as for
-        :meth:`_epoch_order`): the file's name, which its content decides,
-        stands for its records (not all known yet); with ``counted``
-        False, of a stream whose length was not known yet."""
-        how = {None: "of", EPOCH0_STREAM: "streamed into", EPOCH0_RANDOM: "in random order into"}[epoch0]
-        samples = f"{len(self.reader)} samples" if counted else "a stream of unknown length"
-        return f"{samples}, first epoch {how} {self.reader.path.name}"
+        return {**self._epochs.identity(self._epoch_zero, self._epoch, lambda: self.indices), **options}
 
     def load_state_dict(self, state: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> None:
         """Continue from ``state_dict()``: the next ``iter()`` starts where
@@ -738,19 +641,19 @@ class Loader:
         """
         given = resume.states_of(state)
         # The stream's epoch 0 of a state taken before its length was known (by the file's name).
-        uncounted = self._first_epoch_identity(EPOCH0_STREAM, counted=False)
-        if self._uncounted:
-            if self._resume_forming(given, uncounted):
+        streamed = stream_name(self.reader)
+        if not self._epochs.counted:
+            if self._resume_stream(given, streamed):
                 return
             # Any other state needs the stream's length: what can be checked without it is, first.
             self._check_without_length(given)
             self._stop_iterator()
-            self._switch_to_file()
+            self._take_up(self._epochs.finished)
         mine = self._identity()
         # A state taken while the first epoch wrote this file resumes a loader over the file (or one writing
         # it again); a first epoch in an order of its own (a stream's) is resumed in that order.
-        written = {self._first_epoch_identity(how): how for how in (None, EPOCH0_STREAM, EPOCH0_RANDOM)}
-        written[uncounted] = EPOCH0_STREAM
+        written = {zero.name(self.reader): zero for zero in EPOCH_ZEROS}
+        written[streamed] = STREAMED
         named = [written[one["dataset"]] for one in given if one.get("dataset") in written]
         states = [{**one, "dataset": mine["dataset"]} if one.get("dataset") in written else one for one in given]
         if self._unrecorded("indices") is None:  # over every sample, as the stream's epoch 0 is
@@ -760,24 +663,23 @@ class Loader:
         saved = resume.positions(states, mine, self._unrecorded)
         first = saved[0]
         first_resolution = given[0].get("resolution")  # states written before resizing have none
-        epoch0 = next((how for how in named if how is not None), self._epoch0)
-        order = self._epoch_order(first.epoch, first.segments[0][0] if first.segments else first.world_size,
-                                  epoch0)
+        zero = next((one for one in named if one is not OVER_FILE), self._epoch_zero)
+        order = self._epoch_order(first.epoch, first.segments[0][0] if first.segments else first.world_size, zero)
         point = resume.resume_point(saved, order, self.world_size, self.batch_size, self.drop_last,
-                                    self._strided(first.epoch, epoch0))
+                                    self._strided(first.epoch, zero))
         sizes = resolution.checked_resolution(first_resolution, resolution.resizable_crops(self._resolved),
                                               "cannot resume: the state's resolution")
         self._stop_iterator()
         self._go_to(point.epoch, point.batch, point.segments)
-        self._epoch0 = epoch0
+        self._epoch_zero = zero
         self._resolution = sizes
 
-    def _resume_forming(self, given: list[Mapping[str, Any]], uncounted: str) -> bool:
+    def _resume_stream(self, given: list[Mapping[str, Any]], streamed: str) -> bool:
         """Resume epoch 0 over a stream that does not say its length from
         the one state ``given`` of it, if that is what it is (the stream's
-        dataset identity ``uncounted``, epoch 0): True once done.  The
+        dataset identity ``streamed``, epoch 0): True once done.  The
         position is checked once the stream has ended."""
-        if len(given) != 1 or given[0].get("dataset") != uncounted:
+        if len(given) != 1 or given[0].get("dataset") != streamed:
             return False
         resume.check_identity(given[0], self._identity(), self._unrecorded)
         saved = resume.position(given[0])
@@ -832,24 +734,7 @@ class Loader:
         self._stop_iterator()
         cache_files.let_go(self.__dict__.get("_held"))
         self._held = None
-        self.memory.close()
-        own, self._own_file = self.__dict__.get("_own_file"), None
-        if own is not None:
-            own.close()
-        first, self._first = self._first, None
-        if first is not None:
-            try:
-                # Ranks complete it together, at the next epoch; a file given up is not completed.
-                if first.file.complete and first.ranks is None and not first.in_memory:
-                    first.finish()
-            except OSError as exc:
-                if exc.errno not in DISK_FULL:
-                    raise
-                # Training is over: the file is not kept, as when the disk fills during an epoch.
-                warnings.warn(f"{exc}: no dataset file is kept (free space, or pass cache_dir= a folder with room "
-                              f"for it, and it is written on the next run)", CacheWarning, stacklevel=2)
-            finally:
-                first.close()
+        self._epochs.close()
 
     def __enter__(self) -> Loader:
         return self
@@ -897,16 +782,18 @@ def _close_all() -> None:
         loader.close()
 
 
-def _open(source: Any, remote: Remote | None, ranks: tuple[int, int] | None, on_error: str,
-          cache_dir: str | os.PathLike | None, cached_options: dict[str, Any]) -> Reader | FirstEpoch:
-    """The dataset a loader reads: a reader, or, for a source whose file is
-    not in the cache (``cache_dir``, None: the default) yet, a first epoch
-    that writes it (when the loader streams, on ``ranks``: its ``(rank,
+def _open(source: Any, options: LoaderOptions, batch_size: int, ranks: tuple[int, int] | None, on_error: str,
+          cache_dir: str | os.PathLike | None, cached_options: dict[str, Any]) -> EpochSource:
+    """The source of a loader's epochs (with its ``options`` and
+    ``batch_size``): a dataset's file, or, for a source whose file is not in
+    the cache (``cache_dir``, None: the default) yet, a first epoch that
+    writes it (when the loader streams, on ``ranks``: its ``(rank,
     world_size)``; the source reads in any order, or is a stream, which on
     several ranks must say its length and read alike in every process; and
     no other process is writing the file), treating samples it cannot
     encode by the loader's ``on_error``; ``cached_options``: the arguments
     of :func:`slipstream.cached` given (:data:`slipstream.convert.LOADER_KEYWORDS`)."""
+    remote = options.remote
     found = find_source(source, remote) if isinstance(source, (str, os.PathLike)) else source
     if isinstance(source, Reader) or found is None:
         if cache_dir is not None:
@@ -914,14 +801,15 @@ def _open(source: Any, remote: Remote | None, ranks: tuple[int, int] | None, on_
                                 f"dataset already: leave cache_dir out")
         if cached_options:  # what a source's file is written with: no keyword of a loader over a dataset
             raise ArgumentError(unknown_keyword(next(iter(cached_options))))
-        return source if isinstance(source, Reader) else open_dataset(source, remote=remote)
+        return FileEpochs(source if isinstance(source, Reader) else open_dataset(source, remote=remote),
+                          options.memory)
     source = found
     from slipstream.convert import UnidentifiedSource, build, cache_entry
 
-    options = dict(cached_options)
-    workers = options.pop("workers", None)
+    written = dict(cached_options)
+    workers = written.pop("workers", None)
     try:
-        entry = cache_entry(source, cache_dir=cache_dir, remote=remote, **options)
+        entry = cache_entry(source, cache_dir=cache_dir, remote=remote, **written)
     except UnidentifiedSource:
         raise ArgumentError(f"Loader cannot tell what a {type(source).__name__} holds, so it cannot find or keep its "
                             f"dataset file in the cache: write the file once with ss.cached(source, name=...) "
@@ -939,7 +827,7 @@ def _open(source: Any, remote: Remote | None, ranks: tuple[int, int] | None, on_
                 first = FirstEpoch(entry, lock, ranks if ranks[1] > 1 else None, on_error,
                                    workers=None if workers is None else max(workers, 1))
                 cache_use.announce(entry, "written by the loader's first epoch as it trains")
-                return first
+                return first_epoch_source(first, options, batch_size)
             except BaseException as exc:  # nothing streams: the next Loader, or another process, may write it
                 lock.__exit__(None, None, None)
                 if not isinstance(exc, NativeMemoryError) or ranks[1] > 1:
@@ -947,40 +835,7 @@ def _open(source: Any, remote: Remote | None, ranks: tuple[int, int] | None, on_
                 # The address space a first epoch reserves for its pages is refused (a limit such as ulimit -v).
                 warnings.warn(f"{exc}: the first epoch cannot stream from {entry.samples!r} under this process's "
                               f"limits, so its dataset file is written first", CacheWarning, stacklevel=3)
-    return Reader(build(entry, workers=workers))
-
-
-def _first_pages(reader: Reader) -> np.ndarray:
-    """The first data page each sample touches (0 for samples without data)."""
-    table = reader.allocations
-    pages = np.zeros(len(reader), np.int64)
-    if table.size:
-        first = table[np.unique(table["sample"], return_index=True)[1]]
-        pages[first["sample"].astype(np.int64)] = (first["offset"].astype(np.int64) - reader.data_offset) \
-            // reader.page_size
-    return pages
-
-
-def _dataset_identity(reader: Reader) -> str:
-    """What tells a dataset from another, cheaply: its sample count and the
-    CRC-32 of its per-sample records.  The records hold each sample's field
-    values and the offset and size of its stored bytes, so another dataset
-    (or this one written again, whose pages may hold its samples in another
-    layout and so give ``"quasi_random"`` another order) differs in them,
-    while the CRC takes milliseconds for millions of samples, already in
-    memory for remote datasets too, where hashing the data pages would mean
-    reading the whole dataset."""
-    records = np.ascontiguousarray(reader.metadata).view(np.uint8)
-    return f"{len(reader)} samples, records CRC-32 {L.crc32(records):08x}"
-
-
-def _indices_identity(indices: np.ndarray) -> str:
-    """The loader's indices, told apart by their count, range and CRC-32
-    (in their order, which a random order depends on)."""
-    if not indices.size:
-        return "no indices"
-    crc = L.crc32(np.ascontiguousarray(indices, "<i8").view(np.uint8))
-    return f"{indices.size} indices in [{indices.min()}, {indices.max()}], CRC-32 {crc:08x}"
+    return FileEpochs(Reader(build(entry, workers=workers)), options.memory)
 
 
 def _check_threads(num_threads: int | None) -> None:

@@ -78,7 +78,8 @@ def mark_corrupt(reader: Any, source: Any, indices: np.ndarray, pages: dict[str,
 
 
 class Stager:
-    """Fetches each batch's pages into ``store`` ahead of use.
+    """Fetches each batch's pages into ``store`` ahead of use: the stager
+    (:class:`slipstream.loader.stager.Stager`) of a finished dataset.
 
     Args:
         store: the dataset's pages, for this loader alone (the stager closes it).
