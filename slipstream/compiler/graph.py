@@ -109,7 +109,7 @@ class Graph:
     def __init__(self, pipelines: Mapping[str, Sequence[Any] | Internal]) -> None:
         self._entries: dict[str, list[_Entry]] = {}
         output_names: list[str] = []
-        next_id = 0
+        placed: dict[str, tuple[list[Node], list[str | None]]] = {}
         for name, spec in pipelines.items():
             given, output = unwrapped(spec)
             if isinstance(given, (str, bytes)) or not isinstance(given, Sequence):
@@ -117,13 +117,17 @@ class Graph:
             items = list(given)
             if not items:
                 raise PipelineError(f"pipeline {name!r} is empty")
-            specs = [_node_for(item.entry if isinstance(item, Keyed) else item, name, position)
-                     for position, item in enumerate(items)]
-            streams = _streams(name, specs, [item.key if isinstance(item, Keyed) else None for item in items])
-            self._entries[name] = [_Entry(s, next_id + k, stream) for k, (s, stream) in enumerate(zip(specs, streams))]
-            next_id += len(items)
+            placed[name] = ([_node_for(item.entry if isinstance(item, Keyed) else item, name, position)
+                             for position, item in enumerate(items)],
+                            [item.key if isinstance(item, Keyed) else None for item in items])
             if output:
                 output_names.append(name)
+        roots = _roots({name: specs[0] for name, (specs, _) in placed.items()})
+        next_id = 0
+        for name, (specs, keys) in placed.items():
+            streams = _streams(name, roots[name], specs, keys)
+            self._entries[name] = [_Entry(s, next_id + k, stream) for k, (s, stream) in enumerate(zip(specs, streams))]
+            next_id += len(specs)
         if not output_names:
             raise PipelineError("a pipeline needs at least one output" +
                                 (" (every pipeline given is Internal)" if pipelines else ""))
@@ -347,18 +351,47 @@ def _node_for(item: Any, pipeline: str, position: int) -> Node:
     return TransformNode(op)
 
 
-def _streams(pipeline: str, specs: list[Node], keys: list[str | None]) -> list[int]:
-    """The first random stream of each entry of a pipeline, from the
-    pipeline's name, what the entry is and how many alike entries precede
-    it (see :mod:`slipstream.compiler.random`), or from its explicit key
-    alone.  A keyed entry still counts among its alike entries, so that
-    keying one keeps the streams of the others."""
+def _roots(firsts: Mapping[str, Node]) -> dict[str, str]:
+    """Pipeline name -> what keys its entries' random streams: the root of
+    its first entry (:meth:`Node.root`: a decoder and the field it reads, a
+    reference and what it refers to), then how many pipelines of the same
+    root come before it, in the order given.  Names play no part, so that
+    renaming an output keeps every draw, and adding an output changes none
+    of another root's."""
+    roots: dict[str, str] = {}
+    resolving: set[str] = set()
+
+    def root_of(name: str) -> str:
+        if name in roots:
+            return roots[name]
+        if name not in firsts or name in resolving:  # refused by name while the graph is lowered
+            return "?"
+        resolving.add(name)
+        roots[name] = firsts[name].root(root_of)
+        resolving.discard(name)
+        return roots[name]
+
+    seen: dict[str, int] = {}
+    numbered = {}
+    for name in firsts:
+        root = root_of(name)
+        numbered[name] = f"{root}#{seen.get(root, 0)}"
+        seen[root] = seen.get(root, 0) + 1
+    return numbered
+
+
+def _streams(pipeline: str, root: str, specs: list[Node], keys: list[str | None]) -> list[int]:
+    """The first random stream of each entry of pipeline ``pipeline``,
+    from the pipeline's ``root`` (:func:`_roots`), what the entry is and
+    how many alike entries precede it (see :mod:`slipstream.compiler.random`),
+    or from its explicit key alone.  A keyed entry still counts among its
+    alike entries, so that keying one keeps the streams of the others."""
     seen: dict[str, int] = {}
     keyed: dict[str, Node] = {}
     streams = []
     for spec, key in zip(specs, keys):
         identity = spec.identity()
-        streams.append(stream_id(pipeline, identity, seen.get(identity, 0)))
+        streams.append(stream_id(root, identity, seen.get(identity, 0)))
         seen[identity] = seen.get(identity, 0) + 1
         if key is not None:
             if key in keyed:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import abc
 import ast
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -301,13 +301,22 @@ class Node:
         without one."""
         return self.op.geometry if self.op is not None else Geometry.UNKNOWN
 
+    def root(self, root_of: Callable[[str], str]) -> str:
+        """What the pipeline this node starts reads, for keying the random
+        streams of that pipeline's entries (:mod:`slipstream.compiler.random`):
+        its structure, never an output's name, so that renaming an output
+        keeps every draw.  By default the node's :meth:`identity`;
+        ``root_of(name)`` gives the root of another pipeline, for a node
+        that starts by reading one."""
+        return self.identity()
+
     def identity(self) -> str:
         """What kind of node this is, for keying its random streams: its
         class and its operation's class (that of the operation it draws
         like, :meth:`Operation.draws_like`), never the operation's settings,
         so that changing a setting keeps every stream; the graph adds the
-        pipeline and how many nodes of the same identity precede this one
-        in it.  Module names are left out, so that a class keeps its streams
+        root of its pipeline (:meth:`root`) and how many nodes of the same
+        identity precede this one in it.  Module names are left out, so that a class keeps its streams
         whether its module runs as a script or is imported."""
         drawn = self.op.draws_like() if self.op is not None else None
         return f"{type(self).__qualname__}:{type(drawn).__qualname__ if drawn is not None else ''}"
@@ -385,6 +394,12 @@ class DecoderNode(Node):
 
     def __init__(self, op: Decoder) -> None:
         super().__init__(op)
+
+    def root(self, root_of: Callable[[str], str]) -> str:
+        """Its identity and the stored field its decoder reads
+        (:meth:`Decoder.stored_field`), when it reads one."""
+        field = self.op.stored_field()
+        return self.identity() if field is None else f"{self.identity()}[{field}]"
 
     def reads(self, find: Finder) -> Sequence[Input]:
         return ()
@@ -467,6 +482,13 @@ class RefNode(Node):
         self.source_pipeline = pipeline_name
         self.source_op = op
         self.output = output
+
+    def root(self, root_of: Callable[[str], str]) -> str:
+        """The root of the pipeline it reads (or its operation's class),
+        and the output it reads there."""
+        source = root_of(self.source_pipeline) if self.source_op is None else \
+            type(self.source_op.draws_like()).__qualname__
+        return f"{self.identity()}({source}).{self.output}"
 
     def reads(self, find: Finder) -> Sequence[Input]:
         if self.source_op is None:

@@ -163,6 +163,12 @@ class Decoder(Operation):
 
     can_fail: ClassVar[bool] = False
 
+    def stored_field(self) -> str | None:
+        """The field of the dataset this decoder reads, part of what keys
+        the random streams of its pipeline (never the output's name, which
+        the user may change); None, the default, when it reads none."""
+        return None
+
     def inputs(self) -> tuple[np.ndarray, ...]:
         """Arrays passed to the compiled stage and on to the code, before
         ``index``: the data this decoder reads.  What the code makes,

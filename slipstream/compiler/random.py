@@ -65,13 +65,14 @@ def sample_key(seed, epoch, identity, op_id):
     return mix64(k ^ (np.uint64(op_id) * _M2 + _ONE))
 
 
-def stream_id(output: str, identity: str, occurrence: int) -> int:
+def stream_id(root: str, identity: str, occurrence: int) -> int:
     """The identity of the ``occurrence``-th operation of kind ``identity``
-    (its node's and operation's classes: ``Node.identity()``) in pipeline
-    ``output``, as an even integer below 2**63: the
-    operation's streams are ``sample_key(seed, epoch, identity, stream_id + s)``
-    for s = 0, 1."""
-    digest = hashlib.sha256(f"{output}\0{identity}\0{occurrence}".encode()).digest()
+    (its node's and operation's classes: ``Node.identity()``) in the
+    pipeline of root ``root`` (what the pipeline reads, and how many
+    pipelines reading the same come before it: never an output's name), as
+    an even integer below 2**63: the operation's streams are
+    ``sample_key(seed, epoch, identity, stream_id + s)`` for s = 0, 1."""
+    digest = hashlib.sha256(f"{root}\0{identity}\0{occurrence}".encode()).digest()
     return int.from_bytes(digest[:8], "little") >> 2 << 1
 
 

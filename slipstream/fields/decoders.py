@@ -189,6 +189,10 @@ class NDArrayDecoder(Decoder):
     dtype: Any
     shape: tuple[int, ...]
 
+    def stored_field(self) -> str:
+        """The field it decodes."""
+        return self.field
+
     def inputs(self) -> tuple[np.ndarray, ...]:
         return (self.source.storage, self.source.offsets(self.field))
 
@@ -275,6 +279,10 @@ class ImageFieldDecoder(Decoder):
     field: str
     size: tuple[int, int]
     can_fail: ClassVar[bool] = True
+
+    def stored_field(self) -> str:
+        """The field it decodes."""
+        return self.field
 
     def inputs(self) -> tuple[np.ndarray, ...]:
         return self.source.image_inputs(self.field)
@@ -423,6 +431,10 @@ class StoredBytesDecoder(Decoder):
     field: str
     max_size: int
     can_fail: ClassVar[bool] = True
+
+    def stored_field(self) -> str:
+        """The field it decodes."""
+        return self.field
 
     def inputs(self) -> tuple[np.ndarray, ...]:
         return (self.source.storage, self.source.offsets(self.field), self.source.sizes(self.field),

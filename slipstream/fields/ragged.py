@@ -129,6 +129,10 @@ class RaggedDecoder(Decoder):
     max_length: int | None = None
     fill: float = 0
 
+    def stored_field(self) -> str:
+        """The field it decodes."""
+        return self.field
+
     def __post_init__(self) -> None:
         field = self.source.reader.fields[self.field]
         if not isinstance(field, RaggedField):

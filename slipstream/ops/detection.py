@@ -91,6 +91,10 @@ class FollowingDecoder(Decoder):
     field: str
     op: Following
 
+    def stored_field(self) -> str:
+        """The field it decodes."""
+        return self.field
+
     @property
     def follow(self) -> str | None:
         """The pipeline whose image's transforms it reads (None: none)."""
