@@ -36,7 +36,7 @@ from slipstream.fields import (  # noqa: E402
 from slipstream.format import Reader, open_dataset  # noqa: E402
 from slipstream.format.location import register_location_scheme  # noqa: E402
 from slipstream.format.remote import Remote  # noqa: E402
-from slipstream.compiler import Internal, Keyed  # noqa: E402
+from slipstream.compiler import Internal, Keyed, Output  # noqa: E402
 from slipstream.loader import Loader, Memory, Order, Sharding, View  # noqa: E402
 from slipstream.sources import COCODetection, LitData, SegmentationFolder, WebDataset, register_source  # noqa: E402
 from slipstream.errors import (  # noqa: E402
@@ -124,6 +124,7 @@ __all__ = [
     "native",
     "open_dataset",
     "ops",
+    "Output",
     "register_location_scheme",
     "register_source",
     "write",

@@ -10,6 +10,7 @@ Usable on its own, on in-memory arrays::
 
 from slipstream.compiler.drawing import draw_graph
 from slipstream.compiler.graph import Buffer, Graph, Internal
+from slipstream.compiler.handles import Output
 from slipstream.compiler.kinds import Geometry, Kind
 from slipstream.compiler.nodes import (DecoderNode, EmitContext, Finder, GraphNode, Input, Node, RandomApply, RefNode,
                                        TransformNode)
@@ -37,6 +38,7 @@ __all__ = [
     "Kind",
     "Node",
     "Operation",
+    "Output",
     "Pipeline",
     "RandomApply",
     "RefNode",

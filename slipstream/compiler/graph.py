@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from slipstream.compiler import symbols
+from slipstream.compiler.handles import Handles, OutputRef, output_name
 from slipstream.compiler.kinds import Kind, is_compiled_stage, stage_number
 from slipstream.compiler.nodes import DeclarationError, DecoderNode, Finder, GraphNode, Input, Node, TransformNode
 from slipstream.compiler.operation import STATUS, Decoder, Operation, as_operation
@@ -106,11 +107,13 @@ class Graph:
             once, and folds them).
     """
 
-    def __init__(self, pipelines: Mapping[str, Sequence[Any] | Internal]) -> None:
+    def __init__(self, pipelines: Mapping[OutputRef, Sequence[Any] | Internal]) -> None:
+        self._handles = Handles(pipelines)
         self._entries: dict[str, list[_Entry]] = {}
         output_names: list[str] = []
         placed: dict[str, tuple[list[Node], list[str | None]]] = {}
-        for name, spec in pipelines.items():
+        for key, spec in pipelines.items():
+            name = output_name(key)
             given, output = unwrapped(spec)
             if isinstance(given, (str, bytes)) or not isinstance(given, Sequence):
                 raise PipelineError(f"pipeline {name!r} must be a list of operations, got {given!r}")
@@ -122,7 +125,7 @@ class Graph:
                             [item.key if isinstance(item, Keyed) else None for item in items])
             if output:
                 output_names.append(name)
-        roots = _roots({name: specs[0] for name, (specs, _) in placed.items()})
+        roots = _roots({name: specs[0] for name, (specs, _) in placed.items()}, self._handles)
         next_id = 0
         for name, (specs, keys) in placed.items():
             streams = _streams(name, roots[name], specs, keys)
@@ -170,13 +173,9 @@ class Graph:
         self.nodes.append(node)
         return node
 
-    def _entries_read(self, pipeline: str, referrer: str) -> list[_Entry]:
-        """The entries of ``pipeline``, which pipeline ``referrer`` reads."""
-        entries = self._entries.get(pipeline)
-        if entries is None:
-            raise PipelineError(f"pipeline {referrer!r} refers to pipeline {pipeline!r}, which does not exist "
-                                f"(pipelines: {', '.join(self._entries)})")
-        return entries
+    def _entries_read(self, pipeline: OutputRef, referrer: str) -> list[_Entry]:
+        """The entries of ``pipeline`` (a handle or a name), which pipeline ``referrer`` reads."""
+        return self._entries[self._handles.name_of(pipeline, referrer)]
 
     def nodes_in(self, stage: int) -> list[GraphNode]:
         """The nodes that run in ``stage``, in graph order."""
@@ -222,21 +221,21 @@ class _Finder(Finder):
     def names(self) -> list[str]:
         return list(self._graph._entries)
 
-    def entries(self, pipeline: str) -> list[Node]:
+    def entries(self, pipeline: OutputRef) -> list[Node]:
         return [entry.spec for entry in self._graph._entries_read(pipeline, self._pipeline)]
 
-    def node(self, pipeline: str, position: int) -> GraphNode:
+    def node(self, pipeline: OutputRef, position: int) -> GraphNode:
         count = len(self._graph._entries_read(pipeline, self._pipeline))
         if not (isinstance(position, int) and 0 <= position < count):
             raise PipelineError(f"pipeline {self._pipeline!r} refers to entry {position!r} of pipeline {pipeline!r}, "
                                 f"which has entries 0 to {count - 1}")
-        return self._graph._lower(pipeline, position)
+        return self._graph._lower(self._graph._handles.name_of(pipeline, self._pipeline), position)
 
-    def last(self, pipeline: str) -> GraphNode:
+    def last(self, pipeline: OutputRef) -> GraphNode:
         return self.node(pipeline, len(self._graph._entries_read(pipeline, self._pipeline)) - 1)
 
-    def holding(self, op: Operation, pipeline: str | None = None) -> GraphNode:
-        names = self.names() if pipeline is None else [pipeline]
+    def holding(self, op: Operation, pipeline: OutputRef | None = None) -> GraphNode:
+        names = self.names() if pipeline is None else [self._graph._handles.name_of(pipeline, self._pipeline)]
         found = [(name, k) for name in names for k, spec in enumerate(self.entries(name)) if spec.op is op]
         if len(found) != 1:
             if pipeline is not None:
@@ -351,7 +350,7 @@ def _node_for(item: Any, pipeline: str, position: int) -> Node:
     return TransformNode(op)
 
 
-def _roots(firsts: Mapping[str, Node]) -> dict[str, str]:
+def _roots(firsts: Mapping[str, Node], handles: Handles) -> dict[str, str]:
     """Pipeline name -> what keys its entries' random streams: the root of
     its first entry (:meth:`Node.root`: a decoder and the field it reads, a
     reference and what it refers to), then how many pipelines of the same
@@ -361,10 +360,14 @@ def _roots(firsts: Mapping[str, Node]) -> dict[str, str]:
     roots: dict[str, str] = {}
     resolving: set[str] = set()
 
-    def root_of(name: str) -> str:
+    def root_of(ref: OutputRef) -> str:
+        try:
+            name = handles.name_of(ref, "")
+        except PipelineError:  # refused, naming the entry, as the graph is lowered
+            return "?"
         if name in roots:
             return roots[name]
-        if name not in firsts or name in resolving:  # refused by name while the graph is lowered
+        if name in resolving:  # a cycle, refused as the graph is lowered
             return "?"
         resolving.add(name)
         roots[name] = firsts[name].root(root_of)

@@ -29,6 +29,7 @@ import numpy as np
 
 from slipstream.compiler import astgen as A
 from slipstream.compiler.checks import returns_its_input
+from slipstream.compiler.handles import OutputRef
 from slipstream.compiler.kinds import Geometry, Kind
 from slipstream.compiler.operation import STATUS, Decoder, Operation, TorchOperation
 from slipstream.compiler.params import structural_view
@@ -139,7 +140,10 @@ class Finder(abc.ABC):
     """What :meth:`Node.reads` may look up while the graph is lowered, for
     the entry at ``position`` of pipeline ``pipeline``: the other entries,
     and the records of those it reads (lowered on demand, so that a node
-    is built after the nodes it reads; a cycle is refused)."""
+    is built after the nodes it reads; a cycle is refused).  Another
+    pipeline is referred to by its :class:`~slipstream.compiler.handles.Output`
+    handle, resolved by identity, or by its name
+    (:data:`~slipstream.compiler.handles.OutputRef`)."""
 
     @property
     @abc.abstractmethod
@@ -160,19 +164,19 @@ class Finder(abc.ABC):
         """Every pipeline's name, in the order given."""
 
     @abc.abstractmethod
-    def entries(self, pipeline: str) -> list[Node]:
+    def entries(self, pipeline: OutputRef) -> list[Node]:
         """The specifications of pipeline ``pipeline``'s entries, in order."""
 
     @abc.abstractmethod
-    def node(self, pipeline: str, position: int) -> GraphNode:
+    def node(self, pipeline: OutputRef, position: int) -> GraphNode:
         """The record of entry ``position`` of pipeline ``pipeline``."""
 
     @abc.abstractmethod
-    def last(self, pipeline: str) -> GraphNode:
+    def last(self, pipeline: OutputRef) -> GraphNode:
         """The record of the last entry of pipeline ``pipeline`` (its value)."""
 
     @abc.abstractmethod
-    def holding(self, op: Operation, pipeline: str | None = None) -> GraphNode:
+    def holding(self, op: Operation, pipeline: OutputRef | None = None) -> GraphNode:
         """The record of the entry that runs the operation object ``op``,
         in pipeline ``pipeline``, or wherever it stands when None."""
 
@@ -301,7 +305,7 @@ class Node:
         without one."""
         return self.op.geometry if self.op is not None else Geometry.UNKNOWN
 
-    def root(self, root_of: Callable[[str], str]) -> str:
+    def root(self, root_of: Callable[[OutputRef], str]) -> str:
         """What the pipeline this node starts reads, for keying the random
         streams of that pipeline's entries (:mod:`slipstream.compiler.random`):
         its structure, never an output's name, so that renaming an output
@@ -395,7 +399,7 @@ class DecoderNode(Node):
     def __init__(self, op: Decoder) -> None:
         super().__init__(op)
 
-    def root(self, root_of: Callable[[str], str]) -> str:
+    def root(self, root_of: Callable[[OutputRef], str]) -> str:
         """Its identity and the stored field its decoder reads
         (:meth:`Decoder.stored_field`), when it reads one."""
         field = self.op.stored_field()
@@ -474,7 +478,7 @@ class RefNode(Node):
         {"image": [crop, Normalize()], "crop_again": [RefNode(op=crop)]}
     """
 
-    def __init__(self, pipeline_name: str | None = None, op: Operation | None = None,
+    def __init__(self, pipeline_name: OutputRef | None = None, op: Operation | None = None,
                  output: str | None = None) -> None:
         if pipeline_name is None and op is None:
             raise ValueError("RefNode reads a pipeline (pipeline_name) or an operation (op): give one")
@@ -483,7 +487,7 @@ class RefNode(Node):
         self.source_op = op
         self.output = output
 
-    def root(self, root_of: Callable[[str], str]) -> str:
+    def root(self, root_of: Callable[[OutputRef], str]) -> str:
         """The root of the pipeline it reads (or its operation's class),
         and the output it reads there."""
         source = root_of(self.source_pipeline) if self.source_op is None else \

@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from slipstream.compiler.handles import Output
 from slipstream.errors import ArgumentError
 
 METADATA_KEY = "slipstream.param"
@@ -261,6 +262,28 @@ class Text(Domain):
 
     def describe(self) -> str:
         return "a non-empty str"
+
+    def invalid(self) -> tuple[Any, ...]:
+        return ("", 3, None, b"image", math.nan)
+
+    def example(self) -> str:
+        return "image"
+
+
+class OutputReference(Domain):
+    """An output of the pipelines mapping: its
+    :class:`~slipstream.compiler.handles.Output` handle or its name (a
+    non-empty str)."""
+
+    def accept(self, value: Any) -> Any:
+        if isinstance(value, Output):
+            return value
+        if not isinstance(value, str) or not value:
+            raise Refused()
+        return value
+
+    def describe(self) -> str:
+        return "an output's slipstream.Output handle or its name (a non-empty str)"
 
     def invalid(self) -> tuple[Any, ...]:
         return ("", 3, None, b"image", math.nan)
@@ -494,6 +517,7 @@ PROBABILITY = Float(0.0, 1.0)
 """A probability: a number in [0, 1]."""
 
 FIELD_NAME = Text()
+OUTPUT = OutputReference()
 """The name of a dataset field or of a pipeline."""
 
 
@@ -739,6 +763,6 @@ def table(cls: type) -> str:
 
 
 __all__ = ["Argument", "Bool", "Choice", "Custom", "Declares", "Domain", "FIELD_NAME", "Float", "Hidden", "Int",
-           "Many", "Numbers", "OrNone", "PROBABILITY", "Pair", "Param", "REQUIRED", "Refused", "Size", "Spread",
+           "Many", "Numbers", "OUTPUT", "OrNone", "OutputReference", "PROBABILITY", "Pair", "Param", "REQUIRED", "Refused", "Size", "Spread",
            "Text", "check_arguments", "checked_for", "declared", "declares", "enum_name", "packed_values", "param",
            "structural_view", "structure_text", "table"]

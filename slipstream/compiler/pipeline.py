@@ -16,6 +16,7 @@ import numpy as np
 from slipstream.compiler import symbols, threads
 from slipstream.compiler.codegen import StageSource, generate_stage, load_diagnostic, load_stage, typing_error
 from slipstream.compiler.graph import Graph, Internal, check_pipeline, unwrapped
+from slipstream.compiler.handles import OutputRef, output_name
 from slipstream.compiler.jit import cache_state
 from slipstream.compiler.operation import Decoder, torch_dtype
 from slipstream.compiler.rewrites import fold
@@ -99,10 +100,10 @@ class Pipeline:
         batch = compiled(np.arange(64))         # samples 0..63, processed
     """
 
-    def __init__(self, pipelines: Mapping[str, Sequence[Any] | Internal] | Sequence[Any]) -> None:
+    def __init__(self, pipelines: Mapping[OutputRef, Sequence[Any] | Internal] | Sequence[Any]) -> None:
         self.single = not isinstance(pipelines, Mapping)
         given = {SINGLE_OUTPUT: pipelines} if self.single else dict(pipelines)
-        self.pipelines = {name: _prepared(name, entries) for name, entries in given.items()}
+        self.pipelines = {key: _prepared(output_name(key), entries) for key, entries in given.items()}
 
     def compile(self, batch_size: int, *, seed: int = 0, slots: int = 2, verbose: bool = False,
                 threads: int | None = None) -> CompiledPipeline:

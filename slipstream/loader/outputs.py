@@ -14,6 +14,10 @@ Every output is one of:
 Any of these given as :class:`~slipstream.compiler.graph.Internal` is read
 by other outputs (``RefNode``) but not handed out.
 
+An output is keyed by its name or by a :class:`~slipstream.compiler.handles.Output`
+handle (whose name it then has), which other outputs' entries refer to
+by identity; the keys are kept as given, for the graph to resolve.
+
 Any other name is refused, with the closest field suggested: a misspelt
 field name would otherwise become an extra output and leave the field it
 meant to configure with its default pipeline.  Outputs come in the order
@@ -29,18 +33,21 @@ from typing import Any
 
 from slipstream.compiler import Decoder, RefNode
 from slipstream.compiler.graph import Internal, View, check_pipeline, unwrapped
+from slipstream.compiler.handles import Handles, OutputRef
 from slipstream.compiler.rewrites import FieldOperation, Keyed, fold, unkeyed
 from slipstream.errors import ArgumentError
 
 
-Given = Mapping[str, "Sequence[Any] | View | Internal | None"]
+Given = Mapping[OutputRef, "Sequence[Any] | View | Internal | None"]
 
 
 def resolve_outputs(given: Given, fields: Mapping[str, Any], source: Any,
-                    dataset: Any) -> dict[str, list[Any] | Internal]:
+                    dataset: Any) -> dict[OutputRef, list[Any] | Internal]:
     """Each output's operations, checked, folded and bound to ``source``
-    (a :class:`~slipstream.fields.decoders.DecodeSource`), in output order;
-    an :class:`~slipstream.compiler.graph.Internal` pipeline's kept so.
+    (a :class:`~slipstream.fields.decoders.DecodeSource`), in output order,
+    under the key the mapping gives it (a name, or an
+    :class:`~slipstream.compiler.handles.Output` handle); an
+    :class:`~slipstream.compiler.graph.Internal` pipeline's kept so.
 
     Args:
         given: the user's ``pipelines`` mapping.
@@ -56,15 +63,16 @@ def resolve_outputs(given: Given, fields: Mapping[str, Any], source: Any,
     """
     if not isinstance(given, Mapping):
         raise ArgumentError(f"pipelines must be a mapping of output name to operations, got {given!r}")
-    entries = {name: unwrapped(spec) for name, spec in given.items()}
+    keys = {name: key for name, key in zip(Handles(given).names, given)}
+    entries = {name: unwrapped(given[key]) for name, key in keys.items()}
     views = {name: entry for name, (entry, _) in entries.items() if isinstance(entry, View)}
     for name, view in views.items():
         if view.field not in fields:
             raise ArgumentError(f"output {name!r} is a view of field {view.field!r}, which {dataset} does not have"
                                 f"{_suggestion(view.field, fields)} (fields: {', '.join(fields)})")
     viewed = {view.field for view in views.values()}
-    outputs: dict[str, list[Any] | Internal] = {}
-    for name in [*given, *(f for f in fields if f not in given and f not in viewed)]:
+    outputs: dict[OutputRef, list[Any] | Internal] = {}
+    for name in [*keys, *(f for f in fields if f not in keys and f not in viewed)]:
         entry, output = entries.get(name, ((), True))
         if entry is None:
             if name not in fields:
@@ -79,7 +87,7 @@ def resolve_outputs(given: Given, fields: Mapping[str, Any], source: Any,
             if not operations or not isinstance(unkeyed(operations[0]), (Decoder, RefNode)):
                 raise ArgumentError(_unknown(name, fields, dataset, "gives it operations that do not start "
                                                                     "with a decoder or a RefNode"))
-        outputs[name] = operations if output else Internal(operations)
+        outputs[keys.get(name, name)] = operations if output else Internal(operations)
     if all(isinstance(operations, Internal) for operations in outputs.values()):
         raise ArgumentError(f"every field of {dataset} was dropped: nothing to load")
     return outputs

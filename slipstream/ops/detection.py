@@ -50,7 +50,8 @@ from slipstream.compiler import astgen as A
 from slipstream.compiler import random as rnd
 from slipstream.compiler.jit import cached_njit
 from slipstream.compiler.nodes import EmitContext, Finder, GraphNode, Input, normalize_declared
-from slipstream.compiler.params import (FIELD_NAME, PROBABILITY, Bool, Choice, Custom, Declares, Float, Int, Numbers,
+from slipstream.compiler.handles import FieldName, OutputRef
+from slipstream.compiler.params import (FIELD_NAME, OUTPUT, PROBABILITY, Bool, Choice, Custom, Declares, Float, Int, Numbers,
                                         OrNone, Refused, packed_values, param)
 from slipstream.compiler.rewrites import FieldOperation
 from slipstream.errors import ArgumentError, PipelineError
@@ -96,12 +97,12 @@ class FollowingDecoder(Decoder):
         return self.field
 
     @property
-    def follow(self) -> str | None:
+    def follow(self) -> OutputRef | None:
         """The pipeline whose image's transforms it reads (None: none)."""
         return getattr(self.op, "follow", None)
 
     @property
-    def boxes(self) -> str | None:
+    def boxes(self) -> OutputRef | None:
         """The pipeline whose kept boxes it selects from (None: none)."""
         return getattr(self.op, "boxes", None)
 
@@ -175,7 +176,7 @@ class FollowingNode(DecoderNode):
         return [A.assign(ctx.target, ctx.call(*args))]
 
 
-def _followable(find: Finder, pipeline: str, follower: str) -> list[Node]:
+def _followable(find: Finder, pipeline: OutputRef, follower: str) -> list[Node]:
     """The entries of ``pipeline``, which ``follower`` (an entry of
     ``find.pipeline``) follows, once each has declared a geometry that can
     be followed (:class:`~slipstream.compiler.Geometry`): the first a
@@ -392,7 +393,7 @@ class BoundingBoxes(Declares, Following):
     of each kept box, then -1) that :class:`KeptWithBoxes`,
     :class:`InstanceMasks` and :class:`Count` read."""
 
-    follow: str = param(FIELD_NAME, "the output whose image the boxes belong to", default="image", structural=True)
+    follow: OutputRef = param(OUTPUT, "the output whose image the boxes belong to", default="image", structural=True)
     format: str = param(Choice(FORMATS), "output format, absolute pixels", default="XYXY", structural=True)
     stored_format: str = param(Choice(FORMATS), "the format of the stored boxes", default="XYXY", structural=True)
     min_size: float = param(Float(0.0), "smallest width and height of a kept box after clipping, in output pixels",
@@ -487,7 +488,7 @@ class KeptWithBoxes(Declares, Following):
     ``boxes`` kept, in its order; the rest of the ``(max_n, ...)`` sample
     is ``fill`` (for bool rows, 0 or 1 stand for False and True)."""
 
-    boxes: str = param(FIELD_NAME, "the output whose `BoundingBoxes` decides which rows are kept", default="boxes",
+    boxes: OutputRef = param(OUTPUT, "the output whose `BoundingBoxes` decides which rows are kept", default="boxes",
                        structural=True)
     fill: int | float | bool = param(Custom(_row_fill, "a number, or a bool for bool rows", bad=(
         math.nan, math.inf, -math.inf, "0", b"0", None, [0], {0: 0}), good=0),
@@ -590,9 +591,9 @@ class Keypoints(Declares, Following):
     keypoints the left and right of each pair swapped) reorders the points
     so that a "left eye" stays the left eye.  Gives ``(max_n, K, 3)`` float32, kept boxes first."""
 
-    follow: str = param(FIELD_NAME, "the output whose image the keypoints belong to", default="image",
+    follow: OutputRef = param(OUTPUT, "the output whose image the keypoints belong to", default="image",
                         structural=True)
-    boxes: str = param(FIELD_NAME, "the output whose `BoundingBoxes` decides which rows are kept", default="boxes",
+    boxes: OutputRef = param(OUTPUT, "the output whose `BoundingBoxes` decides which rows are kept", default="boxes",
                        structural=True)
     flip_indices: tuple[int, ...] | None = param(
         OrNone(Custom(_permutation, f"the K indices 0 to K - 1 in any order (K <= {MAX_POINTS})",
@@ -609,7 +610,7 @@ class Count(RefNode):
     """How many boxes :class:`BoundingBoxes` of pipeline ``boxes`` kept, per
     sample (int64): an output of its own, ``"counts": [Count("boxes")]``."""
 
-    def __init__(self, boxes: str = "boxes") -> None:
+    def __init__(self, boxes: OutputRef = "boxes") -> None:
         super().__init__(boxes, None, output=COUNT)
 
     def reads(self, find: Finder) -> Sequence[Input]:
@@ -648,7 +649,7 @@ class TrimToCounts(Node):
     ``counts`` counts them (a view, no copy; in the torch stage).  Place it
     last in the pipelines of the padded outputs."""
 
-    def __init__(self, counts: str = "counts") -> None:
+    def __init__(self, counts: OutputRef = "counts") -> None:
         super().__init__(_Trim())
         self.counts_pipeline = counts
 
@@ -774,7 +775,7 @@ class SegmentationMask(Declares, Following):
     "ignore" class).  A ``fill`` that is not an int (a float, a bool) is
     refused."""
 
-    follow: str = param(FIELD_NAME, "the output whose image the mask belongs to", default="image", structural=True)
+    follow: OutputRef = param(OUTPUT, "the output whose image the mask belongs to", default="image", structural=True)
     fill: int | None = param(OrNone(Int(0, 65535)),
                              "the class of output pixels that show no stored pixel; `None`: the dataset's "
                              "`ignore_index` (user metadata, as `SegmentationFolder(ignore_index=)` writes it), else "
@@ -835,8 +836,8 @@ class InstanceMasks(Declares, Following):
     ``(max_n, height, width)`` uint8, 1 inside an instance, the masks of
     kept boxes first, then zeros."""
 
-    follow: str = param(FIELD_NAME, "the output whose image the masks belong to", default="image", structural=True)
-    boxes: str = param(FIELD_NAME, "the output whose `BoundingBoxes` decides which instances are kept",
+    follow: OutputRef = param(OUTPUT, "the output whose image the masks belong to", default="image", structural=True)
+    boxes: OutputRef = param(OUTPUT, "the output whose `BoundingBoxes` decides which instances are kept",
                        default="boxes", structural=True)
 
     def decoder(self, source: DecodeSource, field: str) -> _InstancesDecoder:
@@ -957,7 +958,7 @@ class RandomIoUCrop(Crop):
 
     size: int | tuple[int, int] = param(SIZE, "output (height, width) in pixels, or one int for a square",
                                         structural=True)
-    boxes: str = param(FIELD_NAME, "the box field (`RaggedField(np.float32, (4,))`) the crop must overlap",
+    boxes: FieldName = param(FIELD_NAME, "the box field (`RaggedField(np.float32, (4,))`) the crop must overlap",
                        default="boxes", structural=True)
     min_scale: float = param(Float(0.0, 1.0, low_open=True),
                              "smallest side of the crop, as a fraction of the image's side", default=0.3)

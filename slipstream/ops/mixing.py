@@ -40,6 +40,7 @@ import numpy as np
 from slipstream.compiler import Allocation, Geometry, Kind, Node, Operation, State
 from slipstream.compiler import astgen as A
 from slipstream.compiler import random as rnd
+from slipstream.compiler.handles import OutputRef
 from slipstream.compiler.nodes import EmitContext, Finder, Input
 from slipstream.compiler.params import PROBABILITY, Choice, Float, Int, param
 from slipstream.errors import PipelineError
@@ -272,7 +273,7 @@ class MixLabels(Node):
     Place it right after the label decoder (it is the label pipeline's
     second entry; the loader puts the field's decoder in front)."""
 
-    def __init__(self, mix: MixUp | CutMix | MixUpOrCutMix, num_classes: int, pipeline: str | None = None) -> None:
+    def __init__(self, mix: MixUp | CutMix | MixUpOrCutMix, num_classes: int, pipeline: OutputRef | None = None) -> None:
         super().__init__(_MixLabelsOp(num_classes))
         self.mix, self.source_pipeline = mix, pipeline
         self.target: Node | None = None

@@ -11,11 +11,12 @@ shares the center of the first (clamped to the image), as methods that
 compare crops of one location use.
 
 Crop ``k`` is the decoder's named output ``crop_k``; each output reads
-its crop by name::
+its crop through the handle of the decoding output
+(:class:`~slipstream.compiler.handles.Output`)::
 
     pipelines = multi_crop_pipelines(global_crops=2, local_crops=6)
-    # {"crops": Internal(View("image", [MultiCrop(...)])),
-    #  "global_0": [RefNode("crops", output="crop_0"), flip, normalize], ...}
+    # {crops: Internal(View("image", [MultiCrop(...)])),           crops = Output("crops")
+    #  "global_0": [RefNode(crops, output="crop_0"), flip, normalize], ...}
 """
 
 from __future__ import annotations
@@ -230,16 +231,17 @@ def multi_crop_pipelines(global_crops: int = 2, global_size: int = 224, global_s
     and ``local_0``.., each cropped from one decode of image field
     ``field``, flipped with probability ``flip`` and normalized to (3, side,
     side) ``dtype``."""
-    from slipstream.compiler import Internal, RefNode
+    from slipstream.compiler import Internal, Output, RefNode
     from slipstream.compiler.graph import View
     from slipstream.ops.augment import RandomHorizontalFlip
     from slipstream.ops.pack import Normalize
 
     sizes = (global_size,) * global_crops + (local_size,) * local_crops
     scales = (tuple(global_scale),) * global_crops + (tuple(local_scale),) * local_crops
-    pipelines: dict[str, Any] = {"crops": Internal(View(field, [MultiCrop(sizes, scales, yoked=yoked)]))}
+    crops = Output("crops")  # the one decode every view reads, by this handle
+    pipelines: dict[Any, Any] = {crops: Internal(View(field, [MultiCrop(sizes, scales, yoked=yoked)]))}
     names = [f"global_{k}" for k in range(global_crops)] + [f"local_{k}" for k in range(local_crops)]
     for k, name in enumerate(names):
-        pipelines[name] = [RefNode("crops", output=f"crop_{k}"), RandomHorizontalFlip(flip),
+        pipelines[name] = [RefNode(crops, output=f"crop_{k}"), RandomHorizontalFlip(flip),
                            Normalize(mean, std, dtype)]
     return pipelines

@@ -10,6 +10,7 @@ import numpy as np
 
 from slipstream.errors import ArgumentError
 from slipstream.compiler.graph import View
+from slipstream.compiler.handles import OutputRef, output_name
 from slipstream.ops.augment import ColorJitter, RandomErasing, RandomHorizontalFlip
 from slipstream.ops.crops import CenterCrop, RandomResizedCrop
 from slipstream.ops.mixing import CutMix, MixLabels, MixUp, MixUpOrCutMix
@@ -57,8 +58,9 @@ def simclr(size: int = 224, field: str = "image", second: str = "view_2", dtype:
     return {field: list(view), second: View(field, list(view))}
 
 
-def detection_train(size: int = 300, image: str = "image", boxes: str = "boxes", labels: str = "labels",
-                    counts: str = "counts", masks: str | None = None, per_box: tuple[str, ...] = (),
+def detection_train(size: int = 300, image: OutputRef = "image", boxes: OutputRef = "boxes",
+                    labels: OutputRef = "labels", counts: OutputRef = "counts", masks: OutputRef | None = None,
+                    per_box: tuple[OutputRef, ...] = (),
                     dtype: Any = np.float16, mean: Any = IMAGENET_MEAN, std: Any = IMAGENET_STD) -> dict[str, Any]:
     """SSD's training augmentation: a random crop with a minimum IoU against
     the boxes (:class:`~slipstream.ops.detection.RandomIoUCrop`), a
@@ -67,11 +69,14 @@ def detection_train(size: int = 300, image: str = "image", boxes: str = "boxes",
     centre the crop left out dropped together with their labels), padded to
     the dataset's most boxes per image, with their number in ``counts``.
     With ``masks``, that field's instance masks follow too, and so do the
-    rows of the fields ``per_box`` names (crowd flags, areas)."""
+    rows of the fields ``per_box`` names (crowd flags, areas).  Each
+    output is named by a str or given as a :class:`slipstream.Output`
+    handle, which then keys the mapping and is what the others follow;
+    each reads the field of its name."""
     from slipstream.ops.detection import BoundingBoxes, Count, InstanceMasks, KeptWithBoxes, RandomIoUCrop
 
     pipelines: dict[str, Any] = {
-        image: [RandomIoUCrop(size, boxes=boxes), RandomHorizontalFlip(), Normalize(mean, std, dtype)],
+        image: [RandomIoUCrop(size, boxes=output_name(boxes)), RandomHorizontalFlip(), Normalize(mean, std, dtype)],
         boxes: [BoundingBoxes(follow=image, center_inside=True)],
         labels: [KeptWithBoxes(boxes)],
         counts: [Count(boxes)],
@@ -83,8 +88,8 @@ def detection_train(size: int = 300, image: str = "image", boxes: str = "boxes",
     return pipelines
 
 
-def segmentation_train(size: int = 512, scale: tuple[float, float] = (0.25, 1.0), image: str = "image",
-                       mask: str = "mask", fill: int | None = None, dtype: Any = np.float16, mean: Any = IMAGENET_MEAN,
+def segmentation_train(size: int = 512, scale: tuple[float, float] = (0.25, 1.0), image: OutputRef = "image",
+                       mask: OutputRef = "mask", fill: int | None = None, dtype: Any = np.float16, mean: Any = IMAGENET_MEAN,
                        std: Any = IMAGENET_STD) -> dict[str, list[Any]]:
     """A random crop of ``scale`` of the image's area (aspect ratio 3/4 to
     4/3) resized to ``size``, a horizontal flip, normalized; the mask
