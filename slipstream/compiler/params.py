@@ -270,26 +270,16 @@ class Text(Domain):
         return "image"
 
 
-class OutputReference(Domain):
+class OutputReference(Text):
     """An output of the pipelines mapping: its
     :class:`~slipstream.compiler.handles.Output` handle or its name (a
     non-empty str)."""
 
     def accept(self, value: Any) -> Any:
-        if isinstance(value, Output):
-            return value
-        if not isinstance(value, str) or not value:
-            raise Refused()
-        return value
+        return value if isinstance(value, Output) else super().accept(value)
 
     def describe(self) -> str:
         return "an output's slipstream.Output handle or its name (a non-empty str)"
-
-    def invalid(self) -> tuple[Any, ...]:
-        return ("", 3, None, b"image", math.nan)
-
-    def example(self) -> str:
-        return "image"
 
 
 @dataclasses.dataclass(frozen=True)
