@@ -90,7 +90,7 @@ class _FullDecoder(Decoder):
     def generate_code(self):
         decode = native.slip_jpeg_decode
 
-        def full(storage, offsets, sizes, heights, widths, modes, failed, decodes, index, out, status, key):
+        def full(storage, offsets, sizes, heights, widths, modes, known, decodes, index, out, status, key):
             data = storage[offsets[index]:offsets[index] + sizes[index]]
             status[0] = decode(data, data.size, 0, 0, heights[index], widths[index], 1, 0, out, out.size,
                                out.strides[0])

@@ -321,7 +321,8 @@ class _Emitter(EmitContext):
         return self._stage.batch_outs(self._node)
 
     def arrays(self) -> list[ast.expr]:
-        return [A.name(symbols.input_array(self._node.id, k).name) for k in range(len(self._node.arrays()))]
+        return [self.known if takes_known(array) else A.name(symbols.input_array(self._node.id, k).name)
+                for k, array in enumerate(self._node.arrays())]
 
     def key(self, stream: int = 0) -> ast.expr:
         return A.call("sample_key", A.name(symbols.SEED.name), A.name(symbols.EPOCH.name),
@@ -351,12 +352,31 @@ class _Emitter(EmitContext):
         return A.name(symbols.INDEX.name)
 
     @property
+    def known(self) -> ast.expr:
+        return A.name(symbols.KNOWN.name)
+
+    @property
     def sample(self) -> ast.expr:
         return A.name(symbols.SAMPLE.name)
 
     @property
     def count(self) -> ast.expr:
         return self._stage.count()
+
+
+def takes_known(array: Any) -> bool:
+    """Whether an entry of a decoder's inputs is the marker
+    :data:`~slipstream.compiler.symbols.KNOWN` (the sample's known failure
+    status, taken from the stage's per-batch input), not an array."""
+    return isinstance(array, Symbol) and array == symbols.KNOWN
+
+
+def input_arrays(node: GraphNode) -> list[tuple[Symbol, Any]]:
+    """The arrays ``node`` reads from outside the graph, each with the
+    stage parameter that takes it; the :data:`~slipstream.compiler.symbols.KNOWN`
+    marker takes none (it is an entry of a batch parameter)."""
+    return [(symbols.input_array(node.id, k), array) for k, array in enumerate(node.arrays())
+            if not takes_known(array)]
 
 
 def stage_parameters(nodes: list[GraphNode], external: Iterable[int], compiled: bool,
@@ -367,7 +387,7 @@ def stage_parameters(nodes: list[GraphNode], external: Iterable[int], compiled: 
     params = list(symbols.BATCH_PARAMETERS) + ([symbols.DONE] if compiled else [])
     taken = set(values)
     for node in nodes:
-        params += [symbols.input_array(node.id, k) for k in range(len(node.arrays()))]
+        params += [symbol for symbol, _ in input_arrays(node)]
         params += [symbols.buffer(node.id, k) for k in range(len(node.allocations))]
         if node.kind is Kind.BATCH and node.op is not None:
             params.append(symbols.keys(node.id))
@@ -419,7 +439,8 @@ def generate_stage(graph: Graph, stage: int, trace: bool = False) -> StageSource
         sample = A.name(symbols.SAMPLE.name)
         take = A.assign(symbols.SAMPLE.name, A.call("claim", A.name(symbols.CLAIMS.name)))
         loop: list[ast.stmt] = [A.assign(symbols.INDEX.name, A.index(A.name(symbols.INDICES.name), sample)),
-                                A.assign(symbols.DRAW.name, A.index(A.name(symbols.DRAWS.name), sample))]
+                                A.assign(symbols.DRAW.name, A.index(A.name(symbols.DRAWS.name), sample)),
+                                A.assign(symbols.KNOWN.name, A.index(A.name(symbols.KNOWN_FAILURES.name), sample))]
         loop += emit_all(lambda spec, ctx: spec.emit(ctx), sample)
         # The runtime checks that every sample was done: a sample no call took would be a batch of stale values.
         loop += [A.assign_item(A.name(symbols.DONE.name), sample, A.const(1)), take]

@@ -214,7 +214,9 @@ class EmitContext(abc.ABC):
 
     @abc.abstractmethod
     def arrays(self) -> list[ast.expr]:
-        """The arrays from outside the graph the node reads (:meth:`Node.arrays`: a decoder's)."""
+        """The arrays from outside the graph the node reads (:meth:`Node.arrays`: a decoder's), in order;
+        where a decoder lists :data:`~slipstream.compiler.symbols.KNOWN` instead of an array, the
+        current sample's known failure status (:attr:`known`)."""
 
     @abc.abstractmethod
     def key(self, stream: int = 0) -> ast.expr:
@@ -261,6 +263,14 @@ class EmitContext(abc.ABC):
     @abc.abstractmethod
     def index(self) -> ast.expr:
         """The current sample's index in the dataset."""
+
+    @property
+    @abc.abstractmethod
+    def known(self) -> ast.expr:
+        """The current sample's failure status known before the batch ran
+        (int32, 0 when none is known): the entry of the stage's per-batch
+        input :data:`~slipstream.compiler.symbols.KNOWN_FAILURES` for the
+        sample, as :attr:`index` is the entry of its indices."""
 
     @property
     @abc.abstractmethod

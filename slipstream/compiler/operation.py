@@ -169,11 +169,15 @@ class Decoder(Operation):
         the user may change); None, the default, when it reads none."""
         return None
 
-    def inputs(self) -> tuple[np.ndarray, ...]:
+    def inputs(self) -> tuple[Any, ...]:
         """Arrays passed to the compiled stage and on to the code, before
-        ``index``: the data this decoder reads.  What the code makes,
-        its status included, goes into its declared outs, which the
-        runtime reads from what the stage returns, not into these."""
+        ``index``: the data this decoder reads; where it lists the marker
+        :data:`slipstream.compiler.symbols.KNOWN` instead of an array, the
+        code gets the sample's failure status known before the batch ran
+        (int32, 0 when none is known), a per-batch input of the stage as
+        the indices are.  What the code makes, its status included, goes
+        into its declared outs, which the runtime reads from what the stage
+        returns, not into these."""
         return ()
 
     def declare(self, state: State | None) -> Declared:  # type: ignore[override]

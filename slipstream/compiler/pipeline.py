@@ -14,7 +14,8 @@ import numba
 import numpy as np
 
 from slipstream.compiler import symbols, threads
-from slipstream.compiler.codegen import StageSource, generate_stage, load_diagnostic, load_stage, typing_error
+from slipstream.compiler.codegen import (StageSource, generate_stage, input_arrays, load_diagnostic, load_stage,
+                                         typing_error)
 from slipstream.compiler.graph import Graph, Internal, check_pipeline, unwrapped
 from slipstream.compiler.handles import OutputRef, output_name
 from slipstream.compiler.jit import cache_state
@@ -136,6 +137,7 @@ class _Batch:
 
     indices: np.ndarray  # the samples' dataset indices, int64
     draws: np.ndarray  # their draw identities, int64: the indices themselves unless repeated
+    known: np.ndarray  # their failure statuses known before the call, int32: 0 where none is known
     count: int
     epoch: np.int64
 
@@ -169,8 +171,10 @@ class CompiledPipeline:
                         for b in graph.buffers() if b.symbol in scratch}
         parameters = {p for source in self.sources for p in source.params}
         self.keys = {p: np.zeros(batch_size, np.uint64) for p in sorted(parameters, key=str) if p.role is Role.KEYS}
-        self._inputs = {symbols.input_array(n.id, k): _jit_view(a) for n in graph.nodes
-                        for k, a in enumerate(n.arrays())}
+        self._inputs: dict[Symbol, np.ndarray] = {}
+        self.tables: int | None = None
+        """The version of the decoders' input arrays bound (see :meth:`bind_inputs`); None: as compiled."""
+        self.bind_inputs(None)
         self.planned = graph
         self._bind_shapes(graph)
         self._done = np.zeros(batch_size, np.uint8)  # which samples a compiled stage finished (see codegen)
@@ -232,6 +236,19 @@ class CompiledPipeline:
         self._slot = 0
         self._bind_shapes(self.graph)
 
+    def bind_inputs(self, version: int | None) -> None:
+        """Bind the arrays the decoders read (each node's
+        :meth:`~slipstream.compiler.nodes.GraphNode.arrays`) anew, as
+        version ``version`` of them: their owner numbers each change it
+        makes to them (a refresh of records that arrived), and a call given
+        another version binds them again first (see :meth:`__call__`), so
+        that a call reads the tables it was told to, whether the owner
+        wrote them in place or made new arrays.  Calls must not overlap
+        with it."""
+        self._inputs = {symbol: _jit_view(array) for node in self.graph.nodes
+                        for symbol, array in input_arrays(node)}
+        self.tables = version
+
     def _bind_shapes(self, graph: Graph) -> None:
         """The views of the planned memory that the stages take, at ``graph``'s shapes (C-contiguous
         prefixes of each slot's memory, so that a smaller sample size compiles nothing)."""
@@ -248,12 +265,23 @@ class CompiledPipeline:
         self._jit_scratch = {symbol: _jit_view(at_shape(array, (array.shape[0], *shapes[symbol])))
                              for symbol, array in self.scratch.items()}
 
-    def __call__(self, indices: Any, epoch: int = 0, draws: Any = None) -> Any:
+    def __call__(self, indices: Any, epoch: int = 0, draws: Any = None, known: Any = None,
+                 tables: int | None = None) -> Any:
         """Run the pipelines on the samples ``indices`` (at most ``batch_size``).
 
         ``draws``: each sample's draw identity, what its random keys come
         from (default: its index; under repeated augmentation a copy's own,
         see :func:`slipstream.loader.orders.draw_identities`).
+
+        ``known``: each sample's failure status known before the call (a
+        native status, int32; 0 where none is known; default: none known),
+        an input of the call as ``indices`` is: a decoder that takes it
+        (:data:`~slipstream.compiler.symbols.KNOWN`) does not decode a
+        sample with a status, and reports that status as its own.
+
+        ``tables``: the version of the decoders' input arrays this call
+        reads, as their owner numbers it; when it is not the version bound,
+        they are bound anew first (:meth:`bind_inputs`).  None: those bound.
 
         Returns the output of each pipeline for the batch (a dict by output
         name, or the single output): NumPy arrays from compiled stages, torch
@@ -266,7 +294,12 @@ class CompiledPipeline:
         identities = idx if draws is None else np.ascontiguousarray(draws, dtype=np.int64)
         if identities.shape != idx.shape:
             raise ArgumentError(f"draws must have the shape of indices {idx.shape}, got {identities.shape}")
-        batch = _Batch(idx, identities, n, np.int64(epoch))
+        statuses_known = np.zeros(n, np.int32) if known is None else np.ascontiguousarray(known, dtype=np.int32)
+        if statuses_known.shape != idx.shape:
+            raise ArgumentError(f"known must have the shape of indices {idx.shape}, got {statuses_known.shape}")
+        if tables is not None and tables != self.tables:
+            self.bind_inputs(tables)
+        batch = _Batch(idx, identities, statuses_known, n, np.int64(epoch))
         slot = self._slot
         self._slot = (slot + 1) % self.slots
         if self._slot_read[slot] is not None:
@@ -402,6 +435,8 @@ class CompiledPipeline:
             return batch.indices
         if role is Role.DRAWS:
             return batch.draws
+        if role is Role.KNOWN_FAILURES:
+            return batch.known
         if role is Role.COUNT:
             return batch.count
         if role is Role.SEED:

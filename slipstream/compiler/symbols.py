@@ -17,6 +17,7 @@ class Role(enum.Enum):
 
     INDICES = "indices"  # the batch's dataset indices, int64 (n,)
     DRAWS = "draws"  # the batch's draw identities (what the random keys are drawn from), int64 (n,)
+    KNOWN_FAILURES = "known_failures"  # each sample's failure status known before the batch ran, int32 (n,)
     COUNT = "n"  # the number of samples in the batch
     SEED = "seed"  # the pipeline's seed, uint64
     EPOCH = "epoch"  # the epoch, int64
@@ -29,6 +30,7 @@ class Role(enum.Enum):
     SAMPLE = "i"  # the sample loop's position in the batch
     INDEX = "index"  # the current sample's dataset index
     DRAW = "draw"  # the current sample's draw identity
+    KNOWN = "known"  # the current sample's known failure status (0: none known); also a decoder's input marker
     THREAD = "tid"  # which of a compiled stage's concurrent calls this is: its row of the per-thread buffers
     CLAIMS = "claims"  # the next sample position a compiled stage's calls take, int64 (1,), taken atomically
     FINISH = "finish"  # whether a compiled stage's call runs the batch's statements after the samples
@@ -66,19 +68,28 @@ class Symbol:
 
 INDICES = Symbol(Role.INDICES)
 DRAWS = Symbol(Role.DRAWS)
+KNOWN_FAILURES = Symbol(Role.KNOWN_FAILURES)
 COUNT = Symbol(Role.COUNT)
 SEED = Symbol(Role.SEED)
 EPOCH = Symbol(Role.EPOCH)
 SAMPLE = Symbol(Role.SAMPLE)
 INDEX = Symbol(Role.INDEX)
 DRAW = Symbol(Role.DRAW)
+KNOWN = Symbol(Role.KNOWN)
+"""The current sample's known failure status, a local of the sample loop
+(``KNOWN_FAILURES[i]``, as ``INDEX`` is ``INDICES[i]``).  A decoder lists
+this symbol among its :meth:`~slipstream.compiler.Decoder.inputs`, in place
+of an array, where its code takes that status: the code generator passes
+the sample's status there (an int32 scalar), so that the failures known
+before a batch reach the decoders as an input of each call of the stage,
+never as memory shared with another layer."""
 THREAD = Symbol(Role.THREAD)
 CLAIMS = Symbol(Role.CLAIMS)
 FINISH = Symbol(Role.FINISH)
 TRACE = Symbol(Role.TRACE)
 DONE = Symbol(Role.DONE)
 
-BATCH_PARAMETERS = (INDICES, DRAWS, COUNT, SEED, EPOCH)
+BATCH_PARAMETERS = (INDICES, DRAWS, KNOWN_FAILURES, COUNT, SEED, EPOCH)
 """The parameters every stage starts with, in this order (a compiled stage
 then takes ``DONE``)."""
 
@@ -121,5 +132,5 @@ def input_array(node_id: int, position: int) -> Symbol:
 
 
 __all__ = ["BATCH_PARAMETERS", "CALL_PARAMETERS", "CLAIMS", "COUNT", "DONE", "DRAW", "DRAWS", "EPOCH", "FINISH",
-           "INDEX", "INDICES", "Role", "SAMPLE", "SEED", "Symbol", "THREAD", "TRACE", "buffer", "input_array", "keys",
-           "node_values", "value", "values"]
+           "INDEX", "INDICES", "KNOWN", "KNOWN_FAILURES", "Role", "SAMPLE", "SEED", "Symbol", "THREAD", "TRACE",
+           "buffer", "input_array", "keys", "node_values", "value", "values"]

@@ -15,11 +15,13 @@ their status output (0 when it decoded) and fill a failed sample's output
 with zeros (a black image), so that nothing half-decoded flows into the rest
 of the pipeline.  A sample known to have failed before the batch (the
 dataset holds no values for it, or its bytes lie in a page that failed its
-checksum) is marked in the read-only input :attr:`DecodeSource.failed`,
-which the loader writes before each batch: it is not decoded at all, its
-status is that mark and its output zeros.  After the batch the loader
-applies its ``on_error`` policy to the samples that the marks or the
-decoders' statuses say failed: raise naming the sample, leave the sample
+checksum) has a non-zero known status, an input of each call of the
+compiled stage as the batch's indices are (the loader works it out before
+the batch; a decoder lists :attr:`DecodeSource.known` among its inputs
+where its code takes the sample's status): it is not decoded at all, its
+status is the known one and its output zeros.  After the batch the loader
+applies its ``on_error`` policy to the samples that the known statuses or
+the decoders' statuses say failed: raise naming the sample, leave the sample
 out of its batch, or keep the zero-filled sample.  The image decoders share
 that logic, and the choice between raw stored pixels and a JPEG, through
 :func:`sample_decoder`.
@@ -36,7 +38,7 @@ import numpy as np
 from numba import njit, uint64
 
 from slipstream import native
-from slipstream.compiler import Allocation, Decoder, Geometry, Kind, Operation, State
+from slipstream.compiler import Allocation, Decoder, Geometry, Kind, Operation, State, symbols
 from slipstream.errors import ArgumentError
 from slipstream.fields import geometry
 from slipstream.fields.image_modes import RAW_MODE, YUV420_MODE
@@ -68,22 +70,32 @@ class DecodeSource:
     Every per-sample array a compiled stage reads from the records (the
     offsets and sizes of stored values, image heights, widths and modes,
     lengths, scalar values) is one of the source's :meth:`column` arrays,
-    made once and shared by every decoder that reads it; :meth:`refresh`
-    copies records into them in place, so that a compiled pipeline follows
-    records that change after it was compiled.
+    made once and shared by every decoder that reads it.
+
+    The columns have one writer, :meth:`refresh`, and a version that counts
+    its calls.  The protocol, for records that change after the pipeline
+    was compiled (the samples of a first epoch, arriving as it runs): a
+    stager reports the samples whose records arrived
+    (:class:`slipstream.loader.stager.Staged`); the epoch iterator, between
+    two calls of the compiled pipeline, calls :meth:`refresh` with them and
+    passes the version it returns to the next call, which binds the
+    decoders' inputs again when its version differs from theirs
+    (:meth:`slipstream.compiler.CompiledPipeline.bind_inputs`).  Nothing
+    else writes a column, and no column is written while a call runs.
+
+    Whether a sample is known to have failed before a batch is no part of
+    the source: the loader works it out per batch and hands it to the
+    compiled pipeline with the batch (see the module docstring).
 
     Attributes:
         reader: the dataset's reader (metadata, fields, path).
         storage: uint8 array the offsets index.
-        failed: int32 per sample (``samples`` of them, as for every
-            per-sample array): the native status of the samples known to
-            have failed before a batch runs, 0 for the others.  The loader
-            writes the batch's samples before each batch (from
-            ``unreadable``, and corrupt pages: see
-            :mod:`slipstream.loader.staging`); decoders only read it.
-        unreadable: int32 per sample: :data:`UNREADABLE` for the
-            samples the dataset holds no values for (``reader.unreadable``),
-            which each batch starts with in ``failed``; 0 for the others.
+        known: what a decoder lists among its inputs, in place of an
+            array, where its code takes the sample's known failure status
+            (:data:`slipstream.compiler.symbols.KNOWN`): an int32, 0 when
+            no failure is known.
+        version: the columns' version: the number of :meth:`refresh` calls
+            so far.
         count_decodes: whether the image decoders count their native JPEG
             decode calls in ``decodes``: a debugging switch (does a
             multi-crop decode each image once?), off by default, set by
@@ -98,15 +110,15 @@ class DecodeSource:
             sample is written by one thread, so no races).
     """
 
+    known: ClassVar[symbols.Symbol] = symbols.KNOWN
+
     def __init__(self, reader: Any, storage: np.ndarray, count_decodes: bool | None = None,
                  samples: int | None = None) -> None:
         self.reader = reader
         self.storage = storage
         # np.zeros leaves large arrays untouched (no memory) until written: a stream's capacity costs nothing.
         self.samples = len(reader) if samples is None else samples
-        self.failed = np.zeros(self.samples, np.int32)
-        self.unreadable = np.zeros(self.samples, np.int32)
-        self.unreadable[list(reader.unreadable)] = UNREADABLE
+        self.version = 0
         if count_decodes is None:
             count_decodes = os.environ.get(COUNT_DECODES_VARIABLE, "") not in ("", "0")
         self.count_decodes = bool(count_decodes)
@@ -125,7 +137,7 @@ class DecodeSource:
             known = min(len(records), self.samples)
             made[:known] = records[:known]
             if key in SIZE_KEYS:
-                made[list(self.reader.unreadable)] = 1  # those marked in `unreadable` (not a scan of every sample)
+                made[list(self.reader.unreadable)] = 1  # the samples the reader names (not a scan of every sample)
         elif dtype is not None and made.dtype != np.dtype(dtype):
             raise TypeError(f"column {key!r} of field {field!r} is {made.dtype}, asked for {np.dtype(dtype)}")
         return made
@@ -142,23 +154,22 @@ class DecodeSource:
         if not self.reader.complete:
             raise IncompleteTables(f"{self.reader.path}: {need} is not known until every sample has been read")
         records = self.reader.metadata[field]
-        return records[self.unreadable == 0] if self.reader.unreadable else records
+        return np.delete(records, sorted(self.reader.unreadable)) if self.reader.unreadable else records
 
-    def refresh(self, indices: np.ndarray) -> None:
+    def refresh(self, indices: np.ndarray) -> int:
         """Copy the records of samples ``indices`` into every column made
-        (for records that change after the pipeline was compiled), and mark
-        those the dataset holds no values for failed (in ``unreadable`` and
-        in ``failed``, for the batch about to run), and those it holds
-        values for again (a source read again each epoch) no longer."""
+        (records that arrived after the pipeline was compiled), and return
+        the columns' new :attr:`version`, which the next call of the
+        compiled pipeline is given (see the class docstring).  A sample the
+        dataset holds no values for reads 1 in the size columns, as at
+        :meth:`column`."""
         unreadable = [index for index in indices.tolist() if index in self.reader.unreadable]
-        again = np.setdiff1d(indices[self.unreadable[indices] == UNREADABLE], unreadable)
-        self.unreadable[again] = 0
-        self.failed[again[self.failed[again] == UNREADABLE]] = 0
-        self.unreadable[unreadable] = self.failed[unreadable] = UNREADABLE
         for (field, key), column in self._columns.items():
             column[indices] = self.reader.metadata[field][key][indices]
             if key in SIZE_KEYS:
                 column[unreadable] = 1
+        self.version += 1
+        return self.version
 
     def offsets(self, field: str) -> np.ndarray:
         """Per sample, the start of the field's bytes in ``storage`` (uint64)."""
@@ -168,11 +179,12 @@ class DecodeSource:
         """Per sample, the length of the field's bytes (uint64)."""
         return self.column(field, "size", np.uint64)
 
-    def image_inputs(self, field: str) -> tuple[np.ndarray, ...]:
+    def image_inputs(self, field: str) -> tuple[Any, ...]:
         """What an image decoder reads, in this order: storage, offsets,
-        sizes, heights, widths, modes, failed, decodes."""
+        sizes, heights, widths, modes, the sample's known failure status
+        (:attr:`known`), decodes."""
         return (self.storage, self.offsets(field), self.sizes(field), self.column(field, "height", np.int64),
-                self.column(field, "width", np.int64), self.column(field, "mode"), self.failed, self.decodes)
+                self.column(field, "width", np.int64), self.column(field, "mode"), self.known, self.decodes)
 
     @property
     def offset_fields(self) -> list[str]:
@@ -224,14 +236,15 @@ it needs (a tuple), and returns a native status (0 on success)."""
 def sample_decoder(from_pixels: SampleDecode, from_jpeg: SampleDecode, from_planes: SampleDecode,
                    count_decodes: bool = False) -> Callable[..., Any]:
     """The per-sample body every image decoder shares: a compiled
-    ``decode_sample(storage, offsets, sizes, modes, failed, decodes, index, out, status, args) -> out``.
+    ``decode_sample(storage, offsets, sizes, modes, known, decodes, index, out, status, args) -> out``.
 
     It takes the sample's stored bytes and hands them by the record's mode
     (:mod:`~slipstream.fields.image_modes`): to ``from_pixels`` for
     ``RAW_MODE`` (height x width x 3 pixels), to ``from_planes`` for
     ``YUV420_MODE`` (planar YCbCr 4:2:0) and to ``from_jpeg`` otherwise,
     and writes the outcome into ``status[0]`` (the decoder's status
-    output).  A sample marked in ``failed`` is not decoded; a failure,
+    output).  A sample whose ``known`` status (its known failure, see
+    :attr:`DecodeSource.known`) is not 0 is not decoded; a failure,
     known or new, leaves its status in ``status[0]`` and zeros in ``out``
     (see the module docstring).  With ``count_decodes``,
     ``decodes[index]`` goes up by one per call of ``from_jpeg``, which
@@ -246,11 +259,11 @@ def sample_decoder(from_pixels: SampleDecode, from_jpeg: SampleDecode, from_plan
     """
 
     @njit(nogil=True, inline="always")
-    def decode_sample(storage, offsets, sizes, modes, failed, decodes, index, out, status, args):
+    def decode_sample(storage, offsets, sizes, modes, known, decodes, index, out, status, args):
         start, size = uint64(offsets[index]), uint64(sizes[index])
         data = storage[start:start + size]
-        if failed[index] != 0:  # no values, or its bytes are known to be corrupt
-            outcome = np.int32(failed[index])
+        if known != 0:  # no values, or its bytes are known to be corrupt
+            outcome = np.int32(known)
         elif modes[index] == RAW_MODE:
             outcome = np.int32(from_pixels(data, out, args))
         elif modes[index] == YUV420_MODE:
@@ -344,11 +357,11 @@ class ImageDecoder(GeometricImageDecoder):
         decode_sample = self.sample_decoder(_copy_pixels, _decode_whole_jpeg, _convert_whole_planes)
         set_region = geometry.set_region
 
-        def decode(storage, offsets, sizes, heights, widths, modes, failed, decodes, index, out, transform, status,
+        def decode(storage, offsets, sizes, heights, widths, modes, known, decodes, index, out, transform, status,
                    key):
             height, width = heights[index], widths[index]
             set_region(transform, 0, 0, height, width, height, width, False)
-            return decode_sample(storage, offsets, sizes, modes, failed, decodes, index, out, status, ())
+            return decode_sample(storage, offsets, sizes, modes, known, decodes, index, out, status, ())
 
         return decode
 
@@ -436,9 +449,9 @@ class StoredBytesDecoder(Decoder):
         """The field it decodes."""
         return self.field
 
-    def inputs(self) -> tuple[np.ndarray, ...]:
+    def inputs(self) -> tuple[Any, ...]:
         return (self.source.storage, self.source.offsets(self.field), self.source.sizes(self.field),
-                self.source.failed)
+                self.source.known)
 
     def declare(self, state: State | None) -> tuple[State, Allocation]:
         shape = (int(self.max_size),)
@@ -447,9 +460,9 @@ class StoredBytesDecoder(Decoder):
     def generate_code(self):
         too_long = np.int32(native.Status.EBUFFER)
 
-        def read(storage, offsets, sizes, failed, index, out, status, key):
+        def read(storage, offsets, sizes, known, index, out, status, key):
             start, size = uint64(offsets[index]), uint64(sizes[index])
-            status[0] = failed[index]  # no values, or its bytes are known to be corrupt
+            status[0] = known  # no values, or its bytes are known to be corrupt
             if status[0] == 0 and size > uint64(out.size):
                 status[0] = too_long
             if status[0] != 0:

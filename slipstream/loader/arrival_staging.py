@@ -5,7 +5,9 @@ and encoded by :class:`slipstream.loader.first_epoch.FirstEpoch`.
 
 The first epoch makes the samples arrive, in the order the epoch asks for
 them; this stager only waits for each batch's, makes them readable in place
-and hands their records to the decoders.  A wait can be stopped from
+and reports that their records arrived
+(:attr:`~slipstream.loader.stager.Staged.arrived`), for the epoch iterator
+to bring into the decoders' columns.  A wait can be stopped from
 another thread (:meth:`ArrivalStager.stop_waiting`), since a sample may wait
 for a source read that stalls.
 """
@@ -20,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from slipstream.format.arriving import ArrivingFile
+from slipstream.loader.stager import Staged
 
 _POLL_S = 0.1
 """How often, in seconds, a wait for a batch's samples looks whether it was stopped."""
@@ -31,8 +34,9 @@ class StoppedWaiting(Exception):
 
 class ArrivalStager:
     """The stager of a first epoch: before each batch runs, its samples
-    have arrived (encoded by ``bring``) and its records reach the compiled
-    pipeline's columns (a :class:`~slipstream.loader.stager.Stager`).
+    have arrived (encoded by ``bring``) and are reported arrived, so that
+    their records reach the compiled pipeline's columns (a
+    :class:`~slipstream.loader.stager.Stager`).
 
     Args:
         file: the file the samples arrive in.
@@ -61,10 +65,10 @@ class ArrivalStager:
 
     def start_epoch(self, batches: Sequence[np.ndarray], source: Any) -> None:
         """Start making the samples of ``batches`` arrive, in order (those
-        arrived already are not read again); ``source`` is what the
-        decoders read, whose columns each batch's records reach."""
+        arrived already are not read again); ``source``, what the decoders
+        read, is not needed."""
         batches = list(batches)
-        self._batches, self._source = batches, source
+        self._batches = batches
         self._arrivals = {}
         self._stopped = threading.Event()
         self._ready = self._bring(batches)
@@ -76,11 +80,11 @@ class ArrivalStager:
         that stalls.  The samples go on arriving."""
         self._stopped.set()
 
-    def prepare(self, batch: int) -> None:
+    def prepare(self, batch: int) -> Staged:
         """Wait until ``batch``'s samples have arrived, make them readable
-        in place and copy their records into the decoders' columns.  When
-        writing the file fails and it is given up for memory, the samples
-        of this batch and the next ones arrive again, in memory.
+        in place and report them arrived.  When writing the file fails and
+        it is given up for memory, the samples of this batch and the next
+        ones arrive again, in memory.
 
         Raises:
             FieldValueError: a sample of the batch (or before it) cannot be
@@ -95,7 +99,7 @@ class ArrivalStager:
                 raise
             self._ready[batch:] = self._bring(self._batches[batch:])
             self._arrivals[batch] = self._arrived(batch)
-        self._source.refresh(self._batches[batch])
+        return Staged(arrived=self._batches[batch])
 
     def _arrived(self, batch: int) -> int:
         """Wait until ``batch``'s samples have arrived: the file's arrivals then."""

@@ -89,6 +89,7 @@ from slipstream.errors import ArgumentError, CacheWarning, FieldValueError, Form
 from slipstream.format.arriving import ArrivingFile, unknown_length
 from slipstream.format.writer import Losses, SampleStream, Unencodable, encode_values
 from slipstream.loader.orders import StreamShuffle
+from slipstream.loader.stager import Staged
 
 CHUNK = 64
 """Samples read, then encoded in parallel, at a time."""
@@ -779,8 +780,9 @@ class FormingStager:
     """The stager (:class:`~slipstream.loader.stager.Stager`) of epoch 0
     over a stream that does not say its length: the batches are :class:`FormedBatches`, whose samples have arrived when
     they are handed on; before each batch runs, what arrived is made
-    readable in place and the batch's records reach the decoders' columns.
-    Writing the file fails for good (a stream cannot be read again)."""
+    readable in place and the batch's samples are reported arrived, so that
+    their records reach the decoders' columns.  Writing the file fails for
+    good (a stream cannot be read again)."""
 
     pages_fetched = 0
     pages_ahead = 0
@@ -789,23 +791,22 @@ class FormingStager:
         self.file = file
         self.storage = file.range.storage
         self._batches: FormedBatches | None = None
-        self._source: Any = None
 
     def start_epoch(self, batches: FormedBatches, source: Any) -> None:
-        """Start forming ``batches``; ``source`` is what the decoders read."""
-        self._batches, self._source = batches, source
+        """Start forming ``batches``; ``source``, what the decoders read, is not needed."""
+        self._batches = batches
         batches.start()
 
-    def prepare(self, batch: int) -> None:
-        """Make what has arrived readable and copy batch ``batch``'s records
-        into the decoders' columns.
+    def prepare(self, batch: int) -> Staged:
+        """Make what has arrived readable and report batch ``batch``'s
+        samples arrived.
 
         Raises:
             OSError: the file cannot be written.
         """
         assert self._batches is not None
         self.file.publish()
-        self._source.refresh(self._batches[batch])
+        return Staged(arrived=self._batches[batch])
 
     def release(self, batch: int) -> None:
         """The pages of the file stay mapped until it is complete."""

@@ -18,6 +18,17 @@ the ``on_end`` callback it gives, and where an iteration stopped before its
 end through the plan's ``on_stop``; it reads the iterator's ``position`` and
 ``closed``.  Neither reads the other's private attributes, and an iterator
 runs from a plan without any loader.
+
+Failures: before each batch the thread applies what its stager reported
+(:class:`~slipstream.loader.stager.Staged`): records that arrived reach the
+decoders' columns through one versioned refresh
+(:meth:`~slipstream.fields.decoders.DecodeSource.refresh`), whose version the
+batch's call is given, and the samples known to have failed (no values, a
+corrupt page) are looked up in the epoch's :class:`KnownFailures`, which the
+thread alone owns and writes.  Those statuses go to the compiled pipeline
+with the batch, as its indices do; after the batch one function,
+:func:`_check_errors`, decides from them and the decoders' status outputs
+which samples failed, and records them in the loader's :class:`FailureLog`.
 """
 
 from __future__ import annotations
@@ -36,7 +47,8 @@ import numpy as np
 from slipstream import native
 from slipstream.compiler.pipeline import shown_indices
 from slipstream.errors import DecodeError, OperationError, PipelineError, SampleWarning, SlipstreamError
-from slipstream.loader.stager import Stager
+from slipstream.fields.decoders import UNREADABLE
+from slipstream.loader.stager import CORRUPT, Staged, Stager
 
 _END = object()
 _EMPTY = object()  # a batch whose every sample failed under on_error="skip"
@@ -83,6 +95,53 @@ class FailureLog:
                       f"({named}{more})", SampleWarning, stacklevel=4)
 
 
+class KnownFailures:
+    """The samples an epoch knows to have failed before their batch runs:
+    an int32 status per dataset index, :data:`UNREADABLE` for a sample the
+    dataset holds no values for, :data:`~slipstream.loader.stager.CORRUPT`
+    for one whose bytes lie in a page that failed its check, 0 otherwise.
+
+    The epoch's thread makes it and is its only reader and writer, so that
+    what the decoders are told of a batch (:meth:`before_batch`) comes from
+    one table, never from memory another layer writes.  A decoder's own
+    failure is not entered: a crop that reads only part of a damaged image
+    may decode in another epoch, or under another draw.
+
+    Args:
+        reader: the dataset: the samples it holds no values for
+            (``reader.unreadable``, which grows as a first epoch's samples
+            arrive).
+    """
+
+    def __init__(self, reader: Any) -> None:
+        self._reader = reader
+        self._status = np.zeros(0, np.int32)
+        unreadable = np.array(list(reader.unreadable), np.int64)  # one snapshot: a first epoch's encoders add to it
+        if unreadable.size:
+            self._cover(int(unreadable.max()) + 1)
+            self._status[unreadable] = UNREADABLE
+
+    def _cover(self, size: int) -> None:
+        """Hold a status for the indices below ``size`` (a stream's samples
+        arrive at indices not known in advance)."""
+        if size > self._status.size:
+            grown = np.zeros(max(size, 2 * self._status.size), np.int32)
+            grown[:self._status.size] = self._status
+            self._status = grown
+
+    def before_batch(self, indices: np.ndarray, staged: Staged) -> np.ndarray:
+        """Enter what making the batch ready found out, and return the
+        status of each of its samples ``indices`` (int32, in their order; a
+        copy): samples whose records arrived are known failed exactly when
+        the dataset now holds no values for them (a source read again may
+        hold them now), and those in corrupt pages failed."""
+        arrived = np.zeros(0, np.int64) if staged.arrived is None else staged.arrived
+        self._cover(1 + max(int(part.max()) for part in (indices, arrived, staged.corrupt) if part.size))
+        self._status[arrived] = [UNREADABLE if index in self._reader.unreadable else 0 for index in arrived.tolist()]
+        self._status[staged.corrupt] = CORRUPT
+        return self._status[indices]
+
+
 class _Failure:
     def __init__(self, error: BaseException) -> None:
         self.error = error
@@ -109,7 +168,9 @@ class EpochPlan:
             one batch into the next of its ``slots`` output slots.
         memory: the stager that brings the batches' bytes in place
             (:class:`slipstream.loader.stager.Stager`).
-        source: what the decoders read, with the per-sample ``failed`` marks.
+        source: what the decoders read: its columns are refreshed, by the
+            iterator's thread alone and between batches, with the records
+            the stager reports arrived.
         reader: the dataset (named in errors; checked for changes under it).
         names: the outputs yielded, in order.
         as_dict: yield dicts by output name instead of tuples.
@@ -281,6 +342,7 @@ def _produce(plan: EpochPlan, out: queue.Queue, stop: threading.Event) -> None:
         # own torch stages (a decode on the GPU), run on a side stream that
         # the training stream waits on, so they overlap its steps.
         stream, pending = _cuda_stream(plan.device or _torch_device(plan.pipeline.cuda_device)), []
+        known_failures = KnownFailures(plan.reader)
         for b, indices in enumerate(plan.batches):
             if stop.is_set():
                 return
@@ -288,11 +350,8 @@ def _produce(plan: EpochPlan, out: queue.Queue, stop: threading.Event) -> None:
                 pending.pop(0).synchronize()
             with _on_stream(stream):
                 try:
-                    # The batch's known failures, over any mark an earlier epoch left: samples without
-                    # values; the stager adds those in corrupt pages.
-                    plan.source.failed[indices] = plan.source.unreadable[indices]
-                    plan.memory.prepare(b)
-                    outputs = _run(plan, b, indices)
+                    known, tables = _stage(plan, b, indices, known_failures)
+                    outputs = _run(plan, b, indices, known, tables)
                 except Exception:
                     plan.memory.verify()  # a file changed under the loader explains a failure best
                     raise
@@ -300,7 +359,7 @@ def _produce(plan: EpochPlan, out: queue.Queue, stop: threading.Event) -> None:
                 # loader is handed on (the mapping reads lost pages as zeros).
                 plan.memory.verify()
                 try:
-                    keep = _check_errors(plan, indices)  # its messages may read the batch's values
+                    keep = _check_errors(plan, indices, known)  # its messages may read the batch's values
                 finally:
                     plan.memory.release(b)
                 if keep is not None and not keep.size:
@@ -320,11 +379,26 @@ def _produce(plan: EpochPlan, out: queue.Queue, stop: threading.Event) -> None:
         put(_Failure(exc))
 
 
-def _run(plan: EpochPlan, b: int, indices: np.ndarray) -> Any:
-    """Batch ``b``, its failure named by file, batch and epoch."""
+def _stage(plan: EpochPlan, b: int, indices: np.ndarray, known_failures: KnownFailures) -> tuple[np.ndarray, int]:
+    """Make batch ``b`` ready (:meth:`Stager.prepare`) and apply what the
+    stager reported: the records that arrived reach the decoders' columns
+    (one refresh, which numbers their version), and the table of known
+    failures learns of them and of samples in corrupt pages.  Returns the
+    batch's known failure statuses and the columns' version, the inputs
+    of its call besides its indices."""
+    staged = plan.memory.prepare(b)
+    tables = plan.source.version if staged.arrived is None else plan.source.refresh(staged.arrived)
+    return known_failures.before_batch(indices, staged), tables
+
+
+def _run(plan: EpochPlan, b: int, indices: np.ndarray, known: np.ndarray, tables: int) -> Any:
+    """Batch ``b``, given its samples' known failure statuses and the
+    version of the decoders' columns it reads, its failure named by file,
+    batch and epoch."""
     where = f"{plan.reader.path}: batch {b} of epoch {plan.epoch}"
     try:
-        return plan.pipeline(indices, plan.epoch, None if plan.draws is None else plan.draws[b])
+        return plan.pipeline(indices, plan.epoch, None if plan.draws is None else plan.draws[b], known=known,
+                             tables=tables)
     except OperationError as exc:
         raise OperationError(f"{where}: {exc}") from exc.__cause__
     except SlipstreamError:
@@ -333,15 +407,16 @@ def _run(plan: EpochPlan, b: int, indices: np.ndarray) -> Any:
         raise PipelineError(f"{where} (samples {shown_indices(indices)}) failed: {type(exc).__name__}: {exc}") from exc
 
 
-def _check_errors(plan: EpochPlan, indices: np.ndarray) -> np.ndarray | None:
-    """Apply ``on_error`` to the batch's failed samples: raise, or record
-    them and return the rows to keep (None: all of them).  A sample failed
-    when it was known to before the batch (``source.failed``: no values, or
-    a corrupt page, reported even where no decoder of the pipeline can
-    fail) or when a decoder reported it (the pipeline's status outputs,
+def _check_errors(plan: EpochPlan, indices: np.ndarray, known: np.ndarray) -> np.ndarray | None:
+    """Decide which of the batch's samples failed and apply ``on_error`` to
+    them: raise, or record them in the loader's failure log
+    (``plan.failures``) and return the rows to keep (None: all of them).
+    A sample failed when it was known to before the batch (``known``, the
+    statuses its call was given: no values, or a corrupt page, reported
+    even where no decoder of the pipeline can fail) or when a decoder
+    reported it (the pipeline's status outputs,
     ``CompiledPipeline.status``); a known failure comes first, as the
     decoders copy it into their status."""
-    known = plan.source.failed[indices]
     errors = np.where(known != 0, known, plan.pipeline.status())
     bad = np.flatnonzero(errors)
     if not bad.size:

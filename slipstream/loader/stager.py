@@ -9,14 +9,45 @@ samples of a first epoch to arrive in the file being written; and
 batches formed as a stream of unknown length is read.  The loader and its
 epoch iterator use nothing else of them, so they never ask which one they
 have.
+
+A stager writes nothing the decoders read: what preparing a batch finds
+out (samples in corrupt pages, records that arrived) it reports as a
+:class:`Staged`, which the epoch iterator applies.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+
+from slipstream import native
+
+CORRUPT = int(native.Status.ECORRUPT)
+"""The known failure status of a sample reported in :attr:`Staged.corrupt`:
+its bytes lie in a page that failed its check."""
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Staged:
+    """What a stager found out making a batch ready, for the epoch iterator
+    to apply before the batch runs.
+
+    Attributes:
+        corrupt: dataset indices of the batch's samples whose values lie in
+            a page that failed its checksum: known failures, which the
+            decoders do not decode and ``on_error`` applies to.
+        arrived: dataset indices of the samples whose records arrived
+            (a first epoch): they must reach the decoders' columns
+            (:meth:`slipstream.fields.decoders.DecodeSource.refresh`) before
+            the batch runs, and what is known of their failures is what the
+            dataset records now; None: no record changed.
+    """
+
+    corrupt: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
+    arrived: np.ndarray | None = None
 
 
 @runtime_checkable
@@ -38,10 +69,10 @@ class Stager(Protocol):
         order; batches formed as a stream is read have no length) read by
         the decoders' ``source``."""
 
-    def prepare(self, batch: int) -> None:
-        """Make batch ``batch``'s bytes readable in place and its known
-        failures marked in the decoders' source, waiting as long as that
-        takes."""
+    def prepare(self, batch: int) -> Staged:
+        """Make batch ``batch``'s bytes readable in place, waiting as long
+        as that takes, and report what that found out (its samples in
+        corrupt pages, the records that arrived)."""
 
     def release(self, batch: int) -> None:
         """Batch ``batch`` is done: what only it needed may go."""
@@ -53,4 +84,4 @@ class Stager(Protocol):
         """Let go of everything the stager holds."""
 
 
-__all__ = ["Stager"]
+__all__ = ["CORRUPT", "Staged", "Stager"]

@@ -17,9 +17,10 @@ later is fetched again (from the OS cache, the page cache, or a mapping the
 store kept).
 
 Each page is checked against its checksum the first time the process
-fetches it.  The samples of a page that fails are marked failed with
-``ECORRUPT`` before the batch runs: the decoders leave them out, and the
-loader applies its ``on_error`` policy.
+fetches it.  The samples of a page that fails are reported
+(:attr:`~slipstream.loader.stager.Staged.corrupt`) before the batch runs:
+the epoch iterator hands them to the decoders as known failures
+(``ECORRUPT``), which they leave out, and applies its ``on_error`` policy.
 """
 
 from __future__ import annotations
@@ -31,13 +32,10 @@ from typing import Any
 
 import numpy as np
 
-from slipstream import native
 from slipstream.errors import ArgumentError, FormatError
 from slipstream.format.pagestore import PageStore
 from slipstream.format.reader import PAGE_CORRUPT, PAGE_GOOD
-
-CORRUPT = np.int32(native.Status.ECORRUPT)
-"""The failure status of a sample whose bytes lie in a page that fails its check."""
+from slipstream.loader.stager import Staged
 
 NEVER = float("inf")
 """The next use of a page that no later batch of the epoch reads."""
@@ -64,17 +62,19 @@ def covered_pages(pages: dict[str, tuple[np.ndarray, ...]]) -> list[int]:
     return np.unique(np.concatenate(spans)).tolist() if spans else []
 
 
-def mark_corrupt(reader: Any, source: Any, indices: np.ndarray, pages: dict[str, tuple[np.ndarray, ...]]) -> None:
-    """Mark the samples of ``indices`` whose values (``pages``, as
+def corrupt_samples(reader: Any, indices: np.ndarray, pages: dict[str, tuple[np.ndarray, ...]]) -> np.ndarray:
+    """The samples of ``indices`` whose values (``pages``, as
     :func:`value_pages` gives them per field) touch a page found corrupt,
-    in ``source.failed``: known failures, which the decoders do not decode
-    and the loader's ``on_error`` applies to."""
+    each once, in the order of ``indices``: known failures, which the
+    decoders do not decode and the loader's ``on_error`` applies to."""
     state = reader.page_state
+    bad = np.zeros(len(indices), bool)
     for first, last, _ in pages.values():
-        bad = state[first] == PAGE_CORRUPT
+        touched = state[first] == PAGE_CORRUPT
         for k in np.flatnonzero(first != last).tolist():  # values over several pages (rare)
-            bad[k] = bool((state[first[k]:last[k] + 1] == PAGE_CORRUPT).any())
-        source.failed[indices[bad]] = CORRUPT
+            touched[k] = bool((state[first[k]:last[k] + 1] == PAGE_CORRUPT).any())
+        bad |= touched
+    return indices[bad]
 
 
 class Stager:
@@ -110,7 +110,6 @@ class Stager:
         mapped local dataset after its first epoch)."""
         batches = list(batches)
         self._let_go()
-        self._source = source
         in_place = self.store.capacity is None and self.store.resident and (self.reader.page_state == PAGE_GOOD).all()
         self._batches = [] if in_place else batches
         if in_place and batches:
@@ -143,10 +142,10 @@ class Stager:
 
     # ---------------------------------------------------------------- per batch
 
-    def prepare(self, batch: int) -> None:
-        """Fetch ahead, wait until ``batch``'s pages are in place, and mark
-        its samples in corrupt pages (pages that fail their checksum in the
-        file, or in every download of them).
+    def prepare(self, batch: int) -> Staged:
+        """Fetch ahead, wait until ``batch``'s pages are in place, and
+        report its samples in corrupt pages (pages that fail their checksum
+        in the file, or in every download of them).
 
         Raises:
             FormatError, StorageError, DatasetNotFoundError: a page of the
@@ -155,7 +154,7 @@ class Stager:
                 the page and its samples.
         """
         if not self._batches:
-            return
+            return Staged()
         self.store.advance(batch)
         self._move_window(batch)
         for page in self._pages[batch]:
@@ -164,9 +163,9 @@ class Stager:
             except FormatError:
                 if self.reader.page_state[page] != PAGE_CORRUPT:
                     raise
-                # A page that fails its checksum: its samples are marked failed
+                # A page that fails its checksum: its samples are reported failed
                 # (on_error decides), the rest of the batch goes on.
-        mark_corrupt(self.reader, self._source, self._batches[batch], self._values[batch])
+        return Staged(corrupt=corrupt_samples(self.reader, self._batches[batch], self._values[batch]))
 
     def release(self, batch: int) -> None:
         """``batch`` is done: let go of the pages the window no longer holds, fetch further ahead."""

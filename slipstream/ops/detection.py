@@ -685,7 +685,7 @@ class _MaskDecoder(FollowingDecoder):
     def inputs(self) -> tuple[np.ndarray, ...]:
         source, field = self.source, self.field
         return (source.storage, source.offsets(field), source.sizes(field), source.column(field, "height", np.int64),
-                source.column(field, "width", np.int64), source.failed)
+                source.column(field, "width", np.int64), source.known)
 
     def output_size(self, node: Followed) -> tuple[int, int]:
         """The (height, width) of the image followed (its last geometric
@@ -750,7 +750,7 @@ class _SegmentationDecoder(_MaskDecoder):
             (fill,) = values
             t = compose(transforms, transform)
             start, size = uint64(offsets[index]), uint64(sizes[index])
-            outcome = np.int32(failed[index])
+            outcome = np.int32(failed)  # the sample's known failure status
             if outcome == 0:
                 outcome = np.int32(decode_mask(storage[start:start + size], heights[index], widths[index], t, out,
                                                fill))
@@ -812,7 +812,7 @@ class _InstancesDecoder(_MaskDecoder):
                   transform, status, key):
             t = compose(transforms, transform)
             start, size = uint64(offsets[index]), uint64(sizes[index])
-            outcome = np.int32(failed[index])
+            outcome = np.int32(failed)  # the sample's known failure status
             if outcome == 0:
                 outcome = np.int32(decode_instances(storage[start:start + size], heights[index], widths[index],
                                                     lengths[index], kept, count[0], t, out))

@@ -233,7 +233,7 @@ class DevicePlanner(ImageFieldDecoder):
             y, x, h, w = region(key, height, width, region_values)
             flip = flip_p > 0.0 and rnd.uniform(key, CROP_DRAWS.flip) < flip_p
             start, size = uint64(offsets[index]), uint64(sizes[index])
-            status[0] = failed[index]  # no values, or its bytes are known to be corrupt
+            status[0] = failed  # the known failure status: no values, or its bytes are known to be corrupt
             if status[0] == 0 and size > uint64(out.size) - header:
                 status[0] = too_long
             length = size if status[0] == 0 else uint64(0)
