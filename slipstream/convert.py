@@ -32,7 +32,10 @@ from slipstream.format.shared_copy import SharedCopy
 from slipstream.format.write import write_dataset
 from slipstream.format.writer import WriteResult, stored_record
 from slipstream.sources import as_source, source_at
+from slipstream.sources.adapters import identity_of
 from slipstream.sources.identity import source_identity, source_location
+from slipstream.sources.protocol import writer_input
+from slipstream.sources.registry import adapt
 
 
 def write(
@@ -314,9 +317,12 @@ def cache_entry(source: Any, fields: Mapping[str, Any] | None = None, cache_dir:
     """
     source = source_at(source, remote) if isinstance(source, (str, os.PathLike)) else source
     identified_at = time.time()
-    samples, fields, meta = as_source(source, fields)
+    adapted = adapt(source, fields)
+    samples, fields, meta = writer_input(adapted, fields)
     fields = _with_write_mode(fields, write_mode)
-    identified = source_identity(source)
+    # the object's own identity first (every cache key so far); else what its Source says, as a registered
+    # adapter of a type of one's own knows
+    identified = source_identity(source) or identity_of(adapted)
     if identified is None and name is None:
         raise UnidentifiedSource(f"cached() cannot tell what a {type(source).__name__} holds: pass name= (and "
                                  f"version= when its content changes); folders, tar shards, LitData and Hugging Face "

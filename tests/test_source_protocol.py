@@ -412,3 +412,21 @@ def test_built_in_schemes_stay_registered():
         ss.register_location_scheme("s3://", lambda url, remote: LocalFolder(url))
     with pytest.raises(ss.ArgumentError, match="no location scheme 'scratch' is registered"):
         unregister_location_scheme("scratch")
+
+
+def test_a_type_registered_with_an_adapter_is_cached_by_its_source_s_identity(tmp_path, recordings):
+    """cached() asks the object itself first, then the Source its adapter
+    made: a type of one's own needs no name= when its adapter identifies it."""
+    with pytest.raises(ss.ArgumentError, match="cannot write from a Recordings"):
+        ss.cached(recordings, cache_dir=tmp_path / "cache", workers=0, verbose=False)
+    ss.register_source(Recordings, lambda obj, fields: RecordingsSource(obj), description="sensor recordings")
+    try:
+        path = ss.cached(recordings, cache_dir=tmp_path / "cache", workers=0, verbose=False)
+        assert path.name.startswith("recordings-north-") and path.exists()
+        assert ss.cached(recordings, cache_dir=tmp_path / "cache", workers=0, verbose=False) == path
+        fewer = Recordings(recordings._readings[:3], "north")
+        assert ss.cached(fewer, cache_dir=tmp_path / "cache", workers=0, verbose=False) != path  # its identity moved
+        with ss.Reader(path) as reader:
+            assert len(reader) == 5 and reader.user_metadata == {"site": "north"}
+    finally:
+        unregister_source(Recordings)

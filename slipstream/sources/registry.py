@@ -85,7 +85,8 @@ def register_source(kind: Kind, adapter: Adapter | None = None, *, description: 
     identifies such an object as it identifies any other
     (:mod:`slipstream.sources.identity`): by its own ``identity()`` and
     ``cache_name()`` when it has them (a class that is a source itself
-    has), else by the ``name=`` it is given.
+    has), else by those of the Source its adapter makes, else by the
+    ``name=`` it is given.
 
     Args:
         kind: a type (its instances, subclasses' included), a tuple of
