@@ -60,6 +60,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(skip)
 
 
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """The converted-dataset cache of ``slipstream.cached`` in the test's
+    own folder (``SLIPSTREAM_CACHE_DIR``): its datasets folder."""
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("SLIPSTREAM_CACHE_DIR", str(folder))
+    return folder / "datasets"
+
+
 @pytest.fixture(scope="session")
 def device():
     """The device loader tests ask for their batches on: ``$SLIPSTREAM_TEST_DEVICE``

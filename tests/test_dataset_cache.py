@@ -32,13 +32,6 @@ PIPELINES = {"image": [ss.ops.CenterCrop(16)], "label": None}
 
 
 @pytest.fixture
-def cache(tmp_path, monkeypatch):
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("SLIPSTREAM_CACHE_DIR", str(folder))
-    return folder / "datasets"
-
-
-@pytest.fixture
 def folder(tmp_path):
     return synthetic_folder(tmp_path / "photos", count=8, height=40, width=48, verbose=False)
 

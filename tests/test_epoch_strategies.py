@@ -31,13 +31,6 @@ PIPELINES = {"image": [ss.ops.CenterCrop(16)], "label": None}
 LOADER = Path(ss.__file__).parent / "loader"
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("SLIPSTREAM_CACHE_DIR", str(folder))
-    return folder / "datasets"
-
-
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
     return synthetic_folder(tmp_path_factory.mktemp("strategies") / "images", count=30, height=40, width=48,

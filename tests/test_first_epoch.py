@@ -36,13 +36,6 @@ PIPELINES = presets.imagenet_train(48)
 """Random crops, flips and normalization: batches that show any difference in the bytes or the draws."""
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("SLIPSTREAM_CACHE_DIR", str(folder))
-    return folder / "datasets"
-
-
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
     return synthetic_folder(tmp_path_factory.mktemp("first") / "images", count=70, height=60, width=80,

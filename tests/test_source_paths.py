@@ -26,14 +26,6 @@ CROP = {"image": [ss.ops.CenterCrop(16)]}
 """A pipeline for images of several sizes."""
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    """The converted-dataset cache in its own folder."""
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("SLIPSTREAM_CACHE_DIR", str(folder))
-    return folder / "datasets"
-
-
 def stored(reader: ss.Reader) -> list[tuple[bytes, int]]:
     """Each sample's stored image bytes and label."""
     return [(bytes(reader.value_bytes(k, "image")), int(reader[k]["label"])) for k in range(len(reader))]
