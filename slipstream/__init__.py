@@ -32,13 +32,21 @@ from slipstream.fields import (  # noqa: E402
     RaggedField,
     RGBImageField,
     SegmentationMaskField,
+    VideoField,
 )
 from slipstream.format import Reader, open_dataset  # noqa: E402
 from slipstream.format.location import register_location_scheme  # noqa: E402
 from slipstream.format.remote import Remote  # noqa: E402
 from slipstream.compiler import Internal, Keyed, Output  # noqa: E402
 from slipstream.loader import Loader, Memory, Order, Sharding, View  # noqa: E402
-from slipstream.sources import COCODetection, LitData, SegmentationFolder, WebDataset, register_source  # noqa: E402
+from slipstream.sources import (  # noqa: E402
+    COCODetection,
+    LitData,
+    SegmentationFolder,
+    VideoFolder,
+    WebDataset,
+    register_source,
+)
 from slipstream.errors import (  # noqa: E402
     ArgumentError,
     CacheWarning,
@@ -106,6 +114,8 @@ __all__ = [
     "Order",
     "PipelineError",
     "RGBImageField",
+    "VideoField",
+    "VideoFolder",
     "Reader",
     "SampleIndexError",
     "SampleWarning",

@@ -17,10 +17,10 @@ from numba.extending import intrinsic
 
 from slipstream import _abi
 
-HEADER_SHA256 = "a8a03842166c8b8a8b819514c96572889fa3fad01ae8be032a35777e3e0bf0ab"
+HEADER_SHA256 = "950b3deae74fa3ba96fd04e01e4f96a5218a479076161fc1c652ace37763b64d"
 """SHA-256 of the header this module was generated from."""
 
-ABI_VERSION = 9
+ABI_VERSION = 10
 """Version of this ABI; bumped whenever a declaration in this file changes."""
 
 MAX_DIMENSION = 65500
@@ -47,6 +47,13 @@ progressive modes take 5.3 (YCbCr 4:2:0) and 6 (grey), a baseline JPEG 1;
 a hostile file can repeat a scan over every block in a few bytes.
 """
 
+DEFAULT_MAX_VIDEO_DECODES = 4096
+"""Default of SLIP_LIMIT_VIDEO_DECODES: most frames one video decoding call
+may decode.  A window of 64 frames at stride 4 in a video whose
+keyframes lie 10 s apart at 60 frames a second decodes up to 856; a
+hostile index can point a frame's keyframe anywhere before it.
+"""
+
 DEFAULT_MAX_PIXELS = 268435456
 """Default of SLIP_LIMIT_PIXELS: most pixels (height x width) of one JPEG,
 16384 x 16384.  Arithmetic coding can describe a flat image of 65500 x
@@ -71,12 +78,15 @@ class Status(enum.IntEnum):
     ENOTJPEG = -4
     """the data does not start with a JPEG SOI marker"""
     ECORRUPT = -5
-    """the JPEG data is corrupt (libjpeg error or a data-corrupting warning)"""
+    """the JPEG data is corrupt (libjpeg error or a data-corrupting warning), or a video
+    that no demuxer or decoder reads, or whose index disagrees with its stream
+    """
     ETRUNCATED = -6
-    """the JPEG data ends before the image does"""
+    """the JPEG data ends before the image does, or a video stream before a frame"""
     EUNSUPPORTED = -7
     """valid but unsupported JPEG: 12-bit, lossless, unknown colour space, a height
-    given by a DNL marker (0 in the frame header)
+    given by a DNL marker (0 in the frame header); a video that is not 8-bit 4:2:0,
+    of a codec without a decoder, or a build without FFmpeg
     """
     ETOOBIG = -8
     """the image, the memory or the work it needs exceeds a limit: SLIP_MAX_DIMENSION,
@@ -87,6 +97,8 @@ class Status(enum.IntEnum):
     """an operating-system I/O error; the detail holds strerror(errno)"""
     EEOF = -10
     """the file ended before all requested bytes were read"""
+    ESHORT = -11
+    """a video has fewer frames, or a shorter duration, than a window of frames spans"""
 
 
 class Colorspace(enum.IntEnum):
@@ -226,6 +238,11 @@ class Limit(enum.IntEnum):
     holding a fraction f of the blocks counts f), default SLIP_DEFAULT_MAX_PASSES; a
     decode stops when the first scan beyond it starts
     """
+    VIDEO_DECODES = 3
+    """most frames one call of the video decoding functions may decode, from the
+    keyframe it starts at to the last frame asked for, default
+    SLIP_DEFAULT_MAX_VIDEO_DECODES; SLIP_LIMIT_PIXELS bounds each frame
+    """
 
 
 class Primitive(enum.IntEnum):
@@ -326,6 +343,44 @@ class TimmOp(enum.IntEnum):
     """Pillow AFFINE data (1, 0, 0, 0, 1, argument * height)"""
 
 
+class VideoCodec(enum.IntEnum):
+    """Codec of a video stream.
+
+    Mirrors C ``slip_video_codec``.
+    """
+
+    OTHER = 0
+    """a codec this build's FFmpeg decodes but none of the below"""
+    H264 = 1
+    """H.264 / AVC"""
+    HEVC = 2
+    """H.265 / HEVC"""
+    VP9 = 3
+    """VP9"""
+    AV1 = 4
+    """AV1"""
+    MPEG4 = 5
+    """MPEG-4 part 2"""
+
+
+class VideoColour(enum.IntEnum):
+    """How a video stream's samples map to RGB.
+
+    Mirrors C ``slip_video_colour``.
+    """
+
+    BT601_LIMITED = 0
+    """ITU-R BT.601, luma 16 to 235 (standard definition; also what an
+    unlabelled stream is taken to be, as FFmpeg's swscale takes it)
+    """
+    BT709_LIMITED = 1
+    """ITU-R BT.709, luma 16 to 235 (high definition)"""
+    BT601_FULL = 2
+    """BT.601, full range: JFIF's conversion"""
+    BT709_FULL = 3
+    """BT.709, full range"""
+
+
 JPEG_INFO_DTYPE = np.dtype([("height", _abi.NUMPY_TYPES["int32_t"]), ("width", _abi.NUMPY_TYPES["int32_t"]), ("components", _abi.NUMPY_TYPES["int32_t"]), ("colorspace", _abi.NUMPY_TYPES["int32_t"]), ("subsampling", _abi.NUMPY_TYPES["int32_t"]), ("progressive", _abi.NUMPY_TYPES["int32_t"]), ("mcu_height", _abi.NUMPY_TYPES["int32_t"]), ("mcu_width", _abi.NUMPY_TYPES["int32_t"])], align=True)
 """NumPy structured dtype with the layout of C ``slip_jpeg_info_t``: What slip_jpeg_info reports about a JPEG, read from its header alone."""
 
@@ -349,6 +404,38 @@ class JpegInfoStruct(ctypes.Structure):
 
 
 _abi.register_struct("slip_jpeg_info_t", JPEG_INFO_DTYPE)
+
+
+VIDEO_INFO_DTYPE = np.dtype([("height", _abi.NUMPY_TYPES["int32_t"]), ("width", _abi.NUMPY_TYPES["int32_t"]), ("frames", _abi.NUMPY_TYPES["int32_t"]), ("keyframes", _abi.NUMPY_TYPES["int32_t"]), ("codec", _abi.NUMPY_TYPES["int32_t"]), ("colour", _abi.NUMPY_TYPES["int32_t"]), ("yuv420", _abi.NUMPY_TYPES["int32_t"]), ("reserved", _abi.NUMPY_TYPES["int32_t"]), ("time_base_num", _abi.NUMPY_TYPES["int64_t"]), ("time_base_den", _abi.NUMPY_TYPES["int64_t"])], align=True)
+"""NumPy structured dtype with the layout of C ``slip_video_info_t``: What slip_video_index reports about a video: its first video stream's
+facts, read from the container's header, its packets and its first
+decoded frame.
+"""
+
+
+class VideoInfoStruct(ctypes.Structure):
+    """What slip_video_index reports about a video: its first video stream's
+    facts, read from the container's header, its packets and its first
+    decoded frame.
+
+    Mirrors C ``slip_video_info_t``.
+    """
+
+    _fields_ = [
+        ("height", _abi.CTYPES["int32_t"]),  # frame height in pixels
+        ("width", _abi.CTYPES["int32_t"]),  # frame width in pixels
+        ("frames", _abi.CTYPES["int32_t"]),  # frames of the stream: its packets, each one frame
+        ("keyframes", _abi.CTYPES["int32_t"]),  # packets marked as keyframes: where decoding can start
+        ("codec", _abi.CTYPES["int32_t"]),  # slip_video_codec
+        ("colour", _abi.CTYPES["int32_t"]),  # slip_video_colour the header declares
+        ("yuv420", _abi.CTYPES["int32_t"]),  # 1 when the frames are 8-bit YCbCr 4:2:0 (what the decoding functions take)
+        ("reserved", _abi.CTYPES["int32_t"]),  # 0
+        ("time_base_num", _abi.CTYPES["int64_t"]),  # numerator of the unit of the timestamps, in seconds
+        ("time_base_den", _abi.CTYPES["int64_t"]),  # denominator of the unit of the timestamps
+    ]
+
+
+_abi.register_struct("slip_video_info_t", VIDEO_INFO_DTYPE)
 
 
 FUNCTIONS = {
@@ -399,6 +486,10 @@ FUNCTIONS = {
     "slip_range_map_memory": _abi.Signature("slip_range_map_memory", "int32_t", (("void *", "at"), ("size_t", "length"), ("int32_t", "writable"),)),
     "slip_range_release": _abi.Signature("slip_range_release", "int32_t", (("void *", "at"), ("size_t", "length"),)),
     "slip_range_free": _abi.Signature("slip_range_free", "int32_t", (("void *", "base"), ("size_t", "length"),)),
+    "slip_video_available": _abi.Signature("slip_video_available", "int32_t", ()),
+    "slip_video_index": _abi.Signature("slip_video_index", "int32_t", (("const uint8_t *", "data"), ("size_t", "size"), ("slip_video_info_t *", "info"), ("int64_t *", "pts"), ("int64_t *", "seek"), ("int32_t", "capacity"),)),
+    "slip_video_decode_crop_resize": _abi.Signature("slip_video_decode_crop_resize", "int32_t", (("const uint8_t *", "data"), ("size_t", "size"), ("const int64_t *", "pts"), ("const int64_t *", "seek"), ("int32_t", "count"), ("int32_t", "height"), ("int32_t", "width"), ("int32_t", "y"), ("int32_t", "x"), ("int32_t", "h"), ("int32_t", "w"), ("int32_t", "out_h"), ("int32_t", "out_w"), ("int32_t", "flags"), ("int32_t", "interp"), ("uint8_t *", "out"), ("size_t", "out_size"), ("int64_t", "frame_stride"), ("int64_t", "out_stride"),)),
+    "slip_video_decode_planes": _abi.Signature("slip_video_decode_planes", "int32_t", (("const uint8_t *", "data"), ("size_t", "size"), ("const int64_t *", "pts"), ("const int64_t *", "seek"), ("int32_t", "count"), ("int32_t", "height"), ("int32_t", "width"), ("uint8_t *", "out"), ("size_t", "out_size"),)),
 }
 """Signature of every C function, by name."""
 
@@ -1581,6 +1672,134 @@ def slip_range_free(typingctx, base, length):
     return _abi.lower_call(FUNCTIONS["slip_range_free"], (base, length))
 
 
+@intrinsic
+def slip_video_available(typingctx):
+    """Numba intrinsic calling C ``slip_video_available``.
+
+    Whether this build of the library decodes video: it was built with
+    FFmpeg's libavformat and libavcodec.  Without them every other video
+    function fails with SLIP_EUNSUPPORTED.
+
+    @return 1 when it does, 0 when it does not.
+    """
+    return _abi.lower_call(FUNCTIONS["slip_video_available"], ())
+
+
+@intrinsic
+def slip_video_index(typingctx, data, size, info, pts, seek, capacity):
+    """Numba intrinsic calling C ``slip_video_index``.
+
+    Read a video's container (MP4, QuickTime, Matroska, WebM, AVI or anything
+    this build's libavformat reads) from memory and index its first video
+    stream, decoding its first frame alone: its facts, and per frame, in
+    presentation order, its timestamp and the timestamp of the keyframe that
+    decoding must start at to reach it (the latest keyframe, in decoding
+    order, before the frame's packet whose own timestamp is not later than
+    the frame's: an open GOP's leading frames start at the keyframe before).
+    The slip_video_decode_* functions take these timestamps, so that a
+    window of frames seeks straight to its keyframe.
+
+    Call it with pts and seek NULL to learn info->frames, then with arrays of
+    that many entries.
+
+    @param data      the container's bytes.
+    @param size      number of bytes at data.
+    @param info      receives the stream's facts.
+    @param pts       NULL, or receives info->frames presentation timestamps,
+                     ascending, in units of info->time_base_num / info->time_base_den seconds.
+    @param seek      NULL (when pts is), or receives per frame the timestamp of
+                     its keyframe (<= its pts).
+    @param capacity  entries available at pts and at seek.
+    @return SLIP_OK; SLIP_EINVAL for NULL data or info, or one of pts and seek
+            NULL; SLIP_EBUFFER when capacity is below info->frames (info is
+            filled); SLIP_ECORRUPT for data no demuxer reads, a container
+            without a video stream, frames without timestamps or two frames
+            with one timestamp, a first frame that does not decode or has
+            another size than the header's; SLIP_EUNSUPPORTED for a codec this build
+            cannot decode or without FFmpeg; SLIP_ETOOBIG for frames beyond
+            SLIP_MAX_DIMENSION or SLIP_LIMIT_PIXELS; SLIP_ENOMEM.
+    """
+    return _abi.lower_call(FUNCTIONS["slip_video_index"], (data, size, info, pts, seek, capacity))
+
+
+@intrinsic
+def slip_video_decode_crop_resize(typingctx, data, size, pts, seek, count, height, width, y, x, h, w, out_h, out_w, flags, interp, out, out_size, frame_stride, out_stride):
+    """Numba intrinsic calling C ``slip_video_decode_crop_resize``.
+
+    Decode `count` frames of a video, given by their timestamps in
+    presentation order, crop each to (y, x, h, w), resize it to out_h x
+    out_w and convert it to RGB: one window of frames with one crop, the
+    frames' 8-bit YCbCr 4:2:0 planes going straight into the kernel of
+    slip_planes_crop_resize (the crop's rows and columns alone are read,
+    the chroma resampled at its own resolution, converted at the output
+    size), with the stream's colour (slip_video_colour; BT.601 limited
+    range where it declares none) and its chroma sited as JPEG's.
+
+    Decoding starts at seek[0] and runs forward, seeking again only where a
+    wanted frame's keyframe lies ahead of the frames decoded so far; one
+    decoder, on the calling thread (no threads of FFmpeg's own), is opened
+    and closed per call.  Frames are matched by timestamp exactly, so they
+    are the frames a frame-accurate decoder gives for these timestamps.
+
+    @param data         the container's bytes.
+    @param size         number of bytes at data.
+    @param pts          count presentation timestamps (slip_video_index's),
+                        non-decreasing; a repeated one gives the frame again.
+    @param seek         per timestamp, its keyframe's (slip_video_index's seek).
+    @param count        frames wanted (1 .. SLIP_LIMIT_VIDEO_DECODES).
+    @param height       the frames' height, as the index gave it.
+    @param width        the frames' width.
+    @param y            first row of the crop (>= 0).
+    @param x            first column of the crop (>= 0).
+    @param h            crop height in pixels (> 0, y + h <= height).
+    @param w            crop width in pixels (> 0, x + w <= width).
+    @param out_h        output height in pixels (1 .. SLIP_MAX_DIMENSION).
+    @param out_w        output width in pixels (1 .. SLIP_MAX_DIMENSION).
+    @param flags        slip_decode_flags; SLIP_DECODE_FLIP_X mirrors every frame.
+    @param interp       slip_interp filter.
+    @param out          receives count frames of out_h rows of out_w RGB pixels.
+    @param out_size     bytes available at out; at least (count - 1) * frame_stride + out_h * out_stride.
+    @param frame_stride bytes from one frame to the next (>= out_h * out_stride).
+    @param out_stride   bytes from one row to the next (>= out_w * 3).
+    @return SLIP_OK; SLIP_EINVAL for bad arguments (timestamps out of order,
+            a seek after its timestamp, a crop outside the frame);
+            SLIP_EBUFFER when out_size is too small; SLIP_ECORRUPT for data
+            no demuxer or decoder reads, a frame of another size than
+            height x width, or a timestamp the stream does not have (an
+            index that disagrees with the stream); SLIP_ETRUNCATED when the
+            stream ends before a wanted frame; SLIP_EUNSUPPORTED for frames
+            that are not 8-bit 4:2:0, a codec this build cannot decode, or a
+            build without FFmpeg; SLIP_ETOOBIG beyond SLIP_LIMIT_VIDEO_DECODES
+            or SLIP_LIMIT_PIXELS; SLIP_ENOMEM.  On failure out may be partly
+            written.
+    """
+    return _abi.lower_call(FUNCTIONS["slip_video_decode_crop_resize"], (data, size, pts, seek, count, height, width, y, x, h, w, out_h, out_w, flags, interp, out, out_size, frame_stride, out_stride))
+
+
+@intrinsic
+def slip_video_decode_planes(typingctx, data, size, pts, seek, count, height, width, out, out_size):
+    """Numba intrinsic calling C ``slip_video_decode_planes``.
+
+    Decode `count` frames of a video, as slip_video_decode_crop_resize does,
+    into their planes: each frame's Y, Cb and Cr samples exactly as the
+    decoder gives them, in the layout of slip_planes_bytes (the frames
+    slip_planes_bytes(height, width) bytes apart).  Values are the stream's
+    own (limited range where it is), not JFIF's.
+
+    @param data      the container's bytes.
+    @param size      number of bytes at data.
+    @param pts       count presentation timestamps, non-decreasing.
+    @param seek      per timestamp, its keyframe's.
+    @param count     frames wanted (1 .. SLIP_LIMIT_VIDEO_DECODES).
+    @param height    the frames' height.
+    @param width     the frames' width.
+    @param out       receives the planes of count frames.
+    @param out_size  bytes available at out; at least count * slip_planes_bytes(height, width).
+    @return as slip_video_decode_crop_resize.
+    """
+    return _abi.lower_call(FUNCTIONS["slip_video_decode_planes"], (data, size, pts, seek, count, height, width, out, out_size))
+
+
 __all__ = [
     "HEADER_SHA256",
     "FUNCTIONS",
@@ -1590,6 +1809,7 @@ __all__ = [
     "MAX_DECODE_MEMORY",
     "DEFAULT_MAX_SCANS",
     "DEFAULT_MAX_PASSES",
+    "DEFAULT_MAX_VIDEO_DECODES",
     "DEFAULT_MAX_PIXELS",
     "Status",
     "Colorspace",
@@ -1601,8 +1821,12 @@ __all__ = [
     "Limit",
     "Primitive",
     "TimmOp",
+    "VideoCodec",
+    "VideoColour",
     "JPEG_INFO_DTYPE",
     "JpegInfoStruct",
+    "VIDEO_INFO_DTYPE",
+    "VideoInfoStruct",
     "slip_version",
     "slip_abi_version",
     "slip_strerror",
@@ -1650,4 +1874,8 @@ __all__ = [
     "slip_range_map_memory",
     "slip_range_release",
     "slip_range_free",
+    "slip_video_available",
+    "slip_video_index",
+    "slip_video_decode_crop_resize",
+    "slip_video_decode_planes",
 ]

@@ -50,6 +50,9 @@ from slipstream._native import (
     Status,
     Subsampling,
     TimmOp,
+    VIDEO_INFO_DTYPE,
+    VideoCodec,
+    VideoColour,
     lib,
 )
 from slipstream.errors import (
@@ -974,7 +977,7 @@ def jpeg_add_restart_markers(data: Any, interval_width: int = 32) -> bytes:
 
 
 LIMIT_VARIABLES = {Limit.SCANS: "SLIPSTREAM_MAX_SCANS", Limit.PIXELS: "SLIPSTREAM_MAX_PIXELS",
-                   Limit.PASSES: "SLIPSTREAM_MAX_PASSES"}
+                   Limit.PASSES: "SLIPSTREAM_MAX_PASSES", Limit.VIDEO_DECODES: "SLIPSTREAM_MAX_VIDEO_DECODES"}
 """The environment variable that sets each limit when this module is imported
 (so that worker processes, spawned or forked, start with the same limits)."""
 
@@ -991,9 +994,11 @@ def set_limit(limit: Limit | int, value: int) -> None:
     progressive JPEGs take 5.3 to 6, a baseline one 1), so that a large
     image's scans cannot cost seconds before the scan limit is reached;
     ``Limit.PIXELS`` (default ``DEFAULT_MAX_PIXELS``, 16384 x 16384) bounds
-    the image size.  The environment variables ``SLIPSTREAM_MAX_SCANS``,
-    ``SLIPSTREAM_MAX_PASSES`` and ``SLIPSTREAM_MAX_PIXELS`` set them when
-    slipstream is imported.
+    the image size, and a video's frame size too; ``Limit.VIDEO_DECODES``
+    (default ``DEFAULT_MAX_VIDEO_DECODES``, 4096) bounds the frames one
+    video decoding call may decode, from its keyframe on.  The environment
+    variables of :data:`LIMIT_VARIABLES` set them when slipstream is
+    imported.
 
     Raises:
         ArgumentError: an unknown limit or a value below 1.
@@ -1019,6 +1024,140 @@ def _limits_from_environment() -> None:
         except (ValueError, ArgumentError):
             raise ArgumentError(f"the environment variable {variable}={text!r} is not a whole number of at least "
                                 f"1") from None
+
+
+# ---------------------------------------------------------------- video
+
+
+def video_available() -> bool:
+    """Whether this build decodes video: it was built with FFmpeg's
+    libavformat and libavcodec (``slip_video_available``)."""
+    return bool(_calls.slip_video_available())
+
+
+class VideoInfo(NamedTuple):
+    """A video's first video stream, as :func:`video_index` reads it."""
+
+    height: int
+    width: int
+    frames: int
+    keyframes: int
+    codec: VideoCodec
+    colour: VideoColour
+    yuv420: bool
+    time_base: tuple[int, int]
+    """The unit of the timestamps: ``time_base[0] / time_base[1]`` seconds."""
+
+
+def video_index(data: Any) -> tuple[VideoInfo, np.ndarray, np.ndarray]:
+    """Index a video's container without decoding a frame
+    (``slip_video_index``): its facts, and per frame, in presentation order,
+    its timestamp and the timestamp of the keyframe decoding starts at to
+    reach it.
+
+    Returns:
+        ``(info, pts, seek)``: pts and seek int64 arrays of ``info.frames``
+        timestamps in units of ``info.time_base``.
+
+    Raises:
+        DecodeError: data no demuxer reads, no video stream, frames without
+            or with repeated timestamps (``ECORRUPT``), a codec this build
+            cannot decode or a build without FFmpeg (``EUNSUPPORTED``), frames
+            beyond ``MAX_DIMENSION`` or ``Limit.PIXELS`` (``ETOOBIG``).
+    """
+    buf = _bytes_arg(data, "data")
+    info = np.zeros((), VIDEO_INFO_DTYPE)
+    _check(_calls.slip_video_index(buf.ctypes.data, buf.size, info.ctypes.data, None, None, 0), "video_index")
+    frames = int(info["frames"])
+    pts, seek = np.empty(frames, np.int64), np.empty(frames, np.int64)
+    _check(_calls.slip_video_index(buf.ctypes.data, buf.size, info.ctypes.data, pts.ctypes.data, seek.ctypes.data,
+                                   frames), "video_index")
+    facts = VideoInfo(int(info["height"]), int(info["width"]), frames, int(info["keyframes"]),
+                      VideoCodec(int(info["codec"])), VideoColour(int(info["colour"])), bool(info["yuv420"]),
+                      (int(info["time_base_num"]), int(info["time_base_den"])))
+    return facts, pts, seek
+
+
+def _timestamps(pts: Any, seek: Any) -> tuple[np.ndarray, np.ndarray]:
+    pts, seek = np.ascontiguousarray(pts, np.int64).reshape(-1), np.ascontiguousarray(seek, np.int64).reshape(-1)
+    if pts.shape != seek.shape:
+        raise ArgumentError(f"pts and seek must have one entry per frame, got {pts.size} and {seek.size}")
+    return pts, seek
+
+
+def video_decode_crop_resize(
+    data: Any,
+    pts: Any,
+    seek: Any,
+    height: int,
+    width: int,
+    y: int,
+    x: int,
+    h: int,
+    w: int,
+    out_h: int,
+    out_w: int,
+    flags: DecodeFlags | int = DecodeFlags.DEFAULT,
+    interp: Interp | int = Interp.BILINEAR,
+    out: Any = None,
+) -> np.ndarray:
+    """Decode the frames at timestamps ``pts`` (with their keyframes'
+    ``seek``, from :func:`video_index`), crop each to (y, x, h, w), resize
+    it to out_h x out_w and convert it to RGB
+    (``slip_video_decode_crop_resize``): one crop for the whole window.
+
+    Args:
+        data: the container's bytes.
+        pts, seek: the frames' timestamps and their keyframes' (int64).
+        height, width: the frames' size, as :func:`video_index` gave it.
+        y, x, h, w: the crop, in pixels of the frames.
+        out_h, out_w: output size.
+        flags: :class:`DecodeFlags`; ``FLIP_X`` mirrors every frame.
+        interp: :class:`Interp` filter.
+        out: optional (frames, out_h, out_w, 3) uint8 array to write into.
+
+    Returns:
+        The (frames, out_h, out_w, 3) uint8 frames (``out`` when given).
+
+    Raises:
+        DecodeError: the stream does not decode, lacks a timestamp, ends
+            early, or its frames are not 8-bit 4:2:0 (see the C function).
+        ArgumentError: timestamps out of order, a crop outside the frames,
+            a bad size, filter or ``out``.
+    """
+    buf = _bytes_arg(data, "data")
+    pts, seek = _timestamps(pts, seek)
+    shape = (pts.size, out_h, out_w, 3)
+    if out is None:
+        arr = np.empty(shape, np.uint8)
+    else:
+        arr = _writable(_as_array(out, "out"), "out")
+        if arr.shape != shape or arr.dtype != np.uint8 or not arr.flags.c_contiguous:
+            raise ArgumentError(f"out must be a contiguous uint8 array of shape {shape}, got {arr.shape} {arr.dtype}")
+    status = _calls.slip_video_decode_crop_resize(
+        buf.ctypes.data, buf.size, pts.ctypes.data, seek.ctypes.data, pts.size, height, width, y, x, h, w, out_h,
+        out_w, int(flags), int(interp), arr.ctypes.data, arr.nbytes, out_h * out_w * 3, out_w * 3)
+    _check(status, "video_decode_crop_resize")
+    return arr
+
+
+def video_decode_planes(data: Any, pts: Any, seek: Any, height: int, width: int) -> np.ndarray:
+    """Decode the frames at timestamps ``pts`` into their YCbCr 4:2:0 planes,
+    the decoder's own samples (``slip_video_decode_planes``).
+
+    Returns:
+        A (frames, :func:`planes_bytes`) uint8 array.
+
+    Raises:
+        DecodeError, ArgumentError: as :func:`video_decode_crop_resize`.
+    """
+    buf = _bytes_arg(data, "data")
+    pts, seek = _timestamps(pts, seek)
+    arr = np.empty((pts.size, planes_bytes(height, width)), np.uint8)
+    status = _calls.slip_video_decode_planes(buf.ctypes.data, buf.size, pts.ctypes.data, seek.ctypes.data, pts.size,
+                                             height, width, arr.ctypes.data, arr.nbytes)
+    _check(status, "video_decode_planes")
+    return arr
 
 
 # ---------------------------------------------------------------- files
@@ -1154,6 +1293,9 @@ __all__ = [
     "Status",
     "Subsampling",
     "TimmOp",
+    "VideoCodec",
+    "VideoColour",
+    "VideoInfo",
     "abi_version",
     "autocontrast",
     "brightness",
@@ -1194,6 +1336,10 @@ __all__ = [
     "timm_step",
     "unguard_mapping",
     "version",
+    "video_available",
+    "video_decode_crop_resize",
+    "video_decode_planes",
+    "video_index",
     "warp_affine",
     "warp_perspective",
 ]

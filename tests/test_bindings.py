@@ -66,14 +66,16 @@ def test_enums_and_constants_have_the_c_values(tmp_path):
     header = HEADER.read_text()
     pairs = []
     for enum in (native.Status, native.Colorspace, native.Subsampling, native.DecodeFlags, native.EncodeFlags,
-                 native.Interp, native.Dtype, native.Limit, native.Primitive, native.TimmOp):
+                 native.Interp, native.Dtype, native.Limit, native.Primitive, native.TimmOp, native.VideoCodec,
+                 native.VideoColour):
         c_enum = re.search(r"``(slip_\w+)``", enum.__doc__).group(1)
         body = re.search(rf"typedef enum {c_enum} \{{(.*?)\}}", header, re.S).group(1)
         c_names = re.findall(r"\b(SLIP_\w+)\s*=", body)
         assert len(c_names) == len(enum.__members__), c_enum
         pairs += list(zip(enum.__members__.values(), c_names))
     names = [c for _, c in pairs] + ["SLIP_ABI_VERSION", "SLIP_MAX_DIMENSION", "SLIP_MAX_DECODE_MEMORY",
-                                     "SLIP_DEFAULT_MAX_SCANS", "SLIP_DEFAULT_MAX_PIXELS", "SLIP_DEFAULT_MAX_PASSES"]
+                                     "SLIP_DEFAULT_MAX_SCANS", "SLIP_DEFAULT_MAX_PIXELS", "SLIP_DEFAULT_MAX_PASSES",
+                                     "SLIP_DEFAULT_MAX_VIDEO_DECODES"]
     body = "\n".join(f'printf("%s %lld\\n", "{c}", (long long){c});' for c in names)
     values = {k: int(v) for k, v in (line.split() for line in c_program_output(tmp_path, body).splitlines())}
     for member, c_name in pairs:
@@ -86,6 +88,7 @@ def test_enums_and_constants_have_the_c_values(tmp_path):
     assert _native.DEFAULT_MAX_SCANS == values["SLIP_DEFAULT_MAX_SCANS"]
     assert _native.DEFAULT_MAX_PIXELS == values["SLIP_DEFAULT_MAX_PIXELS"]
     assert _native.DEFAULT_MAX_PASSES == values["SLIP_DEFAULT_MAX_PASSES"]
+    assert _native.DEFAULT_MAX_VIDEO_DECODES == values["SLIP_DEFAULT_MAX_VIDEO_DECODES"]
 
 
 def test_struct_dtype_has_the_c_layout(tmp_path):

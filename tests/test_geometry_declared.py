@@ -44,6 +44,7 @@ NOT_IMAGE_OPERATIONS = {
     "Count": "counts kept boxes",
     "TrimToCounts": "trims padded rows",
     "MixLabels": "mixes labels, not pixels",
+    "VideoWindow": "decodes a video field (no field follows its frames)",
     "StoredBytes": "hands the stored bytes, decoding nothing",
     "ResolutionSchedule": "a crop's argument, not an operation",
     "MultiCrop": "makes several image outputs, each a crop decoder tested as RandomResizedCrop",

@@ -14,7 +14,7 @@ import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 EXPECTED = ["01_quickstart", "02_custom_operation", "03_inside_the_compiler", "04_visual_checks", "05_from_ffcv",
-            "06_detection", "07_training_recipes"]
+            "06_detection", "07_training_recipes", "08_video"]
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")

@@ -161,3 +161,18 @@ def test_detection_example_runs_on_a_generated_coco_dataset(tmp_path):
     found = re.search(r"(\d+) images, (\d+) boxes", proc.stdout)
     assert found and int(found.group(1)) == 12, proc.stdout
     assert 0 < int(found.group(2)) <= sum(len(image.boxes) for image in data.images)
+
+
+def test_video_example_loads_windows_from_a_generated_video_folder(tmp_path):
+    import real_photos
+    from slipstream.sources.synthetic_video import synthetic_video_folder
+
+    folder = synthetic_video_folder(tmp_path / "videos", [real_photos.pixels("coffee"), real_photos.pixels("chelsea")],
+                                    per_class=2, seconds=1.5, size=(120, 160))
+    code = python_block("## Video").replace('"/data/kinetics/train"', repr(str(folder)))
+    env = {**os.environ, "SLIPSTREAM_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = re.search(r"\(4, 3, 16, 112, 112\) \[([\d, ]+)\]", proc.stdout)
+    assert found and sorted(map(int, found.group(1).split(", "))) == [0, 0, 1, 1], proc.stdout

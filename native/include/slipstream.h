@@ -56,7 +56,7 @@ extern "C" {
 #endif
 
 /** Version of this ABI; bumped whenever a declaration in this file changes. */
-#define SLIP_ABI_VERSION 9
+#define SLIP_ABI_VERSION 10
 
 /** Largest image side, in pixels, that any function accepts (libjpeg's own limit). */
 #define SLIP_MAX_DIMENSION 65500
@@ -79,6 +79,13 @@ extern "C" {
  *  a hostile file can repeat a scan over every block in a few bytes. */
 #define SLIP_DEFAULT_MAX_PASSES 12
 
+/** Default of SLIP_LIMIT_VIDEO_DECODES: most frames one video decoding call
+ *  may decode.  A window of 64 frames at stride 4 in a video whose
+ *  keyframes lie 10 s apart at 60 frames a second decodes up to 856; a
+ *  hostile index can point a frame's keyframe anywhere before it.
+ */
+#define SLIP_DEFAULT_MAX_VIDEO_DECODES 4096
+
 /** Default of SLIP_LIMIT_PIXELS: most pixels (height x width) of one JPEG,
  *  16384 x 16384.  Arithmetic coding can describe a flat image of 65500 x
  *  65500 pixels in kilobytes, whose decoding would take tens of seconds. */
@@ -91,15 +98,18 @@ typedef enum slip_status {
   SLIP_ENOMEM = -2,       /**< scratch memory could not be allocated */
   SLIP_EBUFFER = -3,      /**< the output buffer is too small for the result */
   SLIP_ENOTJPEG = -4,     /**< the data does not start with a JPEG SOI marker */
-  SLIP_ECORRUPT = -5,     /**< the JPEG data is corrupt (libjpeg error or a data-corrupting warning) */
-  SLIP_ETRUNCATED = -6,   /**< the JPEG data ends before the image does */
+  SLIP_ECORRUPT = -5,     /**< the JPEG data is corrupt (libjpeg error or a data-corrupting warning), or a video
+                               that no demuxer or decoder reads, or whose index disagrees with its stream */
+  SLIP_ETRUNCATED = -6,   /**< the JPEG data ends before the image does, or a video stream before a frame */
   SLIP_EUNSUPPORTED = -7, /**< valid but unsupported JPEG: 12-bit, lossless, unknown colour space, a height
-                               given by a DNL marker (0 in the frame header) */
+                               given by a DNL marker (0 in the frame header); a video that is not 8-bit 4:2:0,
+                               of a codec without a decoder, or a build without FFmpeg */
   SLIP_ETOOBIG = -8,      /**< the image, the memory or the work it needs exceeds a limit: SLIP_MAX_DIMENSION,
                                SLIP_MAX_DECODE_MEMORY, SLIP_LIMIT_SCANS, SLIP_LIMIT_PIXELS
                                or SLIP_LIMIT_PASSES */
   SLIP_EIO = -9,          /**< an operating-system I/O error; the detail holds strerror(errno) */
-  SLIP_EEOF = -10         /**< the file ended before all requested bytes were read */
+  SLIP_EEOF = -10,        /**< the file ended before all requested bytes were read */
+  SLIP_ESHORT = -11       /**< a video has fewer frames, or a shorter duration, than a window of frames spans */
 } slip_status;
 
 /** Colour space of the compressed JPEG data. */
@@ -175,9 +185,12 @@ typedef enum slip_limit {
   SLIP_LIMIT_SCANS = 0, /**< most scans (progressive and multi-scan JPEGs), default SLIP_DEFAULT_MAX_SCANS;
                              a decode stops when the first scan beyond it starts */
   SLIP_LIMIT_PIXELS = 1, /**< most pixels, height x width of the whole image, default SLIP_DEFAULT_MAX_PIXELS */
-  SLIP_LIMIT_PASSES = 2  /**< most passes over the image's blocks of all its scans together (a scan of components
+  SLIP_LIMIT_PASSES = 2, /**< most passes over the image's blocks of all its scans together (a scan of components
                               holding a fraction f of the blocks counts f), default SLIP_DEFAULT_MAX_PASSES; a
                               decode stops when the first scan beyond it starts */
+  SLIP_LIMIT_VIDEO_DECODES = 3 /**< most frames one call of the video decoding functions may decode, from the
+                                    keyframe it starts at to the last frame asked for, default
+                                    SLIP_DEFAULT_MAX_VIDEO_DECODES; SLIP_LIMIT_PIXELS bounds each frame */
 } slip_limit;
 
 /** What slip_jpeg_info reports about a JPEG, read from its header alone. */
@@ -1318,6 +1331,162 @@ SLIP_API int32_t slip_range_release(void *at, size_t length);
  *         SLIP_EIO when munmap(2) fails.
  */
 SLIP_API int32_t slip_range_free(void *base, size_t length);
+
+/* ---------------------------------------------------------------- video */
+
+/** Codec of a video stream. */
+typedef enum slip_video_codec {
+  SLIP_VIDEO_CODEC_OTHER = 0, /**< a codec this build's FFmpeg decodes but none of the below */
+  SLIP_VIDEO_CODEC_H264 = 1,  /**< H.264 / AVC */
+  SLIP_VIDEO_CODEC_HEVC = 2,  /**< H.265 / HEVC */
+  SLIP_VIDEO_CODEC_VP9 = 3,   /**< VP9 */
+  SLIP_VIDEO_CODEC_AV1 = 4,   /**< AV1 */
+  SLIP_VIDEO_CODEC_MPEG4 = 5  /**< MPEG-4 part 2 */
+} slip_video_codec;
+
+/** How a video stream's samples map to RGB. */
+typedef enum slip_video_colour {
+  SLIP_VIDEO_COLOUR_BT601_LIMITED = 0, /**< ITU-R BT.601, luma 16 to 235 (standard definition; also what an
+                                            unlabelled stream is taken to be, as FFmpeg's swscale takes it) */
+  SLIP_VIDEO_COLOUR_BT709_LIMITED = 1, /**< ITU-R BT.709, luma 16 to 235 (high definition) */
+  SLIP_VIDEO_COLOUR_BT601_FULL = 2,    /**< BT.601, full range: JFIF's conversion */
+  SLIP_VIDEO_COLOUR_BT709_FULL = 3     /**< BT.709, full range */
+} slip_video_colour;
+
+/** What slip_video_index reports about a video: its first video stream's
+ *  facts, read from the container's header, its packets and its first
+ *  decoded frame. */
+typedef struct slip_video_info_t {
+  int32_t height;         /**< frame height in pixels */
+  int32_t width;          /**< frame width in pixels */
+  int32_t frames;         /**< frames of the stream: its packets, each one frame */
+  int32_t keyframes;      /**< packets marked as keyframes: where decoding can start */
+  int32_t codec;          /**< slip_video_codec */
+  int32_t colour;         /**< slip_video_colour the header declares */
+  int32_t yuv420;         /**< 1 when the frames are 8-bit YCbCr 4:2:0 (what the decoding functions take) */
+  int32_t reserved;       /**< 0 */
+  int64_t time_base_num;  /**< numerator of the unit of the timestamps, in seconds */
+  int64_t time_base_den;  /**< denominator of the unit of the timestamps */
+} slip_video_info_t;
+
+/**
+ * Whether this build of the library decodes video: it was built with
+ * FFmpeg's libavformat and libavcodec.  Without them every other video
+ * function fails with SLIP_EUNSUPPORTED.
+ *
+ * @return 1 when it does, 0 when it does not.
+ */
+SLIP_API int32_t slip_video_available(void);
+
+/**
+ * Read a video's container (MP4, QuickTime, Matroska, WebM, AVI or anything
+ * this build's libavformat reads) from memory and index its first video
+ * stream, decoding its first frame alone: its facts, and per frame, in
+ * presentation order, its timestamp and the timestamp of the keyframe that
+ * decoding must start at to reach it (the latest keyframe, in decoding
+ * order, before the frame's packet whose own timestamp is not later than
+ * the frame's: an open GOP's leading frames start at the keyframe before).
+ * The slip_video_decode_* functions take these timestamps, so that a
+ * window of frames seeks straight to its keyframe.
+ *
+ * Call it with pts and seek NULL to learn info->frames, then with arrays of
+ * that many entries.
+ *
+ * @param data      the container's bytes.
+ * @param size      number of bytes at data.
+ * @param info      receives the stream's facts.
+ * @param pts       NULL, or receives info->frames presentation timestamps,
+ *                  ascending, in units of info->time_base_num / info->time_base_den seconds.
+ * @param seek      NULL (when pts is), or receives per frame the timestamp of
+ *                  its keyframe (<= its pts).
+ * @param capacity  entries available at pts and at seek.
+ * @return SLIP_OK; SLIP_EINVAL for NULL data or info, or one of pts and seek
+ *         NULL; SLIP_EBUFFER when capacity is below info->frames (info is
+ *         filled); SLIP_ECORRUPT for data no demuxer reads, a container
+ *         without a video stream, frames without timestamps or two frames
+ *         with one timestamp, a first frame that does not decode or has
+ *         another size than the header's; SLIP_EUNSUPPORTED for a codec this build
+ *         cannot decode or without FFmpeg; SLIP_ETOOBIG for frames beyond
+ *         SLIP_MAX_DIMENSION or SLIP_LIMIT_PIXELS; SLIP_ENOMEM.
+ */
+SLIP_API int32_t slip_video_index(const uint8_t *data, size_t size, slip_video_info_t *info, int64_t *pts,
+                                  int64_t *seek, int32_t capacity);
+
+/**
+ * Decode `count` frames of a video, given by their timestamps in
+ * presentation order, crop each to (y, x, h, w), resize it to out_h x
+ * out_w and convert it to RGB: one window of frames with one crop, the
+ * frames' 8-bit YCbCr 4:2:0 planes going straight into the kernel of
+ * slip_planes_crop_resize (the crop's rows and columns alone are read,
+ * the chroma resampled at its own resolution, converted at the output
+ * size), with the stream's colour (slip_video_colour; BT.601 limited
+ * range where it declares none) and its chroma sited as JPEG's.
+ *
+ * Decoding starts at seek[0] and runs forward, seeking again only where a
+ * wanted frame's keyframe lies ahead of the frames decoded so far; one
+ * decoder, on the calling thread (no threads of FFmpeg's own), is opened
+ * and closed per call.  Frames are matched by timestamp exactly, so they
+ * are the frames a frame-accurate decoder gives for these timestamps.
+ *
+ * @param data         the container's bytes.
+ * @param size         number of bytes at data.
+ * @param pts          count presentation timestamps (slip_video_index's),
+ *                     non-decreasing; a repeated one gives the frame again.
+ * @param seek         per timestamp, its keyframe's (slip_video_index's seek).
+ * @param count        frames wanted (1 .. SLIP_LIMIT_VIDEO_DECODES).
+ * @param height       the frames' height, as the index gave it.
+ * @param width        the frames' width.
+ * @param y            first row of the crop (>= 0).
+ * @param x            first column of the crop (>= 0).
+ * @param h            crop height in pixels (> 0, y + h <= height).
+ * @param w            crop width in pixels (> 0, x + w <= width).
+ * @param out_h        output height in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param out_w        output width in pixels (1 .. SLIP_MAX_DIMENSION).
+ * @param flags        slip_decode_flags; SLIP_DECODE_FLIP_X mirrors every frame.
+ * @param interp       slip_interp filter.
+ * @param out          receives count frames of out_h rows of out_w RGB pixels.
+ * @param out_size     bytes available at out; at least (count - 1) * frame_stride + out_h * out_stride.
+ * @param frame_stride bytes from one frame to the next (>= out_h * out_stride).
+ * @param out_stride   bytes from one row to the next (>= out_w * 3).
+ * @return SLIP_OK; SLIP_EINVAL for bad arguments (timestamps out of order,
+ *         a seek after its timestamp, a crop outside the frame);
+ *         SLIP_EBUFFER when out_size is too small; SLIP_ECORRUPT for data
+ *         no demuxer or decoder reads, a frame of another size than
+ *         height x width, or a timestamp the stream does not have (an
+ *         index that disagrees with the stream); SLIP_ETRUNCATED when the
+ *         stream ends before a wanted frame; SLIP_EUNSUPPORTED for frames
+ *         that are not 8-bit 4:2:0, a codec this build cannot decode, or a
+ *         build without FFmpeg; SLIP_ETOOBIG beyond SLIP_LIMIT_VIDEO_DECODES
+ *         or SLIP_LIMIT_PIXELS; SLIP_ENOMEM.  On failure out may be partly
+ *         written.
+ */
+SLIP_API int32_t slip_video_decode_crop_resize(const uint8_t *data, size_t size, const int64_t *pts,
+                                               const int64_t *seek, int32_t count, int32_t height, int32_t width,
+                                               int32_t y, int32_t x, int32_t h, int32_t w, int32_t out_h,
+                                               int32_t out_w, int32_t flags, int32_t interp, uint8_t *out,
+                                               size_t out_size, int64_t frame_stride, int64_t out_stride);
+
+/**
+ * Decode `count` frames of a video, as slip_video_decode_crop_resize does,
+ * into their planes: each frame's Y, Cb and Cr samples exactly as the
+ * decoder gives them, in the layout of slip_planes_bytes (the frames
+ * slip_planes_bytes(height, width) bytes apart).  Values are the stream's
+ * own (limited range where it is), not JFIF's.
+ *
+ * @param data      the container's bytes.
+ * @param size      number of bytes at data.
+ * @param pts       count presentation timestamps, non-decreasing.
+ * @param seek      per timestamp, its keyframe's.
+ * @param count     frames wanted (1 .. SLIP_LIMIT_VIDEO_DECODES).
+ * @param height    the frames' height.
+ * @param width     the frames' width.
+ * @param out       receives the planes of count frames.
+ * @param out_size  bytes available at out; at least count * slip_planes_bytes(height, width).
+ * @return as slip_video_decode_crop_resize.
+ */
+SLIP_API int32_t slip_video_decode_planes(const uint8_t *data, size_t size, const int64_t *pts, const int64_t *seek,
+                                          int32_t count, int32_t height, int32_t width, uint8_t *out,
+                                          size_t out_size);
 
 #ifdef __cplusplus
 }

@@ -223,4 +223,32 @@ int32_t slip__resample(slip_thread_state *ts, const uint8_t *src, int32_t src_h,
                        int64_t src_stride, double cy, double cx, double ch, double cw, uint8_t *dst, int32_t dst_h,
                        int32_t dst_w, int64_t dst_stride, int32_t interp, int flip_x);
 
+/* YCbCr 4:2:0 planes that need not follow one another: luma rows y_stride
+ * bytes apart, chroma rows c_stride bytes apart (a video frame's planes). */
+typedef struct slip__planes_view {
+  const uint8_t *y, *cb, *cr;
+  int64_t y_stride, c_stride;
+  int32_t height, width;
+} slip__planes_view;
+
+/* A YCbCr -> RGB conversion: R = (Y - y_offset) * y_scale + cr_r * (Cr - 128),
+ * G = ... - cb_g * (Cb - 128) - cr_g * (Cr - 128), B = ... + cb_b * (Cb - 128). */
+typedef struct slip__ycbcr_matrix {
+  float y_offset, y_scale, cr_r, cb_g, cr_g, cb_b;
+} slip__ycbcr_matrix;
+
+/* JFIF's conversion (BT.601, full range): the one of images stored as planes. */
+extern const slip__ycbcr_matrix slip__jfif;
+
+/* SLIP_EINVAL (with the detail) unless (y, x, h, w) lies inside a height x width image, the output size is
+ * 1 .. SLIP_MAX_DIMENSION a side and flags and interp are known: the crop arguments of the planes kernel. */
+int32_t slip__check_planes_crop(int32_t height, int32_t width, int32_t y, int32_t x, int32_t h, int32_t w,
+                                int32_t out_h, int32_t out_w, int32_t flags, int32_t interp);
+
+/* slip_planes_crop_resize of planes p, converted with m (out must not be NULL
+ * and the planes must hold p->height x p->width pixels; the rest is checked). */
+int32_t slip__planes_view_crop_resize(const slip__planes_view *p, const slip__ycbcr_matrix *m, int32_t y, int32_t x,
+                                      int32_t h, int32_t w, int32_t out_h, int32_t out_w, int32_t flags,
+                                      int32_t interp, uint8_t *out, size_t out_size, int64_t out_stride);
+
 #endif

@@ -270,10 +270,12 @@ void slip__jpeg_read_header(j_decompress_ptr dec, slip_jpeg_error *err, const ui
 
 /* ---------------------------------------------------------------- limits */
 
-static _Atomic int64_t limits[3] = {SLIP_DEFAULT_MAX_SCANS, SLIP_DEFAULT_MAX_PIXELS, SLIP_DEFAULT_MAX_PASSES};
+static _Atomic int64_t limits[4] = {SLIP_DEFAULT_MAX_SCANS, SLIP_DEFAULT_MAX_PIXELS, SLIP_DEFAULT_MAX_PASSES,
+                                    SLIP_DEFAULT_MAX_VIDEO_DECODES};
 
 static int known_limit(int32_t limit) {
-  return limit == SLIP_LIMIT_SCANS || limit == SLIP_LIMIT_PIXELS || limit == SLIP_LIMIT_PASSES;
+  return limit == SLIP_LIMIT_SCANS || limit == SLIP_LIMIT_PIXELS || limit == SLIP_LIMIT_PASSES ||
+         limit == SLIP_LIMIT_VIDEO_DECODES;
 }
 
 SLIP_API int32_t slip_set_limit(int32_t limit, int64_t value) {

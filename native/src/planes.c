@@ -219,11 +219,12 @@ static void horizontal(const float *acc, const plane_axis *x, int32_t n, float *
   }
 }
 
-/* out (n RGB pixels) from n filtered samples of Y, Cb and Cr: JFIF's conversion, rounded once. */
-static void ycbcr_to_rgb_row(const float *y, const float *cb, const float *cr, int32_t n, uint8_t *out) {
+/* out (n RGB pixels) from n filtered samples of Y, Cb and Cr: m's conversion, rounded once. */
+static void ycbcr_to_rgb_row(const slip__ycbcr_matrix *m, const float *y, const float *cb, const float *cr, int32_t n,
+                             uint8_t *out) {
   for (int32_t j = 0; j < n; j++, out += 3) {
-    float l = y[j] + 0.5f, b = cb[j] - 128.0f, r = cr[j] - 128.0f;
-    float rgb[3] = {l + 1.402f * r, l - 0.344136f * b - 0.714136f * r, l + 1.772f * b};
+    float l = (y[j] - m->y_offset) * m->y_scale + 0.5f, b = cb[j] - 128.0f, r = cr[j] - 128.0f;
+    float rgb[3] = {l + m->cr_r * r, l - m->cb_g * b - m->cr_g * r, l + m->cb_b * b};
     for (int c = 0; c < 3; c++) {
       float v = rgb[c];
       out[c] = (uint8_t)(v <= 0.0f ? 0 : v >= 255.0f ? 255 : (int32_t)v);
@@ -318,8 +319,9 @@ __attribute__((target("avx2"))) static inline __m128i to_words(__m256 v) {
  * interleaved into 48 by byte shuffles.  The last n % 16 pixels go through
  * ycbcr_to_rgb_row.
  */
-__attribute__((target("avx2"))) static void ycbcr_to_rgb_row_avx2(const float *y, const float *cb, const float *cr,
-                                                                   int32_t n, uint8_t *out) {
+__attribute__((target("avx2"))) static void ycbcr_to_rgb_row_avx2(const slip__ycbcr_matrix *m, const float *y,
+                                                                   const float *cb, const float *cr, int32_t n,
+                                                                   uint8_t *out) {
 #define X -128
   /* Byte i of output chunk q is channel (16q + i) % 3 of pixel (16q + i) / 3. */
   const __m128i take[3][3] = {
@@ -334,13 +336,14 @@ __attribute__((target("avx2"))) static void ycbcr_to_rgb_row_avx2(const float *y
        _mm_setr_epi8(10, X, X, 11, X, X, 12, X, X, 13, X, X, 14, X, X, 15)}};
 #undef X
   const __m256 half = _mm256_set1_ps(0.5f), offset = _mm256_set1_ps(128.0f);
-  const __m256 cr_r = _mm256_set1_ps(1.402f), cb_g = _mm256_set1_ps(0.344136f), cr_g = _mm256_set1_ps(0.714136f);
-  const __m256 cb_b = _mm256_set1_ps(1.772f);
+  const __m256 y_offset = _mm256_set1_ps(m->y_offset), y_scale = _mm256_set1_ps(m->y_scale);
+  const __m256 cr_r = _mm256_set1_ps(m->cr_r), cb_g = _mm256_set1_ps(m->cb_g), cr_g = _mm256_set1_ps(m->cr_g);
+  const __m256 cb_b = _mm256_set1_ps(m->cb_b);
   int32_t j = 0;
   for (; j + 16 <= n; j += 16, out += 48) {
     __m128i words[3][2];
     for (int h = 0; h < 2; h++) {
-      __m256 l = _mm256_add_ps(_mm256_loadu_ps(y + j + 8 * h), half);
+      __m256 l = _mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(y + j + 8 * h), y_offset), y_scale), half);
       __m256 b = _mm256_sub_ps(_mm256_loadu_ps(cb + j + 8 * h), offset);
       __m256 r = _mm256_sub_ps(_mm256_loadu_ps(cr + j + 8 * h), offset);
       words[0][h] = to_words(_mm256_add_ps(l, _mm256_mul_ps(cr_r, r)));
@@ -356,9 +359,26 @@ __attribute__((target("avx2"))) static void ycbcr_to_rgb_row_avx2(const float *y
       _mm_storeu_si128((__m128i *)(out + 16 * q), chunk);
     }
   }
-  if (j < n) ycbcr_to_rgb_row(y + j, cb + j, cr + j, n - j, out);
+  if (j < n) ycbcr_to_rgb_row(m, y + j, cb + j, cr + j, n - j, out);
 }
 #endif
+
+int32_t slip__check_planes_crop(int32_t height, int32_t width, int32_t y, int32_t x, int32_t h, int32_t w,
+                                int32_t out_h, int32_t out_w, int32_t flags, int32_t interp) {
+  if (y < 0 || x < 0 || h <= 0 || w <= 0 || (int64_t)y + h > height || (int64_t)x + w > width)
+    return slip__fail(SLIP_EINVAL, "crop (y=%d, x=%d, h=%d, w=%d) does not lie inside the %d x %d image", y, x, h, w,
+                      height, width);
+  if (out_h <= 0 || out_w <= 0 || out_h > SLIP_MAX_DIMENSION || out_w > SLIP_MAX_DIMENSION)
+    return slip__fail(SLIP_EINVAL, "output size %d x %d is outside 1 to %d pixels a side", out_h, out_w,
+                      SLIP_MAX_DIMENSION);
+  if (flags & ~(SLIP_DECODE_FLIP_X | SLIP_DECODE_FAST_IDCT))
+    return slip__fail(SLIP_EINVAL, "unknown decode flags 0x%x", (unsigned)flags);
+  if (interp != SLIP_INTERP_AREA && interp != SLIP_INTERP_BILINEAR && interp != SLIP_INTERP_BICUBIC)
+    return slip__fail(SLIP_EINVAL, "unknown interpolation %d", interp);
+  return SLIP_OK;
+}
+
+const slip__ycbcr_matrix slip__jfif = {0.0f, 1.0f, 1.402f, 0.344136f, 0.714136f, 1.772f};
 
 SLIP_API int32_t slip_planes_crop_resize(const uint8_t *planes, size_t size, int32_t height, int32_t width,
                                          int32_t y, int32_t x, int32_t h, int32_t w, int32_t out_h, int32_t out_w,
@@ -370,16 +390,20 @@ SLIP_API int32_t slip_planes_crop_resize(const uint8_t *planes, size_t size, int
   if (size < (uint64_t)need)
     return slip__fail(SLIP_ETRUNCATED, "the planes of a %d x %d image are %lld bytes, but only %zu were given",
                       height, width, (long long)need, size);
-  if (y < 0 || x < 0 || h <= 0 || w <= 0 || (int64_t)y + h > height || (int64_t)x + w > width)
-    return slip__fail(SLIP_EINVAL, "crop (y=%d, x=%d, h=%d, w=%d) does not lie inside the %d x %d image", y, x, h, w,
-                      height, width);
-  if (out_h <= 0 || out_w <= 0 || out_h > SLIP_MAX_DIMENSION || out_w > SLIP_MAX_DIMENSION)
-    return slip__fail(SLIP_EINVAL, "output size %d x %d is outside 1 to %d pixels a side", out_h, out_w,
-                      SLIP_MAX_DIMENSION);
-  if (flags & ~(SLIP_DECODE_FLIP_X | SLIP_DECODE_FAST_IDCT))
-    return slip__fail(SLIP_EINVAL, "unknown decode flags 0x%x", (unsigned)flags);
-  if (interp != SLIP_INTERP_AREA && interp != SLIP_INTERP_BILINEAR && interp != SLIP_INTERP_BICUBIC)
-    return slip__fail(SLIP_EINVAL, "unknown interpolation %d", interp);
+  int32_t c_height = (height + 1) / 2, c_width = (width + 1) / 2;
+  slip__planes_view view = {planes, planes + (size_t)height * width,
+                            planes + (size_t)height * width + (size_t)c_height * c_width, width, c_width, height,
+                            width};
+  return slip__planes_view_crop_resize(&view, &slip__jfif, y, x, h, w, out_h, out_w, flags, interp, out, out_size,
+                                       out_stride);
+}
+
+int32_t slip__planes_view_crop_resize(const slip__planes_view *p, const slip__ycbcr_matrix *m, int32_t y, int32_t x,
+                                      int32_t h, int32_t w, int32_t out_h, int32_t out_w, int32_t flags,
+                                      int32_t interp, uint8_t *out, size_t out_size, int64_t out_stride) {
+  int32_t height = p->height, width = p->width;
+  int32_t status = slip__check_planes_crop(height, width, y, x, h, w, out_h, out_w, flags, interp);
+  if (status != SLIP_OK) return status;
   uint64_t row = (uint64_t)out_w * 3, out_need;
   if (out_stride < (int64_t)row)
     return slip__fail(SLIP_EINVAL, "out_stride %lld is smaller than a row of %d pixels", (long long)out_stride, out_w);
@@ -391,7 +415,8 @@ SLIP_API int32_t slip_planes_crop_resize(const uint8_t *planes, size_t size, int
   if (!ts) return SLIP_ENOMEM;
   int flip = (flags & SLIP_DECODE_FLIP_X) != 0;
   int32_t c_height = (height + 1) / 2, c_width = (width + 1) / 2;
-  const uint8_t *cb = planes + (size_t)height * width, *cr = cb + (size_t)c_height * c_width;
+  const uint8_t *cb = p->cb, *cr = p->cr;
+  int64_t c_stride = p->c_stride;
   /* A chroma sample covers 2 x 2 luma pixels, its centre between them (JPEG's
    * siting), so the crop is the same rectangle at half the coordinates.  Where
    * the chroma is enlarged it is interpolated linearly, as a JPEG decoder's
@@ -407,7 +432,7 @@ SLIP_API int32_t slip_planes_crop_resize(const uint8_t *planes, size_t size, int
     if (!full) return SLIP_ENOMEM;
     for (int32_t i = 0; i < height; i++)
       for (int32_t j = 0; j < width; j++) {
-        size_t from = (size_t)(i / 2) * c_width + j / 2, to = (size_t)i * width + j;
+        size_t from = (size_t)(i / 2) * (size_t)c_stride + j / 2, to = (size_t)i * width + j;
         full[to] = cb[from];
         full[(size_t)height * width + to] = cr[from];
       }
@@ -415,6 +440,7 @@ SLIP_API int32_t slip_planes_crop_resize(const uint8_t *planes, size_t size, int
     cr = full + (size_t)height * width;
     c_height = height;
     c_width = width;
+    c_stride = width;
     c_interp = interp;
     c_scale = 1.0;
   }
@@ -444,23 +470,23 @@ SLIP_API int32_t slip_planes_crop_resize(const uint8_t *planes, size_t size, int
   float *row_y = acc_cr + chroma_n, *row_cb = row_y + out_w, *row_cr = row_cb + out_w;
   memset(acc, 0, (luma_n + 2 * chroma_n) * sizeof(float));
   for (int32_t r = 0; r < out_h; r++) {
-    vertical(avx2, planes, width, &ly, r, &lx, acc);
-    vertical(avx2, cb, c_width, &cy, r, &cx, acc_cb);
-    vertical(avx2, cr, c_width, &cy, r, &cx, acc_cr);
+    vertical(avx2, p->y, p->y_stride, &ly, r, &lx, acc);
+    vertical(avx2, cb, c_stride, &cy, r, &cx, acc_cb);
+    vertical(avx2, cr, c_stride, &cy, r, &cx, acc_cr);
     uint8_t *rgb = out + (int64_t)r * out_stride;
 #if SLIP_PLANES_VECTOR
     if (avx2) {
       horizontal_blocks(acc, &lx, out_w, row_y);
       horizontal_blocks(acc_cb, &cx, out_w, row_cb);
       horizontal_blocks(acc_cr, &cx, out_w, row_cr);
-      ycbcr_to_rgb_row_avx2(row_y, row_cb, row_cr, out_w, rgb);
+      ycbcr_to_rgb_row_avx2(m, row_y, row_cb, row_cr, out_w, rgb);
       continue;
     }
 #endif
     horizontal(acc, &lx, out_w, row_y);
     horizontal(acc_cb, &cx, out_w, row_cb);
     horizontal(acc_cr, &cx, out_w, row_cr);
-    ycbcr_to_rgb_row(row_y, row_cb, row_cr, out_w, rgb);
+    ycbcr_to_rgb_row(m, row_y, row_cb, row_cr, out_w, rgb);
   }
   return SLIP_OK;
 }

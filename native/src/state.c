@@ -32,12 +32,13 @@ SLIP_API const char *slip_strerror(int32_t status) {
   case SLIP_ENOMEM: return "SLIP_ENOMEM: out of memory";
   case SLIP_EBUFFER: return "SLIP_EBUFFER: output buffer too small";
   case SLIP_ENOTJPEG: return "SLIP_ENOTJPEG: not a JPEG image";
-  case SLIP_ECORRUPT: return "SLIP_ECORRUPT: corrupt JPEG data";
-  case SLIP_ETRUNCATED: return "SLIP_ETRUNCATED: truncated JPEG data";
-  case SLIP_EUNSUPPORTED: return "SLIP_EUNSUPPORTED: unsupported JPEG";
-  case SLIP_ETOOBIG: return "SLIP_ETOOBIG: image exceeds size limits";
+  case SLIP_ECORRUPT: return "SLIP_ECORRUPT: corrupt data";
+  case SLIP_ETRUNCATED: return "SLIP_ETRUNCATED: truncated data";
+  case SLIP_EUNSUPPORTED: return "SLIP_EUNSUPPORTED: unsupported data";
+  case SLIP_ETOOBIG: return "SLIP_ETOOBIG: image or video exceeds size limits";
   case SLIP_EIO: return "SLIP_EIO: I/O error";
   case SLIP_EEOF: return "SLIP_EEOF: unexpected end of file";
+  case SLIP_ESHORT: return "SLIP_ESHORT: the video is shorter than the window of frames";
   default: return "unknown status";
   }
 }

@@ -2214,8 +2214,8 @@ static void test_threads(jpeg_case *const *cases, int n_cases) {
 
 static void test_status_strings(void) {
   case_begin("slip_strerror, slip_version, slip_abi_version");
-  const char *names[11];
-  for (int32_t s = 0; s >= -10; s--) {
+  const char *names[12];
+  for (int32_t s = 0; s >= SLIP_ESHORT; s--) {
     names[-s] = slip_strerror(s);
     expect(names[-s] && names[-s][0] && strcmp(names[-s], "unknown status") != 0, "slip_strerror(%d) is not a name",
            s);
@@ -2223,7 +2223,7 @@ static void test_status_strings(void) {
       expect(!names[-t] || !names[-s] || strcmp(names[-t], names[-s]) != 0, "slip_strerror(%d) == slip_strerror(%d)",
              s, t);
   }
-  static const int32_t unknown[] = {1, 2, -11, -100, 1000, INT32_MIN, INT32_MAX};
+  static const int32_t unknown[] = {1, 2, SLIP_ESHORT - 1, -100, 1000, INT32_MIN, INT32_MAX};
   for (int k = 0; k < 7; k++)
     expect(!strcmp(slip_strerror(unknown[k]), "unknown status"), "slip_strerror(%d) = \"%s\"", unknown[k],
            slip_strerror(unknown[k]));

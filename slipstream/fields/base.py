@@ -17,12 +17,15 @@ Third-party ids start at 1000.
 from __future__ import annotations
 
 import dataclasses
+import os
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
 
 from slipstream.fields import registry
-from slipstream.errors import ArgumentError
+from slipstream.errors import ArgumentError, FieldValueError
+from slipstream.files import read_head
 
 
 MAX_VALUE_BYTES = np.iinfo(np.int64).max
@@ -43,6 +46,42 @@ def array_bytes(what: str, dtype: np.dtype, shape: tuple[int, ...]) -> int:
         raise ValueError(f"{what} {shape} would hold {nbytes} bytes of {dtype}, more than any value can "
                          f"({MAX_VALUE_BYTES})")
     return nbytes
+
+
+def file_value(value: Any, kind: str) -> Any:
+    """``value`` with a file named or carried the ways datasets give one
+    replaced by the file's bytes: a ``{"bytes": ..., "path": ...}`` dict
+    (Hugging Face's undecoded images and videos) by its bytes or its path's,
+    and a path by the file's bytes (a FIFO is refused by name, not waited
+    on); anything else as it is.  ``kind`` names the value in errors.
+
+    Raises:
+        TypeError: a dict with neither entry.
+        FieldValueError: a path that is no regular file.
+    """
+    if isinstance(value, dict):
+        if value.get("bytes") is not None:
+            value = value["bytes"]
+        elif value.get("path") is not None:
+            value = value["path"]
+        else:
+            raise TypeError(f"{kind} dict needs a 'bytes' or a 'path' entry")
+    if isinstance(value, (str, os.PathLike)):
+        value = read_head(value, error=FieldValueError)
+    return value
+
+
+def first_problem(problems: list[tuple[np.ndarray, str]], detail: Callable[[int], str]) -> tuple[int, str] | None:
+    """For :meth:`Field.check_records`: the first sample that the first
+    failing check of ``problems`` (a bool per sample, and what it means)
+    flags, with that meaning and ``detail(sample)`` in parentheses; None
+    when no check flags any sample."""
+    for bad, what in problems:
+        at = np.flatnonzero(bad)
+        if at.size:
+            i = int(at[0])
+            return i, f"{what} ({detail(i)})"
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,6 +142,14 @@ class Field:
         """The Python value of one sample, from its record and its stored
         bytes (``None`` for fields without data)."""
         raise NotImplementedError
+
+    def check_decodes(self, value: Any) -> None:
+        """Raise the error that keeps ``value``, as :meth:`read` returned it,
+        from decoding: how the loader names the cause of a sample its
+        compiled decoder failed on.  :meth:`read` of most fields decodes
+        everything and raises there already, so the default does nothing;
+        a field whose :meth:`read` leaves the decoding to its user (a video)
+        decodes here."""
 
     def check_records(self, records: np.ndarray) -> tuple[int, str] | None:
         """The first sample whose record (read from a file) this field's

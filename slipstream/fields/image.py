@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import os
 from typing import Any
 
 import numpy as np
 
 from slipstream import native
 from slipstream.errors import ArgumentError, DecodeError, FieldValueError
-from slipstream.fields.base import Encoded, Field
+from slipstream.fields.base import Encoded, Field, file_value, first_problem
 from slipstream.fields.image_modes import JPEG_MODE, RAW_MODE, YUV420_MODE
-from slipstream.files import read_head
 
 WRITE_MODES = ("jpeg", "raw", "smart", "yuv420")
 TILE_WIDTH = 32
@@ -182,12 +180,7 @@ class RGBImageField(Field, type_id=1):
             ((mode == RAW_MODE) & (size != (height * width * 3).astype(np.uint64)), "is raw pixels of the wrong size"),
             ((mode == YUV420_MODE) & (size != planes), "is YCbCr 4:2:0 planes of the wrong size"),
         ]
-        for bad, what in problems:
-            at = np.flatnonzero(bad)
-            if at.size:
-                i = int(at[0])
-                return i, f"{what} ({int(height[i])}x{int(width[i])}, mode {int(mode[i])}, {int(size[i])} bytes)"
-        return None
+        return first_problem(problems, lambda i: f"{height[i]}x{width[i]}, mode {mode[i]}, {size[i]} bytes")
 
     def read(self, record: np.void, data: memoryview | None) -> np.ndarray:
         """The (height, width, 3) uint8 RGB image.
@@ -288,15 +281,7 @@ def _grey(pixels: np.ndarray) -> bool:
 
 def _load(value: Any) -> tuple[bytes | None, np.ndarray | None]:
     """(JPEG bytes, None) or (None, (H, W, 3) uint8 pixels) for an accepted value."""
-    if isinstance(value, dict):
-        if value.get("bytes") is not None:
-            value = value["bytes"]
-        elif value.get("path") is not None:
-            value = value["path"]
-        else:
-            raise TypeError("an image dict needs a 'bytes' or a 'path' entry")
-    if isinstance(value, (str, os.PathLike)):
-        value = read_head(value, error=FieldValueError)  # a FIFO is refused by name, not waited on
+    value = file_value(value, "an image")
     if isinstance(value, (bytes, bytearray, memoryview)):
         data = bytes(value)
         if data.startswith(JPEG_SOI):

@@ -432,14 +432,14 @@ def _check_errors(plan: EpochPlan, indices: np.ndarray, known: np.ndarray) -> np
 
 
 def _reason(reader: Any, index: int, status: int) -> str:
-    """The cause: the first field that fails again when read in Python,
-    with its message (a corrupt page, the decoder's message, a stored size
+    """The cause: the first field that fails again when read in Python
+    (and decoded, :meth:`~slipstream.fields.Field.check_decodes`), with its message (a corrupt page, the decoder's message, a stored size
     the JPEG disagrees with); the native status where every field reads."""
     if index in reader.unreadable:
         return f"it could not be written into {reader.path.name}: {reader.unreadable[index]}"
-    for field in reader.fields:
+    for field, kind in reader.fields.items():
         try:
-            reader.read(index, field)
+            kind.check_decodes(reader.read(index, field))
         except SlipstreamError as exc:  # the reader's message names file and sample again: keep the cause
             return f"field {field!r}: {exc.detail or exc}"
         except Exception:

@@ -65,6 +65,7 @@ _LAZY = {
     "RandomAffine": "warps",
     "RandomPerspective": "warps",
     "RandomRotation": "warps",
+    "VideoWindow": "video",
 }
 
 if TYPE_CHECKING:  # what the names are, for type checkers and editors
@@ -90,6 +91,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
         RandomInvert,
         RandomPosterize,
     )
+    from slipstream.ops.video import VideoWindow
     from slipstream.ops.warps import RandomAffine, RandomPerspective, RandomRotation
 
 
@@ -119,4 +121,4 @@ __all__ = ["AugMix", "AutoAugment", "BoundingBoxes", "CenterCrop", "ColorJitter"
            "RandomIoUCrop", "RandomPerspective", "RandomPosterize", "RandomResizedCrop", "RandomRotation",
            "RandomSaturation", "RandomSolarize", "RandomTranslate", "RandomVerticalFlip", "Resize",
            "ResolutionSchedule", "SegmentationMask", "StoredBytes", "TimmRandAugment", "ToDevice", "ToTensor",
-           "TrimToCounts", "TrivialAugmentWide", "multi_crop_pipelines", "presets", "unpad"]
+           "TrimToCounts", "TrivialAugmentWide", "VideoWindow", "multi_crop_pipelines", "presets", "unpad"]

@@ -12,8 +12,11 @@ import numpy as np
 
 from slipstream import native
 from slipstream.compiler import Allocation, Geometry, Operation, State
-from slipstream.compiler.params import Custom, Float, Numbers, Refused, param
+from slipstream.compiler.params import Choice, Custom, Float, Numbers, Refused, param
 from slipstream.compiler.rewrites import Foldable
+
+LAYOUTS = ("TCHW", "CTHW")
+"""The orders of a window of frames' dimensions that ``Normalize`` writes."""
 
 DTYPES = {np.dtype(np.float32): native.Dtype.FLOAT32, np.dtype(np.float16): native.Dtype.FLOAT16}
 
@@ -52,12 +55,16 @@ class Normalize(Operation, Foldable):
     std: Sequence[float] = param(Numbers(Float(0.0, low_open=True), 3, broadcast=True),
                                  "per-channel standard deviation on the 0..1 scale", default=(1.0, 1.0, 1.0))
     dtype: Any = param(FLOAT_DTYPE, "the element type of the samples", default=np.float32, structural=True)
+    layout: str = param(Choice(LAYOUTS), "for windows of frames (T, height, width, 3): `TCHW` gives (T, 3, height, "
+                        "width) samples, `CTHW` (3, T, height, width)", default="TCHW", structural=True)
 
     def declare(self, state: State):
-        if len(state.shape) != 3 or state.shape[2] != 3 or state.dtype != np.uint8:
-            raise ValueError(f"Normalize takes (height, width, 3) uint8 images, got {state.shape} {state.dtype}")
-        h, w, c = state.shape
-        return State(shape=(c, h, w), dtype=self.dtype), Allocation((c, h, w), self.dtype)
+        if len(state.shape) not in (3, 4) or state.shape[-1] != 3 or state.dtype != np.uint8:
+            raise ValueError(f"Normalize takes (height, width, 3) uint8 images or (frames, height, width, 3) "
+                             f"windows of them, got {state.shape} {state.dtype}")
+        *frames, h, w, c = state.shape
+        shape = (c, h, w) if not frames else (frames[0], c, h, w) if self.layout == "TCHW" else (c, frames[0], h, w)
+        return State(shape=shape, dtype=self.dtype), Allocation(shape, self.dtype)
 
     def fold(self, following: Any) -> Any:
         """``ToTensor()`` then ``Normalize(mean, std)``: one pass."""
@@ -73,10 +80,25 @@ class Normalize(Operation, Foldable):
         code = int(DTYPES[self.dtype])
         pack = native.slip_pack
 
+        time_second = self.layout == "CTHW"
+
         def normalize(x, out, key, values):
+            # An image is a window of one frame: (H, W, 3) -> (1, H, W, 3), its out (1, 3, H, W) or (3, 1, H, W).
             mean, std = values
-            pack(x, x.shape[0], x.shape[1], x.shape[2], x.strides[0], out, code, out.strides[0], out.strides[1],
-                 out.strides[2], mean, std)
+            frames = x.reshape((-1, x.shape[-3], x.shape[-2], x.shape[-1]))
+            height, width = frames.shape[1], frames.shape[2]
+            if time_second:
+                planes = out.reshape((out.shape[0], -1, out.shape[-2], out.shape[-1]))
+                for t in range(frames.shape[0]):
+                    frame = frames[t]
+                    pack(frame, height, width, 3, frame.strides[0], planes[0, t], code, planes.strides[0],
+                         planes.strides[2], planes.strides[3], mean, std)
+            else:
+                planes = out.reshape((-1, out.shape[-3], out.shape[-2], out.shape[-1]))
+                for t in range(frames.shape[0]):
+                    frame = frames[t]
+                    pack(frame, height, width, 3, frame.strides[0], planes[t], code, planes.strides[1],
+                         planes.strides[2], planes.strides[3], mean, std)
             return out
 
         return normalize

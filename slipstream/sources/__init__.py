@@ -7,7 +7,7 @@ detection datasets and segmentation mask folders; each a
 from slipstream.sources.adapters import ArrayColumns, ArrayRows, IndexableSource, IterableSource, infer_fields
 from slipstream.sources.any_source import as_source
 from slipstream.sources.coco import COCODetection
-from slipstream.sources.folders import IMAGE_SUFFIXES, JPEG_SUFFIXES, ImageFolder, find_jpegs
+from slipstream.sources.folders import IMAGE_SUFFIXES, JPEG_SUFFIXES, ImageFolder, VideoFolder, find_jpegs
 from slipstream.sources.identity import IdentifiedSource, source_identity
 from slipstream.sources.litdata import LitData
 from slipstream.sources.paths import find_source, holds_dataset, source_at
@@ -19,6 +19,6 @@ from slipstream.sources.webdataset import WebDataset, expand_braces, member_valu
 
 __all__ = ["ArrayColumns", "ArrayRows", "CLASSES", "COCODetection", "IMAGE_SUFFIXES", "IdentifiedSource",
            "ImageFolder", "IndexableSource", "IterableSource", "JPEG_SUFFIXES", "LitData", "SegmentationFolder",
-           "Source", "WebDataset", "as_source", "expand_braces", "find_jpegs", "find_source", "holds_dataset",
+           "Source", "VideoFolder", "WebDataset", "as_source", "expand_braces", "find_jpegs", "find_source", "holds_dataset",
            "infer_fields", "member_value", "register_source", "registered_sources", "source_at", "source_identity",
            "synthetic_folder", "synthetic_image", "unregister_source"]

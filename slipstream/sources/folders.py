@@ -172,3 +172,30 @@ class ImageFolder:
     def __repr__(self) -> str:
         kind = "flat, label 0" if self.flat else f"{len(self.classes)} classes"
         return f"ImageFolder({str(self.root)!r}, {len(self.samples)} images, {kind})"
+
+
+class VideoFolder(ImageFolder):
+    """A folder of videos, labelled as :class:`ImageFolder` labels images:
+    Kinetics' layout, ``root/<class name>/**/<video>`` (class names sorted,
+    label ``k`` for the ``k``-th), or a flat folder of videos with label 0.
+    Videos are the files whose suffix is one of
+    :data:`~slipstream.fields.video.VIDEO_SUFFIXES`.
+
+    ``folder[i]`` is ``(path, label)``, the values of a
+    :class:`~slipstream.fields.VideoField` and an ``IntField``.
+    """
+
+    def __init__(self, root: str | os.PathLike) -> None:
+        from slipstream.fields.video import VIDEO_SUFFIXES
+
+        super().__init__(root, VIDEO_SUFFIXES)
+
+    def default_fields(self) -> dict[str, Any]:
+        """The fields written when none are given: ``video`` and ``label`` (int)."""
+        from slipstream.fields import IntField, VideoField
+
+        return {"video": VideoField(), "label": IntField()}
+
+    def __repr__(self) -> str:
+        kind = "flat, label 0" if self.flat else f"{len(self.classes)} classes"
+        return f"VideoFolder({str(self.root)!r}, {len(self.samples)} videos, {kind})"
