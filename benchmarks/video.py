@@ -1,5 +1,5 @@
-"""Video windows: slipstream against a PyTorch DataLoader over PyAV and one
-over torchcodec, on the same generated clips, each system in its own
+"""Video windows: slipstream against a PyTorch DataLoader over PyAV, one
+over torchcodec, and SPDL's thread-based pipeline, on the same generated clips, each system in its own
 process, interleaved round by round.
 
 Clips: ``--clips`` per size, ``--seconds`` long at 30 frames a second,
@@ -22,7 +22,8 @@ crop, resize and conversion) against the full call, on one thread.
 
     python benchmarks/video.py [--clips 8] [--seconds 10] [--rounds 3] [--epochs 2]
 
-Needs ``bash benchmarks/peers/install-video.sh`` (the peers' environment)
+Needs ``bash benchmarks/peers/install-video.sh`` and
+``bash benchmarks/peers/install-spdl.sh`` (the peers' environments)
 and FFmpeg's command-line tool.  2-core timings drift by 10-40% from run to
 run: compare the ratios within one run.
 """
@@ -45,7 +46,9 @@ sys.path.insert(0, str(HERE))
 from common import record, summary  # noqa: E402
 
 REPO = HERE.parent
-PEER_PYTHON = HERE / ".venvs" / "video" / "bin" / "python"
+PEER_PYTHONS = {"pyav": HERE / ".venvs" / "video" / "bin" / "python",
+                "torchcodec": HERE / ".venvs" / "video" / "bin" / "python",
+                "spdl": HERE / ".venvs" / "spdl" / "bin" / "python"}
 PICTURES = REPO.parent / "shared" / "data" / "imagenet-sample"
 SIZES = {"360p": (360, 640), "720p": (720, 1280)}
 FRAMES, STRIDE, CROP, BATCH = 16, 2, 224, 8
@@ -150,7 +153,7 @@ def measure(system: str, data: Path, epochs: int, threads: int, workdir: Path) -
         command = [sys.executable, __file__, "--run-slipstream"]
     else:
         spec["decoder"] = system
-        command = [str(PEER_PYTHON), str(HERE / "peers" / "video_runner.py"), "--spec"]
+        command = [str(PEER_PYTHONS[system]), str(HERE / "peers" / "video_runner.py"), "--spec"]
     spec_path = workdir / f"spec-{system}.json"
     spec_path.write_text(json.dumps(spec))
     done = subprocess.run([*command, str(spec_path)], capture_output=True, text=True)
@@ -167,7 +170,9 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=2, help="timed epochs per process (default 2)")
     parser.add_argument("--threads", type=int, default=2, help="workers or threads (default 2)")
     parser.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
-    parser.add_argument("--systems", nargs="+", default=["slipstream", "pyav", "torchcodec"])
+    systems = ["slipstream", *PEER_PYTHONS]
+    parser.add_argument("--systems", nargs="+", default=systems, choices=systems)
+    parser.add_argument("--out", type=Path, help="the JSON result (default benchmarks/results/video-DATE.json)")
     parser.add_argument("--work", type=Path, default=REPO / "build" / "bench-video",
                         help="where the clips and the dataset files are kept")
     parser.add_argument("--run-slipstream", metavar="SPEC", help=argparse.SUPPRESS)
@@ -175,8 +180,10 @@ def main() -> None:
     if args.run_slipstream:
         print(json.dumps(run_slipstream(json.loads(Path(args.run_slipstream).read_text()))))
         return
-    if any(s != "slipstream" for s in args.systems) and not PEER_PYTHON.exists():
-        raise SystemExit("the peers' environment is missing: bash benchmarks/peers/install-video.sh")
+    missing = sorted({str(PEER_PYTHONS[s]) for s in args.systems if s != "slipstream" and not PEER_PYTHONS[s].exists()})
+    if missing:
+        raise SystemExit(f"missing peer environments ({', '.join(missing)}): bash benchmarks/peers/install-video.sh "
+                         f"and bash benchmarks/peers/install-spdl.sh")
 
     import slipstream as ss
 
@@ -225,7 +232,7 @@ def report(results: dict, args: argparse.Namespace) -> None:
                   f"({100 * share:.0f}%)")
     out = record({"benchmark": "video", "clips": args.clips, "seconds": args.seconds, "rounds": args.rounds,
                   "epochs": args.epochs, "threads": args.threads, "window": {"frames": FRAMES, "stride": STRIDE},
-                  "crop": CROP, "batch_size": BATCH, "results": table}, "video")
+                  "crop": CROP, "batch_size": BATCH, "results": table}, "video", args.out)
     print(f"\nwrote {out}")
 
 

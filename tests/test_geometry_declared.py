@@ -45,6 +45,7 @@ NOT_IMAGE_OPERATIONS = {
     "TrimToCounts": "trims padded rows",
     "MixLabels": "mixes labels, not pixels",
     "VideoWindow": "decodes a video field (no field follows its frames)",
+    "SequenceWindow": "decodes windows of images (no field follows their frames; tests/test_sequence_windows.py)",
     "StoredBytes": "hands the stored bytes, decoding nothing",
     "ResolutionSchedule": "a crop's argument, not an operation",
     "MultiCrop": "makes several image outputs, each a crop decoder tested as RandomResizedCrop",

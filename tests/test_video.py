@@ -238,7 +238,8 @@ def test_a_layout_with_channels_first(video_dataset):
                        order=ss.Order(kind="sequential"))
     first = next(iter(loader))[0]
     reference = _epoch(video_dataset, order=ss.Order(kind="sequential"))[0][0]
-    assert first.shape == (2, 3, 4, 64, 64) and np.array_equal(first.numpy(), reference.numpy().transpose(0, 2, 1, 3, 4))
+    assert first.shape == (2, 3, 4, 64, 64)
+    assert np.array_equal(first.numpy(), reference.numpy().transpose(0, 2, 1, 3, 4))
 
 
 # ---------------------------------------------------------------- hostile input

@@ -1,13 +1,15 @@
 """Video peer runner: a PyTorch DataLoader whose dataset decodes one window
 of frames per video with PyAV (system ``"dataloader + pyav"``) or with
-torchcodec (``"dataloader + torchcodec"``), then makes the window what
+torchcodec (``"dataloader + torchcodec"``), or SPDL's thread-based pipeline
+decoding it with ``spdl.io`` (``"spdl"``), then makes the window what
 ``benchmarks/video.py`` asks of every system.
 
-Run with the video peers' interpreter (``bash benchmarks/peers/install-video.sh``)::
+Run with the video peers' interpreter (``bash benchmarks/peers/install-video.sh``),
+or for SPDL with SPDL's (``bash benchmarks/peers/install-spdl.sh``)::
 
     benchmarks/.venvs/video/bin/python benchmarks/peers/video_runner.py --spec SPEC.json
 
-SPEC.json: ``decoder`` (``"pyav"`` or ``"torchcodec"``), ``data`` (a folder
+SPEC.json: ``decoder`` (``"pyav"``, ``"torchcodec"`` or ``"spdl"``), ``data`` (a folder
 of videos, ``root/<class>/<video>``), ``frames`` (T), ``stride``, ``size``
 (the crop's output side), ``batch_size``, ``threads`` (DataLoader workers),
 ``epochs`` and ``warmup_epochs``.
@@ -26,6 +28,11 @@ Per sample, as a user writes it with either library:
 * torchcodec: ``VideoDecoder(path, seek_mode="exact",
   num_ffmpeg_threads=1)`` and ``get_frames_at(frame numbers)``: uint8
   (T, 3, H, W);
+* SPDL: ``spdl.io.demux_video`` and ``sample_decode_video(packets, frame
+  numbers)`` (the GOPs that hold them, one decoder thread), RGB by FFmpeg's
+  filter graph, ``convert_frames``; batches from ``PipelineBuilder``:
+  source -> ``pipe(window, concurrency=threads)`` -> ``aggregate`` ->
+  stack, ``build(num_threads=threads)``;
 * one RandomResizedCrop draw for the window (torchvision's sampling: 10
   tries of scale (0.08, 1) and log-uniform ratio (3/4, 4/3), then the
   central crop), the crop resized to ``size`` x ``size`` by
@@ -43,6 +50,7 @@ result: ``epoch_clips_per_s``, ``clips``, ``cpu_seconds_per_clip``,
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import math
 import random
@@ -151,36 +159,87 @@ class TorchCodecWindows(torch.utils.data.Dataset):
         return augment(window, self.size, rng), self.videos[index][1]
 
 
+class SPDLWindows:
+    """SPDL's way: the packets demuxed (``spdl.io.demux_video``) and the
+    window's frames decoded from the GOPs that hold them
+    (``spdl.io.sample_decode_video``, one decoder thread), converted to RGB
+    by FFmpeg's filter graph and to an array (``convert_frames``)."""
+
+    def __init__(self, videos, frames, stride, size):
+        import spdl.io
+
+        self.io, self.videos, self.frames, self.stride, self.size = spdl.io, videos, frames, stride, size
+        self.config = spdl.io.decode_config(decoder_options={"threads": "1"})
+        self.rgb = spdl.io.get_video_filter_desc(pix_fmt="rgb24")
+
+    def __len__(self):
+        return len(self.videos)
+
+    def __getitem__(self, index):
+        rng = random.Random()
+        packets = self.io.demux_video(str(self.videos[index][0]))
+        span = (self.frames - 1) * self.stride
+        start = rng.randint(0, len(packets) - 1 - span)
+        chosen = [start + i * self.stride for i in range(self.frames)]
+        decoded = self.io.sample_decode_video(packets, chosen, decode_config=self.config, filter_desc=self.rgb)
+        window = torch.from_numpy(np.asarray(self.io.convert_frames(decoded))).permute(0, 3, 1, 2)
+        return augment(window, self.size, rng), self.videos[index][1]
+
+
+def spdl_batches(dataset, batch_size: int, threads: int):
+    """An epoch of batches from SPDL's thread-based pipeline: shuffled indices
+    -> pipe(window, concurrency=threads) -> aggregate(batch_size) -> stack."""
+    from spdl.pipeline import PipelineBuilder
+
+    order = list(range(len(dataset)))
+    random.shuffle(order)
+
+    def stack(items):
+        return torch.stack([clip for clip, _ in items]), torch.tensor([label for _, label in items])
+
+    pipeline = (PipelineBuilder().add_source(order).pipe(dataset.__getitem__, concurrency=threads)
+                .aggregate(batch_size).pipe(stack).add_sink(4).build(num_threads=threads, max_failures=0))
+    with pipeline.auto_stop():
+        yield from pipeline.get_iterator()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spec", required=True)
     spec = json.loads(Path(parser.parse_args().spec).read_text())
     videos = find_videos(Path(spec["data"]))
-    kinds = {"pyav": PyAVWindows, "torchcodec": TorchCodecWindows}
+    kinds = {"pyav": PyAVWindows, "torchcodec": TorchCodecWindows, "spdl": SPDLWindows}
     dataset = kinds[spec["decoder"]](videos, spec["frames"], spec["stride"], spec["size"])
-    if spec["decoder"] == "pyav":
-        import av
-        version = av.__version__
+    versions = {"pyav": "av", "torchcodec": "torchcodec", "spdl": "spdl.io"}
+    version = importlib.metadata.version(versions[spec["decoder"]].replace(".", "_"))
+    if spec["decoder"] == "spdl":
+        torch.set_num_threads(1)
+        system = "spdl"
+
+        def epoch():
+            return spdl_batches(dataset, spec["batch_size"], spec["threads"])
     else:
-        import torchcodec
-        version = torchcodec.__version__
-    loader = torch.utils.data.DataLoader(dataset, batch_size=spec["batch_size"], shuffle=True,
-                                         num_workers=spec["threads"], persistent_workers=True,
-                                         worker_init_fn=lambda _: torch.set_num_threads(1))
+        system = f"dataloader + {spec['decoder']}"
+        loader = torch.utils.data.DataLoader(dataset, batch_size=spec["batch_size"], shuffle=True,
+                                             num_workers=spec["threads"], persistent_workers=True,
+                                             worker_init_fn=lambda _: torch.set_num_threads(1))
+
+        def epoch():
+            return iter(loader)
     for _ in range(spec["warmup_epochs"]):
-        for _batch in loader:
+        for _batch in epoch():
             pass
     rates, cpu_start = [], cpu_seconds()
     for _ in range(spec["epochs"]):
         started, clips = time.perf_counter(), 0
-        for clips_batch, labels in loader:
+        for _clips, labels in epoch():
             clips += len(labels)
         rates.append(clips / (time.perf_counter() - started))
     cpu = cpu_seconds() - cpu_start
-    emit({"system": f"dataloader + {spec['decoder']}", "version": version, "epoch_clips_per_s": rates,
+    emit({"system": system, "version": version, "epoch_clips_per_s": rates,
           "clips": len(dataset), "cpu_seconds_per_clip": cpu / (len(dataset) * spec["epochs"]),
           "peak_rss_mb": peak_rss_mb(),
-          "settings": {"num_workers": spec["threads"], "batch_size": spec["batch_size"], "shuffle": True,
+          "settings": {"workers_or_threads": spec["threads"], "batch_size": spec["batch_size"], "shuffle": True,
                        "decoder_threads": 1, "output": f"float32 (T, 3, {spec['size']}, {spec['size']})"}})
 
 

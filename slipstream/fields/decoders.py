@@ -125,6 +125,7 @@ class DecodeSource:
         # Allocated even when not counting: decoders written elsewhere take it as an input (see image_inputs).
         self.decodes = np.zeros(self.samples, np.int64)
         self._columns: dict[tuple[str, str], np.ndarray] = {}
+        self._reach: dict[str, set[int]] = {}
 
     def column(self, field: str, key: str, dtype: Any = None) -> np.ndarray:
         """Per sample, item ``key`` of ``field``'s records, as a contiguous
@@ -185,6 +186,21 @@ class DecodeSource:
         (:attr:`known`), decodes."""
         return (self.storage, self.offsets(field), self.sizes(field), self.column(field, "height", np.int64),
                 self.column(field, "width", np.int64), self.column(field, "mode"), self.known, self.decodes)
+
+    def read_also(self, field: str, steps: Any) -> None:
+        """Declare that a decoder reads, besides each sample's own value of
+        ``field``, the values of the samples ``steps`` indices after it (a
+        window of frames): stagers bring their pages in before the batch too
+        (:meth:`reached`)."""
+        self._reach.setdefault(field, {0}).update(int(step) for step in steps)
+
+    def reached(self, field: str, indices: np.ndarray) -> np.ndarray:
+        """The samples whose values of ``field`` the decoders read for the
+        samples ``indices``: a (len(indices), k) array, row i for
+        ``indices[i]`` (its own first), those past the last sample left out
+        by repeating the last (their decode fails on its own)."""
+        steps = np.array(sorted(self._reach.get(field, {0})), np.int64)
+        return np.minimum(np.asarray(indices, np.int64)[:, None] + steps[None, :], self.samples - 1)
 
     @property
     def offset_fields(self) -> list[str]:

@@ -113,7 +113,8 @@ class VideoField(Field, type_id=10):
         limit = native.MAX_DIMENSION
         problems = [
             (frames < 1, "has no frames"),
-            ((height < 1) | (width < 1) | (height > limit) | (width > limit), f"has a size outside 1 to {limit} pixels"),
+            ((height < 1) | (width < 1) | (height > limit) | (width > limit),
+             f"has a size outside 1 to {limit} pixels"),
             ((records["time_base_num"] < 1) | (records["time_base_den"] < 1), "has no unit of time"),
             (size <= frames * np.uint64(INDEX_ENTRY_BYTES), "holds fewer bytes than its index"),
         ]

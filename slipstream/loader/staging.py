@@ -52,6 +52,15 @@ def value_pages(reader: Any, field: str, indices: np.ndarray) -> tuple[np.ndarra
     return first, last, rel
 
 
+def batch_values(reader: Any, source: Any, indices: np.ndarray) -> dict[str, tuple[np.ndarray, ...]]:
+    """:func:`value_pages` of every field whose values lie in data pages,
+    for the samples the decoders read for ``indices`` (``source.reached``:
+    each sample's own, and those a window of frames reads after it), row by
+    row: k values per sample of ``indices``."""
+    return {field: value_pages(reader, field, source.reached(field, indices).ravel())
+            for field in source.offset_fields}
+
+
 def covered_pages(pages: dict[str, tuple[np.ndarray, ...]]) -> list[int]:
     """Every page that the values ``pages`` (as :func:`value_pages` gives
     them per field) touch, once."""
@@ -64,16 +73,17 @@ def covered_pages(pages: dict[str, tuple[np.ndarray, ...]]) -> list[int]:
 
 def corrupt_samples(reader: Any, indices: np.ndarray, pages: dict[str, tuple[np.ndarray, ...]]) -> np.ndarray:
     """The samples of ``indices`` whose values (``pages``, as
-    :func:`value_pages` gives them per field) touch a page found corrupt,
-    each once, in the order of ``indices``: known failures, which the
-    decoders do not decode and the loader's ``on_error`` applies to."""
+    :func:`batch_values` gives them per field: k values per sample) touch
+    a page found corrupt, each once, in the order of ``indices``: known
+    failures, which the decoders do not decode and the loader's
+    ``on_error`` applies to."""
     state = reader.page_state
     bad = np.zeros(len(indices), bool)
     for first, last, _ in pages.values():
         touched = state[first] == PAGE_CORRUPT
         for k in np.flatnonzero(first != last).tolist():  # values over several pages (rare)
             touched[k] = bool((state[first[k]:last[k] + 1] == PAGE_CORRUPT).any())
-        bad |= touched
+        bad |= touched.reshape(len(indices), -1).any(axis=1)
     return indices[bad]
 
 
@@ -113,13 +123,12 @@ class Stager:
         in_place = self.store.capacity is None and self.store.resident and (self.reader.page_state == PAGE_GOOD).all()
         self._batches = [] if in_place else batches
         if in_place and batches:
-            self.store.reread(lambda: len(covered_pages({field: value_pages(self.reader, field, np.concatenate(batches))
-                                                         for field in source.offset_fields})))
+            self.store.reread(lambda: len(covered_pages(batch_values(self.reader, source, np.concatenate(batches)))))
         self._values: list[dict[str, tuple[np.ndarray, ...]]] = []
         self._pages: list[list[int]] = []
         capacity = self.store.capacity
         for b, indices in enumerate(self._batches):
-            values = {field: value_pages(self.reader, field, indices) for field in source.offset_fields}
+            values = batch_values(self.reader, source, indices)
             pages = covered_pages(values)
             if pages and (pages[0] < 0 or pages[-1] >= self.reader.page_count):
                 self.store.verify()  # tables read from a file changed under the loader: say so

@@ -66,6 +66,8 @@ _LAZY = {
     "RandomPerspective": "warps",
     "RandomRotation": "warps",
     "VideoWindow": "video",
+    "SequenceWindow": "sequence",
+    "window_starts": "sequence",
 }
 
 if TYPE_CHECKING:  # what the names are, for type checkers and editors
@@ -91,6 +93,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
         RandomInvert,
         RandomPosterize,
     )
+    from slipstream.ops.sequence import SequenceWindow, window_starts
     from slipstream.ops.video import VideoWindow
     from slipstream.ops.warps import RandomAffine, RandomPerspective, RandomRotation
 
@@ -120,5 +123,6 @@ __all__ = ["AugMix", "AutoAugment", "BoundingBoxes", "CenterCrop", "ColorJitter"
            "RandomEqualize", "RandomErasing", "RandomGrayscale", "RandomHorizontalFlip", "RandomHue", "RandomInvert",
            "RandomIoUCrop", "RandomPerspective", "RandomPosterize", "RandomResizedCrop", "RandomRotation",
            "RandomSaturation", "RandomSolarize", "RandomTranslate", "RandomVerticalFlip", "Resize",
-           "ResolutionSchedule", "SegmentationMask", "StoredBytes", "TimmRandAugment", "ToDevice", "ToTensor",
-           "TrimToCounts", "TrivialAugmentWide", "VideoWindow", "multi_crop_pipelines", "presets", "unpad"]
+           "ResolutionSchedule", "SegmentationMask", "SequenceWindow", "StoredBytes", "TimmRandAugment", "ToDevice",
+           "ToTensor", "TrimToCounts", "TrivialAugmentWide", "VideoWindow", "multi_crop_pipelines", "presets", "unpad",
+           "window_starts"]

@@ -68,7 +68,8 @@ def window_frames(key, blob, frames, tb_num, tb_den, stride, rate, centred, chos
         if span >= frames:
             return False
         room = frames - span
-        first = (room - 1) // 2 if centred else min(room - 1, np.int64(rnd.uniform(key, WINDOW_DRAWS.window_start) * room))
+        drawn = np.int64(rnd.uniform(key, WINDOW_DRAWS.window_start) * room)
+        first = (room - 1) // 2 if centred else min(room - 1, drawn)
         for i in range(count):
             chosen[i] = first + i * stride
         return True
