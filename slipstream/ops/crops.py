@@ -20,6 +20,7 @@ the same for any thread count, batch order or resume point.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
@@ -281,6 +282,42 @@ class Crop(Declares, FieldOperation, Foldable):
         if isinstance(following, RandomHorizontalFlip) and self.flip_p == 0.0:
             return dataclasses.replace(self, flip_p=float(following.p))
         return None
+
+
+class CroppableWindow(abc.ABC):
+    """A window of frames (:class:`~slipstream.ops.VideoWindow`,
+    :class:`~slipstream.ops.SequenceWindow`) that a crop after it folds
+    into: :class:`WindowCrop` binds the pair through :meth:`bind_cropped`."""
+
+    @abc.abstractmethod
+    def bind_cropped(self, source: DecodeSource, field: str, crop: Crop) -> Any:
+        """The decoder of ``field``'s windows, every frame cropped by ``crop``
+        with one draw per window."""
+
+
+@dataclasses.dataclass(frozen=True)
+class WindowCrop(FieldOperation, Foldable):
+    """A window of frames with the crop that followed it, folded; what folds
+    into the crop (a flip, a crop after ``Resize(s)``) folds into it here."""
+
+    window: CroppableWindow
+    crop: Crop
+
+    def bind(self, source: DecodeSource, field: str) -> Any:
+        """The window's decoder of cropped frames.
+
+        Raises:
+            ArgumentError: a ``Resize(s)`` that no crop follows: frames of
+                different sizes.
+        """
+        if isinstance(self.crop, Resize) and isinstance(self.crop.size, int):
+            raise ArgumentError(f"Resize({self.crop.size}) after {self.window!r} gives frames of different sizes; "
+                                f"follow it with CenterCrop(size) or RandomCrop(size), or give (height, width)")
+        return self.window.bind_cropped(source, field, self.crop)
+
+    def fold(self, following: Any) -> WindowCrop | None:
+        joined = self.crop.fold(following)
+        return None if joined is None else dataclasses.replace(self, crop=joined)
 
 
 def _size(size: int | Sequence[int]) -> tuple[int, int]:

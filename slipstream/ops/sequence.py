@@ -39,14 +39,14 @@ from slipstream.compiler.rewrites import FieldOperation, Foldable
 from slipstream.errors import ArgumentError
 from slipstream.fields import geometry
 from slipstream.fields.decoders import DecodeSource
-from slipstream.ops.crops import Crop, CropDecoder, Resize
+from slipstream.ops.crops import CroppableWindow, Crop, CropDecoder, WindowCrop
 
 
 _SHORT = np.int32(native.Status.ESHORT)
 
 
 @dataclasses.dataclass(frozen=True)
-class SequenceWindow(Declares, FieldOperation, Foldable):
+class SequenceWindow(Declares, FieldOperation, Foldable, CroppableWindow):
     """The window of ``frames`` images at ``stride`` from each sample's
     index (see the module docstring).  Starts an image field's pipeline and
     must be followed by a crop, which folds into it with the flip after
@@ -60,30 +60,14 @@ class SequenceWindow(Declares, FieldOperation, Foldable):
         raise ArgumentError(f"{self!r} in the pipeline of {field!r} must be followed by a crop that gives its images "
                             f"one size (RandomResizedCrop, CenterCrop, Resize((h, w)))")
 
-    def fold(self, following: Any) -> _CroppedSequence | None:
+    def fold(self, following: Any) -> WindowCrop | None:
         """A crop after the window becomes its crop."""
-        return _CroppedSequence(self, following) if isinstance(following, Crop) else None
+        return WindowCrop(self, following) if isinstance(following, Crop) else None
 
-
-@dataclasses.dataclass(frozen=True)
-class _CroppedSequence(FieldOperation, Foldable):
-    """A :class:`SequenceWindow` with the crop that followed it, folded."""
-
-    window: SequenceWindow
-    crop: Crop
-
-    def bind(self, source: DecodeSource, field: str) -> SequenceDecoder:
-        """The decoder of ``field``'s windows."""
-        if isinstance(self.crop, Resize) and isinstance(self.crop.size, int):
-            raise ArgumentError(f"Resize({self.crop.size}) after {self.window!r} gives images of different sizes; "
-                                f"follow it with CenterCrop(size) or RandomCrop(size), or give (height, width)")
-        source.read_also(field, range(0, self.window.frames * self.window.stride, self.window.stride))
-        return SequenceDecoder(source, field, self.window, self.crop)
-
-    def fold(self, following: Any) -> _CroppedSequence | None:
-        """What folds into the crop (a flip, a crop after a Resize) folds into it here."""
-        joined = self.crop.fold(following)
-        return None if joined is None else dataclasses.replace(self, crop=joined)
+    def bind_cropped(self, source: DecodeSource, field: str, crop: Crop) -> SequenceDecoder:
+        """The decoder of ``field``'s windows; the stager brings in the pages of every frame."""
+        source.read_also(field, range(0, self.frames * self.stride, self.stride))
+        return SequenceDecoder(source, field, self, crop)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

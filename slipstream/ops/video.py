@@ -34,7 +34,7 @@ from slipstream.compiler.rewrites import FieldOperation, Foldable
 from slipstream.errors import ArgumentError
 from slipstream.fields.decoders import DecodeSource
 from slipstream.fields.video import INDEX_ENTRY_BYTES
-from slipstream.ops.crops import CROP_DRAWS, INTERPOLATIONS, Crop
+from slipstream.ops.crops import CROP_DRAWS, INTERPOLATIONS, CroppableWindow, Crop, WindowCrop
 
 WINDOW_DRAWS = rnd.named_draws("window_start")
 """The draw of a sample's key that places its window."""
@@ -92,7 +92,7 @@ def window_frames(key, blob, frames, tb_num, tb_den, stride, rate, centred, chos
 
 
 @dataclasses.dataclass(frozen=True)
-class VideoWindow(Declares, FieldOperation, Foldable):
+class VideoWindow(Declares, FieldOperation, Foldable, CroppableWindow):
     """A window of ``frames`` frames of each video, with one crop and flip
     for all of them (see the module docstring).  Starts a video field's
     pipeline; a crop and a flip after it fold into it.  Without a crop the
@@ -110,30 +110,17 @@ class VideoWindow(Declares, FieldOperation, Foldable):
         """The decoder of ``field``'s windows of whole frames."""
         return VideoWindowDecoder(source, field, self, None)
 
-    def fold(self, following: Any) -> _CroppedWindow | None:
+    def fold(self, following: Any) -> WindowCrop | None:
         """A crop after the window becomes its crop."""
-        return _CroppedWindow(self, following) if isinstance(following, Crop) else None
+        return WindowCrop(self, following) if isinstance(following, Crop) else None
+
+    def bind_cropped(self, source: DecodeSource, field: str, crop: Crop) -> VideoWindowDecoder:
+        """The decoder of ``field``'s cropped windows."""
+        return VideoWindowDecoder(source, field, self, crop)
 
     def window_values(self) -> tuple[int, float, bool]:
         """Stride, rate (0: by stride) and whether centred, as the decoder takes them."""
         return (int(self.stride), float(self.rate or 0.0), self.placement == "center")
-
-
-@dataclasses.dataclass(frozen=True)
-class _CroppedWindow(FieldOperation, Foldable):
-    """A :class:`VideoWindow` with the crop that followed it, folded."""
-
-    window: VideoWindow
-    crop: Crop
-
-    def bind(self, source: DecodeSource, field: str) -> VideoWindowDecoder:
-        """The decoder of ``field``'s cropped windows."""
-        return VideoWindowDecoder(source, field, self.window, self.crop)
-
-    def fold(self, following: Any) -> _CroppedWindow | None:
-        """What folds into the crop (a flip) folds into it here."""
-        joined = self.crop.fold(following)
-        return None if joined is None else dataclasses.replace(self, crop=joined)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
