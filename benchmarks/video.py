@@ -14,6 +14,14 @@ threads (the machine's cores).  The peers' pipelines are in
 
     [VideoWindow(frames=16, stride=2), RandomResizedCrop(224), RandomHorizontalFlip(), Normalize(mean, std)]
 
+The image-sequence row stores the first ``--sequence-clips`` 640x360 clips
+as JPEG frames (FFmpeg's ``-q:v 2``) and loads the same windows of them,
+:data:`WINDOWS_PER_VIDEO` per clip at starts drawn once: slipstream from a
+dataset file of the frames (``SequenceWindow`` + the same crop, flip and
+normalisation, the starts as the loader's ``indices``) against a DataLoader
+decoding the 16 JPEGs of each window with Pillow (``peers/video_runner.py``,
+decoder ``pillow``).
+
 Besides clips per second (medians over rounds and epochs, with ranges) it
 reports slipstream's CPU milliseconds per frame delivered and the share of
 it libavcodec takes: the same windows decoded by the same native call with
@@ -49,6 +57,10 @@ REPO = HERE.parent
 PEER_PYTHONS = {"pyav": HERE / ".venvs" / "video" / "bin" / "python",
                 "torchcodec": HERE / ".venvs" / "video" / "bin" / "python",
                 "spdl": HERE / ".venvs" / "spdl" / "bin" / "python"}
+SEQUENCE_PEER = HERE / ".venvs" / "dataloader" / "bin" / "python"
+"""The DataLoader + Pillow environment, which loads the windows of JPEG frames."""
+WINDOWS_PER_VIDEO = 8
+"""Windows per video of the image-sequence row, at starts drawn once (seed 0)."""
 PICTURES = REPO.parent / "shared" / "data" / "imagenet-sample"
 SIZES = {"360p": (360, 640), "720p": (720, 1280)}
 FRAMES, STRIDE, CROP, BATCH = 16, 2, 224, 8
@@ -87,18 +99,61 @@ def make_clips(root: Path, clips: int, seconds: float) -> dict[str, Path]:
     return folders
 
 
+def make_frames(clips: Path, root: Path, count: int) -> tuple[Path, Path, list[str]]:
+    """The first ``count`` clips of ``clips`` as JPEG frames (``root/frames/<clip>/<n>.jpg``, FFmpeg's
+    ``-q:v 2``), a dataset file of them (image, video: the clip's number, frame), and the clips' names in the
+    order of their numbers."""
+    import slipstream as ss
+
+    folder, dataset = root / "frames", root / "frames.slip"
+    videos = sorted(clips.rglob("*.mp4"))[:count]
+    for video in videos:
+        out = folder / video.stem
+        if not out.exists():
+            partial = folder / f"partial-{video.stem}"
+            partial.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", "-i", str(video), "-q:v", "2",
+                            "-start_number", "0", str(partial / "%05d.jpg")], check=True)
+            partial.rename(out)
+    if not dataset.exists():
+        rows = [(str(path), v, int(path.stem)) for v, video in enumerate(videos)
+                for path in sorted((folder / video.stem).glob("*.jpg"))]
+        ss.write(dataset, rows, {"image": ss.RGBImageField(), "video": ss.IntField(), "frame": ss.IntField()},
+                 verbose=False)
+    return folder, dataset, [video.stem for video in videos]
+
+
+def sequence_starts(dataset: Path, names: list[str]) -> tuple[list[int], list[tuple[str, int]]]:
+    """:data:`WINDOWS_PER_VIDEO` window starts per video, drawn once: as dataset indices and as (clip, frame)."""
+    import slipstream as ss
+    from slipstream.ops import window_starts
+
+    reader = ss.open_dataset(dataset)
+    starts = window_starts(reader, FRAMES, STRIDE, group="video")
+    videos, frames = reader.metadata["video"]["value"][starts], reader.metadata["frame"]["value"][starts]
+    rng = np.random.default_rng(0)
+    chosen = sorted(int(i) for v in np.unique(videos)
+                    for i in rng.choice(np.flatnonzero(videos == v), WINDOWS_PER_VIDEO, replace=False))
+    return [int(starts[i]) for i in chosen], [(names[int(videos[i])], int(frames[i])) for i in chosen]
+
+
 def run_slipstream(spec: dict) -> dict:
-    """slipstream's measurement, in this (fresh) process."""
+    """slipstream's measurement, in this (fresh) process: windows of a video
+    field, or with ``starts`` windows of a dataset of JPEG frames."""
     sys.path.insert(0, str(HERE / "peers"))
     from peer_common import cpu_seconds, peak_rss_mb
 
     import slipstream as ss
-    from slipstream.ops import Normalize, RandomHorizontalFlip, RandomResizedCrop, VideoWindow
+    from slipstream.ops import Normalize, RandomHorizontalFlip, RandomResizedCrop, SequenceWindow, VideoWindow
 
-    pipelines = {"video": [VideoWindow(frames=FRAMES, stride=STRIDE), RandomResizedCrop(CROP), RandomHorizontalFlip(),
-                           Normalize(MEAN, STD)]}
+    sequence = "starts" in spec
+    window = SequenceWindow(FRAMES, stride=STRIDE) if sequence else VideoWindow(frames=FRAMES, stride=STRIDE)
+    pipelines = {"image" if sequence else "video": [window, RandomResizedCrop(CROP), RandomHorizontalFlip(),
+                                                    Normalize(MEAN, STD)]}
+    if sequence:
+        pipelines.update({"frame": None})
     loader = ss.Loader(spec["data"], batch_size=BATCH, pipelines=pipelines, num_threads=spec["threads"],
-                       verbose=False)
+                       indices=spec.get("starts"), verbose=False)
     for _ in range(spec["warmup_epochs"]):
         for _batch in loader:
             pass
@@ -109,9 +164,10 @@ def run_slipstream(spec: dict) -> dict:
             clips += len(labels)
         rates.append(clips / (time.perf_counter() - started))
     cpu = cpu_seconds() - cpu_start
-    return {"system": "slipstream", "version": ss.__version__, "epoch_clips_per_s": rates, "clips": len(loader.reader),
-            "cpu_seconds_per_clip": cpu / (len(loader.reader) * spec["epochs"]), "peak_rss_mb": peak_rss_mb(),
-            "decode": decode_share(spec["data"]),
+    clips = len(spec["starts"]) if sequence else len(loader.reader)
+    return {"system": "slipstream", "version": ss.__version__, "epoch_clips_per_s": rates, "clips": clips,
+            "cpu_seconds_per_clip": cpu / (clips * spec["epochs"]), "peak_rss_mb": peak_rss_mb(),
+            **({} if sequence else {"decode": decode_share(spec["data"])}),
             "settings": {"num_threads": spec["threads"], "batch_size": BATCH, "output": "float32 (T, 3, 224, 224)"}}
 
 
@@ -145,15 +201,18 @@ def decode_share(path: str, windows: int = 3) -> dict:
             "decode_share": alone / full}
 
 
-def measure(system: str, data: Path, epochs: int, threads: int, workdir: Path) -> dict:
-    """One system's result, from a fresh process."""
+def measure(system: str, data: Path, epochs: int, threads: int, workdir: Path, starts: list | None = None) -> dict:
+    """One system's result, from a fresh process (``starts``: the windows of a dataset of JPEG frames)."""
     spec = {"data": str(data), "frames": FRAMES, "stride": STRIDE, "size": CROP, "batch_size": BATCH,
             "threads": threads, "epochs": epochs, "warmup_epochs": 1}
+    if starts is not None:
+        spec["starts"] = starts
     if system == "slipstream":
         command = [sys.executable, __file__, "--run-slipstream"]
     else:
         spec["decoder"] = system
-        command = [str(PEER_PYTHONS[system]), str(HERE / "peers" / "video_runner.py"), "--spec"]
+        python = SEQUENCE_PEER if system == "pillow" else PEER_PYTHONS[system]
+        command = [str(python), str(HERE / "peers" / "video_runner.py"), "--spec"]
     spec_path = workdir / f"spec-{system}.json"
     spec_path.write_text(json.dumps(spec))
     done = subprocess.run([*command, str(spec_path)], capture_output=True, text=True)
@@ -169,9 +228,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     parser.add_argument("--epochs", type=int, default=2, help="timed epochs per process (default 2)")
     parser.add_argument("--threads", type=int, default=2, help="workers or threads (default 2)")
-    parser.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
+    parser.add_argument("--sizes", nargs="*", default=list(SIZES), choices=list(SIZES))
     systems = ["slipstream", *PEER_PYTHONS]
     parser.add_argument("--systems", nargs="+", default=systems, choices=systems)
+    parser.add_argument("--sequence-clips", type=int, default=8,
+                        help="640x360 clips stored as JPEG frames for the image-sequence row (0: none; default 8)")
     parser.add_argument("--out", type=Path, help="the JSON result (default benchmarks/results/video-DATE.json)")
     parser.add_argument("--work", type=Path, default=REPO / "build" / "bench-video",
                         help="where the clips and the dataset files are kept")
@@ -180,10 +241,11 @@ def main() -> None:
     if args.run_slipstream:
         print(json.dumps(run_slipstream(json.loads(Path(args.run_slipstream).read_text()))))
         return
-    missing = sorted({str(PEER_PYTHONS[s]) for s in args.systems if s != "slipstream" and not PEER_PYTHONS[s].exists()})
+    missing = sorted({str(PEER_PYTHONS[s]) for s in args.systems if s != "slipstream" and not PEER_PYTHONS[s].exists()}
+                     | ({str(SEQUENCE_PEER)} if args.sequence_clips and not SEQUENCE_PEER.exists() else set()))
     if missing:
-        raise SystemExit(f"missing peer environments ({', '.join(missing)}): bash benchmarks/peers/install-video.sh "
-                         f"and bash benchmarks/peers/install-spdl.sh")
+        raise SystemExit(f"missing peer environments ({', '.join(missing)}): bash benchmarks/peers/install-video.sh, "
+                         f"install-spdl.sh and install-dataloader.sh")
 
     import slipstream as ss
 
@@ -203,6 +265,18 @@ def main() -> None:
                     rates = runs[system][-1]["epoch_clips_per_s"]
                     print(f"  {size} round {round_ + 1} {system}: {statistics.median(rates):.2f} clips/s", flush=True)
             results[size] = runs
+        if args.sequence_clips:
+            folder, frames, names = make_frames(folders["360p"], root, args.sequence_clips)
+            indices, named = sequence_starts(frames, names)
+            runs = {"slipstream": [], "pillow": []}
+            for round_ in range(args.rounds):
+                for system in runs:
+                    data, starts = (frames, indices) if system == "slipstream" else (folder, named)
+                    runs[system].append(measure(system, data, args.epochs, args.threads, Path(workdir), starts))
+                    rates = runs[system][-1]["epoch_clips_per_s"]
+                    print(f"  JPEG frames round {round_ + 1} {system}: {statistics.median(rates):.2f} windows/s",
+                          flush=True)
+            results["360p JPEG frames"] = runs
     report(results, args)
 
 
@@ -221,7 +295,7 @@ def report(results: dict, args: argparse.Namespace) -> None:
             table[size][name] = {"clips_per_s": values, "median": statistics.median(values), "vs_best_peer": ratio,
                                  "cpu_ms_per_frame": cpu_ms, "version": runs[system][0]["version"]}
             print(f"{size:6} {name:26} {summary(values, 2):>22} {ratio:>12.2f}x {cpu_ms:>13.2f}")
-        if "slipstream" in runs:
+        if "slipstream" in runs and "decode" in runs["slipstream"][0]:
             decode = [run["decode"] for run in runs["slipstream"]]
             share = statistics.median(d["decode_share"] for d in decode)
             ms = statistics.median(d["ms_per_frame"] for d in decode)

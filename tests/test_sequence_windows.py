@@ -146,3 +146,4 @@ def test_a_page_pool_brings_in_every_frame_of_a_window(frames, tmp_path):
     mapped = _stack(_load(paged, pipeline, starts, order=order))
     pooled = _stack(_load(paged, pipeline, starts, order=order, memory=ss.Memory(os_cache=False, pool_pages=64)))
     assert np.array_equal(mapped, pooled)
+

@@ -232,6 +232,20 @@ def test_ranks_share_the_windows(video_dataset):
     assert all(min(np.abs(w - a).max() for a in alone) == 0 for w in together)
 
 
+def test_a_stored_video_reads_back_its_frames(video_dataset):
+    reader = ss.open_dataset(video_dataset)
+    stored = reader.read(5, "video")
+    assert len(stored) == 24 and (stored.height, stored.width) == SIZE
+    frames = stored.frames()
+    assert frames.shape == (24, *SIZE, 3)
+    assert np.array_equal(frames[[3, 20]], stored.frames([3, 20]))
+    alone = native.video_decode_crop_resize(stored.container, stored.pts[[20]], stored.seek[[20]], *SIZE, 0, 0, *SIZE,
+                                            *SIZE)
+    assert np.array_equal(alone[0], frames[20])
+    with pytest.raises(ss.ArgumentError, match="lie in 0 to 23"):
+        stored.frames([24])
+
+
 def test_a_layout_with_channels_first(video_dataset):
     pipeline = [*PIPELINE[:-1], Normalize(mean=0.5, std=0.25, layout="CTHW")]
     loader = ss.Loader(video_dataset, batch_size=2, pipelines={"video": pipeline}, verbose=False,
@@ -240,6 +254,27 @@ def test_a_layout_with_channels_first(video_dataset):
     reference = _epoch(video_dataset, order=ss.Order(kind="sequential"))[0][0]
     assert first.shape == (2, 3, 4, 64, 64)
     assert np.array_equal(first.numpy(), reference.numpy().transpose(0, 2, 1, 3, 4))
+
+
+def test_webdataset_shards_with_mp4_members(clips, tmp_path):
+    """Tar shards of .mp4 and .cls members write with the default fields, video and label."""
+    import io
+    import tarfile
+
+    shard = tmp_path / "videos-000.tar"
+    with tarfile.open(shard, "w") as tar:
+        for key, (name, label) in enumerate((("h264", 0), ("hevc", 1), ("h264-vfr", 1))):
+            for extension, data in (("mp4", clips[name].read_bytes()), ("cls", f"{label}\n".encode())):
+                info = tarfile.TarInfo(f"clip{key:03d}.{extension}")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    path = tmp_path / "videos.slip"
+    ss.write(path, ss.WebDataset(str(shard)), verbose=False)
+    reader = ss.open_dataset(path)
+    assert set(reader.fields) == {"video", "label"} and len(reader) == 3
+    assert [reader.read(i, "label") for i in range(3)] == [0, 1, 1]
+    stored = reader.read(2, "video")
+    assert stored.container == clips["h264-vfr"].read_bytes() and len(stored) == FRAMES
 
 
 # ---------------------------------------------------------------- hostile input

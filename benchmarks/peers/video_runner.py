@@ -9,7 +9,12 @@ or for SPDL with SPDL's (``bash benchmarks/peers/install-spdl.sh``)::
 
     benchmarks/.venvs/video/bin/python benchmarks/peers/video_runner.py --spec SPEC.json
 
-SPEC.json: ``decoder`` (``"pyav"``, ``"torchcodec"`` or ``"spdl"``), ``data`` (a folder
+With ``decoder`` ``"pillow"`` (run with the DataLoader peer's interpreter,
+``bash benchmarks/peers/install-dataloader.sh``) it loads windows of a video
+stored as JPEG frames instead, ``data`` a folder of ``<video>/<n>.jpg`` and
+``starts`` the ``(video, first frame)`` of each window.
+
+SPEC.json: ``decoder`` (``"pyav"``, ``"torchcodec"``, ``"spdl"`` or ``"pillow"``), ``data`` (a folder
 of videos, ``root/<class>/<video>``), ``frames`` (T), ``stride``, ``size``
 (the crop's output side), ``batch_size``, ``threads`` (DataLoader workers),
 ``epochs`` and ``warmup_epochs``.
@@ -159,6 +164,40 @@ class TorchCodecWindows(torch.utils.data.Dataset):
         return augment(window, self.size, rng), self.videos[index][1]
 
 
+class JPEGSequenceWindows(torch.utils.data.Dataset):
+    """Windows of a video stored as JPEG frames (``frames/<video>/<n>.jpg``):
+    the window starting at each of ``starts`` (``(video, frame)`` pairs),
+    its 16 images decoded by Pillow, one RandomResizedCrop draw for the
+    window applied to each with ``Image.resize(box=...)`` (bilinear), a
+    flip, and float32 normalisation in torch."""
+
+    def __init__(self, folder, starts, frames, stride, size):
+        from PIL import Image
+
+        self.image, self.folder, self.frames, self.stride, self.size = Image, Path(folder), frames, stride, size
+        self.starts = [tuple(start) for start in starts]
+        self.labels = {video: i % 2 for i, video in enumerate(sorted({v for v, _ in self.starts}))}
+
+    def __len__(self):
+        return len(self.starts)
+
+    def __getitem__(self, index):
+        rng = random.Random()
+        video, first = self.starts[index]
+        paths = [self.folder / video / f"{first + i * self.stride:05d}.jpg" for i in range(self.frames)]
+        images = [self.image.open(path).convert("RGB") for path in paths]
+        top, left, h, w = crop_box(images[0].height, images[0].width, rng)
+        flip = rng.random() < 0.5
+        out = []
+        for image in images:
+            crop = image.resize((self.size, self.size), self.image.BILINEAR, box=(left, top, left + w, top + h))
+            if flip:
+                crop = crop.transpose(self.image.FLIP_LEFT_RIGHT)
+            out.append(np.asarray(crop))
+        window = torch.from_numpy(np.stack(out)).permute(0, 3, 1, 2).float()
+        return (window - MEAN) / STD, self.labels[video]
+
+
 class SPDLWindows:
     """SPDL's way: the packets demuxed (``spdl.io.demux_video``) and the
     window's frames decoded from the GOPs that hold them
@@ -207,10 +246,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spec", required=True)
     spec = json.loads(Path(parser.parse_args().spec).read_text())
-    videos = find_videos(Path(spec["data"]))
-    kinds = {"pyav": PyAVWindows, "torchcodec": TorchCodecWindows, "spdl": SPDLWindows}
-    dataset = kinds[spec["decoder"]](videos, spec["frames"], spec["stride"], spec["size"])
-    versions = {"pyav": "av", "torchcodec": "torchcodec", "spdl": "spdl.io"}
+    if spec["decoder"] == "pillow":
+        dataset = JPEGSequenceWindows(spec["data"], spec["starts"], spec["frames"], spec["stride"], spec["size"])
+    else:
+        kinds = {"pyav": PyAVWindows, "torchcodec": TorchCodecWindows, "spdl": SPDLWindows}
+        dataset = kinds[spec["decoder"]](find_videos(Path(spec["data"])), spec["frames"], spec["stride"],
+                                         spec["size"])
+    versions = {"pyav": "av", "torchcodec": "torchcodec", "spdl": "spdl.io", "pillow": "pillow"}
     version = importlib.metadata.version(versions[spec["decoder"]].replace(".", "_"))
     if spec["decoder"] == "spdl":
         torch.set_num_threads(1)

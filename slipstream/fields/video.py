@@ -24,7 +24,9 @@ INDEX_ENTRY_BYTES = 16
 """Bytes of the index per frame: its timestamp and its keyframe's, int64 each."""
 
 CHECK_FRAMES = 32
-"""Frames :meth:`VideoField.check_decodes` decodes per call (their planes' memory)."""
+"""Frames decoded per native call by :meth:`StoredVideo.frames` and
+:meth:`VideoField.check_decodes`: a few at a time, each call far within the
+native limit on the frames one call may decode."""
 
 VIDEO_SUFFIXES = frozenset({".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi"})
 """The file suffixes read as videos from a folder."""
@@ -60,12 +62,17 @@ class StoredVideo:
         """The frames at ``indices`` (frame numbers in presentation order,
         non-decreasing; all of them by default), decoded whole to a
         (count, height, width, 3) uint8 array."""
-        chosen = np.arange(len(self.pts)) if indices is None else np.asarray(indices, np.int64)
+        chosen = np.arange(len(self.pts)) if indices is None else np.asarray(indices, np.int64).reshape(-1)
         if chosen.size and (chosen.min() < 0 or chosen.max() >= len(self.pts)):
             raise ArgumentError(f"frame numbers must lie in 0 to {len(self.pts) - 1}, got {chosen.min()} to "
                                 f"{chosen.max()}")
-        return native.video_decode_crop_resize(self.container, self.pts[chosen], self.seek[chosen], self.height,
-                                               self.width, 0, 0, self.height, self.width, self.height, self.width)
+        out = np.empty((chosen.size, self.height, self.width, 3), np.uint8)
+        for start in range(0, chosen.size, CHECK_FRAMES):  # calls of a few frames: the native decode limit
+            part = chosen[start:start + CHECK_FRAMES]
+            native.video_decode_crop_resize(self.container, self.pts[part], self.seek[part], self.height, self.width,
+                                            0, 0, self.height, self.width, self.height, self.width,
+                                            out=out[start:start + part.size])
+        return out
 
     def __len__(self) -> int:
         return len(self.pts)

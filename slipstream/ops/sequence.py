@@ -102,7 +102,6 @@ class SequenceDecoder(Decoder):
         single = CropDecoder(self.source, self.field, self.crop)
         region, decode_region = self.crop.region(), single.region_decoder()
         transform_size = geometry.SIZE
-        samples = self.source.samples
 
         def decode(storage, offsets, sizes, heights, widths, modes, known, decodes, index, out, status, key, values):
             stride, flip_p, region_values = values
@@ -111,6 +110,8 @@ class SequenceDecoder(Decoder):
             transform = np.empty(transform_size, np.float64)
             frame_status = np.zeros(1, np.int32)
             status[0] = known
+            # The columns' length, read at run time rather than compiled in.
+            samples = heights.shape[0]
             for t in range(out.shape[0]):
                 at = index + t * stride
                 if status[0] != 0 or at >= samples:
@@ -146,8 +147,9 @@ def window_starts(dataset: Any, frames: int, stride: int = 1, group: str | None 
     """The dataset indices that start a window of ``frames`` samples at
     ``stride`` (:class:`SequenceWindow`): those whose last sample lies
     inside the dataset and, with ``group`` (a scalar field such as the
-    video each frame belongs to, whose equal values are consecutive), has
-    the same ``group`` value as the first.  Give them to the loader as
+    video each frame belongs to), lies in the same run of equal ``group``
+    values as the first (a value that comes back after another starts
+    another run).  Give them to the loader as
     ``indices``.
 
     Args:

@@ -63,6 +63,8 @@ def window_frames(key, blob, frames, tb_num, tb_den, stride, rate, centred, chos
     ``window_start`` of ``key``) or, with ``centred``, in the middle.
     Returns False when the video is shorter than the window."""
     count = chosen.size
+    if frames < 1:
+        return False
     if rate <= 0.0:
         span = (count - 1) * stride
         if span >= frames:

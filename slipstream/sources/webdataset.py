@@ -36,7 +36,8 @@ from slipstream.format.writer import SampleStream
 from slipstream.sources import tarstream
 from slipstream.sources.shard_index import MAX_COUNT, ShardIndex, names_shard_index, read_shard_index
 
-DEFAULT_MEMBERS: Mapping[str, str] = {"image": "jpg;jpeg;png;webp", "label": "cls", "json": "json", "text": "txt"}
+DEFAULT_MEMBERS: Mapping[str, str] = {"image": "jpg;jpeg;png;webp", "video": "mp4;webm;mkv;mov;avi", "label": "cls",
+                                      "json": "json", "text": "txt"}
 """The member extensions a field of one of these names reads when none are
 given (alternatives separated by ``;``, the first present wins); a field of
 another name reads the extension equal to its name."""
@@ -98,7 +99,9 @@ class WebDataset(SampleStream):
             ``http.server`` does not).
         fields: field name -> field (default: from the members of the first
             sample, by the names of :data:`DEFAULT_MEMBERS`: ``image``
-            (:class:`~slipstream.RGBImageField`), ``label``
+            (:class:`~slipstream.RGBImageField`), ``video``
+            (:class:`~slipstream.VideoField`, ``.mp4`` members and the
+            like), ``label``
             (:class:`~slipstream.IntField`), ``json`` and ``text``
             (:class:`~slipstream.JSONField`, the caption a string)).
         members: field name -> member extension(s) it reads, alternatives
@@ -196,7 +199,7 @@ class WebDataset(SampleStream):
                        f"{', '.join('.' + e for e in found)})")
 
     def _default_fields(self) -> dict[str, Any]:
-        from slipstream.fields import IntField, JSONField, RGBImageField
+        from slipstream.fields import IntField, JSONField, RGBImageField, VideoField
 
         first: dict[str, bytes] | Exception | None = None
         for _, first in _samples(self.shards[0], self.remote):
@@ -205,7 +208,7 @@ class WebDataset(SampleStream):
         if not isinstance(first, dict):
             why = f" (the last: {first})" if first is not None else ""
             raise ArgumentError(f"{self.shards[0]} has no readable sample to take the fields from{why}: pass fields=")
-        kinds = {"image": RGBImageField, "label": IntField, "json": JSONField, "text": JSONField}
+        kinds = {"image": RGBImageField, "video": VideoField, "label": IntField, "json": JSONField, "text": JSONField}
         fields = {name: kind() for name, kind in kinds.items()
                   if any(e in first for e in DEFAULT_MEMBERS[name].split(";"))}
         if not fields:
