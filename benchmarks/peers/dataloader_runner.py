@@ -69,7 +69,6 @@ import time
 _T0 = time.monotonic()  # first statement: as RUNNERS.md asks
 
 import io
-import math
 import os
 import random
 import sys
@@ -81,7 +80,8 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
-from peer_common import bytes_tag, find_samples, read_spec, result_base, run_classification  # noqa: E402  (benchmarks/peers, next to this file)
+from peer_common import (  # noqa: E402  (benchmarks/peers, next to this file)
+    bytes_tag, find_samples, random_resized_crop_box, read_spec, result_base, run_classification)
 from pillow_augment import trivial_augment_wide  # noqa: E402
 from recipe_torch import mix_batch, random_erasing  # noqa: E402
 from torch.utils.data import default_collate  # noqa: E402
@@ -90,7 +90,6 @@ SYSTEM = "dataloader"
 SCENARIOS = ("raw", "train", "val", "simclr", "multicrop", "recipe")
 MEAN255 = (np.array([0.485, 0.456, 0.406]) * 255).astype(np.float32)
 INV_STD255 = (1.0 / (np.array([0.229, 0.224, 0.225]) * 255)).astype(np.float32)
-RATIO = (3 / 4, 4 / 3)
 BILINEAR = Image.Resampling.BILINEAR
 DRAFT_REDUCTIONS = (8, 4, 2, 1)  # the DCT scalings Image.draft chooses from, strongest first
 
@@ -98,31 +97,6 @@ DRAFT_REDUCTIONS = (8, 4, 2, 1)  # the DCT scalings Image.draft chooses from, st
 
 # ---------------------------------------------------------------- dataset
 
-
-
-def random_resized_crop_box(width: int, height: int, scale: tuple[float, float]) -> tuple[int, int, int, int]:
-    """(left, top, right, bottom) drawn like torchvision's RandomResizedCrop.get_params."""
-    area = width * height
-    lo, hi = math.log(RATIO[0]), math.log(RATIO[1])
-    for _ in range(10):
-        target = area * random.uniform(scale[0], scale[1])
-        aspect = math.exp(random.uniform(lo, hi))
-        w = round(math.sqrt(target * aspect))
-        h = round(math.sqrt(target / aspect))
-        if 0 < w <= width and 0 < h <= height:
-            top = random.randint(0, height - h)
-            left = random.randint(0, width - w)
-            return left, top, left + w, top + h
-    # Central crop at the nearest allowed aspect ratio.
-    actual = width / height
-    if actual < RATIO[0]:
-        w, h = width, round(width / RATIO[0])
-    elif actual > RATIO[1]:
-        w, h = round(height * RATIO[1]), height
-    else:
-        w, h = width, height
-    top, left = (height - h) // 2, (width - w) // 2
-    return left, top, left + w, top + h
 
 
 def normalize(img: Image.Image, dtype: type = np.float16) -> torch.Tensor:

@@ -5,13 +5,45 @@ asks for.  Standard library only: it is imported from each peer's own
 environment."""
 
 import json
+import math
 import os
+import random
 import resource
 import sys
 import time
 from pathlib import Path
 
 JPEG_SUFFIXES = {".jpg", ".jpeg"}
+RATIO = (3 / 4, 4 / 3)
+"""RandomResizedCrop's aspect ratios, torchvision's default."""
+
+
+def random_resized_crop_box(width: int, height: int, scale: tuple[float, float],
+                            rng: random.Random | None = None) -> tuple[int, int, int, int]:
+    """(left, top, right, bottom) drawn like torchvision's RandomResizedCrop.get_params,
+    with ``rng`` (default: the ``random`` module's own generator)."""
+    rng = rng if rng is not None else random  # the module's functions are its generator's methods
+    area = width * height
+    lo, hi = math.log(RATIO[0]), math.log(RATIO[1])
+    for _ in range(10):
+        target = area * rng.uniform(scale[0], scale[1])
+        aspect = math.exp(rng.uniform(lo, hi))
+        w = round(math.sqrt(target * aspect))
+        h = round(math.sqrt(target / aspect))
+        if 0 < w <= width and 0 < h <= height:
+            top = rng.randint(0, height - h)
+            left = rng.randint(0, width - w)
+            return left, top, left + w, top + h
+    # Central crop at the nearest allowed aspect ratio.
+    actual = width / height
+    if actual < RATIO[0]:
+        w, h = width, round(width / RATIO[0])
+    elif actual > RATIO[1]:
+        w, h = round(height * RATIO[1]), height
+    else:
+        w, h = width, height
+    top, left = (height - h) // 2, (width - w) // 2
+    return left, top, left + w, top + h
 
 
 def find_samples(folder: Path) -> list[tuple[Path, int]]:

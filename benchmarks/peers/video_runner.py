@@ -57,7 +57,6 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
-import math
 import random
 import sys
 import time
@@ -68,7 +67,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peer_common import cpu_seconds, emit, peak_rss_mb  # noqa: E402
+from peer_common import cpu_seconds, emit, peak_rss_mb, random_resized_crop_box  # noqa: E402
 
 VIDEO_SUFFIXES = {".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi"}
 MEAN = torch.tensor([0.45, 0.45, 0.45]).view(1, 3, 1, 1) * 255
@@ -81,29 +80,10 @@ def find_videos(folder: Path) -> list[tuple[Path, int]]:
     return [(p, classes.index(p.parent.name)) for p in paths]
 
 
-def crop_box(height: int, width: int, rng: random.Random) -> tuple[int, int, int, int]:
-    """torchvision's RandomResizedCrop sampling: (top, left, h, w)."""
-    area = height * width
-    for _ in range(10):
-        target = area * rng.uniform(0.08, 1.0)
-        ratio = math.exp(rng.uniform(math.log(3 / 4), math.log(4 / 3)))
-        w, h = round(math.sqrt(target * ratio)), round(math.sqrt(target / ratio))
-        if 0 < w <= width and 0 < h <= height:
-            return rng.randint(0, height - h), rng.randint(0, width - w), h, w
-    ratio = width / height
-    if ratio < 3 / 4:
-        w, h = width, round(width / (3 / 4))
-    elif ratio > 4 / 3:
-        h, w = height, round(height * (4 / 3))
-    else:
-        w, h = width, height
-    return (height - h) // 2, (width - w) // 2, h, w
-
-
 def augment(frames: torch.Tensor, size: int, rng: random.Random) -> torch.Tensor:
     """One crop and flip for the window of (T, 3, H, W) uint8 frames, then float32 normalised."""
-    top, left, h, w = crop_box(frames.shape[2], frames.shape[3], rng)
-    x = frames[:, :, top:top + h, left:left + w].float()
+    left, top, right, bottom = random_resized_crop_box(frames.shape[3], frames.shape[2], (0.08, 1.0), rng)
+    x = frames[:, :, top:bottom, left:right].float()
     x = F.interpolate(x, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
     if rng.random() < 0.5:
         x = x.flip(-1)
@@ -186,11 +166,11 @@ class JPEGSequenceWindows(torch.utils.data.Dataset):
         video, first = self.starts[index]
         paths = [self.folder / video / f"{first + i * self.stride:05d}.jpg" for i in range(self.frames)]
         images = [self.image.open(path).convert("RGB") for path in paths]
-        top, left, h, w = crop_box(images[0].height, images[0].width, rng)
+        box = random_resized_crop_box(images[0].width, images[0].height, (0.08, 1.0), rng)
         flip = rng.random() < 0.5
         out = []
         for image in images:
-            crop = image.resize((self.size, self.size), self.image.BILINEAR, box=(left, top, left + w, top + h))
+            crop = image.resize((self.size, self.size), self.image.BILINEAR, box=box)
             if flip:
                 crop = crop.transpose(self.image.FLIP_LEFT_RIGHT)
             out.append(np.asarray(crop))
