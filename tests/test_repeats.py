@@ -243,6 +243,47 @@ def test_repeats_1_is_the_loader_without_repeats(pictures):
         assert take(plain)[0] == take(once)[0]
 
 
+def test_an_index_given_several_times_is_several_samples_that_draw_apart(pictures):
+    """``indices`` naming a sample 3 times: an epoch 3 times as long, each
+    occurrence cropped apart, the same pixels when the epoch runs again;
+    with repeated augmentation on top, every copy of every occurrence draws
+    apart too."""
+    thrice = np.repeat(np.arange(PICTURES), 3)
+
+    def loader(order):
+        return ss.Loader(pictures, 8, {"image": [RandomResizedCrop(SIZE), RandomHorizontalFlip()]}, order=order,
+                         indices=thrice, verbose=False)
+
+    order = ss.Order("random", seed=3)
+    assert len(loader(order)) == 3 * PICTURES // 8
+    seen = take(loader(order))[0]
+    assert collections.Counter(label for label, _ in seen) == {i: 3 for i in range(PICTURES)}
+    assert len(set(seen)) == 3 * PICTURES
+    assert take(loader(order))[0] == seen
+    both = take(loader(ss.Order("random", seed=3, repeats=2, selected_round=0)))[0]
+    assert len(both) == 3 * PICTURES and len(set(both)) == len(both)
+    with pytest.raises(ss.ArgumentError, match=r"an index given 3 times, each repeated 16384 times"):
+        ss.Loader(pictures, 8, order=ss.Order("random", repeats=1 << 14), indices=thrice, verbose=False)
+
+
+def test_an_index_given_twice_resumes_exactly_on_two_ranks(pictures):
+    twice = np.repeat(np.arange(PICTURES), 2)
+    order = ss.Order("random", seed=5)
+
+    def loader(rank):
+        return ss.Loader(pictures, 4, {"image": [RandomResizedCrop(SIZE), RandomHorizontalFlip()]}, order=order,
+                         indices=twice, sharding=ss.Sharding(distributed=True, rank=rank, world_size=2),
+                         verbose=False)
+
+    whole = [take(loader(r))[0] for r in range(2)]
+    assert sum(len(w) for w in whole) == 2 * PICTURES and len(set(whole[0] + whole[1])) == 2 * PICTURES
+    for rank in range(2):
+        state = take(loader(rank), 5)[1]
+        again = loader(rank)
+        again.load_state_dict(state)
+        assert take(again)[0] == whole[rank][5 * 4:]
+
+
 # ---------------------------------------------------------------- resume
 
 def test_exact_resume_mid_epoch_gives_the_batches_and_draws_to_come(pictures):

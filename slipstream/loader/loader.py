@@ -142,6 +142,10 @@ class Loader:
             A dataset file changed, truncated or removed under the loader
             raises :class:`FormatError` naming it, whatever the policy.
         indices: the dataset indices to load, integers (default: all).
+            An index given ``k`` times is ``k`` samples of each epoch, each
+            with its own random draws: ``np.repeat(np.arange(n), 4)`` takes
+            four windows of every video (:class:`slipstream.VideoWindow`),
+            four crops of every image; an epoch is as long as the indices.
         num_threads: threads of the compiled pipelines (default: Numba's),
             from 1 to ``NUMBA_NUM_THREADS`` (by default the cores).
         cache_dir: for a source, the folder its dataset file is kept in,
@@ -259,6 +263,13 @@ class Loader:
     world_size = _option("sharding", "world_size", "The number of ranks sharing each epoch (1 when not "
                                                    "distributed).")
     batches_ahead = _option("memory", "batches_ahead", "Batches prepared while the training step runs.")
+
+    @property
+    def _draws_apart(self) -> bool:
+        """Whether an epoch holds copies of a sample that draw apart
+        (repeated augmentation, or an index given more than once), so that
+        its places are draw identities rather than dataset indices."""
+        return self.repeats > 1 or self._copies_given
 
     @property
     def indices(self) -> np.ndarray:
@@ -380,7 +391,10 @@ class Loader:
     def _check_indices(self, indices: Sequence[int] | None) -> np.ndarray | None:
         """The ``indices`` given, checked against the dataset; None (every
         index) stays None until the dataset's length is known
-        (:attr:`indices`): a stream of unknown length learns it at its end."""
+        (:attr:`indices`): a stream of unknown length learns it at its end.
+        Notes whether an index is given more than once (its occurrences
+        then draw apart: :meth:`_epoch_order`)."""
+        self._copies_given = False
         if indices is None:
             return None
         n = len(self.reader)
@@ -393,6 +407,11 @@ class Loader:
         chosen = given.astype(np.int64).reshape(-1)
         if chosen.size and (chosen.min() < 0 or chosen.max() >= n):
             raise ArgumentError(f"indices must lie in [0, {n}) for {self.reader.path}")
+        most = int(np.unique(chosen, return_counts=True)[1].max()) if chosen.size else 1
+        if most * self.repeats > orders.MAX_REPEATS:
+            raise ArgumentError(f"an index given {most} times, each repeated {self.repeats} times, makes more than "
+                                f"{orders.MAX_REPEATS} copies of a sample in an epoch of {self.reader.path}")
+        self._copies_given = most > 1
         return chosen
 
     # ---------------------------------------------------------------- epochs
@@ -405,7 +424,8 @@ class Loader:
     def _epoch_order(self, epoch: int, world_size: int, zero: EpochZero) -> np.ndarray:
         """The places epoch ``epoch`` hands out when it starts on
         ``world_size`` ranks, as draw identities (the dataset indices
-        themselves without repeats; see :func:`orders.repeated`); epoch 0
+        themselves without repeats or an index given twice; see
+        :func:`orders.numbered_copies` and :func:`orders.repeated`); epoch 0
         as ``zero`` orders it.  ``"quasi_random"`` without a file at all
         (given up for memory: docs/first_epoch.md) is random."""
         kind = "random" if self.order == "quasi_random" and self._pages is None else self.order
@@ -413,6 +433,8 @@ class Loader:
             order = zero.order(kind, self.indices, self._pages, self.seed, self.window_pages, len(self.reader))
         else:
             order = orders.epoch_order(kind, self.indices, self._pages, self.seed, epoch, self.window_pages)
+        if self._copies_given:
+            order = orders.numbered_copies(order)
         return orders.repeated(order, self.repeats, world_size, self.selected_round)
 
     def _strided(self, epoch: int, zero: EpochZero) -> bool:
@@ -446,7 +468,7 @@ class Loader:
         """This rank's samples for ``epoch``, in order (for an epoch resumed
         on another number of ranks, its share of what was left)."""
         draws = self.epoch_draws(epoch)
-        return draws if self.repeats == 1 else orders.sample_of(draws)
+        return orders.sample_of(draws) if self._draws_apart else draws
 
     def epoch_batches(self, epoch: int) -> list[np.ndarray]:
         """This rank's batches for ``epoch``."""
@@ -522,9 +544,9 @@ class Loader:
         self._apply_sizes(self._epoch)
         start = self._resume_at
         self._go_to(self._epoch, 0, self._segments)
-        # Under repeated augmentation, the draw identities of each batch, which its random operations draw from.
+        # With copies of a sample, the draw identities of each batch, which its random operations draw from.
         draws = tuple(orders.batches(self.epoch_draws(self._epoch), self.batch_size, self.drop_last)[start:]) \
-            if self.repeats > 1 else None
+            if self._draws_apart else None
         batches, stop_batches = self._epochs.batches(start, functools.partial(self._ordered_batches, start, draws))
         plan = EpochPlan(epoch=self._epoch, batches=batches, first_batch=start, stop_batches=stop_batches,
                          pipeline=self.compiled, memory=self.memory, source=self.source, reader=self.reader,
@@ -538,7 +560,7 @@ class Loader:
 
     def _ordered_batches(self, start: int, draws: tuple[np.ndarray, ...] | None) -> tuple[np.ndarray, ...]:
         """The running epoch's batches from batch ``start`` on, as its order
-        cuts them: the samples of ``draws`` when repeated augmentation drew
+        cuts them: the samples of ``draws`` when copies of samples drew
         them."""
         if draws is not None:
             return tuple(orders.sample_of(b) for b in draws)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from slipstream.compiler.jit import cached_njit
+from slipstream.errors import ArgumentError
 
 ORDERS = ("sequential", "random", "quasi_random")
 
@@ -220,9 +221,39 @@ def draw_identities(order: np.ndarray, repeats: int) -> np.ndarray:
     """Each place of ``order`` ``repeats`` times in a row, as draw
     identities: copy ``c`` of dataset index ``i`` is ``i + (c << 48)``.
     The random operations draw from a sample's identity, so copy 0 draws
-    what the sample draws without repeats and every other copy draws anew."""
-    copies = np.arange(repeats, dtype=np.int64) << COPY_SHIFT
-    return (order.astype(np.int64)[:, None] + copies).reshape(-1)
+    what the sample draws without repeats and every other copy draws anew.
+    A place of ``order`` that is already copy ``k`` of its sample (see
+    :func:`numbered_copies`) gives copies ``k * repeats`` to
+    ``k * repeats + repeats - 1``."""
+    copies = np.arange(repeats, dtype=np.int64)
+    places = order.astype(np.int64)
+    numbers = (places >> COPY_SHIFT)[:, None] * repeats + copies
+    return ((places & _INDEX_MASK)[:, None] + (numbers << COPY_SHIFT)).reshape(-1)
+
+
+def numbered_copies(order: np.ndarray) -> np.ndarray:
+    """``order``, a sequence of dataset indices in which an index may occur
+    several times, as draw identities: its ``k``-th occurrence is copy
+    ``k`` (``i + (k << 48)``), so that each occurrence draws its own random
+    numbers (several video windows, oversampling); an index that occurs
+    once stays itself.
+
+    Raises:
+        ArgumentError: an index occurs more than :data:`MAX_REPEATS` times.
+    """
+    places = order.astype(np.int64)
+    by_index = np.argsort(places, kind="stable")
+    ordered = places[by_index]
+    position = np.arange(ordered.size, dtype=np.int64)
+    starts = np.ones(ordered.size, bool)
+    starts[1:] = ordered[1:] != ordered[:-1]
+    occurrence = position - np.maximum.accumulate(np.where(starts, position, 0))
+    if occurrence.size and occurrence.max() >= MAX_REPEATS:
+        raise ArgumentError(f"dataset index {int(ordered[occurrence.argmax()])} occurs more than {MAX_REPEATS} times "
+                            f"in the indices")
+    numbered = places.copy()
+    numbered[by_index] += occurrence << COPY_SHIFT
+    return numbered
 
 
 def repeated(order: np.ndarray, repeats: int, world_size: int, selected_round: int) -> np.ndarray:
