@@ -32,6 +32,7 @@ from slipstream.fields import (  # noqa: E402
     RaggedField,
     RGBImageField,
     SegmentationMaskField,
+    VideoClip,
     VideoField,
 )
 from slipstream.format import Reader, open_dataset  # noqa: E402
@@ -43,6 +44,7 @@ from slipstream.sources import (  # noqa: E402
     COCODetection,
     LitData,
     SegmentationFolder,
+    VideoClips,
     VideoFolder,
     WebDataset,
     register_source,
@@ -114,6 +116,8 @@ __all__ = [
     "Order",
     "PipelineError",
     "RGBImageField",
+    "VideoClip",
+    "VideoClips",
     "VideoField",
     "VideoFolder",
     "Reader",

@@ -9,8 +9,8 @@ from slipstream.fields.basic import BytesField, FloatField, IntField, JSONField,
 from slipstream.fields.image import RGBImageField
 from slipstream.fields.masks import InstanceMasksField, SegmentationMaskField
 from slipstream.fields.ragged import RaggedField
-from slipstream.fields.video import StoredVideo, VideoField
+from slipstream.fields.video import StoredVideo, VideoClip, VideoField
 
 __all__ = ["BytesField", "Encoded", "Field", "FloatField", "InstanceMasksField", "IntField", "JSONField",
            "NDArrayField", "RGBImageField", "RaggedField", "SegmentationMaskField",
-           "StoredVideo", "VideoField"]
+           "StoredVideo", "VideoClip", "VideoField"]

@@ -12,6 +12,8 @@ for a rate in Hz) and the decode seeks straight to the window's keyframe.
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
 from typing import Any
 
 import numpy as np
@@ -30,6 +32,45 @@ native limit on the frames one call may decode."""
 
 VIDEO_SUFFIXES = frozenset({".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi"})
 """The file suffixes read as videos from a folder."""
+
+
+@dataclasses.dataclass(frozen=True)
+class VideoClip:
+    """A part of a video, as a :class:`VideoField` value: the frames shown
+    from ``start`` up to ``end`` seconds, counted from the video's first
+    frame (None: from its first frame, to its last).  The whole container
+    is stored, so a window's decode starts at the keyframe before the clip
+    where the clip starts between keyframes; the index holds the clip's
+    frames only, so windows lie inside the clip.
+
+    Attributes:
+        video: a path to the video file, or its bytes.
+        start, end: seconds, ``0 <= start < end``.
+    """
+
+    video: str | os.PathLike | bytes
+    start: float | None = None
+    end: float | None = None
+
+    def __post_init__(self) -> None:
+        start, end = self.start, self.end
+        for name, value in (("start", start), ("end", end)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not math.isfinite(value) or value < 0):
+                raise ArgumentError(f"a clip's {name} must be a number of seconds of at least 0, got {value!r}")
+        if start is not None and end is not None and end <= start:
+            raise ArgumentError(f"a clip must end after it starts, got start={start!r}, end={end!r}")
+
+    def frames_kept(self, seconds: np.ndarray) -> np.ndarray:
+        """Which of the frames shown at ``seconds`` (from the first frame
+        on, ascending) the clip holds, as a bool per frame."""
+        shown = seconds - (seconds[0] if seconds.size else 0.0)
+        kept = np.ones(shown.size, bool)
+        if self.start is not None:
+            kept &= shown >= self.start - 1e-9
+        if self.end is not None:
+            kept &= shown < self.end - 1e-9
+        return kept
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,8 +127,9 @@ class VideoField(Field, type_id=10):
     the timestamps, so a loader plans windows and crops without opening a
     container.
 
-    Accepted values: a path to a video file, its bytes, or a
-    ``{"bytes": ..., "path": ...}`` dict.  Writing a video reads its
+    Accepted values: a path to a video file, its bytes, a
+    ``{"bytes": ..., "path": ...}`` dict, or a :class:`VideoClip` (part of
+    a video, whose index holds the clip's frames only).  Writing a video reads its
     container and decodes its first frame; a video no demuxer reads, without
     a video stream, whose frames are not 8-bit YCbCr 4:2:0, or beyond the
     native limits is refused with the reason (the writer's ``on_error``
@@ -101,12 +143,19 @@ class VideoField(Field, type_id=10):
                          ("codec", "u1"), ("colour", "u1"), ("reserved", "V6")])
 
     def encode(self, value: Any) -> Encoded:
-        data = _load(value)
+        clip = value if isinstance(value, VideoClip) else VideoClip(value)
+        data = _load(clip.video)
         info, pts, seek = native.video_index(data)
         if not info.yuv420:
             raise FieldValueError("the video's frames are not 8-bit YCbCr 4:2:0 (yuv420p), which slipstream "
                                   "decodes: convert it, e.g. `ffmpeg -i in -pix_fmt yuv420p -c:v libx264 out.mp4`")
-        record = {"height": info.height, "width": info.width, "frames": info.frames, "keyframes": info.keyframes,
+        seconds = pts * (info.time_base[0] / info.time_base[1])
+        kept = clip.frames_kept(seconds)
+        if not kept.any():
+            raise FieldValueError(f"the clip from {clip.start or 0} to {clip.end} s holds no frame of the video, "
+                                  f"whose {len(pts)} frames are shown from 0 to {seconds[-1] - seconds[0]:.3f} s")
+        pts, seek = pts[kept], seek[kept]
+        record = {"height": info.height, "width": info.width, "frames": pts.size, "keyframes": np.unique(seek).size,
                   "time_base_num": info.time_base[0], "time_base_den": info.time_base[1], "codec": int(info.codec),
                   "colour": int(info.colour)}
         return Encoded(record, pts.tobytes() + seek.tobytes() + data)
@@ -151,7 +200,7 @@ class VideoField(Field, type_id=10):
 
 
 def _load(value: Any) -> bytes:
-    """The container's bytes of an accepted value."""
+    """The container's bytes of a path, bytes or ``{"bytes", "path"}`` dict."""
     value = file_value(value, "a video")
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)

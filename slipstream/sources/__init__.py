@@ -1,11 +1,13 @@
 """Where datasets come from: image folders, arrays, indexable and iterable
 datasets, WebDataset tar shards, Hugging Face and LitData datasets, COCO
-detection datasets and segmentation mask folders; each a
+detection datasets, segmentation mask folders, folders and tables of
+videos; each a
 :class:`~slipstream.sources.protocol.Source`, and any other kind added by
 :func:`register_source`."""
 
 from slipstream.sources.adapters import ArrayColumns, ArrayRows, IndexableSource, IterableSource, infer_fields
 from slipstream.sources.any_source import as_source
+from slipstream.sources.clips import VideoClips
 from slipstream.sources.coco import COCODetection
 from slipstream.sources.folders import IMAGE_SUFFIXES, JPEG_SUFFIXES, ImageFolder, VideoFolder, find_jpegs
 from slipstream.sources.identity import IdentifiedSource, source_identity
@@ -19,6 +21,6 @@ from slipstream.sources.webdataset import WebDataset, expand_braces, member_valu
 
 __all__ = ["ArrayColumns", "ArrayRows", "CLASSES", "COCODetection", "IMAGE_SUFFIXES", "IdentifiedSource",
            "ImageFolder", "IndexableSource", "IterableSource", "JPEG_SUFFIXES", "LitData", "SegmentationFolder",
-           "Source", "VideoFolder", "WebDataset", "as_source", "expand_braces", "find_jpegs", "find_source", "holds_dataset",
+           "Source", "VideoClips", "VideoFolder", "WebDataset", "as_source", "expand_braces", "find_jpegs", "find_source", "holds_dataset",
            "infer_fields", "member_value", "register_source", "registered_sources", "source_at", "source_identity",
            "synthetic_folder", "synthetic_image", "unregister_source"]

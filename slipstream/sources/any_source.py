@@ -23,6 +23,7 @@ from slipstream.sources.adapters import (
     StreamSource,
     fields_required,
 )
+from slipstream.sources.clips import VideoClips
 from slipstream.sources.coco import COCODetection
 from slipstream.sources.folders import ImageFolder
 from slipstream.sources.huggingface import HuggingFaceSource, is_huggingface
@@ -123,7 +124,7 @@ def _register_built_in_kinds() -> None:
     ``[i]``, any iterable) that would take it too."""
     for kind, adapter, description in [
         ((str, os.PathLike), _at_path, "a path (an image folder, tar shards or a LitData dataset)"),
-        (ImageFolder, None, "an ImageFolder"),
+        ((ImageFolder, VideoClips), None, "an ImageFolder, a VideoFolder or VideoClips"),
         ((COCODetection, SegmentationFolder), None, "a COCODetection or a SegmentationFolder"),
         (WebDataset, None, "a WebDataset"),
         (is_huggingface, HuggingFaceSource, "a Hugging Face dataset"),
