@@ -16,17 +16,22 @@ recognise entries by what they are, not by the attributes they happen to have:
   turns into 0).  :func:`fold` settles them first.
 
 And one wrapper, :class:`Keyed`: an entry whose random stream comes from an
-explicit key rather than from its place.
+explicit key rather than from its place.  After a first entry that makes
+windows of frames, :func:`each_frame` wraps the per-sample operations to
+apply to every frame (:mod:`slipstream.compiler.frames`).
 """
 
 from __future__ import annotations
 
 import abc
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
+from slipstream.compiler.frames import EachFrame, MakesWindows, TakesWindows
+from slipstream.compiler.kinds import Kind
 from slipstream.compiler.nodes import DecoderNode
-from slipstream.compiler.operation import Decoder
+from slipstream.compiler.operation import Decoder, Operation
 
 
 class FieldOperation(abc.ABC):
@@ -122,7 +127,10 @@ def fold(entries: list[Any]) -> list[Any]:
     """``entries`` with the defaults of :class:`LooksAhead` entries settled,
     then each pair of adjacent entries joined where the first is
     :class:`Foldable` and knows how (repeatedly: a joined pair may take in
-    the entry after it too); a :class:`Keyed` entry is left as it is."""
+    the entry after it too); a :class:`Keyed` entry is left as it is.
+    After a first entry that makes windows of frames, the per-sample
+    operations apply to each frame with one draw per window
+    (:func:`slipstream.compiler.frames.each_frame`)."""
     entries = [entry.settled(entries[k + 1:]) if isinstance(entry, LooksAhead) else entry
                for k, entry in enumerate(entries)]
     folded: list[Any] = []
@@ -134,4 +142,21 @@ def fold(entries: list[Any]) -> list[Any]:
             folded[-1] = joined
         else:
             folded.append(entry)
-    return folded
+    return each_frame(folded)
+
+
+def each_frame(entries: Sequence[Any]) -> list[Any]:
+    """``entries``, a pipeline list, with every per-sample operation after a
+    first entry that :class:`MakesWindows` wrapped in :class:`EachFrame`
+    (one inside a ``Keyed`` too), unless it :class:`TakesWindows`."""
+    entries = list(entries)
+    if not entries or not isinstance(entries[0], MakesWindows):
+        return entries
+
+    def wrapped(entry: Any) -> Any:
+        if isinstance(entry, Keyed):
+            return Keyed(wrapped(entry.entry), entry.key)
+        framewise = isinstance(entry, Operation) and entry.kind is Kind.SAMPLE
+        return EachFrame(entry) if framewise and not isinstance(entry, (TakesWindows, EachFrame)) else entry
+
+    return [entries[0], *(wrapped(entry) for entry in entries[1:])]

@@ -34,6 +34,7 @@ from slipstream.compiler import random as rnd
 from slipstream.compiler.jit import cached_njit, uncached_njit
 from slipstream.compiler.params import (PROBABILITY, Bool, Choice, Custom, Declares, Float, Int, OrNone, Pair,
                                         Size, enum_name, param)
+from slipstream.compiler.frames import MakesWindows
 from slipstream.compiler.rewrites import FieldOperation, Foldable
 from slipstream.errors import ArgumentError
 from slipstream.fields import geometry
@@ -284,7 +285,7 @@ class Crop(Declares, FieldOperation, Foldable):
         return None
 
 
-class CroppableWindow(abc.ABC):
+class CroppableWindow(MakesWindows):
     """A window of frames (:class:`~slipstream.ops.VideoWindow`,
     :class:`~slipstream.ops.SequenceWindow`) that a crop after it folds
     into: :class:`WindowCrop` binds the pair through :meth:`bind_cropped`."""
@@ -296,7 +297,7 @@ class CroppableWindow(abc.ABC):
 
 
 @dataclasses.dataclass(frozen=True)
-class WindowCrop(FieldOperation, Foldable):
+class WindowCrop(FieldOperation, Foldable, MakesWindows):
     """A window of frames with the crop that followed it, folded; what folds
     into the crop (a flip, a crop after ``Resize(s)``) folds into it here."""
 

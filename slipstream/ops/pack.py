@@ -13,6 +13,7 @@ import numpy as np
 from slipstream import native
 from slipstream.compiler import Allocation, Geometry, Operation, State
 from slipstream.compiler.params import Choice, Custom, Float, Numbers, Refused, param
+from slipstream.compiler.frames import TakesWindows
 from slipstream.compiler.rewrites import Foldable
 
 LAYOUTS = ("TCHW", "CTHW")
@@ -42,7 +43,7 @@ FLOAT_DTYPE = Custom(_dtype, "float32 or float16 (a NumPy or torch dtype, or its
 
 
 @dataclasses.dataclass(frozen=True)
-class Normalize(Operation, Foldable):
+class Normalize(Operation, Foldable, TakesWindows):
     """``(x / 255 - mean) / std`` per channel, into a (3, height, width)
     float sample: torchvision's ``ToTensor`` followed by ``Normalize(mean,
     std)``, in one pass.  ``mean`` and ``std`` are on the 0..1 scale, as in
