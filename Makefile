@@ -51,7 +51,7 @@ help:
 	@echo "make fuzz     run the libFuzzer harnesses, FUZZ_SECONDS each (default 600), sanitized"
 	@echo "make bench    all benchmarks, then BENCHMARKS.md against FFCV, the DataLoader, DALI, SPDL, LitData and MosaicML streaming on the same bytes (IMAGES=folder)"
 	@echo "make bench-peers  the peers' virtual environments under benchmarks/.venvs"
-	@echo "make wheel    dist/: the sdist and a self-contained manylinux wheel, libjpeg-turbo linked in (Linux x86-64)"
+	@echo "make wheel    dist/: the sdist and a self-contained manylinux wheel, libjpeg-turbo and FFmpeg's decoders linked in (Linux x86-64)"
 	@echo "make gpu-bundle  what make gpu-check needs on a GPU machine: dist/ (the wheel), build/gpu-wheels, build/gpu-photos"
 	@echo "make gpu-check   on a GPU machine: CUDA tests, training-step and scaling benchmarks (one line and exit 0 without CUDA)"
 	@echo "make clean    remove .venv, build/ and dist/"
@@ -202,7 +202,7 @@ bench-peers:
 	bash benchmarks/peers/install-litdata.sh
 	bash benchmarks/peers/install-mosaic.sh
 
-# The tools it needs (Zig, auditwheel, nasm, libjpeg-turbo's source) are fetched into build/wheel: see the script.
+# The tools it needs (Zig, auditwheel, nasm, libjpeg-turbo's and FFmpeg's sources) are fetched into build/wheel: see the script.
 wheel:
 	PYTHON=$(PYTHON) bash packaging/build-wheel.sh
 

@@ -88,7 +88,13 @@ def _limited_bt601_rgb(planes: np.ndarray, height: int, width: int) -> np.ndarra
 @pytest.mark.parametrize("name", CLIPS)
 def test_frames_are_those_of_ffmpegs_decoder(clips, name):
     data = clips[name].read_bytes()
-    info, pts, seek = native.video_index(data)
+    try:
+        info, pts, seek = native.video_index(data)
+    except DecodeError as error:
+        # FFmpeg 5.1 decodes AV1 with libdav1d only, which the wheel's FFmpeg (packaging/build-wheel.sh) lacks.
+        if name == "av1" and "has no decoder of the video's codec (av1)" in str(error):
+            pytest.skip(f"this build's FFmpeg has no AV1 decoder: {error}")
+        raise
     reference = _reference_planes(clips[name])
     assert (info.height, info.width, info.frames) == (*SIZE, len(reference)) == (*SIZE, FRAMES)
     assert info.yuv420 and info.keyframes == -(-FRAMES // KEYFRAME_INTERVAL)

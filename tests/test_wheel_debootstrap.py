@@ -3,8 +3,10 @@ system made with debootstrap (its minbase variant and python3-venv: Python and
 pip, no libjpeg, no compiler, no pkg-config), into which the wheel named by
 $SLIPSTREAM_WHEEL is pip-installed with its dependencies, torch the same build
 as this environment's; there tests/bare_system_epoch.py writes a dataset and
-streams one epoch of the ImageNet-train preset, and ldd of the installed
-library names nothing but the C library and the loader.
+streams one epoch of the ImageNet-train preset, an H.264 clip made on this
+side decodes to the frames of this side's FFmpeg with no FFmpeg installed
+there, and ldd of the installed library names nothing but the C library and
+the loader.
 
 It needs root (debootstrap, chroot, mount), $SLIPSTREAM_WHEEL (.ci/run sets
 it after `make wheel`; unlike tests/test_wheel.py this one does not fall back
@@ -36,7 +38,7 @@ from pathlib import Path
 import pytest
 
 import bare_system_epoch as epoch
-from test_wheel import SYSTEM_LIBRARIES
+from test_wheel import DECODE, SYSTEM_LIBRARIES, check_decoded, make_clip
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / "build" / "wheel"
@@ -251,6 +253,17 @@ def test_an_epoch_of_the_imagenet_train_preset_streams(system):
     full, last = divmod(samples, epoch.BATCH)
     sizes = [epoch.BATCH] * full + ([last] if last else [])
     assert result["shapes"] == [[size, 3, epoch.SIZE, epoch.SIZE] for size in sizes], result["shapes"]
+
+
+def test_an_h264_clip_decodes_without_ffmpeg_installed(system, tmp_path):
+    clip = make_clip(tmp_path, "h264.mp4")
+    shutil.copy(clip, system.root / "root" / clip.name)
+    found = system.check("find", "find", "/", "-xdev", "-path", VENV, "-prune", "-o", "-name", "libav*", "-print")
+    assert not found.strip(), f"the bare system has FFmpeg's libraries outside the virtual environment:\n{found}"
+    output = system.check("decoding a clip", f"{VENV}/bin/python", "-c", DECODE, f"/root/{clip.name}")
+    report = json.loads(output.splitlines()[-1])
+    report[str(clip)] = report.pop(f"/root/{clip.name}")
+    check_decoded(report, {"h264.mp4": clip}, system.library)
 
 
 def test_the_installed_library_needs_only_the_c_library_and_the_loader(system):
