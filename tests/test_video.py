@@ -286,6 +286,23 @@ def test_image_operations_apply_to_every_frame_with_one_draw_per_window(video_da
                   pipelines={"video": [VideoWindow(frames=4), RandomResizedCrop(48), RandomRotation(10)]})
 
 
+def test_the_first_epoch_streams_from_a_folder_and_a_table_of_clips(video_dataset, cache):
+    """A loader over the source itself: epoch 0 streams from the source
+    while the file is written, and gives the windows the cached file gives,
+    for a folder of videos and for a table of clips alike."""
+    folder = video_dataset.parent / "source"
+    table = [(path, 0.1, 0.7, path.parent.name) for path in sorted(folder.rglob("*.mp4"))]
+    for source in (ss.VideoFolder(folder), ss.VideoClips(table)):
+        with ss.Loader(source, 2, {"video": PIPELINE}, order=ss.Order(seed=5), verbose=False) as loader:
+            streamed = [[t.numpy().copy() for t in batch] for batch in loader]
+            list(loader)  # epoch 1 reads the file
+            path = loader.reader.path
+        with ss.Loader(path, 2, {"video": PIPELINE}, order=ss.Order(seed=5), verbose=False) as cached:
+            again = [[t.numpy().copy() for t in batch] for batch in cached]
+        assert len(streamed) == 3 and all(np.array_equal(a, b) for x, y in zip(streamed, again) for a, b in zip(x, y))
+    assert len(ss.open_dataset(path).read(0, "video")) == 18  # the clips' frames, 0.1 s to 0.7 s at 30 frames/s
+
+
 def test_a_stored_video_reads_back_its_frames(video_dataset):
     reader = ss.open_dataset(video_dataset)
     stored = reader.read(5, "video")
