@@ -182,6 +182,9 @@ class CompiledPipeline:
         self._statuses: list[np.ndarray] = []  # the last call's status outputs, as its stages returned them
         self._count = 0  # the last call's number of samples
         self._compiled = [False] * len(self.sources)
+        self._stage_seconds = [0.0] * len(self.sources)  # each stage's time over its calls but its first
+        self.compile_seconds = 0.0
+        """Seconds the first calls of the compiled stages took (compiling them, or loading them from the cache)."""
         # Asynchronous copies to a CUDA device read a slot's host memory after
         # the call returns; the event recorded after them is waited on before
         # that slot is written again.
@@ -315,7 +318,7 @@ class CompiledPipeline:
                 if source.jit:
                     self._done[:n] = 0
                 first = source.jit and not self._compiled[k]
-                counts, started = (_cache_counts(fn), time.perf_counter()) if first else (None, 0.0)
+                counts, started = _cache_counts(fn) if first else None, time.perf_counter()
                 try:
                     results = self._run_compiled(source, fn, args, n) if source.jit else fn(*args)
                 except numba.core.errors.NumbaError as exc:
@@ -334,7 +337,10 @@ class CompiledPipeline:
                 if progress is not None and first:
                     progress.update(1)
                 if first:
+                    self.compile_seconds += time.perf_counter() - started
                     self._record_compile(source, fn, counts, time.perf_counter() - started)
+                else:
+                    self._stage_seconds[k] += time.perf_counter() - started
                 self._compiled[k] = True
                 statuses += results[len(source.returns):]
                 for node, value in zip(source.returns, results):
@@ -468,6 +474,13 @@ class CompiledPipeline:
     def dispatchers(self) -> list[Any]:
         """The compiled function of each jit stage (one Numba dispatcher each)."""
         return [fn for source, fn in zip(self.sources, self.functions) if source.jit]
+
+    def stage_seconds(self) -> dict[str, float]:
+        """Seconds each stage has run over all calls but its first (which
+        compiles it, or loads it from the cache), by the stage's name in
+        :meth:`explain`: ``"stage 0 (jit)"``, ``"stage 1 (torch)"``."""
+        return {f"stage {source.index} ({'jit' if source.jit else 'torch'})": seconds
+                for source, seconds in zip(self.sources, self._stage_seconds)}
 
     def explain(self) -> str:
         """The generated source of every stage (whether its machine code is

@@ -6,6 +6,7 @@ from slipstream.loader.iterator import EpochIterator, EpochPlan
 from slipstream.loader.loader import Loader
 from slipstream.loader.options import LoaderOptions, Memory, Order, Sharding
 from slipstream.loader.orders import ORDERS
+from slipstream.loader.stats import LoaderStats
 from slipstream.compiler.graph import View
 
 __all__ = [
@@ -14,6 +15,7 @@ __all__ = [
            "EpochPlan",
            "Loader",
            "LoaderOptions",
+           "LoaderStats",
            "Memory",
            "Order",
            "Sharding",

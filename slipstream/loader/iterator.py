@@ -38,6 +38,7 @@ import dataclasses
 import queue
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -49,6 +50,7 @@ from slipstream.compiler.pipeline import shown_indices
 from slipstream.errors import DecodeError, OperationError, PipelineError, SampleWarning, SlipstreamError
 from slipstream.fields.decoders import UNREADABLE
 from slipstream.loader.stager import CORRUPT, Staged, Stager
+from slipstream.loader.stats import StatsRecorder, Timed, profiled
 
 _END = object()
 _EMPTY = object()  # a batch whose every sample failed under on_error="skip"
@@ -194,6 +196,9 @@ class EpochPlan:
             cannot be decoded, a failed operation), after ``on_stop`` and
             before the error reaches the caller; not for an iteration
             left early.
+        stats: where both threads add their times
+            (:class:`~slipstream.loader.stats.StatsRecorder`); None: kept
+            nowhere.
     """
 
     epoch: int
@@ -213,6 +218,7 @@ class EpochPlan:
     stop_batches: Callable[[], None] | None = None
     on_stop: Callable[[int], None] | None = None
     on_fail: Callable[[BaseException], None] | None = None
+    stats: StatsRecorder | None = None
 
 
 class EpochIterator:
@@ -261,10 +267,15 @@ class EpochIterator:
     def __next__(self) -> Any:
         if self._done:
             raise StopIteration
-        item = self._take()
-        while item is _EMPTY:
-            self.position += 1
+        stats = self.plan.stats
+        if stats is not None:
+            stats.asking()
+        began = time.perf_counter()
+        with profiled("slipstream.next"):
             item = self._take()
+            while item is _EMPTY:
+                self.position += 1
+                item = self._take()
         if item is _END:
             self._done = True  # the epoch's end: not stopped before it
             self.close()
@@ -276,13 +287,15 @@ class EpochIterator:
             if self.plan.on_fail is not None:
                 self.plan.on_fail(item.error)
             raise item.error
-        outputs, ready = item
+        outputs, ready, samples = item
         if ready is not None:  # the copy to the device was queued on the loader's stream
             import torch
 
             torch.cuda.current_stream().wait_event(ready)
             _used_on_current_stream(outputs)
         self.position += 1
+        if stats is not None:
+            stats.waited(time.perf_counter() - began, samples, self.epoch)
         return outputs
 
     def _take(self) -> Any:
@@ -329,13 +342,14 @@ def _produce(plan: EpochPlan, out: queue.Queue, stop: threading.Event) -> None:
     ``stop``; an exception goes to the user's thread as a :class:`_Failure`.
     It holds the plan, never the iterator (see the module's docstring)."""
     def put(item: Any) -> bool:
-        while not stop.is_set():
-            try:
-                out.put(item, timeout=_POLL_S)
-                return True
-            except queue.Full:
-                continue
-        return False
+        with Timed(plan.stats, "ahead"):  # waiting for room: the batches ahead are all made
+            while not stop.is_set():
+                try:
+                    out.put(item, timeout=_POLL_S)
+                    return True
+                except queue.Full:
+                    continue
+            return False
 
     try:
         # Copies to the loader's device, and the device work of the pipeline's
@@ -350,29 +364,33 @@ def _produce(plan: EpochPlan, out: queue.Queue, stop: threading.Event) -> None:
                 pending.pop(0).synchronize()
             with _on_stream(stream):
                 try:
-                    known, tables = _stage(plan, b, indices, known_failures)
-                    outputs = _run(plan, b, indices, known, tables)
+                    with Timed(plan.stats, "reading"):
+                        known, tables = _stage(plan, b, indices, known_failures)
+                    with Timed(plan.stats, "pipeline"):
+                        outputs = _run(plan, b, indices, known, tables)
                 except Exception:
                     plan.memory.verify()  # a file changed under the loader explains a failure best
                     raise
                 # Nothing read from a file truncated or rewritten under the
                 # loader is handed on (the mapping reads lost pages as zeros).
-                plan.memory.verify()
-                try:
-                    keep = _check_errors(plan, indices, known)  # its messages may read the batch's values
-                finally:
-                    plan.memory.release(b)
+                with Timed(plan.stats, "checks"):
+                    plan.memory.verify()
+                    try:
+                        keep = _check_errors(plan, indices, known)  # its messages may read the batch's values
+                    finally:
+                        plan.memory.release(b)
                 if keep is not None and not keep.size:
                     if not put(_EMPTY):
                         return
                     continue
-                values = [_to_tensor(_rows(outputs[name], keep)) for name in plan.names]
-                ready = None
-                if stream is not None:
-                    values, ready = _to_device(values, plan.device, stream)
-                    pending.append(ready)
+                with Timed(plan.stats, "to_device"):
+                    values = [_to_tensor(_rows(outputs[name], keep)) for name in plan.names]
+                    ready = None
+                    if stream is not None:
+                        values, ready = _to_device(values, plan.device, stream)
+                        pending.append(ready)
             batch = dict(zip(plan.names, values)) if plan.as_dict else tuple(values)
-            if not put((batch, ready)):
+            if not put((batch, ready, len(indices) if keep is None else int(keep.size))):
                 return
         put(_END)
     except BaseException as exc:  # reaches the user's thread

@@ -6,6 +6,7 @@ from __future__ import annotations
 import atexit
 import enum
 import functools
+import logging
 import os
 import threading
 import warnings
@@ -28,6 +29,7 @@ from slipstream.loader.epoch_zero import EPOCH_ZEROS, OVER_FILE, STREAMED, Epoch
 from slipstream.loader.iterator import EpochIterator, EpochPlan, FailureLog
 from slipstream.loader.options import GROUPS, LoaderOptions, Memory, Order, Sharding, _integer, unknown_keyword
 from slipstream.loader.outputs import resolve_outputs
+from slipstream.loader.stats import LOG as STATS_LOG, LoaderStats, StatsRecorder
 from slipstream.format.remote import Remote
 from slipstream.format.sharded import open_dataset
 from slipstream.format.writer import SampleStream
@@ -200,6 +202,7 @@ class Loader:
             raise ArgumentError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
         self.on_error = on_error
         self.failure_log = FailureLog()
+        self._stats = StatsRecorder()
         self._pid = os.getpid()
         self.options = LoaderOptions(order, sharding.resolve(), memory, remote)
         self.batch_size, self.num_threads, self.as_dict = batch_size, num_threads, as_dict
@@ -553,7 +556,8 @@ class Loader:
                          names=tuple(self.output_names), as_dict=self.as_dict, device=self.device,
                          on_error=self.on_error, failures=self.failure_log, batches_ahead=self.batches_ahead,
                          draws=draws, on_stop=functools.partial(self._stopped, self._iteration),
-                         on_fail=self._epoch_failed)
+                         on_fail=self._epoch_failed, stats=self._stats)
+        self._epoch_began = self.stats()  # what the epoch's log line counts from
         iterator = EpochIterator(plan, on_end=self._epoch_finished)
         self._iterator = weakref.ref(iterator)
         return iterator
@@ -571,6 +575,8 @@ class Loader:
 
     def _epoch_finished(self, iterator: EpochIterator) -> None:
         self.failure_log.warn(self.reader.path, iterator.epoch, self.on_error)
+        if STATS_LOG.isEnabledFor(logging.INFO):
+            STATS_LOG.info("%s: %s", self.reader.path, self.stats() - self._epoch_began)
         if iterator is self._running():
             self._go_to(self._epoch + 1, 0, [])
             self._iterator = None
@@ -596,6 +602,26 @@ class Loader:
         the last one started and nothing moved the loader since."""
         if iteration == self._iteration:
             self._left = position
+
+    def stats(self, reset: bool = False) -> LoaderStats:
+        """What the loader did since it was made (or last reset): how long
+        the training loop waited for batches against the time between them
+        (``waiting_share``, ``bottleneck``), samples per second, where the
+        loader thread's time went (reading pages, the compiled pipeline and
+        each of its stages, checks, the copy to the device, waiting with its
+        batches ahead made) and the samples skipped
+        (:mod:`slipstream.loader.stats`).  ``print(loader.stats())`` shows
+        them in words; ``logging.getLogger("slipstream.loader")`` at
+        ``INFO`` logs them at each epoch's end.
+
+        Args:
+            reset: start the figures again from zero after taking them.
+        """
+        totals = (self.compiled.stage_seconds(), self.compiled.compile_seconds, self.failure_log.count)
+        taken = self._stats.snapshot(self._epoch, *totals)
+        if reset:
+            self._stats.reset(*totals)
+        return taken
 
     def state_dict(self) -> dict[str, Any]:
         """Where the loader is: load it into a fresh loader (same dataset,
