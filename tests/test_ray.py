@@ -2,7 +2,7 @@
 processes on this machine) into the real S3 server: the same bytes for any
 number of workers and as ``slipstream.write`` on one machine, a worker
 killed mid-write, a refused overwrite, Hugging Face rows, LitData chunks,
-and the CLI."""
+video rows, and the CLI."""
 
 from __future__ import annotations
 
@@ -246,6 +246,24 @@ def test_hugging_face_rows_through_ray(cluster, tmp_path):
     with ss.open_dataset(tmp_path / "hf") as reader:
         assert [bytes(reader.value_bytes(k, "image")) for k in range(20)] == [tiled(i) for i in images]
         assert [reader[k]["label"] for k in range(20)] == [k % 4 for k in range(20)]
+
+
+def test_video_rows_through_ray(cluster, tmp_path):
+    """Rows of video bytes: on the cluster, the dataset ``ss.write`` writes."""
+    import real_photos
+    from slipstream.sources.synthetic_video import encode_clip, pan_zoom
+
+    clips = [encode_clip(tmp_path / f"clip{i}.mp4", pan_zoom(real_photos.pixels("coffee"), 6 + i, (48, 64)),
+                         (48, 64)).read_bytes() for i in range(3)]
+    rows = [{"video": clip, "label": i} for i, clip in enumerate(clips)]
+    fields = {"video": ss.VideoField(), "label": ss.IntField()}
+    result = ssray.write(ray.data.from_items(rows), str(tmp_path / "ray"), fields, shards=2)
+    assert result.samples == 3 and not result.skipped
+    ss.write(tmp_path / "direct", [(r["video"], r["label"]) for r in rows], fields, shards=2, verbose=False)
+    with ss.open_dataset(tmp_path / "ray") as reader, ss.open_dataset(tmp_path / "direct") as direct:
+        assert [bytes(reader.value_bytes(k, "video")) for k in range(3)] == \
+            [bytes(direct.value_bytes(k, "video")) for k in range(3)]
+        assert [len(reader.read(k, "video")) for k in range(3)] == [6, 7, 8]
 
 
 def test_litdata_chunks_through_ray(cluster, tmp_path):

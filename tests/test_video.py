@@ -303,6 +303,13 @@ def test_the_first_epoch_streams_from_a_folder_and_a_table_of_clips(video_datase
     assert len(ss.open_dataset(path).read(0, "video")) == 18  # the clips' frames, 0.1 s to 0.7 s at 30 frames/s
 
 
+def test_a_converted_copy_in_shards_gives_the_same_windows(video_dataset, tmp_path):
+    ss.convert(video_dataset, tmp_path / "sharded", shards=2, page_size=4096, verbose=False)
+    assert len(list((tmp_path / "sharded").glob("*.slip"))) == 2
+    assert all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+               for a, b in zip(_epoch(video_dataset), _epoch(tmp_path / "sharded")))
+
+
 def test_a_stored_video_reads_back_its_frames(video_dataset):
     reader = ss.open_dataset(video_dataset)
     stored = reader.read(5, "video")
@@ -485,6 +492,27 @@ def test_an_index_that_lies_and_a_stream_that_ends_early(clips):
         native.video_decode_planes(data, pts[[4]], pts[[5]], *SIZE)
 
 
+CORPUS = Path(__file__).resolve().parent.parent / "native" / "fuzz" / "corpus" / "video"
+
+
+@pytest.mark.parametrize("seed", sorted(p.name for p in CORPUS.iterdir()))
+def test_every_index_entry_decodes_or_fails_as_damaged_input(seed):
+    """For each fuzzing seed (a frame shown before every keyframe among
+    them): the index's keyframe never lies after its frame, and every frame
+    decodes or fails with a decode error, never with the arguments refused."""
+    data = (CORPUS / seed).read_bytes()
+    try:
+        info, pts, seek = native.video_index(data)
+    except DecodeError:
+        return
+    assert (seek <= pts).all()
+    for frame in range(min(len(pts), 8)):
+        try:
+            native.video_decode_planes(data, pts[[frame]], seek[[frame]], info.height, info.width)
+        except DecodeError as exc:
+            assert exc.status in (native.Status.ECORRUPT, native.Status.ETRUNCATED, native.Status.EUNSUPPORTED)
+
+
 def test_damaged_samples_follow_on_error(clips, tmp_path):
     """A single-frame video is shorter than a window of 2 frames, and a
     stream whose coded frames were overwritten fails to decode: each is
@@ -505,8 +533,11 @@ def test_damaged_samples_follow_on_error(clips, tmp_path):
                        order=ss.Order(kind="sequential")))
     loader = ss.Loader(path, batch_size=3, pipelines={"video": pipeline}, verbose=False, on_error="skip",
                        order=ss.Order(kind="sequential"))
-    batches = list(loader)
+    with pytest.warns(ss.SampleWarning, match="2 samples of epoch 0 could not be decoded"):
+        batches = list(loader)
     assert sum(len(b[0]) for b in batches) == 1
+    stats = loader.stats()
+    assert (stats.batches, stats.samples, stats.skipped) == (1, 1, 2)
     failures = loader.failures
     assert set(failures) == {1, 2}
     assert "shorter than the window" in failures[1]

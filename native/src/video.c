@@ -280,9 +280,12 @@ SLIP_API int32_t slip_video_index(const uint8_t *data, size_t size, slip_video_i
           }
           if (status == SLIP_OK && !first_frame) status = index_first_frame(&v, v.packet, info, &first_frame);
           if (status == SLIP_OK) {
-            /* An open GOP's leading frames show before their keyframe: they start at the one before. */
+            /* An open GOP's leading frames show before their keyframe: they start at the one before.  A
+             * frame shown before every keyframe so far starts at its own timestamp, which a backward seek
+             * takes to the first keyframe: the decode then finds it or says the stream has no such frame. */
             int64_t start = key != AV_NOPTS_VALUE && key <= t ? key
-                            : earlier_key != AV_NOPTS_VALUE && earlier_key <= t ? earlier_key : first;
+                            : earlier_key != AV_NOPTS_VALUE && earlier_key <= t ? earlier_key
+                            : first <= t ? first : t;
             frames[n++] = (frame_entry){t, start};
           }
         }
