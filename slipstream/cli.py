@@ -133,6 +133,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--grid", default="demo-batch.png",
                       help="PNG to save one augmented batch to, with labels (default: demo-batch.png; '' for none)")
 
+    status = commands.add_parser("status", help="what loading speed depends on here (processor, cores and quota, "
+                                                "threads, versions, caches), a speed check, and each problem found "
+                                                "with its fix; exit status 1 when one is found")
+    status.add_argument("--seconds", type=float, default=5.0,
+                        help="seconds of the speed check through the standard pipeline (default 5; 0: none)")
+    status.add_argument("--threads", type=int, default=None, help="threads of the speed check (default: a loader's)")
+
     cli_cache.add_parser(commands, _path)
     return parser
 
@@ -190,6 +197,10 @@ def _run(args: argparse.Namespace) -> int:
         from slipstream import cli_cache
 
         return cli_cache.run(args)
+    if args.command == "status":
+        from slipstream import status
+
+        return status.main(args.seconds, args.threads)
     if args.command == "bench":
         from slipstream.bench import stream
 

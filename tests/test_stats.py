@@ -48,11 +48,16 @@ def test_a_training_step_slower_than_the_loader_is_counted_as_step(dataset):
     assert set(stats.phases) == set(PHASES) and all(v >= 0 for v in stats.phases.values())
     assert sum(stats.phases.values()) <= elapsed
     assert list(stats.stages) == ["stage 0 (jit)"] and 0 < stats.stages["stage 0 (jit)"] <= stats.phases["pipeline"]
+    # The stage's time shared among its operations: the decode and crop above the label's copy.
+    assert set(stats.operations) == {"image: CropDecoder", "label: ArraySource"}
+    assert sum(stats.operations.values()) == pytest.approx(stats.stages["stage 0 (jit)"])
+    assert stats.operations["image: CropDecoder"] > 10 * stats.operations["label: ArraySource"]
     assert stats.phases["ahead"] > 0  # the loader waited for room: it keeps up
     assert not stats.bottleneck and stats.waiting_share < 0.5
     assert 0 < stats.samples_per_s <= SAMPLES / (STEP * (SAMPLES // BATCH))
     shown = str(stats)
     assert "the loader keeps up" in shown and "stage 0 (jit)" in shown and "ahead" in shown
+    assert "operations: image: CropDecoder " in shown
 
 
 def test_reset_and_the_difference_of_two_takes(dataset):
@@ -64,10 +69,12 @@ def test_reset_and_the_difference_of_two_takes(dataset):
     second = fast.stats()
     assert (first.epoch, second.epoch) == (0, 1) and second.batches == first.batches == SAMPLES // BATCH
     assert second.compiling == 0.0  # compiled in the first epoch, before the reset
-    both = LoaderStats(1, 24, 192, 1.0, 2.0, dict.fromkeys(PHASES, 1.0), {"stage 0 (jit)": 3.0}, 0.5, 2)
-    one = LoaderStats(0, 12, 96, 0.25, 0.5, dict.fromkeys(PHASES, 0.5), {"stage 0 (jit)": 1.0}, 0.5, 1)
+    both = LoaderStats(1, 24, 192, 1.0, 2.0, dict.fromkeys(PHASES, 1.0), {"stage 0 (jit)": 3.0},
+                       {"image: CropDecoder": 2.0}, 0.5, 2)
+    one = LoaderStats(0, 12, 96, 0.25, 0.5, dict.fromkeys(PHASES, 0.5), {"stage 0 (jit)": 1.0},
+                      {"image: CropDecoder": 0.5}, 0.5, 1)
     assert both - one == LoaderStats(1, 12, 96, 0.75, 1.5, dict.fromkeys(PHASES, 0.5), {"stage 0 (jit)": 2.0},
-                                     0.0, 1)
+                                     {"image: CropDecoder": 1.5}, 0.0, 1)
     assert (both - one).waiting_share == 0.75 / 2.25 and (both - one).bottleneck
 
 

@@ -96,6 +96,7 @@ HELPERS: dict[str, Any] = {
     "copy_sample": copy_sample,
     "as_tensor": as_tensor,
     "claim": threads.claim,
+    "cycles": threads.cycles,
 }
 
 
@@ -384,7 +385,7 @@ def stage_parameters(nodes: list[GraphNode], external: Iterable[int], compiled: 
     """The parameters of the stage running ``nodes``, reading the values of
     the nodes ``external`` from earlier stages and the run-time values
     ``values``: what the runtime binds."""
-    params = list(symbols.BATCH_PARAMETERS) + ([symbols.DONE] if compiled else [])
+    params = list(symbols.BATCH_PARAMETERS) + ([symbols.DONE, symbols.TICKS] if compiled else [])
     taken = set(values)
     for node in nodes:
         params += [symbol for symbol, _ in input_arrays(node)]
@@ -421,14 +422,22 @@ def generate_stage(graph: Graph, stage: int, trace: bool = False) -> StageSource
     emitted: list[tuple[GraphNode, list[ast.stmt]]] = []
 
     def emit_all(emit: Callable[[Node, EmitContext], list[ast.stmt]], position: ast.expr) -> list[ast.stmt]:
-        """Every node's statements from one of its specification's emit methods, in order."""
+        """Every node's statements from one of its specification's emit methods, in order; in a compiled
+        stage, each node's between two readings of the cycle counter, whose difference adds to its
+        entry of ``TICKS`` (its share of the stage's time, :meth:`CompiledPipeline.operation_seconds`)."""
         statements: list[ast.stmt] = []
-        for node in nodes:
+        for k, node in enumerate(nodes):
             own = emit(node.spec, emitters[node.id])
             emitted.append((node, own))
             if trace and own:
                 statements += [A.assign_item(A.name(symbols.TRACE.name), A.const(0), A.const(node.id)),
                                A.assign_item(A.name(symbols.TRACE.name), A.const(1), position)]
+            if jit and own:
+                started, ticks = symbols.cycles(node.id).name, A.name(symbols.TICKS.name)
+                entry = A.tuple_of([A.name(symbols.THREAD.name), A.const(k)])
+                own = [A.assign(started, A.call("cycles")), *own,
+                       A.assign_item(ticks, entry, A.add(A.index(ticks, entry),
+                                                         A.sub(A.call("cycles"), A.name(started))))]
             statements += own
         return statements
 

@@ -183,6 +183,12 @@ class CompiledPipeline:
         self._count = 0  # the last call's number of samples
         self._compiled = [False] * len(self.sources)
         self._stage_seconds = [0.0] * len(self.sources)  # each stage's time over its calls but its first
+        # Each compiled stage's cycles per node, per concurrent call (symbols.TICKS), what of them earlier calls
+        # were counted for, and each node's seconds: each call's time shared by the cycles it added.
+        nodes = {source.index: len(graph.nodes_in(source.index)) for source in self.sources if source.jit}
+        self._ticks = {stage: np.zeros((self.threads, count), np.int64) for stage, count in nodes.items()}
+        self._ticks_counted = {stage: np.zeros(count, np.int64) for stage, count in nodes.items()}
+        self._node_seconds = {stage: np.zeros(count) for stage, count in nodes.items()}
         self.compile_seconds = 0.0
         """Seconds the first calls of the compiled stages took (compiling them, or loading them from the cache)."""
         # Asynchronous copies to a CUDA device read a slot's host memory after
@@ -336,11 +342,14 @@ class CompiledPipeline:
                                          f"again one by one did not fail")
                 if progress is not None and first:
                     progress.update(1)
+                elapsed = time.perf_counter() - started
                 if first:
-                    self.compile_seconds += time.perf_counter() - started
-                    self._record_compile(source, fn, counts, time.perf_counter() - started)
+                    self.compile_seconds += elapsed
+                    self._record_compile(source, fn, counts, elapsed)
                 else:
-                    self._stage_seconds[k] += time.perf_counter() - started
+                    self._stage_seconds[k] += elapsed
+                if source.jit:
+                    self._share(source.index, 0.0 if first else elapsed)
                 self._compiled[k] = True
                 statuses += results[len(source.returns):]
                 for node, value in zip(source.returns, results):
@@ -455,6 +464,8 @@ class CompiledPipeline:
             return self.keys[symbol]
         if role is Role.DONE:
             return self._done
+        if role is Role.TICKS:
+            return self._ticks[source.index]
         if role is Role.BUFFER:
             if symbol in self._jit_scratch:
                 return self._jit_scratch[symbol]
@@ -481,6 +492,34 @@ class CompiledPipeline:
         :meth:`explain`: ``"stage 0 (jit)"``, ``"stage 1 (torch)"``."""
         return {f"stage {source.index} ({'jit' if source.jit else 'torch'})": seconds
                 for source, seconds in zip(self.sources, self._stage_seconds)}
+
+    def _share(self, stage: int, seconds: float) -> None:
+        """Share ``seconds``, a call of compiled stage ``stage``, among its
+        nodes by the cycles the call added to each."""
+        ticks = self._ticks[stage].sum(axis=0)
+        added = ticks - self._ticks_counted[stage]
+        self._ticks_counted[stage] = ticks
+        total = int(added.sum())
+        if total > 0:
+            self._node_seconds[stage] += seconds * added / total
+
+    def operation_seconds(self) -> dict[str, float]:
+        """The compiled stages' time (:meth:`stage_seconds`) shared among
+        their nodes, each call's by the cycles each node's statements took
+        in it, by
+        ``"pipeline: Operation"`` (``"image: CropDecoder"``; ``#2``, ``#3``
+        after a name that repeats).  Every node's statements run between
+        two readings of the processor's cycle counter, a few cycles each,
+        nothing beside a sample's decode."""
+        shares: dict[str, float] = {}
+        for stage, seconds in self._node_seconds.items():
+            for node, spent in zip(self.graph.nodes_in(stage), seconds):
+                what = node.op if node.op is not None else node.spec
+                name = f"{node.pipeline}: {type(what).__name__}"
+                name = next(f"{name} #{k}" for k in range(2, len(shares) + 3) if f"{name} #{k}" not in shares) \
+                    if name in shares else name
+                shares[name] = float(spent)
+        return shares
 
     def explain(self) -> str:
         """The generated source of every stage (whether its machine code is

@@ -36,6 +36,8 @@ class Role(enum.Enum):
     FINISH = "finish"  # whether a compiled stage's call runs the batch's statements after the samples
     TRACE = "trace"  # where a diagnostic stage is: the node running and the sample's position, int64 (2,)
     DONE = "done"  # 1 for each sample whose statements all ran, uint8 (batch_size,)
+    TICKS = "ticks"  # processor cycles each node's statements took, per call: int64 (threads, nodes of the stage)
+    CYCLES = "c"  # the cycle counter when a node's statements started, a local of the sample loop
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,10 +90,11 @@ CLAIMS = Symbol(Role.CLAIMS)
 FINISH = Symbol(Role.FINISH)
 TRACE = Symbol(Role.TRACE)
 DONE = Symbol(Role.DONE)
+TICKS = Symbol(Role.TICKS)
 
 BATCH_PARAMETERS = (INDICES, DRAWS, KNOWN_FAILURES, COUNT, SEED, EPOCH)
 """The parameters every stage starts with, in this order (a compiled stage
-then takes ``DONE``)."""
+then takes ``DONE`` and ``TICKS``)."""
 
 CALL_PARAMETERS = (CLAIMS, THREAD, FINISH)
 """The parameters a compiled stage takes before all others, which differ
@@ -119,6 +122,11 @@ def values(node_id: int, position: int) -> Symbol:
     ``position`` (0 its own, 1, 2, ... others a node with control flow
     calls)."""
     return Symbol(Role.VALUES, node_id, position)
+
+
+def cycles(node_id: int) -> Symbol:
+    """The cycle counter read when node ``node_id``'s statements started."""
+    return Symbol(Role.CYCLES, node_id)
 
 
 def node_values(node_id: int) -> Symbol:

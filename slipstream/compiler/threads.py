@@ -93,4 +93,17 @@ def run_parts(part: Callable[[int], Any], parts: int) -> None:
         raise failure
 
 
-__all__ = ["claim", "run_parts"]
+@intrinsic
+def cycles(typingctx: Any) -> Any:
+    """In compiled code: the processor's cycle counter (LLVM's
+    ``readcyclecounter``: ``rdtsc`` on x86-64), a few cycles to read; the
+    differences of two readings in one thread measure the code between
+    them, in the counter's units, which shares of a stage compare."""
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        counter = builder.module.declare_intrinsic("llvm.readcyclecounter", fnty=ir.FunctionType(ir.IntType(64), []))
+        return builder.call(counter, [])
+
+    return types.int64(), codegen
+
+
+__all__ = ["claim", "cycles", "run_parts"]

@@ -607,9 +607,10 @@ class Loader:
         """What the loader did since it was made (or last reset): how long
         the training loop waited for batches against the time between them
         (``waiting_share``, ``bottleneck``), samples per second, where the
-        loader thread's time went (reading pages, the compiled pipeline and
-        each of its stages, checks, the copy to the device, waiting with its
-        batches ahead made) and the samples skipped
+        loader thread's time went (reading pages, the compiled pipeline,
+        each of its stages and each operation's share of them, checks, the
+        copy to the device, waiting with its batches ahead made) and the
+        samples skipped
         (:mod:`slipstream.loader.stats`).  ``print(loader.stats())`` shows
         them in words; ``logging.getLogger("slipstream.loader")`` at
         ``INFO`` logs them at each epoch's end.
@@ -617,7 +618,8 @@ class Loader:
         Args:
             reset: start the figures again from zero after taking them.
         """
-        totals = (self.compiled.stage_seconds(), self.compiled.compile_seconds, self.failure_log.count)
+        totals = (self.compiled.stage_seconds(), self.compiled.operation_seconds(), self.compiled.compile_seconds,
+                  self.failure_log.count)
         taken = self._stats.snapshot(self._epoch, *totals)
         if reset:
             self._stats.reset(*totals)

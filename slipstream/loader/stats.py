@@ -49,6 +49,10 @@ class LoaderStats:
         phases: the loader thread's time by phase (:data:`PHASES`).
         stages: the compiled pipeline's time by stage (its first call's
             compile left out), keyed as ``explain()`` names the stages.
+        operations: the compiled stages' time shared among their
+            operations by the processor cycles each took, keyed
+            ``"pipeline: Operation"``
+            (:meth:`~slipstream.compiler.CompiledPipeline.operation_seconds`).
         compiling: time the first batch spent compiling the pipeline's
             stages (or loading them from the cache), which ``waiting`` and
             the ``pipeline`` phase include and the shares leave out.
@@ -62,6 +66,7 @@ class LoaderStats:
     step: float
     phases: Mapping[str, float]
     stages: Mapping[str, float]
+    operations: Mapping[str, float]
     compiling: float
     skipped: int
 
@@ -89,8 +94,8 @@ class LoaderStats:
         to this one's): what one epoch did, say."""
         return LoaderStats(self.epoch, self.batches - earlier.batches, self.samples - earlier.samples,
                            self.waiting - earlier.waiting, self.step - earlier.step,
-                           {k: v - earlier.phases.get(k, 0.0) for k, v in self.phases.items()},
-                           {k: v - earlier.stages.get(k, 0.0) for k, v in self.stages.items()},
+                           _minus(self.phases, earlier.phases),
+                           _minus(self.stages, earlier.stages), _minus(self.operations, earlier.operations),
                            self.compiling - earlier.compiling, self.skipped - earlier.skipped)
 
     @property
@@ -115,6 +120,11 @@ class LoaderStats:
             lines.append("stages: " + ", ".join(f"{name} {seconds:.3f} s" + (f" ({seconds / total:.0%})" if total
                                                                              else "")
                                                for name, seconds in self.stages.items()))
+        if self.operations:
+            total = sum(self.operations.values())
+            lines.append("operations: " + ", ".join(
+                f"{name} {seconds:.3f} s" + (f" ({seconds / total:.0%})" if total else "")
+                for name, seconds in sorted(self.operations.items(), key=lambda item: -item[1])))
         if self.skipped:
             lines.append(f"{self.skipped} samples skipped (loader.failure_log says which and why)")
         return "\n".join(lines)
@@ -127,19 +137,20 @@ class StatsRecorder:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.reset({}, 0.0, 0)
+        self.reset({}, {}, 0.0, 0)
 
-    def reset(self, stages: Mapping[str, float], compiling: float, skipped: int) -> None:
-        """Start the figures again from zero; ``stages``, ``compiling`` and
-        ``skipped`` are the pipeline's and the failure log's running totals
-        now."""
+    def reset(self, stages: Mapping[str, float], operations: Mapping[str, float], compiling: float,
+              skipped: int) -> None:
+        """Start the figures again from zero; ``stages``, ``operations``,
+        ``compiling`` and ``skipped`` are the pipeline's and the failure
+        log's running totals now."""
         with self._lock:
             self.batches = self.samples = 0
             self.waiting = self.step = 0.0
             self.phases = dict.fromkeys(PHASES, 0.0)
             self.epoch: int | None = None  # that of the latest batch handed out
             self._handed_at: float | None = None
-            self._base = (dict(stages), compiling, skipped)
+            self._base = (dict(stages), dict(operations), compiling, skipped)
 
     def waited(self, seconds: float, samples: int, epoch: int) -> None:
         """The training loop got a batch of ``samples`` of ``epoch`` after blocking ``seconds``."""
@@ -159,16 +170,22 @@ class StatsRecorder:
         """The loader thread spent ``seconds`` in phase ``name``."""
         self.phases[name] += seconds
 
-    def snapshot(self, epoch: int, stages: Mapping[str, float], compiling: float, skipped: int) -> LoaderStats:
+    def snapshot(self, epoch: int, stages: Mapping[str, float], operations: Mapping[str, float], compiling: float,
+                 skipped: int) -> LoaderStats:
         """The figures now, labelled with the epoch of the latest batch (or
-        ``epoch`` before any); ``stages``, ``compiling`` and ``skipped`` are
-        the running totals of the pipeline and the failure log, counted here
-        from the last reset."""
+        ``epoch`` before any); ``stages``, ``operations``, ``compiling`` and
+        ``skipped`` are the running totals of the pipeline and the failure
+        log, counted here from the last reset."""
         with self._lock:
-            stage_base, compile_base, skipped_base = self._base
-            since = {name: seconds - stage_base.get(name, 0.0) for name, seconds in stages.items()}
+            stage_base, operation_base, compile_base, skipped_base = self._base
             return LoaderStats(epoch if self.epoch is None else self.epoch, self.batches, self.samples, self.waiting,
-                               self.step, dict(self.phases), since, compiling - compile_base, skipped - skipped_base)
+                               self.step, dict(self.phases), _minus(stages, stage_base),
+                               _minus(operations, operation_base), compiling - compile_base, skipped - skipped_base)
+
+
+def _minus(totals: Mapping[str, float], base: Mapping[str, float]) -> dict[str, float]:
+    """``totals`` less ``base``, name by name (a name ``base`` lacks counts from 0)."""
+    return {name: seconds - base.get(name, 0.0) for name, seconds in totals.items()}
 
 
 class Timed:
