@@ -112,6 +112,7 @@ class Speed:
 
     @property
     def expected(self) -> float:
+        """Images/s that ``threads`` threads give where nothing else runs (:data:`IMAGES_PER_S_PER_CORE` each)."""
         return IMAGES_PER_S_PER_CORE * self.threads
 
 
