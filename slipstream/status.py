@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from slipstream.cache_files import human_size
+
 VECTOR_EXTENSIONS = ("sse4_2", "avx2", "avx512f", "avx512bw")
 """The x86 extensions that say which code paths the kernels and libjpeg-turbo take."""
 
@@ -228,7 +230,7 @@ def findings(machine: Machine, software: Software, caches: list[Cache], speed: S
                              "a processor from 2013 or later (Intel Haswell, AMD Excavator) has AVX2"))
     for cache in caches:
         if cache.free < LOW_ROOM:
-            found.append(Finding(f"the disk of the {cache.name} cache ({cache.path}) has {_bytes(cache.free)} free",
+            found.append(Finding(f"the disk of the {cache.name} cache ({cache.path}) has {human_size(cache.free)} free",
                                  "free room on it, or point SLIPSTREAM_CACHE_DIR at a larger local disk"))
     if speed is not None and speed.images_per_s < SLOW_SHARE * speed.expected:
         busy = f" (load average {machine.load:.1f} on {machine.usable} CPUs)" if machine.load > 0.5 else ""
@@ -254,7 +256,8 @@ def report(machine: Machine, software: Software, caches: list[Cache], speed: Spe
         f"Numba {software.numba}, torch {software.torch}",
         f"cuda       {', '.join(software.cuda) if software.cuda else 'no CUDA device'}",
     ]
-    lines += [f"cache      {c.name}: {c.path}, {_bytes(c.size)}; {_bytes(c.free)} free on its disk" for c in caches]
+    lines += [f"cache      {c.name}: {c.path}, {human_size(c.size)}; {human_size(c.free)} free on its disk"
+              for c in caches]
     if speed is not None:
         lines.append(f"speed      {speed.images_per_s:,.0f} images/s through presets.imagenet_train(224) with "
                      f"{speed.threads} threads (expected about {speed.expected:,.0f} where nothing else runs)")
@@ -262,13 +265,6 @@ def report(machine: Machine, software: Software, caches: list[Cache], speed: Spe
     lines.append(f"\n{len(found)} problem{'s' if len(found) != 1 else ''} found" + (":" if found else ""))
     lines += [str(f) for f in found]
     return "\n".join(lines)
-
-
-def _bytes(count: int) -> str:
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if count >= size:
-            return f"{count / size:.1f} {unit}"
-    return f"{count} B"
 
 
 def main(seconds: float = 5.0, threads: int | None = None) -> int:

@@ -57,7 +57,7 @@ def test_a_healthy_machine_has_no_problem():
      "NUMBA_NUM_THREADS=2"),
     (dict(machine=dataclasses.replace(HEALTHY, usable=3)), "may run on 3 of the 8 CPUs", "num_threads=3"),
     (dict(caches=[Cache("converted datasets", Path("/small"), 0, 1 << 29)]),
-     r"converted datasets cache \(/small\) has 512.0 MiB free", "SLIPSTREAM_CACHE_DIR"),
+     r"converted datasets cache \(/small\) has 537 MB free", "SLIPSTREAM_CACHE_DIR"),
     (dict(speed=Speed(100.0, 8), machine=dataclasses.replace(HEALTHY, load=6.0)),
      r"100 images/s with 8 threads, under half .* \(load average 6.0 on 8 CPUs\)", "other processes"),
 ])

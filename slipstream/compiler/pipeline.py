@@ -512,13 +512,13 @@ class CompiledPipeline:
         two readings of the processor's cycle counter, a few cycles each,
         nothing beside a sample's decode."""
         shares: dict[str, float] = {}
+        named: dict[str, int] = {}  # how many nodes have had each name
         for stage, seconds in self._node_seconds.items():
             for node, spent in zip(self.graph.nodes_in(stage), seconds):
                 what = node.op if node.op is not None else node.spec
                 name = f"{node.pipeline}: {type(what).__name__}"
-                name = next(f"{name} #{k}" for k in range(2, len(shares) + 3) if f"{name} #{k}" not in shares) \
-                    if name in shares else name
-                shares[name] = float(spent)
+                named[name] = named.get(name, 0) + 1
+                shares[name if named[name] == 1 else f"{name} #{named[name]}"] = float(spent)
         return shares
 
     def explain(self) -> str:

@@ -130,7 +130,7 @@ def fold(entries: list[Any]) -> list[Any]:
     the entry after it too); a :class:`Keyed` entry is left as it is.
     After a first entry that makes windows of frames, the per-sample
     operations apply to each frame with one draw per window
-    (:func:`slipstream.compiler.frames.each_frame`)."""
+    (:func:`each_frame`)."""
     entries = [entry.settled(entries[k + 1:]) if isinstance(entry, LooksAhead) else entry
                for k, entry in enumerate(entries)]
     folded: list[Any] = []
